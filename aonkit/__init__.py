@@ -1,0 +1,28 @@
+"""aonkit: GPU and ML performance analysis in Jupyter.
+
+>>> import aonkit
+>>> trace = aonkit.load("sample_traces/cpu_mlp.pt.trace.json.gz")  # doctest: +SKIP
+>>> trace.kernels.groupby("name", observed=True)["dur_ns"].sum()   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from .errors import AonkitError, TraceFormatError, TraceTooLargeError
+from .schema import TS_MISSING
+from .sources import load
+from .trace import Trace, TraceMeta
+from .traceset import TraceSet
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AonkitError",
+    "TS_MISSING",
+    "Trace",
+    "TraceFormatError",
+    "TraceMeta",
+    "TraceSet",
+    "TraceTooLargeError",
+    "__version__",
+    "load",
+]

@@ -1,0 +1,311 @@
+"""Validating JSON lexing primitives over a ``uint8`` buffer.
+
+Every function takes the buffer, a position and the end ``n`` and returns a new
+position plus an error code (``OK`` = 0). On error the position is where the
+problem was found; ``E_EOF`` means the input ended first (a truncated file).
+Nothing here reads past ``n``: each index is checked before the byte is read,
+because Numba does no bounds checking.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import njit
+
+OK = 0
+E_SYNTAX = 1
+E_EOF = 2
+E_DEPTH = 3
+E_STRING = 4
+E_NUMBER = 5
+E_NOT_TRACE = 6
+E_TRAILING = 7
+
+MAX_DEPTH = 10_000
+
+_TRUE = np.frombuffer(b"true", np.uint8).copy()
+_FALSE = np.frombuffer(b"false", np.uint8).copy()
+_NULL = np.frombuffer(b"null", np.uint8).copy()
+_NAN = np.frombuffer(b"NaN", np.uint8).copy()
+_INF = np.frombuffer(b"Infinity", np.uint8).copy()
+
+INT64_MAX = np.int64(9223372036854775807)
+
+
+@njit
+def skip_ws(buf, i, n):
+    """Index of the first non-whitespace byte at or after ``i`` (``n`` if none)."""
+    while i < n:
+        c = buf[i]
+        if c == 32 or c == 10 or c == 13 or c == 9:
+            i += 1
+        else:
+            break
+    return i
+
+
+@njit
+def _is_hex(c):
+    return (48 <= c <= 57) or (65 <= c <= 70) or (97 <= c <= 102)
+
+
+@njit
+def scan_string(buf, i, n):
+    """Scan the string whose opening quote is at ``i``; return (end, err)."""
+    i += 1
+    while i < n:
+        c = buf[i]
+        if c == 34:
+            return i + 1, OK
+        if c == 92:
+            if i + 1 >= n:
+                return n, E_EOF
+            d = buf[i + 1]
+            if d == 117:
+                for k in range(i + 2, i + 6):
+                    if k >= n:
+                        return n, E_EOF
+                    if not _is_hex(buf[k]):
+                        return k, E_STRING
+                i += 6
+            elif d == 34 or d == 92 or d == 47 or d == 98 or d == 102 or d == 110 or d == 114 or d == 116:
+                i += 2
+            else:
+                return i + 1, E_STRING
+        elif c < 32:
+            return i, E_STRING
+        else:
+            i += 1
+    return n, E_EOF
+
+
+@njit
+def scan_number(buf, i, n):
+    """Scan a JSON number at ``i``; return (end, err, is_integer_token)."""
+    j = i
+    if buf[j] == 45:
+        j += 1
+    if j >= n:
+        return n, E_EOF, False
+    c = buf[j]
+    if c == 48:
+        j += 1
+    elif 49 <= c <= 57:
+        while j < n and 48 <= buf[j] <= 57:
+            j += 1
+    else:
+        return j, E_NUMBER, False
+    is_int = True
+    if j < n and buf[j] == 46:
+        is_int = False
+        j += 1
+        if j >= n:
+            return n, E_EOF, False
+        if not (48 <= buf[j] <= 57):
+            return j, E_NUMBER, False
+        while j < n and 48 <= buf[j] <= 57:
+            j += 1
+    if j < n and (buf[j] == 101 or buf[j] == 69):
+        is_int = False
+        j += 1
+        if j < n and (buf[j] == 43 or buf[j] == 45):
+            j += 1
+        if j >= n:
+            return n, E_EOF, False
+        if not (48 <= buf[j] <= 57):
+            return j, E_NUMBER, False
+        while j < n and 48 <= buf[j] <= 57:
+            j += 1
+    return j, OK, is_int
+
+
+@njit
+def match_literal(buf, i, n, lit):
+    """Match the bytes of ``lit`` at ``i``; return (end, err)."""
+    for k in range(lit.shape[0]):
+        if i + k >= n:
+            return n, E_EOF
+        if buf[i + k] != lit[k]:
+            return i + k, E_SYNTAX
+    return i + lit.shape[0], OK
+
+
+@njit
+def _scan_scalar(buf, i, n):
+    """Scan a non-container value starting at ``i``; return (end, err)."""
+    c = buf[i]
+    if c == 34:
+        return scan_string(buf, i, n)
+    if c == 45 and i + 1 < n and buf[i + 1] == 73:
+        return match_literal(buf, i + 1, n, _INF)
+    if c == 45 or (48 <= c <= 57):
+        j, err, _ = scan_number(buf, i, n)
+        return j, err
+    if c == 116:
+        return match_literal(buf, i, n, _TRUE)
+    if c == 102:
+        return match_literal(buf, i, n, _FALSE)
+    if c == 110:
+        return match_literal(buf, i, n, _NULL)
+    if c == 78:
+        return match_literal(buf, i, n, _NAN)
+    if c == 73:
+        return match_literal(buf, i, n, _INF)
+    return i, E_SYNTAX
+
+
+@njit
+def _expect_key(buf, i, n):
+    """At ``i`` expect ``"key" :``; return (position after the colon, err)."""
+    if i >= n:
+        return n, E_EOF
+    if buf[i] != 34:
+        return i, E_SYNTAX
+    i, err = scan_string(buf, i, n)
+    if err != OK:
+        return i, err
+    i = skip_ws(buf, i, n)
+    if i >= n:
+        return n, E_EOF
+    if buf[i] != 58:
+        return i, E_SYNTAX
+    return i + 1, OK
+
+
+@njit
+def skip_value(buf, i, n, stack):
+    """Validate and skip one JSON value starting at or after ``i``.
+
+    ``stack`` is a scratch ``uint8`` array whose length bounds the nesting
+    depth. Returns (end, err).
+    """
+    depth = 0
+    while True:
+        # expecting a value
+        i = skip_ws(buf, i, n)
+        if i >= n:
+            return n, E_EOF
+        c = buf[i]
+        if c == 123 or c == 91:
+            if depth >= stack.shape[0]:
+                return i, E_DEPTH
+            stack[depth] = c
+            depth += 1
+            i = skip_ws(buf, i + 1, n)
+            if i >= n:
+                return n, E_EOF
+            if (c == 123 and buf[i] == 125) or (c == 91 and buf[i] == 93):
+                i += 1
+                depth -= 1
+            elif c == 123:
+                i, err = _expect_key(buf, i, n)
+                if err != OK:
+                    return i, err
+                continue
+            else:
+                continue
+        else:
+            i, err = _scan_scalar(buf, i, n)
+            if err != OK:
+                return i, err
+        # after a complete value: close containers or move to the next item
+        while True:
+            if depth == 0:
+                return i, OK
+            i = skip_ws(buf, i, n)
+            if i >= n:
+                return n, E_EOF
+            c = buf[i]
+            top = stack[depth - 1]
+            if c == 44:
+                i += 1
+                if top == 123:
+                    i, err = _expect_key(buf, skip_ws(buf, i, n), n)
+                    if err != OK:
+                        return i, err
+                break
+            if (c == 125 and top == 123) or (c == 93 and top == 91):
+                i += 1
+                depth -= 1
+                continue
+            return i, E_SYNTAX
+
+
+@njit
+def _digit_at(buf, int_s, nint, frac_s, idx):
+    if idx < nint:
+        return np.int64(buf[int_s + idx] - 48)
+    return np.int64(buf[frac_s + idx - nint] - 48)
+
+
+@njit
+def parse_scaled(buf, s, e, scale):
+    """Exact value of the JSON number token ``buf[s:e]`` times ``10**scale``.
+
+    Rounds half to even when digits remain below the unit. Returns
+    (value, status): status 0 exact, 1 rounded, 2 overflow of int64.
+    """
+    neg = buf[s] == 45
+    p = s + 1 if neg else s
+    int_s = p
+    while p < e and 48 <= buf[p] <= 57:
+        p += 1
+    nint = p - int_s
+    frac_s = p
+    frac_e = p
+    if p < e and buf[p] == 46:
+        p += 1
+        frac_s = p
+        while p < e and 48 <= buf[p] <= 57:
+            p += 1
+        frac_e = p
+    exp = 0
+    if p < e and (buf[p] == 101 or buf[p] == 69):
+        p += 1
+        eneg = False
+        if p < e and (buf[p] == 43 or buf[p] == 45):
+            eneg = buf[p] == 45
+            p += 1
+        while p < e:
+            if exp < 1_000_000:
+                exp = exp * 10 + (buf[p] - 48)
+            p += 1
+        if eneg:
+            exp = -exp
+    total = nint + (frac_e - frac_s)
+    kept = nint + exp + scale
+    value = np.int64(0)
+    status = 0
+    stop = kept if kept < total else total
+    for idx in range(stop):
+        d = _digit_at(buf, int_s, nint, frac_s, idx)
+        if value > (INT64_MAX - d) // 10:
+            return np.int64(-1), 2
+        value = value * 10 + d
+    if kept > total:
+        if value != 0:
+            for _ in range(kept - total):
+                if value > INT64_MAX // 10:
+                    return np.int64(-1), 2
+                value = value * 10
+    elif kept < total:
+        rest_nonzero = False
+        start = kept + 1 if kept >= 0 else 0
+        for idx in range(start, total):
+            if _digit_at(buf, int_s, nint, frac_s, idx) != 0:
+                rest_nonzero = True
+                break
+        if kept >= 0:
+            r = _digit_at(buf, int_s, nint, frac_s, kept)
+            if r != 0 or rest_nonzero:
+                status = 1
+            if r > 5 or (r == 5 and (rest_nonzero or (value & 1) == 1)):
+                if value == INT64_MAX:
+                    return np.int64(-1), 2
+                value += 1
+        elif rest_nonzero:
+            status = 1
+    if neg:
+        value = -value
+    return value, status

@@ -1,0 +1,54 @@
+"""Exception types raised by aonkit."""
+
+from __future__ import annotations
+
+
+class AonkitError(Exception):
+    """Base class of every aonkit error."""
+
+
+class TraceFormatError(AonkitError, ValueError):
+    """A trace file is malformed, truncated or not a trace at all.
+
+    Attributes
+    ----------
+    path : str or None
+        The file that was read.
+    offset : int or None
+        Byte offset (in the decompressed text) where the problem was found.
+    line, column : int or None
+        1-based line and column of ``offset``.
+    event_index : int or None
+        Index of the event being read when the problem was found.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        offset: int | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        event_index: int | None = None,
+    ) -> None:
+        self.path = path
+        self.offset = offset
+        self.line = line
+        self.column = column
+        self.event_index = event_index
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if offset is not None:
+            where.append(f"byte {offset}")
+        if line is not None:
+            where.append(f"line {line}, column {column}")
+        if event_index is not None:
+            where.append(f"event {event_index}")
+        self.reason = message
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+
+
+class TraceTooLargeError(TraceFormatError):
+    """A compressed trace expands beyond the configured cap."""

@@ -1,0 +1,89 @@
+"""Reading a trace file into one contiguous, writable ``uint8`` buffer."""
+
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from .. import _config
+from ..errors import TraceFormatError, TraceTooLargeError
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 8 * 1024 * 1024
+
+
+def is_gzip(path: str | os.PathLike[str]) -> bool:
+    """True when the file starts with the gzip magic bytes."""
+    with open(path, "rb") as fh:
+        return fh.read(2) == _GZIP_MAGIC
+
+
+def read_buffer(path: str | os.PathLike[str], max_bytes: int | None = None) -> tuple[np.ndarray, list[str]]:
+    """Return the (decompressed) bytes of ``path`` and any warnings.
+
+    Gzip input (detected by its magic bytes, whatever the suffix) is
+    decompressed in a streaming loop that stops with
+    :class:`~aonkit.TraceTooLargeError` once ``max_bytes`` would be exceeded
+    (default ``aonkit._config.MAX_DECOMPRESSED_BYTES``). A gzip stream that
+    ends early (a killed writer) yields the bytes that could be recovered and a
+    warning; the JSON scanner then reports the truncation.
+    """
+    path = Path(path)
+    if not is_gzip(path):
+        return np.fromfile(path, dtype=np.uint8), []
+    cap = _config.MAX_DECOMPRESSED_BYTES if max_bytes is None else max_bytes
+    return _gunzip(path, cap)
+
+
+def _gunzip(path: Path, cap: int) -> tuple[np.ndarray, list[str]]:
+    out = bytearray()
+    warnings: list[str] = []
+    dec = zlib.decompressobj(wbits=31)
+    consumed = 0
+    with open(path, "rb") as fh:
+        pending = fh.read(_CHUNK)
+        while pending:
+            try:
+                piece = dec.decompress(pending, max(cap - len(out) + 1, 1))
+            except zlib.error as exc:
+                raise TraceFormatError(f"corrupt gzip data: {exc}", path=str(path), offset=consumed) from None
+            out += piece
+            if len(out) > cap:
+                raise TraceTooLargeError(
+                    f"decompressed size exceeds the cap of {cap} bytes "
+                    "(raise it with max_decompressed_bytes= or AONKIT_MAX_DECOMPRESSED_BYTES)",
+                    path=str(path),
+                )
+            if dec.unconsumed_tail:
+                consumed += len(pending) - len(dec.unconsumed_tail)
+                pending = dec.unconsumed_tail
+                continue
+            consumed += len(pending) - len(dec.unused_data)
+            if dec.eof:
+                rest = dec.unused_data + fh.read(_CHUNK)
+                if not rest:
+                    break
+                if rest[:2] != _GZIP_MAGIC:
+                    if rest.strip(b"\x00"):
+                        warnings.append(f"ignored {len(rest)}+ bytes of non-gzip data after the gzip stream")
+                    break
+                dec = zlib.decompressobj(wbits=31)
+                pending = rest
+            else:
+                pending = fh.read(_CHUNK)
+    if not dec.eof:
+        warnings.append(f"gzip stream ends early after {consumed} compressed bytes (file truncated?)")
+    return np.frombuffer(out, dtype=np.uint8), warnings
+
+
+def line_col(buf: np.ndarray, offset: int) -> tuple[int, int]:
+    """1-based line and column (in bytes) of ``offset`` in ``buf``."""
+    offset = max(0, min(int(offset), buf.shape[0]))
+    head = buf[:offset]
+    nl = np.flatnonzero(head == 10)
+    line = nl.shape[0] + 1
+    col = offset - (int(nl[-1]) + 1 if nl.shape[0] else 0) + 1
+    return line, col

@@ -1,0 +1,211 @@
+"""Reader of Chrome-trace / Kineto JSON (``.json``, ``.json.gz``, bare arrays).
+
+The bytes go through one Numba pass (:func:`aonkit._kernels.trace_scan.scan_trace`);
+this module turns its spans and symbol ids into the events table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from .._kernels import json_lex as lex
+from .._kernels import trace_scan as ks
+from ..errors import TraceFormatError
+from ..trace import RawEvents, Trace, meta_from_top_level
+from ._io import line_col, read_buffer
+
+_ERR_TEXT = {
+    lex.E_SYNTAX: "invalid JSON: unexpected character",
+    lex.E_EOF: "the file ends before the JSON is complete (truncated trace?)",
+    lex.E_DEPTH: f"JSON nested deeper than {lex.MAX_DEPTH} levels",
+    lex.E_STRING: "invalid JSON string (bad escape or raw control character)",
+    lex.E_NUMBER: "invalid JSON number",
+    lex.E_NOT_TRACE: "not a trace: the top-level JSON value is neither an object nor an array",
+    lex.E_TRAILING: "invalid JSON: extra data after the top-level value",
+}
+_CAT_KINDS = (ks.K_PH, ks.K_CAT, ks.K_NAME, ks.K_PID, ks.K_TID, ks.K_BP)
+_TEXT_KINDS = {ks.K_PH, ks.K_CAT, ks.K_NAME, ks.K_BP}
+
+
+def read_chrome_trace(
+    path: str | os.PathLike[str], *, salvage: bool = False, max_decompressed_bytes: int | None = None
+) -> Trace:
+    """Read a Chrome-trace/Kineto JSON file into a :class:`~aonkit.Trace`.
+
+    Parameters
+    ----------
+    path : path-like
+        ``.json``, ``.json.gz`` (gzip is detected by content) or a bare array.
+    salvage : bool
+        When the file is cut short (a killed job), return every complete event
+        before the cut and say so in ``trace.warnings`` instead of raising.
+    max_decompressed_bytes : int, optional
+        Cap on the decompressed size of gzip input.
+
+    Raises
+    ------
+    TraceFormatError
+        Invalid JSON (with byte offset, line and column), a truncated file
+        without ``salvage``, or a JSON document that is not a trace.
+    """
+    path = str(path)
+    buf, warnings = read_buffer(path, max_decompressed_bytes)
+    return parse_buffer(buf, path=path, salvage=salvage, warnings=warnings)
+
+
+def parse_buffer(
+    buf: np.ndarray, *, path: str | None = None, salvage: bool = False, warnings: list[str] | None = None
+) -> Trace:
+    """Parse trace JSON held in a ``uint8`` array (see :func:`read_chrome_trace`)."""
+    warnings = list(warnings or [])
+    buf = np.ascontiguousarray(buf, dtype=np.uint8)
+    capacity = max(1024, buf.shape[0] // 200)
+    err, pos, n_ev, cols, sym, nsym, top, ntop, n_bad, layout = ks.scan_trace(buf, capacity)
+    if err != lex.OK:
+        if not (salvage and err == lex.E_EOF):
+            _raise(buf, err, pos, path, n_ev if layout != 2 else None)
+        line, col = line_col(buf, pos)
+        warnings.append(
+            f"truncated trace: the file ends at byte {pos} (line {line}, column {col}) inside the JSON; "
+            f"kept the {n_ev:,} complete events before the cut; top-level keys after it are missing"
+        )
+    top_level = _decode_top(buf, top[:ntop], path)
+    if layout == 2 and err == lex.OK:
+        raise TraceFormatError("not a trace: the JSON object has no 'traceEvents' array", path=path)
+    if n_bad:
+        warnings.append(f"skipped {n_bad} traceEvents entries that are not JSON objects")
+    layout_name = "array" if layout == 1 else "object"
+    meta = meta_from_top_level(top_level, path, layout_name)
+    cols = cols[:, :n_ev]
+    events = _events_frame(buf, cols, sym[:nsym], meta.base_time_ns, path, warnings)
+    if meta.base_time_ns is None and err != lex.OK and events["ts_ns"].gt(0).any():
+        ts = events["ts_ns"][events["ts_ns"] != schema.TS_MISSING]
+        if len(ts) and ts.max() < 10**15:  # < ~11 days of ns: relative times without their base
+            warnings.append("timestamps look relative and baseTimeNanoseconds was lost with the cut")
+    raw = RawEvents(buf, cols[ks.C_EV_START].copy(), cols[ks.C_EV_END].copy())
+    top_level.pop("traceEvents", None)
+    return Trace(events, meta, raw, metadata=top_level, warnings=warnings)
+
+
+def _raise(buf: np.ndarray, err: int, pos: int, path: str | None, event_index: int | None) -> None:
+    line, col = line_col(buf, pos)
+    raise TraceFormatError(
+        _ERR_TEXT.get(err, f"scanner error {err}"),
+        path=path,
+        offset=int(pos),
+        line=line,
+        column=col,
+        event_index=event_index,
+    )
+
+
+def _decode_token(buf: np.ndarray, s: int, e: int, path: str | None) -> Any:
+    raw = buf[s:e].tobytes()
+    try:
+        if raw[:1] == b'"' and b"\\" not in raw:
+            return raw[1:-1].decode("utf-8")
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        line, col = line_col(buf, s)
+        raise TraceFormatError(f"undecodable text: {exc}", path=path, offset=s, line=line, column=col) from None
+
+
+def _decode_top(buf: np.ndarray, top: np.ndarray, path: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k_s, k_e, v_s, v_e in top.tolist():
+        key = _decode_token(buf, k_s, k_e, path)
+        if key == "traceEvents" and buf[v_s] == 91:
+            out[key] = None  # parsed by the scanner
+            continue
+        out[key] = _decode_token(buf, v_s, v_e, path)
+    return out
+
+
+def _categories(buf: np.ndarray, sym: np.ndarray, path: str | None) -> dict[int, tuple[np.ndarray, list[Any]]]:
+    """Per symbol kind: (global id -> category code map, category values)."""
+    nsym = sym.shape[0]
+    result = {}
+    for kind in _CAT_KINDS:
+        mapping = np.full(nsym + 1, -1, np.int32)  # last slot maps -1 (missing) to -1
+        values: list[Any] = []
+        index: dict[Any, int] = {}
+        for sid in np.flatnonzero(sym[:, 2] == kind).tolist():
+            s, e = int(sym[sid, 0]), int(sym[sid, 1])
+            value = _decode_token(buf, s, e, path)
+            if kind in _TEXT_KINDS and not isinstance(value, str):
+                value = buf[s:e].tobytes().decode("utf-8", "replace")
+            elif isinstance(value, (dict, list)):
+                value = buf[s:e].tobytes().decode("utf-8", "replace")
+            code = index.get(value)
+            if code is None or type(values[code]) is not type(value):
+                code = len(values)
+                index[value] = code
+                values.append(value)
+            mapping[sid] = code
+        result[kind] = (mapping, values)
+    return result
+
+
+def _categorical(codes: np.ndarray, values: list[Any], text: bool) -> pd.Categorical:
+    if text or all(isinstance(v, str) for v in values):
+        cats = pd.Index(values, dtype="str")
+    else:
+        cats = pd.Index(values, dtype=object)
+    return pd.Categorical.from_codes(codes, categories=cats, validate=False)
+
+
+def _events_frame(
+    buf: np.ndarray,
+    cols: np.ndarray,
+    sym: np.ndarray,
+    base_ns: int | None,
+    path: str | None,
+    warnings: list[str],
+) -> pd.DataFrame:
+    cats = _categories(buf, sym, path)
+    data: dict[str, Any] = {}
+    for name, kind, row in zip(schema.CATEGORY_COLUMNS, _CAT_KINDS, range(ks.C_PH, ks.C_BP + 1)):
+        mapping, values = cats[kind]
+        data[name] = _categorical(mapping[cols[row]], values, kind in _TEXT_KINDS)
+    ts = cols[ks.C_TS].copy()
+    if base_ns:
+        present = ts != schema.TS_MISSING
+        ts[present] += base_ns
+    data["ts_ns"] = ts
+    for name, row in (
+        ("dur_ns", ks.C_DUR), ("correlation", ks.C_CORR), ("external_id", ks.C_EXT),
+        ("stream", ks.C_STREAM), ("device", ks.C_DEVICE), ("id", ks.C_ID),
+    ):  # fmt: skip
+        data[name] = cols[row].copy()
+    _flag_warnings(cols[ks.C_FLAGS], warnings)
+    return pd.DataFrame({c: data[c] for c in schema.EVENT_COLUMNS}, copy=False)
+
+
+def _flag_warnings(flags: np.ndarray, warnings: list[str]) -> None:
+    checks = (
+        (ks.F_TIME_ROUNDED, "ts/dur values had digits below 1 ns and were rounded half to even"),
+        (ks.F_TIME_NOT_NUMBER, "ts/dur values were not numbers and are treated as missing"),
+        (ks.F_TIME_OVERFLOW, "ts/dur values overflow int64 nanoseconds and are treated as missing"),
+        (ks.F_OVERFLOW, "integer ids (correlation, External id, stream, device, flow id) exceed int64; "
+         "set to -1 in the typed columns, exact in event_args()"),
+    )  # fmt: skip
+    if not flags.any():
+        return
+    for bit, text in checks:
+        hits = np.flatnonzero(flags & bit)
+        if hits.shape[0]:
+            warnings.append(f"{hits.shape[0]} event(s) (first: event {int(hits[0])}): {text}")
+
+
+def sniff_is_json(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` looks like trace JSON (plain or gzip)."""
+    p = Path(path)
+    name = p.name.lower()
+    return name.endswith((".json", ".json.gz", ".trace", ".gz"))

@@ -1,0 +1,235 @@
+"""The trace model: ``Trace`` (one file) with its events table and metadata."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import schema
+
+
+@dataclass
+class TraceMeta:
+    """Trace-level facts parsed from the file's top-level keys.
+
+    Attributes
+    ----------
+    path : str or None
+        File the trace was read from.
+    schema_version : int or None
+        ``schemaVersion``.
+    base_time_ns : int or None
+        ``baseTimeNanoseconds`` (already added to ``ts_ns``).
+    rank, world_size : int or None
+        From ``distributedInfo``.
+    distributed_info : dict
+        The whole ``distributedInfo`` block (backend, pg_config, nccl_version...).
+    device_properties : list of dict
+        ``deviceProperties``: one entry per GPU visible to the process.
+    profiler_options : dict
+        ``record_shapes``, ``profile_memory``, ``with_stack``, ``with_flops``,
+        ``with_modules`` when present.
+    versions : dict
+        CUDA/CUPTI/ROCm version keys when present.
+    trace_id, display_time_unit : str or None
+        As in the file.
+    layout : str
+        ``"object"`` (a ``traceEvents`` object) or ``"array"`` (bare array).
+    """
+
+    path: str | None = None
+    schema_version: int | None = None
+    base_time_ns: int | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    distributed_info: dict[str, Any] = field(default_factory=dict)
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+    profiler_options: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+    trace_id: str | None = None
+    display_time_unit: str | None = None
+    layout: str = "object"
+
+    @property
+    def pg_config(self) -> list[dict[str, Any]]:
+        """Process groups listed in ``distributedInfo.pg_config``."""
+        pg = self.distributed_info.get("pg_config", [])
+        return pg if isinstance(pg, list) else []
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (for the cache sidecar)."""
+        return asdict(self)
+
+
+_OPTION_KEYS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+_VERSION_KEYS = (
+    "cuda_runtime_version", "cuda_driver_version", "cupti_version",
+    "roctracer_version", "hip_runtime_version", "hip_driver_version",
+)  # fmt: skip
+
+
+def _as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def meta_from_top_level(top: dict[str, Any], path: str | None, layout: str) -> TraceMeta:
+    """Build :class:`TraceMeta` from the decoded top-level keys of a trace."""
+    dist = top.get("distributedInfo")
+    dist = dist if isinstance(dist, dict) else {}
+    props = top.get("deviceProperties")
+    props = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    return TraceMeta(
+        path=path,
+        schema_version=_as_int(top.get("schemaVersion")),
+        base_time_ns=_as_int(top.get("baseTimeNanoseconds")),
+        rank=_as_int(dist.get("rank")),
+        world_size=_as_int(dist.get("world_size")),
+        distributed_info=dist,
+        device_properties=props,
+        profiler_options={k: top[k] for k in _OPTION_KEYS if k in top},
+        versions={k: top[k] for k in _VERSION_KEYS if k in top},
+        trace_id=top.get("trace_id") if isinstance(top.get("trace_id"), str) else None,
+        display_time_unit=top.get("displayTimeUnit") if isinstance(top.get("displayTimeUnit"), str) else None,
+        layout=layout,
+    )
+
+
+class RawEvents:
+    """Byte spans of each event's JSON text, for lossless access to every field.
+
+    ``buf`` may be supplied lazily through ``loader`` (the Parquet cache reads
+    the event texts only when first asked).
+    """
+
+    def __init__(
+        self,
+        buf: np.ndarray | None,
+        ev_start: np.ndarray | None,
+        ev_end: np.ndarray | None,
+        loader: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+    ) -> None:
+        self._buf = buf
+        self._start = ev_start
+        self._end = ev_end
+        self._loader = loader
+
+    def _ensure(self) -> None:
+        if self._buf is None and self._loader is not None:
+            self._buf, self._start, self._end = self._loader()
+            self._loader = None
+
+    def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(buffer, start offsets, end offsets) of every event's text."""
+        self._ensure()
+        assert self._buf is not None and self._start is not None and self._end is not None
+        return self._buf, self._start, self._end
+
+    def text(self, i: int) -> bytes:
+        """Raw JSON bytes of event ``i``."""
+        buf, start, end = self.spans()
+        return buf[int(start[i]) : int(end[i])].tobytes()
+
+
+class Trace:
+    """One profiler trace: an events table plus trace-level metadata.
+
+    Parameters
+    ----------
+    events : pandas.DataFrame
+        The events table (see :mod:`aonkit.schema`).
+    meta : TraceMeta
+        Parsed trace-level facts.
+    raw : RawEvents
+        Byte spans for lossless per-event access.
+    metadata : dict
+        Every top-level key of the file except ``traceEvents``, decoded. It can
+        hold secrets (environment dumps), so aonkit never prints it.
+    warnings : list of str
+        What the reader had to work around (truncation, rounding...).
+    """
+
+    def __init__(
+        self,
+        events: pd.DataFrame,
+        meta: TraceMeta,
+        raw: RawEvents,
+        metadata: dict[str, Any] | None = None,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.events = events
+        self.meta = meta
+        self._raw = raw
+        self.metadata: dict[str, Any] = metadata if metadata is not None else {}
+        self.warnings: list[str] = list(warnings or [])
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __repr__(self) -> str:
+        name = Path(self.meta.path).name if self.meta.path else "<memory>"
+        rank = "" if self.meta.rank is None else f", rank={self.meta.rank}"
+        warn = f", {len(self.warnings)} warning(s)" if self.warnings else ""
+        return f"<aonkit.Trace {name}: {len(self.events):,} events{rank}{warn}>"
+
+    # -- lossless access -------------------------------------------------------------------
+    def event_json(self, i: int) -> dict[str, Any]:
+        """The whole event ``i`` as decoded JSON (every key, exact integers)."""
+        value = json.loads(self._raw.text(i))
+        return value if isinstance(value, dict) else {"_value": value}
+
+    def event_args(self, i: int) -> dict[str, Any]:
+        """``args`` of event ``i`` as decoded JSON; ``{}`` when it has none."""
+        args = self.event_json(i).get("args")
+        return args if isinstance(args, dict) else {}
+
+    # -- convenience views -----------------------------------------------------------------
+    def _cat_in(self, cats: frozenset[str]) -> pd.DataFrame:
+        return self.events[self.events["cat"].isin(cats)]
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """GPU kernel events (``kernel``; 2020-21 ``Kernel``)."""
+        return self._cat_in(schema.KERNEL_CATS)
+
+    @property
+    def gpu_events(self) -> pd.DataFrame:
+        """Kernels, memcpys and memsets."""
+        return self._cat_in(schema.GPU_CATS)
+
+    @property
+    def cpu_ops(self) -> pd.DataFrame:
+        """CPU operator events (``cpu_op``; 2020-21 ``Operator``)."""
+        return self._cat_in(schema.CPU_OP_CATS)
+
+    @property
+    def runtime(self) -> pd.DataFrame:
+        """Runtime/driver API calls (CUDA, HIP through ``cuda_runtime``, MTIA)."""
+        return self._cat_in(schema.RUNTIME_CATS)
+
+    @property
+    def flows(self) -> pd.DataFrame:
+        """Flow events (``ph`` in ``s``, ``t``, ``f``)."""
+        return self.events[self.events["ph"].isin(schema.FLOW_PHASES)]
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write the trace as Parquet plus a JSON sidecar (see :mod:`aonkit.cache`)."""
+        from .cache import save_trace
+
+        return save_trace(self, path)
+
+    def equals(self, other: Trace) -> bool:
+        """True when both traces hold equal events, metadata and warnings."""
+        if not isinstance(other, Trace):
+            return False
+        return (
+            self.events.equals(other.events)
+            and self.meta.to_dict() == {**other.meta.to_dict(), "path": self.meta.path}
+            and self.metadata == other.metadata
+        )
