@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from .trace import Trace
 
@@ -44,15 +46,34 @@ class TraceSet(Mapping[int, Trace]):
 
     @classmethod
     def from_traces(cls, traces: list[Trace]) -> TraceSet:
-        """Key ``traces`` by their rank; fall back to list order when ranks are missing or clash."""
-        ranks = [t.meta.rank for t in traces]
-        if all(r is not None for r in ranks) and len(set(ranks)) == len(ranks):
-            return cls({r: t for r, t in zip(ranks, traces)})  # type: ignore[misc]
-        out: dict[int, Trace] = {}
-        for i, t in enumerate(traces):
-            if t.meta.rank is not None and ranks.count(t.meta.rank) > 1:
-                t.warnings.append(
-                    f"rank {t.meta.rank} is claimed by {ranks.count(t.meta.rank)} files; ranks follow file order"
-                )
-            out[i] = t
+        """Key ``traces`` by rank.
+
+        The rank is ``distributedInfo.rank``, else a ``rank-N`` / ``rank_N`` /
+        ``worker N`` in the file name. Traces with neither take the lowest free
+        ranks in list order (with a warning). If two traces claim one rank,
+        every trace is keyed by list order instead (with a warning).
+        """
+        ranks = [t.meta.rank if t.meta.rank is not None else _rank_from_name(t.meta.path) for t in traces]
+        known = [r for r in ranks if r is not None]
+        if len(set(known)) != len(known):
+            for t, r in zip(traces, ranks):
+                t.warnings.append(f"rank {r} is claimed by several files; ranks follow file order")
+            return cls(dict(enumerate(traces)))
+        out: dict[int, Trace] = {r: t for r, t in zip(ranks, traces) if r is not None}
+        free = (k for k in range(len(traces) + len(out)) if k not in out)
+        for t, r in zip(traces, ranks):
+            if r is None:
+                key = next(free)
+                t.warnings.append(f"the file names no rank; keyed as rank {key} (file order)")
+                out[key] = t
         return cls(out)
+
+
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_ ]?(\d+)", re.IGNORECASE)
+
+
+def _rank_from_name(path: str | None) -> int | None:
+    if not path:
+        return None
+    m = _RANK_IN_NAME.search(Path(path).name)
+    return int(m.group(1)) if m else None

@@ -23,7 +23,8 @@ def read_text(path: str | Path) -> bytes:
 
 
 def _int_or_missing(value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and _I64[0] <= value <= _I64[1]:
+    # -2**63 is reserved (TS_MISSING); the scanner treats it as overflow
+    if isinstance(value, int) and not isinstance(value, bool) and _I64[0] < value <= _I64[1]:
         return value
     return -1
 

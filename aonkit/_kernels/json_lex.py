@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_inline
 
 OK = 0
 E_SYNTAX = 1
@@ -33,7 +33,7 @@ _INF = np.frombuffer(b"Infinity", np.uint8).copy()
 INT64_MAX = np.int64(9223372036854775807)
 
 
-@njit
+@njit_inline
 def skip_ws(buf, i, n):
     """Index of the first non-whitespace byte at or after ``i`` (``n`` if none)."""
     while i < n:
@@ -45,12 +45,12 @@ def skip_ws(buf, i, n):
     return i
 
 
-@njit
+@njit_inline
 def _is_hex(c):
     return (48 <= c <= 57) or (65 <= c <= 70) or (97 <= c <= 102)
 
 
-@njit
+@njit_inline
 def scan_string(buf, i, n):
     """Scan the string whose opening quote is at ``i``; return (end, err)."""
     i += 1
@@ -72,7 +72,7 @@ def scan_string(buf, i, n):
             elif d == 34 or d == 92 or d == 47 or d == 98 or d == 102 or d == 110 or d == 114 or d == 116:
                 i += 2
             else:
-                return i + 1, E_STRING
+                return i, E_STRING
         elif c < 32:
             return i, E_STRING
         else:
@@ -232,6 +232,15 @@ def skip_value(buf, i, n, stack):
             return i, E_SYNTAX
 
 
+@njit_inline
+def skip_any(buf, i, n, stack):
+    """Skip one value at ``i`` (not whitespace): scalars inline, containers via :func:`skip_value`."""
+    c = buf[i]
+    if c == 123 or c == 91:
+        return skip_value(buf, i, n, stack)
+    return _scan_scalar(buf, i, n)
+
+
 @njit
 def _digit_at(buf, int_s, nint, frac_s, idx):
     if idx < nint:
@@ -309,3 +318,54 @@ def parse_scaled(buf, s, e, scale):
     if neg:
         value = -value
     return value, status
+
+
+@njit
+def scan_scaled(buf, i, n, scale):
+    """Scan a number token at ``i`` and return its value times ``10**scale``.
+
+    One pass for the common shapes (up to 18 significant digits and at most
+    ``scale`` decimals, no exponent); anything else goes through
+    :func:`parse_scaled`. Returns (end, err, value, status, is_integer_token)
+    with ``status`` as in :func:`parse_scaled`.
+    """
+    j = i
+    neg = buf[j] == 45
+    if neg:
+        j += 1
+    value = np.int64(0)
+    nd = 0
+    while j < n:
+        c = buf[j]
+        if c < 48 or c > 57:
+            break
+        value = value * 10 + (c - 48)
+        nd += 1
+        j += 1
+    fast = 0 < nd <= 19 and not (nd > 1 and buf[j - nd] == 48)
+    is_int = True
+    nf = 0
+    if fast and j < n and buf[j] == 46:
+        is_int = False
+        j += 1
+        while j < n and 48 <= buf[j] <= 57:
+            if nf < scale:
+                value = value * 10 + (buf[j] - 48)
+            nf += 1
+            j += 1
+        fast = 0 < nf <= scale
+    # nd + scale <= 19 digits: the true magnitude is < 10**19 < 2**64, so an
+    # int64 overflow can only wrap once, to a negative number, caught below.
+    fast = fast and nd + scale <= 19
+    if fast and j < n and (buf[j] == 101 or buf[j] == 69):
+        fast = False
+    if fast:
+        for _ in range(scale - nf):
+            value = value * 10
+        if value >= 0:
+            return j, OK, -value if neg else value, 0, is_int
+    end, err, is_int = scan_number(buf, i, n)
+    if err != OK:
+        return end, err, np.int64(-1), 0, False
+    v, st = parse_scaled(buf, i, end, scale)
+    return end, OK, v, st, is_int

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_inline
 from .json_lex import (
     E_EOF,
     E_NOT_TRACE,
@@ -24,7 +24,9 @@ from .json_lex import (
     OK,
     parse_scaled,
     scan_number,
+    scan_scaled,
     scan_string,
+    skip_any,
     skip_value,
     skip_ws,
 )
@@ -50,7 +52,7 @@ _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
 
 
-@njit
+@njit_inline
 def _hash(buf, s, e, kind):
     h = _FNV_OFFSET ^ np.uint64(kind + 1)
     for k in range(s, e):
@@ -98,7 +100,7 @@ def _rebuild_table(sym, symh, nsym, size):
     return ht
 
 
-@njit
+@njit_inline
 def _key_id(buf, s, ln):
     """Classify an event key (inner bytes ``buf[s:s+ln]``); -1 for others."""
     if ln == 2:
@@ -136,7 +138,7 @@ _A_STREAM = np.frombuffer(b"stream", np.uint8).copy()
 _A_DEVICE = np.frombuffer(b"device", np.uint8).copy()
 
 
-@njit
+@njit_inline
 def _eq(buf, s, lit):
     for k in range(lit.shape[0]):
         if buf[s + k] != lit[k]:
@@ -144,7 +146,7 @@ def _eq(buf, s, lit):
     return True
 
 
-@njit
+@njit_inline
 def _arg_key_id(buf, s, ln):
     """0 correlation, 1 "External id", 2 "external id", 3 stream, 4 device, -1 other."""
     if ln == 11:
@@ -163,7 +165,7 @@ def _arg_key_id(buf, s, ln):
     return -1
 
 
-@njit
+@njit_inline
 def _is_number_start(buf, i, n):
     c = buf[i]
     if 48 <= c <= 57:
@@ -184,7 +186,7 @@ def _int_value(buf, i, n, stack):
         if st == 2:
             return j, OK, np.int64(-1), True
         return j, OK, v, False
-    j, err = skip_value(buf, i, n, stack)
+    j, err = skip_any(buf, i, n, stack)
     return j, err, np.int64(-1), False
 
 
@@ -220,23 +222,22 @@ def _parse_args(buf, i, n, stack, cols, row):
         if i >= n:
             return n, E_EOF
         if akey < 0:
-            i, err = skip_value(buf, i, n, stack)
+            i, err = skip_any(buf, i, n, stack)
             if err != OK:
                 return i, err
         else:
             if _is_number_start(buf, i, n):
-                j, err, is_int = scan_number(buf, i, n)
+                j, err, v, st, is_int = scan_scaled(buf, i, n, 0)
                 if err != OK:
                     return j, err
-                v = np.int64(-1)
-                if is_int:
-                    v, st = parse_scaled(buf, i, j, 0)
-                    if st == 2:
-                        v = np.int64(-1)
-                        cols[C_FLAGS, row] |= F_OVERFLOW
+                if not is_int:
+                    v = np.int64(-1)
+                elif st == 2:
+                    v = np.int64(-1)
+                    cols[C_FLAGS, row] |= F_OVERFLOW
                 i = j
             else:
-                i, err = skip_value(buf, i, n, stack)
+                i, err = skip_any(buf, i, n, stack)
                 if err != OK:
                     return i, err
                 v = np.int64(-1)
@@ -269,10 +270,9 @@ def _parse_args(buf, i, n, stack, cols, row):
 def _time_value(buf, i, n, stack, cols, row, col):
     """Parse ts/dur at ``i`` into ``cols[col, row]`` as exact ns."""
     if _is_number_start(buf, i, n):
-        j, err, _ = scan_number(buf, i, n)
+        j, err, v, st, _ = scan_scaled(buf, i, n, 3)
         if err != OK:
             return j, err
-        v, st = parse_scaled(buf, i, j, 3)
         if st == 2:
             cols[col, row] = TS_MISSING if col == C_TS else -1
             cols[C_FLAGS, row] |= F_TIME_OVERFLOW
@@ -281,7 +281,7 @@ def _time_value(buf, i, n, stack, cols, row, col):
             if st == 1:
                 cols[C_FLAGS, row] |= F_TIME_ROUNDED
         return j, OK
-    j, err = skip_value(buf, i, n, stack)
+    j, err = skip_any(buf, i, n, stack)
     cols[col, row] = TS_MISSING if col == C_TS else -1
     cols[C_FLAGS, row] |= F_TIME_NOT_NUMBER
     return j, err
@@ -321,7 +321,7 @@ def _parse_event(buf, i, n, stack, cols, row, ht, sym, symh, nsym):
             return n, E_EOF, nsym
         if key <= 5 and key >= 0:
             vs = i
-            i, err = skip_value(buf, i, n, stack)
+            i, err = skip_any(buf, i, n, stack)
             if err != OK:
                 return i, err, nsym
             if buf[vs] == 110:  # null
@@ -352,7 +352,7 @@ def _parse_event(buf, i, n, stack, cols, row, ht, sym, symh, nsym):
                 cols[C_ARGS_END, row] = -1
                 for c in (C_CORR, C_EXT, C_STREAM, C_DEVICE):
                     cols[c, row] = -1
-            i, err = skip_value(buf, i, n, stack)
+            i, err = skip_any(buf, i, n, stack)
             if err != OK:
                 return i, err, nsym
         i = skip_ws(buf, i, n)
@@ -407,7 +407,7 @@ def _scan_events(buf, i, n, stack, cols, ht, sym, symh, nsym):
                 return i, err, n_ev, cols, ht, sym, symh, nsym, n_bad
             n_ev += 1
         else:
-            i, err = skip_value(buf, i, n, stack)
+            i, err = skip_any(buf, i, n, stack)
             if err != OK:
                 return i, err, n_ev, cols, ht, sym, symh, nsym, n_bad
             n_bad += 1
@@ -505,7 +505,7 @@ def scan_trace(buf, capacity):
                         buf, i, n, stack, cols, ht, sym, symh, nsym
                     )
                 else:
-                    i, err = skip_value(buf, i, n, stack)
+                    i, err = skip_any(buf, i, n, stack)
                 if err != OK:
                     return err, i, n_ev, cols, sym, nsym, top, ntop, n_bad, layout
                 if ntop >= top.shape[0]:

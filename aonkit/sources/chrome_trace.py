@@ -66,6 +66,8 @@ def parse_buffer(
     """Parse trace JSON held in a ``uint8`` array (see :func:`read_chrome_trace`)."""
     warnings = list(warnings or [])
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
+    if not buf.flags.writeable:  # one compiled signature: writable C-contiguous uint8
+        buf = buf.copy()
     capacity = max(1024, buf.shape[0] // 200)
     err, pos, n_ev, cols, sym, nsym, top, ntop, n_bad, layout = ks.scan_trace(buf, capacity)
     if err != lex.OK:
@@ -96,8 +98,11 @@ def parse_buffer(
 
 def _raise(buf: np.ndarray, err: int, pos: int, path: str | None, event_index: int | None) -> None:
     line, col = line_col(buf, pos)
+    text = _ERR_TEXT.get(err, f"scanner error {err}")
+    if err != lex.E_EOF and 0 <= pos < buf.shape[0]:
+        text += f" {bytes(buf[pos : pos + 1])!r} near {bytes(buf[max(0, pos - 20) : pos + 20])!r}"
     raise TraceFormatError(
-        _ERR_TEXT.get(err, f"scanner error {err}"),
+        text,
         path=path,
         offset=int(pos),
         line=line,

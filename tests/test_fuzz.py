@@ -1,0 +1,117 @@
+"""Fuzzing the byte scanner: mutated and truncated real traces never crash, hang or read out of bounds.
+
+Numba does no bounds checks, so an out-of-bounds read would crash the test
+process or produce garbage spans; both fail here. The stdlib ``json`` module is
+the oracle for whether a document is valid.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import aonkit
+from aonkit.sources.chrome_trace import parse_buffer
+
+from .conftest import SHARED_TRACES
+from .naive import read_text
+
+SEEDS = [
+    "hta/trace_compare/base/base.json.gz",
+    "kineto-docs-traces/after_fix_trace.json",
+    "hta/triton_example/triton_example.json.gz",
+    "hta/trace_file_list/inference_rank_1.json.gz",
+]
+STRUCTURAL = b'{}[]:,"\\ 0123456789-+.eEtrufalsnNI\n'
+
+
+def _seed_bytes() -> list[bytes]:
+    out = []
+    for rel in SEEDS:
+        p = SHARED_TRACES / rel
+        if p.exists():
+            out.append(read_text(p)[:6000])
+    if not out:  # no shared folder: a small hand-made trace still exercises the scanner
+        ev = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": i + 0.5, "dur": 1, "args": {"correlation": i}}]
+        out.append(json.dumps({"traceEvents": ev * 20, "deviceProperties": [{"id": 0}]}).encode())
+    return out
+
+
+SEED_DATA = _seed_bytes()
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> bytes:
+    data = bytearray(draw(st.sampled_from(SEED_DATA)))
+    for _ in range(draw(st.integers(0, 6))):
+        if not data:
+            break
+        pos = draw(st.integers(0, len(data) - 1))
+        op = draw(st.integers(0, 3))
+        if op == 0:
+            data[pos] = draw(st.sampled_from(list(STRUCTURAL)))
+        elif op == 1:
+            data[pos:pos] = draw(st.binary(min_size=1, max_size=4))
+        elif op == 2:
+            del data[pos : pos + draw(st.integers(1, 40))]
+        else:
+            data[pos] = draw(st.integers(0, 255))
+    if draw(st.booleans()):
+        data = data[: draw(st.integers(0, len(data)))]
+    return bytes(data)
+
+
+def _check(data: bytes, salvage: bool) -> None:
+    buf = np.frombuffer(data, np.uint8).copy()
+    try:
+        trace = parse_buffer(buf, path="fuzz.json", salvage=salvage)
+    except aonkit.TraceFormatError as err:
+        assert err.offset is not None and 0 <= err.offset <= len(data)
+        outcome = "error"
+    else:
+        outcome = "ok"
+        buf_, start, end = trace._raw.spans()
+        assert np.all((0 <= start) & (start < end) & (end <= len(data)))
+        for i in range(len(trace)):
+            trace.event_json(i)  # every span is a complete JSON object
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return  # the scanner does not validate UTF-8 in text it does not decode
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        if not salvage:
+            assert outcome == "error"
+        return
+    is_trace = isinstance(doc, list) or (isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list))
+    if is_trace and not text.startswith("\ufeff"):
+        assert outcome == "ok"
+        events = doc if isinstance(doc, list) else doc["traceEvents"]
+        assert len(trace) == sum(isinstance(e, dict) for e in events)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=mutated(), salvage=st.booleans())
+def test_mutated_traces_never_crash(data: bytes, salvage: bool) -> None:
+    _check(data, salvage)
+
+
+@pytest.mark.parametrize("seed", range(len(SEED_DATA)))
+def test_every_truncation_of_a_real_trace(seed: int) -> None:
+    data = SEED_DATA[seed]
+    for k in range(0, len(data), max(1, len(data) // 400)):
+        _check(data[:k], salvage=True)
+        _check(data[:k], salvage=False)
+
+
+def test_deep_nesting_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    p = tmp_path / "deep.json"
+    p.write_text('{"traceEvents":[{"args":' + "[" * 20000 + "]" * 20000 + "}]}")
+    with pytest.raises(aonkit.TraceFormatError, match="nested deeper"):
+        aonkit.load(p)
