@@ -31,7 +31,11 @@ def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None) -> 
 
 
 def _trace_files(directory: Path) -> list[Path]:
-    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES))
+    files = sorted(
+        p
+        for p in directory.iterdir()
+        if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and not p.name.endswith(".meta.json")
+    )
     if not files:
         raise TraceFormatError("no trace files (*.json, *.json.gz, *.parquet) in the directory", path=str(directory))
     return files

@@ -1,0 +1,116 @@
+"""What a person asks of a trace first: devices, ranks, span, counts, top kernels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..trace import Trace
+
+
+@dataclass
+class TraceSummary:
+    """Headline facts of one trace.
+
+    Attributes
+    ----------
+    gpus : pandas.DataFrame
+        ``device``, ``name``, ``used`` (the device ran at least one GPU event),
+        ``sms``, ``memory_bytes``.
+    span_ns : int
+        From the first event start to the last event end (metadata events excluded).
+    categories : pandas.DataFrame
+        ``cat``, ``events`` per category, most first.
+    top_kernels : pandas.DataFrame
+        ``name``, ``count``, ``total_ns``, ``mean_ns``, ``share`` of kernel time.
+    gpu_busy_ns : int
+        Time during which at least one kernel ran (union over devices and streams).
+    """
+
+    path: str | None
+    rank: int | None
+    world_size: int | None
+    n_events: int
+    span_ns: int
+    gpus: pd.DataFrame
+    categories: pd.DataFrame
+    top_kernels: pd.DataFrame
+    gpu_busy_ns: int
+    warnings: list[str] = field(default_factory=list)
+
+
+def _span_ns(ev: pd.DataFrame) -> int:
+    timed = ev[(ev["ts_ns"] != schema.TS_MISSING) & (ev["ph"] != "M")]
+    if timed.empty:
+        return 0
+    ts = timed["ts_ns"].to_numpy()
+    end = ts + np.maximum(timed["dur_ns"].to_numpy(), 0)
+    return int(end.max() - ts.min())
+
+
+def _gpus(trace: Trace) -> pd.DataFrame:
+    used = set(trace.gpu_events["device"].unique().tolist()) - {-1}
+    rows = []
+    for i, props in enumerate(trace.meta.device_properties):
+        dev = props.get("id", i)
+        rows.append(
+            {
+                "device": dev,
+                "name": str(props.get("name", "")) or "(unnamed)",
+                "used": dev in used,
+                "sms": props.get("numSms", -1),
+                "memory_bytes": props.get("totalGlobalMem", -1),
+            }
+        )
+    listed = {r["device"] for r in rows}
+    rows += [{"device": d, "name": "(not in deviceProperties)", "used": True, "sms": -1, "memory_bytes": -1}
+             for d in sorted(used - listed)]  # fmt: skip
+    return pd.DataFrame(rows, columns=["device", "name", "used", "sms", "memory_bytes"])
+
+
+def busy_ns(events: pd.DataFrame) -> int:
+    """Length of the union of the events' ``[ts_ns, ts_ns + dur_ns)`` intervals."""
+    from .._kernels.intervals import union_length
+
+    ok = (events["dur_ns"].to_numpy() >= 0) & (events["ts_ns"].to_numpy() != schema.TS_MISSING)
+    start = events["ts_ns"].to_numpy()[ok]
+    order = np.argsort(start, kind="stable")
+    start = np.ascontiguousarray(start[order])
+    end = np.ascontiguousarray(start + events["dur_ns"].to_numpy()[ok][order])
+    return int(union_length(start, end))
+
+
+def top_kernels(trace: Trace, n: int = 10) -> pd.DataFrame:
+    """The ``n`` kernel names with the most total GPU time."""
+    k = trace.kernels
+    k = k[k["dur_ns"] >= 0]
+    total = float(k["dur_ns"].sum())
+    g = k.groupby("name", observed=True)["dur_ns"].agg(["count", "sum", "mean"])
+    g = g.sort_values("sum", ascending=False).head(n).reset_index()
+    g.columns = ["name", "count", "total_ns", "mean_ns"]
+    g["name"] = g["name"].astype(str)
+    g["share"] = g["total_ns"] / total if total else 0.0
+    return g
+
+
+def summarize(trace: Trace, n_kernels: int = 10) -> TraceSummary:
+    """Headline facts of ``trace`` (see :class:`TraceSummary`)."""
+    ev = trace.events
+    cats = ev["cat"].astype(object).fillna("(none)").value_counts()
+    categories = pd.DataFrame({"cat": cats.index.astype(str), "events": cats.to_numpy()})
+    k = trace.kernels
+    return TraceSummary(
+        path=trace.meta.path,
+        rank=trace.meta.rank,
+        world_size=trace.meta.world_size,
+        n_events=len(ev),
+        span_ns=_span_ns(ev),
+        gpus=_gpus(trace),
+        categories=categories,
+        top_kernels=top_kernels(trace, n_kernels),
+        gpu_busy_ns=busy_ns(k),
+        warnings=list(trace.warnings),
+    )

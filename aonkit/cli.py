@@ -1,0 +1,95 @@
+"""Command line: ``aonkit summary``, ``aonkit cache``, ``aonkit demo``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .errors import AonkitError
+from .sources import load
+from .trace import Trace
+from .traceset import TraceSet
+
+
+def _traces(paths: list[str], salvage: bool) -> list[tuple[str, Trace]]:
+    out: list[tuple[str, Trace]] = []
+    for p in paths:
+        obj = load(p, salvage=salvage)
+        if isinstance(obj, TraceSet):
+            out += [(f"rank {r}", t) for r, t in obj.items()]
+        else:
+            out.append((f"rank {obj.meta.rank}" if obj.meta.rank is not None else "trace", obj))
+    return out
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    """Print the summary of each trace."""
+    from .analysis.summary import summarize
+    from .report.text import format_summary
+
+    for label, trace in _traces(args.paths, args.salvage):
+        print(format_summary(summarize(trace, args.top), label))
+        print()
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    """Save each trace as Parquet next to it (or in --out)."""
+    for path in args.paths:
+        t0 = time.perf_counter()
+        trace = load(path, salvage=args.salvage)
+        if isinstance(trace, TraceSet):
+            raise AonkitError("cache takes files, not directories")
+        base = Path(path).name.removesuffix(".gz").removesuffix(".json")
+        out = Path(args.out or Path(path).parent) / f"{base}.parquet"
+        trace.save(out)
+        print(f"{path} -> {out} ({time.perf_counter() - t0:.2f} s)")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the summary on the bundled sample traces and write an HTML page."""
+    from .demo import run_demo
+
+    page = run_demo(Path(args.out), Path(args.traces) if args.traces else None)
+    print(f"\nwrote {page} (open it in a browser)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``aonkit`` argument parser."""
+    ap = argparse.ArgumentParser(prog="aonkit", description="GPU and ML performance analysis of profiler traces.")
+    ap.add_argument("--version", action="version", version=f"aonkit {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("summary", help="GPUs, ranks, span, event counts, top kernels, warnings")
+    p.add_argument("paths", nargs="+", help="trace files or directories")
+    p.add_argument("--top", type=int, default=10, help="kernels to list (default 10)")
+    p.add_argument("--salvage", action="store_true", help="keep complete events of truncated files")
+    p.set_defaults(func=cmd_summary)
+    p = sub.add_parser("cache", help="convert traces to aonkit's Parquet cache")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--out", help="output directory (default: beside each trace)")
+    p.add_argument("--salvage", action="store_true")
+    p.set_defaults(func=cmd_cache)
+    p = sub.add_parser("demo", help="summarise the bundled sample traces into an HTML page")
+    p.add_argument("--out", default="aonkit-demo", help="output directory (default ./aonkit-demo)")
+    p.add_argument("--traces", help="directory of traces (default: the repository's sample_traces/)")
+    p.set_defaults(func=cmd_demo)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``aonkit`` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (AonkitError, FileNotFoundError) as exc:
+        print(f"aonkit: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Plain-text rendering of a :class:`~aonkit.analysis.TraceSummary`.
+
+Only derived facts are printed; the file's raw top-level metadata (which can
+hold environment dumps and tokens) never is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..analysis.summary import TraceSummary
+
+
+def fmt_ns(ns: float) -> str:
+    """Human duration: ``1.23 ms``."""
+    ns = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def _short(name: str, width: int = 70) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def format_summary(s: TraceSummary, rank_label: str | None = None) -> str:
+    """Multi-line text summary of one trace."""
+    lines = []
+    title = Path(s.path).name if s.path else "<memory>"
+    lines.append(f"== {title}" + (f" ({rank_label})" if rank_label else ""))
+    rank = "-" if s.rank is None else str(s.rank)
+    ws = "-" if s.world_size is None else str(s.world_size)
+    lines.append(f"rank {rank} of world size {ws}; {s.n_events:,} events over {fmt_ns(s.span_ns)}")
+    used = s.gpus[s.gpus["used"]]
+    if len(s.gpus):
+        names = ", ".join(f"{r.device}: {r.name}" for r in used.itertuples()) or "none ran GPU work"
+        lines.append(f"GPUs: {len(s.gpus)} listed, used {names}")
+    else:
+        lines.append("GPUs: none listed")
+    busy = f" ({100 * s.gpu_busy_ns / s.span_ns:.1f}% of the span)" if s.span_ns else ""
+    lines.append(f"GPU busy (any kernel running): {fmt_ns(s.gpu_busy_ns)}{busy}")
+    lines.append("events per category: " + ", ".join(f"{r.cat} {r.events:,}" for r in s.categories.itertuples()))
+    if len(s.top_kernels):
+        lines.append("top kernels by total time:")
+        for r in s.top_kernels.itertuples():
+            lines.append(
+                f"  {100 * r.share:5.1f}%  {fmt_ns(r.total_ns):>9}  x{r.count:<6} {_short(str(r.name))}"
+            )
+    for w in s.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
