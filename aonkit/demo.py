@@ -23,8 +23,7 @@ def run_demo(out_dir: Path, traces_dir: Path | None = None) -> Path:
     src = traces_dir or SAMPLE_DIR
     if not src.is_dir():
         raise AonkitError(
-            f"sample traces not found at {src}; run from a source checkout (pip install -e .) "
-            "or pass --traces DIR"
+            f"sample traces not found at {src}; run from a source checkout (pip install -e .) or pass --traces DIR"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     traces = load(src)

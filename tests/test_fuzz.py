@@ -37,8 +37,11 @@ def _seed_bytes() -> list[bytes]:
         if p.exists():
             out.append(read_text(p)[:6000])
     if not out:  # no shared folder: a small hand-made trace still exercises the scanner
-        ev = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": i + 0.5, "dur": 1, "args": {"correlation": i}}]
-        out.append(json.dumps({"traceEvents": ev * 20, "deviceProperties": [{"id": 0}]}).encode())
+        ev = [
+            {"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": i + 0.5, "dur": 1, "args": {"correlation": i}}
+            for i in range(20)
+        ]
+        out.append(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0}]}).encode())
     return out
 
 

@@ -30,7 +30,9 @@ def _check_against_reference(path: Path) -> aonkit.Trace:
     for col in INT_COLS:
         np.testing.assert_array_equal(trace.events[col].to_numpy(), ref[col].to_numpy(dtype=np.int64), err_msg=col)
     for col in ("ph", "cat", "name", "pid", "tid", "bp"):
-        got = [None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in trace.events[col].astype(object)]
+        got = [
+            None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in trace.events[col].astype(object)
+        ]
         exp = [None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in ref[col].astype(object)]
         assert got == exp, col
     assert trace.metadata == top
@@ -53,7 +55,9 @@ EDGE_DOCS = {
     "escapes": '{"traceEvents":[{"name":"a\\"b\\u00e9\\n","cat":"\\u006bernel"},{"name":"a\\"b\\u00e9\\n"}]}',
     "null_and_odd_types": '{"traceEvents":[{"name":null,"cat":null,"ts":"12","dur":null,"args":[1,2]},{"args":null}]}',
     "non_objects": '{"traceEvents":[1, {"ph":"i","s":"g","ts":5}, null, "x", [1]]}',
-    "nested_args": '{"traceEvents":[{"args":{"Input Dims":[[1,2],[3,[4,{"a":[]}]]],"correlation":3,"x":{"y":{"z":1}}}}]}',
+    "nested_args": (
+        '{"traceEvents":[{"args":{"Input Dims":[[1,2],[3,[4,{"a":[]}]]],"correlation":3,"x":{"y":{"z":1}}}}]}'
+    ),
     "duplicate_keys": '{"traceEvents":[{"ts":1,"ts":2,"name":"a","name":"b","args":{"stream":1,"stream":"s"}}]}',
     "constants": '{"traceEvents":[{"ts":NaN,"dur":Infinity,"args":{"x":-Infinity,"correlation":4}}]}',
     "empty": '{"traceEvents":[]}',

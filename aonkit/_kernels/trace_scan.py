@@ -27,7 +27,6 @@ from .json_lex import (
     scan_scaled,
     scan_string,
     skip_any,
-    skip_value,
     skip_ws,
 )
 

@@ -44,9 +44,7 @@ def format_summary(s: TraceSummary, rank_label: str | None = None) -> str:
     if len(s.top_kernels):
         lines.append("top kernels by total time:")
         for r in s.top_kernels.itertuples():
-            lines.append(
-                f"  {100 * r.share:5.1f}%  {fmt_ns(r.total_ns):>9}  x{r.count:<6} {_short(str(r.name))}"
-            )
+            lines.append(f"  {100 * r.share:5.1f}%  {fmt_ns(r.total_ns):>9}  x{r.count:<6} {_short(str(r.name))}")
     for w in s.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -207,10 +206,3 @@ def _flag_warnings(flags: np.ndarray, warnings: list[str]) -> None:
         hits = np.flatnonzero(flags & bit)
         if hits.shape[0]:
             warnings.append(f"{hits.shape[0]} event(s) (first: event {int(hits[0])}): {text}")
-
-
-def sniff_is_json(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` looks like trace JSON (plain or gzip)."""
-    p = Path(path)
-    name = p.name.lower()
-    return name.endswith((".json", ".json.gz", ".trace", ".gz"))
