@@ -180,7 +180,8 @@ class Trace:
     # -- lossless access -------------------------------------------------------------------
     def event_json(self, i: int) -> dict[str, Any]:
         """The whole event ``i`` as decoded JSON (every key, exact integers)."""
-        value = json.loads(self._raw.text(i))
+        # invalid UTF-8 can only sit in parts the scanner did not decode; show it as U+FFFD
+        value = json.loads(self._raw.text(i).decode("utf-8", "replace"))
         return value if isinstance(value, dict) else {"_value": value}
 
     def event_args(self, i: int) -> dict[str, Any]:

@@ -50,7 +50,7 @@ def _is_hex(c):
     return (48 <= c <= 57) or (65 <= c <= 70) or (97 <= c <= 102)
 
 
-@njit_inline
+@njit
 def scan_string(buf, i, n):
     """Scan the string whose opening quote is at ``i``; return (end, err)."""
     i += 1
@@ -232,7 +232,7 @@ def skip_value(buf, i, n, stack):
             return i, E_SYNTAX
 
 
-@njit_inline
+@njit
 def skip_any(buf, i, n, stack):
     """Skip one value at ``i`` (not whitespace): scalars inline, containers via :func:`skip_value`."""
     c = buf[i]

@@ -67,8 +67,8 @@ def parse_buffer(
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
     if not buf.flags.writeable:  # one compiled signature: writable C-contiguous uint8
         buf = buf.copy()
-    capacity = max(1024, buf.shape[0] // 200)
-    err, pos, n_ev, cols, sym, nsym, top, ntop, n_bad, layout = ks.scan_trace(buf, capacity)
+    capacity = ks.count_event_keys(buf) + 16
+    err, pos, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout = ks.scan_trace(buf, capacity)
     if err != lex.OK:
         if not (salvage and err == lex.E_EOF):
             _raise(buf, err, pos, path, n_ev if layout != 2 else None)
@@ -77,6 +77,8 @@ def parse_buffer(
             f"truncated trace: the file ends at byte {pos} (line {line}, column {col}) inside the JSON; "
             f"kept the {n_ev:,} complete events before the cut; top-level keys after it are missing"
         )
+    if i64.shape[1] > n_ev + n_ev // 4 + 64:  # the estimate was far off: do not keep the slack alive
+        i64, i32 = i64[:, :n_ev].copy(), i32[:, :n_ev].copy()
     top_level = _decode_top(buf, top[:ntop], path)
     if layout == 2 and err == lex.OK:
         raise TraceFormatError("not a trace: the JSON object has no 'traceEvents' array", path=path)
@@ -84,13 +86,12 @@ def parse_buffer(
         warnings.append(f"skipped {n_bad} traceEvents entries that are not JSON objects")
     layout_name = "array" if layout == 1 else "object"
     meta = meta_from_top_level(top_level, path, layout_name)
-    cols = cols[:, :n_ev]
-    events = _events_frame(buf, cols, sym[:nsym], meta.base_time_ns, path, warnings)
+    events = _events_frame(buf, i64[:, :n_ev], i32[:, :n_ev], sym[:nsym], meta.base_time_ns, path, warnings)
     if meta.base_time_ns is None and err != lex.OK and events["ts_ns"].gt(0).any():
         ts = events["ts_ns"][events["ts_ns"] != schema.TS_MISSING]
         if len(ts) and ts.max() < 10**15:  # < ~11 days of ns: relative times without their base
             warnings.append("timestamps look relative and baseTimeNanoseconds was lost with the cut")
-    raw = RawEvents(buf, cols[ks.C_EV_START].copy(), cols[ks.C_EV_END].copy())
+    raw = RawEvents(buf, i64[ks.R_EV_START, :n_ev], i64[ks.R_EV_END, :n_ev])
     top_level.pop("traceEvents", None)
     return Trace(events, meta, raw, metadata=top_level, warnings=warnings)
 
@@ -137,7 +138,7 @@ def _categories(buf: np.ndarray, sym: np.ndarray, path: str | None) -> dict[int,
     nsym = sym.shape[0]
     result = {}
     for kind in _CAT_KINDS:
-        mapping = np.full(nsym + 1, -1, np.int32)  # last slot maps -1 (missing) to -1
+        mapping = np.full(nsym, -1, np.int32)
         values: list[Any] = []
         index: dict[Any, int] = {}
         for sid in np.flatnonzero(sym[:, 2] == kind).tolist():
@@ -167,28 +168,31 @@ def _categorical(codes: np.ndarray, values: list[Any], text: bool) -> pd.Categor
 
 def _events_frame(
     buf: np.ndarray,
-    cols: np.ndarray,
+    i64: np.ndarray,
+    i32: np.ndarray,
     sym: np.ndarray,
     base_ns: int | None,
     path: str | None,
     warnings: list[str],
 ) -> pd.DataFrame:
+    """Columns as views of the scanner's matrices (no copies): codes remapped, base time added in place."""
     cats = _categories(buf, sym, path)
     data: dict[str, Any] = {}
-    for name, kind, row in zip(schema.CATEGORY_COLUMNS, _CAT_KINDS, range(ks.C_PH, ks.C_BP + 1)):
+    for name, kind in zip(schema.CATEGORY_COLUMNS, _CAT_KINDS):
         mapping, values = cats[kind]
-        data[name] = _categorical(mapping[cols[row]], values, kind in _TEXT_KINDS)
-    ts = cols[ks.C_TS].copy()
+        codes = i32[kind]
+        ks.remap(codes, mapping)
+        data[name] = _categorical(codes, values, kind in _TEXT_KINDS)
+    ts = i64[ks.R_TS]
     if base_ns:
-        present = ts != schema.TS_MISSING
-        ts[present] += base_ns
+        ks.add_base(ts, base_ns)
     data["ts_ns"] = ts
     for name, row in (
-        ("dur_ns", ks.C_DUR), ("correlation", ks.C_CORR), ("external_id", ks.C_EXT),
-        ("stream", ks.C_STREAM), ("device", ks.C_DEVICE), ("id", ks.C_ID),
+        ("dur_ns", ks.R_DUR), ("correlation", ks.R_CORR), ("external_id", ks.R_EXT),
+        ("stream", ks.R_STREAM), ("device", ks.R_DEVICE), ("id", ks.R_ID),
     ):  # fmt: skip
-        data[name] = cols[row].copy()
-    _flag_warnings(cols[ks.C_FLAGS], warnings)
+        data[name] = i64[row]
+    _flag_warnings(i32[ks.S_FLAGS], warnings)
     return pd.DataFrame({c: data[c] for c in schema.EVENT_COLUMNS}, copy=False)
 
 
