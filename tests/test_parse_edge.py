@@ -90,7 +90,8 @@ def test_values_are_what_the_format_says(tmp_path: Path) -> None:
 
 
 def test_gzip_and_bare_array_layout(tmp_path: Path) -> None:
-    p = _write(tmp_path, gzip.compress(EDGE_DOCS["bare_array"].encode()), "t.json.gz")
+    doc = EDGE_DOCS["bare_array"].encode()
+    p = _write(tmp_path, gzip.compress(doc[:20]) + gzip.compress(doc[20:]), "t.json.gz")  # two gzip members
     t = _check_against_reference(p)
     assert t.meta.layout == "array" and len(t) == 1
 
@@ -148,7 +149,14 @@ def test_truncated_raises_by_default_and_salvages_on_request(tmp_path: Path) -> 
         assert got == closed
 
 
-def test_truncated_gzip_is_salvaged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inflate", ["default", "stdlib zlib"])
+def test_truncated_gzip_is_salvaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inflate: str) -> None:
+    if inflate == "stdlib zlib":
+        import zlib
+
+        from aonkit.sources import _io
+
+        monkeypatch.setattr(_io, "ZLIB", zlib)
     events = [{"ph": "X", "name": "k", "ts": i, "dur": 1} for i in range(5000)]
     data = gzip.compress(json.dumps({"traceEvents": events}).encode())
     p = _write(tmp_path, data[: len(data) // 2], "cut.json.gz")

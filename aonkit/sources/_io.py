@@ -5,11 +5,20 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
 from .. import _config
 from ..errors import TraceFormatError, TraceTooLargeError
+
+try:  # Intel ISA-L inflates about 1.8x faster than zlib; same API
+    from isal import isal_zlib as _fast_zlib
+except ImportError:  # pragma: no cover - isal is a dependency, the fallback is tested
+    _fast_zlib = None
+
+ZLIB: ModuleType = _fast_zlib or zlib
+"""Inflate implementation used for gzip input (``isal.isal_zlib`` when installed, else ``zlib``)."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 8 * 1024 * 1024
@@ -41,14 +50,15 @@ def read_buffer(path: str | os.PathLike[str], max_bytes: int | None = None) -> t
 def _gunzip(path: Path, cap: int) -> tuple[np.ndarray, list[str]]:
     out = bytearray()
     warnings: list[str] = []
-    dec = zlib.decompressobj(wbits=31)
+    zmod = ZLIB
+    dec = zmod.decompressobj(wbits=31)
     consumed = 0
     with open(path, "rb") as fh:
         pending = fh.read(_CHUNK)
         while pending:
             try:
                 piece = dec.decompress(pending, max(cap - len(out) + 1, 1))
-            except zlib.error as exc:
+            except (zlib.error, zmod.error) as exc:
                 raise TraceFormatError(f"corrupt gzip data: {exc}", path=str(path), offset=consumed) from None
             out += piece
             if len(out) > cap:
@@ -70,7 +80,7 @@ def _gunzip(path: Path, cap: int) -> tuple[np.ndarray, list[str]]:
                     if rest.strip(b"\x00"):
                         warnings.append(f"ignored {len(rest)}+ bytes of non-gzip data after the gzip stream")
                     break
-                dec = zlib.decompressobj(wbits=31)
+                dec = zmod.decompressobj(wbits=31)
                 pending = rest
             else:
                 pending = fh.read(_CHUNK)
