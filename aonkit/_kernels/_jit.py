@@ -20,3 +20,8 @@ njit = numba.njit(cache=JIT_CACHE, nogil=True, boundscheck=False, error_model="n
 # Numba's cache does not track inlined callees: clear __pycache__/*.nbi after
 # editing a kernel module during development.
 njit_inline = numba.njit(cache=JIT_CACHE, nogil=True, boundscheck=False, error_model="numpy", inline="always")
+
+# Helpers that allocate nothing are compiled without Numba's runtime (NRT): every
+# call to a helper with NRT increfs and decrefs each array argument with an atomic
+# instruction, which perf showed to be 35% of the scan.
+njit_leaf = numba.njit(cache=JIT_CACHE, nogil=True, boundscheck=False, error_model="numpy", _nrt=False)

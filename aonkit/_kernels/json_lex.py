@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit, njit_inline
+from ._jit import njit, njit_inline, njit_leaf
 
 OK = 0
 E_SYNTAX = 1
@@ -50,7 +50,7 @@ def _is_hex(c):
     return (48 <= c <= 57) or (65 <= c <= 70) or (97 <= c <= 102)
 
 
-@njit
+@njit_leaf
 def scan_string(buf, i, n):
     """Scan the string whose opening quote is at ``i``; return (end, err)."""
     i += 1
@@ -80,7 +80,7 @@ def scan_string(buf, i, n):
     return n, E_EOF
 
 
-@njit
+@njit_leaf
 def scan_number(buf, i, n):
     """Scan a JSON number at ``i``; return (end, err, is_integer_token)."""
     j = i
@@ -120,7 +120,7 @@ def scan_number(buf, i, n):
     return j, OK, is_int
 
 
-@njit
+@njit_leaf
 def match_literal(buf, i, n, lit):
     """Match the bytes of ``lit`` at ``i``; return (end, err)."""
     for k in range(lit.shape[0]):
@@ -131,7 +131,7 @@ def match_literal(buf, i, n, lit):
     return i + lit.shape[0], OK
 
 
-@njit
+@njit_leaf
 def _scan_scalar(buf, i, n):
     """Scan a non-container value starting at ``i``; return (end, err)."""
     c = buf[i]
@@ -155,7 +155,7 @@ def _scan_scalar(buf, i, n):
     return i, E_SYNTAX
 
 
-@njit
+@njit_leaf
 def _expect_key(buf, i, n):
     """At ``i`` expect ``"key" :``; return (position after the colon, err)."""
     if i >= n:
@@ -173,7 +173,7 @@ def _expect_key(buf, i, n):
     return i + 1, OK
 
 
-@njit
+@njit_leaf
 def skip_value(buf, i, n, stack):
     """Validate and skip one JSON value starting at or after ``i``.
 
@@ -232,7 +232,7 @@ def skip_value(buf, i, n, stack):
             return i, E_SYNTAX
 
 
-@njit
+@njit_leaf
 def skip_any(buf, i, n, stack):
     """Skip one value at ``i`` (not whitespace): scalars inline, containers via :func:`skip_value`."""
     c = buf[i]
@@ -241,14 +241,14 @@ def skip_any(buf, i, n, stack):
     return _scan_scalar(buf, i, n)
 
 
-@njit
+@njit_leaf
 def _digit_at(buf, int_s, nint, frac_s, idx):
     if idx < nint:
         return np.int64(buf[int_s + idx] - 48)
     return np.int64(buf[frac_s + idx - nint] - 48)
 
 
-@njit
+@njit_leaf
 def parse_scaled(buf, s, e, scale):
     """Exact value of the JSON number token ``buf[s:e]`` times ``10**scale``.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit, njit_inline
+from ._jit import njit, njit_inline, njit_leaf
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
@@ -65,7 +65,7 @@ def _hash(buf, s, e, kind):
     return h
 
 
-@njit
+@njit_leaf
 def intern(buf, s, e, kind, ht, sym, symh, nsym, last):
     """Id of token ``buf[s:e]`` of ``kind``, adding it when new. Returns (id, nsym).
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit, njit_inline
+from ._jit import njit, njit_inline, njit_leaf
 from .json_lex import (
     E_EOF,
     E_NOT_TRACE,
@@ -32,7 +32,7 @@ from .json_lex import (
     skip_value,
     skip_ws,
 )
-from .symbols import intern, new_table, reserve
+from .symbols import _word, intern, new_table, reserve
 
 # rows of the int64 matrix
 R_EV_START, R_EV_END, R_TS, R_DUR, R_CORR, R_EXT, R_STREAM, R_DEVICE, R_ID = range(9)
@@ -131,10 +131,29 @@ def _arg_key_id(buf, s, ln):
     return -1
 
 
+_ONES = np.uint64(0x0101010101010101)
+_HIGH = np.uint64(0x8080808080808080)
+_QUOTES = np.uint64(0x2222222222222222)
+_BSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+_SPACES = np.uint64(0x2020202020202020)
+
+
 @njit_inline
 def _string_end(buf, i, n):
-    """End (after the closing quote) of the string opening at ``i``: (end, err)."""
+    """End (after the closing quote) of the string opening at ``i``: (end, err).
+
+    Skips 8 bytes at a time while a word holds no quote, backslash or control
+    byte (the classic has-zero-byte / has-less-than bit tricks, exact as tests).
+    """
     j = i + 1
+    while j + 8 <= n:
+        w = _word(buf, j)
+        q = w ^ _QUOTES
+        b = w ^ _BSLASHES
+        hit = ((q - _ONES) & ~q) | ((b - _ONES) & ~b) | ((w - _SPACES) & ~w)
+        if hit & _HIGH:
+            break
+        j += 8
     while j < n and _STR_STOP[buf[j]] == 0:
         j += 1
     if j < n and buf[j] == 34:
@@ -168,9 +187,16 @@ def _key(buf, i, n):
 
 @njit_inline
 def _value_end(buf, i, n, stack):
-    """End of the value at ``i`` (strings on the fast path): (end, err)."""
-    if buf[i] == 34:
+    """End of the value at ``i`` (strings and plain integers on the fast path): (end, err)."""
+    c = buf[i]
+    if c == 34:
         return _string_end(buf, i, n)
+    if 49 <= c <= 57:  # an integer without leading zero, sign, fraction or exponent
+        j = i + 1
+        while j < n and 48 <= buf[j] <= 57:
+            j += 1
+        if j < n and buf[j] != 46 and buf[j] != 101 and buf[j] != 69:
+            return j, OK
     return skip_any(buf, i, n, stack)
 
 
@@ -194,7 +220,7 @@ def _next_member(buf, i, n):
     return i, False, E_SYNTAX
 
 
-@njit
+@njit_leaf
 def _parse_args(buf, i, n, stack, i64, i32, row):
     """Parse the args object at ``i`` (a ``{``), filling the typed arg rows."""
     ext_upper = np.int64(-1)
@@ -250,7 +276,7 @@ def _parse_args(buf, i, n, stack, i64, i32, row):
             return i, OK
 
 
-@njit
+@njit_leaf
 def _time_value(buf, i, n, stack, i64, i32, row, r):
     """Parse ts/dur at ``i`` into ``i64[r, row]`` as exact ns."""
     missing = TS_MISSING if r == R_TS else np.int64(-1)
@@ -272,7 +298,7 @@ def _time_value(buf, i, n, stack, i64, i32, row, r):
     return j, err
 
 
-@njit
+@njit_leaf
 def _parse_event(buf, i, n, stack, i64, i32, row, ht, sym, symh, nsym, last):
     """Parse the event object at ``i`` into column ``row``. Returns (end, err, nsym)."""
     i64[R_EV_START, row] = i
@@ -349,21 +375,24 @@ def _grow(i64, i32, n_ev):
     return a, b
 
 
-@njit
-def _scan_events(buf, i, n, stack, i64, i32, ht, sym, symh, nsym, last):
-    """Scan the events array whose ``[`` is at ``i``.
+# internal statuses of a range scan (never surfaced as errors)
+REACHED = 100  # the next event starts exactly at ``stop``
+MISMATCH = 101  # the scan passed ``stop`` without an event starting there
 
-    Returns (end, err, n_events, i64, i32, ht, sym, symh, nsym, n_not_objects).
-    ``n_events`` counts only complete events, also on error.
+
+@njit
+def _events_loop(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last):
+    """Scan array items from ``i`` (the first item) to the closing ``]``, or to ``stop``.
+
+    Returns (end, status, n_events, i64, i32, ht, sym, symh, nsym, n_not_objects);
+    ``end`` is after the ``]`` when status is OK. ``n_events`` counts only
+    complete events, also on error.
     """
     n_ev = 0
     n_bad = 0
-    i = skip_ws(buf, i + 1, n)
-    if i >= n:
-        return n, E_EOF, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
-    if buf[i] == 93:
-        return i + 1, OK, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
     while True:
+        if i >= stop:
+            return i, REACHED if i == stop else MISMATCH, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
         if buf[i] == 123:
             if n_ev >= i64.shape[1]:
                 i64, i32 = _grow(i64, i32, n_ev)
@@ -396,19 +425,119 @@ def _scan_events(buf, i, n, stack, i64, i32, ht, sym, symh, nsym, last):
 
 
 @njit
-def count_event_keys(buf):
-    """Number of ``"ph"`` tokens: a cheap upper estimate of the event count."""
+def _scan_events(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last):
+    """Scan the events array whose ``[`` is at ``i`` (see :func:`_events_loop`)."""
+    i = skip_ws(buf, i + 1, n)
+    if i >= n:
+        return n, E_EOF, 0, i64, i32, ht, sym, symh, nsym, 0
+    if buf[i] == 93:
+        return i + 1, OK, 0, i64, i32, ht, sym, symh, nsym, 0
+    return _events_loop(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last)
+
+
+@njit
+def scan_chunk(buf, start, stop, capacity):
+    """Scan events from ``start`` (an event's ``{``) up to ``stop`` with a fresh symbol table.
+
+    Used for parallel parsing: the chunk is valid only if the scan of the
+    previous chunk reaches ``start`` exactly. Returns (end, status, n_events,
+    i64, i32, sym, n_sym, n_not_objects).
+    """
+    n = buf.shape[0]
+    stack = np.empty(MAX_DEPTH, np.uint8)
+    i64 = np.empty((N64, max(capacity, 16)), np.int64)
+    i32 = np.empty((N32, max(capacity, 16)), np.int32)
+    ht, sym, symh, last = new_table()
+    i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad = _events_loop(
+        buf, start, n, stop, stack, i64, i32, ht, sym, symh, 0, last
+    )
+    return i, err, n_ev, i64, i32, sym, nsym, n_bad
+
+
+@njit
+def find_event_boundary(buf, start, limit):
+    """First ``{`` after ``start`` that follows ``}`` and ``,`` (whitespace between); -1 if none within ``limit``."""
+    n = buf.shape[0]
+    end = min(n, start + limit)
+    for i in range(start, end):
+        if buf[i] == 125:
+            j = i + 1
+            while j < n and _WS[buf[j]] == 1:
+                j += 1
+            if j < n and buf[j] == 44:
+                j += 1
+                while j < n and _WS[buf[j]] == 1:
+                    j += 1
+                if j < n and buf[j] == 123:
+                    return j
+    return -1
+
+
+@njit
+def count_event_keys(buf, start, stop):
+    """Number of ``"ph"`` tokens in ``buf[start:stop]``: a cheap estimate of the event count."""
     c = 0
-    n = buf.shape[0] - 3
-    for i in range(n):
+    n = min(stop, buf.shape[0] - 3)
+    for i in range(start, n):
         if buf[i] == 34 and buf[i + 1] == 112 and buf[i + 2] == 104 and buf[i + 3] == 34:
             c += 1
     return c
 
 
 @njit
-def scan_trace(buf, capacity):
-    """Scan a whole trace document.
+def _top_members(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last, top, ntop, resume):
+    """Members of the top-level object from ``i``; ``resume``: ``i`` is just after the events array.
+
+    Returns (status, pos, n_events, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout).
+    """
+    n_ev = 0
+    n_bad = 0
+    layout = 0 if resume else 2
+    while True:
+        if not resume:
+            ks = i
+            i, _, kl, err = _key(buf, i, n)
+            if err != OK:
+                return err, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout
+            if ntop >= top.shape[0]:
+                top2 = np.empty((top.shape[0] * 2, 4), np.int64)
+                top2[:ntop] = top[:ntop]
+                top = top2
+            top[ntop, 0] = ks
+            top[ntop, 1] = ks + kl + 2
+            top[ntop, 2] = i
+            top[ntop, 3] = -1
+            ntop += 1
+            is_events = kl + 2 == _TRACE_EVENTS.shape[0]
+            if is_events:
+                for k in range(kl + 2):
+                    if buf[ks + k] != _TRACE_EVENTS[k]:
+                        is_events = False
+                        break
+            if is_events and buf[i] == 91:
+                layout = 0
+                i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad = _scan_events(
+                    buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last
+                )
+            else:
+                i, err = skip_value(buf, i, n, stack)
+            if err != OK:
+                return err, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout
+            top[ntop - 1, 3] = i
+        resume = False
+        i, closed, err = _next_member(buf, i, n)
+        if err != OK:
+            return err, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout
+        if closed:
+            i = skip_ws(buf, i, n)
+            if i < n:
+                return E_TRAILING, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout
+            return OK, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout
+
+
+@njit
+def scan_trace(buf, capacity, stop):
+    """Scan a whole trace document (or, for parallel parsing, up to ``stop``).
 
     Parameters
     ----------
@@ -416,11 +545,14 @@ def scan_trace(buf, capacity):
         The decompressed file.
     capacity : int
         Initial number of event slots (grown by doubling).
+    stop : int
+        Pause when the next event of the events array starts exactly here
+        (status ``REACHED``); ``len(buf)`` for a whole scan.
 
     Returns
     -------
     tuple
-        ``(err, err_pos, n_events, i64, i32, sym, n_sym, top, n_top,
+        ``(status, pos, n_events, i64, i32, sym, n_sym, top, n_top,
         n_not_objects, layout)`` where ``layout`` is 0 for an object with
         ``traceEvents``, 1 for a bare array, 2 for an object without them.
     """
@@ -429,74 +561,55 @@ def scan_trace(buf, capacity):
     i64 = np.empty((N64, max(capacity, 16)), np.int64)
     i32 = np.empty((N32, max(capacity, 16)), np.int32)
     ht, sym, symh, last = new_table()
-    nsym = 0
     top = np.empty((16, 4), np.int64)
-    ntop = 0
-    n_ev = 0
-    n_bad = 0
-    layout = 2
     i = 0
     if n >= 3 and buf[0] == 0xEF and buf[1] == 0xBB and buf[2] == 0xBF:
         i = 3
     i = skip_ws(buf, i, n)
     if i >= n:
-        return E_EOF, n, 0, i64, i32, sym, 0, top, 0, 0, layout
+        return E_EOF, n, 0, i64, i32, sym, 0, top, 0, 0, 2
     if buf[i] == 91:
-        layout = 1
         i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad = _scan_events(
-            buf, i, n, stack, i64, i32, ht, sym, symh, nsym, last
+            buf, i, n, stop, stack, i64, i32, ht, sym, symh, 0, last
         )
-        if err != OK:
-            return err, i, n_ev, i64, i32, sym, nsym, top, 0, n_bad, layout
-    elif buf[i] == 123:
+        if err == OK:
+            i = skip_ws(buf, i, n)
+            if i < n:
+                err = E_TRAILING
+        return err, i, n_ev, i64, i32, sym, nsym, top, 0, n_bad, 1
+    if buf[i] != 123:
+        return E_NOT_TRACE, i, 0, i64, i32, sym, 0, top, 0, 0, 2
+    i = skip_ws(buf, i + 1, n)
+    if i >= n:
+        return E_EOF, n, 0, i64, i32, sym, 0, top, 0, 0, 2
+    if buf[i] == 125:
         i = skip_ws(buf, i + 1, n)
-        if i >= n:
-            return E_EOF, n, 0, i64, i32, sym, 0, top, 0, 0, layout
-        if buf[i] == 125:
-            i += 1
-        else:
-            while True:
-                ks = i
-                i, _, kl, err = _key(buf, i, n)
-                if err != OK:
-                    return err, i, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout
-                ke = ks + kl + 2
-                vs = i
-                is_events = kl + 2 == _TRACE_EVENTS.shape[0]
-                if is_events:
-                    for k in range(kl + 2):
-                        if buf[ks + k] != _TRACE_EVENTS[k]:
-                            is_events = False
-                            break
-                if is_events and buf[i] == 91:
-                    layout = 0
-                    i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad = _scan_events(
-                        buf, i, n, stack, i64, i32, ht, sym, symh, nsym, last
-                    )
-                else:
-                    i, err = skip_value(buf, i, n, stack)
-                if err != OK:
-                    return err, i, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout
-                if ntop >= top.shape[0]:
-                    top2 = np.empty((top.shape[0] * 2, 4), np.int64)
-                    top2[:ntop] = top[:ntop]
-                    top = top2
-                top[ntop, 0] = ks
-                top[ntop, 1] = ke
-                top[ntop, 2] = vs
-                top[ntop, 3] = i
-                ntop += 1
-                i, closed, err = _next_member(buf, i, n)
-                if err != OK:
-                    return err, i, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout
-                if closed:
-                    break
-    else:
-        return E_NOT_TRACE, i, 0, i64, i32, sym, 0, top, 0, 0, layout
-    i = skip_ws(buf, i, n)
-    if i < n:
-        return E_TRAILING, i, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout
-    return OK, i, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout
+        return (E_TRAILING if i < n else OK), i, 0, i64, i32, sym, 0, top, 0, 0, 2
+    err, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout = _top_members(
+        buf, i, n, stop, stack, i64, i32, ht, sym, symh, 0, last, top, 0, False
+    )
+    return err, i, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout
+
+
+@njit
+def scan_tail(buf, i, top, ntop, layout):
+    """Finish a document after its events array ended at ``i`` (parallel parsing).
+
+    Returns (status, pos, top, n_top).
+    """
+    n = buf.shape[0]
+    if layout == 1:
+        i = skip_ws(buf, i, n)
+        return (E_TRAILING if i < n else OK), i, top, ntop
+    top[ntop - 1, 3] = i
+    stack = np.empty(MAX_DEPTH, np.uint8)
+    i64 = np.empty((N64, 1), np.int64)
+    i32 = np.empty((N32, 1), np.int32)
+    ht, sym, symh, last = new_table()
+    err, i, _, _, _, _, _, _, _, top, ntop, _, _ = _top_members(
+        buf, i, n, n, stack, i64, i32, ht, sym, symh, 0, last, top, ntop, True
+    )
+    return err, i, top, ntop
 
 
 @njit

@@ -18,6 +18,7 @@ from .._kernels import json_lex as lex
 from .._kernels import trace_scan as ks
 from ..errors import TraceFormatError
 from ..trace import RawEvents, Trace, meta_from_top_level
+from . import _parallel
 from ._io import line_col, read_buffer
 
 _ERR_TEXT = {
@@ -34,7 +35,11 @@ _TEXT_KINDS = {ks.K_PH, ks.K_CAT, ks.K_NAME, ks.K_BP}
 
 
 def read_chrome_trace(
-    path: str | os.PathLike[str], *, salvage: bool = False, max_decompressed_bytes: int | None = None
+    path: str | os.PathLike[str],
+    *,
+    salvage: bool = False,
+    max_decompressed_bytes: int | None = None,
+    threads: int | None = None,
 ) -> Trace:
     """Read a Chrome-trace/Kineto JSON file into a :class:`~aonkit.Trace`.
 
@@ -47,6 +52,8 @@ def read_chrome_trace(
         before the cut and say so in ``trace.warnings`` instead of raising.
     max_decompressed_bytes : int, optional
         Cap on the decompressed size of gzip input.
+    threads : int, optional
+        Threads for scanning one large file (default: one per core, up to 8).
 
     Raises
     ------
@@ -56,19 +63,27 @@ def read_chrome_trace(
     """
     path = str(path)
     buf, warnings = read_buffer(path, max_decompressed_bytes)
-    return parse_buffer(buf, path=path, salvage=salvage, warnings=warnings)
+    return parse_buffer(buf, path=path, salvage=salvage, warnings=warnings, threads=threads)
 
 
 def parse_buffer(
-    buf: np.ndarray, *, path: str | None = None, salvage: bool = False, warnings: list[str] | None = None
+    buf: np.ndarray,
+    *,
+    path: str | None = None,
+    salvage: bool = False,
+    warnings: list[str] | None = None,
+    threads: int | None = None,
 ) -> Trace:
-    """Parse trace JSON held in a ``uint8`` array (see :func:`read_chrome_trace`)."""
+    """Parse trace JSON held in a ``uint8`` array (see :func:`read_chrome_trace`).
+
+    ``threads`` caps the threads of the scan (default: one per core for
+    buffers of 16 MB and more); the result does not depend on it.
+    """
     warnings = list(warnings or [])
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
     if not buf.flags.writeable:  # one compiled signature: writable C-contiguous uint8
         buf = buf.copy()
-    capacity = ks.count_event_keys(buf) + 16
-    err, pos, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout = ks.scan_trace(buf, capacity)
+    err, pos, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout = _parallel.scan(buf, threads)
     if err != lex.OK:
         if not (salvage and err == lex.E_EOF):
             _raise(buf, err, pos, path, n_ev if layout != 2 else None)

@@ -1,0 +1,127 @@
+"""Speculative parallel scanning of one trace on several threads.
+
+The buffer is cut at places that look like event boundaries (``}`` ``,`` ``{``).
+The first piece is scanned from the top by :func:`scan_trace`, which pauses
+when the next event starts exactly at the first cut; every other piece is
+scanned by :func:`scan_chunk` from its cut to the next one, all at once (the
+kernels release the GIL). A piece counts only if the scan before it stopped
+exactly at its cut, which proves the cut is a real event boundary; otherwise
+the whole buffer is scanned again on one thread, so the result is always the
+one the sequential scan gives.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+
+from .._kernels import trace_scan as ks
+
+MIN_PARALLEL_BYTES = 16 * 1024 * 1024
+"""Buffers smaller than this are scanned on one thread."""
+_SEARCH = 4 * 1024 * 1024
+
+
+class Scan(NamedTuple):
+    """What the scanner found (see :func:`aonkit._kernels.trace_scan.scan_trace`)."""
+
+    err: int
+    pos: int
+    n_ev: int
+    i64: np.ndarray
+    i32: np.ndarray
+    sym: np.ndarray
+    nsym: int
+    top: np.ndarray
+    ntop: int
+    n_bad: int
+    layout: int
+
+
+def default_threads(nbytes: int) -> int:
+    """Threads worth using for a buffer of ``nbytes``."""
+    if nbytes < MIN_PARALLEL_BYTES:
+        return 1
+    return max(1, min(os.cpu_count() or 1, 8, nbytes // (MIN_PARALLEL_BYTES // 2)))
+
+
+def sequential(buf: np.ndarray) -> Scan:
+    """Scan the whole buffer on this thread."""
+    n = buf.shape[0]
+    return Scan(*ks.scan_trace(buf, ks.count_event_keys(buf, 0, n) + 16, n))
+
+
+def _cuts(buf: np.ndarray, threads: int) -> list[int]:
+    n = buf.shape[0]
+    cuts: list[int] = []
+    for k in range(1, threads):
+        c = int(ks.find_event_boundary(buf, n * k // threads, _SEARCH))
+        if c > (cuts[-1] if cuts else 0):
+            cuts.append(c)
+    return cuts
+
+
+def scan(buf: np.ndarray, threads: int | None = None) -> Scan:
+    """Scan ``buf`` on up to ``threads`` threads; identical to :func:`sequential`."""
+    threads = default_threads(buf.shape[0]) if threads is None else threads
+    cuts = _cuts(buf, threads) if threads > 1 else []
+    if not cuts:
+        return sequential(buf)
+    bounds = [*cuts, buf.shape[0]]
+    with ThreadPoolExecutor(len(cuts)) as pool:
+        futures = [
+            pool.submit(ks.scan_chunk, buf, lo, hi, ks.count_event_keys(buf, lo, hi) + 16)
+            for lo, hi in zip(bounds[:-1], bounds[1:])
+        ]
+        first = Scan(*ks.scan_trace(buf, ks.count_event_keys(buf, 0, cuts[0]) + 16, cuts[0]))
+        chunks = [f.result() for f in futures]
+    if first.err == ks.MISMATCH:
+        return sequential(buf)  # the first cut was not an event boundary
+    if first.err != ks.REACHED:
+        return first  # the document ended (or failed) before the first cut: that is the answer
+    return _combine(buf, first, chunks)
+
+
+def _combine(buf: np.ndarray, first: Scan, chunks: list[tuple]) -> Scan:
+    parts = [(first.i64, first.i32, first.sym, first.nsym, first.n_ev)]
+    n_bad = first.n_bad
+    err, pos, top, ntop = ks.REACHED, first.pos, first.top, first.ntop
+    for end, status, n_ev, i64, i32, sym, nsym, bad in chunks:
+        parts.append((i64, i32, sym, nsym, n_ev))
+        n_bad += bad
+        if status == ks.REACHED:
+            continue
+        if status == ks.MISMATCH:
+            return sequential(buf)  # a cut was not an event boundary
+        if status == 0:  # the events array closed here: finish the document
+            err, pos, top, ntop = ks.scan_tail(buf, end, top, ntop, first.layout)
+        else:  # a real error (or the end of a truncated file) inside this piece
+            err, pos = status, end
+        break
+    i64, i32, sym = _merge(buf, parts)
+    return Scan(err, pos, i64.shape[1], i64, i32, sym, sym.shape[0], top, ntop, n_bad, first.layout)
+
+
+def _merge(buf: np.ndarray, parts: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenate the pieces' columns, re-keying their symbol ids into one table."""
+    index: dict[tuple[int, bytes], int] = {}
+    rows: list[tuple[int, int, int]] = []
+    for k, (_, i32, sym, nsym, n_ev) in enumerate(parts):
+        mapping = np.empty(nsym, np.int32)
+        for sid in range(nsym):
+            s, e, kind = (int(x) for x in sym[sid])
+            key = (kind, buf[s:e].tobytes())
+            gid = index.get(key)
+            if gid is None:
+                gid = index[key] = len(rows)
+                rows.append((s, e, kind))
+            mapping[sid] = gid
+        if k > 0:
+            for r in range(ks.S_FLAGS):
+                ks.remap(i32[r, :n_ev], mapping)
+    i64 = np.concatenate([p[0][:, : p[4]] for p in parts], axis=1)
+    i32 = np.concatenate([p[1][:, : p[4]] for p in parts], axis=1)
+    return i64, i32, np.array(rows, dtype=np.int64).reshape(-1, 3)
