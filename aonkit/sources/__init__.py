@@ -15,7 +15,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 _TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".parquet")
 
 
-def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None) -> Trace:
+def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None, threads: int | None = None) -> Trace:
     name = path.name.lower()
     if name.endswith(".parquet"):
         from ..cache import load_trace
@@ -27,7 +27,7 @@ def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None) -> 
         )
     from .chrome_trace import read_chrome_trace
 
-    return read_chrome_trace(path, salvage=salvage, max_decompressed_bytes=max_decompressed_bytes)
+    return read_chrome_trace(path, salvage=salvage, max_decompressed_bytes=max_decompressed_bytes, threads=threads)
 
 
 def _trace_files(directory: Path) -> list[Path]:
@@ -47,6 +47,7 @@ def load(
     salvage: bool = False,
     max_decompressed_bytes: int | None = None,
     workers: int | None = None,
+    threads: int | None = None,
 ) -> Trace | TraceSet:
     """Load a trace file, a directory of traces or a list of files.
 
@@ -62,6 +63,9 @@ def load(
         Cap on the size of decompressed gzip input (decompression-bomb guard).
     workers : int, optional
         Threads used to read several files (the parser releases the GIL).
+    threads : int, optional
+        Threads used to scan one large file (default: one per core, up to 8,
+        for files of 16 MB and more). The result does not depend on it.
 
     Returns
     -------
@@ -76,7 +80,7 @@ def load(
         if not p.exists():
             raise FileNotFoundError(f"no such trace file or directory: {p}")
         if not p.is_dir():
-            return _read_one(p, salvage, max_decompressed_bytes)
+            return _read_one(p, salvage, max_decompressed_bytes, threads)
         files = _trace_files(p)
     n = workers or min(len(files), os.cpu_count() or 1, 8)
     if n <= 1 or len(files) == 1:
