@@ -1,0 +1,70 @@
+"""aonkit's HTA-compatible analyses against Holistic Trace Analysis 0.5.0 outputs in ../shared/golden."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import aonkit
+from aonkit.analysis import hta_compat as hc
+
+from .conftest import SHARED
+
+GOLDEN = SHARED / "golden"
+SETS = sorted(p.name for p in GOLDEN.iterdir() if (p / "_run.json").exists()) if GOLDEN.is_dir() else []
+FLOAT_US = {"a100_nccl_data_rank0", "mi250_rocm_minitoy", "mi300x_resnet_rank0", "ns_resolution_v100", "qwen_h100"}
+
+
+def _load(name: str) -> dict[int, aonkit.Trace]:
+    run = json.loads((GOLDEN / name / "_run.json").read_text())
+    inp = run["input"]
+    fix = lambda p: SHARED / "traces" / Path(p).relative_to("holdout/traces")  # noqa: E731
+    if "trace_dir" in inp:
+        ts = aonkit.load(fix(inp["trace_dir"]))
+        return dict(ts.items())
+    return {int(r): aonkit.load(fix(p)) for r, p in inp["trace_files"].items()}
+
+
+@pytest.fixture(scope="module")
+def frames_cache() -> dict[str, dict[int, pd.DataFrame]]:
+    return {}
+
+
+def _frames(name: str, cache: dict) -> dict[int, pd.DataFrame]:
+    if name not in cache:
+        cache[name] = hc.hta_frames(_load(name))
+    return cache[name]
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_alignment_origin_matches(name: str) -> None:
+    run = json.loads((GOLDEN / name / "_run.json").read_text())
+    traces = _load(name)
+    frames = {r: hc._one_rank(t) for r, t in traces.items()}
+    low = min(int(f["ts"].min()) for f in frames.values())
+    assert low == int(run["min_ts_before_alignment"])
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_temporal_breakdown(name: str, frames_cache: dict) -> None:
+    path = GOLDEN / name / "temporal_breakdown.csv"
+    if not path.exists():
+        pytest.skip(f"HTA produced no temporal breakdown for {name} (see golden README)")
+    want = pd.read_csv(path)
+    got = hc.temporal_breakdown(_frames(name, frames_cache))
+    assert got["rank"].tolist() == want["rank"].tolist()
+    tol = 0 if name not in FLOAT_US else None
+    for col in ("idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)"):
+        g, w = got[col].to_numpy(float), want[col].to_numpy(float)
+        if tol == 0:
+            np.testing.assert_array_equal(g, w, err_msg=col)
+        else:
+            n_gpu = sum(len(hc.gpu_rows(f)) for f in _frames(name, frames_cache).values())
+            assert np.all(np.abs(g - w) <= n_gpu), col
+    if tol == 0:
+        for col in ("idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"):
+            np.testing.assert_allclose(got[col], want[col], atol=0.0101, err_msg=col)
