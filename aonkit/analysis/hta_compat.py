@@ -144,3 +144,105 @@ def temporal_breakdown(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     for col in ("idle_time", "compute_time", "non_compute_time"):
         out[f"{col}_pctg"] = (out[f"{col}(us)"] / out["kernel_time(us)"] * 100).round(2)
     return out
+
+
+_TYPE_BITS = {COMPUTATION: 1, COMMUNICATION: 2, MEMORY: 4}
+
+
+def _merged(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals as disjoint sorted (start, end) arrays."""
+    if ts.shape[0] == 0:
+        return ts, end
+    order = np.argsort(ts, kind="stable")
+    ts, end = ts[order], end[order]
+    reach = np.maximum.accumulate(end)
+    new = np.ones(ts.shape[0], bool)
+    new[1:] = ts[1:] > reach[:-1]
+    starts = ts[new]
+    idx = np.flatnonzero(new)
+    ends = reach[np.r_[idx[1:] - 1, ts.shape[0] - 1]]
+    return starts, ends
+
+
+def _label(state: int, types: list[str]) -> str:
+    return " overlapping ".join(t for t in types if state & _TYPE_BITS[t])
+
+
+def kernel_type_time(gpu: pd.DataFrame, types: list[str]) -> pd.DataFrame:
+    """Time during which each combination of kernel types runs (HTA's overlap labels).
+
+    Each type's intervals are merged, then a sweep over their edges (starts
+    before ends at equal times, so abutting types give zero-length overlap
+    rows as in HTA) sums the time per set of running types.
+    """
+    times, steps = [], []
+    for t in types:
+        sel = gpu[gpu["kernel_type"] == t]
+        s, e = _merged(sel["ts"].to_numpy(), sel["end"].to_numpy())
+        times += [s, e]
+        steps += [np.full(s.shape[0], _TYPE_BITS[t]), np.full(e.shape[0], -_TYPE_BITS[t])]
+    if not times:
+        return pd.DataFrame({"kernel_type": [], "sum": []})
+    time = np.concatenate(times)
+    step = np.concatenate(steps)
+    order = np.lexsort((step < 0, time))
+    time, step = time[order], step[order]
+    running = np.cumsum(step)
+    dur = np.diff(time, append=time[-1] if time.shape[0] else 0)
+    live = running > 0
+    out = pd.DataFrame({"state": running[live], "sum": dur[live]}).groupby("state", as_index=False)["sum"].sum()
+    out["kernel_type"] = [_label(int(s), types) for s in out["state"]]
+    return out[["kernel_type", "sum"]]
+
+
+def gpu_kernel_breakdown_type(
+    frames: Mapping[int, pd.DataFrame], include_memory_kernels: bool = True
+) -> pd.DataFrame:
+    """HTA's kernel-type breakdown: time per type and type overlap, summed over ranks."""
+    types = [COMPUTATION, COMMUNICATION] + ([MEMORY] if include_memory_kernels else [])
+    parts = [kernel_type_time(gpu_rows(df), types) for df in frames.values()]
+    out = pd.concat(parts).groupby("kernel_type", as_index=False)["sum"].sum()
+    out = out.sort_values("sum", ascending=False, kind="stable", ignore_index=True)
+    out["percentage"] = (out["sum"] / out["sum"].sum() * 100).round(1)
+    return out
+
+
+def _kernel_stats(gpu: pd.DataFrame, duration_ratio: float, num_kernels: int) -> pd.DataFrame:
+    g = gpu.groupby("name")["dur"].agg(["sum", "max", "min", "mean", "std"]).reset_index()
+    g = g.sort_values("sum", ascending=False, kind="stable", ignore_index=True)
+    g["std"] = g["std"].fillna(0.0)
+    if len(g) > num_kernels:
+        cum = g["sum"].cumsum()
+        q = cum.quantile(duration_ratio)
+        g.loc[cum > q, "name"] = "others"
+        g.loc[g.index >= num_kernels, "name"] = "others"
+        g = g.groupby("name")["sum"].agg(["sum", "max", "min", "mean", "std"]).reset_index()
+        g["std"] = g["std"].fillna(0.0)
+    return g
+
+
+def gpu_kernel_breakdown_kernels(
+    frames: Mapping[int, pd.DataFrame],
+    duration_ratio: float = 0.8,
+    num_kernels: int = 10,
+    include_memory_kernels: bool = True,
+) -> pd.DataFrame:
+    """HTA's per-kernel breakdown per rank and type; the tail beyond ``duration_ratio`` is ``others``.
+
+    As in HTA, once kernels are lumped the statistics of every row are taken
+    over the per-name sums, not over single launches.
+    """
+    types = [COMPUTATION, COMMUNICATION] + ([MEMORY] if include_memory_kernels else [])
+    parts = []
+    for rank, df in frames.items():
+        gpu = gpu_rows(df)
+        for t in types:
+            g = _kernel_stats(gpu[gpu["kernel_type"] == t], duration_ratio, num_kernels)
+            g["kernel_type"] = t
+            g["rank"] = int(rank)
+            parts.append(g)
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    out = out.sort_values(["kernel_type", "name", "rank"], kind="stable", ignore_index=True)
+    out = out.rename(columns={"sum": "sum (us)", "max": "max (us)", "min": "min (us)", "std": "stddev",
+                              "mean": "mean (us)"})  # fmt: skip
+    return out[["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "kernel_type", "rank"]]
