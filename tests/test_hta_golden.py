@@ -87,7 +87,8 @@ def test_gpu_kernel_breakdown_type(name: str, suffix: str, frames_cache: dict) -
         assert (g["sum"] - w.loc[g.index, "sum"]).abs().max() <= n_gpu
         return
     assert g["sum"].to_dict() == w["sum"].to_dict()
-    np.testing.assert_allclose(g.loc[w.index, "percentage"].to_numpy(float), w["percentage"].to_numpy(float), atol=0.051)
+    pct = g.loc[w.index, "percentage"].to_numpy(float)
+    np.testing.assert_allclose(pct, w["percentage"].to_numpy(float), atol=0.051)
 
 
 @pytest.mark.parametrize("suffix", ["", "_all"])
@@ -107,3 +108,16 @@ def test_gpu_kernel_breakdown_kernels(name: str, suffix: str, frames_cache: dict
         return  # sums differ by HTA's float rounding (<= 1 us per event); names and grouping are exact
     for col in ("sum (us)", "max (us)", "min (us)", "mean (us)", "stddev"):
         np.testing.assert_allclose(got[col].to_numpy(float), want[col].to_numpy(float), rtol=1e-9, err_msg=col)
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_comm_comp_overlap(name: str, frames_cache: dict) -> None:
+    path = GOLDEN / name / "comm_comp_overlap.csv"
+    if not path.exists():
+        pytest.skip(f"HTA produced no overlap for {name}")
+    want = pd.read_csv(path)
+    got = hc.comm_comp_overlap(_frames(name, frames_cache))
+    assert got["rank"].tolist() == want["rank"].tolist()
+    g, w = got["comp_comm_overlap_pctg"].to_numpy(float), want["comp_comm_overlap_pctg"].to_numpy(float)
+    assert np.array_equal(np.isnan(g), np.isnan(w))
+    np.testing.assert_allclose(g[~np.isnan(g)], w[~np.isnan(w)], atol=0.0101 if name not in FLOAT_US else 0.5)

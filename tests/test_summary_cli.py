@@ -31,6 +31,21 @@ def test_union_length_matches_naive(rng: np.random.Generator, n: int) -> None:
     assert union_length(start, end) == _naive_union(start, end)
 
 
+@pytest.mark.parametrize("n", [0, 1, 7, 200])
+def test_intersection_length_matches_naive(rng: np.random.Generator, n: int) -> None:
+    from aonkit._kernels.intervals import intersection_length
+    from aonkit.analysis.hta_compat import _merged
+
+    def sets():
+        s = rng.integers(0, 2000, n).astype(np.int64)
+        return _merged(s, s + rng.integers(0, 80, n))
+
+    (sa, ea), (sb, eb) = sets(), sets()
+    pa = {t for a, b in zip(sa, ea) for t in range(a, b)}
+    pb = {t for a, b in zip(sb, eb) for t in range(a, b)}
+    assert intersection_length(sa, ea, sb, eb) == len(pa & pb)
+
+
 @pytest.mark.parametrize("which", ["shared", "sample"])
 def test_summary_busy_time_is_the_union_of_kernels(which: str) -> None:
     if which == "shared":  # a real 4-stream trace

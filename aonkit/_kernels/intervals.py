@@ -27,3 +27,21 @@ def union_length(start, end):
             cur_e = e
     total += cur_e - cur_s
     return total
+
+
+@njit
+def intersection_length(sa, ea, sb, eb):
+    """Length of the intersection of two sets of disjoint intervals, each sorted by start."""
+    i = 0
+    j = 0
+    total = np.int64(0)
+    while i < sa.shape[0] and j < sb.shape[0]:
+        lo = max(sa[i], sb[j])
+        hi = min(ea[i], eb[j])
+        if hi > lo:
+            total += hi - lo
+        if ea[i] < eb[j]:
+            i += 1
+        else:
+            j += 1
+    return total

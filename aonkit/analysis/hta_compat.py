@@ -195,9 +195,7 @@ def kernel_type_time(gpu: pd.DataFrame, types: list[str]) -> pd.DataFrame:
     return out[["kernel_type", "sum"]]
 
 
-def gpu_kernel_breakdown_type(
-    frames: Mapping[int, pd.DataFrame], include_memory_kernels: bool = True
-) -> pd.DataFrame:
+def gpu_kernel_breakdown_type(frames: Mapping[int, pd.DataFrame], include_memory_kernels: bool = True) -> pd.DataFrame:
     """HTA's kernel-type breakdown: time per type and type overlap, summed over ranks."""
     types = [COMPUTATION, COMMUNICATION] + ([MEMORY] if include_memory_kernels else [])
     parts = [kernel_type_time(gpu_rows(df), types) for df in frames.values()]
@@ -246,3 +244,21 @@ def gpu_kernel_breakdown_kernels(
     out = out.rename(columns={"sum": "sum (us)", "max": "max (us)", "min": "min (us)", "std": "stddev",
                               "mean": "mean (us)"})  # fmt: skip
     return out[["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "kernel_type", "rank"]]
+
+
+def comm_comp_overlap(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+    """HTA's ``get_comm_comp_overlap``: % of communication time that overlaps computation, per rank."""
+    from .._kernels.intervals import intersection_length
+
+    rows = []
+    for rank, df in frames.items():
+        gpu = gpu_rows(df)
+        comm = gpu[gpu["kernel_type"] == COMMUNICATION]
+        comp = gpu[gpu["kernel_type"] == COMPUTATION]
+        mc = _merged(comm["ts"].to_numpy(), comm["end"].to_numpy())
+        mp = _merged(comp["ts"].to_numpy(), comp["end"].to_numpy())
+        comm_time = int((mc[1] - mc[0]).sum())
+        both = int(intersection_length(*(np.ascontiguousarray(x, dtype=np.int64) for x in (*mc, *mp))))
+        pct = round(100 * both / comm_time, 2) if comm_time else float("nan")
+        rows.append((rank, pct))
+    return pd.DataFrame(rows, columns=["rank", "comp_comm_overlap_pctg"])
