@@ -121,3 +121,23 @@ def test_comm_comp_overlap(name: str, frames_cache: dict) -> None:
     g, w = got["comp_comm_overlap_pctg"].to_numpy(float), want["comp_comm_overlap_pctg"].to_numpy(float)
     assert np.array_equal(np.isnan(g), np.isnan(w))
     np.testing.assert_allclose(g[~np.isnan(g)], w[~np.isnan(w)], atol=0.0101 if name not in FLOAT_US else 0.5)
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_idle_time_breakdown(name: str, frames_cache: dict) -> None:
+    path = GOLDEN / name / "idle_time_breakdown.csv"
+    if not path.exists():
+        pytest.skip(f"HTA produced no idle time breakdown for {name}")
+    want = pd.read_csv(path)
+    want = want.drop(columns=[c for c in want.columns if c.startswith("Unnamed")])
+    got, stats = hc.idle_time_breakdown(_frames(name, frames_cache))
+    key = ["rank", "stream", "idle_category"]
+    assert got[key].values.tolist() == want[key].values.tolist()
+    if name in FLOAT_US:
+        return
+    np.testing.assert_array_equal(got["idle_time"].to_numpy(float), want["idle_time"].to_numpy(float))
+    np.testing.assert_allclose(got["idle_time_ratio"].to_numpy(float), want["idle_time_ratio"].to_numpy(float))
+    want_stats = pd.read_csv(GOLDEN / name / "idle_time_interval_stats.csv")
+    cols = ["idle_category", "rank", "stream", "count", "mean", "std", "min", "25%", "50%", "75%", "max"]
+    assert stats[cols[:3]].values.tolist() == want_stats[cols[:3]].values.tolist()
+    np.testing.assert_allclose(stats[cols[3:]].to_numpy(float), want_stats[cols[3:]].to_numpy(float), atol=0.011)

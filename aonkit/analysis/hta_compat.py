@@ -262,3 +262,54 @@ def comm_comp_overlap(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
         pct = round(100 * both / comm_time, 2) if comm_time else float("nan")
         rows.append((rank, pct))
     return pd.DataFrame(rows, columns=["rank", "comp_comm_overlap_pctg"])
+
+
+def _runtime_ts(df: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
+    """Start of the CPU-side event with each GPU row's correlation (NaN when none)."""
+    cpu = df[(df["stream"] == -1) & (df["correlation"] != -1)].drop_duplicates("correlation")
+    lookup = pd.Series(cpu["ts"].to_numpy(float), index=cpu["correlation"].to_numpy())
+    return lookup.reindex(gpu["correlation"].to_numpy()).to_numpy()
+
+
+def _idle_per_stream(df: pd.DataFrame, delay: int) -> pd.DataFrame:
+    gpu = gpu_rows(df)
+    gpu = gpu.assign(ts_runtime=_runtime_ts(df, gpu))
+    parts = []
+    for stream in pd.unique(gpu["stream"]):
+        k = gpu[gpu["stream"] == stream].sort_values("ts", kind="stable")
+        prev_end = k["end"].shift(1)
+        idle = k["ts"] - prev_end
+        host = k["ts_runtime"] > prev_end
+        cat = np.where(host, "host_wait", np.where(~host & (idle < delay), "kernel_wait", "other"))
+        parts.append(pd.DataFrame({"stream": stream, "idle_category": cat, "idle_interval": idle.to_numpy()}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["stream", "idle_category",
+                                                                                  "idle_interval"])  # fmt: skip
+
+
+def idle_time_breakdown(
+    frames: Mapping[int, pd.DataFrame], consecutive_kernel_delay: int = 30
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """HTA's ``get_idle_time_breakdown`` per rank and stream, with the interval statistics.
+
+    Each gap between consecutive GPU events of a stream is ``host_wait`` when
+    the next event's launch call started after the previous event ended,
+    ``kernel_wait`` when it is shorter than ``consecutive_kernel_delay`` µs, else
+    ``other`` (the first event of a stream has no gap and counts as ``other``).
+    """
+    out, stats = [], []
+    for rank, df in frames.items():
+        gaps = _idle_per_stream(df, consecutive_kernel_delay)
+        for stream, g in gaps.groupby("stream", sort=False):
+            by = g.groupby("idle_category")["idle_interval"]
+            total = by.sum()
+            res = pd.DataFrame({"rank": rank, "stream": stream, "idle_category": total.index,
+                                "idle_time": total.to_numpy(float)})  # fmt: skip
+            res["idle_time_ratio"] = (res["idle_time"] / res["idle_time"].sum()).round(2)
+            out.append(res)
+            d = by.describe().round(2)
+            d.insert(0, "stream", stream)
+            d.insert(0, "rank", rank)
+            stats.append(d.reset_index())
+    cols = ["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]
+    return (pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols),
+            pd.concat(stats, ignore_index=True) if stats else pd.DataFrame())  # fmt: skip
