@@ -141,3 +141,19 @@ def test_idle_time_breakdown(name: str, frames_cache: dict) -> None:
     cols = ["idle_category", "rank", "stream", "count", "mean", "std", "min", "25%", "50%", "75%", "max"]
     assert stats[cols[:3]].values.tolist() == want_stats[cols[:3]].values.tolist()
     np.testing.assert_allclose(stats[cols[3:]].to_numpy(float), want_stats[cols[3:]].to_numpy(float), atol=0.011)
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_cuda_kernel_launch_stats(name: str, frames_cache: dict) -> None:
+    path = GOLDEN / name / "cuda_kernel_launch_stats.csv"
+    if not path.exists():
+        pytest.skip(f"HTA produced no launch stats for {name}")
+    want = pd.read_csv(path)
+    got = hc.cuda_kernel_launch_stats(_frames(name, frames_cache))
+    if want.empty:
+        assert got.empty
+        return
+    cols = ["rank", "correlation", "cpu_duration", "gpu_duration", "launch_delay"]
+    assert got[["rank", "correlation"]].values.tolist() == want[["rank", "correlation"]].values.tolist()
+    if name not in FLOAT_US:
+        np.testing.assert_array_equal(got[cols].to_numpy(float), want[cols].to_numpy(float))

@@ -313,3 +313,28 @@ def idle_time_breakdown(
     cols = ["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]
     return (pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols),
             pd.concat(stats, ignore_index=True) if stats else pd.DataFrame())  # fmt: skip
+
+
+LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync")
+
+
+def cuda_kernel_launch_stats(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...] = LAUNCH_APIS) -> pd.DataFrame:
+    """HTA's ``get_cuda_kernel_launch_stats``: per launch, CPU and GPU duration and launch delay (µs).
+
+    ``launch_delay`` is the gap from the end of the launch call to the start of
+    the GPU event, floored at 0. Like HTA 0.5.0, only ``apis`` count by default
+    (so HIP launches give no rows); pass more names for other runtimes.
+    """
+    parts = []
+    for rank, df in frames.items():
+        cpu = df[df["stream"] == -1]
+        gpu = gpu_rows(df)
+        corr = cpu.loc[cpu["name"].isin(apis), "correlation"]
+        c = cpu[cpu["correlation"].isin(corr)][["correlation", "dur", "ts"]]
+        g = gpu[gpu["correlation"].isin(corr)][["correlation", "dur", "ts"]]
+        j = c.merge(g, on="correlation", how="inner", suffixes=("_cpu", "_gpu"))
+        delay = np.maximum(j["ts_gpu"] - (j["ts_cpu"] + j["dur_cpu"]), 0)
+        parts.append(pd.DataFrame({"rank": rank, "correlation": j["correlation"], "cpu_duration": j["dur_cpu"],
+                                   "gpu_duration": j["dur_gpu"], "launch_delay": delay}))  # fmt: skip
+    cols = ["rank", "correlation", "cpu_duration", "gpu_duration", "launch_delay"]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
