@@ -157,3 +157,17 @@ def test_cuda_kernel_launch_stats(name: str, frames_cache: dict) -> None:
     assert got[["rank", "correlation"]].values.tolist() == want[["rank", "correlation"]].values.tolist()
     if name not in FLOAT_US:
         np.testing.assert_array_equal(got[cols].to_numpy(float), want[cols].to_numpy(float))
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_queue_length_summary(name: str, frames_cache: dict) -> None:
+    path = GOLDEN / name / "queue_length_summary.csv"
+    if not path.exists() or path.stat().st_size < 10:
+        pytest.skip(f"HTA produced no queue length summary for {name}")
+    want = pd.read_csv(path, header=[0, 1], index_col=[0, 1])
+    want.columns = [c[1] for c in want.columns]
+    got = hc.queue_length_summary(_frames(name, frames_cache))
+    assert list(got.index) == [tuple(int(x) for x in i) for i in want.index]
+    np.testing.assert_array_equal(got["count"].to_numpy(), want["count"].to_numpy())
+    if name not in FLOAT_US:
+        np.testing.assert_allclose(got.to_numpy(float), want.to_numpy(float), rtol=1e-9)

@@ -338,3 +338,46 @@ def cuda_kernel_launch_stats(frames: Mapping[int, pd.DataFrame], apis: tuple[str
                                    "gpu_duration": j["dur_gpu"], "launch_delay": delay}))  # fmt: skip
     cols = ["rank", "correlation", "cpu_duration", "gpu_duration", "launch_delay"]
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+# launch calls that HTA 0.5.0 counts in queue lengths (not cudaGraphLaunch, not hipExtLaunchKernel)
+QUEUE_APIS = (
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
+    "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipMemcpyWithStream", "hipMemcpyAsync", "hipMemsetAsync",
+)  # fmt: skip
+
+
+def queue_length_series(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...] = QUEUE_APIS) -> pd.DataFrame:
+    """Outstanding GPU operations per stream: +1 at each launch call, -1 at each GPU event start.
+
+    Launch calls are the CPU-side events named in ``apis`` whose correlation
+    matches a GPU event; GPU events count when their launch does.
+
+    One row per change: ``rank``, ``ts`` (µs), ``stream``, ``queue_length``.
+    Launches and GPU events are ordered by time as HTA orders them (numpy's
+    default sort, so ties fall the same way).
+    """
+    parts = []
+    for rank, df in frames.items():
+        gpu = gpu_rows(df)
+        launches = df[(df["stream"] == -1) & df["name"].isin(apis)]
+        launches = launches[launches["correlation"].isin(gpu["correlation"])]
+        stream_of = gpu.drop_duplicates("correlation").set_index("correlation")["stream"]
+        g = gpu[gpu["correlation"].isin(launches["correlation"])]
+        ts = np.concatenate([launches["ts"].to_numpy(), g["ts"].to_numpy()])
+        stream = np.concatenate([stream_of.reindex(launches["correlation"]).to_numpy(), g["stream"].to_numpy()])
+        step = np.concatenate([np.ones(len(launches), np.int64), -np.ones(len(g), np.int64)])
+        order = np.argsort(ts, kind="quicksort")
+        s = pd.DataFrame({"ts": ts[order], "stream": stream[order], "step": step[order]})
+        for st, sdf in s.groupby("stream"):
+            parts.append(pd.DataFrame({"rank": rank, "ts": sdf["ts"].to_numpy(), "stream": st,
+                                       "queue_length": sdf["step"].cumsum().to_numpy()}))  # fmt: skip
+    return (
+        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["rank", "ts", "stream", "queue_length"])
+    )
+
+
+def queue_length_summary(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+    """HTA's ``get_queue_length_summary``: ``describe()`` of the queue length per rank and stream."""
+    series = queue_length_series(frames)
+    return series.groupby(["rank", "stream"])["queue_length"].describe()
