@@ -189,6 +189,36 @@ class Trace:
         args = self.event_json(i).get("args")
         return args if isinstance(args, dict) else {}
 
+    def arg_values(self, key: str, rows: np.ndarray | pd.Index | None = None) -> list[Any]:
+        """Decoded ``args[key]`` of the events ``rows`` (positions; default all), None where absent.
+
+        One Numba pass finds the values in the events' JSON text; only the found
+        values are decoded.
+        """
+        spans, buf = self._arg_spans(key, rows)
+        return [None if s < 0 else json.loads(buf[s:e].tobytes()) for s, e in spans.tolist()]
+
+    def arg_numbers(self, key: str, rows: np.ndarray | pd.Index | None = None) -> np.ndarray:
+        """``args[key]`` of the events ``rows`` as float64; NaN where absent or not a number.
+
+        Numbers given as strings (``"bytes": "4096"`` in ROCm traces) are converted too.
+        """
+        out = []
+        for v in self.arg_values(key, rows):
+            try:
+                out.append(float(v) if v is not None and not isinstance(v, (bool, dict, list)) else np.nan)
+            except ValueError:
+                out.append(np.nan)
+        return np.asarray(out, dtype=np.float64)
+
+    def _arg_spans(self, key: str, rows: np.ndarray | pd.Index | None) -> tuple[np.ndarray, np.ndarray]:
+        from ._kernels.args import find_arg
+
+        buf, start, end = self._raw.spans()
+        idx = np.arange(len(self.events), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        want = np.frombuffer(json.dumps(key).encode(), np.uint8).copy()
+        return find_arg(buf, np.ascontiguousarray(start), np.ascontiguousarray(end), idx, want), buf
+
     # -- convenience views -----------------------------------------------------------------
     def _cat_in(self, cats: frozenset[str]) -> pd.DataFrame:
         return self.events[self.events["cat"].isin(cats)]

@@ -11,6 +11,7 @@ import pytest
 
 import aonkit
 from aonkit.analysis import hta_compat as hc
+from aonkit.analysis import hta_counters as hk
 
 from .conftest import SHARED
 
@@ -130,7 +131,7 @@ def test_idle_time_breakdown(name: str, frames_cache: dict) -> None:
         pytest.skip(f"HTA produced no idle time breakdown for {name}")
     want = pd.read_csv(path)
     want = want.drop(columns=[c for c in want.columns if c.startswith("Unnamed")])
-    got, stats = hc.idle_time_breakdown(_frames(name, frames_cache))
+    got, stats = hk.idle_time_breakdown(_frames(name, frames_cache))
     key = ["rank", "stream", "idle_category"]
     assert got[key].values.tolist() == want[key].values.tolist()
     if name in FLOAT_US:
@@ -149,7 +150,7 @@ def test_cuda_kernel_launch_stats(name: str, frames_cache: dict) -> None:
     if not path.exists():
         pytest.skip(f"HTA produced no launch stats for {name}")
     want = pd.read_csv(path)
-    got = hc.cuda_kernel_launch_stats(_frames(name, frames_cache))
+    got = hk.cuda_kernel_launch_stats(_frames(name, frames_cache))
     if want.empty:
         assert got.empty
         return
@@ -166,8 +167,22 @@ def test_queue_length_summary(name: str, frames_cache: dict) -> None:
         pytest.skip(f"HTA produced no queue length summary for {name}")
     want = pd.read_csv(path, header=[0, 1], index_col=[0, 1])
     want.columns = [c[1] for c in want.columns]
-    got = hc.queue_length_summary(_frames(name, frames_cache))
+    got = hk.queue_length_summary(_frames(name, frames_cache))
     assert list(got.index) == [tuple(int(x) for x in i) for i in want.index]
     np.testing.assert_array_equal(got["count"].to_numpy(), want["count"].to_numpy())
     if name not in FLOAT_US:
         np.testing.assert_allclose(got.to_numpy(float), want.to_numpy(float), rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_memory_bw_summary(name: str, frames_cache: dict) -> None:
+    path = GOLDEN / name / "memory_bw_summary.csv"
+    if not path.exists() or path.stat().st_size < 10:
+        pytest.skip(f"HTA produced no memory bandwidth summary for {name}")
+    want = pd.read_csv(path, header=[0, 1], index_col=[0, 1])
+    want.columns = [c[1] for c in want.columns]
+    got = hk.memory_bw_summary(_frames(name, frames_cache))
+    assert [(int(r), n) for r, n in got.index] == [(int(r), n) for r, n in want.index]
+    if name not in FLOAT_US:
+        np.testing.assert_array_equal(got["count"].to_numpy(), want["count"].to_numpy())
+        np.testing.assert_allclose(got.to_numpy(float), want.to_numpy(float), rtol=1e-9, atol=1e-12)

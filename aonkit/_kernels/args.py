@@ -1,0 +1,71 @@
+"""Look-up of one ``args`` key across many events' JSON text."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import njit
+from .json_lex import MAX_DEPTH, OK, scan_string, skip_value, skip_ws
+
+_ARGS = np.frombuffer(b'"args"', np.uint8).copy()
+
+
+@njit
+def _is(buf, s, e, lit):
+    if e - s != lit.shape[0]:
+        return False
+    for k in range(lit.shape[0]):
+        if buf[s + k] != lit[k]:
+            return False
+    return True
+
+
+@njit
+def _members(buf, i, n, stack, want, out):
+    """Walk the object at ``i``; store in ``out`` the value span of the member whose quoted key is ``want``."""
+    i = skip_ws(buf, i + 1, n)
+    if i >= n or buf[i] == 125:
+        return
+    while i < n and buf[i] == 34:
+        ks = i
+        i, err = scan_string(buf, i, n)
+        if err != OK:
+            return
+        ke = i
+        i = skip_ws(buf, i, n)
+        i = skip_ws(buf, i + 1, n)  # the ':'
+        vs = i
+        i, err = skip_value(buf, i, n, stack)
+        if err != OK:
+            return
+        if _is(buf, ks, ke, want):
+            out[0] = vs
+            out[1] = i
+        i = skip_ws(buf, i, n)
+        if i >= n or buf[i] != 44:
+            return
+        i = skip_ws(buf, i + 1, n)
+
+
+@njit
+def find_arg(buf, ev_start, ev_end, rows, key):
+    """Value span (start, end) of ``args[key]`` for each event in ``rows``; -1 where absent.
+
+    ``key`` is the JSON-quoted key bytes (``b'"bytes"'``); escaped keys are not matched.
+    """
+    stack = np.empty(MAX_DEPTH, np.uint8)
+    out = np.full((rows.shape[0], 2), -1, np.int64)
+    span = np.empty(2, np.int64)
+    for r in range(rows.shape[0]):
+        ev = rows[r]
+        n = ev_end[ev]
+        span[0] = -1
+        _members(buf, ev_start[ev], n, stack, _ARGS, span)
+        if span[0] >= 0 and buf[span[0]] == 123:
+            a = span[0]
+            span[0] = -1
+            _members(buf, a, span[1], stack, key, span)
+            if span[0] >= 0:
+                out[r, 0] = span[0]
+                out[r, 1] = span[1]
+    return out

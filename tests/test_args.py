@@ -1,0 +1,44 @@
+"""Per-key argument look-up against the stdlib reference on real traces."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import aonkit
+
+from .conftest import SAMPLE_TRACES, require_shared
+from .naive import read_text
+
+
+@pytest.mark.parametrize(
+    ("rel", "key"),
+    [
+        ("hta/trace_filter/sampled_rank-0.json.gz", "bytes"),
+        ("hta/trace_filter/sampled_rank-0.json.gz", "memory bandwidth (GB/s)"),
+        ("tracelens/mi300/resnet_act_checkpoint.json.gz", "bytes"),  # str or int on ROCm
+        ("hta/large_integer_trace/rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz", "Comms Id"),
+        ("tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "Input Dims"),
+    ],
+)
+def test_arg_values_match_reference(rel: str, key: str) -> None:
+    path = require_shared() / rel
+    trace = aonkit.load(path)
+    doc = json.loads(read_text(path))
+    events = [e for e in (doc["traceEvents"] if isinstance(doc, dict) else doc) if isinstance(e, dict)]
+    want = [e["args"].get(key) if isinstance(e.get("args"), dict) else None for e in events]
+    assert trace.arg_values(key) == want
+    rows = np.flatnonzero([w is not None for w in want])[:50]
+    assert trace.arg_values(key, rows) == [want[i] for i in rows]
+
+
+def test_arg_numbers_from_cache(tmp_path) -> None:
+    t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    rows = np.flatnonzero((t.events["cat"] == "gpu_memcpy").to_numpy())
+    direct = t.arg_numbers("bytes", rows)
+    assert len(rows) and np.all(direct > 0)
+    cached = aonkit.load(t.save(tmp_path / "c.parquet"))
+    np.testing.assert_array_equal(cached.arg_numbers("bytes", rows), direct)
+    assert np.isnan(t.arg_numbers("no such key", rows)).all()
