@@ -50,6 +50,17 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hta_report(args: argparse.Namespace) -> int:
+    """Write HTA 0.5.0-compatible CSVs for one job (files or a directory of ranks)."""
+    from .report.hta_report import write_hta_report
+
+    obj = load(args.inputs if len(args.inputs) > 1 else args.inputs[0], salvage=args.salvage)
+    traces = dict(obj.items()) if isinstance(obj, TraceSet) else {obj.meta.rank or 0: obj}
+    for path in write_hta_report(traces, Path(args.out), include_last_step=args.include_last_step):
+        print(path)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the summary on the bundled sample traces and write an HTML page."""
     from .demo import run_demo
@@ -74,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: beside each trace)")
     p.add_argument("--salvage", action="store_true")
     p.set_defaults(func=cmd_cache)
+    p = sub.add_parser("hta-report", help="Holistic Trace Analysis 0.5.0-compatible CSV report")
+    p.add_argument("inputs", nargs="+", help="trace files of one job, or its directory")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep (HTA drops it)")
+    p.add_argument("--salvage", action="store_true")
+    p.set_defaults(func=cmd_hta_report)
     p = sub.add_parser("demo", help="summarise the bundled sample traces into an HTML page")
     p.add_argument("--out", default="aonkit-demo", help="output directory (default ./aonkit-demo)")
     p.add_argument("--traces", help="directory of traces (default: the repository's sample_traces/)")

@@ -186,3 +186,29 @@ def test_memory_bw_summary(name: str, frames_cache: dict) -> None:
     if name not in FLOAT_US:
         np.testing.assert_array_equal(got["count"].to_numpy(), want["count"].to_numpy())
         np.testing.assert_allclose(got.to_numpy(float), want.to_numpy(float), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["hta_sampled_2rank", "resnet_2080ti", "v100_trace_diff_test_rank1"])
+def test_hta_report_cli_writes_hta_files(name: str, tmp_path: Path) -> None:
+    from aonkit.cli import main
+
+    run = json.loads((GOLDEN / name / "_run.json").read_text())
+    inp = run["input"]
+    fix = lambda p: str(SHARED / "traces" / Path(p).relative_to("holdout/traces"))  # noqa: E731
+    args = [fix(inp["trace_dir"])] if "trace_dir" in inp else [fix(p) for p in inp["trace_files"].values()]
+    assert main(["hta-report", *args, "--out", str(tmp_path)]) == 0
+    for csv in sorted((GOLDEN / name).glob("*.csv")):
+        if csv.name in {
+            "profiler_steps.csv",
+            "potential_stragglers.csv",
+            "time_spent_blocked_on_full_queue.csv",
+            "gpu_user_annotation_breakdown.csv",
+            "cupti_counter_data_with_operators.csv",
+        }:
+            continue  # not written yet
+        mine = tmp_path / csv.name
+        assert mine.exists(), csv.name
+        want, got = pd.read_csv(csv, header=None), pd.read_csv(mine, header=None)
+        assert want.shape == got.shape, csv.name
+        assert want.iloc[:3, 0].astype(str).tolist() == got.iloc[:3, 0].astype(str).tolist(), csv.name
+        assert want.iloc[0].astype(str).tolist() == got.iloc[0].astype(str).tolist(), csv.name  # header row
