@@ -1,0 +1,89 @@
+"""Link each GPU event to its launch call, the CPU op stack above it, its annotation and step.
+
+:func:`gpu_links` returns one row per GPU event (kernel, memcpy, memset) of a
+trace; row numbers refer to ``trace.events``:
+
+================  ==============================================================
+column            meaning
+================  ==============================================================
+gpu               the GPU event
+launch            the runtime/driver call with the same ``correlation`` (-1: the
+                  launch happened before the profiling window opened)
+op                innermost CPU op (``cpu_op``) enclosing the launch
+top_op            outermost CPU op enclosing the launch
+annotation        innermost ``user_annotation`` enclosing the launch, other than
+                  ``ProfilerStep#N``
+step              N of the enclosing ``ProfilerStep#N`` (-1 when none)
+================  ==============================================================
+
+Nesting is by time intervals on each CPU thread (``pid``, ``tid``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..trace import Trace
+
+_STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+_CPU_SIDE_EXCLUDED = schema.GPU_CATS | {"gpu_user_annotation", "Trace", "cuda_sync", "overhead", "cuda_profiler_range"}
+
+
+def _stack(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows of CPU-side complete events, parent as local position or -1, parents-first order)."""
+    from .._kernels.nesting import parents
+
+    ev = trace.events
+    cat = ev["cat"].astype(object)
+    cpu = (ev["ph"] == "X").to_numpy() & ~cat.isin(_CPU_SIDE_EXCLUDED).to_numpy() & cat.notna().to_numpy()
+    cpu &= (ev["dur_ns"].to_numpy() >= 0) & (ev["ts_ns"].to_numpy() != schema.TS_MISSING)
+    rows = np.flatnonzero(cpu)
+    thread = (ev["pid"].cat.codes.to_numpy()[rows].astype(np.int64) << 32) | ev["tid"].cat.codes.to_numpy()[rows]
+    ts = ev["ts_ns"].to_numpy()[rows]
+    end = ts + ev["dur_ns"].to_numpy()[rows]
+    order = np.lexsort((-end, ts, thread))
+    return rows, parents(thread, ts, end, order), order
+
+
+def cpu_stack(trace: Trace) -> pd.Series:
+    """Parent event row of every CPU-side complete event (-1 for roots), indexed by event row."""
+    rows, parent, _ = _stack(trace)
+    return pd.Series(np.where(parent >= 0, rows[np.maximum(parent, 0)], -1), index=rows, name="parent")
+
+
+def gpu_links(trace: Trace) -> pd.DataFrame:
+    """One row per GPU event with its launch, op stack, annotation and step (see module doc)."""
+    from .._kernels.nesting import ancestors, join_first
+
+    ev = trace.events
+    rows, parent_local, order = _stack(trace)
+    local = pd.Series(np.arange(len(rows)), index=rows)
+    cat = ev["cat"].astype(object).to_numpy()[rows]
+    name = ev["name"].astype(object).to_numpy()[rows]
+    is_op = np.isin(cat, list(schema.CPU_OP_CATS))
+    is_step = np.array([isinstance(n, str) and _STEP.search(n) is not None for n in name])
+    is_ann = (cat == "user_annotation") & ~is_step
+    op_near, op_top = ancestors(parent_local, is_op, order)
+    ann_near, _ = ancestors(parent_local, is_ann, order)
+    step_near, _ = ancestors(parent_local, is_step, order)
+
+    gpu = np.flatnonzero(ev["cat"].isin(schema.GPU_CATS).to_numpy())
+    runtime = np.flatnonzero(ev["cat"].isin(schema.RUNTIME_CATS).to_numpy())
+    corr = ev["correlation"].to_numpy()
+    hit = join_first(np.ascontiguousarray(corr[runtime]), np.ascontiguousarray(corr[gpu]))
+    launch = np.where(hit >= 0, runtime[np.maximum(hit, 0)], -1)
+    lpos = local.reindex(launch).fillna(-1).to_numpy().astype(np.int64)
+
+    def pick(arr: np.ndarray) -> np.ndarray:
+        val = np.where(lpos >= 0, arr[np.maximum(lpos, 0)], -1)
+        return np.where(val >= 0, rows[np.maximum(val, 0)], -1)
+
+    step_row = pick(step_near)
+    names = ev["name"].astype(object).to_numpy()
+    step = np.array([int(_STEP.search(names[r]).group(1)) if r >= 0 else -1 for r in step_row], dtype=np.int64)
+    return pd.DataFrame({"gpu": gpu, "launch": launch, "op": pick(op_near), "top_op": pick(op_top),
+                         "annotation": pick(ann_near), "step": step})  # fmt: skip
