@@ -188,7 +188,7 @@ def test_memory_bw_summary(name: str, frames_cache: dict) -> None:
         np.testing.assert_allclose(got.to_numpy(float), want.to_numpy(float), rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["hta_sampled_2rank", "resnet_2080ti", "v100_trace_diff_test_rank1"])
+@pytest.mark.parametrize("name", ["hta_sampled_2rank", "resnet_2080ti", "v100_trace_diff_test_rank1", "qwen_h100"])
 def test_hta_report_cli_writes_hta_files(name: str, tmp_path: Path) -> None:
     from aonkit.cli import main
 
@@ -212,3 +212,20 @@ def test_hta_report_cli_writes_hta_files(name: str, tmp_path: Path) -> None:
         assert want.shape == got.shape, csv.name
         assert want.iloc[:3, 0].astype(str).tolist() == got.iloc[:3, 0].astype(str).tolist(), csv.name
         assert want.iloc[0].astype(str).tolist() == got.iloc[0].astype(str).tolist(), csv.name  # header row
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_profiler_steps_and_annotations(name: str, frames_cache: dict) -> None:
+    frames = _frames(name, frames_cache)
+    steps = GOLDEN / name / "profiler_steps.csv"
+    if steps.exists():
+        assert hc.profiler_steps(frames) == pd.read_csv(steps)["profiler_step"].tolist()
+    path = GOLDEN / name / "gpu_user_annotation_breakdown.csv"
+    got = hc.gpu_user_annotation_breakdown(frames)
+    if not path.exists():
+        assert got.empty
+        return
+    want = pd.read_csv(path)
+    assert got[["name", "rank"]].values.tolist() == want[["name", "rank"]].values.tolist()
+    cols = ["sum (us)", "max (us)", "min (us)", "stddev", "mean (us)"]
+    np.testing.assert_allclose(got[cols].to_numpy(float), want[cols].to_numpy(float), rtol=1e-9)

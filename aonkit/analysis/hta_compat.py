@@ -271,3 +271,38 @@ def comm_comp_overlap(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
         pct = round(100 * both / comm_time, 2) if comm_time else float("nan")
         rows.append((rank, pct))
     return pd.DataFrame(rows, columns=["rank", "comp_comm_overlap_pctg"])
+
+
+def gpu_user_annotation_breakdown(
+    frames: Mapping[int, pd.DataFrame], duration_ratio: float = 0.8, num_kernels: int = 10
+) -> pd.DataFrame:
+    """HTA's ``get_gpu_user_annotation_breakdown``: duration statistics per GPU annotation name and rank."""
+    parts = []
+    for rank, df in frames.items():
+        ann = df[df["cat"] == "gpu_user_annotation"]
+        if ann.empty:
+            continue
+        g = _kernel_stats(ann, duration_ratio, num_kernels)
+        g["rank"] = int(rank)
+        parts.append(g)
+    cols = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts, ignore_index=True).sort_values(["name", "rank"], kind="stable", ignore_index=True)
+    out = out.rename(columns={"sum": "sum (us)", "max": "max (us)", "min": "min (us)", "std": "stddev",
+                              "mean": "mean (us)"})  # fmt: skip
+    return out[cols]
+
+
+def profiler_steps(frames: Mapping[int, pd.DataFrame]) -> list[int]:
+    """Step numbers N of the ``ProfilerStep#N`` annotations left after the last-step filter."""
+    steps: set[int] = set()
+    for df in frames.values():
+        for name in pd.unique(df.loc[df["stream"] == -1, "name"]):
+            m = _STEP_NUM.search(name)
+            if m:
+                steps.add(int(m.group(1)))
+    return sorted(steps)
+
+
+_STEP_NUM = re.compile(r"ProfilerStep\s*#\s*(\d+)")

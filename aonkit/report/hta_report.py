@@ -47,6 +47,10 @@ def write_hta_report(traces: Mapping[int, Trace], out: Path, include_last_step: 
         "queue_length_summary.csv": _with_header(hk.queue_length_summary(frames), "queue_length"),
         "memory_bw_summary.csv": _with_header(hk.memory_bw_summary(frames), "memory_bw_gbps"),
     }
+    ann = hc.gpu_user_annotation_breakdown(frames)
+    if not ann.empty:
+        tables["gpu_user_annotation_breakdown.csv"] = ann
+    tables["profiler_steps.csv"] = pd.DataFrame({"profiler_step": hc.profiler_steps(frames)})
     written = []
     for name, df in tables.items():
         _save(df, out / name)
