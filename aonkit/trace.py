@@ -201,15 +201,31 @@ class Trace:
     def arg_numbers(self, key: str, rows: np.ndarray | pd.Index | None = None) -> np.ndarray:
         """``args[key]`` of the events ``rows`` as float64; NaN where absent or not a number.
 
-        Numbers given as strings (``"bytes": "4096"`` in ROCm traces) are converted too.
+        Integers are read by a Numba pass (exact up to 2**53 in the result);
+        other values (floats, numbers given as strings as in ROCm traces) are
+        decoded one by one.
         """
-        out = []
-        for v in self.arg_values(key, rows):
+        from ._kernels.args import span_ints
+
+        spans, buf = self._arg_spans(key, rows)
+        ints, ok = span_ints(buf, spans)
+        out = ints.astype(np.float64)
+        for r in np.flatnonzero(~ok & (spans[:, 0] >= 0)).tolist():
+            v = json.loads(buf[spans[r, 0] : spans[r, 1]].tobytes())
             try:
-                out.append(float(v) if v is not None and not isinstance(v, (bool, dict, list)) else np.nan)
+                out[r] = float(v) if not isinstance(v, (bool, dict, list, type(None))) else np.nan
             except ValueError:
-                out.append(np.nan)
-        return np.asarray(out, dtype=np.float64)
+                out[r] = np.nan
+        out[spans[:, 0] < 0] = np.nan
+        return out
+
+    def arg_ints(self, key: str, rows: np.ndarray | pd.Index | None = None) -> np.ndarray:
+        """``args[key]`` as exact int64; -1 where absent or not an integer that fits."""
+        from ._kernels.args import span_ints
+
+        spans, buf = self._arg_spans(key, rows)
+        ints, ok = span_ints(buf, spans)
+        return np.where(ok, ints, -1)
 
     def _arg_spans(self, key: str, rows: np.ndarray | pd.Index | None) -> tuple[np.ndarray, np.ndarray]:
         from ._kernels.args import find_arg

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .json_lex import MAX_DEPTH, OK, scan_string, skip_value, skip_ws
+from .json_lex import MAX_DEPTH, OK, scan_scaled, scan_string, skip_value, skip_ws
 
 _ARGS = np.frombuffer(b'"args"', np.uint8).copy()
 
@@ -69,3 +69,23 @@ def find_arg(buf, ev_start, ev_end, rows, key):
                 out[r, 0] = span[0]
                 out[r, 1] = span[1]
     return out
+
+
+@njit
+def span_ints(buf, spans):
+    """Integer value of each JSON token span; ``ok`` False where absent or not a plain int64 integer."""
+    n = spans.shape[0]
+    vals = np.zeros(n, np.int64)
+    ok = np.zeros(n, np.bool_)
+    for r in range(n):
+        s = spans[r, 0]
+        e = spans[r, 1]
+        if s < 0:
+            continue
+        c = buf[s]
+        if c == 45 or (48 <= c <= 57):
+            j, err, v, st, is_int = scan_scaled(buf, s, e, 0)
+            if err == OK and j == e and is_int and st == 0:
+                vals[r] = v
+                ok[r] = True
+    return vals, ok

@@ -33,8 +33,8 @@ _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _CPU_SIDE_EXCLUDED = schema.GPU_CATS | {"gpu_user_annotation", "Trace", "cuda_sync", "overhead", "cuda_profiler_range"}
 
 
-def _stack(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows of CPU-side complete events, parent as local position or -1, parents-first order)."""
+def _stack(trace: Trace, extra: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows of CPU-side complete events plus ``extra`` rows as instants, parent as local position, order)."""
     from .._kernels.nesting import parents
 
     ev = trace.events
@@ -42,11 +42,28 @@ def _stack(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     cpu = (ev["ph"] == "X").to_numpy() & ~cat.isin(_CPU_SIDE_EXCLUDED).to_numpy() & cat.notna().to_numpy()
     cpu &= (ev["dur_ns"].to_numpy() >= 0) & (ev["ts_ns"].to_numpy() != schema.TS_MISSING)
     rows = np.flatnonzero(cpu)
+    if extra is not None:
+        rows = np.union1d(rows, extra)
     thread = (ev["pid"].cat.codes.to_numpy()[rows].astype(np.int64) << 32) | ev["tid"].cat.codes.to_numpy()[rows]
     ts = ev["ts_ns"].to_numpy()[rows]
-    end = ts + ev["dur_ns"].to_numpy()[rows]
+    end = ts + np.maximum(ev["dur_ns"].to_numpy()[rows], 0)
     order = np.lexsort((-end, ts, thread))
     return rows, parents(thread, ts, end, order), order
+
+
+def enclosing_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Innermost ``cpu_op`` on the same thread around each event of ``rows`` (its start); -1 if none."""
+    from .._kernels.nesting import ancestors
+
+    rows = np.asarray(rows, dtype=np.int64)
+    all_rows, parent, order = _stack(trace, rows)
+    cat = trace.events["cat"].astype(object).to_numpy()[all_rows]
+    is_op = np.isin(cat, list(schema.CPU_OP_CATS))
+    pos = np.searchsorted(all_rows, rows)
+    is_op[pos] = False  # an event is not its own op
+    near, _ = ancestors(parent, is_op, order)
+    found = near[pos]
+    return np.where(found >= 0, all_rows[np.maximum(found, 0)], -1)
 
 
 def cpu_stack(trace: Trace) -> pd.Series:

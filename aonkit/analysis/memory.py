@@ -1,0 +1,88 @@
+"""Device memory over time from the allocator's ``[memory]`` events (``profile_memory=True``).
+
+Each event carries ``Bytes`` (negative for a free), ``Addr``, ``Device Type``
+(0 CPU, 1 CUDA), ``Device Id`` and, in most traces, the allocator's running
+``Total Allocated`` and ``Total Reserved``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace import Trace
+from .correlation import enclosing_ops
+
+
+def memory_events(trace: Trace) -> pd.DataFrame:
+    """One row per ``[memory]`` event, in time order.
+
+    Columns: ``index`` (row in ``trace.events``), ``ts_ns``, ``device`` (-1 for
+    host memory, else the GPU id), ``bytes`` (signed), ``addr``,
+    ``allocated_bytes`` and ``reserved_bytes`` (the allocator's totals after
+    the event; when a trace lacks them, allocated is the running sum of
+    ``bytes`` per device and reserved is -1).
+    """
+    ev = trace.events
+    rows = np.flatnonzero((ev["name"] == "[memory]").to_numpy())
+    rows = rows[np.argsort(ev["ts_ns"].to_numpy()[rows], kind="stable")]
+    dev_type = trace.arg_ints("Device Type", rows)
+    dev_id = trace.arg_ints("Device Id", rows)
+    out = pd.DataFrame(
+        {
+            "index": rows,
+            "ts_ns": ev["ts_ns"].to_numpy()[rows],
+            "device": np.where(dev_type == 0, -1, dev_id),
+            "bytes": trace.arg_ints("Bytes", rows),
+            "addr": trace.arg_ints("Addr", rows),
+            "allocated_bytes": trace.arg_ints("Total Allocated", rows),
+            "reserved_bytes": trace.arg_ints("Total Reserved", rows),
+        }
+    )
+    missing = out["allocated_bytes"] < 0
+    if missing.any():
+        running = out.groupby("device")["bytes"].cumsum()
+        out.loc[missing, "allocated_bytes"] = running[missing]
+    return out
+
+
+def memory_peaks(trace: Trace, top: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Peak allocated memory per device, and the CPU ops holding the most memory at each peak.
+
+    Returns
+    -------
+    peaks : pandas.DataFrame
+        ``device``, ``peak_allocated_bytes``, ``peak_ts_ns`` (first time the
+        peak is reached), ``peak_reserved_bytes`` (largest reserved total).
+    holders : pandas.DataFrame
+        ``device``, ``op`` (name of the innermost CPU op around the
+        allocation, ``"(no op)"`` outside any), ``bytes`` live at the peak and
+        ``allocations``; the ``top`` largest per device.
+    """
+    mem = memory_events(trace)
+    names = trace.events["name"].astype(object).to_numpy()
+    ops = enclosing_ops(trace, mem["index"].to_numpy()) if len(mem) else np.empty(0, np.int64)
+    mem["op"] = [names[o] if o >= 0 else "(no op)" for o in ops]
+    peaks, holders = [], []
+    for device, d in mem.groupby("device", sort=True):
+        at = int(np.argmax(d["allocated_bytes"].to_numpy()))
+        peaks.append((device, int(d["allocated_bytes"].iloc[at]), int(d["ts_ns"].iloc[at]),
+                      int(d["reserved_bytes"].max())))  # fmt: skip
+        live: dict[int, tuple[int, str]] = {}
+        for addr, nbytes, op in zip(d["addr"].to_numpy()[: at + 1], d["bytes"].to_numpy()[: at + 1],
+                                    d["op"].to_numpy()[: at + 1]):  # fmt: skip
+            if nbytes > 0:
+                live[int(addr)] = (int(nbytes), op)
+            else:
+                live.pop(int(addr), None)
+        if live:
+            h = pd.DataFrame(list(live.values()), columns=["bytes", "op"])
+            h = h.groupby("op", as_index=False).agg(bytes=("bytes", "sum"), allocations=("bytes", "size"))
+            h = h.sort_values("bytes", ascending=False, kind="stable").head(top)
+            h.insert(0, "device", device)
+            holders.append(h)
+    peak_df = pd.DataFrame(peaks, columns=["device", "peak_allocated_bytes", "peak_ts_ns", "peak_reserved_bytes"])
+    hold_df = pd.concat(holders, ignore_index=True) if holders else pd.DataFrame(
+        columns=["device", "op", "bytes", "allocations"]
+    )
+    return peak_df, hold_df
