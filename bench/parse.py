@@ -5,6 +5,11 @@ Usage::
 
     PYTHONPATH=. python bench/parse.py [--events N] [--quick] [--repeat 3]
 
+Methods: ``aonkit.load(path)`` (default threads: one scan thread per core for
+files >= 16 MB), ``aonkit.load(path, threads=1)``, aonkit on the .gz file,
+stdlib json + pandas, orjson + pandas (GC off) and HTA's ``TraceAnalysis``;
+plus aonkit's phase split, its Parquet cache and the issue's targets.
+
 Every (input, method) pair runs in a fresh subprocess, so peak RSS
 (``getrusage(RUSAGE_SELF).ru_maxrss``) belongs to that method alone. Each child
 reports:
@@ -49,6 +54,7 @@ HTA_VENV_PY = OUT / "hta-venv" / "bin" / "python"  # optional side venv (see fin
 NUMBA_CACHE = OUT / "numba-cache"  # emptied at start: the first child measures JIT compilation and fills it
 SNAPSHOT = OUT / "snapshot"  # copy of aonkit/ taken at start, so concurrent edits cannot mix versions
 MARK = "@@BENCH_RESULT@@"
+READ_PHASE = "read file / gunzip (_io.read_buffer)"
 MB = 1e6
 
 # =====================================================================================
@@ -124,12 +130,14 @@ _COLS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "correlation", "externa
 def _make_method(method: str, path: str, extra: str | None):
     """Import what ``method`` needs; return (callable -> rows, info dict)."""
     info: dict = {}
-    if method in ("aonkit", "aonkit-parquet"):
+    if method in ("aonkit", "aonkit-1t", "aonkit-parquet"):
         import aonkit
         import aonkit.sources.chrome_trace  # noqa: F401  (pulls in numba + the kernels)
 
+        threads = 1 if method == "aonkit-1t" else None  # None: one scan thread per core for files >= 16 MB
+
         def run():
-            t = aonkit.load(path)
+            t = aonkit.load(path, threads=threads)
             return t, len(t.events)
 
         return run, info
@@ -214,85 +222,49 @@ def _make_method(method: str, path: str, extra: str | None):
 def _numba_misses() -> int | None:
     """Numba compilations (cache misses) of the scanner in this process, if observable."""
     try:
-        from aonkit._kernels import trace_scan as ks
+        from numba.core.registry import CPUDispatcher
 
-        return int(sum(ks.scan_trace.stats.cache_misses.values()))
+        from aonkit._kernels import json_lex, symbols, trace_scan
+
+        disp = {id(f): f for m in (json_lex, symbols, trace_scan) for f in vars(m).values()
+                if isinstance(f, CPUDispatcher)}
+        return int(sum(sum(f.stats.cache_misses.values()) for f in disp.values()))
     except Exception:  # noqa: BLE001
         return None
 
 
 def _profile(path: str, repeat: int) -> dict:
-    """Time the phases of aonkit's JSON reader, re-doing parse_buffer's steps by hand."""
-    import numpy as np
+    """Best-of-``repeat`` times of aonkit's reader phases, through its current functions."""
+    import aonkit
+    from aonkit.sources import _io, _parallel
+    from aonkit.sources.chrome_trace import parse_buffer
 
-    from aonkit import schema
-    from aonkit._kernels import json_lex as lex
-    from aonkit._kernels import trace_scan as ks
-    from aonkit.sources import _io
-    from aonkit.sources import chrome_trace as ct
-    from aonkit.trace import meta_from_top_level
-
-    phases: dict[str, list[float]] = {}
-
-    def tick(name, t0):
-        t1 = time.perf_counter()
-        phases.setdefault(name, []).append(t1 - t0)
-        return t1
-
-    ks.scan_trace(np.frombuffer(b'{"traceEvents":[]}', np.uint8).copy(), 1024)  # load kernels
+    buf, _ = _io.read_buffer(path)
+    assert buf.flags.writeable and buf.flags.c_contiguous  # what the kernels are compiled for
+    n_threads = _parallel.default_threads(buf.shape[0])
+    steps = [
+        (READ_PHASE, lambda: _io.read_buffer(path)),
+        ("scan, 1 thread (_parallel.sequential)", lambda: _parallel.sequential(buf)),
+        (f"scan, default threads = {n_threads} (_parallel.scan)", lambda: _parallel.scan(buf)),
+        ("parse_buffer(buf, threads=1)", lambda: parse_buffer(buf, threads=1)),
+        ("parse_buffer(buf) (default threads)", lambda: parse_buffer(buf)),
+        ("aonkit.load(path, threads=1)", lambda: aonkit.load(path, threads=1)),
+        ("aonkit.load(path)", lambda: aonkit.load(path)),
+    ]
+    parse_buffer(buf)  # load every kernel before timing
+    phases: dict = {}
     for _ in range(repeat):
-        gc.collect()
-        t_all = t = time.perf_counter()
-        buf, warnings = _io.read_buffer(path)
-        t = tick("read file / gunzip", t)
-        buf = np.ascontiguousarray(buf, dtype=np.uint8)
-        cap = max(1024, buf.shape[0] // 200)
-        err, pos, n_ev, cols, sym, nsym, top, ntop, n_bad, layout = ks.scan_trace(buf, cap)
-        t = tick("scan_trace (numba)", t)
-        assert err == lex.OK, err
-        top_level = ct._decode_top(buf, top[:ntop], path)
-        meta = meta_from_top_level(top_level, path, "object" if layout != 1 else "array")
-        t = tick("decode top-level keys + meta", t)
-        cols_cap = cols.shape[1]
-        cols = cols[:, :n_ev]
-        symv = sym[:nsym]
-        cats = ct._categories(buf, symv, path)
-        t = tick("decode symbols (_categories)", t)
-        data = {}
-        for name, kind, row in zip(schema.CATEGORY_COLUMNS, ct._CAT_KINDS, range(ks.C_PH, ks.C_BP + 1)):
-            mapping, values = cats[kind]
-            data[name] = ct._categorical(mapping[cols[row]], values, kind in ct._TEXT_KINDS)
-        t = tick("build categoricals", t)
-        ts = cols[ks.C_TS].copy()
-        if meta.base_time_ns:
-            present = ts != schema.TS_MISSING
-            ts[present] += meta.base_time_ns
-        data["ts_ns"] = ts
-        for name, row in (
-            ("dur_ns", ks.C_DUR), ("correlation", ks.C_CORR), ("external_id", ks.C_EXT),
-            ("stream", ks.C_STREAM), ("device", ks.C_DEVICE), ("id", ks.C_ID),
-        ):  # fmt: skip
-            data[name] = cols[row].copy()
-        ct._flag_warnings(cols[ks.C_FLAGS], [])
-        t = tick("int columns (copy rows, add base time)", t)
-        df = __import__("pandas").DataFrame({c: data[c] for c in schema.EVENT_COLUMNS}, copy=False)
-        t = tick("pd.DataFrame(...)", t)
-        start, end = cols[ks.C_EV_START].copy(), cols[ks.C_EV_END].copy()
-        t = tick("event span copies (RawEvents)", t)
-        phases.setdefault("sum of phases", []).append(t - t_all)
-        del df, data, cats, cols, sym, buf, start, end
-        gc.collect()
-        t = time.perf_counter()
-        import aonkit
-
-        tr = aonkit.load(path)
-        phases.setdefault("aonkit.load (whole, same process)", []).append(time.perf_counter() - t)
-        phases.setdefault("_n_events", []).append(len(tr.events))
-        phases.setdefault("_n_symbols", []).append(int(nsym))
-        phases.setdefault("_cap_initial", []).append(int(cap))
-        phases.setdefault("_cap_final", []).append(int(cols_cap))
-        del tr
-    return {k: min(v) for k, v in phases.items()}
+        for name, fn in steps:
+            gc.collect()
+            t0 = time.perf_counter()
+            r = fn()
+            phases.setdefault(name, []).append(time.perf_counter() - t0)
+            del r
+    out = {k: min(v) for k, v in phases.items()}
+    seq = _parallel.sequential(buf)
+    out["_n_events"], out["_n_symbols"], out["_threads"] = int(seq.n_ev), int(seq.nsym), n_threads
+    out["_whole"] = out["aonkit.load(path)"]
+    return out
 
 
 def child_main(a: argparse.Namespace) -> None:
@@ -366,6 +338,19 @@ def find_hta_python() -> str | None:
     return None
 
 
+def cpu_busy_s() -> tuple[float, float]:
+    """(CPU-seconds busy on the whole machine, CPU-seconds of this process's reaped children)."""
+    import resource
+
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        busy = (sum(f[:8]) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
+    except (OSError, ValueError, IndexError):
+        busy = float("nan")
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return busy, r.ru_utime + r.ru_stime
+
+
 def spawn(method: str, path: Path, args, *, python: str | None = None, extra: str | None = None,
           env_extra: dict | None = None, timeout: float = 900) -> dict:
     env = dict(os.environ)
@@ -379,16 +364,20 @@ def spawn(method: str, path: Path, args, *, python: str | None = None, extra: st
            "--spawn-wall", repr(time.time())]
     if extra:
         cmd += ["--extra", extra]
+    busy0, own0 = cpu_busy_s()
     t0 = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=OUT)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     wall = time.perf_counter() - t0
+    busy1, own1 = cpu_busy_s()
     for line in r.stdout.splitlines():
         if line.startswith(MARK):
             res = json.loads(line[len(MARK):])
             res["wall_s"] = wall
+            # CPUs kept busy by other processes while this child ran (machine busy time minus the child's)
+            res["others_cpus"] = max(0.0, (busy1 - busy0) - (own1 - own0)) / wall if wall > 0 else None
             return res
     tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
     return {"error": f"rc={r.returncode}: " + " | ".join(tail)}
@@ -454,6 +443,7 @@ def summarize(res: dict, size: int) -> dict:
         "compiles": res.get("numba_compiles_first"),
         "info": res.get("info", {}),
         "wall": res.get("wall_s"),
+        "others": res.get("others_cpus"),
     }
 
 
@@ -478,7 +468,7 @@ def render(headers: list[str], rows: list[list[str]], md: bool) -> str:
     return "\n".join(out)
 
 
-def machine_facts() -> list[str]:
+def machine_facts(hta_py: str | None = None) -> list[str]:
     facts = []
     try:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
@@ -492,12 +482,17 @@ def machine_facts() -> list[str]:
     except OSError:
         pass
     facts.append(f"python {platform.python_version()} ({platform.platform()})")
-    for mod in ("numba", "numpy", "pandas", "orjson", "pyarrow"):
+    for mod in ("numba", "numpy", "pandas", "orjson", "pyarrow", "isal"):
         try:
             m = __import__(mod)
             facts.append(f"{mod} {m.__version__}")
         except Exception as exc:  # noqa: BLE001
             facts.append(f"{mod}: {type(exc).__name__}")
+    if hta_py:
+        r = subprocess.run([hta_py, "-c", "import importlib.metadata as m, sys; "
+                            "print(m.version('HolisticTraceAnalysis'), sys.version.split()[0])"],
+                           capture_output=True, text=True)
+        facts.append(f"HTA (HolisticTraceAnalysis) {' on python '.join(r.stdout.split()) or '?'} via {hta_py}")
     return facts
 
 
@@ -619,11 +614,13 @@ def main() -> None:
     results: dict[tuple[str, str], dict] = {}
     profiles: dict[str, dict] = {}
     cache_res: dict[str, dict] = {}
-    methods = [("aonkit", "json"), ("aonkit .gz", "gz"), ("stdlib json", "json"), ("orjson", "json")]
+    methods = [("aonkit", "json"), ("aonkit 1 thread", "json"), ("aonkit .gz", "gz"), ("stdlib json", "json"),
+               ("orjson", "json")]
     if hta_py:
         methods.append(("HTA 0.5 TraceAnalysis", "json"))
-    child_of = {"aonkit": "aonkit", "aonkit .gz": "aonkit", "stdlib json": "stdlib", "orjson": "orjson",
-                "HTA 0.5 TraceAnalysis": "hta"}
+    child_of = {"aonkit": "aonkit", "aonkit 1 thread": "aonkit-1t", "aonkit .gz": "aonkit", "stdlib json": "stdlib",
+                "orjson": "orjson", "HTA 0.5 TraceAnalysis": "hta"}
+    ours = ("aonkit", "aonkit 1 thread")
     for inp in inputs:
         print(f"== {inp['name']}")
         for label, src in methods:
@@ -668,33 +665,53 @@ def main() -> None:
     total = time.perf_counter() - t_start
 
     # ---------------------------------------------------------------- report
+    def ratio(x, y, spec=".1f"):
+        return f"{x / y:{spec}}x" if x and y else "-"
+
     def main_table(md: bool) -> str:
-        headers = ["input (JSON MB)", "method", "rows", "import s", "first s", "cold s", "steady s (n)",
-                   "MB/s", "peak RSS MB", "ΔRSS MB", "peak/size", "Δ/size", "ΔRSS steady MB", "retained MB",
-                   "aonkit speed-up (steady)", "aonkit speed-up (cold)", "RSS: method/aonkit (peak, Δ)"]
+        headers = ["input (JSON MB)", "method", "rows", "first s", "steady s (n)", "MB/s", "peak RSS MB", "ΔRSS MB",
+                   "peak/size", "Δ/size", "aonkit speed-up: default, 1 thread (steady)",
+                   "RSS method/aonkit (peak, Δ)"]
         rows = []
         for inp in inputs:
             base = results.get((inp["name"], "aonkit"), {})
+            base1 = results.get((inp["name"], "aonkit 1 thread"), {})
             for label, src in methods:
                 s = results[(inp["name"], label)]
                 name = f"{inp['name']} ({inp['size'] / MB:.1f})"
                 if "error" in s:
                     rows.append([name, label, "ERROR: " + s["error"][:60]] + [""] * (len(headers) - 3))
                     continue
-                sp = sp_cold = rss = "-"
-                if label not in ("aonkit", "aonkit .gz") and "error" not in base and base:
-                    sp = f"{s['steady'] / base['steady']:.1f}x" if s["steady"] else "-"
-                    sp_cold = f"{s['cold'] / base['cold']:.1f}x" if s.get("cold") and base.get("cold") else "-"
-                    rss = f"{s['peak'] / base['peak']:.1f}x, {s['delta'] / max(base['delta'], 1e-9):.1f}x"
+                sp = rss = "-"
+                if label not in (*ours, "aonkit .gz"):
+                    sp = f"{ratio(s['steady'], base.get('steady'))}, {ratio(s['steady'], base1.get('steady'))}"
+                    rss = f"{ratio(s['peak'], base.get('peak'))}, {ratio(s['delta'], base.get('delta'))}"
                 peak = fmt(s["peak"], ".0f")
                 if s.get("forked_child_peak") and s["forked_child_peak"] >= s["peak"] - 1e-9:
                     peak += "*"
                 rows.append([
                     name, label + (" (gz input)" if src == "gz" else ""), f"{s['rows']:,}",
-                    fmt(s["import"]), fmt(s["first"]), fmt(s["cold"]), f"{fmt(s['steady'])} ({s['n_steady']})",
-                    fmt(s["mbps"], ".0f"), peak, fmt(s["delta"], ".0f"), fmt(s["peak_ratio"]), fmt(s["delta_ratio"]),
-                    fmt(s.get("delta_steady"), ".0f"), fmt(s.get("retained"), ".0f"), sp, sp_cold, rss,
+                    fmt(s["first"]), f"{fmt(s['steady'])} ({s['n_steady']})", fmt(s["mbps"], ".0f"), peak,
+                    fmt(s["delta"], ".0f"), fmt(s["peak_ratio"]), fmt(s["delta_ratio"]), sp, rss,
                 ])
+        return render(headers, rows, md)
+
+    def detail_table(md: bool) -> str:
+        headers = ["input", "method", "import s", "cold s", "aonkit speed-up: default, 1 thread (cold)",
+                   "ΔRSS steady MB", "retained MB", "other load (CPUs)"]
+        rows = []
+        for inp in inputs:
+            base = results.get((inp["name"], "aonkit"), {})
+            base1 = results.get((inp["name"], "aonkit 1 thread"), {})
+            for label, _src in methods:
+                s = results[(inp["name"], label)]
+                if "error" in s:
+                    continue
+                sp = "-"
+                if label not in (*ours, "aonkit .gz"):
+                    sp = f"{ratio(s.get('cold'), base.get('cold'))}, {ratio(s.get('cold'), base1.get('cold'))}"
+                rows.append([inp["name"], label, fmt(s["import"]), fmt(s["cold"]), sp,
+                             fmt(s.get("delta_steady"), ".0f"), fmt(s.get("retained"), ".0f"), fmt(s.get("others"))])
         return render(headers, rows, md)
 
     def extra_table(md: bool) -> str:
@@ -708,15 +725,14 @@ def main() -> None:
             prof_gz = profiles.get((inp["name"], "gz"), {})
             c = cache_res.get(inp["name"], {})
             if "error" in c:
-                cache_cols = ["cache: not available"] + ["-"] * 4
+                cache_cols = ["cache: not available"] + ["-"] * 5
             else:
                 cache_cols = [fmt(c.get("save")), fmt(c.get("pq_size", 0) / MB, ".1f"), fmt(c.get("first")),
-                              fmt(c.get("steady")),
-                              f"{pj['steady'] / c['steady']:.1f}x faster" if c.get("steady") and pj.get("steady") else "-",
+                              fmt(c.get("steady")), ratio(pj.get("steady"), c.get("steady")) + " faster",
                               fmt(c.get("peak"), ".0f")]
             rows.append([inp["name"], f"{inp['size'] / MB:.1f}", f"{inp['gz_size'] / MB:.1f}",
                          fmt(pj.get("steady")), fmt(pg.get("steady")),
-                         fmt(prof_gz.get("read file / gunzip"))] + cache_cols)
+                         fmt(prof_gz.get(READ_PHASE), ".3f")] + cache_cols)
         return render(headers, rows, md)
 
     def profile_table(md: bool) -> str:
@@ -725,24 +741,93 @@ def main() -> None:
             for k in p:
                 if not k.startswith("_") and k != "error" and k not in keys:
                     keys.append(k)
-        headers = ["phase (best of %d)" % a.repeat]
+        headers = ["phase (best of %d, in one process)" % a.repeat]
         cols = []
         for inp in inputs:
-            for src in ("json", "gz"):
-                headers.append(f"{inp['name']} {'.gz' if src == 'gz' else '.json'} s (%)")
-                cols.append(profiles.get((inp["name"], src), {}))
+            headers.append(f"{inp['name']} s (% of aonkit.load)")
+            cols.append((profiles.get((inp["name"], "json"), {}), profiles.get((inp["name"], "gz"), {})))
         rows = []
+
+        def cell(p, k):
+            v, tot = p.get(k), p.get("_whole")
+            return "-" if v is None else (f"{v:.3f} ({100 * v / tot:.0f}%)" if tot else f"{v:.3f}")
+
         for k in keys:
-            row = [k]
-            for p in cols:
-                v = p.get(k)
-                tot = p.get("aonkit.load (whole, same process)")
-                row.append("-" if v is None else (f"{v:.3f} ({100 * v / tot:.0f}%)" if tot else f"{v:.3f}"))
-            rows.append(row)
-        rows.append(["symbols interned"] + [f"{p.get('_n_symbols', 0):,}" for p in cols])
-        rows.append(["events / initial col slots / final col slots"] + [
-            f"{p.get('_n_events', 0):,} / {p.get('_cap_initial', 0):,} / {p.get('_cap_final', 0):,}" for p in cols])
+            rows.append([k] + [cell(pj, k) for pj, _ in cols])
+        for k in (READ_PHASE, "aonkit.load(path)"):
+            rows.append([f"{k}, .gz input"] + [cell({**pg, "_whole": pj.get("_whole")}, k) for pj, pg in cols])
+        rows.append(["events / symbols interned"] + [
+            f"{pj.get('_n_events', 0):,} / {pj.get('_n_symbols', 0):,}" for pj, _ in cols])
         return render(headers, rows, md)
+
+    def compile_lines() -> list[str]:
+        c = compile_cold
+        how = "cache kept (--keep-jit-cache)" if a.keep_jit_cache else "EMPTY Numba cache (bench/out/numba-cache wiped)"
+        out = [f"{how}, {inputs[0]['name']}: first aonkit.load "
+               f"{c['first']:.1f} s (process spawn -> table {fmt(c['cold'], '.1f')} s, imports {c['import']:.2f} s), "
+               f"{c['compiles']} Numba compilations; the next call took {fmt(c['steady'])} s (first - next: "
+               f"{c['first'] - (c['steady'] or 0):.1f} s)."
+               if c.get("first") is not None else "empty-cache run: " + str(c)]
+        for inp in inputs:
+            for label in ours:
+                s = results.get((inp["name"], label), {})
+                if "error" in s or not s:
+                    continue
+                out.append(f"warm cache, {inp['name']}, {label}: imports {s['import']:.2f} s, first call "
+                           f"{s['first']:.2f} s vs steady {fmt(s['steady'])} s (first - steady "
+                           f"{s['first'] - (s['steady'] or 0):+.2f} s), spawn -> table {fmt(s['cold'])} s, "
+                           f"Numba compilations in the first call: {s['compiles']}")
+        return out
+
+    def target_lines() -> list[str]:
+        """The issue's targets, checked on the .json inputs with the numbers measured above."""
+        out = []
+
+        def verdict(vals: list[bool]) -> str:
+            if not vals:
+                return "NOT MEASURED"
+            return "MET" if all(vals) else ("NOT MET" if not any(vals) else f"MET on {sum(vals)}/{len(vals)} inputs")
+
+        def get(inp, label, key):
+            s = results.get((inp["name"], label), {})
+            return None if "error" in s else s.get(key)
+
+        for label in ours:
+            # 1. throughput >= 5x orjson + pandas (gc off)
+            parts, ok = [], []
+            for inp in inputs:
+                o, k = get(inp, "orjson", "steady"), get(inp, label, "steady")
+                if o and k:
+                    ok.append(o / k >= 5)
+                    parts.append(f"{inp['name']} {o / k:.1f}x")
+            out.append(f"[{label}] >= 5x orjson+pandas (GC off) throughput: {verdict(ok)} ({'; '.join(parts)})")
+            # 3. >= 20x faster than HTA
+            parts, ok = [], []
+            for inp in inputs:
+                h, k = get(inp, "HTA 0.5 TraceAnalysis", "steady"), get(inp, label, "steady")
+                if h and k:
+                    ok.append(h / k >= 20)
+                    parts.append(f"{inp['name']} {h / k:.1f}x")
+            out.append(f"[{label}] >= 20x faster than HTA TraceAnalysis load (steady): {verdict(ok)} "
+                       f"({'; '.join(parts)})")
+            # 4. peak RSS <= 2x file size
+            for key, what in (("peak_ratio", "absolute peak RSS"), ("delta_ratio", "peak RSS minus RSS after imports")):
+                parts, ok = [], []
+                for inp in inputs:
+                    r = get(inp, label, key)
+                    if r is not None:
+                        ok.append(r <= 2)
+                        parts.append(f"{inp['name']} {r:.2f}x")
+                out.append(f"[{label}] {what} <= 2x JSON size: {verdict(ok)} ({'; '.join(parts)})")
+        # 2. >= 340 MB/s on one core
+        parts, ok = [], []
+        for inp in inputs:
+            m = get(inp, "aonkit 1 thread", "mbps")
+            if m:
+                ok.append(m >= 340)
+                parts.append(f"{inp['name']} {m:.0f} MB/s")
+        out.append(f"[aonkit 1 thread] >= 340 MB/s on one core (steady): {verdict(ok)} ({'; '.join(parts)})")
+        return out
 
     notes = [
         "first = first call in a fresh process (Numba kernels loaded from the warm on-disk cache); "
@@ -753,8 +838,12 @@ def main() -> None:
         "ΔRSS = that peak minus VmRSS just before the first call (after imports). ΔRSS steady = peak "
         "(VmHWM, reset through /proc/self/clear_refs) minus VmRSS before the call, for the later calls: "
         "parse memory without one-off costs such as loading compiled kernels. retained = VmRSS while the "
-        "result of a later call is still alive minus VmRSS before that call (what keeping the table costs).",
-        "speed-up = method time / aonkit time on the same .json file; RSS ratio = method / aonkit.",
+        "result of a later call is still alive minus VmRSS before that call (what keeping the table costs). "
+        "other load = CPU-seconds the machine spent busy outside the child while it ran, per second "
+        f"(0 = quiet; {os.cpu_count()} = every CPU taken by other processes).",
+        "speed-up = method time / aonkit time on the same .json file, for aonkit with default threads "
+        f"(the scan uses one thread per core, {os.cpu_count()} here, for files >= 16 MB) and with threads=1; "
+        "RSS ratio = method / aonkit (default threads).",
         "stdlib/orjson: read bytes, loads(), flatten ph,cat,name,pid,tid,ts,dur + args correlation/External id/"
         "stream/device into a list of dicts, pd.DataFrame.from_records (orjson with gc disabled).",
     ]
@@ -766,11 +855,6 @@ def main() -> None:
     recompiled = [f"{k[0]} / {k[1]}" for k, v in results.items() if v.get("compiles")]
     if recompiled:
         notes.append("WARNING: Numba compiled during the first call of: " + "; ".join(recompiled))
-    if compile_cold and "error" not in compile_cold and compile_cold.get("compiles"):
-        notes.append(f"aonkit with an EMPTY Numba cache on {inputs[0]['name']}: first call "
-                     f"{compile_cold['first']:.1f} s (cold process {compile_cold['cold']:.1f} s) vs steady "
-                     f"{compile_cold['steady']:.2f} s -> JIT compilation costs about "
-                     f"{compile_cold['first'] - compile_cold['steady']:.0f} s once per machine/source change.")
     if a.live and fp0 != fp1:
         notes.append("WARNING: aonkit's sources changed while the benchmark ran; results may mix versions.")
     elif fp0 != fp1:
@@ -779,9 +863,11 @@ def main() -> None:
     notes.append(f"aonkit measured: {'working tree' if a.live else 'snapshot of the working tree at start'} "
                  f"(sources sha256 {src_id}); git HEAD {git_head()}.")
     notes.append(f"load average (1/5/15 min) at start {load0}, at end {load1}: other processes on this "
-                 "2-core box (e.g. a concurrent test run) slow every method alike.")
+                 f"{os.cpu_count()}-CPU box (e.g. a concurrent test run) slow every method.")
     notes.append(f"total benchmark time {total / 60:.1f} min")
-    facts = machine_facts()
+    facts = [time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), *machine_facts(hta_py)]
+    targets = target_lines()
+    compiles = compile_lines()
 
     print()
     print("== machine")
@@ -790,11 +876,20 @@ def main() -> None:
     print("== parse results")
     print(main_table(False))
     print()
+    print("== details (imports, cold process, steady-state memory)")
+    print(detail_table(False))
+    print()
     print("== aonkit gzip and Parquet cache")
     print(extra_table(False))
     print()
-    print("== aonkit phase split (parse_buffer steps re-done by hand; % of a whole aonkit.load in the same process)")
+    print("== aonkit phase split (aonkit's own functions; % of a whole default aonkit.load in the same process)")
     print(profile_table(False))
+    print()
+    print("== first call / JIT compile")
+    print("\n".join("  " + x for x in compiles))
+    print()
+    print("== targets (steady-state times, .json inputs)")
+    print("\n".join("  " + x for x in targets))
     print()
     print("\n".join("* " + n for n in notes))
 
@@ -811,6 +906,10 @@ def main() -> None:
         "",
         main_table(True),
         "",
+        "## Details",
+        "",
+        detail_table(True),
+        "",
         "## aonkit gzip and Parquet cache",
         "",
         extra_table(True),
@@ -818,6 +917,14 @@ def main() -> None:
         "## aonkit phase split",
         "",
         profile_table(True),
+        "",
+        "## First call / JIT compile",
+        "",
+        *("- " + x for x in compiles),
+        "",
+        "## Targets",
+        "",
+        *("- " + x for x in targets),
         "",
         "## Notes",
         "",

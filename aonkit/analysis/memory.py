@@ -82,7 +82,9 @@ def memory_peaks(trace: Trace, top: int = 10) -> tuple[pd.DataFrame, pd.DataFram
             h.insert(0, "device", device)
             holders.append(h)
     peak_df = pd.DataFrame(peaks, columns=["device", "peak_allocated_bytes", "peak_ts_ns", "peak_reserved_bytes"])
-    hold_df = pd.concat(holders, ignore_index=True) if holders else pd.DataFrame(
-        columns=["device", "op", "bytes", "allocations"]
+    hold_df = (
+        pd.concat(holders, ignore_index=True)
+        if holders
+        else pd.DataFrame(columns=["device", "op", "bytes", "allocations"])
     )
     return peak_df, hold_df
