@@ -1,0 +1,127 @@
+"""aonkit's own GPU breakdowns in ns: kernel classes, per-name statistics, GPU time per CPU op, launches.
+
+Unlike the HTA-compatible functions these keep exact ns, keep every kernel
+(no ``others`` lumping, no last-step filter) and recognise communication
+kernels by a configurable rule that covers NCCL, RCCL and friends.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..trace import Trace
+from .correlation import gpu_links
+
+COMM_PATTERN = re.compile(
+    r"nccl|rccl|ncclDevKernel|ncclKernel|AllReduce|AllGather|ReduceScatter|SendRecv|all_reduce|all_gather"
+    r"|reduce_scatter|alltoall|AllToAll|c10d|gloo|mscclKernel|cross_device_reduce",
+    re.IGNORECASE,
+)
+"""Default rule for communication kernels (override with ``comm_pattern=``)."""
+
+CUDA_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                 "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")  # fmt: skip
+HIP_LAUNCHES = ("hipLaunchKernel", "hipExtLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel",
+                "hipMemcpyAsync", "hipMemcpyWithStream", "hipMemsetAsync", "hipGraphLaunch")  # fmt: skip
+
+
+def kernel_class(cat: str, name: str, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> str:
+    """``communication``, ``memory`` (copies and sets) or ``computation``."""
+    if cat in schema.MEMCPY_CATS or cat in schema.MEMSET_CATS:
+        return "memory"
+    return "communication" if comm_pattern.search(name) else "computation"
+
+
+def gpu_table(trace: Trace, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.DataFrame:
+    """GPU events with ``name``, ``class``, ``device``, ``stream``, ``ts_ns``, ``dur_ns``, ``end_ns``."""
+    g = trace.gpu_events
+    g = g[g["dur_ns"] >= 0]
+    names = g["name"].astype(str)
+    cats = g["cat"].astype(str)
+    pairs = {(c, n): kernel_class(c, n, comm_pattern) for c, n in set(zip(cats, names))}
+    return pd.DataFrame(
+        {
+            "name": names.to_numpy(),
+            "class": [pairs[(c, n)] for c, n in zip(cats, names)],
+            "device": g["device"].to_numpy(),
+            "stream": g["stream"].to_numpy(),
+            "ts_ns": g["ts_ns"].to_numpy(),
+            "dur_ns": g["dur_ns"].to_numpy(),
+            "end_ns": (g["ts_ns"] + g["dur_ns"]).to_numpy(),
+        },
+        index=g.index,
+    )
+
+
+def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.DataFrame:
+    """Count, total, min, max, mean and sample std of GPU event durations by ``name`` or ``class``."""
+    g = gpu_table(trace, comm_pattern)
+    keys = [by] if by == "class" else ["name", "class"]
+    out = g.groupby(keys, sort=False)["dur_ns"].agg(["count", "sum", "min", "max", "mean", "std"]).reset_index()
+    out = out.rename(columns={"sum": "total_ns", "min": "min_ns", "max": "max_ns", "mean": "mean_ns", "std": "std_ns"})
+    out["std_ns"] = out["std_ns"].fillna(0.0)
+    total = out["total_ns"].sum()
+    out["share"] = out["total_ns"] / total if total else 0.0
+    return out.sort_values("total_ns", ascending=False, kind="stable", ignore_index=True)
+
+
+def gpu_time_per_op(trace: Trace, level: str = "top_op") -> pd.DataFrame:
+    """GPU time of the events each CPU op launched (``level``: ``op`` innermost or ``top_op``).
+
+    Columns: ``op`` (name), ``calls`` (distinct op instances), ``gpu_events``,
+    ``gpu_ns`` (sum of their durations), ``cpu_ns`` (sum of the op instances'
+    durations). GPU events whose launch is outside the window are reported
+    under ``"(launched before the trace)"``; those with no enclosing op under
+    ``"(no op)"``.
+    """
+    links = gpu_links(trace)
+    ev = trace.events
+    names = ev["name"].astype(object).to_numpy()
+    dur = ev["dur_ns"].to_numpy()
+    op = links[level].to_numpy()
+    label = np.where(links["launch"] < 0, "(launched before the trace)",
+                     np.where(op < 0, "(no op)", names[np.maximum(op, 0)]))  # fmt: skip
+    df = pd.DataFrame({"op": label, "op_row": op, "gpu_ns": np.maximum(dur[links["gpu"]], 0)})
+    agg = df.groupby("op", sort=False).agg(gpu_events=("gpu_ns", "size"), gpu_ns=("gpu_ns", "sum"))
+    inst = df[df["op_row"] >= 0].drop_duplicates("op_row")
+    cpu = (
+        pd.DataFrame({"op": inst["op"], "cpu_ns": dur[inst["op_row"]]})
+        .groupby("op")
+        .agg(calls=("cpu_ns", "size"), cpu_ns=("cpu_ns", "sum"))
+    )
+    out = agg.join(cpu, how="left").fillna({"calls": 0, "cpu_ns": 0}).astype({"calls": np.int64, "cpu_ns": np.int64})
+    return out.reset_index().sort_values("gpu_ns", ascending=False, kind="stable", ignore_index=True)[
+        ["op", "calls", "gpu_events", "gpu_ns", "cpu_ns"]
+    ]
+
+
+def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNCHES) -> pd.DataFrame:
+    """Per launched GPU event: launch call, its CPU duration, the GPU duration and the launch delay (ns).
+
+    ``launch_delay_ns`` = GPU start - end of the launch call (negative when the
+    GPU started before the call returned). CUDA and HIP launch APIs count.
+    """
+    links = gpu_links(trace)
+    links = links[links["launch"] >= 0]
+    ev = trace.events
+    names = ev["name"].astype(object).to_numpy()
+    launch_names = names[links["launch"]]
+    keep = np.isin(launch_names, list(apis))
+    links = links[keep]
+    ts, dur = ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy()
+    l_end = ts[links["launch"]] + dur[links["launch"]]
+    return pd.DataFrame(
+        {
+            "gpu": links["gpu"].to_numpy(),
+            "launch": links["launch"].to_numpy(),
+            "api": launch_names[keep],
+            "correlation": ev["correlation"].to_numpy()[links["gpu"]],
+            "cpu_dur_ns": dur[links["launch"]],
+            "gpu_dur_ns": dur[links["gpu"]],
+            "launch_delay_ns": ts[links["gpu"]] - l_end,
+        }
+    )
