@@ -1,0 +1,61 @@
+"""Seeded generator of small multi-rank Kineto-like traces with planted problems, for tests.
+
+Each rank runs ``steps`` iterations: compute kernels on stream 7, then an
+all-reduce (stream 20) that starts when the rank's gradients are ready and
+ends, on every rank, ``transfer`` after the last rank arrives. Compute of the
+next bucket overlaps the all-reduce except on ``exposed_ranks``. The
+``straggler`` computes 30% longer. Each rank's clock is shifted by a random
+offset of up to +-3 ms, as on different hosts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32"
+
+
+def _kernel(name: str, stream: int, ts_ns: int, dur_ns: int, corr: int, extra: dict | None = None) -> dict:
+    args = {"device": 0, "stream": stream, "correlation": corr, **(extra or {})}
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream,
+            "ts": ts_ns / 1000, "dur": dur_ns / 1000, "args": args}  # fmt: skip
+
+
+def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, exposed_ranks: tuple[int, ...] = (5,),
+              seed: int = 7) -> dict[int, int]:  # fmt: skip
+    """Write ``rank{r}.json`` files into ``out``; return the true clock offset (ns) of each rank."""
+    rng = np.random.default_rng(seed)
+    offsets = {r: int(rng.integers(-3_000_000, 3_000_000)) for r in range(ranks)}
+    events: dict[int, list[dict]] = {r: [] for r in range(ranks)}
+    t = 1_000_000_000
+    corr = 1
+    for _ in range(steps):
+        ready = {}
+        for r in range(ranks):
+            cur = t
+            for _k in range(8):
+                d = int(rng.integers(180_000, 220_000) * (1.3 if r == straggler else 1.0))
+                events[r].append(_kernel(GEMM, 7, cur + offsets[r], d, corr))
+                corr += 1
+                cur += d + 2_000
+            ready[r] = cur
+        last = max(ready.values())
+        transfer = 400_000
+        for r in range(ranks):
+            meta = {"Collective name": "allreduce", "In msg nelems": 25_000_000, "dtype": "Float",
+                    "Process Group Name": "0", "Group size": ranks}  # fmt: skip
+            events[r].append(_kernel(NCCL, 20, ready[r] + offsets[r], last + transfer - ready[r], corr, meta))
+            if r not in exposed_ranks:  # the next bucket's compute hides the all-reduce
+                events[r].append(_kernel(GEMM, 7, ready[r] + 10_000 + offsets[r], last + transfer - ready[r], corr + 1))
+            corr += 2
+        t = last + transfer + 50_000
+    out.mkdir(parents=True, exist_ok=True)
+    for r in range(ranks):
+        doc = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": r, "world_size": ranks},
+               "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], "traceEvents": events[r]}  # fmt: skip
+        (out / f"rank{r}.json").write_text(json.dumps(doc))
+    return offsets
