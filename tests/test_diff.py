@@ -16,7 +16,7 @@ from .conftest import require_shared
 
 def _trace(path: Path, rng: np.random.Generator, slow: float) -> aonkit.Trace:
     ev, ts = [], 0.0
-    for step in range(30):
+    for _step in range(30):
         for name, mean in (("gemm_a", 200.0), ("softmax_b", 50.0), ("norm_c", 30.0)):
             d = rng.normal(mean * (slow if name == "softmax_b" else 1.0), mean * 0.05)
             ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": round(ts, 3),

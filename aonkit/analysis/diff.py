@@ -89,9 +89,23 @@ def trace_diff(
         rows.append((name, a.shape[0], b.shape[0], a.sum(), b.sum(), b.sum() - a.sum(), ma, mb, mb - ma,
                      100 * (mb - ma) / ma if ma else np.nan, lo, hi, p,
                      bool(p < alpha and (lo > 0 or hi < 0))))  # fmt: skip
-    out = pd.DataFrame(rows, columns=["name", "count_base", "count_new", "total_base_ns", "total_new_ns",
-                                      "delta_total_ns", "mean_base_ns", "mean_new_ns", "delta_mean_ns",
-                                      "delta_mean_pct", "ci_low_ns", "ci_high_ns", "p_value", "significant"])  # fmt: skip
+    cols = [
+        "name",
+        "count_base",
+        "count_new",
+        "total_base_ns",
+        "total_new_ns",
+        "delta_total_ns",
+        "mean_base_ns",
+        "mean_new_ns",
+        "delta_mean_ns",
+        "delta_mean_pct",
+        "ci_low_ns",
+        "ci_high_ns",
+        "p_value",
+        "significant",
+    ]
+    out = pd.DataFrame(rows, columns=cols)
     order = out["delta_total_ns"].abs().sort_values(ascending=False, kind="stable").index
     return out.loc[order].reset_index(drop=True)
 
