@@ -92,7 +92,13 @@ def collectives(traces: Mapping[int, Trace], reference: int | None = None) -> tu
         ``arrival_ns``, ``end_ns``, ``wait_ns``, ``late_ns`` (arrival minus the
         median arrival).
     """
-    per = {r: comm_kernels(t) for r, t in traces.items()}
+    return collectives_from_tables({r: comm_kernels(t) for r, t in traces.items()}, reference)
+
+
+def collectives_from_tables(
+    per: Mapping[int, pd.DataFrame], reference: int | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`collectives` from per-rank :func:`comm_kernels` tables (computed anywhere, e.g. on Dask)."""
     off = _offsets(per, reference)
     m = _matched(per).copy()
     m["arrival_ns"] = m["ts_ns"] - m["rank"].map(off)
@@ -127,6 +133,11 @@ def stragglers(traces: Mapping[int, Trace], reference: int | None = None) -> pd.
     where this rank arrived last), ``own_wait_ns``; sorted most late first.
     """
     coll, part = collectives(traces, reference)
+    return stragglers_from(coll, part)
+
+
+def stragglers_from(coll: pd.DataFrame, part: pd.DataFrame) -> pd.DataFrame:
+    """:func:`stragglers` from the output of :func:`collectives`."""
     n = coll.shape[0]
     imposed = part.merge(coll[["group", "seq", "last_rank"]], on=["group", "seq"])
     imposed = imposed[imposed["rank"] != imposed["last_rank"]].groupby("last_rank")["wait_ns"].sum()
