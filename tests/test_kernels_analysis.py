@@ -49,3 +49,15 @@ def test_launch_stats_include_hip() -> None:
         ev["ts_ns"].iloc[ls.loc[i, "launch"]] + ev["dur_ns"].iloc[ls.loc[i, "launch"]]
     )
     assert np.median(ls["launch_delay_ns"]) > 0
+
+
+def test_profiler_steps_on_sample() -> None:
+    from aonkit.analysis.correlation import gpu_links
+    from aonkit.analysis.steps import profiler_steps
+
+    t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    st = profiler_steps(t)
+    assert len(st) >= 3 and st["step"].is_monotonic_increasing and (st["dur_ns"] > 0).all()
+    links = gpu_links(t)
+    assert st["gpu_events"].sum() == (links["step"] >= 0).sum()
+    assert (st["gpu_end_ns"] >= st["ts_ns"]).all()

@@ -1,0 +1,34 @@
+"""Profiler steps (``ProfilerStep#N``): their spans and the GPU work launched in each."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace import Trace
+from .correlation import _STEP, gpu_links
+
+
+def profiler_steps(trace: Trace) -> pd.DataFrame:
+    """One row per ``ProfilerStep#N``: ``step``, ``ts_ns``, ``dur_ns``, and of the GPU events launched in it
+    ``gpu_events``, ``gpu_ns`` (sum of durations) and ``gpu_end_ns`` (when the last one finished)."""
+    ev = trace.events
+    names = ev["name"].astype(object)
+    is_step = names.map(lambda n: isinstance(n, str) and _STEP.search(n) is not None).to_numpy()
+    is_step &= (ev["ph"] == "X").to_numpy() & (ev["cat"].astype(object) != "gpu_user_annotation").to_numpy()
+    rows = np.flatnonzero(is_step)
+    steps = pd.DataFrame({
+        "step": [int(_STEP.search(names.iloc[r]).group(1)) for r in rows],
+        "ts_ns": ev["ts_ns"].to_numpy()[rows],
+        "dur_ns": ev["dur_ns"].to_numpy()[rows],
+    })  # fmt: skip
+    links = gpu_links(trace)
+    ts, dur = ev["ts_ns"].to_numpy(), np.maximum(ev["dur_ns"].to_numpy(), 0)
+    g = pd.DataFrame({"step": links["step"], "dur": dur[links["gpu"]], "end": ts[links["gpu"]] + dur[links["gpu"]]})
+    agg = g[g["step"] >= 0].groupby("step").agg(gpu_events=("dur", "size"), gpu_ns=("dur", "sum"),
+                                                 gpu_end_ns=("end", "max"))  # fmt: skip
+    out = steps.merge(agg, left_on="step", right_index=True, how="left")
+    out = out.fillna({"gpu_events": 0, "gpu_ns": 0, "gpu_end_ns": -1}).astype(
+        {"gpu_events": np.int64, "gpu_ns": np.int64, "gpu_end_ns": np.int64}
+    )
+    return out.sort_values("ts_ns", kind="stable", ignore_index=True)
