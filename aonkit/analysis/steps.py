@@ -10,12 +10,16 @@ from .correlation import _STEP, gpu_links
 
 
 def profiler_steps(trace: Trace) -> pd.DataFrame:
-    """One row per ``ProfilerStep#N``: ``step``, ``ts_ns``, ``dur_ns``, and of the GPU events launched in it
-    ``gpu_events``, ``gpu_ns`` (sum of durations) and ``gpu_end_ns`` (when the last one finished)."""
+    """One row per ``ProfilerStep#N`` annotation, with the GPU work launched inside it.
+
+    Columns: ``step``, ``ts_ns``, ``dur_ns``, and of the GPU events launched in
+    the step ``gpu_events``, ``gpu_ns`` (sum of durations) and ``gpu_end_ns``
+    (when the last one finished; -1 when none).
+    """
     ev = trace.events
     names = ev["name"].astype(object)
-    is_step = names.map(lambda n: isinstance(n, str) and _STEP.search(n) is not None).to_numpy()
-    is_step &= (ev["ph"] == "X").to_numpy() & (ev["cat"].astype(object) != "gpu_user_annotation").to_numpy()
+    is_step = names.map(lambda n: isinstance(n, str) and _STEP.search(n) is not None).to_numpy(dtype=bool)
+    is_step = is_step & (ev["ph"] == "X").to_numpy() & (ev["cat"].astype(object) != "gpu_user_annotation").to_numpy()
     rows = np.flatnonzero(is_step)
     steps = pd.DataFrame({
         "step": [int(_STEP.search(names.iloc[r]).group(1)) for r in rows],
