@@ -825,7 +825,7 @@ def main() -> None:
             m = get(inp, "aonkit 1 thread", "mbps")
             if m:
                 ok.append(m >= 340)
-                parts.append(f"{inp['name']} {m:.0f} MB/s")
+                parts.append(f"{inp['name']} {m:.1f} MB/s")
         out.append(f"[aonkit 1 thread] >= 340 MB/s on one core (steady): {verdict(ok)} ({'; '.join(parts)})")
         return out
 
