@@ -9,7 +9,14 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "aonkit"
 # a module may import only from its own layer or lower ones
-LAYERS = ["_kernels", "errors|_config|schema", "trace|traceset|cache|sources", "analysis", "report|views", "widgets"]
+LAYERS = [
+    "_kernels",
+    "errors|_config|schema|units",
+    "trace|traceset|cache|sources",
+    "analysis",
+    "report|views",
+    "widgets",
+]
 
 
 def _layer(module: str) -> int | None:

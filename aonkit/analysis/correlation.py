@@ -38,7 +38,7 @@ def _stack(trace: Trace, extra: np.ndarray | None = None) -> tuple[np.ndarray, n
     from .._kernels.nesting import parents
 
     ev = trace.events
-    cat = ev["cat"].astype(object)
+    cat = ev["cat"]
     cpu = (ev["ph"] == "X").to_numpy() & ~cat.isin(_CPU_SIDE_EXCLUDED).to_numpy() & cat.notna().to_numpy()
     cpu &= (ev["dur_ns"].to_numpy() >= 0) & (ev["ts_ns"].to_numpy() != schema.TS_MISSING)
     rows = np.flatnonzero(cpu)
@@ -57,8 +57,7 @@ def enclosing_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
     rows = np.asarray(rows, dtype=np.int64)
     all_rows, parent, order = _stack(trace, rows)
-    cat = trace.events["cat"].astype(object).to_numpy()[all_rows]
-    is_op = np.isin(cat, list(schema.CPU_OP_CATS))
+    is_op = _category_flags(trace.events["cat"], lambda c: c in schema.CPU_OP_CATS)[all_rows]
     pos = np.searchsorted(all_rows, rows)
     is_op[pos] = False  # an event is not its own op
     near, _ = ancestors(parent, is_op, order)
@@ -72,18 +71,30 @@ def cpu_stack(trace: Trace) -> pd.Series:
     return pd.Series(np.where(parent >= 0, rows[np.maximum(parent, 0)], -1), index=rows, name="parent")
 
 
+def _category_flags(col: pd.Series, test) -> np.ndarray:  # noqa: ANN001 - a predicate on category values
+    """Per event, ``test(category value)`` computed once per category (False where missing)."""
+    cat = col.array
+    flags = np.array([bool(test(v)) for v in cat.categories] + [False], dtype=bool)
+    return flags[np.asarray(cat.codes)]  # code -1 picks the trailing False
+
+
+def step_numbers(col: pd.Series) -> np.ndarray:
+    """N of ``ProfilerStep#N`` per event of a name column; -1 for other names."""
+    cat = col.array
+    nums = [int(m.group(1)) if isinstance(v, str) and (m := _STEP.search(v)) else -1 for v in cat.categories]
+    return np.array([*nums, -1], dtype=np.int64)[np.asarray(cat.codes)]
+
+
 def gpu_links(trace: Trace) -> pd.DataFrame:
     """One row per GPU event with its launch, op stack, annotation and step (see module doc)."""
     from .._kernels.nesting import ancestors, join_first
 
     ev = trace.events
     rows, parent_local, order = _stack(trace)
-    local = pd.Series(np.arange(len(rows)), index=rows)
-    cat = ev["cat"].astype(object).to_numpy()[rows]
-    name = ev["name"].astype(object).to_numpy()[rows]
-    is_op = np.isin(cat, list(schema.CPU_OP_CATS))
-    is_step = np.array([isinstance(n, str) and _STEP.search(n) is not None for n in name])
-    is_ann = (cat == "user_annotation") & ~is_step
+    is_op = _category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)[rows]
+    steps = step_numbers(ev["name"])
+    is_step = steps[rows] >= 0
+    is_ann = _category_flags(ev["cat"], lambda c: c == "user_annotation")[rows] & ~is_step
     op_near, op_top = ancestors(parent_local, is_op, order)
     ann_near, _ = ancestors(parent_local, is_ann, order)
     step_near, _ = ancestors(parent_local, is_step, order)
@@ -93,14 +104,15 @@ def gpu_links(trace: Trace) -> pd.DataFrame:
     corr = ev["correlation"].to_numpy()
     hit = join_first(np.ascontiguousarray(corr[runtime]), np.ascontiguousarray(corr[gpu]))
     launch = np.where(hit >= 0, runtime[np.maximum(hit, 0)], -1)
-    lpos = local.reindex(launch).fillna(-1).to_numpy().astype(np.int64)
+    found = np.searchsorted(rows, launch)
+    in_stack = (launch >= 0) & (found < len(rows)) & (rows[np.minimum(found, len(rows) - 1)] == launch)
+    lpos = np.where(in_stack, found, -1)
 
     def pick(arr: np.ndarray) -> np.ndarray:
         val = np.where(lpos >= 0, arr[np.maximum(lpos, 0)], -1)
         return np.where(val >= 0, rows[np.maximum(val, 0)], -1)
 
     step_row = pick(step_near)
-    names = ev["name"].astype(object).to_numpy()
-    step = np.array([int(_STEP.search(names[r]).group(1)) if r >= 0 else -1 for r in step_row], dtype=np.int64)
+    step = np.where(step_row >= 0, steps[np.maximum(step_row, 0)], -1)
     return pd.DataFrame({"gpu": gpu, "launch": launch, "op": pick(op_near), "top_op": pick(op_top),
                          "annotation": pick(ann_near), "step": step})  # fmt: skip

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
+from ..units import fmt_ns
 
 
 def _samples(trace: Trace | Mapping[int, Trace], by: str) -> dict[str, np.ndarray]:
@@ -112,8 +113,6 @@ def trace_diff(
 
 def diff_summary(d: pd.DataFrame, top: int = 5) -> str:
     """A few lines: total change, and the biggest significant slowdowns and speed-ups."""
-    from ..report.text import fmt_ns
-
     tb, tn = d["total_base_ns"].sum(), d["total_new_ns"].sum()
     lines = [f"total {fmt_ns(tb)} -> {fmt_ns(tn)} ({100 * (tn - tb) / tb:+.1f}%)" if tb else "no base time"]
     sig = d[d["significant"]]

@@ -69,12 +69,16 @@ def _one_rank(trace: Trace) -> pd.DataFrame:
     end_ns = t0 + ev["dur_ns"].to_numpy()
     ts = -((-t0) // 1000)  # ceil
     end = end_ns // 1000  # floor
-    names = ev["name"].astype(object).fillna("").astype(str)
-    kinds = {n: kernel_type(n) for n in names.unique()}
-    kind = names.map(kinds).to_numpy()
+    names = _names_filled(ev["name"])
+    kinds = np.array([_TYPE_CODE[kernel_type(c)] for c in names.categories], dtype=np.int8)
+    kind = (
+        pd.Categorical.from_codes(kinds[names.codes], categories=list(_TYPE_CODE))
+        if len(kinds)
+        else (pd.Categorical([], categories=list(_TYPE_CODE)))
+    )
     index = np.flatnonzero(keep)
     bw = np.full(index.shape[0], np.nan)
-    mem = (kind == MEMORY) & (ev["stream"].to_numpy() != -1)
+    mem = (np.asarray(kind.codes) == _TYPE_CODE[MEMORY]) & (ev["stream"].to_numpy() != -1)
     if mem.any():
         bw[mem] = trace.arg_numbers("memory bandwidth (GB/s)", index[mem])
     return pd.DataFrame(
@@ -83,10 +87,10 @@ def _one_rank(trace: Trace) -> pd.DataFrame:
             "ts": ts,
             "dur": end - ts,
             "end": end,
-            "name": names.to_numpy(),
-            "cat": ev["cat"].astype(str).to_numpy(),
-            "pid": ev["pid"].to_numpy(),
-            "tid": ev["tid"].to_numpy(),
+            "name": names,
+            "cat": ev["cat"].array,
+            "pid": ev["pid"].array,
+            "tid": ev["tid"].array,
             "stream": ev["stream"].to_numpy(),
             "device": ev["device"].to_numpy(),
             "correlation": ev["correlation"].to_numpy(),
@@ -96,9 +100,24 @@ def _one_rank(trace: Trace) -> pd.DataFrame:
     )
 
 
+_TYPE_CODE = {COMPUTATION: 0, COMMUNICATION: 1, MEMORY: 2}
+
+
+def _names_filled(col: pd.Series) -> pd.Categorical:
+    """The name column as a categorical of str with missing names as ``""`` (HTA's empty symbol)."""
+    cat = col.array
+    cats = list(cat.categories.astype(str))
+    codes = np.asarray(cat.codes)
+    if (codes < 0).any():
+        if "" not in cats:
+            cats.append("")
+        codes = np.where(codes < 0, cats.index(""), codes)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype="str"), validate=False)
+
+
 def _filter_last_step(df: pd.DataFrame) -> pd.DataFrame:
     cpu = df[df["stream"] == -1]
-    steps = cpu[cpu["name"].str.contains(_STEP_RE)]
+    steps = cpu[cpu["name"].str.contains(_STEP_RE).to_numpy(dtype=bool)]
     if steps["name"].nunique() <= 1:
         return df
     cpu = cpu[cpu["ts"] < steps["ts"].max()]
@@ -215,7 +234,8 @@ def gpu_kernel_breakdown_type(frames: Mapping[int, pd.DataFrame], include_memory
 
 
 def _kernel_stats(gpu: pd.DataFrame, duration_ratio: float, num_kernels: int) -> pd.DataFrame:
-    g = gpu.groupby("name")["dur"].agg(["sum", "max", "min", "mean", "std"]).reset_index()
+    g = gpu.groupby("name", observed=True)["dur"].agg(["sum", "max", "min", "mean", "std"]).reset_index()
+    g["name"] = g["name"].astype(str)
     g = g.sort_values("sum", ascending=False, kind="stable", ignore_index=True)
     g["std"] = g["std"].fillna(0.0)
     if len(g) > num_kernels:
@@ -298,7 +318,7 @@ def profiler_steps(frames: Mapping[int, pd.DataFrame]) -> list[int]:
     """Step numbers N of the ``ProfilerStep#N`` annotations left after the last-step filter."""
     steps: set[int] = set()
     for df in frames.values():
-        for name in pd.unique(df.loc[df["stream"] == -1, "name"]):
+        for name in df.loc[df["stream"] == -1, "name"].unique():
             m = _STEP_NUM.search(name)
             if m:
                 steps.add(int(m.group(1)))

@@ -37,16 +37,33 @@ def kernel_class(cat: str, name: str, comm_pattern: re.Pattern[str] = COMM_PATTE
 
 
 def gpu_table(trace: Trace, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.DataFrame:
-    """GPU events with ``name``, ``class``, ``device``, ``stream``, ``ts_ns``, ``dur_ns``, ``end_ns``."""
+    """GPU events with ``name`` (categorical), ``class``, ``device``, ``stream``, ``ts_ns``, ``dur_ns``, ``end_ns``.
+
+    The class is decided once per distinct (category, name) pair, not per event.
+    """
     g = trace.gpu_events
     g = g[g["dur_ns"] >= 0]
-    names = g["name"].astype(str)
-    cats = g["cat"].astype(str)
-    pairs = {(c, n): kernel_class(c, n, comm_pattern) for c, n in set(zip(cats, names))}
+    name_codes = np.asarray(g["name"].array.codes, dtype=np.int64)
+    cat_codes = np.asarray(g["cat"].array.codes, dtype=np.int64)
+    names = g["name"].array.categories
+    cats = g["cat"].array.categories
+    width = len(names) + 1
+    pairs, inverse = np.unique(cat_codes * width + name_codes + 1, return_inverse=True)
+    classes = ["communication", "computation", "memory"]
+    pair_class = np.array(
+        [
+            classes.index(
+                kernel_class(str(cats[p // width]), str(names[p % width - 1]) if p % width else "", comm_pattern)
+            )  # fmt: skip
+            for p in pairs.tolist()
+        ],
+        dtype=np.int8,
+    )
+    klass = pd.Categorical.from_codes(pair_class[inverse] if len(pairs) else np.empty(0, np.int8), classes)
     return pd.DataFrame(
         {
-            "name": names.to_numpy(),
-            "class": [pairs[(c, n)] for c, n in zip(cats, names)],
+            "name": g["name"].array,
+            "class": klass,
             "device": g["device"].to_numpy(),
             "stream": g["stream"].to_numpy(),
             "ts_ns": g["ts_ns"].to_numpy(),
@@ -61,7 +78,10 @@ def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] =
     """Count, total, min, max, mean and sample std of GPU event durations by ``name`` or ``class``."""
     g = gpu_table(trace, comm_pattern)
     keys = [by] if by == "class" else ["name", "class"]
-    out = g.groupby(keys, sort=False)["dur_ns"].agg(["count", "sum", "min", "max", "mean", "std"]).reset_index()
+    grouped = g.groupby(keys, sort=False, observed=True)["dur_ns"]
+    out = grouped.agg(["count", "sum", "min", "max", "mean", "std"]).reset_index()
+    for k in keys:
+        out[k] = out[k].astype(str)
     out = out.rename(columns={"sum": "total_ns", "min": "min_ns", "max": "max_ns", "mean": "mean_ns", "std": "std_ns"})
     out["std_ns"] = out["std_ns"].fillna(0.0)
     total = out["total_ns"].sum()

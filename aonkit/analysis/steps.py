@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
-from .correlation import _STEP, gpu_links
+from .correlation import gpu_links, step_numbers
 
 
 def profiler_steps(trace: Trace) -> pd.DataFrame:
@@ -17,12 +17,11 @@ def profiler_steps(trace: Trace) -> pd.DataFrame:
     (when the last one finished; -1 when none).
     """
     ev = trace.events
-    names = ev["name"].astype(object)
-    is_step = names.map(lambda n: isinstance(n, str) and _STEP.search(n) is not None).to_numpy(dtype=bool)
-    is_step = is_step & (ev["ph"] == "X").to_numpy() & (ev["cat"].astype(object) != "gpu_user_annotation").to_numpy()
+    nums = step_numbers(ev["name"])
+    is_step = (nums >= 0) & (ev["ph"] == "X").to_numpy() & (ev["cat"] != "gpu_user_annotation").to_numpy()
     rows = np.flatnonzero(is_step)
     steps = pd.DataFrame({
-        "step": [int(_STEP.search(names.iloc[r]).group(1)) for r in rows],
+        "step": nums[rows],
         "ts_ns": ev["ts_ns"].to_numpy()[rows],
         "dur_ns": ev["dur_ns"].to_numpy()[rows],
     })  # fmt: skip

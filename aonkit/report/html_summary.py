@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.summary import TraceSummary
-from .text import fmt_ns
+from ..units import fmt_ns
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}
