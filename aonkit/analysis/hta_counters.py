@@ -166,3 +166,18 @@ def memory_bw_summary(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     s = memory_bw_series(frames)
     s = s[s["memory_bw_gbps"] > 0]
     return s.groupby(["rank", "name"])["memory_bw_gbps"].describe()
+
+
+def time_blocked_on_full_queue(frames: Mapping[int, pd.DataFrame], max_queue_length: int = 1024) -> pd.DataFrame:
+    """HTA's ``get_time_spent_blocked_on_full_queue``: time each stream's launch queue was full (µs, share)."""
+    series = queue_length_series(frames)
+    rows = []
+    for (rank, stream), s in series.groupby(["rank", "stream"]):
+        dur = s["ts"].shift(-1) - s["ts"]
+        full = dur[s["queue_length"] >= max_queue_length].sum()
+        if full > 0:
+            df = frames[rank]
+            span = df["end"].max() - df["ts"].min()
+            rows.append((rank, stream, full, full / span if span else 0.0))
+    return pd.DataFrame(rows, columns=["rank", "stream", "duration_at_max_queue_length",
+                                       "relative_duration_at_max_queue_length"])  # fmt: skip

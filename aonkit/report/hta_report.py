@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..analysis import hta_compat as hc
 from ..analysis import hta_counters as hk
+from ..analysis.cupti import cupti_counters
 from ..trace import Trace
 
 
@@ -51,6 +52,11 @@ def write_hta_report(traces: Mapping[int, Trace], out: Path, include_last_step: 
     if not ann.empty:
         tables["gpu_user_annotation_breakdown.csv"] = ann
     tables["profiler_steps.csv"] = pd.DataFrame({"profiler_step": hc.profiler_steps(frames)})
+    tables["time_spent_blocked_on_full_queue.csv"] = hk.time_blocked_on_full_queue(frames)
+    cupti = [cupti_counters(t).assign(rank=r) for r, t in traces.items()]
+    cupti = [c for c in cupti if len(c)]
+    if cupti:
+        tables["cupti_counter_data_with_operators.csv"] = pd.concat(cupti, ignore_index=True)
     written = []
     for name, df in tables.items():
         _save(df, out / name)

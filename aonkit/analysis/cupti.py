@@ -1,0 +1,55 @@
+"""CUPTI range-profiler counters (``cuda_profiler_range`` events) joined to the CPU ops that launched them.
+
+Range-profiler traces carry one ``cuda_profiler_range`` event per profiled
+kernel with hardware counters as args, but no correlation id. As in HTA, the
+k-th range belongs to the k-th kernel launch call in time order; the op stack
+is the chain of ``cpu_op`` events around that launch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..trace import Trace
+from .correlation import _category_flags, _stack
+
+KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+
+
+def cupti_counters(trace: Trace) -> pd.DataFrame:
+    """One row per counter range: ``index``, ``name``, ``ts_ns``, ``dur_ns``, every counter, ``index_runtime``
+    (the launch call), ``op_stack`` (outermost first), ``top_level_op`` and ``bottom_level_op``."""
+    ev = trace.events
+    ranges = np.flatnonzero((ev["cat"] == "cuda_profiler_range").to_numpy())
+    ranges = ranges[np.argsort(ev["ts_ns"].to_numpy()[ranges], kind="stable")]
+    if ranges.shape[0] == 0:
+        return pd.DataFrame()
+    launches = np.flatnonzero((ev["cat"].isin(schema.RUNTIME_CATS) & ev["name"].isin(KERNEL_LAUNCHES)).to_numpy())
+    launches = launches[np.argsort(ev["ts_ns"].to_numpy()[launches], kind="stable")]
+    n = min(ranges.shape[0], launches.shape[0])
+    runtime = np.full(ranges.shape[0], -1, np.int64)
+    runtime[:n] = launches[:n]
+    rows, parent, _ = _stack(trace)
+    is_op = _category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)[rows]
+    names = ev["name"].array
+    stacks = []
+    for r in runtime.tolist():
+        chain: list[str] = []
+        pos = int(np.searchsorted(rows, r)) if r >= 0 else -1
+        pos = parent[pos] if 0 <= pos < rows.shape[0] and rows[pos] == r else -1
+        while pos >= 0:
+            if is_op[pos]:
+                chain.append(str(names[rows[pos]]))
+            pos = parent[pos]
+        stacks.append(chain[::-1])
+    counters = pd.DataFrame([trace.event_args(int(i)) for i in ranges])
+    out = pd.DataFrame({"index": ranges, "name": ev["name"].astype(str).to_numpy()[ranges],
+                        "ts_ns": ev["ts_ns"].to_numpy()[ranges], "dur_ns": ev["dur_ns"].to_numpy()[ranges]})  # fmt: skip
+    out = pd.concat([out, counters], axis=1)
+    out["index_runtime"] = runtime
+    out["op_stack"] = stacks
+    out["top_level_op"] = [s[0] if s else "" for s in stacks]
+    out["bottom_level_op"] = [s[-1] if s else "" for s in stacks]
+    return out
