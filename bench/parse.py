@@ -226,8 +226,9 @@ def _numba_misses() -> int | None:
 
         from aonkit._kernels import json_lex, symbols, trace_scan
 
-        disp = {id(f): f for m in (json_lex, symbols, trace_scan) for f in vars(m).values()
-                if isinstance(f, CPUDispatcher)}
+        disp = {
+            id(f): f for m in (json_lex, symbols, trace_scan) for f in vars(m).values() if isinstance(f, CPUDispatcher)
+        }
         return int(sum(sum(f.stats.cache_misses.values()) for f in disp.values()))
     except Exception:  # noqa: BLE001
         return None
@@ -351,17 +352,36 @@ def cpu_busy_s() -> tuple[float, float]:
     return busy, r.ru_utime + r.ru_stime
 
 
-def spawn(method: str, path: Path, args, *, python: str | None = None, extra: str | None = None,
-          env_extra: dict | None = None, timeout: float = 900) -> dict:
+def spawn(
+    method: str,
+    path: Path,
+    args,
+    *,
+    python: str | None = None,
+    extra: str | None = None,
+    env_extra: dict | None = None,
+    timeout: float = 900,
+) -> dict:
     env = dict(os.environ)
     src_root = str(ROOT) if args.live else str(SNAPSHOT)
     env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["NUMBA_CACHE_DIR"] = str(NUMBA_CACHE)
     if env_extra:
         env.update(env_extra)
-    cmd = [python or sys.executable, str(Path(__file__).resolve()), "--child", method, "--path", str(path),
-           "--repeat", str(args.repeat), "--steady-budget", str(args.steady_budget),
-           "--spawn-wall", repr(time.time())]
+    cmd = [
+        python or sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        method,
+        "--path",
+        str(path),
+        "--repeat",
+        str(args.repeat),
+        "--steady-budget",
+        str(args.steady_budget),
+        "--spawn-wall",
+        repr(time.time()),
+    ]
     if extra:
         cmd += ["--extra", extra]
     busy0, own0 = cpu_busy_s()
@@ -374,7 +394,7 @@ def spawn(method: str, path: Path, args, *, python: str | None = None, extra: st
     busy1, own1 = cpu_busy_s()
     for line in r.stdout.splitlines():
         if line.startswith(MARK):
-            res = json.loads(line[len(MARK):])
+            res = json.loads(line[len(MARK) :])
             res["wall_s"] = wall
             # CPUs kept busy by other processes while this child ran (machine busy time minus the child's)
             res["others_cpus"] = max(0.0, (busy1 - busy0) - (own1 - own0)) / wall if wall > 0 else None
@@ -489,9 +509,16 @@ def machine_facts(hta_py: str | None = None) -> list[str]:
         except Exception as exc:  # noqa: BLE001
             facts.append(f"{mod}: {type(exc).__name__}")
     if hta_py:
-        r = subprocess.run([hta_py, "-c", "import importlib.metadata as m, sys; "
-                            "print(m.version('HolisticTraceAnalysis'), sys.version.split()[0])"],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                hta_py,
+                "-c",
+                "import importlib.metadata as m, sys; "
+                "print(m.version('HolisticTraceAnalysis'), sys.version.split()[0])",
+            ],
+            capture_output=True,
+            text=True,
+        )
         facts.append(f"HTA (HolisticTraceAnalysis) {' on python '.join(r.stdout.split()) or '?'} via {hta_py}")
     return facts
 
@@ -518,14 +545,16 @@ def take_snapshot() -> None:
     """Copy aonkit/ (sources only) to bench/out/snapshot; mtimes kept so Numba's cache stays valid."""
     if SNAPSHOT.exists():
         shutil.rmtree(SNAPSHOT)
-    shutil.copytree(ROOT / "aonkit", SNAPSHOT / "aonkit",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc"))
+    shutil.copytree(
+        ROOT / "aonkit", SNAPSHOT / "aonkit", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc")
+    )
 
 
 def git_head() -> str:
     r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "aonkit"], capture_output=True,
-                           text=True).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "aonkit"], capture_output=True, text=True
+    ).stdout.strip()
     return r.stdout.strip() + (" + uncommitted aonkit/ changes" if dirty else "")
 
 
@@ -538,16 +567,26 @@ def loadavg() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, default=None, help="synthetic trace size (default 1,000,000; 100,000 with --quick)")
+    ap.add_argument(
+        "--events", type=int, default=None, help="synthetic trace size (default 1,000,000; 100,000 with --quick)"
+    )
     ap.add_argument("--quick", action="store_true", help="100k events and one shared trace")
     ap.add_argument("--repeat", type=int, default=3, help="steady-state calls per child (best is reported)")
-    ap.add_argument("--steady-budget", type=float, default=60.0,
-                    help="stop the steady-state repeats of a child once they have taken this many seconds (>=1 run)")
+    ap.add_argument(
+        "--steady-budget",
+        type=float,
+        default=60.0,
+        help="stop the steady-state repeats of a child once they have taken this many seconds (>=1 run)",
+    )
     ap.add_argument("--no-hta", action="store_true")
-    ap.add_argument("--keep-jit-cache", action="store_true",
-                    help="keep bench/out/numba-cache instead of measuring a compile from scratch")
-    ap.add_argument("--live", action="store_true",
-                    help="import aonkit from the working tree instead of a snapshot copied at start")
+    ap.add_argument(
+        "--keep-jit-cache",
+        action="store_true",
+        help="keep bench/out/numba-cache instead of measuring a compile from scratch",
+    )
+    ap.add_argument(
+        "--live", action="store_true", help="import aonkit from the working tree instead of a snapshot copied at start"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
     ap.add_argument("--extra", help=argparse.SUPPRESS)
@@ -597,29 +636,53 @@ def main() -> None:
         print(f"  HTA via {hta_py}")
 
     # ---------------------------------------------------------------- warm-up = JIT compile
-    print("== aonkit warm-up child" + ("" if a.keep_jit_cache else
-          " with an EMPTY Numba cache (measures the JIT compile; fills the cache for the rest)"))
+    print(
+        "== aonkit warm-up child"
+        + (
+            ""
+            if a.keep_jit_cache
+            else " with an EMPTY Numba cache (measures the JIT compile; fills the cache for the rest)"
+        )
+    )
     warm_pq = OUT / "cache" / "warmup.aon.parquet"
     warm_pq.parent.mkdir(exist_ok=True)
-    r = spawn("aonkit-warmup", inputs[0]["json"], argparse.Namespace(repeat=1, steady_budget=0, live=a.live),
-              extra=str(warm_pq), timeout=1200)
+    r = spawn(
+        "aonkit-warmup",
+        inputs[0]["json"],
+        argparse.Namespace(repeat=1, steady_budget=0, live=a.live),
+        extra=str(warm_pq),
+        timeout=1200,
+    )
     if "error" in r:
         raise SystemExit(f"aonkit warm-up failed: {r['error']}")
     compile_cold = summarize(r, inputs[0]["size"])
-    print(f"  first call {compile_cold['first']:.2f} s (cold process {compile_cold['cold']:.2f} s), "
-          f"then {compile_cold['steady']:.2f} s; numba compiles: {compile_cold['compiles']}; "
-          f"save/parquet warm-up: {compile_cold['info'].get('cache')}")
+    print(
+        f"  first call {compile_cold['first']:.2f} s (cold process {compile_cold['cold']:.2f} s), "
+        f"then {compile_cold['steady']:.2f} s; numba compiles: {compile_cold['compiles']}; "
+        f"save/parquet warm-up: {compile_cold['info'].get('cache')}"
+    )
 
     # ---------------------------------------------------------------- measurements
     results: dict[tuple[str, str], dict] = {}
     profiles: dict[str, dict] = {}
     cache_res: dict[str, dict] = {}
-    methods = [("aonkit", "json"), ("aonkit 1 thread", "json"), ("aonkit .gz", "gz"), ("stdlib json", "json"),
-               ("orjson", "json")]
+    methods = [
+        ("aonkit", "json"),
+        ("aonkit 1 thread", "json"),
+        ("aonkit .gz", "gz"),
+        ("stdlib json", "json"),
+        ("orjson", "json"),
+    ]
     if hta_py:
         methods.append(("HTA 0.5 TraceAnalysis", "json"))
-    child_of = {"aonkit": "aonkit", "aonkit 1 thread": "aonkit-1t", "aonkit .gz": "aonkit", "stdlib json": "stdlib",
-                "orjson": "orjson", "HTA 0.5 TraceAnalysis": "hta"}
+    child_of = {
+        "aonkit": "aonkit",
+        "aonkit 1 thread": "aonkit-1t",
+        "aonkit .gz": "aonkit",
+        "stdlib json": "stdlib",
+        "orjson": "orjson",
+        "HTA 0.5 TraceAnalysis": "hta",
+    }
     ours = ("aonkit", "aonkit 1 thread")
     for inp in inputs:
         print(f"== {inp['name']}")
@@ -632,8 +695,10 @@ def main() -> None:
             if "error" in s:
                 print(f"  {label:24s} ERROR {s['error']}")
             else:
-                print(f"  {label:24s} first {s['first']:7.2f} s  steady {fmt(s['steady'], '7.2f')} s "
-                      f"({s['n_steady']}x)  peak {s['peak']:8.0f} MB  Δ {s['delta']:8.0f} MB  rows {s['rows']:,}")
+                print(
+                    f"  {label:24s} first {s['first']:7.2f} s  steady {fmt(s['steady'], '7.2f')} s "
+                    f"({s['n_steady']}x)  peak {s['peak']:8.0f} MB  Δ {s['delta']:8.0f} MB  rows {s['rows']:,}"
+                )
         # phase profile, json and gz
         for src in ("json", "gz"):
             p = spawn("profile", inp[src], a)
@@ -643,7 +708,9 @@ def main() -> None:
         pq_path.parent.mkdir(exist_ok=True)
         for f in (pq_path, pq_path.with_suffix(".meta.json")):
             f.unlink(missing_ok=True)
-        r = spawn("aonkit-save", inp["json"], argparse.Namespace(repeat=1, steady_budget=0, live=a.live), extra=str(pq_path))
+        r = spawn(
+            "aonkit-save", inp["json"], argparse.Namespace(repeat=1, steady_budget=0, live=a.live), extra=str(pq_path)
+        )
         if "error" in r:
             cache_res[inp["name"]] = {"error": r["error"]}
             print("  cache: not available (" + r["error"] + ")")
@@ -657,8 +724,10 @@ def main() -> None:
         if "error" in s2:
             print("  cache: load failed (" + s2["error"] + ")")
         else:
-            print(f"  cache: save {save_s:.2f} s, load first {s2['first']:.2f} s steady {fmt(s2['steady'])} s, "
-                  f"{s2['pq_size'] / MB:.1f} MB on disk")
+            print(
+                f"  cache: save {save_s:.2f} s, load first {s2['first']:.2f} s steady {fmt(s2['steady'])} s, "
+                f"{s2['pq_size'] / MB:.1f} MB on disk"
+            )
 
     fp1 = aonkit_fingerprint(ROOT)
     load1 = loadavg()
@@ -669,9 +738,20 @@ def main() -> None:
         return f"{x / y:{spec}}x" if x and y else "-"
 
     def main_table(md: bool) -> str:
-        headers = ["input (JSON MB)", "method", "rows", "first s", "steady s (n)", "MB/s", "peak RSS MB", "ΔRSS MB",
-                   "peak/size", "Δ/size", "aonkit speed-up: default, 1 thread (steady)",
-                   "RSS method/aonkit (peak, Δ)"]
+        headers = [
+            "input (JSON MB)",
+            "method",
+            "rows",
+            "first s",
+            "steady s (n)",
+            "MB/s",
+            "peak RSS MB",
+            "ΔRSS MB",
+            "peak/size",
+            "Δ/size",
+            "aonkit speed-up: default, 1 thread (steady)",
+            "RSS method/aonkit (peak, Δ)",
+        ]
         rows = []
         for inp in inputs:
             base = results.get((inp["name"], "aonkit"), {})
@@ -689,16 +769,35 @@ def main() -> None:
                 peak = fmt(s["peak"], ".0f")
                 if s.get("forked_child_peak") and s["forked_child_peak"] >= s["peak"] - 1e-9:
                     peak += "*"
-                rows.append([
-                    name, label + (" (gz input)" if src == "gz" else ""), f"{s['rows']:,}",
-                    fmt(s["first"]), f"{fmt(s['steady'])} ({s['n_steady']})", fmt(s["mbps"], ".0f"), peak,
-                    fmt(s["delta"], ".0f"), fmt(s["peak_ratio"]), fmt(s["delta_ratio"]), sp, rss,
-                ])
+                rows.append(
+                    [
+                        name,
+                        label + (" (gz input)" if src == "gz" else ""),
+                        f"{s['rows']:,}",
+                        fmt(s["first"]),
+                        f"{fmt(s['steady'])} ({s['n_steady']})",
+                        fmt(s["mbps"], ".0f"),
+                        peak,
+                        fmt(s["delta"], ".0f"),
+                        fmt(s["peak_ratio"]),
+                        fmt(s["delta_ratio"]),
+                        sp,
+                        rss,
+                    ]
+                )
         return render(headers, rows, md)
 
     def detail_table(md: bool) -> str:
-        headers = ["input", "method", "import s", "cold s", "aonkit speed-up: default, 1 thread (cold)",
-                   "ΔRSS steady MB", "retained MB", "other load (CPUs)"]
+        headers = [
+            "input",
+            "method",
+            "import s",
+            "cold s",
+            "aonkit speed-up: default, 1 thread (cold)",
+            "ΔRSS steady MB",
+            "retained MB",
+            "other load (CPUs)",
+        ]
         rows = []
         for inp in inputs:
             base = results.get((inp["name"], "aonkit"), {})
@@ -710,14 +809,35 @@ def main() -> None:
                 sp = "-"
                 if label not in (*ours, "aonkit .gz"):
                     sp = f"{ratio(s.get('cold'), base.get('cold'))}, {ratio(s.get('cold'), base1.get('cold'))}"
-                rows.append([inp["name"], label, fmt(s["import"]), fmt(s["cold"]), sp,
-                             fmt(s.get("delta_steady"), ".0f"), fmt(s.get("retained"), ".0f"), fmt(s.get("others"))])
+                rows.append(
+                    [
+                        inp["name"],
+                        label,
+                        fmt(s["import"]),
+                        fmt(s["cold"]),
+                        sp,
+                        fmt(s.get("delta_steady"), ".0f"),
+                        fmt(s.get("retained"), ".0f"),
+                        fmt(s.get("others")),
+                    ]
+                )
         return render(headers, rows, md)
 
     def extra_table(md: bool) -> str:
-        headers = ["input", "JSON MB", "gz MB", "aonkit .json steady s", "aonkit .gz steady s",
-                   "gunzip s (read_buffer)", "save .parquet s", "parquet+sidecar MB",
-                   "load .parquet first s", "load .parquet steady s", "parquet vs JSON load", "parquet peak RSS MB"]
+        headers = [
+            "input",
+            "JSON MB",
+            "gz MB",
+            "aonkit .json steady s",
+            "aonkit .gz steady s",
+            "gunzip s (read_buffer)",
+            "save .parquet s",
+            "parquet+sidecar MB",
+            "load .parquet first s",
+            "load .parquet steady s",
+            "parquet vs JSON load",
+            "parquet peak RSS MB",
+        ]
         rows = []
         for inp in inputs:
             pj = results[(inp["name"], "aonkit")]
@@ -727,12 +847,25 @@ def main() -> None:
             if "error" in c:
                 cache_cols = ["cache: not available"] + ["-"] * 5
             else:
-                cache_cols = [fmt(c.get("save")), fmt(c.get("pq_size", 0) / MB, ".1f"), fmt(c.get("first")),
-                              fmt(c.get("steady")), ratio(pj.get("steady"), c.get("steady")) + " faster",
-                              fmt(c.get("peak"), ".0f")]
-            rows.append([inp["name"], f"{inp['size'] / MB:.1f}", f"{inp['gz_size'] / MB:.1f}",
-                         fmt(pj.get("steady")), fmt(pg.get("steady")),
-                         fmt(prof_gz.get(READ_PHASE), ".3f")] + cache_cols)
+                cache_cols = [
+                    fmt(c.get("save")),
+                    fmt(c.get("pq_size", 0) / MB, ".1f"),
+                    fmt(c.get("first")),
+                    fmt(c.get("steady")),
+                    ratio(pj.get("steady"), c.get("steady")) + " faster",
+                    fmt(c.get("peak"), ".0f"),
+                ]
+            rows.append(
+                [
+                    inp["name"],
+                    f"{inp['size'] / MB:.1f}",
+                    f"{inp['gz_size'] / MB:.1f}",
+                    fmt(pj.get("steady")),
+                    fmt(pg.get("steady")),
+                    fmt(prof_gz.get(READ_PHASE), ".3f"),
+                ]
+                + cache_cols
+            )
         return render(headers, rows, md)
 
     def profile_table(md: bool) -> str:
@@ -756,27 +889,34 @@ def main() -> None:
             rows.append([k] + [cell(pj, k) for pj, _ in cols])
         for k in (READ_PHASE, "aonkit.load(path)"):
             rows.append([f"{k}, .gz input"] + [cell({**pg, "_whole": pj.get("_whole")}, k) for pj, pg in cols])
-        rows.append(["events / symbols interned"] + [
-            f"{pj.get('_n_events', 0):,} / {pj.get('_n_symbols', 0):,}" for pj, _ in cols])
+        rows.append(
+            ["events / symbols interned"]
+            + [f"{pj.get('_n_events', 0):,} / {pj.get('_n_symbols', 0):,}" for pj, _ in cols]
+        )
         return render(headers, rows, md)
 
     def compile_lines() -> list[str]:
         c = compile_cold
         how = "cache kept (--keep-jit-cache)" if a.keep_jit_cache else "EMPTY Numba cache (bench/out/numba-cache wiped)"
-        out = [f"{how}, {inputs[0]['name']}: first aonkit.load "
-               f"{c['first']:.1f} s (process spawn -> table {fmt(c['cold'], '.1f')} s, imports {c['import']:.2f} s), "
-               f"{c['compiles']} Numba compilations; the next call took {fmt(c['steady'])} s (first - next: "
-               f"{c['first'] - (c['steady'] or 0):.1f} s)."
-               if c.get("first") is not None else "empty-cache run: " + str(c)]
+        out = [
+            f"{how}, {inputs[0]['name']}: first aonkit.load "
+            f"{c['first']:.1f} s (process spawn -> table {fmt(c['cold'], '.1f')} s, imports {c['import']:.2f} s), "
+            f"{c['compiles']} Numba compilations; the next call took {fmt(c['steady'])} s (first - next: "
+            f"{c['first'] - (c['steady'] or 0):.1f} s)."
+            if c.get("first") is not None
+            else "empty-cache run: " + str(c)
+        ]
         for inp in inputs:
             for label in ours:
                 s = results.get((inp["name"], label), {})
                 if "error" in s or not s:
                     continue
-                out.append(f"warm cache, {inp['name']}, {label}: imports {s['import']:.2f} s, first call "
-                           f"{s['first']:.2f} s vs steady {fmt(s['steady'])} s (first - steady "
-                           f"{s['first'] - (s['steady'] or 0):+.2f} s), spawn -> table {fmt(s['cold'])} s, "
-                           f"Numba compilations in the first call: {s['compiles']}")
+                out.append(
+                    f"warm cache, {inp['name']}, {label}: imports {s['import']:.2f} s, first call "
+                    f"{s['first']:.2f} s vs steady {fmt(s['steady'])} s (first - steady "
+                    f"{s['first'] - (s['steady'] or 0):+.2f} s), spawn -> table {fmt(s['cold'])} s, "
+                    f"Numba compilations in the first call: {s['compiles']}"
+                )
         return out
 
     def target_lines() -> list[str]:
@@ -808,8 +948,9 @@ def main() -> None:
                 if h and k:
                     ok.append(h / k >= 20)
                     parts.append(f"{inp['name']} {h / k:.1f}x")
-            out.append(f"[{label}] >= 20x faster than HTA TraceAnalysis load (steady): {verdict(ok)} "
-                       f"({'; '.join(parts)})")
+            out.append(
+                f"[{label}] >= 20x faster than HTA TraceAnalysis load (steady): {verdict(ok)} ({'; '.join(parts)})"
+            )
             # 4. peak RSS <= 2x file size
             for key, what in (("peak_ratio", "absolute peak RSS"), ("delta_ratio", "peak RSS minus RSS after imports")):
                 parts, ok = [], []
@@ -848,22 +989,30 @@ def main() -> None:
         "stream/device into a list of dicts, pd.DataFrame.from_records (orjson with gc disabled).",
     ]
     if hta_py:
-        notes.append("HTA: TraceAnalysis(trace_files={0: path}, trace_dir=dir) with its defaults: it parses in a "
-                     "forked multiprocessing worker, so its peak is max(parent, worker) ru_maxrss (marked *) and "
-                     "ΔRSS covers the parent only. It keeps fewer rows: it drops events without dur or cat "
-                     "(flows, instants, metadata) and cat == 'Trace'.")
+        notes.append(
+            "HTA: TraceAnalysis(trace_files={0: path}, trace_dir=dir) with its defaults: it parses in a "
+            "forked multiprocessing worker, so its peak is max(parent, worker) ru_maxrss (marked *) and "
+            "ΔRSS covers the parent only. It keeps fewer rows: it drops events without dur or cat "
+            "(flows, instants, metadata) and cat == 'Trace'."
+        )
     recompiled = [f"{k[0]} / {k[1]}" for k, v in results.items() if v.get("compiles")]
     if recompiled:
         notes.append("WARNING: Numba compiled during the first call of: " + "; ".join(recompiled))
     if a.live and fp0 != fp1:
         notes.append("WARNING: aonkit's sources changed while the benchmark ran; results may mix versions.")
     elif fp0 != fp1:
-        notes.append("aonkit/ in the working tree changed during the run; the benchmark used the snapshot "
-                     "taken at start throughout.")
-    notes.append(f"aonkit measured: {'working tree' if a.live else 'snapshot of the working tree at start'} "
-                 f"(sources sha256 {src_id}); git HEAD {git_head()}.")
-    notes.append(f"load average (1/5/15 min) at start {load0}, at end {load1}: other processes on this "
-                 f"{os.cpu_count()}-CPU box (e.g. a concurrent test run) slow every method.")
+        notes.append(
+            "aonkit/ in the working tree changed during the run; the benchmark used the snapshot "
+            "taken at start throughout."
+        )
+    notes.append(
+        f"aonkit measured: {'working tree' if a.live else 'snapshot of the working tree at start'} "
+        f"(sources sha256 {src_id}); git HEAD {git_head()}."
+    )
+    notes.append(
+        f"load average (1/5/15 min) at start {load0}, at end {load1}: other processes on this "
+        f"{os.cpu_count()}-CPU box (e.g. a concurrent test run) slow every method."
+    )
     notes.append(f"total benchmark time {total / 60:.1f} min")
     facts = [time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), *machine_facts(hta_py)]
     targets = target_lines()

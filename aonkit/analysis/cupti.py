@@ -19,8 +19,12 @@ KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", 
 
 
 def cupti_counters(trace: Trace) -> pd.DataFrame:
-    """One row per counter range: ``index``, ``name``, ``ts_ns``, ``dur_ns``, every counter, ``index_runtime``
-    (the launch call), ``op_stack`` (outermost first), ``top_level_op`` and ``bottom_level_op``."""
+    """One row per counter range, joined to the launch call and its op stack.
+
+    Columns: ``index``, ``name``, ``ts_ns``, ``dur_ns``, every counter,
+    ``index_runtime`` (the launch call), ``op_stack`` (outermost first),
+    ``top_level_op`` and ``bottom_level_op``.
+    """
     ev = trace.events
     ranges = np.flatnonzero((ev["cat"] == "cuda_profiler_range").to_numpy())
     ranges = ranges[np.argsort(ev["ts_ns"].to_numpy()[ranges], kind="stable")]
@@ -45,8 +49,14 @@ def cupti_counters(trace: Trace) -> pd.DataFrame:
             pos = parent[pos]
         stacks.append(chain[::-1])
     counters = pd.DataFrame([trace.event_args(int(i)) for i in ranges])
-    out = pd.DataFrame({"index": ranges, "name": ev["name"].astype(str).to_numpy()[ranges],
-                        "ts_ns": ev["ts_ns"].to_numpy()[ranges], "dur_ns": ev["dur_ns"].to_numpy()[ranges]})  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "index": ranges,
+            "name": ev["name"].astype(str).to_numpy()[ranges],
+            "ts_ns": ev["ts_ns"].to_numpy()[ranges],
+            "dur_ns": ev["dur_ns"].to_numpy()[ranges],
+        }
+    )
     out = pd.concat([out, counters], axis=1)
     out["index_runtime"] = runtime
     out["op_stack"] = stacks
