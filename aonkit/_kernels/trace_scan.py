@@ -378,11 +378,16 @@ def _grow(i64, i32, n_ev):
 # internal statuses of a range scan (never surfaced as errors)
 REACHED = 100  # the next event starts exactly at ``stop``
 MISMATCH = 101  # the scan passed ``stop`` without an event starting there
+OVERFLOW = 102  # more events than the window ``[base, limit)`` of the output columns holds
 
 
 @njit
-def _events_loop(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last):
+def _events_loop(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, nsym, last):
     """Scan array items from ``i`` (the first item) to the closing ``]``, or to ``stop``.
+
+    Event k goes to column ``base + k``. Columns grow when the window is the
+    whole matrix (``limit == i64.shape[1]``); otherwise running out of the
+    window ends the scan with ``OVERFLOW``.
 
     Returns (end, status, n_events, i64, i32, ht, sym, symh, nsym, n_not_objects);
     ``end`` is after the ``]`` when status is OK. ``n_events`` counts only
@@ -394,11 +399,14 @@ def _events_loop(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last):
         if i >= stop:
             return i, REACHED if i == stop else MISMATCH, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
         if buf[i] == 123:
-            if n_ev >= i64.shape[1]:
+            if base + n_ev >= limit:
+                if limit != i64.shape[1] or base != 0:
+                    return i, OVERFLOW, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
                 i64, i32 = _grow(i64, i32, n_ev)
+                limit = i64.shape[1]
             if nsym + 6 > sym.shape[0] or (nsym + 6) * 2 > ht.shape[0]:
                 ht, sym, symh = reserve(ht, sym, symh, nsym, 6)
-            i, err, nsym = _parse_event(buf, i, n, stack, i64, i32, n_ev, ht, sym, symh, nsym, last)
+            i, err, nsym = _parse_event(buf, i, n, stack, i64, i32, base + n_ev, ht, sym, symh, nsym, last)
             if err != OK:
                 return i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
             n_ev += 1
@@ -425,33 +433,31 @@ def _events_loop(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last):
 
 
 @njit
-def _scan_events(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last):
+def _scan_events(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, nsym, last):
     """Scan the events array whose ``[`` is at ``i`` (see :func:`_events_loop`)."""
     i = skip_ws(buf, i + 1, n)
     if i >= n:
         return n, E_EOF, 0, i64, i32, ht, sym, symh, nsym, 0
     if buf[i] == 93:
         return i + 1, OK, 0, i64, i32, ht, sym, symh, nsym, 0
-    return _events_loop(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last)
+    return _events_loop(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, nsym, last)
 
 
 @njit
-def scan_chunk(buf, start, stop, capacity):
-    """Scan events from ``start`` (an event's ``{``) up to ``stop`` with a fresh symbol table.
+def scan_chunk(buf, start, stop, i64, i32, base, limit):
+    """Scan events from ``start`` (an event's ``{``) up to ``stop`` into columns ``[base, limit)``.
 
-    Used for parallel parsing: the chunk is valid only if the scan of the
-    previous chunk reaches ``start`` exactly. Returns (end, status, n_events,
-    i64, i32, sym, n_sym, n_not_objects).
+    Used for parallel parsing, with a fresh symbol table: the chunk is valid
+    only if the scan of the previous chunk reaches ``start`` exactly. Returns
+    (end, status, n_events, sym, n_sym, n_not_objects).
     """
     n = buf.shape[0]
     stack = np.empty(MAX_DEPTH, np.uint8)
-    i64 = np.empty((N64, max(capacity, 16)), np.int64)
-    i32 = np.empty((N32, max(capacity, 16)), np.int32)
     ht, sym, symh, last = new_table()
     i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad = _events_loop(
-        buf, start, n, stop, stack, i64, i32, ht, sym, symh, 0, last
+        buf, start, n, stop, stack, i64, i32, base, limit, ht, sym, symh, 0, last
     )
-    return i, err, n_ev, i64, i32, sym, nsym, n_bad
+    return i, err, n_ev, sym, nsym, n_bad
 
 
 @njit
@@ -485,7 +491,7 @@ def count_event_keys(buf, start, stop):
 
 
 @njit
-def _top_members(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last, top, ntop, resume):
+def _top_members(buf, i, n, stop, stack, i64, i32, limit, ht, sym, symh, nsym, last, top, ntop, resume):
     """Members of the top-level object from ``i``; ``resume``: ``i`` is just after the events array.
 
     Returns (status, pos, n_events, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout).
@@ -517,7 +523,7 @@ def _top_members(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last, to
             if is_events and buf[i] == 91:
                 layout = 0
                 i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad = _scan_events(
-                    buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last
+                    buf, i, n, stop, stack, i64, i32, 0, limit, ht, sym, symh, nsym, last
                 )
             else:
                 i, err = skip_value(buf, i, n, stack)
@@ -536,15 +542,19 @@ def _top_members(buf, i, n, stop, stack, i64, i32, ht, sym, symh, nsym, last, to
 
 
 @njit
-def scan_trace(buf, capacity, stop):
+def scan_trace(buf, i64, i32, limit, stop):
     """Scan a whole trace document (or, for parallel parsing, up to ``stop``).
 
     Parameters
     ----------
     buf : uint8 array
         The decompressed file.
-    capacity : int
-        Initial number of event slots (grown by doubling).
+    i64, i32 : arrays
+        Output columns (``N64`` and ``N32`` rows). Events fill columns
+        ``0 .. limit``; when ``limit`` is the matrices' width they grow by
+        doubling, else running out ends the scan with ``OVERFLOW``.
+    limit : int
+        Columns available.
     stop : int
         Pause when the next event of the events array starts exactly here
         (status ``REACHED``); ``len(buf)`` for a whole scan.
@@ -558,8 +568,6 @@ def scan_trace(buf, capacity, stop):
     """
     n = buf.shape[0]
     stack = np.empty(MAX_DEPTH, np.uint8)
-    i64 = np.empty((N64, max(capacity, 16)), np.int64)
-    i32 = np.empty((N32, max(capacity, 16)), np.int32)
     ht, sym, symh, last = new_table()
     top = np.empty((16, 4), np.int64)
     i = 0
@@ -570,7 +578,7 @@ def scan_trace(buf, capacity, stop):
         return E_EOF, n, 0, i64, i32, sym, 0, top, 0, 0, 2
     if buf[i] == 91:
         i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad = _scan_events(
-            buf, i, n, stop, stack, i64, i32, ht, sym, symh, 0, last
+            buf, i, n, stop, stack, i64, i32, 0, limit, ht, sym, symh, 0, last
         )
         if err == OK:
             i = skip_ws(buf, i, n)
@@ -586,7 +594,7 @@ def scan_trace(buf, capacity, stop):
         i = skip_ws(buf, i + 1, n)
         return (E_TRAILING if i < n else OK), i, 0, i64, i32, sym, 0, top, 0, 0, 2
     err, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout = _top_members(
-        buf, i, n, stop, stack, i64, i32, ht, sym, symh, 0, last, top, 0, False
+        buf, i, n, stop, stack, i64, i32, limit, ht, sym, symh, 0, last, top, 0, False
     )
     return err, i, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout
 
@@ -607,7 +615,7 @@ def scan_tail(buf, i, top, ntop, layout):
     i32 = np.empty((N32, 1), np.int32)
     ht, sym, symh, last = new_table()
     err, i, _, _, _, _, _, _, _, top, ntop, _, _ = _top_members(
-        buf, i, n, n, stack, i64, i32, ht, sym, symh, 0, last, top, ntop, True
+        buf, i, n, n, stack, i64, i32, 1, ht, sym, symh, 0, last, top, ntop, True
     )
     return err, i, top, ntop
 
