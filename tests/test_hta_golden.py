@@ -251,3 +251,15 @@ def test_cupti_counters_with_operators() -> None:
     assert [str(s) for s in got["op_stack"]] == want["op_stack"].tolist()
     counters = [c for c in want.columns if c.startswith("smsp__")]
     np.testing.assert_array_equal(got[counters].to_numpy(float), want[counters].to_numpy(float))
+
+
+@pytest.mark.parametrize("name", ["qwen_h100", "kineto_plugin_2020_resnet50"])
+def test_answers_where_hta_fails(name: str, frames_cache: dict) -> None:
+    if name == "kineto_plugin_2020_resnet50":  # a bare JSON array: HTA cannot load it at all
+        path = SHARED / "traces/kineto-plugin-2020/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz"
+        frames = hc.hta_frames(aonkit.load(path))
+    else:  # HTA asserts in its temporal breakdown
+        frames = _frames(name, frames_cache)
+    tb = hc.temporal_breakdown(frames).iloc[0]
+    parts = [tb["idle_time(us)"], tb["compute_time(us)"], tb["non_compute_time(us)"]]
+    assert min(parts) >= 0 and sum(parts) == tb["kernel_time(us)"] > 0
