@@ -152,7 +152,8 @@ def union_us(df: pd.DataFrame) -> int:
 
     order = np.argsort(df["ts"].to_numpy(), kind="stable")
     ts = np.ascontiguousarray(df["ts"].to_numpy()[order], dtype=np.int64)
-    end = np.ascontiguousarray(df["end"].to_numpy()[order], dtype=np.int64)
+    # sub-µs events can end before they start after HTA's ceil/floor rounding: they cover nothing
+    end = np.ascontiguousarray(np.maximum(df["end"].to_numpy()[order], ts), dtype=np.int64)
     return int(union_length(ts, end))
 
 
