@@ -35,6 +35,14 @@ def frames_cache() -> dict[str, dict[int, pd.DataFrame]]:
     return {}
 
 
+def _golden(name: str, csv: str, **read_kw) -> pd.DataFrame:
+    """A golden CSV, or skip when HTA wrote none (or only a header) for this set."""
+    path = GOLDEN / name / csv
+    if not path.exists() or path.stat().st_size < 10:
+        pytest.skip(f"HTA produced no {csv} for {name} (see the golden README)")
+    return pd.read_csv(path, **read_kw)
+
+
 def _frames(name: str, cache: dict) -> dict[int, pd.DataFrame]:
     if name not in cache:
         cache[name] = hc.hta_frames(_load(name))
@@ -52,10 +60,7 @@ def test_alignment_origin_matches(name: str) -> None:
 
 @pytest.mark.parametrize("name", SETS)
 def test_temporal_breakdown(name: str, frames_cache: dict) -> None:
-    path = GOLDEN / name / "temporal_breakdown.csv"
-    if not path.exists():
-        pytest.skip(f"HTA produced no temporal breakdown for {name} (see golden README)")
-    want = pd.read_csv(path)
+    want = _golden(name, "temporal_breakdown.csv")
     got = hc.temporal_breakdown(_frames(name, frames_cache))
     assert got["rank"].tolist() == want["rank"].tolist()
     tol = 0 if name not in FLOAT_US else None
@@ -74,10 +79,7 @@ def test_temporal_breakdown(name: str, frames_cache: dict) -> None:
 @pytest.mark.parametrize("suffix", ["", "_all"])
 @pytest.mark.parametrize("name", SETS)
 def test_gpu_kernel_breakdown_type(name: str, suffix: str, frames_cache: dict) -> None:
-    path = GOLDEN / name / f"gpu_kernel_breakdown_type{suffix}.csv"
-    if not path.exists():
-        pytest.skip(f"HTA produced no kernel breakdown for {name}")
-    want = pd.read_csv(path)
+    want = _golden(name, f"gpu_kernel_breakdown_type{suffix}.csv")
     got = hc.gpu_kernel_breakdown_type(_frames(name, frames_cache))
     # HTA's unstable sort of equal edge times can add zero-length overlap rows; compare the rest exactly
     w = want[want["sum"] > 0].set_index("kernel_type")
@@ -95,10 +97,7 @@ def test_gpu_kernel_breakdown_type(name: str, suffix: str, frames_cache: dict) -
 @pytest.mark.parametrize("suffix", ["", "_all"])
 @pytest.mark.parametrize("name", SETS)
 def test_gpu_kernel_breakdown_kernels(name: str, suffix: str, frames_cache: dict) -> None:
-    path = GOLDEN / name / f"gpu_kernel_breakdown_kernels{suffix}.csv"
-    if not path.exists():
-        pytest.skip(f"HTA produced no kernel breakdown for {name}")
-    want = pd.read_csv(path, keep_default_na=False)
+    want = _golden(name, f"gpu_kernel_breakdown_kernels{suffix}.csv", keep_default_na=False)
     kw = {"duration_ratio": 1.0, "num_kernels": 1_000_000} if suffix else {}
     got = hc.gpu_kernel_breakdown_kernels(_frames(name, frames_cache), **kw)
     assert len(got) == len(want)
@@ -113,10 +112,7 @@ def test_gpu_kernel_breakdown_kernels(name: str, suffix: str, frames_cache: dict
 
 @pytest.mark.parametrize("name", SETS)
 def test_comm_comp_overlap(name: str, frames_cache: dict) -> None:
-    path = GOLDEN / name / "comm_comp_overlap.csv"
-    if not path.exists():
-        pytest.skip(f"HTA produced no overlap for {name}")
-    want = pd.read_csv(path)
+    want = _golden(name, "comm_comp_overlap.csv")
     got = hc.comm_comp_overlap(_frames(name, frames_cache))
     assert got["rank"].tolist() == want["rank"].tolist()
     g, w = got["comp_comm_overlap_pctg"].to_numpy(float), want["comp_comm_overlap_pctg"].to_numpy(float)
@@ -126,10 +122,7 @@ def test_comm_comp_overlap(name: str, frames_cache: dict) -> None:
 
 @pytest.mark.parametrize("name", SETS)
 def test_idle_time_breakdown(name: str, frames_cache: dict) -> None:
-    path = GOLDEN / name / "idle_time_breakdown.csv"
-    if not path.exists():
-        pytest.skip(f"HTA produced no idle time breakdown for {name}")
-    want = pd.read_csv(path)
+    want = _golden(name, "idle_time_breakdown.csv")
     want = want.drop(columns=[c for c in want.columns if c.startswith("Unnamed")])
     got, stats = hk.idle_time_breakdown(_frames(name, frames_cache))
     key = ["rank", "stream", "idle_category"]
@@ -146,10 +139,7 @@ def test_idle_time_breakdown(name: str, frames_cache: dict) -> None:
 
 @pytest.mark.parametrize("name", SETS)
 def test_cuda_kernel_launch_stats(name: str, frames_cache: dict) -> None:
-    path = GOLDEN / name / "cuda_kernel_launch_stats.csv"
-    if not path.exists():
-        pytest.skip(f"HTA produced no launch stats for {name}")
-    want = pd.read_csv(path)
+    want = _golden(name, "cuda_kernel_launch_stats.csv")
     got = hk.cuda_kernel_launch_stats(_frames(name, frames_cache))
     if want.empty:
         assert got.empty
@@ -162,10 +152,7 @@ def test_cuda_kernel_launch_stats(name: str, frames_cache: dict) -> None:
 
 @pytest.mark.parametrize("name", SETS)
 def test_queue_length_summary(name: str, frames_cache: dict) -> None:
-    path = GOLDEN / name / "queue_length_summary.csv"
-    if not path.exists() or path.stat().st_size < 10:
-        pytest.skip(f"HTA produced no queue length summary for {name}")
-    want = pd.read_csv(path, header=[0, 1], index_col=[0, 1])
+    want = _golden(name, "queue_length_summary.csv", header=[0, 1], index_col=[0, 1])
     want.columns = [c[1] for c in want.columns]
     got = hk.queue_length_summary(_frames(name, frames_cache))
     assert list(got.index) == [tuple(int(x) for x in i) for i in want.index]
@@ -176,10 +163,7 @@ def test_queue_length_summary(name: str, frames_cache: dict) -> None:
 
 @pytest.mark.parametrize("name", SETS)
 def test_memory_bw_summary(name: str, frames_cache: dict) -> None:
-    path = GOLDEN / name / "memory_bw_summary.csv"
-    if not path.exists() or path.stat().st_size < 10:
-        pytest.skip(f"HTA produced no memory bandwidth summary for {name}")
-    want = pd.read_csv(path, header=[0, 1], index_col=[0, 1])
+    want = _golden(name, "memory_bw_summary.csv", header=[0, 1], index_col=[0, 1])
     want.columns = [c[1] for c in want.columns]
     got = hk.memory_bw_summary(_frames(name, frames_cache))
     assert [(int(r), n) for r, n in got.index] == [(int(r), n) for r, n in want.index]

@@ -201,8 +201,8 @@ def _value_end(buf, i, n, stack):
 
 
 @njit_inline
-def _next_member(buf, i, n):
-    """After a member's value: skip whitespace and ``,``. Returns (pos, closed, err)."""
+def _next_item(buf, i, n, close):
+    """After an item's value: skip whitespace and ``,`` or the ``close`` byte. Returns (pos, closed, err)."""
     while i < n and _WS[buf[i]] == 1:
         i += 1
     if i >= n:
@@ -215,9 +215,15 @@ def _next_member(buf, i, n):
         if i >= n:
             return n, False, E_EOF
         return i, False, OK
-    if c == 125:
+    if c == close:
         return i + 1, True, OK
     return i, False, E_SYNTAX
+
+
+@njit_inline
+def _next_member(buf, i, n):
+    """After an object member's value (see :func:`_next_item`)."""
+    return _next_item(buf, i, n, 125)
 
 
 @njit_leaf
@@ -415,21 +421,9 @@ def _events_loop(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, n
             if err != OK:
                 return i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
             n_bad += 1
-        while i < n and _WS[buf[i]] == 1:
-            i += 1
-        if i >= n:
-            return n, E_EOF, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
-        c = buf[i]
-        if c == 44:
-            i += 1
-            while i < n and _WS[buf[i]] == 1:
-                i += 1
-            if i >= n:
-                return n, E_EOF, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
-        elif c == 93:
-            return i + 1, OK, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
-        else:
-            return i, E_SYNTAX, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
+        i, closed, err = _next_item(buf, i, n, 93)
+        if err != OK or closed:
+            return i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
 
 
 @njit
