@@ -1,12 +1,13 @@
-"""Every tunable of aonkit in one place, with environment overrides.
+"""Tunables of aonkit, with environment overrides.
 
 Environment variables
 ---------------------
-AONKIT_JIT_CACHE
-    ``0`` disables Numba's on-disk cache (default ``1``).
 AONKIT_MAX_DECOMPRESSED_BYTES
     Cap on the decompressed size of a gzip trace (default 16 GiB), the guard
     against decompression bombs.
+AONKIT_JIT_CACHE
+    ``0`` disables Numba's on-disk cache (default on). It is read by
+    ``aonkit._kernels._jit``, since the kernels import nothing but numpy and numba.
 """
 
 from __future__ import annotations
@@ -26,12 +27,10 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"{name}={raw!r} is not an integer") from exc
 
 
-JIT_CACHE: bool = _env_int("AONKIT_JIT_CACHE", 1) != 0  # read by _kernels._jit too
 MAX_DECOMPRESSED_BYTES: int = _env_int("AONKIT_MAX_DECOMPRESSED_BYTES", _DEFAULT_MAX_DECOMPRESSED)
 
 
 def reset() -> None:
     """Re-read every setting from the environment."""
-    global JIT_CACHE, MAX_DECOMPRESSED_BYTES
-    JIT_CACHE = _env_int("AONKIT_JIT_CACHE", 1) != 0
+    global MAX_DECOMPRESSED_BYTES
     MAX_DECOMPRESSED_BYTES = _env_int("AONKIT_MAX_DECOMPRESSED_BYTES", _DEFAULT_MAX_DECOMPRESSED)

@@ -181,3 +181,18 @@ def test_parse_buffer_accepts_memory(tmp_path: Path) -> None:
     buf = np.frombuffer(EDGE_DOCS["whitespace"].encode(), np.uint8)
     t = parse_buffer(buf)
     assert len(t) == 2 and t.events["ts_ns"].tolist()[0] == 3000
+
+
+def test_decompression_cap_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aonkit import _config
+
+    p = _write(tmp_path, gzip.compress(b'{"traceEvents":[' + b" " * 100_000 + b"]}"), "t.json.gz")
+    monkeypatch.setenv("AONKIT_MAX_DECOMPRESSED_BYTES", "50000")
+    _config.reset()
+    try:
+        with pytest.raises(aonkit.TraceTooLargeError, match="50000"):
+            aonkit.load(p)
+    finally:
+        monkeypatch.delenv("AONKIT_MAX_DECOMPRESSED_BYTES")
+        _config.reset()
+    assert len(aonkit.load(p)) == 0
