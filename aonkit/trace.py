@@ -272,7 +272,7 @@ class Trace:
         return save_trace(self, path)
 
     def equals(self, other: Trace) -> bool:
-        """True when both traces hold equal events, metadata and warnings."""
+        """True when both traces hold equal events, trace metadata and top-level keys (the path may differ)."""
         if not isinstance(other, Trace):
             return False
         return (

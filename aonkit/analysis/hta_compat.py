@@ -175,7 +175,7 @@ def temporal_breakdown(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     return out
 
 
-_TYPE_BITS = {COMPUTATION: 1, COMMUNICATION: 2, MEMORY: 4}
+_TYPE_BITS = {t: 1 << code for t, code in _TYPE_CODE.items()}  # HTA labels overlaps in this order
 
 
 def _merged(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
