@@ -6,6 +6,9 @@ Layout for ``trace.save("run.parquet")``:
     One row per event. Category columns are stored as their int32 codes,
     integer columns as int64, and ``event_json`` holds each event's original
     JSON text (zstd-compressed); it is read only when first needed.
+``run.samples.parquet``
+    Only when the trace carries metric samples (``trace.samples``, e.g. nsys
+    ``GPU_METRICS``): that table as it is.
 ``run.meta.json``
     Format version, the categories of each category column (JSON keeps ints
     and strings apart), ``TraceMeta``, the file's top-level keys and warnings.
@@ -34,6 +37,11 @@ _TEXT = "event_json"
 def sidecar_path(path: str | Path) -> Path:
     """Path of the JSON sidecar that goes with a Parquet cache file."""
     return Path(path).with_suffix(".meta.json")
+
+
+def samples_path(path: str | Path) -> Path:
+    """Path of the samples table that goes with a Parquet cache file (when the trace has samples)."""
+    return Path(path).with_suffix(".samples.parquet")
 
 
 def save_trace(trace: Trace, path: str | Path) -> Path:
@@ -68,6 +76,11 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
         "warnings": trace.warnings,
     }
     sidecar_path(path).write_text(json.dumps(side))
+    samples = samples_path(path)
+    if trace.samples is not None:
+        trace.samples.to_parquet(samples, index=False)
+    elif samples.exists():
+        samples.unlink()
     return path
 
 
@@ -106,4 +119,6 @@ def load_trace(path: str | Path) -> Trace:
             data[col] = values
     events = pd.DataFrame(data, copy=False)
     meta = TraceMeta(**side["meta"])
-    return Trace(events, meta, RawEvents(None, None, None, _text_loader(path)), side["metadata"], side["warnings"])
+    samples = pd.read_parquet(samples_path(path)) if samples_path(path).exists() else None
+    return Trace(events, meta, RawEvents(None, None, None, _text_loader(path)), side["metadata"], side["warnings"],
+                 samples=samples)

@@ -152,6 +152,10 @@ class Trace:
         hold secrets (environment dumps), so aonkit never prints it.
     warnings : list of str
         What the reader had to work around (truncation, rounding...).
+    samples : pandas.DataFrame, optional
+        Metric samples recorded with the trace on the events' clock (nsys
+        ``GPU_METRICS``): long form ``ts_ns``, ``device``, ``metric``,
+        ``value``. None when the input has none.
     """
 
     def __init__(
@@ -161,12 +165,14 @@ class Trace:
         raw: RawEvents,
         metadata: dict[str, Any] | None = None,
         warnings: list[str] | None = None,
+        samples: pd.DataFrame | None = None,
     ) -> None:
         self.events = events
         self.meta = meta
         self._raw = raw
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
         self.warnings: list[str] = list(warnings or [])
+        self.samples: pd.DataFrame | None = samples
 
     def __len__(self) -> int:
         return len(self.events)

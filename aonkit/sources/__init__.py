@@ -12,7 +12,7 @@ from ..trace import Trace
 from ..traceset import TraceSet
 
 PathLike = Union[str, "os.PathLike[str]"]
-_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".parquet")
+_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".parquet", ".sqlite")
 
 
 def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None, threads: int | None = None) -> Trace:
@@ -21,23 +21,41 @@ def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None, thr
         from ..cache import load_trace
 
         return load_trace(path)
-    if name.endswith((".sqlite", ".nsys-rep", ".qdrep")):
-        raise TraceFormatError(
-            "Nsight Systems input is not supported yet; export a Kineto trace instead", path=str(path)
-        )
+    if name.endswith((".nsys-rep", ".qdrep")):
+        from .nsys_rep import read_nsys_rep
+
+        return read_nsys_rep(path)
+    if name.endswith((".sqlite", ".sqlite3", ".db")) or _is_sqlite(path):
+        from .nsys_sqlite import read_nsys_sqlite
+
+        return read_nsys_sqlite(path)
     from .chrome_trace import read_chrome_trace
 
     return read_chrome_trace(path, salvage=salvage, max_decompressed_bytes=max_decompressed_bytes, threads=threads)
+
+
+def _is_sqlite(path: Path) -> bool:
+    from .nsys_db import SQLITE_MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 def _trace_files(directory: Path) -> list[Path]:
     files = sorted(
         p
         for p in directory.iterdir()
-        if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and not p.name.endswith(".meta.json")
+        if p.is_file()
+        and p.name.lower().endswith(_TRACE_SUFFIXES)
+        and not p.name.endswith((".meta.json", ".samples.parquet"))
     )
     if not files:
-        raise TraceFormatError("no trace files (*.json, *.json.gz, *.parquet) in the directory", path=str(directory))
+        raise TraceFormatError(
+            "no trace files (*.json, *.json.gz, *.sqlite, *.parquet) in the directory", path=str(directory)
+        )
     return files
 
 
@@ -55,7 +73,9 @@ def load(
     ----------
     path : path-like or list of path-like
         A Kineto/Chrome-trace ``.json`` / ``.json.gz`` file (or a bare JSON
-        array), an aonkit ``.parquet`` cache, a directory, or a list of files.
+        array), an Nsight Systems ``.sqlite`` export (or ``.nsys-rep``, exported
+        with ``nsys`` when it is on PATH), an aonkit ``.parquet`` cache, a
+        directory, or a list of files.
     salvage : bool
         Keep the complete events of a truncated file (see ``trace.warnings``)
         instead of raising :class:`~aonkit.TraceFormatError`.

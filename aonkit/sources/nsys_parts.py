@@ -1,0 +1,255 @@
+"""Rows of an nsys export's CUDA tables as columns of aonkit's events table.
+
+Each ``read_*`` function turns one table into a :class:`Part`: the events
+table's columns as numpy arrays plus a recipe for the event JSON text (made
+lazily). Conventions, chosen to match Kineto so every analysis works unchanged:
+
+* GPU rows (kernel, memcpy, memset, sync): ``pid`` = ``deviceId`` (the
+  ``TARGET_INFO_GPU.id``), ``tid`` = ``streamId``; ``device``/``stream`` set.
+* CPU rows (runtime/driver API): ``pid``/``tid`` decoded from ``globalTid``
+  (bits 24-47 and 0-23).
+* ``correlation`` = ``correlationId`` + (process ordinal << 32): correlation
+  ids are unique only within a process, so links never cross processes. With
+  one profiled process the ids are unchanged.
+* ``ts_ns`` = ``utcEpochNs`` + ``start``; ``dur_ns`` = ``end - start``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .nsys_db import NsysDB
+from .nsys_json import JsonRows
+
+_RUNTIME_SUFFIX = re.compile(r"_v\d{4,}$")
+COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+              8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}  # 11-13: unified memory
+MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+             6: "Managed Static", 7: "Unknown"}
+SYNC_KINDS = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
+RUNTIME_CLASS, DRIVER_CLASS, BACKTRACE_CLASS = 0, 1, 67
+
+
+@dataclass
+class Part:
+    """One table's rows as events-table columns (all int64 arrays of equal length)."""
+
+    ph: str
+    cat: str | list[str]
+    names: np.ndarray
+    name_dict: list[str]
+    pid: np.ndarray
+    tid: np.ndarray
+    ts_ns: np.ndarray
+    dur_ns: np.ndarray
+    correlation: np.ndarray
+    stream: np.ndarray
+    device: np.ndarray
+    args: Callable[[], JsonRows] = field(repr=False, default=lambda: JsonRows(0))
+    cat_codes: np.ndarray | None = None
+    """Codes into ``cat`` when it is a list (one category per row); None when ``cat`` is one string."""
+
+    def __len__(self) -> int:
+        return len(self.ts_ns)
+
+
+class Context:
+    """What every table reader shares: the database, the string table, the time base, process ordinals."""
+
+    def __init__(self, db: NsysDB, t0_ns: int, process_keys: np.ndarray) -> None:
+        self.db = db
+        self.t0_ns = t0_ns
+        self.string_ids, values = db.strings()
+        self.string_values: list[str] = [*values, ""]  # the last entry stands for an unknown id
+        self.process_keys = np.unique(process_keys)
+
+    def string_codes(self, ids: np.ndarray) -> np.ndarray:
+        """Positions of StringIds ``ids`` in ``string_values`` (the final "" where unknown)."""
+        pos = np.searchsorted(self.string_ids, ids)
+        pos = np.minimum(pos, max(len(self.string_ids) - 1, 0))
+        ok = (len(self.string_ids) > 0) & (self.string_ids[pos] == ids) if len(self.string_ids) else False
+        return np.where(ok, pos, len(self.string_values) - 1)
+
+    def correlation(self, corr: np.ndarray, process_key: np.ndarray) -> np.ndarray:
+        """Correlation ids made unique across processes."""
+        ordinal = np.searchsorted(self.process_keys, process_key).astype(np.int64)
+        return np.where(corr >= 0, corr + (ordinal << 32), -1)
+
+
+def decode_pid(g: np.ndarray) -> np.ndarray:
+    """OS pid of a packed ``globalTid``/``globalPid``."""
+    return (g >> 24) & 0xFFFFFF
+
+
+def decode_tid(g: np.ndarray) -> np.ndarray:
+    """OS tid of a packed ``globalTid``."""
+    return g & 0xFFFFFF
+
+
+def _select(db: NsysDB, table: str, wanted: list[str], where: str = "") -> dict[str, np.ndarray]:
+    """Integer columns by name; a column the table lacks reads as -1."""
+    have = db.columns(table)
+    exprs = [f'"{c}"' if c in have else f"-1 AS \"{c}\"" for c in wanted]
+    return db.int_columns(f'SELECT {", ".join(exprs)} FROM "{table}" {where} ORDER BY "start"')
+
+
+_GPU_COLS = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid"]
+
+
+def _gpu_part(ctx: Context, c: dict[str, np.ndarray], cat: str, names: np.ndarray, name_dict: list[str],
+              args: Callable[[], JsonRows]) -> Part:
+    return Part(
+        ph="X", cat=cat, names=names, name_dict=name_dict,
+        pid=c["deviceId"], tid=c["streamId"],
+        ts_ns=c["start"] + ctx.t0_ns, dur_ns=np.maximum(c["end"] - c["start"], 0),
+        correlation=ctx.correlation(c["correlationId"], c["globalPid"] >> 24),
+        stream=c["streamId"], device=c["deviceId"], args=args,
+    )  # fmt: skip
+
+
+def _gpu_args(c: dict[str, np.ndarray]) -> JsonRows:
+    return (JsonRows(len(c["start"])).ints("device", c["deviceId"]).ints("context", c["contextId"])
+            .ints("stream", c["streamId"]).ints("correlation", c["correlationId"])
+            .ints("process", decode_pid(c["globalPid"])))
+
+
+def read_kernels(ctx: Context) -> Part | None:
+    """``CUPTI_ACTIVITY_KIND_KERNEL``: name = demangled name; short and mangled names in args."""
+    table = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if table not in ctx.db.tables:
+        return None
+    extra = ["demangledName", "shortName", "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
+             "registersPerThread", "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",
+             "localMemoryTotal", "launchType", "gridId", "graphNodeId"]
+    c = _select(ctx.db, table, _GPU_COLS + extra)
+    name_id = np.where(c["demangledName"] >= 0, c["demangledName"], c["shortName"])
+
+    def args() -> JsonRows:
+        sv = ctx.string_values
+        return (_gpu_args(c).int_list("grid", c["gridX"], c["gridY"], c["gridZ"])
+                .int_list("block", c["blockX"], c["blockY"], c["blockZ"])
+                .ints("registers per thread", c["registersPerThread"])
+                .ints("shared memory", c["staticSharedMemory"] + c["dynamicSharedMemory"])
+                .ints("static shared memory", c["staticSharedMemory"])
+                .ints("dynamic shared memory", c["dynamicSharedMemory"])
+                .ints("local memory per thread", c["localMemoryPerThread"])
+                .ints("local memory total", c["localMemoryTotal"])
+                .ints("launch type", c["launchType"]).ints("grid id", c["gridId"])
+                .ints("graph node id", c["graphNodeId"])
+                .strings("short name", ctx.string_codes(c["shortName"]), sv)
+                .strings("mangled name", ctx.string_codes(c["mangledName"]), sv))
+
+    return _gpu_part(ctx, c, "kernel", ctx.string_codes(name_id), ctx.string_values, args)
+
+
+def _kind_names(keys: np.ndarray, make: Callable[[int], str]) -> tuple[np.ndarray, list[str]]:
+    uniq, codes = np.unique(keys, return_inverse=True)
+    return codes.astype(np.int64), [make(int(k)) for k in uniq]
+
+
+def read_memcpy(ctx: Context) -> Part | None:
+    """``CUPTI_ACTIVITY_KIND_MEMCPY``, named as Kineto does: ``Memcpy HtoD (Pageable -> Device)``."""
+    table = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    if table not in ctx.db.tables:
+        return None
+    c = _select(ctx.db, table, _GPU_COLS + ["bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId"])
+    key = (c["copyKind"] & 0xFF) << 16 | (c["srcKind"] & 0xFF) << 8 | (c["dstKind"] & 0xFF)
+
+    def name(k: int) -> str:
+        kind, src, dst = COPY_KINDS.get(k >> 16, "Unknown"), MEM_KINDS.get((k >> 8) & 0xFF, "Unknown"), \
+            MEM_KINDS.get(k & 0xFF, "Unknown")
+        return f"Memcpy {kind} ({src} -> {dst})"
+
+    codes, names = _kind_names(key, name)
+    dur = np.maximum(c["end"] - c["start"], 0)
+
+    def args() -> JsonRows:
+        bw = np.divide(c["bytes"], dur, out=np.zeros(len(dur)), where=dur > 0)  # bytes/ns == GB/s
+        return (_gpu_args(c).ints("bytes", c["bytes"]).floats("memory bandwidth (GB/s)", bw)
+                .ints("copy kind", c["copyKind"]).ints("src kind", c["srcKind"]).ints("dst kind", c["dstKind"])
+                .ints("src device", c["srcDeviceId"]).ints("dst device", c["dstDeviceId"]))
+
+    return _gpu_part(ctx, c, "gpu_memcpy", codes, names, args)
+
+
+def read_memset(ctx: Context) -> Part | None:
+    """``CUPTI_ACTIVITY_KIND_MEMSET``, named ``Memset (Device)`` after its memory kind."""
+    table = "CUPTI_ACTIVITY_KIND_MEMSET"
+    if table not in ctx.db.tables:
+        return None
+    c = _select(ctx.db, table, _GPU_COLS + ["bytes", "value", "memKind"])
+    codes, names = _kind_names(c["memKind"], lambda k: f"Memset ({MEM_KINDS.get(k, 'Unknown')})")
+    dur = np.maximum(c["end"] - c["start"], 0)
+
+    def args() -> JsonRows:
+        bw = np.divide(c["bytes"], dur, out=np.zeros(len(dur)), where=dur > 0)
+        return (_gpu_args(c).ints("bytes", c["bytes"]).floats("memory bandwidth (GB/s)", bw)
+                .ints("value", c["value"]).ints("mem kind", c["memKind"]))
+
+    return _gpu_part(ctx, c, "gpu_memset", codes, names, args)
+
+
+def read_sync(ctx: Context) -> Part | None:
+    """``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` as Kineto's ``cuda_sync`` events (not GPU work)."""
+    table = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+    if table not in ctx.db.tables:
+        return None
+    c = _select(ctx.db, table, _GPU_COLS + ["syncType", "eventId"])
+    c["streamId"] = np.where((c["streamId"] < 0) | (c["streamId"] >= 0xFFFFFFFF), -1, c["streamId"])  # no stream
+    codes, names = _kind_names(c["syncType"], lambda k: SYNC_KINDS.get(k, f"Sync {k}"))
+    return _gpu_part(ctx, c, "cuda_sync", codes, names,
+                     lambda: _gpu_args(c).ints("sync type", c["syncType"]).ints("event", c["eventId"]))
+
+
+def read_runtime(ctx: Context) -> tuple[Part | None, int]:
+    """``CUPTI_ACTIVITY_KIND_RUNTIME`` without backtrace rows; returns the part and how many rows were dropped.
+
+    Runtime API names lose nsys's version suffix (``cudaLaunchKernel_v7000`` ->
+    ``cudaLaunchKernel``, as Kineto names them); the full name stays in
+    ``args["nsys name"]``. Driver API names are kept (``cuGetProcAddress_v2``
+    is the real name).
+    """
+    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    if table not in ctx.db.tables:
+        return None, 0
+    have = ctx.db.columns(table)
+    where = f"WHERE eventClass IS NULL OR eventClass <> {BACKTRACE_CLASS}" if "eventClass" in have else ""
+    total = ctx.db.query_rows(f'SELECT COUNT(*) FROM "{table}"')[0][0]
+    c = _select(ctx.db, table, ["start", "end", "eventClass", "globalTid", "correlationId", "nameId",
+                                "returnValue", "callchainId"], where)
+    dropped = int(total) - len(c["start"])
+    raw = ctx.string_codes(c["nameId"])
+    driver = c["eventClass"] == DRIVER_CLASS
+    stripped = [_RUNTIME_SUFFIX.sub("", s) for s in ctx.string_values]
+    name_dict = ctx.string_values + stripped
+    names = np.where(driver, raw, raw + len(ctx.string_values))
+    cats = np.where(driver, 1, 0)
+    pid, tid = decode_pid(c["globalTid"]), decode_tid(c["globalTid"])
+
+    def args() -> JsonRows:
+        return (JsonRows(len(pid)).ints("correlation", c["correlationId"])
+                .strings("nsys name", raw, ctx.string_values).ints("return value", c["returnValue"])
+                .ints("event class", c["eventClass"]))
+
+    part = Part(
+        ph="X", cat=["cuda_runtime", "cuda_driver"], cat_codes=cats, names=names, name_dict=name_dict, pid=pid, tid=tid,
+        ts_ns=c["start"] + ctx.t0_ns, dur_ns=np.maximum(c["end"] - c["start"], 0),
+        correlation=ctx.correlation(c["correlationId"], c["globalTid"] >> 24),
+        stream=np.full(len(pid), -1, np.int64), device=np.full(len(pid), -1, np.int64), args=args,
+    )  # fmt: skip
+    return part, dropped
+
+
+def process_keys(db: NsysDB) -> np.ndarray:
+    """Packed process keys (``globalPid >> 24``) of every process with CUDA or NVTX rows."""
+    parts = []
+    for table, col in (("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid"),
+                       ("CUPTI_ACTIVITY_KIND_MEMSET", "globalPid"), ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),
+                       ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "globalPid"), ("NVTX_EVENTS", "globalTid")):
+        if db.has(table, col):
+            parts.append(db.int_columns(f'SELECT DISTINCT "{col}" >> 24 AS k FROM "{table}"')["k"])
+    return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
