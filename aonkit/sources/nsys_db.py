@@ -32,6 +32,15 @@ def _uri(path: Path, immutable: bool) -> str:
     return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
 
 
+def decode_texts(column: pa.ChunkedArray | pa.Array) -> list[str]:
+    """Python strings of a text column; bytes that are not UTF-8 (a damaged file) become U+FFFD."""
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+            or pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+        column = column.cast(pa.large_string())  # an empty result is typed int64 by the driver
+    raw = column.cast(pa.large_binary()).to_pylist()
+    return ["" if b is None else b.decode("utf-8", "replace") for b in raw]
+
+
 class NsysDB:
     """An open nsys export: table and column discovery plus Arrow/numpy reads.
 
@@ -67,6 +76,7 @@ class NsysDB:
         for immutable in (False, True):
             try:
                 con = sqlite3.connect(_uri(self.path, immutable), uri=True, check_same_thread=False)
+                con.text_factory = lambda b: b.decode("utf-8", "replace")
                 con.execute("SELECT count(*) FROM sqlite_master").fetchone()
                 return con
             except sqlite3.DatabaseError as exc:
@@ -140,8 +150,8 @@ class NsysDB:
     def strings(self) -> tuple[np.ndarray, list[str]]:
         """``StringIds`` as (sorted ids, values): the one string table every name points into."""
         t = self.arrow("SELECT id, COALESCE(value, '') AS value FROM StringIds ORDER BY id")
-        ids = t.column("id").to_numpy().astype(np.int64) if t.num_rows else np.empty(0, np.int64)
-        return ids, t.column("value").to_pylist()
+        ids = t.column("id").fill_null(-1).to_numpy().astype(np.int64) if t.num_rows else np.empty(0, np.int64)
+        return ids, decode_texts(t.column("value"))
 
     def close(self) -> None:
         """Close both connections."""

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import schema
+from .nsys_db import decode_texts
 from .nsys_json import JsonRows
 from .nsys_parts import Context, Part, decode_pid, decode_tid
 
@@ -31,7 +32,7 @@ _KIND = {MARK: "mark", PUSH_POP: "push/pop", START_END: "start/end"}
 def _texts(ctx: Context, table: pa.Table) -> tuple[np.ndarray, list[str]]:
     """Codes and dictionary of each row's label: inline text, else the StringIds entry of textId."""
     enc = pc.dictionary_encode(table.column("text")).combine_chunks()
-    inline = enc.dictionary.to_pylist()
+    inline = decode_texts(enc.dictionary)
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     null = table.column("text_null").to_numpy().astype(bool)
     text_id = table.column("textId").fill_null(-1).to_numpy().astype(np.int64)

@@ -19,6 +19,7 @@ columns on first use (:mod:`.nsys_json`). The file is only read
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import TraceFormatError
 from ..trace import RawEvents, Trace, TraceMeta
 from .nsys_db import NsysDB
 from .nsys_json import JsonRows, spans_of, us_text
@@ -160,6 +162,17 @@ def read_nsys_sqlite(path: str | Path) -> Trace:
         When the file is not a SQLite database or not an nsys export.
     """
     path = Path(path)
+    try:
+        return _read(path)
+    except TraceFormatError:
+        raise
+    except (pa.ArrowException, sqlite3.Error, ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+        # a damaged file that SQLite still opens: say so, naming the file, rather than crash
+        raise TraceFormatError(f"damaged or unexpected nsys export ({type(exc).__name__}: {exc})",
+                               path=str(path)) from exc
+
+
+def _read(path: Path) -> Trace:
     with NsysDB(path) as db:
         export_meta = db.metadata()
         t0 = _session_start(db)
