@@ -102,6 +102,7 @@ def read_nvtx(ctx: Context) -> tuple[list[Part], int]:
             ph=ph, cat="user_annotation", names=codes, name_dict=names,
             pid=decode_pid(c["globalTid"]), tid=decode_tid(c["globalTid"]),
             ts_ns=c["start"] + ctx.t0_ns, dur_ns=dur, correlation=np.full(n, -1, np.int64),
+            process_key=c["globalTid"] >> 24,
             stream=np.full(n, -1, np.int64), device=np.full(n, -1, np.int64), args=args,
         ))  # fmt: skip
     return parts, open_ranges
@@ -119,9 +120,10 @@ def _name_part(pid: list[int], tid: list[int], label: str, names: list[str]) -> 
     )  # fmt: skip
 
 
-def read_names(ctx: Context, gpu_lanes: list[tuple[int, int]], gpu_names: dict[int, str]) -> list[Part]:
-    """``M`` events naming the profiled processes, their threads, the GPUs and the streams used."""
-    db, keys = ctx.db, set(ctx.process_keys.tolist())
+def read_names(ctx: Context, process_keys: np.ndarray, gpu_lanes: list[tuple[int, int]],
+               gpu_names: dict[int, str]) -> list[Part]:
+    """``M`` events naming the profiled processes (``process_keys``), their threads, the GPUs and streams used."""
+    db, keys = ctx.db, set(process_keys.tolist())
     parts: list[Part] = []
     if db.has("PROCESSES", "globalPid", "pid", "name") and keys:
         rows = [(int(g), int(p), str(n)) for g, p, n in db.query_rows("SELECT globalPid, pid, name FROM PROCESSES")

@@ -19,9 +19,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
+from ..errors import TraceFormatError
 from .nsys_db import NsysDB
 from .nsys_json import JsonRows
 
@@ -52,32 +55,40 @@ class Part:
     args: Callable[[], JsonRows] = field(repr=False, default=lambda: JsonRows(0))
     cat_codes: np.ndarray | None = None
     """Codes into ``cat`` when it is a list (one category per row); None when ``cat`` is one string."""
+    process_key: np.ndarray | None = None
+    """``globalPid >> 24`` of each row, for rows with correlation ids (see :func:`unique_correlations`)."""
 
     def __len__(self) -> int:
         return len(self.ts_ns)
 
 
 class Context:
-    """What every table reader shares: the database, the string table, the time base, process ordinals."""
+    """What every table reader shares: the database, the string table and the time base."""
 
-    def __init__(self, db: NsysDB, t0_ns: int, process_keys: np.ndarray) -> None:
+    def __init__(self, db: NsysDB, t0_ns: int) -> None:
         self.db = db
         self.t0_ns = t0_ns
         self.string_ids, values = db.strings()
         self.string_values: list[str] = [*values, ""]  # the last entry stands for an unknown id
-        self.process_keys = np.unique(process_keys)
 
     def string_codes(self, ids: np.ndarray) -> np.ndarray:
         """Positions of StringIds ``ids`` in ``string_values`` (the final "" where unknown)."""
-        pos = np.searchsorted(self.string_ids, ids)
-        pos = np.minimum(pos, max(len(self.string_ids) - 1, 0))
-        ok = (len(self.string_ids) > 0) & (self.string_ids[pos] == ids) if len(self.string_ids) else False
-        return np.where(ok, pos, len(self.string_values) - 1)
+        if not len(self.string_ids):
+            return np.full(len(ids), len(self.string_values) - 1, np.int64)
+        pos = np.minimum(np.searchsorted(self.string_ids, ids), len(self.string_ids) - 1)
+        return np.where(self.string_ids[pos] == ids, pos, len(self.string_values) - 1)
 
-    def correlation(self, corr: np.ndarray, process_key: np.ndarray) -> np.ndarray:
-        """Correlation ids made unique across processes."""
-        ordinal = np.searchsorted(self.process_keys, process_key).astype(np.int64)
-        return np.where(corr >= 0, corr + (ordinal << 32), -1)
+
+def unique_correlations(parts: list[Part]) -> np.ndarray:
+    """Make correlation ids unique across processes (in place); return the sorted process keys."""
+    keys = [pd.unique(p.process_key) for p in parts if p.process_key is not None and len(p)]
+    uniq = np.sort(pd.unique(np.concatenate(keys))) if keys else np.empty(0, np.int64)
+    if len(uniq) > 1:
+        for p in parts:
+            if p.process_key is not None:
+                ordinal = np.searchsorted(uniq, p.process_key).astype(np.int64)
+                p.correlation = np.where(p.correlation >= 0, p.correlation + (ordinal << 32), -1)
+    return uniq
 
 
 def decode_pid(g: np.ndarray) -> np.ndarray:
@@ -90,11 +101,41 @@ def decode_tid(g: np.ndarray) -> np.ndarray:
     return g & 0xFFFFFF
 
 
-def _select(db: NsysDB, table: str, wanted: list[str], where: str = "") -> dict[str, np.ndarray]:
-    """Integer columns by name; a column the table lacks reads as -1."""
+def _exprs(db: NsysDB, table: str, wanted: list[str]) -> str:
     have = db.columns(table)
-    exprs = [f'"{c}"' if c in have else f"-1 AS \"{c}\"" for c in wanted]
-    return db.int_columns(f'SELECT {", ".join(exprs)} FROM "{table}" {where} ORDER BY "start"')
+    return ", ".join(f'"{c}"' if c in have else f'-1 AS "{c}"' for c in wanted)
+
+
+def _select(db: NsysDB, table: str, wanted: list[str], where: str = "") -> dict[str, np.ndarray]:
+    """Integer columns by name (-1 for a column the table lacks) plus ``_rowid``, in start order.
+
+    SQLite returns rows in rowid order, which is time order in real exports;
+    they are sorted here only when they are not (an ORDER BY would double the
+    read time).
+    """
+    c = db.int_columns(f'SELECT rowid AS _rowid, {_exprs(db, table, wanted)} FROM "{table}" {where}')
+    start = c["start"]
+    if len(start) > 1 and bool((start[1:] < start[:-1]).any()):
+        order = np.argsort(start, kind="stable")
+        c = {k: v[order] for k, v in c.items()}
+    return c
+
+
+def _lazy_select(path: Path, table: str, wanted: list[str], rowids: np.ndarray) -> Callable[[], dict[str, np.ndarray]]:
+    """Columns read on first call (event text only), aligned to ``rowids``; the file is reopened then."""
+    cache: dict[str, np.ndarray] = {}
+
+    def get() -> dict[str, np.ndarray]:
+        if not cache:
+            with NsysDB(path) as db:
+                c = db.int_columns(f'SELECT rowid AS _rowid, {_exprs(db, table, wanted)} FROM "{table}" ORDER BY rowid')
+            pos = np.minimum(np.searchsorted(c["_rowid"], rowids), max(len(c["_rowid"]) - 1, 0))
+            if len(rowids) and (len(c["_rowid"]) == 0 or not np.array_equal(c["_rowid"][pos], rowids)):
+                raise TraceFormatError(f"{table} changed since the export was loaded", path=str(path))
+            cache.update({k: v[pos] for k, v in c.items()})
+        return cache
+
+    return get
 
 
 _GPU_COLS = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid"]
@@ -106,7 +147,7 @@ def _gpu_part(ctx: Context, c: dict[str, np.ndarray], cat: str, names: np.ndarra
         ph="X", cat=cat, names=names, name_dict=name_dict,
         pid=c["deviceId"], tid=c["streamId"],
         ts_ns=c["start"] + ctx.t0_ns, dur_ns=np.maximum(c["end"] - c["start"], 0),
-        correlation=ctx.correlation(c["correlationId"], c["globalPid"] >> 24),
+        correlation=c["correlationId"], process_key=c["globalPid"] >> 24,
         stream=c["streamId"], device=c["deviceId"], args=args,
     )  # fmt: skip
 
@@ -122,14 +163,16 @@ def read_kernels(ctx: Context) -> Part | None:
     table = "CUPTI_ACTIVITY_KIND_KERNEL"
     if table not in ctx.db.tables:
         return None
-    extra = ["demangledName", "shortName", "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
+    extra = ["mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
              "registersPerThread", "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",
              "localMemoryTotal", "launchType", "gridId", "graphNodeId"]
-    c = _select(ctx.db, table, _GPU_COLS + extra)
+    c = _select(ctx.db, table, [*_GPU_COLS, "demangledName", "shortName"])
     name_id = np.where(c["demangledName"] >= 0, c["demangledName"], c["shortName"])
+    lazy = _lazy_select(ctx.db.path, table, extra, c["_rowid"])
 
     def args() -> JsonRows:
         sv = ctx.string_values
+        c.update(lazy())
         return (_gpu_args(c).int_list("grid", c["gridX"], c["gridY"], c["gridZ"])
                 .int_list("block", c["blockX"], c["blockY"], c["blockZ"])
                 .ints("registers per thread", c["registersPerThread"])
@@ -220,7 +263,7 @@ def read_runtime(ctx: Context) -> tuple[Part | None, int]:
     where = f"WHERE eventClass IS NULL OR eventClass <> {BACKTRACE_CLASS}" if "eventClass" in have else ""
     total = ctx.db.query_rows(f'SELECT COUNT(*) FROM "{table}"')[0][0]
     c = _select(ctx.db, table, ["start", "end", "eventClass", "globalTid", "correlationId", "nameId",
-                                "returnValue", "callchainId"], where)
+                                "returnValue"], where)
     dropped = int(total) - len(c["start"])
     raw = ctx.string_codes(c["nameId"])
     driver = c["eventClass"] == DRIVER_CLASS
@@ -238,18 +281,7 @@ def read_runtime(ctx: Context) -> tuple[Part | None, int]:
     part = Part(
         ph="X", cat=["cuda_runtime", "cuda_driver"], cat_codes=cats, names=names, name_dict=name_dict, pid=pid, tid=tid,
         ts_ns=c["start"] + ctx.t0_ns, dur_ns=np.maximum(c["end"] - c["start"], 0),
-        correlation=ctx.correlation(c["correlationId"], c["globalTid"] >> 24),
+        correlation=c["correlationId"], process_key=c["globalTid"] >> 24,
         stream=np.full(len(pid), -1, np.int64), device=np.full(len(pid), -1, np.int64), args=args,
     )  # fmt: skip
     return part, dropped
-
-
-def process_keys(db: NsysDB) -> np.ndarray:
-    """Packed process keys (``globalPid >> 24``) of every process with CUDA or NVTX rows."""
-    parts = []
-    for table, col in (("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid"),
-                       ("CUPTI_ACTIVITY_KIND_MEMSET", "globalPid"), ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),
-                       ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "globalPid"), ("NVTX_EVENTS", "globalTid")):
-        if db.has(table, col):
-            parts.append(db.int_columns(f'SELECT DISTINCT "{col}" >> 24 AS k FROM "{table}"')["k"])
-    return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)

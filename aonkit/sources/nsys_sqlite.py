@@ -34,7 +34,16 @@ from .nsys_db import NsysDB
 from .nsys_json import JsonRows, spans_of, us_text
 from .nsys_metrics import read_gpu_metrics
 from .nsys_nvtx import read_names, read_nvtx
-from .nsys_parts import Context, Part, process_keys, read_kernels, read_memcpy, read_memset, read_runtime, read_sync
+from .nsys_parts import (
+    Context,
+    Part,
+    read_kernels,
+    read_memcpy,
+    read_memset,
+    read_runtime,
+    read_sync,
+    unique_correlations,
+)  # fmt: skip
 
 _GPU_KEYS = {"id": "id", "name": "name", "totalMemory": "totalGlobalMem", "smCount": "numSms",
              "computeMajor": "computeMajor", "computeMinor": "computeMinor", "l2CacheSize": "l2CacheSize",
@@ -62,8 +71,13 @@ def _gpus(db: NsysDB, used: set[int]) -> list[dict[str, Any]]:
 
 
 def _categorical(codes: np.ndarray, values: list[Any]) -> pd.Categorical:
-    index = pd.Index(values, dtype="str") if all(isinstance(v, str) for v in values) else pd.Index(values, dtype=object)
-    return pd.Categorical.from_codes(codes, categories=index, validate=False).remove_unused_categories()
+    """Categorical of ``values[codes]`` keeping only the values used (in their order)."""
+    used = np.bincount(codes[codes >= 0], minlength=len(values)) > 0 if len(values) else np.zeros(0, bool)
+    remap = np.cumsum(used) - 1
+    codes = np.where(codes >= 0, remap[np.maximum(codes, 0)] if len(values) else -1, -1)
+    kept = [v for v, u in zip(values, used.tolist()) if u]
+    index = pd.Index(kept, dtype="str") if all(isinstance(v, str) for v in kept) else pd.Index(kept, dtype=object)
+    return pd.Categorical.from_codes(codes, categories=index, validate=False)
 
 
 def _merge_dicts(parts: list[Part], codes_of, dict_of) -> pd.Categorical:  # noqa: ANN001 - two accessors
@@ -95,8 +109,8 @@ def _events(parts: list[Part]) -> pd.DataFrame:
     }
     for col in ("pid", "tid"):
         values = np.concatenate([getattr(p, col) for p in parts]) if parts else np.empty(0, np.int64)
-        uniq, codes = np.unique(values, return_inverse=True)
-        data[col] = _categorical(codes.astype(np.int64), uniq.tolist())
+        codes, uniq = pd.factorize(values, sort=True)
+        data[col] = _categorical(codes.astype(np.int64), np.asarray(uniq).tolist())
     for col in ("ts_ns", "dur_ns", "correlation"):
         data[col] = np.concatenate([getattr(p, col) for p in parts]) if parts else np.empty(0, np.int64)
     data["external_id"] = np.full(n, -1, np.int64)
@@ -176,18 +190,23 @@ def _read(path: Path) -> Trace:
     with NsysDB(path) as db:
         export_meta = db.metadata()
         t0 = _session_start(db)
-        ctx = Context(db, t0, process_keys(db))
+        ctx = Context(db, t0)
         runtime, dropped = read_runtime(ctx)
         by_kind: dict[str, Part | None] = {
             "kernel": read_kernels(ctx), "memcpy": read_memcpy(ctx), "memset": read_memset(ctx),
             "sync": read_sync(ctx), "runtime": runtime,
         }  # fmt: skip
         nvtx, open_ranges = read_nvtx(ctx)
+        keys = unique_correlations([*(p for p in by_kind.values() if p is not None), *nvtx])
         gpu_parts = [p for k, p in by_kind.items() if p is not None and k != "runtime"]
-        used = set(np.concatenate([p.device for p in gpu_parts]).tolist()) if gpu_parts else set()
+        used = {int(d) for k in ("kernel", "memcpy", "memset") if (p := by_kind[k]) is not None
+                for d in pd.unique(p.device)}
+        lane_keys = pd.unique(np.concatenate([(p.device << 32) | (p.stream & 0xFFFFFFFF) for p in gpu_parts])) \
+            if gpu_parts else np.empty(0, np.int64)
+        lanes = sorted((int(k) >> 32, int(k) & 0xFFFFFFFF) for k in lane_keys)
+        lanes = [(d, s if s != 0xFFFFFFFF else -1) for d, s in lanes]
         gpus = _gpus(db, used)
-        lanes = sorted({(d, s) for p in gpu_parts for d, s in zip(p.device.tolist(), p.stream.tolist())})
-        names = read_names(ctx, lanes, {g["id"]: str(g.get("name")) for g in gpus})
+        names = read_names(ctx, keys, lanes, {g["id"]: str(g.get("name")) for g in gpus})
         samples = read_gpu_metrics(db, t0)
         capture = dict(db.query_rows("SELECT name, value FROM META_DATA_CAPTURE")) if db.has(
             "META_DATA_CAPTURE", "name", "value") else {}
