@@ -26,8 +26,8 @@ def format_summary(s: TraceSummary, rank_label: str | None = None) -> str:
     lines.append(f"rank {rank} of world size {ws}; {s.n_events:,} events over {fmt_ns(s.span_ns)}")
     used = s.gpus[s.gpus["used"]]
     if len(s.gpus):
-        names = ", ".join(f"{r.device}: {r.name}" for r in used.itertuples()) or "none ran GPU work"
-        lines.append(f"GPUs: {len(s.gpus)} listed, used {names}")
+        names = ", ".join(f"device {r.device} ({r.name})" for r in used.itertuples()) or "none ran GPU work"
+        lines.append(f"GPUs: {len(s.gpus)} listed; used: {names}")
     else:
         lines.append("GPUs: none listed")
     busy = f" ({100 * s.gpu_busy_ns / s.span_ns:.1f}% of the span)" if s.span_ns else ""
