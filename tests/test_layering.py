@@ -13,7 +13,7 @@ LAYERS = [
     "_kernels",
     "errors|_config|schema|units",
     "trace|traceset|cache|sources",
-    "analysis",
+    "analysis|model",
     "report|views",
     "widgets",
 ]
