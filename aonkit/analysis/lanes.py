@@ -1,0 +1,199 @@
+"""Timeline lanes: which events go on which lane and row, prepared once per trace for fast window queries.
+
+A *lane* is a GPU stream (GPU-side events: kernels, memcpys, memsets and GPU
+annotations, keyed by the file's ``pid``/``tid``, labelled with their device
+and stream) or a CPU thread (``pid``, ``tid``). Lanes are ordered GPU first by
+device and stream, then CPU threads by ``pid`` and ``tid``. Within a lane,
+events that enclose others sit on lower *rows* (nesting depth, ``0`` outermost);
+a lane's rows are its *tracks*.
+
+:func:`timeline_index` sorts each track's events by start once and builds the
+coarser levels :func:`aonkit.analysis.timeline.timeline_tiles` answers zoomed-out
+queries from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..trace import Trace
+
+GPU_SIDE_CATS = schema.GPU_CATS | {"gpu_user_annotation"}
+LEVEL_BASE_NS = 256
+"""Bucket size of the finest level; each next level is ``LEVEL_FACTOR`` times coarser."""
+LEVEL_FACTOR = 4
+_KEEP_RATIO = 0.75  # a level is kept when it has at most this fraction of the previous one's items
+
+
+@dataclass
+class TimelineIndex:
+    """Lanes, rows and sorted per-track arrays of one trace (see the module doc).
+
+    Attributes
+    ----------
+    lanes : pandas.DataFrame
+        One row per lane in display order: ``lane`` (its id), ``kind``
+        (``"gpu"``/``"cpu"``), ``rank``, ``pid``, ``tid``, ``device``,
+        ``stream`` (-1 when unknown), ``label``, ``rows`` (nesting depth + 1),
+        ``events``.
+    track_lane, track_depth : int64[tracks]
+        Lane and row of each track; tracks are ordered by (lane, row).
+    track_off : int64[tracks + 1]
+        Each track's range in the flat arrays below.
+    ts, end, row : int64[events]
+        Start, end and ``trace.events`` row of each event, by track then start.
+    cmax : int64[events]
+        Running max of ``max(end, ts + 1)`` within each track.
+    level_ns : int64[levels]
+        Bucket size of each coarser level.
+    item_off, items : int64 arrays
+        Items of the coarser levels (see :mod:`aonkit._kernels.pyramid`).
+    lane_of, depth_of, parent_of : int64[len(trace.events)]
+        Lane, row and enclosing event (a row of ``trace.events``) of every
+        event; -1 where the event is on no lane or has no parent.
+    """
+
+    lanes: pd.DataFrame
+    track_lane: np.ndarray
+    track_depth: np.ndarray
+    track_off: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    row: np.ndarray
+    cmax: np.ndarray
+    level_ns: np.ndarray
+    item_off: np.ndarray
+    items: np.ndarray
+    lane_of: np.ndarray
+    depth_of: np.ndarray
+    parent_of: np.ndarray
+
+    def stack(self, row: int) -> list[int]:
+        """Rows of the events enclosing ``row`` on its lane, outermost first, ending with ``row``."""
+        out = [int(row)]
+        while self.parent_of[out[-1]] >= 0:
+            out.append(int(self.parent_of[out[-1]]))
+        return out[::-1]
+
+    def level_for(self, t0_ns: int, t1_ns: int, width_px: int, min_px: float = 1.0) -> int:
+        """Coarsest level whose items are all shorter than ``min_px / 2`` pixels (0: single events)."""
+        fits = self.level_ns * 2 * width_px <= (t1_ns - t0_ns) * min_px
+        return int(np.flatnonzero(fits)[-1]) + 1 if fits.any() else 0
+
+
+def build_index(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, rows: np.ndarray, n_rows: int,
+                lanes: pd.DataFrame) -> TimelineIndex:  # fmt: skip
+    """Index events given their lane ids (``0 .. len(lanes) - 1``), start, end and row in the events table."""
+    from .._kernels.nesting import parents
+    from .._kernels.pyramid import build_level, depths, running_max_end
+
+    lane, ts, end, rows = (np.ascontiguousarray(a, dtype=np.int64) for a in (lane, ts, end, rows))
+    order = np.lexsort((-end, ts, lane))
+    parent = parents(lane, ts, end, order)
+    depth = depths(parent, order)
+    n_lanes = len(lanes)
+    counts = np.bincount(lane, minlength=n_lanes)
+    lane_rows = np.zeros(n_lanes, np.int64)
+    if len(lane):
+        sorted_depth = (depth + 1)[order]  # order groups events by lane
+        lane_rows[counts > 0] = np.maximum.reduceat(sorted_depth, np.cumsum(counts)[counts > 0] - counts[counts > 0])
+    base = np.concatenate([[0], np.cumsum(lane_rows)])
+    track = base[lane] + depth
+    order = order[np.argsort(track[order], kind="stable")]
+    track_off = np.concatenate([[0], np.cumsum(np.bincount(track, minlength=base[-1]))])
+    f_ts, f_end = ts[order], end[order]
+    levels, offs, items = [], [], []
+    prev = len(f_ts)
+    origin = int(f_ts.min()) if len(f_ts) else 0
+    span = int(f_end.max()) - origin if len(f_ts) else 0
+    g = LEVEL_BASE_NS
+    while g < 2 * span:
+        out = build_level(f_ts, f_end, track_off, origin, g)
+        if len(out[1]) <= _KEEP_RATIO * prev:
+            shift = sum(a.shape[1] for a in items)
+            levels.append(g), offs.append(out[0] + shift), items.append(np.stack(out[1:]))
+            prev = len(out[1])
+        g *= LEVEL_FACTOR
+    n_tracks = len(track_off) - 1
+    lane_of, depth_of, parent_of = (np.full(n_rows, -1, np.int64) for _ in range(3))
+    lane_of[rows], depth_of[rows] = lane, depth
+    parent_of[rows] = np.where(parent >= 0, rows[np.maximum(parent, 0)], -1)
+    lanes = lanes.reset_index(drop=True).assign(rows=lane_rows, events=counts)
+    lanes.insert(0, "lane", np.arange(n_lanes))
+    return TimelineIndex(
+        lanes=lanes,
+        track_lane=np.repeat(np.arange(n_lanes), lane_rows),
+        track_depth=np.arange(n_tracks) - base[:-1].repeat(lane_rows),
+        track_off=track_off, ts=f_ts, end=f_end, row=rows[order], cmax=running_max_end(f_ts, f_end, track_off),
+        level_ns=np.array(levels, np.int64), item_off=np.array(offs, np.int64).reshape(len(levels), n_tracks + 1),
+        items=np.concatenate(items, axis=1) if items else np.empty((8, 0), np.int64),
+        lane_of=lane_of, depth_of=depth_of, parent_of=parent_of,
+    )  # fmt: skip
+
+
+def _sort_key(v: object) -> tuple[int, object]:
+    return (0, v) if isinstance(v, (int, np.integer)) else (1, str(v))
+
+
+def _int_in(v: object) -> int:
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    m = re.search(r"\d+", str(v))
+    return int(m.group()) if m else -1
+
+
+def _lane_table(keys: np.ndarray, n_pid: int, n_tid: int, pid_vals: list, tid_vals: list, device: np.ndarray,
+                stream: np.ndarray, rank: int | None) -> tuple[pd.DataFrame, np.ndarray]:  # fmt: skip
+    """Lanes of the dense (gpu, pid code, tid code) ``keys`` in display order, and each key's lane id."""
+    gpu = keys // (n_pid * n_tid) == 1
+    pids = [pid_vals[c] for c in (keys // n_tid) % n_pid]
+    tids = [tid_vals[c] for c in keys % n_tid]
+    dev = [int(d) if d >= 0 or not g else _int_in(p) for d, g, p in zip(device, gpu, pids)]
+    stm = [int(s) if s >= 0 or not g else _int_in(t) for s, g, t in zip(stream, gpu, tids)]
+    dev = [d if g else -1 for d, g in zip(dev, gpu)]
+    stm = [s if g else -1 for s, g in zip(stm, gpu)]
+    sort = sorted(range(len(keys)), key=lambda i: (not gpu[i], dev[i], stm[i], _sort_key(pids[i]), _sort_key(tids[i])))
+    prefix = "" if rank is None else f"rank {rank} "
+    lanes = pd.DataFrame({
+        "kind": ["gpu" if gpu[i] else "cpu" for i in sort],
+        "rank": -1 if rank is None else rank,
+        "pid": pd.Series([pids[i] for i in sort], dtype=object),
+        "tid": pd.Series([tids[i] for i in sort], dtype=object),
+        "device": np.array([dev[i] for i in sort], np.int64),
+        "stream": np.array([stm[i] for i in sort], np.int64),
+        "label": [prefix + (f"GPU {dev[i]} stream {stm[i]}" if gpu[i] else f"CPU {pids[i]} thread {tids[i]}")
+                  for i in sort],
+    })  # fmt: skip
+    return lanes, np.argsort(np.array(sort, np.int64))
+
+
+def timeline_index(trace: Trace, instants: bool = True) -> TimelineIndex:
+    """Lanes, rows and sorted per-track arrays of ``trace`` (see the module doc).
+
+    Complete events (``ph == "X"``) with a start and a duration go on lanes;
+    with ``instants``, instant events too (as zero-length events) except the
+    allocator's ``[memory]`` events, which are a counter lane of their own.
+    """
+    ev = trace.events
+    ph, ts, dur = ev["ph"], ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy()
+    ok = (ts != schema.TS_MISSING) & ((ph == "X").to_numpy() & (dur >= 0))
+    if instants:
+        ok |= (ts != schema.TS_MISSING) & ph.isin(["i", "I"]).to_numpy() & (ev["name"] != "[memory]").to_numpy()
+    rows = np.flatnonzero(ok)
+    pid, tid = ev["pid"].cat, ev["tid"].cat
+    n_pid, n_tid = len(pid.categories) + 1, len(tid.categories) + 1
+    gpu = ev["cat"].isin(GPU_SIDE_CATS).to_numpy()[rows]
+    dense = (gpu * n_pid + pid.codes.to_numpy()[rows] + 1).astype(np.int64) * n_tid + tid.codes.to_numpy()[rows] + 1
+    keys = np.flatnonzero(np.bincount(dense))
+    key_of = np.searchsorted(keys, dense)
+    top = pd.DataFrame({"k": key_of, "device": ev["device"].to_numpy()[rows], "stream": ev["stream"].to_numpy()[rows]})
+    top = top.groupby("k").max()
+    lanes, lane_of_key = _lane_table(keys, n_pid, n_tid, [None, *pid.categories], [None, *tid.categories],
+                                     top["device"].to_numpy(), top["stream"].to_numpy(), trace.meta.rank)  # fmt: skip
+    end = ts[rows] + np.maximum(dur[rows], 0)
+    return build_index(lane_of_key[key_of], ts[rows], end, rows, len(ev), lanes)
