@@ -216,3 +216,47 @@ def test_corrupted_exports_never_crash(tmp_path: Path, flips: list[tuple[int, in
         t.event_json(0)
     except TraceFormatError:
         pass
+
+
+def test_parse_emit_nvtx_labels() -> None:
+    from aonkit.sources.nsys_torch import parse_op
+
+    op, members = parse_op("aten::addmm, seq = 12, op_id = 3, sizes = [[64], [64, 128], [128, 64]], "
+                           "input_op_ids = [(1, 0), (2, 0)]")
+    assert op == "aten::addmm"
+    assert json_obj(members) == {"Input Dims": [[64], [64, 128], [128, 64]], "Sequence number": 12, "op_id": 3}
+    assert parse_op("aten::empty") == ("aten::empty", "")
+    assert parse_op("mylib::fused, op_id = 4")[0] == "mylib::fused"
+    for label in ("train_step", "KernelExecutor::runFusion", "Fusion::resetTvUses", "mylib::fused",
+                  "fusion_executor::allocations::allocateOutputs"):
+        assert parse_op(label) is None, label
+
+
+def json_obj(members: str) -> dict:
+    import json
+
+    return json.loads("{" + members + "}")
+
+
+def test_emit_nvtx_ranges_are_ops_with_shapes(tmp_path: Path) -> None:
+    from aonkit.analysis.kernels import gpu_time_per_op
+
+    # GIVEN a real export plus emit_nvtx-style ranges around each kernel launch, on the launching thread
+    path = _copy(FUSER, tmp_path / "f.sqlite")
+    with sqlite3.connect(path) as con:
+        launches = con.execute(
+            'SELECT r.start, r."end", r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k '
+            "ON k.correlationId = r.correlationId").fetchall()
+        con.executemany('INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) '
+                        "VALUES (?, ?, 59, ?, ?, 0)",
+                        [(s - 5, e + 5, f"aten::mm, seq = {i}, op_id = {i + 1}, sizes = [[64, 32], [32, 16]]", g)
+                         for i, (s, e, g) in enumerate(launches)])
+    t = aonkit.load(path)
+    ops = t.cpu_ops
+    assert len(ops) == len(launches) == 19 and set(ops["name"]) == {"aten::mm"}
+    args = t.event_args(int(ops.index[3]))
+    assert args["Input Dims"] == [[64, 32], [32, 16]] and args["Sequence number"] == 3
+    assert args["text"].startswith("aten::mm, seq = 3") and args["domain"] == "default"
+    # THEN op-level analyses see the kernels each op launched
+    per_op = gpu_time_per_op(t, level="op").set_index("op")
+    assert per_op.loc["aten::mm", "gpu_events"] == 19 and per_op.loc["aten::mm", "gpu_ns"] == 393539

@@ -94,6 +94,15 @@ class JsonRows:
         self._pieces.append(text)
         return self
 
+    def members(self, codes: np.ndarray, texts: Sequence[str]) -> JsonRows:
+        """Extra members given as JSON text without braces (``'"a": 1, "b": 2'``; "" for none), by code.
+
+        Must follow at least one keyed member.
+        """
+        self._pieces.append(pa.array([("," + t) if t else "" for t in texts], pa.large_string())
+                            .take(pa.array(np.asarray(codes, dtype=np.int64))))
+        return self
+
     def int_list(self, key: str, *columns: np.ndarray) -> JsonRows:
         """An array member ``[a, b, ...]`` of integer columns."""
         self._key(key)

@@ -24,6 +24,7 @@ from .. import schema
 from .nsys_db import decode_texts
 from .nsys_json import JsonRows
 from .nsys_parts import Context, Part, decode_pid, decode_tid
+from .nsys_torch import torch_ops
 
 MARK, PUSH_POP, START_END, THREAD_NAME, DOMAIN_CREATE = 34, 59, 60, 39, 75
 _KIND = {MARK: "mark", PUSH_POP: "push/pop", START_END: "start/end"}
@@ -89,17 +90,29 @@ def read_nvtx(ctx: Context) -> tuple[list[Part], int]:
         dom_codes = np.searchsorted(np.asarray(dom_keys, np.int64), c["domainId"])
         dom_names = [domains.get(d, f"domain {d}") for d in dom_keys]
         kind_codes, kind_names = np.unique(c["eventType"], return_inverse=True)
+        is_op, op_names, op_code, op_args = torch_ops(names) if ph == "X" else (np.zeros(len(names), bool), [],
+                                                                               None, [""] * len(names))
+        text_codes = codes
 
-        def args(c=c, dom_codes=dom_codes, dom_names=dom_names, kind_codes=kind_codes, kind_names=kind_names) -> JsonRows:  # noqa: E501
+        def args(c=c, dom_codes=dom_codes, dom_names=dom_names, kind_codes=kind_codes, kind_names=kind_names,
+                 text_codes=text_codes, names=names, op_args=op_args) -> JsonRows:
             rows = JsonRows(len(c["start"])).strings("domain", dom_codes, dom_names)
             rows.strings("nvtx", kind_names.astype(np.int64), [_KIND[int(k)] for k in kind_codes])
             rows.ints("range id", c["rangeId"]).ints("category", c["category"]).ints("color", c["color"])
             end_tid = np.where(c["endGlobalTid"] > 0, decode_tid(c["endGlobalTid"]), -1)
-            return rows.ints("end tid", end_tid)
+            rows.ints("end tid", end_tid)
+            if any(op_args):
+                rows.strings("text", text_codes, names).members(text_codes, op_args)
+            return rows
 
         n = len(codes)
+        row_is_op = is_op[codes]
+        if row_is_op.any():  # emit_nvtx operator ranges: cpu_op named after the operator
+            codes = np.where(row_is_op, len(names) + op_code[codes], codes)
+            names = names + op_names
         parts.append(Part(
-            ph=ph, cat="user_annotation", names=codes, name_dict=names,
+            ph=ph, cat=["user_annotation", "cpu_op"], cat_codes=row_is_op.astype(np.int64),
+            names=codes, name_dict=names,
             pid=decode_pid(c["globalTid"]), tid=decode_tid(c["globalTid"]),
             ts_ns=c["start"] + ctx.t0_ns, dur_ns=dur, correlation=np.full(n, -1, np.int64),
             process_key=c["globalTid"] >> 24,
