@@ -8,7 +8,11 @@ import pickle
 
 import pytest
 
+import aonkit
+from aonkit.analysis.roofline import trace_spec
 from aonkit.model import PEAK_KEYS, DeviceSpec, device_spec, devices
+
+from .conftest import require_shared
 
 
 def test_table_has_required_devices_each_number_cited() -> None:
@@ -101,3 +105,24 @@ def test_user_given_and_measured_ceilings() -> None:
         DeviceSpec("bad", {"fp32": 1e12}, memory_bandwidth=0)
     again = pickle.loads(pickle.dumps(measured))  # dask ships specs to workers
     assert again == measured and copy.deepcopy(measured) is measured
+
+
+@pytest.mark.parametrize(
+    ("rel", "expected"),
+    [
+        ("tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "H100 SXM"),
+        ("tracelens/mi300/resnet_act_checkpoint.json.gz", "MI300X"),
+        ("tracelens/mi210/gpu_only_trace/gpu_only_trace.json.gz", "MI210"),
+        ("hta/critical_path/cuda_event_sync/event_sync_trace.json.gz", "A100 40GB"),
+        ("gpupuzzlers/streams/blocking/blocking_streams.json.gz", "A100 SXM4 80GB"),
+        ("hta/trace_diff/test/test.json.gz", "V100 SXM2"),
+        ("hta/with_gpu_user_annotation/step_based_trace_2543932.json.gz", "Quadro GP100"),
+        ("kineto-docs-traces/after_fix_trace.json", "H100 SXM"),
+        ("param/linear_kineto.json.gz", None),  # GeForce RTX 2080 Ti: not in the table
+        ("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", None),  # "AMD Radeon Graphics"
+    ],
+)
+def test_spec_from_real_trace_device_properties(rel: str, expected: str | None) -> None:
+    trace = aonkit.load(require_shared() / rel)
+    spec = trace_spec(trace)
+    assert (spec.name if spec else None) == expected

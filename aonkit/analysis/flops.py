@@ -1,0 +1,102 @@
+"""FLOPs and bytes of every CPU op whose recorded shapes fit a cost formula (:mod:`aonkit.model`).
+
+Needs a trace recorded with ``record_shapes=True`` (``Input Dims``,
+``Input type``; ``Concrete Inputs`` and ``Input Strides`` in newer traces).
+Where an op carries the profiler's own ``flops`` arg it replaces the formula's
+FLOPs; bytes always come from the formulas.
+
+An op and the ops it calls describe the same work (``aten::linear`` calls
+``aten::addmm``, ``aten::conv2d`` calls ``aten::cudnn_convolution``), so only
+the outermost op with a cost on each call stack is ``counted``; the GPU time
+of everything launched beneath it is its time (see
+:func:`aonkit.analysis.roofline.roofline_table`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..model.ops import is_modelled, op_cost
+from ..model.shapes import OpInputs
+from ..trace import Trace
+from .correlation import _category_flags, cpu_stack
+
+COLUMNS = ("op", "name", "kind", "dtype", "flop", "bytes", "formula_flop", "profiler_flop", "counted", "input_dims")
+
+
+def parents(trace: Trace) -> np.ndarray:
+    """Parent row of every event on its CPU thread's call stack (-1 for roots and non-CPU events)."""
+    par = np.full(len(trace.events), -1, dtype=np.int64)
+    stack = cpu_stack(trace)
+    par[stack.index.to_numpy()] = stack.to_numpy()
+    return par
+
+
+def nearest_marked(start: np.ndarray, parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """For each row of ``start``: itself or its nearest ancestor with ``marked`` set; -1 when none (or start -1)."""
+    cur = np.asarray(start, dtype=np.int64).copy()
+    found = np.full(len(cur), -1, dtype=np.int64)
+    while True:
+        live = (found < 0) & (cur >= 0)
+        if not live.any():
+            return found
+        hit = live & marked[np.maximum(cur, 0)]
+        found[hit] = cur[hit]
+        step = live & ~hit
+        cur = np.where(step, parent[np.maximum(cur, 0)], -1)
+
+
+def op_costs(trace: Trace) -> pd.DataFrame:
+    """One row per CPU op whose name has a cost formula.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``op`` (row in ``trace.events``), ``name``, ``kind`` (``gemm``,
+        ``conv``, ``attention``, ``elementwise``, ``reduction``, ``norm``,
+        ``copy``; ``""`` when the shapes did not fit), ``dtype``, ``flop``
+        (profiler's ``flops`` when present, else the formula's), ``bytes``,
+        ``formula_flop``, ``profiler_flop`` (NaN when absent), ``counted``
+        (outermost op with a cost on its call stack) and ``input_dims`` (text).
+    """
+    ev = trace.events
+    ops = _category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)
+    rows = np.flatnonzero(ops & _category_flags(ev["name"], is_modelled))
+    if not len(rows):
+        return pd.DataFrame({c: [] for c in COLUMNS})
+    names = ev["name"].astype(object).to_numpy()[rows]
+    args = [trace.arg_values(k, rows) for k in ("Input Dims", "Input type", "Concrete Inputs", "Input Strides")]
+    cache: dict[str, tuple[float, float, str, str]] = {}
+    out = np.empty((len(rows), 4), dtype=object)
+    dims_text = []
+    for j, (name, dims, types, conc, strides) in enumerate(zip(names, *args)):
+        key = repr((name, dims, types, conc, strides))
+        if key not in cache:
+            ok = isinstance(dims, list) and isinstance(types, list)
+            cost = op_cost(name, OpInputs(dims, types, conc or (), strides or ())) if ok else None
+            cache[key] = (cost.flops, cost.bytes, cost.dtype, cost.kind) if cost else (np.nan, np.nan, "", "")
+        out[j] = cache[key]
+        dims_text.append("" if dims is None else str(dims))
+    formula = out[:, 0].astype(np.float64)
+    profiler = trace.arg_numbers("flops", rows)
+    has_cost = np.isfinite(out[:, 1].astype(np.float64))
+    costed = np.zeros(len(ev), dtype=bool)
+    costed[rows[has_cost]] = True
+    par = parents(trace)
+    above = nearest_marked(par[rows], par, costed)
+    return pd.DataFrame(
+        {
+            "op": rows,
+            "name": names,
+            "kind": out[:, 3],
+            "dtype": out[:, 2],
+            "flop": np.where(np.isfinite(profiler) & has_cost, profiler, formula),
+            "bytes": out[:, 1].astype(np.float64),
+            "formula_flop": formula,
+            "profiler_flop": profiler,
+            "counted": has_cost & (above < 0),
+            "input_dims": dims_text,
+        }
+    )
