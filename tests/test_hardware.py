@@ -104,7 +104,7 @@ def test_user_given_and_measured_ceilings() -> None:
     with pytest.raises(ValueError, match="memory_bandwidth"):
         DeviceSpec("bad", {"fp32": 1e12}, memory_bandwidth=0)
     again = pickle.loads(pickle.dumps(measured))  # dask ships specs to workers
-    assert again == measured and copy.deepcopy(measured) is measured
+    assert again == measured and copy.deepcopy(measured) is measured and hash(again) == hash(measured)
 
 
 @pytest.mark.parametrize(

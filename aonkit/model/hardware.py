@@ -84,6 +84,9 @@ class DeviceSpec:
         object.__setattr__(self, "peak_flops", dict(self.peak_flops))  # own copies: treat as read-only
         object.__setattr__(self, "sources", dict(self.sources))
 
+    def __hash__(self) -> int:
+        return hash((self.name, self.memory_bandwidth, tuple(sorted(self.peak_flops.items()))))
+
     def __deepcopy__(self, memo: dict) -> DeviceSpec:
         return self  # immutable by contract; pandas deep-copies DataFrame.attrs on every operation
 
