@@ -1,0 +1,100 @@
+"""HTA 0.5.0's launch-queue lengths per stream, in Numba (:mod:`aonkit._kernels.queues`).
+
+Queue length counts +1 at each launch call and -1 when its GPU event starts,
+per stream, in time order. HTA orders the events with numpy's default
+(unstable) sort, so when a launch and a GPU start of one stream fall on the
+same µs their order, and the counter, is whatever that sort gives. aonkit
+sorts stably per stream and, only when such a tie exists, redoes the order
+with numpy's default sort of the same array as HTA, so the results are HTA's
+exactly (on the same numpy build; the tie order of numpy's sort differs
+between builds and CPUs, AVX-512 or not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ._frames import name_in, rank_columns
+
+# launch calls that HTA 0.5.0 counts in queue lengths (not cudaGraphLaunch, not hipExtLaunchKernel)
+QUEUE_APIS = (
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
+    "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipMemcpyWithStream", "hipMemcpyAsync", "hipMemsetAsync",
+)  # fmt: skip
+
+_STATS = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
+
+
+def _rank_queues(df: pd.DataFrame, apis: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+    """Events (ts, step) of one rank and their order: positions, stream offsets, stream values (ascending)."""
+    from .._kernels.queues import by_stream, queue_events, stable_time_order
+
+    stream, ts, corr = rank_columns(df, "stream", "ts", "correlation")
+    e_ts, e_stream, e_step = queue_events(stream, ts, corr, name_in(df["name"], apis))
+    pos, offsets, streams, mixed = stable_time_order(e_ts, e_stream, e_step)
+    if mixed:  # a launch and a GPU start tie in a stream: take HTA's order of the ties
+        pos, offsets, streams = by_stream(np.argsort(e_ts, kind="quicksort"), e_stream)
+    return e_ts, e_step, pos, offsets, streams
+
+
+def _tables(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...]) -> list[np.ndarray]:
+    from .._kernels.queues import queue_table
+
+    return [queue_table(int(rank), *_rank_queues(df, apis)) for rank, df in frames.items()]
+
+
+def queue_length_series(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...] = QUEUE_APIS) -> pd.DataFrame:
+    """Outstanding GPU operations per stream: +1 at each launch call, -1 at each GPU event start.
+
+    Launch calls are the CPU-side events named in ``apis`` whose correlation
+    matches a GPU event; GPU events count when their launch does.
+
+    One row per change: ``rank``, ``ts`` (µs), ``stream``, ``queue_length``;
+    per rank, streams ascending, each in time order.
+    """
+    parts = _tables(frames, apis)
+    cols = ["rank", "ts", "stream", "queue_length"]
+    if not sum(p.shape[1] for p in parts):
+        return pd.DataFrame(columns=cols)
+    table = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+    return pd.DataFrame(table.T, columns=cols, copy=False)
+
+
+def queue_length_summary(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...] = QUEUE_APIS) -> pd.DataFrame:
+    """HTA's ``get_queue_length_summary``: ``describe()`` of the queue length per rank and stream.
+
+    Indexed by (``rank``, ``stream``), sorted; the statistics equal pandas'
+    ``describe()`` bit for bit.
+    """
+    from .._kernels.describe import describe_segment
+
+    keys, rows = [], []
+    for table in _tables(frames, apis):
+        bounds = np.flatnonzero(np.diff(table[2]) != 0) + 1
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, table.shape[1]]):
+            if hi > lo:
+                keys.append((int(table[0, lo]), int(table[2, lo])))
+                rows.append(describe_segment(table[3], lo, hi - lo, -1))
+    if not rows:
+        return queue_length_series(frames, apis).groupby(["rank", "stream"])["queue_length"].describe()
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    index = pd.MultiIndex.from_tuples([keys[i] for i in order], names=["rank", "stream"])
+    return pd.DataFrame(np.array([rows[i] for i in order]), index=index, columns=_STATS)
+
+
+def time_blocked_on_full_queue(frames: Mapping[int, pd.DataFrame], max_queue_length: int = 1024) -> pd.DataFrame:
+    """HTA's ``get_time_spent_blocked_on_full_queue``: time each stream's launch queue was full (µs, share)."""
+    series = queue_length_series(frames)
+    rows = []
+    for (rank, stream), s in series.groupby(["rank", "stream"]):
+        dur = s["ts"].shift(-1) - s["ts"]
+        full = dur[s["queue_length"] >= max_queue_length].sum()
+        if full > 0:
+            df = frames[rank]
+            span = df["end"].max() - df["ts"].min()
+            rows.append((rank, stream, full, full / span if span else 0.0))
+    return pd.DataFrame(rows, columns=["rank", "stream", "duration_at_max_queue_length",
+                                       "relative_duration_at_max_queue_length"])  # fmt: skip

@@ -1,0 +1,99 @@
+"""Slow, obvious pandas references for the HTA-semantics counters (aonkit's first, pandas-only versions).
+
+The Numba-backed functions in :mod:`aonkit.analysis.hta_counters` must give
+frames equal to these, bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from aonkit.analysis.hta_compat import gpu_rows
+
+
+def _runtime_ts(df: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
+    cpu = df[(df["stream"] == -1) & (df["correlation"] != -1)].drop_duplicates("correlation")
+    lookup = pd.Series(cpu["ts"].to_numpy(float), index=cpu["correlation"].to_numpy())
+    return lookup.reindex(gpu["correlation"].to_numpy()).to_numpy()
+
+
+def _idle_per_stream(df: pd.DataFrame, delay: int) -> pd.DataFrame:
+    gpu = gpu_rows(df)
+    gpu = gpu.assign(ts_runtime=_runtime_ts(df, gpu))
+    parts = []
+    for stream in pd.unique(gpu["stream"]):
+        k = gpu[gpu["stream"] == stream].sort_values("ts", kind="stable")
+        prev_end = k["end"].shift(1)
+        idle = k["ts"] - prev_end
+        host = k["ts_runtime"] > prev_end
+        cat = np.where(host, "host_wait", np.where(~host & (idle < delay), "kernel_wait", "other"))
+        parts.append(pd.DataFrame({"stream": stream, "idle_category": cat, "idle_interval": idle.to_numpy()}))
+    if not parts:
+        return pd.DataFrame(columns=["stream", "idle_category", "idle_interval"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def idle_time_breakdown(
+    frames: Mapping[int, pd.DataFrame], consecutive_kernel_delay: int = 30
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    out, stats = [], []
+    for rank, df in frames.items():
+        gaps = _idle_per_stream(df, consecutive_kernel_delay)
+        for stream, g in gaps.groupby("stream", sort=False):
+            by = g.groupby("idle_category")["idle_interval"]
+            total = by.sum()
+            res = pd.DataFrame({"rank": rank, "stream": stream, "idle_category": total.index,
+                                "idle_time": total.to_numpy(float)})  # fmt: skip
+            res["idle_time_ratio"] = (res["idle_time"] / res["idle_time"].sum()).round(2)
+            out.append(res)
+            d = by.describe().round(2)
+            d.insert(0, "stream", stream)
+            d.insert(0, "rank", rank)
+            stats.append(d.reset_index())
+    cols = ["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]
+    return (pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols),
+            pd.concat(stats, ignore_index=True) if stats else pd.DataFrame())  # fmt: skip
+
+
+def cuda_kernel_launch_stats(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...]) -> pd.DataFrame:
+    parts = []
+    for rank, df in frames.items():
+        cpu = df[df["stream"] == -1]
+        gpu = gpu_rows(df)
+        corr = cpu.loc[cpu["name"].isin(apis), "correlation"]
+        c = cpu[cpu["correlation"].isin(corr)][["correlation", "dur", "ts"]]
+        g = gpu[gpu["correlation"].isin(corr)][["correlation", "dur", "ts"]]
+        j = c.merge(g, on="correlation", how="inner", suffixes=("_cpu", "_gpu"))
+        delay = np.maximum(j["ts_gpu"] - (j["ts_cpu"] + j["dur_cpu"]), 0)
+        parts.append(pd.DataFrame({"rank": rank, "correlation": j["correlation"], "cpu_duration": j["dur_cpu"],
+                                   "gpu_duration": j["dur_gpu"], "launch_delay": delay}))  # fmt: skip
+    cols = ["rank", "correlation", "cpu_duration", "gpu_duration", "launch_delay"]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+def queue_length_series(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...]) -> pd.DataFrame:
+    parts = []
+    for rank, df in frames.items():
+        gpu = gpu_rows(df)
+        launches = df[(df["stream"] == -1) & df["name"].isin(apis)]
+        launches = launches[launches["correlation"].isin(gpu["correlation"])]
+        stream_of = gpu.drop_duplicates("correlation").set_index("correlation")["stream"]
+        g = gpu[gpu["correlation"].isin(launches["correlation"])]
+        ts = np.concatenate([launches["ts"].to_numpy(), g["ts"].to_numpy()])
+        stream = np.concatenate([stream_of.reindex(launches["correlation"]).to_numpy(), g["stream"].to_numpy()])
+        step = np.concatenate([np.ones(len(launches), np.int64), -np.ones(len(g), np.int64)])
+        order = np.argsort(ts, kind="quicksort")
+        s = pd.DataFrame({"ts": ts[order], "stream": stream[order], "step": step[order]})
+        for st, sdf in s.groupby("stream"):
+            parts.append(pd.DataFrame({"rank": rank, "ts": sdf["ts"].to_numpy(), "stream": st,
+                                       "queue_length": sdf["step"].cumsum().to_numpy()}))  # fmt: skip
+    if not parts:
+        return pd.DataFrame(columns=["rank", "ts", "stream", "queue_length"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def queue_length_summary(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...]) -> pd.DataFrame:
+    return queue_length_series(frames, apis).groupby(["rank", "stream"])["queue_length"].describe()
