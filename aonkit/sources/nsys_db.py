@@ -144,7 +144,8 @@ class NsysDB:
             if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
                 raise TraceFormatError(f"column {name!r} holds {col.type} values where integers were expected",
                                        path=str(self.path))
-            out[name] = col.fill_null(fill).to_numpy().astype(np.int64, copy=False)
+            filled = col if col.null_count == 0 else col.fill_null(fill)
+            out[name] = filled.to_numpy().astype(np.int64, copy=False)
         return out
 
     def strings(self) -> tuple[np.ndarray, list[str]]:
