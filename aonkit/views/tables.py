@@ -1,0 +1,122 @@
+"""Sortable tables of kernels and ops: bokeh ``DataTable`` over the analyses' ns tables.
+
+Times are shown in one unit per column (chosen from the column's largest
+value) as numbers, so sorting stays numeric; the exact ns columns stay in the
+source. Names go through ``StringFormatter``, which BokehJS writes as text, not
+HTML.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from bokeh.models import ColumnDataSource, DataTable, NumberFormatter, StringFormatter, TableColumn
+
+from ..analysis.kernels import gpu_time_per_op, kernel_stats
+from ..trace import Trace
+from . import theme
+from ._data import frame_source
+
+SHARE_FORMAT = "0.00%"
+"""numbro format of share columns (fractions shown as percentages)."""
+
+
+def _time_column(df: pd.DataFrame, ns_col: str, field: str, label: str) -> TableColumn:
+    """Add ``field`` (``ns_col`` in one unit) to ``df`` and return its column, titled ``label (unit)``."""
+    values = df[ns_col].to_numpy(np.float64)
+    unit, scale = theme.time_unit(np.nanmax(values) if len(values) else 0.0)
+    df[field] = values / scale
+    digits = "0,0" if unit == "ns" else "0,0.000"
+    return TableColumn(field=field, title=f"{label} ({unit})", formatter=NumberFormatter(format=digits))
+
+
+def _table(df: pd.DataFrame, columns: list[TableColumn], name: str, width: int, height: int) -> DataTable:
+    source = frame_source(df, name)
+    return DataTable(source=source, columns=columns, width=width, height=height, sortable=True,
+                     index_position=None, name=name)  # fmt: skip
+
+
+def kernel_table(
+    data: Trace | pd.DataFrame,
+    *,
+    n: int | None = None,
+    width: int = theme.TABLE_WIDTH,
+    height: int = theme.TABLE_HEIGHT,
+) -> tuple[DataTable, ColumnDataSource]:
+    """Table of GPU events per name: class, count, total/mean/min/max time and share of GPU time.
+
+    Parameters
+    ----------
+    data : Trace or pandas.DataFrame
+        A trace, or its :func:`~aonkit.analysis.kernels.kernel_stats` (by name).
+    n : int, optional
+        Keep only the ``n`` names with the most time.
+    width, height : int
+        Table size in pixels.
+
+    Returns
+    -------
+    table : bokeh.models.DataTable
+    source : bokeh.models.ColumnDataSource
+        One row per name, most time first: ``name``, ``class``, ``count``,
+        the ns columns of ``kernel_stats``, the displayed ``total``, ``mean``,
+        ``min``, ``max`` (in the unit of the column's title) and ``share``.
+    """
+    stats = kernel_stats(data) if isinstance(data, Trace) else data
+    df = stats.head(n).reset_index(drop=True) if n is not None else stats.reset_index(drop=True)
+    df = df[["name", "class", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share"]].copy()
+    columns = [
+        TableColumn(field="name", title="kernel", formatter=StringFormatter(), width=420),
+        TableColumn(field="class", title="class", formatter=StringFormatter(), width=90),
+        TableColumn(field="count", title="count", formatter=NumberFormatter(format="0,0"), width=60),
+        *(_time_column(df, f"{s}_ns", s, s) for s in ("total", "mean", "min", "max")),
+        TableColumn(field="share", title="share", formatter=NumberFormatter(format=SHARE_FORMAT), width=60),
+    ]
+    table = _table(df, columns, "kernel_table", width, height)
+    return table, table.source
+
+
+def op_table(
+    data: Trace | pd.DataFrame,
+    *,
+    level: str = "top_op",
+    n: int | None = None,
+    width: int = theme.TABLE_WIDTH,
+    height: int = theme.TABLE_HEIGHT,
+) -> tuple[DataTable, ColumnDataSource]:
+    """Table of CPU ops by the GPU time they launched: calls, GPU events, GPU and CPU time, share.
+
+    Parameters
+    ----------
+    data : Trace or pandas.DataFrame
+        A trace, or its :func:`~aonkit.analysis.kernels.gpu_time_per_op`.
+    level : {"top_op", "op"}
+        Op level when ``data`` is a trace.
+    n : int, optional
+        Keep only the ``n`` ops with the most GPU time (shares stay of the total).
+    width, height : int
+        Table size in pixels.
+
+    Returns
+    -------
+    table : bokeh.models.DataTable
+    source : bokeh.models.ColumnDataSource
+        ``op``, ``calls``, ``gpu_events``, ``gpu_ns``, ``cpu_ns``, the
+        displayed ``gpu_time``/``cpu_time`` (in the unit of the column's
+        title) and ``share`` (of all GPU time attributed to ops).
+    """
+    ops = gpu_time_per_op(data, level=level) if isinstance(data, Trace) else data
+    df = ops[["op", "calls", "gpu_events", "gpu_ns", "cpu_ns"]].reset_index(drop=True)
+    total = float(df["gpu_ns"].sum())
+    df = df.assign(share=df["gpu_ns"] / total if total else 0.0)
+    df = df.head(n).copy() if n is not None else df.copy()
+    columns = [
+        TableColumn(field="op", title="op", formatter=StringFormatter(), width=420),
+        TableColumn(field="calls", title="calls", formatter=NumberFormatter(format="0,0"), width=60),
+        TableColumn(field="gpu_events", title="GPU events", formatter=NumberFormatter(format="0,0"), width=80),
+        _time_column(df, "gpu_ns", "gpu_time", "GPU time"),
+        _time_column(df, "cpu_ns", "cpu_time", "CPU time"),
+        TableColumn(field="share", title="share", formatter=NumberFormatter(format=SHARE_FORMAT), width=60),
+    ]
+    table = _table(df, columns, "op_table", width, height)
+    return table, table.source
