@@ -1,0 +1,104 @@
+"""Overview analysis and summary cards, as data: bar sources hold the analyses' numbers, headlines only numbers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bokeh.embed import file_html
+from bokeh.models import Div
+from bokeh.resources import INLINE
+
+import aonkit
+from aonkit.analysis.hta_compat import comm_comp_overlap, hta_frames
+from aonkit.analysis.hta_counters import idle_time_breakdown
+from aonkit.analysis.kernels import gpu_time_per_op, kernel_stats
+from aonkit.analysis.overview import IDLE_CATEGORIES, Overview, idle_totals, overview
+from aonkit.views import theme
+from aonkit.views.cards import summary_cards
+
+from .conftest import SAMPLE_TRACES, require_shared
+from .views_checks import MARKUP_KERNEL, MARKUP_OP, TEX_KERNEL, assert_markup_only_in_data, markup_trace
+
+
+@pytest.fixture(scope="module")
+def gpu_overview() -> Overview:
+    return overview(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"))
+
+
+def test_overview_gathers_the_analyses(gpu_overview: Overview) -> None:
+    t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    ov = gpu_overview
+    assert ov.kernels.equals(kernel_stats(t)) and ov.ops.equals(gpu_time_per_op(t))
+    assert ov.classes["class"].tolist() == ["computation", "communication", "memory"]
+    frames = hta_frames(t, include_last_step=True)
+    breakdown, _ = idle_time_breakdown(frames)
+    per = breakdown.groupby("idle_category")["idle_time"].sum()
+    assert ov.idle["idle_category"].tolist() == list(IDLE_CATEGORIES)
+    assert ov.idle["idle_ns"].tolist() == [int(per[c] * 1000) for c in IDLE_CATEGORIES]
+    assert ov.idle["share"].sum() == pytest.approx(1.0)
+    assert ov.comm_overlap_pct == comm_comp_overlap(frames)["comp_comm_overlap_pctg"].iloc[0] == 73.62
+    assert ov.gpu_busy_fraction == ov.summary.gpu_busy_ns / ov.summary.span_ns
+
+
+def test_idle_totals_of_nothing() -> None:
+    empty, _ = idle_time_breakdown({})
+    out = idle_totals(empty)
+    assert out["idle_ns"].tolist() == [0, 0, 0] and out["share"].isna().all()
+
+
+def test_cards_hold_the_overview(gpu_overview: Overview) -> None:
+    ov = gpu_overview
+    layout, src = summary_cards(ov)
+    busy = src["busy"].data
+    s = ov.summary
+    assert busy["value_ns"].tolist() == [s.gpu_busy_ns, s.span_ns - s.gpu_busy_ns]
+    assert busy["share"].sum() == pytest.approx(1.0)
+    idle = src["idle"].data
+    assert list(idle["label"]) == ["host wait", "kernel wait", "other"]
+    np.testing.assert_array_equal(idle["value_ns"], ov.idle["idle_ns"])
+    assert list(idle["color"]) == [theme.IDLE_COLORS[c] for c in IDLE_CATEGORIES]
+    classes = src["classes"].data
+    np.testing.assert_array_equal(classes["value_ns"], ov.classes["total_ns"])
+    assert list(classes["color"]) == list(theme.CLASS_COLORS.values())
+    top = src["top_kernels"].data
+    assert list(top["name"]) == ov.kernels["name"].head(5).tolist()
+    np.testing.assert_allclose(top["share"], ov.kernels["share"].head(5))
+    assert all(len(label) <= 44 for label in top["label"]) and top["label"][0].endswith("…")
+    assert top["time_text"][0] == aonkit.units.fmt_ns(ov.kernels["total_ns"].iloc[0])
+    ops = src["top_ops"].data
+    assert list(ops["name"]) == ov.ops["op"].head(5).tolist()
+    heads = [d.text for d in layout.select({"type": Div})]
+    assert any(">91.4 %<" in h for h in heads) and any(">73.6 %<" in h for h in heads)
+    assert not any(n in h for h in heads for n in ov.kernels["name"])  # headlines carry no names
+
+
+def test_cards_of_a_real_h100_trace() -> None:
+    ov = overview(aonkit.load(require_shared() / "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"))
+    assert math.isnan(ov.comm_overlap_pct)  # one GPU, no NCCL
+    assert ov.idle.set_index("idle_category")["idle_ns"].to_dict() == {"host_wait": 1525000, "kernel_wait": 4163000,
+                                                                        "other": 0}  # fmt: skip
+    layout, src = summary_cards(ov, n=3)
+    assert len(src["top_kernels"].data["name"]) == 3
+    heads = " ".join(d.text for d in layout.select({"type": Div}))
+    assert "no communication" in heads and "3 of " in heads
+
+
+def test_cards_of_a_cpu_only_trace() -> None:
+    ov = overview(aonkit.load(SAMPLE_TRACES / "cpu_mlp.pt.trace.json.gz"))
+    layout, src = summary_cards(ov)
+    heads = " ".join(d.text for d in layout.select({"type": Div}))
+    assert "no GPU kernels" in heads and "no communication" in heads
+    assert len(src["top_kernels"].data["name"]) == 0 and all(np.isnan(src["idle"].data["share"]))
+    file_html(layout, INLINE, "cpu")
+
+
+def test_markup_names_stay_data_in_cards(tmp_path: Path) -> None:
+    ov = overview(aonkit.load(markup_trace(tmp_path)))
+    assert ov.comm_overlap_pct == round(100 * 10 / 30, 2)  # the NCCL kernel overlaps the last 10 of 30 µs
+    layout, _ = summary_cards(ov)
+    assert_markup_only_in_data(layout, MARKUP_KERNEL, MARKUP_OP, TEX_KERNEL)
+    page = file_html(layout, INLINE, "cards")
+    assert MARKUP_KERNEL not in page and MARKUP_OP not in page and "cdn.bokeh.org" not in page
