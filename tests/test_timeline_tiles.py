@@ -8,6 +8,7 @@ import pytest
 
 import aonkit
 from aonkit import schema
+from aonkit._kernels.pyramid import build_level, cut_scales
 from aonkit.analysis.lanes import build_index, timeline_index
 from aonkit.analysis.timeline import counter_tiles, timeline_tiles
 from aonkit.trace import RawEvents, Trace, TraceMeta
@@ -38,12 +39,20 @@ def _union(iv: list[tuple[int, int]]) -> int:
     return total + (0 if cur is None else cur[1] - cur[0])
 
 
-def _naive_tiles(lane, depth, ts, end, t0, t1, width, min_px=1.0) -> pd.DataFrame:  # noqa: ANN001
-    """The module rule of aonkit._kernels.binning, event by event."""
+def _naive_tiles(lane, depth, ts, end, t0, t1, width, min_px=1.0, g=0) -> pd.DataFrame:  # noqa: ANN001
+    """The rule of aonkit._kernels.binning, unit by unit (events, or groups of a level with buckets of g ns)."""
     scale = width / float(t1 - t0)
+    origin = int(ts.min()) if len(ts) else 0
     out = []
     for ln, d in sorted(set(zip(lane.tolist(), depth.tolist()))):
         evs = sorted(np.flatnonzero((lane == ln) & (depth == d)).tolist(), key=lambda i: (ts[i], -end[i], i))
+        groups = [[evs[0]]] if evs else []
+        for p, i in zip(evs, evs[1:]):
+            small = g and end[p] - ts[p] < g and end[i] - ts[i] < g
+            if small and (ts[p] - origin) // g == (ts[i] - origin) // g:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
         last_x, members, cell = -2.0, [], -1
 
         def flush(ln: int, d: int, members: list[tuple[int, int, int]]) -> None:
@@ -52,21 +61,29 @@ def _naive_tiles(lane, depth, ts, end, t0, t1, width, min_px=1.0) -> pd.DataFram
                 out.append((ln, d, members[0][0], max(m[1] for m in members), dom[2], len(members),
                             _union([m[:2] for m in members])))  # fmt: skip
 
-        for i in evs:
-            s, e = int(ts[i]), int(end[i])
-            if not (s < t1 and max(e, s + 1) > t0):
+        for grp in groups:
+            if len(grp) >= 2 and all(t0 <= ts[i] < t1 and end[i] <= t1 for i in grp):  # a group: all to one bin
+                c = min(int((int(ts[grp[0]]) - t0) * scale), width - 1)
+                if c != cell:
+                    flush(ln, d, members)
+                    members, cell = [], c
+                members += [(int(ts[i]), int(end[i]), i) for i in grp]
                 continue
-            cs, ce = max(s, t0), min(e, t1)
-            x = (cs - t0) * scale
-            if (ce - cs) * scale >= min_px and x >= last_x + 1.0:
-                out.append((ln, d, cs, ce, i, 1, ce - cs))
-                last_x = x
-                continue
-            c = min(int(x), width - 1)
-            if c != cell:
-                flush(ln, d, members)
-                members, cell = [], c
-            members.append((cs, ce, i))
+            for i in grp:
+                s, e = int(ts[i]), int(end[i])
+                if not (s < t1 and max(e, s + 1) > t0):
+                    continue
+                cs, ce = max(s, t0), min(e, t1)
+                x = (cs - t0) * scale
+                if (ce - cs) * scale >= min_px and x >= last_x + 1.0:
+                    out.append((ln, d, cs, ce, i, 1, ce - cs))
+                    last_x = x
+                    continue
+                c = min(int(x), width - 1)
+                if c != cell:
+                    flush(ln, d, members)
+                    members, cell = [], c
+                members.append((cs, ce, i))
         flush(ln, d, members)
     cols = ["lane", "depth", "start_ns", "end_ns", "row", "count", "busy_ns"]
     return pd.DataFrame(out, columns=cols).astype("int64")
@@ -100,6 +117,32 @@ def test_depth_matches_naive(rng: np.random.Generator, n: int) -> None:
         assert (np.diff(ts[k]) >= 0).all()
 
 
+@pytest.mark.parametrize("g", [256, 4096, 65536])
+def test_levels_match_naive_groups(rng: np.random.Generator, g: int) -> None:
+    lane, ts, end = _random_events(rng, 1500)
+    idx = _index(lane, ts, end)
+    cut = cut_scales(idx.ts, idx.end, idx.track_off, int(idx.ts.min()))
+    items = build_level(idx.ts, idx.end, cut, g, int((cut >= g).sum()))
+    want, run = [], []
+    for t in range(len(idx.track_lane)):
+        a, b = idx.track_off[t], idx.track_off[t + 1]
+        s, e, bucket = idx.ts[a:b].tolist(), idx.end[a:b].tolist(), ((idx.ts[a:b] - idx.ts.min()) // g).tolist()
+        groups: list[list[int]] = []
+        for k in range(b - a):
+            same = k and bucket[k] == bucket[k - 1] and e[k] - s[k] < g and e[k - 1] - s[k - 1] < g
+            groups[-1].append(k) if same else groups.append([k])
+        for grp in groups:
+            top = max(max(e[k], s[k] + 1) for k in grp)
+            run.append(top if grp[0] == 0 else max(run[-1], top))
+            dom = max(grp, key=lambda k: (e[k] - s[k], -k))
+            want.append([a + grp[0], a + grp[-1] + 1, s[grp[0]], s[grp[-1]], max(e[k] for k in grp), run[-1],
+                         _union([(s[k], e[k]) for k in grp]), a + dom])  # fmt: skip
+    np.testing.assert_array_equal(items.T, np.array(want, np.int64).reshape(-1, 8))
+    vis = np.maximum(idx.end, idx.ts + 1)
+    np.testing.assert_array_equal(idx.cmax, [vis[idx.track_off[t] : k + 1].max() for t in range(len(idx.track_lane))
+                                             for k in range(idx.track_off[t], idx.track_off[t + 1])])  # fmt: skip
+
+
 def _check_invariants(got: pd.DataFrame, lane, depth, ts, end, t0: int, t1: int, width: int) -> None:  # noqa: ANN001
     vis = (ts < t1) & (np.maximum(end, ts + 1) > t0)
     assert got["count"].sum() == vis.sum()  # every overlapping event once...
@@ -125,13 +168,14 @@ def test_tiles_match_naive_at_every_level(rng: np.random.Generator, n: int) -> N
         a, b = np.sort(rng.integers(lo - 1000, hi + 1000, 2))
         windows.append((int(a), int(b) + 1, int(rng.choice([1, 3, 64, 640, 1600]))))
     for t0, t1, width in windows:
-        want = _naive_tiles(lane, idx.depth_of, ts, end, t0, t1, width)
-        _check_invariants(want, lane, idx.depth_of, ts, end, t0, t1, width)
         for level in range(idx.level_for(t0, t1, width) + 1):
+            g = int(idx.level_ns[level - 1]) if level else 0
+            want = _naive_tiles(lane, idx.depth_of, ts, end, t0, t1, width, g=g)
+            _check_invariants(want, lane, idx.depth_of, ts, end, t0, t1, width)
             got = timeline_tiles(idx, t0, t1, width, level=level)
             pd.testing.assert_frame_equal(got, want, check_dtype=False)
     if n == 3000:
-        assert len(idx.level_ns) >= 3 and max(idx.level_for(*w) for w in windows) >= 3  # the levels were exercised
+        assert len(idx.level_ns) >= 3 and max(idx.level_for(*w) for w in windows) >= 2  # the levels were exercised
 
 
 def test_min_px_and_lane_subset(rng: np.random.Generator) -> None:
@@ -139,8 +183,10 @@ def test_min_px_and_lane_subset(rng: np.random.Generator) -> None:
     idx = _index(lane, ts, end)
     t0, t1 = int(ts[100]), int(ts[1500])
     for min_px in (0.25, 3.0):
+        lv = idx.level_for(t0, t1, 500, min_px)
+        g = int(idx.level_ns[lv - 1]) if lv else 0
         got = timeline_tiles(idx, t0, t1, 500, min_px=min_px)
-        pd.testing.assert_frame_equal(got, _naive_tiles(lane, idx.depth_of, ts, end, t0, t1, 500, min_px),
+        pd.testing.assert_frame_equal(got, _naive_tiles(lane, idx.depth_of, ts, end, t0, t1, 500, min_px, g),
                                       check_dtype=False)  # fmt: skip
     sub = timeline_tiles(idx, t0, t1, 500, lanes=[2, "L0"])
     full = timeline_tiles(idx, t0, t1, 500)
@@ -148,13 +194,17 @@ def test_min_px_and_lane_subset(rng: np.random.Generator) -> None:
 
 
 def test_zoomed_in_every_event_is_individual() -> None:
-    ts = BASE + np.arange(0, 10_000, 100)  # 100 ns apart, 50 ns long
-    idx = _index(np.zeros(100, np.int64), ts, ts + 50, 1)
-    far = timeline_tiles(idx, BASE, BASE + 10_000, 10)
-    assert far["count"].tolist() == [10] * 10 and far["busy_ns"].tolist() == [500] * 10
-    near = timeline_tiles(idx, BASE, BASE + 10_000, 400)
-    assert (near["count"] == 1).all() and near["row"].tolist() == list(range(100))
-    assert near["start_ns"].tolist() == ts.tolist() and (near["end_ns"] - near["start_ns"] == 50).all()
+    ts = BASE + np.arange(0, 100_000, 50)  # 50 ns apart, 20 ns long
+    idx = _index(np.zeros(len(ts), np.int64), ts, ts + 20, 1)
+    far = timeline_tiles(idx, BASE, BASE + 100_000, 100, level=0)
+    assert far["count"].tolist() == [20] * 100 and far["busy_ns"].tolist() == [400] * 100
+    assert idx.level_for(BASE, BASE + 100_000, 100) == 1 and idx.level_ns[0] == 256  # groups of 5-6 events
+    grouped = timeline_tiles(idx, BASE, BASE + 100_000, 100)
+    assert len(grouped) == 100 and grouped["count"].sum() == 2000 and grouped["busy_ns"].sum() == 40_000
+    assert (grouped["end_ns"] - grouped["start_ns"] <= 1000 + 256).all()  # a bin reaches at most g past its pixel
+    near = timeline_tiles(idx, BASE, BASE + 100_000, 10_000)
+    assert (near["count"] == 1).all() and near["row"].tolist() == list(range(len(ts)))
+    assert near["start_ns"].tolist() == ts.tolist() and (near["end_ns"] - near["start_ns"] == 20).all()
 
 
 def test_edge_cases() -> None:
@@ -233,7 +283,16 @@ def test_sample_trace_levels_agree() -> None:
     t0, t1 = int(idx.ts.min()), int(idx.end.max()) + 1
     full = timeline_tiles(idx, t0, t1, 1600)
     assert full["count"].sum() == len(idx.ts) and len(full) < len(idx.ts) / 4
-    assert full.equals(timeline_tiles(idx, t0, t1, 1600, level=0))
+    level = idx.level_for(t0, t1, 1600 // 50)
+    g = int(idx.level_ns[level - 1])
+    full = timeline_tiles(idx, t0, t1, 1600 // 50)
+    assert level > 0 and full["count"].sum() == len(idx.ts) and len(full) < 2 * 32 * len(idx.track_lane)
+    rows = idx.row
+    ts, end = np.zeros(idx.lane_of.shape, np.int64), np.zeros(idx.lane_of.shape, np.int64)
+    ts[rows], end[rows] = idx.ts, idx.end
+    want = _naive_tiles(idx.lane_of[rows], idx.depth_of[rows], ts[rows], end[rows], t0, t1, 1600 // 50, g=g)
+    want["row"] = rows[want["row"]]
+    pd.testing.assert_frame_equal(full, want, check_dtype=False)
     assert idx.lanes["kind"].tolist()[:2] == ["gpu", "gpu"]
 
 

@@ -12,10 +12,13 @@ start in pixels and its cell is ``floor(x)``):
   event when it holds one event.
 
 So a track yields at most two glyphs per pixel. Bins carry count, union length
-of their events (``busy``) and their longest event. :func:`tiles` gives the same
-result from any level of :func:`aonkit._kernels.pyramid.build_level`: items that
-fit one cell inside the window are merged whole, the others are opened into the
-next finer level, down to single events.
+of their events (``busy``) and their longest event.
+
+From a coarser level (:func:`aonkit._kernels.pyramid.build_level`, buckets of
+``g`` ns) the units are items instead of events: an item of two or more events
+that lies inside the window joins, whole, the bin of its first event's cell;
+other items are taken event by event as above. The cost is then one step per
+item, and a bin may reach up to ``g`` past its cell.
 """
 
 from __future__ import annotations
@@ -39,11 +42,10 @@ def search(a, lo, hi, v, right):
 
 @njit
 def tiles(tracks, t0, t1, width, min_px, level, track_off, ts, end, cmax, item_off, items):
-    """Glyphs of ``tracks`` in ``[t0, t1)`` at ``width`` pixels, starting from ``level`` (0: events).
+    """Glyphs of ``tracks`` in ``[t0, t1)`` at ``width`` pixels, from ``level`` (0: single events).
 
     ``item_off`` is (levels, tracks + 1); ``items`` holds the item columns of all
-    levels (rows first, stop, first_ts, last_ts, max_end, cmax, busy, dom). Items
-    of the level must hold only events shorter than ``min_px / 2`` pixels.
+    levels (rows first, stop, first_ts, last_ts, max_end, cmax, busy, dom).
 
     Returns (track, start, end, pos, count, busy): clipped start and end, the
     event's position (a bin's longest event), events represented, union length.
@@ -58,9 +60,6 @@ def tiles(tracks, t0, t1, width, min_px, level, track_off, ts, end, cmax, item_o
     o_pos = np.empty(cap, np.int64)
     o_count = np.empty(cap, np.int64)
     o_busy = np.empty(cap, np.int64)
-    s_lv = np.empty(level + 2, np.int64)
-    s_pos = np.empty(level + 2, np.int64)
-    s_stop = np.empty(level + 2, np.int64)
     n = 0
     for q in range(tracks.shape[0]):
         t = tracks[q]
@@ -73,68 +72,49 @@ def tiles(tracks, t0, t1, width, min_px, level, track_off, ts, end, cmax, item_o
         else:
             lo = search(icmax, item_off[level - 1, t], item_off[level - 1, t + 1], t0, True)
             hi = search(first_ts, lo, item_off[level - 1, t + 1], t1, False)
-        s_lv[0], s_pos[0], s_stop[0] = level, lo, hi
-        sp = 1
-        while sp > 0 or b_count > 0:
-            is_item = False
-            j = lv = cs = ce = cnt = add = dom = np.int64(0)
-            if sp > 0:
-                if s_pos[sp - 1] >= s_stop[sp - 1]:
-                    sp -= 1
-                    continue
-                lv = s_lv[sp - 1]
-                j = s_pos[sp - 1]
-                s_pos[sp - 1] += 1
-                is_item = lv > 0
-            if is_item:
-                a, b = first[j], stop[j]
-                c0 = c1 = np.int64(-1)
-                if b - a >= 2 and first_ts[j] >= t0 and max_end[j] <= t1 and last_ts[j] < t1:
-                    c0 = min(np.int64((first_ts[j] - t0) * scale), width - 1)
-                    c1 = min(np.int64((last_ts[j] - t0) * scale), width - 1)
-                    if b_count > 0 and b_cell == c0 and first_ts[j] < b_cur:
-                        c1 = -1  # overlaps the bin's union: open it
-                if c0 < 0 or c0 != c1:
-                    if lv == 1:
-                        s_lv[sp], s_pos[sp], s_stop[sp] = 0, a, b
-                    else:
-                        k0, k1 = item_off[lv - 2, t], item_off[lv - 2, t + 1]
-                        lo = search(first, k0, k1, a, False)
-                        s_lv[sp], s_pos[sp], s_stop[sp] = lv - 1, lo, search(first, lo, k1, b, False)
-                    sp += 1
-                    continue
-                cell, cs, ce, cnt, add, dom = c0, first_ts[j], max_end[j], b - a, busy_of[j], dom_of[j]
-            elif sp > 0:
-                s, e = ts[j], end[j]
-                if s >= t1 or max(e, s + 1) <= t0:
-                    continue
-                cs, ce = max(s, t0), min(e, t1)
-                x = (cs - t0) * scale
-                if (ce - cs) * scale >= min_px and x >= last_x + 1.0:
-                    o_track[n], o_start[n], o_end[n], o_pos[n], o_count[n], o_busy[n] = t, cs, ce, j, 1, ce - cs
+        for j in range(lo, hi + 1):
+            whole = False
+            a = b = j
+            if j < hi:
+                a, b = (j, j + 1) if level == 0 else (first[j], stop[j])
+                whole = b - a >= 2 and first_ts[j] >= t0 and max_end[j] <= t1 and last_ts[j] < t1
+            cell = np.int64(-1)  # j == hi: flush the bin
+            if whole:
+                cell = min(np.int64((first_ts[j] - t0) * scale), width - 1)
+            for k in range(a, b + (j == hi)):
+                if not whole and j < hi:
+                    s, e = ts[k], end[k]
+                    if s >= t1 or max(e, s + 1) <= t0:
+                        continue
+                    cs, ce = max(s, t0), min(e, t1)
+                    x = (cs - t0) * scale
+                    if (ce - cs) * scale >= min_px and x >= last_x + 1.0:
+                        o_track[n], o_start[n], o_end[n], o_pos[n], o_count[n], o_busy[n] = t, cs, ce, k, 1, ce - cs
+                        n += 1
+                        last_x = x
+                        continue
+                    cell = min(np.int64(x), width - 1)
+                if b_count > 0 and cell != b_cell:
+                    o_track[n], o_start[n], o_end[n], o_pos[n] = t, b_start, b_end, b_dom
+                    o_count[n], o_busy[n] = b_count, b_busy
                     n += 1
-                    last_x = x
-                    continue
-                cell, cnt, dom = min(np.int64(x), width - 1), 1, j
-                add = np.int64(-1)
-            else:
-                cell = np.int64(-1)  # track done: flush the bin
-            if b_count > 0 and cell != b_cell:
-                o_track[n], o_start[n], o_end[n], o_pos[n] = t, b_start, b_end, b_dom
-                o_count[n], o_busy[n] = b_count, b_busy
-                n += 1
-                b_count = 0
-            if cell < 0:
-                continue
-            if b_count == 0:
-                b_cell, b_start, b_end, b_cur, b_busy, b_dur = cell, cs, ce, cs, 0, -1
-            if add < 0:
-                add = max(0, ce - max(cs, b_cur))
-            b_busy += add
-            b_cur = max(b_cur, ce)
-            b_end = max(b_end, ce)
-            b_count += cnt
-            dur = min(end[dom], t1) - max(ts[dom], t0)
-            if dur > b_dur:
-                b_dom, b_dur = dom, dur
+                    b_count = 0
+                if cell < 0:
+                    break
+                cs, ce = max(ts[k], t0), min(end[k], t1)
+                if b_count == 0:
+                    b_cell, b_start, b_end, b_cur, b_busy, b_dur = cell, cs, ce, cs, 0, -1
+                if whole and k == a and first_ts[j] >= b_cur:  # the item at once: its union is disjoint
+                    b_busy += busy_of[j]
+                    b_cur = b_end = max(b_end, max_end[j])
+                    b_count += b - a
+                    if end[dom_of[j]] - ts[dom_of[j]] > b_dur:
+                        b_dom, b_dur = dom_of[j], end[dom_of[j]] - ts[dom_of[j]]
+                    break
+                b_busy += max(0, ce - max(cs, b_cur))
+                b_cur = max(b_cur, ce)
+                b_end = max(b_end, ce)
+                b_count += 1
+                if ce - cs > b_dur:
+                    b_dom, b_dur = k, ce - cs
     return o_track[:n], o_start[:n], o_end[:n], o_pos[:n], o_count[:n], o_busy[:n]

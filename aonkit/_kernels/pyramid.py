@@ -4,12 +4,10 @@ A *track* is one row of a timeline lane (a lane at one nesting depth). Its
 events are stored contiguously, sorted by start, in flat arrays; ``track_off``
 (length tracks + 1) gives each track's range.
 
-A *level* with bucket size ``g`` partitions every track into *items*: runs of
-consecutive events that are all shorter than ``g`` and start in the same
-``g``-aligned bucket (measured from ``origin``), and single events. With ``g``
-growing by an integer factor from one level to the next, every item boundary of
-a coarser level is one of the finer level too, so an item is exactly covered by
-items of any finer level.
+A *level* with bucket size ``g`` (a power of two) partitions every track into
+*items*: runs of consecutive events that are all shorter than ``g`` and start in
+the same ``g``-aligned bucket (measured from ``origin``), and single events.
+:func:`cut_scales` computes, once, where each level cuts.
 """
 
 from __future__ import annotations
@@ -52,80 +50,60 @@ def running_max_end(ts, end, track_off):
 
 
 @njit
-def _is_cut(ts, end, k, origin, g):
-    """True when events k - 1 and k belong to different items (same track assumed)."""
-    if end[k] - ts[k] >= g or end[k - 1] - ts[k - 1] >= g:
-        return True
-    return (ts[k] - origin) // g != (ts[k - 1] - origin) // g
+def cut_scales(ts, end, track_off, origin):
+    """Per event, the smallest bucket size that keeps it in an item with the previous event of its track.
+
+    Events k - 1 and k are cut apart at bucket size ``g`` (a power of two)
+    exactly when ``cut[k] >= g``: one of them lasts ``g`` or more, or their
+    starts differ in a bit worth ``g`` or more. The first event of a track has
+    the largest int64.
+    """
+    cut = np.empty(ts.shape[0], np.int64)
+    for t in range(track_off.shape[0] - 1):
+        for k in range(track_off[t], track_off[t + 1]):
+            if k == track_off[t]:
+                cut[k] = np.iinfo(np.int64).max
+                continue
+            x = (ts[k] - origin) ^ (ts[k - 1] - origin)
+            for sh in (1, 2, 4, 8, 16, 32):
+                x |= x >> sh
+            cut[k] = max(end[k] - ts[k], end[k - 1] - ts[k - 1], (x + 1) >> 1)
+    return cut
 
 
 @njit
-def build_level(ts, end, track_off, origin, g):
-    """Items of the level with bucket ``g``.
+def build_level(ts, end, cut, g, n_items):
+    """Items of the level with bucket ``g``: events cut apart where ``cut >= g`` (``n_items`` of them).
 
     Returns
     -------
-    item_off : int64[tracks + 1]
-        Each track's range of items.
-    first, stop : int64[items]
-        The item's events are ``first <= k < stop`` (positions in the flat arrays).
-    first_ts, last_ts : int64[items]
-        Start of the item's first and last event.
-    max_end : int64[items]
-        Latest end of its events.
-    cmax : int64[items]
-        Running max over the track's items of ``max(end, ts + 1)`` of their events.
-    busy : int64[items]
-        Length of the union of its events' intervals.
-    dom : int64[items]
-        Position of its longest event (the first one on ties).
+    items : int64[8, n_items]
+        Rows ``first``, ``stop`` (the item's events are ``first <= k < stop``,
+        positions in the flat arrays), ``first_ts``, ``last_ts`` (start of its
+        first and last event), ``max_end`` (latest end), ``cmax`` (running max
+        over the track's items of ``max(end, ts + 1)``), ``busy`` (length of the
+        union of its events' intervals), ``dom`` (its longest event, the first
+        one on ties).
     """
-    n_tracks = track_off.shape[0] - 1
-    item_off = np.zeros(n_tracks + 1, np.int64)
-    for t in range(n_tracks):
-        count = 0
-        for k in range(track_off[t], track_off[t + 1]):
-            if k == track_off[t] or _is_cut(ts, end, k, origin, g):
-                count += 1
-        item_off[t + 1] = item_off[t] + count
-    m = item_off[n_tracks]
-    first = np.empty(m, np.int64)
-    stop = np.empty(m, np.int64)
-    j = 0
-    for t in range(n_tracks):
-        for k in range(track_off[t], track_off[t + 1]):
-            if k == track_off[t] or _is_cut(ts, end, k, origin, g):
-                if j > 0 and k != track_off[t]:
-                    stop[j - 1] = k
-                first[j] = k
-                j += 1
-            if k == track_off[t + 1] - 1:
-                stop[j - 1] = k + 1
-    first_ts = np.empty(m, np.int64)
-    last_ts = np.empty(m, np.int64)
-    max_end = np.empty(m, np.int64)
-    cmax = np.empty(m, np.int64)
-    busy = np.empty(m, np.int64)
-    dom = np.empty(m, np.int64)
-    for t in range(n_tracks):
-        run = np.int64(_I64_MIN)
-        for j in range(item_off[t], item_off[t + 1]):
-            a = first[j]
-            cur = ts[a]
-            total = np.int64(0)
-            top = np.int64(_I64_MIN)
-            best = a
-            for k in range(a, stop[j]):
-                total += max(0, end[k] - max(ts[k], cur))
-                cur = max(cur, end[k])
-                top = max(top, end[k], ts[k] + 1)
-                if end[k] - ts[k] > end[best] - ts[best]:
-                    best = k
-            first_ts[j] = ts[a]
-            last_ts[j] = ts[stop[j] - 1]
-            max_end[j] = cur
-            run = max(run, top)
-            cmax[j] = run
-            busy[j] = total
-            dom[j] = best
-    return item_off, first, stop, first_ts, last_ts, max_end, cmax, busy, dom
+    items = np.empty((8, n_items), np.int64)
+    n = ts.shape[0]
+    j = -1
+    cur = run = busy = best = np.int64(0)
+    for k in range(n + 1):
+        if k == n or cut[k] >= g:
+            if j >= 0:  # close item j
+                items[1, j], items[3, j], items[4, j] = k, ts[k - 1], cur
+                items[5, j], items[6, j], items[7, j] = run, busy, best
+            if k == n:
+                break
+            if cut[k] == np.iinfo(np.int64).max:
+                run = np.iinfo(np.int64).min  # a new track
+            j += 1
+            items[0, j], items[2, j] = k, ts[k]
+            cur, busy, best = ts[k], 0, k
+        busy += max(0, end[k] - max(ts[k], cur))
+        cur = max(cur, end[k])
+        run = max(run, end[k], ts[k] + 1)
+        if end[k] - ts[k] > end[best] - ts[best]:
+            best = k
+    return items

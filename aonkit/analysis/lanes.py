@@ -9,7 +9,10 @@ a lane's rows are its *tracks*.
 
 :func:`timeline_index` sorts each track's events by start once and builds the
 coarser levels :func:`aonkit.analysis.timeline.timeline_tiles` answers zoomed-out
-queries from.
+queries from: at bucket sizes 256 ns x 4**k, groups of consecutive short events
+in one bucket, with their count, union length, latest end and longest event.
+A level is kept when it is much smaller than the finer kept one, so the levels
+take less memory than the events.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ GPU_SIDE_CATS = schema.GPU_CATS | {"gpu_user_annotation"}
 LEVEL_BASE_NS = 256
 """Bucket size of the finest level; each next level is ``LEVEL_FACTOR`` times coarser."""
 LEVEL_FACTOR = 4
-_KEEP_RATIO = 0.75  # a level is kept when it has at most this fraction of the previous one's items
+LEVEL_KEEP = 4
+"""A level is kept when it has at most 1/LEVEL_KEEP of the items of the previous kept one (or of the events),
+or at most 1/LEVEL_KEEP**2 of the events (coarse levels cost little memory and bound the zoomed-out queries)."""
 
 
 @dataclass
@@ -81,16 +86,40 @@ class TimelineIndex:
         return out[::-1]
 
     def level_for(self, t0_ns: int, t1_ns: int, width_px: int, min_px: float = 1.0) -> int:
-        """Coarsest level whose items are all shorter than ``min_px / 2`` pixels (0: single events)."""
+        """Coarsest level whose buckets are at most ``min_px / 2`` pixels wide (0: single events)."""
         fits = self.level_ns * 2 * width_px <= (t1_ns - t0_ns) * min_px
         return int(np.flatnonzero(fits)[-1]) + 1 if fits.any() else 0
+
+
+def _levels(ts: np.ndarray, end: np.ndarray, track_off: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bucket sizes, item columns (all levels side by side) and per-level track offsets of the kept levels."""
+    from .._kernels.pyramid import build_level, cut_scales
+
+    n_tracks = len(track_off) - 1
+    if len(ts) == 0:
+        return np.empty(0, np.int64), np.empty((8, 0), np.int64), np.empty((0, n_tracks + 1), np.int64)
+    cut = cut_scales(ts, end, track_off, int(ts.min()))
+    span = int(end.max()) - int(ts.min())
+    levels, offs, parts = [], [], []
+    prev, g = len(ts), LEVEL_BASE_NS
+    while g < 2 * span:
+        count = int(np.count_nonzero(cut >= g))
+        if count <= prev / LEVEL_KEEP or count <= len(ts) / LEVEL_KEEP**2:
+            items = build_level(ts, end, cut, g, count)
+            item_of_start = np.searchsorted(items[0], track_off[:-1])  # tracks without events: empty ranges
+            offs.append(np.concatenate([item_of_start, [count]]) + sum(p.shape[1] for p in parts))
+            levels.append(g), parts.append(items)
+            prev = count
+        g *= LEVEL_FACTOR
+    item_off = np.array(offs, np.int64).reshape(len(levels), n_tracks + 1)
+    return np.array(levels, np.int64), np.concatenate(parts, axis=1) if parts else np.empty((8, 0), np.int64), item_off
 
 
 def build_index(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, rows: np.ndarray, n_rows: int,
                 lanes: pd.DataFrame) -> TimelineIndex:  # fmt: skip
     """Index events given their lane ids (``0 .. len(lanes) - 1``), start, end and row in the events table."""
     from .._kernels.nesting import parents
-    from .._kernels.pyramid import build_level, depths, running_max_end
+    from .._kernels.pyramid import depths, running_max_end
 
     lane, ts, end, rows = (np.ascontiguousarray(a, dtype=np.int64) for a in (lane, ts, end, rows))
     order = np.lexsort((-end, ts, lane))
@@ -107,20 +136,9 @@ def build_index(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, rows: np.ndar
     order = order[np.argsort(track[order], kind="stable")]
     track_off = np.concatenate([[0], np.cumsum(np.bincount(track, minlength=base[-1]))])
     f_ts, f_end = ts[order], end[order]
-    levels, offs, items = [], [], []
-    prev = len(f_ts)
-    origin = int(f_ts.min()) if len(f_ts) else 0
-    span = int(f_end.max()) - origin if len(f_ts) else 0
-    g = LEVEL_BASE_NS
-    while g < 2 * span:
-        out = build_level(f_ts, f_end, track_off, origin, g)
-        if len(out[1]) <= _KEEP_RATIO * prev:
-            shift = sum(a.shape[1] for a in items)
-            levels.append(g), offs.append(out[0] + shift), items.append(np.stack(out[1:]))
-            prev = len(out[1])
-        g *= LEVEL_FACTOR
+    level_ns, items, item_off = _levels(f_ts, f_end, track_off)
     n_tracks = len(track_off) - 1
-    lane_of, depth_of, parent_of = (np.full(n_rows, -1, np.int64) for _ in range(3))
+    lane_of, depth_of, parent_of = np.full(n_rows, -1, np.int32), np.full(n_rows, -1, np.int32), np.full(n_rows, -1)
     lane_of[rows], depth_of[rows] = lane, depth
     parent_of[rows] = np.where(parent >= 0, rows[np.maximum(parent, 0)], -1)
     lanes = lanes.reset_index(drop=True).assign(rows=lane_rows, events=counts)
@@ -130,8 +148,7 @@ def build_index(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, rows: np.ndar
         track_lane=np.repeat(np.arange(n_lanes), lane_rows),
         track_depth=np.arange(n_tracks) - base[:-1].repeat(lane_rows),
         track_off=track_off, ts=f_ts, end=f_end, row=rows[order], cmax=running_max_end(f_ts, f_end, track_off),
-        level_ns=np.array(levels, np.int64), item_off=np.array(offs, np.int64).reshape(len(levels), n_tracks + 1),
-        items=np.concatenate(items, axis=1) if items else np.empty((8, 0), np.int64),
+        level_ns=level_ns, item_off=item_off, items=items,
         lane_of=lane_of, depth_of=depth_of, parent_of=parent_of,
     )  # fmt: skip
 

@@ -62,8 +62,9 @@ def timeline_tiles(source: TimelineIndex | Trace, t0_ns: int, t1_ns: int, width_
     min_px : float
         Events at least this many pixels wide are returned individually.
     level : int, optional
-        Level to answer from (0: single events); by default the coarsest that
-        gives the same result. For tests and benchmarks.
+        Level to answer from: 0 applies the per-event rule exactly; coarser
+        levels (the default is the coarsest whose buckets are at most
+        ``min_px / 2`` pixels) merge groups of short events in one bucket whole.
 
     Returns
     -------
