@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from .analysis.lanes import timeline_index
+from .analysis.timeline import counter_tiles, timeline_tiles
 from .errors import AonkitError, TraceFormatError, TraceTooLargeError
 from .schema import TS_MISSING
 from .sources import load
@@ -24,5 +26,8 @@ __all__ = [
     "TraceSet",
     "TraceTooLargeError",
     "__version__",
+    "counter_tiles",
     "load",
+    "timeline_index",
+    "timeline_tiles",
 ]
