@@ -16,8 +16,10 @@ from aonkit.analysis.hta_compat import comm_comp_overlap, hta_frames
 from aonkit.analysis.hta_counters import idle_time_breakdown
 from aonkit.analysis.kernels import gpu_time_per_op, kernel_stats
 from aonkit.analysis.overview import IDLE_CATEGORIES, Overview, idle_totals, overview
+from aonkit.analysis.roofline import roofline_table
 from aonkit.views import theme
 from aonkit.views.cards import summary_cards
+from aonkit.views.dashboard import dashboard
 
 from .conftest import SAMPLE_TRACES, require_shared
 from .views_checks import MARKUP_KERNEL, MARKUP_OP, TEX_KERNEL, assert_markup_only_in_data, markup_trace
@@ -102,3 +104,23 @@ def test_markup_names_stay_data_in_cards(tmp_path: Path) -> None:
     assert_markup_only_in_data(layout, MARKUP_KERNEL, MARKUP_OP, TEX_KERNEL)
     page = file_html(layout, INLINE, "cards")
     assert MARKUP_KERNEL not in page and MARKUP_OP not in page and "cdn.bokeh.org" not in page
+
+
+@pytest.mark.parametrize("by", ["kernel", "op"])
+def test_dashboard_links_cards_tables_and_roofline(tmp_path: Path, by: str) -> None:
+    t = aonkit.load(markup_trace(tmp_path))
+    layout, src = dashboard(overview(t), roofline_table(t, by=by))
+    assert set(src) == {"busy", "idle", "classes", "top_kernels", "top_ops", "kernels", "ops", "roofline"}
+    linked = {(cb.args["src"].name, cb.args["dst"].name, cb.args["src_key"], cb.args["dst_key"])
+              for s in src.values() for cbs in s.selected.js_property_callbacks.values() for cb in cbs}  # fmt: skip
+    table = ("kernel_table", "name") if by == "kernel" else ("op_table", "op")
+    assert linked == {
+        ("card_top_kernels", "kernel_table", "name", "name"), ("kernel_table", "card_top_kernels", "name", "name"),
+        ("card_top_ops", "op_table", "name", "op"), ("op_table", "card_top_ops", "op", "name"),
+        (table[0], "roofline_points", table[1], "name"), ("roofline_points", table[0], "name", table[1]),
+    }  # fmt: skip
+    assert_markup_only_in_data(layout, MARKUP_KERNEL, MARKUP_OP)
+    page = file_html(layout, INLINE, "dashboard")
+    assert MARKUP_KERNEL not in page and "cdn.bokeh.org" not in page
+    layout, src = dashboard(overview(t))
+    assert "roofline" not in src

@@ -1,0 +1,55 @@
+"""One page of a trace: summary cards, kernel and op tables, roofline; selections linked in the browser."""
+
+from __future__ import annotations
+
+import pandas as pd
+from bokeh.layouts import column
+from bokeh.models import ColumnDataSource, LayoutDOM, TabPanel, Tabs
+
+from ..analysis.overview import Overview
+from .cards import summary_cards
+from .linking import link_selection
+from .roofline import roofline_figure
+from .tables import kernel_table, op_table
+
+
+def dashboard(
+    ov: Overview, roofline: pd.DataFrame | None = None, n: int = 5
+) -> tuple[LayoutDOM, dict[str, ColumnDataSource]]:
+    """Cards over tabs of kernels, ops and (given a roofline table) the roofline.
+
+    Selecting kernels in the top-kernels card or the kernel table selects them
+    in the other, and in a per-kernel roofline; a per-op roofline links to the
+    op table by op name (``gpu_time_per_op`` names the top-level ops, the
+    roofline the outermost op with a cost model, so only ops that are both link).
+
+    Parameters
+    ----------
+    ov : Overview
+        From :func:`aonkit.analysis.overview.overview`.
+    roofline : pandas.DataFrame, optional
+        :func:`aonkit.analysis.roofline.roofline_table` of the same trace, by op or kernel.
+    n : int
+        Rows of the top-kernel and top-op cards.
+
+    Returns
+    -------
+    layout : bokeh.models.LayoutDOM
+    sources : dict of str to ColumnDataSource
+        The cards' sources (see :func:`~aonkit.views.cards.summary_cards`),
+        ``kernels``, ``ops`` and, with a roofline, ``roofline``.
+    """
+    cards, sources = summary_cards(ov, n)
+    kt, ksrc = kernel_table(ov.kernels)
+    ot, osrc = op_table(ov.ops)
+    link_selection(sources["top_kernels"], ksrc, "name")
+    link_selection(sources["top_ops"], osrc, "name", "op")
+    tabs = [TabPanel(child=kt, title="kernels"), TabPanel(child=ot, title="ops")]
+    sources.update(kernels=ksrc, ops=osrc)
+    if roofline is not None:
+        fig, psrc = roofline_figure(roofline)
+        by_kernel = "op_name" in roofline.columns
+        link_selection(ksrc if by_kernel else osrc, psrc, "name" if by_kernel else "op", "name")
+        tabs.append(TabPanel(child=fig, title="roofline"))
+        sources["roofline"] = psrc
+    return column(cards, Tabs(tabs=tabs)), sources
