@@ -11,6 +11,7 @@ from aonkit import schema
 from aonkit._kernels.pyramid import build_level, cut_scales
 from aonkit.analysis.lanes import build_index, timeline_index
 from aonkit.analysis.timeline import counter_tiles, timeline_tiles
+from aonkit.analysis.timeline_detail import tile_details
 from aonkit.trace import RawEvents, Trace, TraceMeta
 
 from .conftest import SAMPLE_TRACES
@@ -325,3 +326,35 @@ def test_counter_tiles_match_naive(rng: np.random.Generator) -> None:
                                   counter_tiles(ts, val, BASE, BASE + 100_000, 50))  # fmt: skip
     with pytest.raises(ValueError, match="one length"):
         counter_tiles(ts, val[:3], BASE, BASE + 1, 1)
+
+
+def test_tile_details_hover_and_launch() -> None:
+    t = _trace([
+        ("X", "cpu_op", "outer", 10, 11, 1000, 500, -1, -1),
+        ("X", "cpu_op", "inner", 10, 11, 1100, 100, -1, -1),
+        ("X", "cuda_runtime", "cudaLaunchKernel", 10, 11, 1150, 10, -1, -1),
+        ("X", "kernel", "gemm", 0, 7, 1200, 50, 0, 7),
+        ("X", "kernel", "orphan", 0, 7, 1300, 50, 0, 7),
+        ("X", "gpu_user_annotation", "ann", 0, 7, 1190, 100, -1, -1),
+    ])  # fmt: skip
+    t.events.loc[[2, 3], "correlation"] = 99
+    idx = timeline_index(t)
+    got = tile_details(t, idx, timeline_tiles(idx, 1000, 1500, 500)).set_index("row")
+    assert got.loc[3, ["name", "cat", "dur_ns", "correlation", "stack", "launch", "launch_op"]].tolist() == [
+        "gemm", "kernel", 50, 99, "outer > inner", 2, 1]  # fmt: skip
+    assert got.loc[2, "stack"] == "outer > inner > cudaLaunchKernel" and got.loc[2, "launch_op"] == -1
+    assert got.loc[4, "stack"] == "" and got.loc[4, "launch"] == -1 and got.loc[5, "stack"] == ""
+
+
+def test_tile_details_on_sample_trace() -> None:
+    t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    idx = timeline_index(t)
+    t0 = int(np.median(idx.ts))
+    got = tile_details(t, idx, timeline_tiles(idx, t0, t0 + 5_000_000, 1600))
+    names = t.events["name"].astype(str).to_numpy()
+    kernels = got[(got["cat"] == "kernel") & (got["launch_op"] >= 0)]
+    assert len(kernels) > 10 and (kernels["launch"] >= 0).all()
+    for r in kernels.itertuples():
+        assert r.stack == " > ".join(names[idx.stack(r.launch_op)])
+    cpu = got[idx.lanes["kind"].to_numpy()[got["lane"]] == "cpu"].head(50)
+    assert [s.split(" > ")[-1] for s in cpu["stack"]] == cpu["name"].tolist()
