@@ -9,10 +9,8 @@ drawn on the canvas.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
-import numpy as np
 import pandas as pd
 from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.plotting import figure
@@ -20,7 +18,9 @@ from bokeh.plotting import figure
 from ..model.hardware import DeviceSpec
 from . import theme
 from ._data import frame_source
-from .theme import fmt_bytes, fmt_flop, fmt_flop_rate, fmt_ns, fmt_pct, fmt_si
+from .roofline_data import POINT_COLUMNS, point_data, roof_data, span
+
+__all__ = ["POINT_COLUMNS", "POINT_TOOLTIPS", "ROOF_TOOLTIPS", "point_data", "roof_data", "roofline_figure"]
 
 POINT_TOOLTIPS = [
     ("name", "@name"), ("op", "@op_name"), ("dtype", "@dtype"), ("roof", "@roof"), ("work", "@flop_text"),
@@ -28,98 +28,6 @@ POINT_TOOLTIPS = [
     ("of roof", "@fraction_text"), ("bound", "@bound_label"),
 ]  # fmt: skip
 ROOF_TOOLTIPS = [("roof", "@label"), ("ridge", "@ridge_text")]
-POINT_COLUMNS = (
-    "row", "name", "op_name", "kind", "dtype", "roof", "timing", "intensity", "achieved", "flop", "bytes", "dur_ns",
-    "fraction", "bound", "bound_label", "color", "size", "flop_text", "bytes_text", "time_text", "achieved_text",
-    "fraction_text",
-)  # fmt: skip
-
-
-def point_data(table: pd.DataFrame, size_range: tuple[float, float] = theme.POINT_SIZE) -> pd.DataFrame:
-    """The plottable rows of a roofline table with marker sizes, colours and display text.
-
-    A row is plottable when its intensity and achieved FLOP/s are finite and
-    positive (log axes). ``row`` is the row's position in ``table``; ``size``
-    grows with the square root of ``dur_ns`` (marker area with time) from
-    ``size_range[0]`` to ``size_range[1]`` at the longest point.
-    """
-    x = table["intensity_flop_per_byte"].to_numpy(np.float64) if len(table) else np.empty(0)
-    y = table["achieved_flop_per_s"].to_numpy(np.float64) if len(table) else np.empty(0)
-    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    t = table[keep]
-    dur = t["dur_ns"].to_numpy(np.float64) if len(t) else np.empty(0)
-    lo, hi = size_range
-    scale = np.sqrt(dur / dur.max()) if len(dur) and dur.max() > 0 else np.zeros(len(dur))
-    bound = t["bound"].astype(str).to_numpy() if len(t) else np.empty(0, dtype=object)
-    by_kernel = "op_name" in t.columns
-    frac = t["fraction_of_roof"].to_numpy(np.float64) if len(t) else np.empty(0)
-    out = pd.DataFrame(
-        {
-            "row": np.flatnonzero(keep),
-            "name": t["name"].astype(str).to_numpy() if len(t) else [],
-            "op_name": t["op_name" if by_kernel else "name"].astype(str).to_numpy() if len(t) else [],
-            **{c: t[c].astype(str).to_numpy() if len(t) else [] for c in ("kind", "dtype", "roof", "timing")},
-            "intensity": x[keep],
-            "achieved": y[keep],
-            "flop": t["flop"].to_numpy(np.float64) if len(t) else [],
-            "bytes": t["bytes"].to_numpy(np.float64) if len(t) else [],
-            "dur_ns": dur,
-            "fraction": frac,
-            "bound": bound,
-            "bound_label": [theme.BOUND_LABELS.get(b, b) for b in bound],
-            "color": [theme.BOUND_COLORS.get(b, theme.BOUND_COLORS[""]) for b in bound],
-            "size": np.clip(lo + (hi - lo) * scale, lo, hi),
-        }
-    )
-    out["flop_text"] = [fmt_flop(v) for v in out["flop"]]
-    out["bytes_text"] = [fmt_bytes(v) for v in out["bytes"]]
-    out["time_text"] = [fmt_ns(v) for v in out["dur_ns"]]
-    out["achieved_text"] = [fmt_flop_rate(v) for v in out["achieved"]]
-    out["fraction_text"] = [fmt_pct(v) for v in out["fraction"]]
-    return out[list(POINT_COLUMNS)]
-
-
-def _span(values: list[float], default: tuple[float, float]) -> tuple[float, float]:
-    v = [x for x in values if math.isfinite(x) and x > 0]
-    return (min(v) / 3, max(v) * 3) if v else default
-
-
-def roof_data(
-    spec: DeviceSpec | None,
-    keys: list[str],
-    x_range: tuple[float, float],
-    ceilings: Mapping[str, float] | None = None,
-    bandwidths: Mapping[str, float] | None = None,
-) -> pd.DataFrame:
-    """Roof segments: memory slopes (spec bandwidth, L2, ``bandwidths``) and compute roofs (``keys``, ``ceilings``).
-
-    Compute roofs start at their ridge point (``spec.ridge(key)`` for the
-    spec's peaks, the ceiling over the spec's bandwidth for user ceilings) and
-    run to the right edge; slopes run from the left edge up to the highest roof.
-    """
-    slopes: list[tuple[str, float, str]] = []
-    if spec is not None:
-        slopes.append(("memory", spec.memory_bandwidth, "solid"))
-        if spec.l2_bandwidth:
-            slopes.append(("L2", spec.l2_bandwidth, "dotted"))
-    slopes += [(str(k), float(v), "dashed") for k, v in (bandwidths or {}).items()]
-    roofs = [(k, spec.peak(k), spec.ridge(k), "solid") for k in keys] if spec is not None else []
-    main_bw = slopes[0][1] if slopes else math.nan
-    roofs += [(str(k), float(v), float(v) / main_bw, "dashed") for k, v in (ceilings or {}).items()]
-    roofs = [r for r in roofs if math.isfinite(r[1]) and r[1] > 0]
-    x_lo, x_hi = x_range
-    top = max((r[1] for r in roofs), default=math.nan)
-    rows = []
-    for label, bw, dash in slopes:
-        end = top / bw if math.isfinite(top) else x_hi
-        rows.append((f"{label} {fmt_si(bw, 'B/s')}", "memory", bw, math.nan, [x_lo, end], [x_lo * bw, end * bw], dash))
-    for label, peak, ridge, dash in roofs:
-        start = ridge if math.isfinite(ridge) else x_lo
-        rows.append((f"{label} {fmt_flop_rate(peak)}", "compute", peak, ridge, [start, x_hi], [peak, peak], dash))
-    df = pd.DataFrame(rows, columns=["label", "kind", "value", "ridge", "xs", "ys", "dash"])
-    df["ridge_text"] = [f"{r:.3g} FLOP/byte" if math.isfinite(r) else "" for r in df["ridge"]]
-    df["color"] = [theme.ROOF_COLORS[i % len(theme.ROOF_COLORS)] for i in range(len(df))]
-    return df
 
 
 def roofline_figure(
@@ -141,7 +49,9 @@ def roofline_figure(
         ``roofline_table(trace, by="op" | "kernel")``.
     spec : DeviceSpec, optional
         Ceilings to draw; default ``table.attrs["spec"]``. Without one only the
-        points (grey, bound unknown) and any ``ceilings``/``bandwidths`` show.
+        points and any ``ceilings``/``bandwidths`` show. Points keep the
+        table's ``bound`` (grey when unknown): to judge them against other
+        ceilings, pass the spec to ``roofline_table``.
     ceilings : mapping of str to float, optional
         Extra compute ceilings (FLOP/s) by label, e.g. measured peaks; dashed.
     bandwidths : mapping of str to float, optional
@@ -172,7 +82,7 @@ def roofline_figure(
     bws += list((bandwidths or {}).values())
     ridges = [spec.ridge(k) for k in keys] if spec is not None else []
     ridges += [c / bws[0] for c in (ceilings or {}).values()] if bws else []
-    x_range = _span([*pts["intensity"], *ridges], (0.01, 1e4))
+    x_range = span([*pts["intensity"], *ridges], (0.01, 1e4))
     roofs = roof_data(spec, keys, x_range, ceilings, bandwidths)
     peaks = [*pts["achieved"], *roofs.loc[roofs["kind"] == "compute", "value"]]
     y_lo = min([*pts["achieved"], *(x_range[0] * b for b in bws)], default=1e9) / 3
