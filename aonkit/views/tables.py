@@ -27,7 +27,7 @@ def _time_column(df: pd.DataFrame, ns_col: str, field: str, label: str) -> Table
     unit, scale = theme.time_unit(np.nanmax(values) if len(values) else 0.0)
     df[field] = values / scale
     digits = "0,0" if unit == "ns" else "0,0.000"
-    return TableColumn(field=field, title=f"{label} ({unit})", formatter=NumberFormatter(format=digits))
+    return TableColumn(field=field, title=f"{label} ({unit})", formatter=NumberFormatter(format=digits), width=90)
 
 
 def _table(df: pd.DataFrame, columns: list[TableColumn], name: str, width: int, height: int) -> DataTable:
