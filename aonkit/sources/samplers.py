@@ -1,0 +1,138 @@
+"""Live metric samplers: a small interface and the host (CPU/memory) sampler that runs everywhere.
+
+A sampler samples on its own thread into a preallocated ring buffer and hands
+out new samples in the long form shared with nsys ``GPU_METRICS``
+(``ts_ns``, ``device``, ``metric``, ``value``; ``ts_ns`` on the
+``time.time_ns()`` clock, which is the profiler traces' epoch clock). Readers
+keep a cursor, so several views can read one sampler. The NVML sampler (live
+issue) implements the same :class:`Sampler` protocol; :class:`HostSampler`
+is the implementation that runs on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+HOST_DEVICE = -1
+"""``device`` of host metrics (GPUs use their index)."""
+
+
+class Sampler(Protocol):
+    """What a live view needs from a sampler."""
+
+    metrics: tuple[str, ...]
+
+    def start(self) -> None:
+        """Start sampling (idempotent)."""
+
+    def stop(self) -> None:
+        """Stop sampling and join the thread."""
+
+    def read(self, cursor: int = 0) -> tuple[pd.DataFrame, int]:
+        """Samples taken after ``cursor`` (long form) and the cursor to pass next time."""
+
+
+class RingSampler:
+    """Thread + ring buffer shared by samplers; subclasses implement :meth:`sample`.
+
+    Parameters
+    ----------
+    interval_s : float
+        Time between samples.
+    capacity : int
+        Samples kept per metric; older ones are overwritten (a reader that falls
+        further behind than this loses the oldest, and the returned cursor says so).
+    """
+
+    metrics: tuple[str, ...] = ()
+    device: int = HOST_DEVICE
+
+    def __init__(self, interval_s: float = 0.5, capacity: int = 7200) -> None:
+        if interval_s <= 0 or capacity < 1:
+            raise ValueError("interval_s must be > 0 and capacity >= 1")
+        self.interval_s = interval_s
+        self.capacity = capacity
+        self._ts = np.zeros(capacity, np.int64)
+        self._values = np.zeros((capacity, len(self.metrics)), np.float64)
+        self._count = 0  # samples ever taken: the cursor space
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> np.ndarray:
+        """One value per metric (override)."""
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            values = self.sample()
+            now = time.time_ns()
+            with self._lock:
+                slot = self._count % self.capacity
+                self._ts[slot] = now
+                self._values[slot] = values
+                self._count += 1
+            next_t += self.interval_s
+            self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    def start(self) -> None:
+        """Start the sampling thread (a daemon; idempotent)."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"aonkit-{type(self).__name__}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling and wait for the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def read(self, cursor: int = 0) -> tuple[pd.DataFrame, int]:
+        """Samples taken after ``cursor``, oldest first, in long form; and the next cursor."""
+        with self._lock:
+            end = self._count
+            begin = max(cursor, end - self.capacity, 0)
+            slots = np.arange(begin, end) % self.capacity
+            ts = self._ts[slots].copy()
+            values = self._values[slots].copy()
+        n, m = len(ts), len(self.metrics)
+        frame = pd.DataFrame({
+            "ts_ns": np.repeat(ts, m), "device": np.full(n * m, self.device, np.int64),
+            "metric": pd.Categorical.from_codes(np.tile(np.arange(m), n), categories=list(self.metrics)),
+            "value": values.reshape(-1),
+        })  # fmt: skip
+        return frame, end
+
+    def __enter__(self) -> RingSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class HostSampler(RingSampler):
+    """Host CPU utilisation (%) and memory in use (%, bytes) through psutil."""
+
+    metrics = ("cpu_percent", "memory_percent", "memory_used_bytes")
+
+    def __init__(self, interval_s: float = 0.5, capacity: int = 7200) -> None:
+        import psutil
+
+        self._psutil = psutil
+        psutil.cpu_percent(None)  # the first call only sets the reference point
+        super().__init__(interval_s, capacity)
+
+    def sample(self) -> np.ndarray:
+        """CPU %, memory % and used bytes now."""
+        vm = self._psutil.virtual_memory()
+        return np.array([self._psutil.cpu_percent(None), vm.percent, float(vm.total - vm.available)])

@@ -1,0 +1,27 @@
+"""ipywidgets compositions of the bokeh views, for notebooks.
+
+``Dashboard(trace)`` shows the summary cards, tables, roofline and a timeline
+that re-queries its level of detail on zoom and pan; ``LiveMonitor(sampler)``
+streams a sampler's metrics with rollover and a pause button. Both render
+through jupyter_bokeh, whose JupyterLab extension carries BokehJS, so nothing
+is fetched from a CDN and no ``output_notebook`` call is needed first.
+Importing this package imports ipywidgets and bokeh; ``import aonkit`` does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Dashboard", "LiveMonitor"]
+
+
+def __getattr__(name: str) -> Any:  # import each widget only when asked for
+    if name == "Dashboard":
+        from .dashboard import Dashboard
+
+        return Dashboard
+    if name == "LiveMonitor":
+        from .monitor import LiveMonitor
+
+        return LiveMonitor
+    raise AttributeError(name)

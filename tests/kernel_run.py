@@ -1,0 +1,29 @@
+"""Run code cells in a real IPython kernel (nbclient) and return their outputs."""
+
+from __future__ import annotations
+
+import nbformat
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+
+from .conftest import ROOT
+
+
+def run_cells(*sources: str, timeout: int = 300) -> list[list[dict]]:
+    """Execute ``sources`` as the cells of a fresh notebook in a new kernel; outputs per cell."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    km = KernelManager(kernel_name="python3", transport="ipc")  # local and owner-only, no TCP port
+    NotebookClient(nb, km=km, timeout=timeout, resources={"metadata": {"path": str(ROOT)}}).execute()
+    return [c.outputs for c in nb.cells]
+
+
+def text_of(outputs: list[dict]) -> str:
+    """Concatenated stdout and text/plain of one cell's outputs."""
+    parts = []
+    for o in outputs:
+        if o.get("output_type") == "stream":
+            parts.append(o["text"])
+        elif "data" in o:
+            parts.append(o["data"].get("text/plain", ""))
+    return "".join(parts)

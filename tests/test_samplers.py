@@ -1,0 +1,61 @@
+"""The host sampler: a real thread sampling psutil into a ring buffer, read with cursors."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from aonkit.sources.samplers import HostSampler, RingSampler
+
+
+class Counting(RingSampler):
+    """A sampler whose values are the sample number, to check ring and cursor arithmetic."""
+
+    metrics = ("n", "twice")
+
+    def __init__(self, capacity: int) -> None:
+        self.k = 0
+        super().__init__(interval_s=0.001, capacity=capacity)
+
+    def sample(self) -> np.ndarray:
+        self.k += 1
+        return np.array([self.k, 2 * self.k], float)
+
+
+def test_host_sampler_reads_real_values() -> None:
+    with HostSampler(interval_s=0.05) as s:
+        time.sleep(0.4)
+        frame, cursor = s.read()
+    assert cursor >= 4 and len(frame) == 3 * cursor
+    assert list(frame["metric"].cat.categories) == list(HostSampler.metrics)
+    cpu = frame[frame["metric"] == "cpu_percent"]["value"]
+    mem = frame[frame["metric"] == "memory_used_bytes"]["value"]
+    assert cpu.between(0, 100 * 64).all() and (mem > 0).all()
+    ts = frame["ts_ns"].to_numpy()[::3]
+    assert (np.diff(ts) > 0).all() and abs(ts[-1] - time.time_ns()) < 5e9
+    assert (frame["device"] == -1).all()
+
+
+def test_cursor_returns_only_new_samples_and_ring_drops_oldest() -> None:
+    s = Counting(capacity=8)
+    s.start()
+    time.sleep(0.05)
+    first, cursor = s.read()
+    time.sleep(0.05)
+    s.stop()
+    later, end = s.read(cursor)
+    n_first = first[first["metric"] == "n"]["value"].to_numpy()
+    n_later = later[later["metric"] == "n"]["value"].to_numpy()
+    assert len(n_first) <= 8 and len(n_later) <= 8  # never more than the ring holds
+    assert n_first[-1] == cursor and n_later[-1] == end  # values are the sample numbers
+    assert (np.diff(n_later) == 1).all() and n_later[0] == max(cursor + 1, end - 7)
+    tw = later[later["metric"] == "twice"]["value"].to_numpy()
+    assert (tw == 2 * n_later).all()
+    assert s.read(end)[0].empty
+
+
+def test_bad_settings() -> None:
+    with pytest.raises(ValueError):
+        Counting(capacity=0)
