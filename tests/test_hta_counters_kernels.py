@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from aonkit._kernels.describe import describe_segment
-from aonkit._kernels.keys import compact, group_rows, sort_segment
+from aonkit._kernels.describe import describe, order_stats
+from aonkit._kernels.keys import compact, first_match, group_rows, stable_argsort, stream_groups
 from aonkit.analysis import hta_counters as hk
 
 from . import naive_hta as ref
@@ -96,61 +96,78 @@ def test_name_column_without_categories(rng: np.random.Generator) -> None:
 
 def test_compact_dense_and_sparse(rng: np.random.Generator) -> None:
     dense = rng.integers(-1, 100, 1000)
-    keys, lo, size = compact(dense, dense != -1)
-    assert np.shares_memory(keys, dense) and lo == dense[dense != -1].min() and size == dense.max() - lo + 1
+    keys, lo, size = compact(dense)
+    assert np.shares_memory(keys, dense) and lo == dense.min() and size == dense.max() - lo + 1
     sparse = rng.integers(0, 50, 1000) * 10**12 - 7
-    mask = rng.random(1000) < 0.7
-    ids, lo, size = compact(sparse, mask)
-    assert lo == 0 and size == len(np.unique(sparse[mask]))
-    # ids by first appearance, one per distinct key
-    _, first = np.unique(sparse[mask], return_index=True)
-    order = np.argsort(first)
-    expected = {int(k): i for i, k in enumerate(np.unique(sparse[mask])[order])}
-    assert [expected[int(k)] for k in sparse[mask]] == ids[mask].tolist()
+    ids, lo, size = compact(sparse)
+    assert lo == 0 and size == len(np.unique(sparse))
+    order = np.argsort(pd.unique(sparse))  # ids by first appearance, one per distinct key
+    expected = {int(k): i for i, k in enumerate(pd.unique(sparse))}
+    assert ids.tolist() == [expected[int(k)] for k in sparse] and len(order) == size
 
 
 @pytest.mark.parametrize("ascending", [True, False])
 def test_group_rows_is_a_stable_group_sort(rng: np.random.Generator, ascending: bool) -> None:
-    for keys in (rng.integers(0, 5, 2000), rng.integers(0, 5, 2000) * 10**15):
-        ts = rng.integers(0, 300, 2000)
-        rows = rng.permutation(2000)[:1500]
-        out, offsets, gkeys = group_rows(keys, rows, ascending, ts, True)
-        first_seen = pd.unique(keys[rows])
+    for keys in (rng.integers(0, 5, 2000), rng.integers(0, 5, 2000) * 10**15, rng.integers(0, 40, 2000)):
+        out, offsets, gkeys = group_rows(keys, ascending)
+        first_seen = pd.unique(keys)
         want_keys = np.sort(first_seen) if ascending else first_seen
         assert gkeys.tolist() == want_keys.tolist()
         rank = {k: i for i, k in enumerate(want_keys.tolist())}
-        want = sorted(range(len(rows)), key=lambda j: (rank[keys[rows[j]]], ts[rows[j]], j))
-        assert out.tolist() == rows[want].tolist()
-        assert np.diff(offsets).tolist() == [int((keys[rows] == k).sum()) for k in want_keys]
-        kept, _, _ = group_rows(keys, rows, ascending, ts, False)  # input order within a group
-        want = sorted(range(len(rows)), key=lambda j: (rank[keys[rows[j]]], j))
-        assert kept.tolist() == rows[want].tolist()
+        assert out.tolist() == sorted(range(len(keys)), key=lambda j: (rank[keys[j]], j))
+        assert np.diff(offsets).tolist() == [int((keys == k).sum()) for k in want_keys]
+    assert [a.tolist() for a in group_rows(np.empty(0, np.int64), True)] == [[], [0], []]
 
 
-def test_sort_segment_matches_stable_argsort(rng: np.random.Generator) -> None:
+def test_stream_groups(rng: np.random.Generator) -> None:
+    for values in ([-1, 3, 9, 7], [-1, 10**15, 4, 10**16]):
+        stream = rng.choice(values, 3000)
+        slots, lo, group_of, offsets, keys = stream_groups(stream, False)
+        assert keys.tolist() == [v for v in pd.unique(stream) if v != -1]
+        groups = group_of[slots - lo]
+        for g, k in enumerate(keys):
+            assert (groups[stream == k] == g).all() and offsets[g + 1] - offsets[g] == (stream == k).sum()
+        assert stream_groups(stream, True)[4].tolist() == sorted(keys.tolist())
+
+
+def test_first_match(rng: np.random.Generator) -> None:
+    for scale in (1, 10**14):
+        keys = rng.integers(0, 30, 200) * scale
+        values = rng.integers(0, 10**6, 200)
+        probe = rng.integers(0, 40, 300) * scale
+        got, found = first_match(keys, values, probe)
+        first = {}
+        for k, v in zip(keys.tolist(), values.tolist()):
+            first.setdefault(k, v)
+        assert found.tolist() == [p in first for p in probe.tolist()]
+        assert got.tolist() == [first.get(p, 0) for p in probe.tolist()]
+
+
+def test_stable_argsort(rng: np.random.Generator) -> None:
     for n in (0, 1, 2, 3, 17, 1000):
         keys = rng.integers(0, 20, n)
-        idx = rng.permutation(n)
-        got = idx.copy()
-        sort_segment(keys, got, 0, n, np.empty(n, np.int64))
-        assert got.tolist() == idx[np.argsort(keys[idx], kind="stable")].tolist()
+        assert stable_argsort(keys).tolist() == np.argsort(keys, kind="stable").tolist()
     runs = np.concatenate([np.sort(rng.integers(0, 100, 500)) for _ in range(3)])  # three sorted runs
-    idx = np.arange(runs.shape[0])
-    sort_segment(runs, idx, 0, runs.shape[0], np.empty(runs.shape[0], np.int64))
-    assert idx.tolist() == np.argsort(runs, kind="stable").tolist()
+    assert stable_argsort(runs).tolist() == np.argsort(runs, kind="stable").tolist()
 
 
-def test_describe_segment_is_pandas_describe_bit_for_bit(rng: np.random.Generator) -> None:
+def test_describe_is_pandas_describe_bit_for_bit(rng: np.random.Generator) -> None:
     for t in range(200):
         n = int(rng.integers(1, 3000)) if t % 20 else int(rng.integers(1, 200_000))
         scale = [1, 3, 1000, 10**6, 10**13][t % 5]
         vals = rng.integers(-scale, scale + 1, n)
-        skip = 0 if t % 3 == 0 else -1
+        skip = t % 3 == 0
         s = pd.Series(vals.astype(float))
-        if skip == 0:
+        if skip:
             s.iloc[0] = np.nan
-        np.testing.assert_array_equal(describe_segment(vals, 0, n, skip), s.describe().to_numpy())
-    # a segment in the middle of a longer array
-    vals = rng.integers(0, 50, 100)
-    np.testing.assert_array_equal(describe_segment(vals, 10, 30, 10),
-                                  pd.Series(np.r_[np.nan, vals[11:40]]).describe().to_numpy())  # fmt: skip
+        np.testing.assert_array_equal(describe(vals, skip), s.describe().to_numpy())
+
+
+def test_order_stats(rng: np.random.Generator) -> None:
+    for vals in (
+        rng.integers(0, 5, 1000),
+        rng.integers(-(10**15), 10**15, 5000),
+        np.r_[np.zeros(999, np.int64), 10**12],
+    ):
+        ks = np.sort(rng.integers(0, len(vals), 7))
+        assert order_stats(vals, ks).tolist() == np.sort(vals)[ks].tolist()

@@ -1,10 +1,10 @@
-"""``pandas.Series.describe`` of int64 segments, bit for bit: numpy's pairwise sums, linear quantiles.
+"""``pandas.Series.describe`` of int64 arrays, bit for bit: numpy's pairwise sums, linear quantiles.
 
 pandas computes a mean as numpy's pairwise float64 sum over the values (NaN
 slots read as 0) divided by the count, the std by the two-pass formula with
 the same summation, and quantiles with numpy's ``linear`` method. Doing the
 same here gives identical floats. Quantiles come from a radix select (O(n)),
-not a sort.
+not a sort. Indices are ``range(n)`` from 0 or ``np.uintp`` (see :mod:`.keys`).
 """
 
 from __future__ import annotations
@@ -17,53 +17,90 @@ _BLOCK = 128  # numpy's PW_BLOCKSIZE
 
 
 @njit
-def pairwise_sum(vals, lo, n, center, square, skip):
-    """Pairwise float64 sum of ``vals[lo:lo+n]``, as numpy sums (``PW_BLOCKSIZE`` 128, 8 accumulators).
+def pairwise_sum(vals, center, square, skip_first):
+    """Pairwise float64 sum of ``vals``, as numpy sums (``PW_BLOCKSIZE`` 128, 8 accumulators).
 
-    With ``square``, the terms are squared deviations from ``center``. The
-    element at ``skip`` (absolute position; -1 for none) counts as 0.
+    With ``square``, the terms are squared deviations from ``center``; with
+    ``skip_first`` the first term counts as 0 (pandas' NaN slot). numpy
+    recurses on halves (rounded down to a multiple of 8) above 128 elements;
+    this walks the same tree with an explicit stack (Numba caches recursive
+    functions badly).
     """
-    if n < 8:
-        res = 0.0
-        for i in range(lo, lo + n):
-            res += _term(vals, i, center, square, skip)
-        return res
+    n = vals.shape[0]
     if n <= _BLOCK:
-        r0 = _term(vals, lo, center, square, skip)
-        r1 = _term(vals, lo + 1, center, square, skip)
-        r2 = _term(vals, lo + 2, center, square, skip)
-        r3 = _term(vals, lo + 3, center, square, skip)
-        r4 = _term(vals, lo + 4, center, square, skip)
-        r5 = _term(vals, lo + 5, center, square, skip)
-        r6 = _term(vals, lo + 6, center, square, skip)
-        r7 = _term(vals, lo + 7, center, square, skip)
-        m = lo + n - n % 8
-        i = lo + 8
-        while i < m:
-            r0 += _term(vals, i, center, square, skip)
-            r1 += _term(vals, i + 1, center, square, skip)
-            r2 += _term(vals, i + 2, center, square, skip)
-            r3 += _term(vals, i + 3, center, square, skip)
-            r4 += _term(vals, i + 4, center, square, skip)
-            r5 += _term(vals, i + 5, center, square, skip)
-            r6 += _term(vals, i + 6, center, square, skip)
-            r7 += _term(vals, i + 7, center, square, skip)
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < lo + n:
-            res += _term(vals, i, center, square, skip)
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return pairwise_sum(vals, lo, n2, center, square, skip) + pairwise_sum(vals, lo + n2, n - n2, center, square, skip)
+        return _block_sum(vals, 0, n, center, square, skip_first)
+    f_lo = np.empty(64, np.int64)
+    f_n = np.empty(64, np.int64)
+    f_left = np.empty(64, np.float64)
+    f_right = np.zeros(64, np.bool_)  # the frame is its parent's right half
+    depth = 0
+    f_lo[0] = 0
+    f_n[0] = n
+    while True:
+        if f_n[depth] > _BLOCK:  # descend into the left half
+            half = f_n[depth] // 2
+            half -= half % 8
+            f_lo[depth + 1] = f_lo[depth]
+            f_n[depth + 1] = half
+            f_right[depth + 1] = False
+            depth += 1
+            continue
+        r = _block_sum(vals, f_lo[depth], f_n[depth], center, square, skip_first)
+        while True:  # hand r to the parent frames
+            depth -= 1
+            if depth < 0:
+                return r
+            if not f_right[depth + 1]:  # r is the parent's left half: go to its right half
+                f_left[depth] = r
+                half = f_n[depth] // 2
+                half -= half % 8
+                f_lo[depth + 1] = f_lo[depth] + half
+                f_n[depth + 1] = f_n[depth] - half
+                f_right[depth + 1] = True
+                depth += 1
+                break
+            r = f_left[depth] + r
 
 
 @njit
-def _term(vals, i, center, square, skip):
+def _block_sum(vals, lo, n, center, square, skip_first):
+    """Sum of at most 128 terms as numpy does it: sequential below 8, else 8 interleaved accumulators."""
+    seg = vals[lo : lo + n]
+    skip = 0 if (skip_first and lo == 0) else -1
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += _term(seg, i, center, square, skip)
+        return res
+    r0 = _term(seg, 0, center, square, skip)
+    r1 = _term(seg, 1, center, square, skip)
+    r2 = _term(seg, 2, center, square, skip)
+    r3 = _term(seg, 3, center, square, skip)
+    r4 = _term(seg, 4, center, square, skip)
+    r5 = _term(seg, 5, center, square, skip)
+    r6 = _term(seg, 6, center, square, skip)
+    r7 = _term(seg, 7, center, square, skip)
+    m = n - n % 8
+    for i in range(8, m, 8):
+        r0 += _term(seg, i, center, square, skip)
+        r1 += _term(seg, i + 1, center, square, skip)
+        r2 += _term(seg, i + 2, center, square, skip)
+        r3 += _term(seg, i + 3, center, square, skip)
+        r4 += _term(seg, i + 4, center, square, skip)
+        r5 += _term(seg, i + 5, center, square, skip)
+        r6 += _term(seg, i + 6, center, square, skip)
+        r7 += _term(seg, i + 7, center, square, skip)
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(m, n):
+        res += _term(seg, i, center, square, skip)
+    return res
+
+
+@njit
+def _term(seg, i, center, square, skip):
     if i == skip:
         return 0.0
-    v = float(vals[i])
+    v = float(seg[np.uintp(i)])
     if square:
         d = center - v
         return d * d
@@ -71,13 +108,60 @@ def _term(vals, i, center, square, skip):
 
 
 @njit
-def _radix_shift(span, n):
-    """Bit shift that puts ``span + 1`` values into at most about ``n`` buckets (64 to 2**20)."""
-    limit = np.uint64(max(64, min(1 << 20, n)))
+def _buckets(vals, vmin, vmax):
+    """Histogram of ``vals`` in buckets of ``2**shift`` values (about ``len(vals)`` buckets, 64 to 2**20)."""
+    span = np.uint64(vmax - vmin)
+    limit = np.uint64(max(64, min(1 << 20, vals.shape[0])))
     shift = np.uint64(0)
     while (span >> shift) >= limit:
         shift += np.uint64(1)
-    return shift
+    nb = np.uintp(span >> shift) + np.uintp(1)
+    h4 = np.zeros(4 * nb, np.int64)  # four interleaved tables keep repeats off one counter
+    for k in range(vals.shape[0]):
+        h4[np.uintp(k & 3) * nb + np.uintp(np.uint64(vals[k] - vmin) >> shift)] += 1
+    return h4[:nb] + h4[nb : 2 * nb] + h4[2 * nb : 3 * nb] + h4[3 * nb :], shift
+
+
+@njit
+def _in_bucket(vals, vmin, shift, b):
+    """The values of ``vals`` in bucket ``b``."""
+    out = np.empty(vals.shape[0], np.int64)
+    j = np.uintp(0)
+    for k in range(vals.shape[0]):
+        out[j] = vals[k]
+        j += np.uintp((np.uint64(vals[k] - vmin) >> shift) == np.uint64(b))
+    return out[:j]
+
+
+@njit
+def order_stats(vals, ks):
+    """The ``ks``-th smallest (ascending, 0-based) of ``vals``: radix select, O(n).
+
+    One histogram places every k in a bucket; buckets wider than one value
+    are narrowed on their own elements only.
+    """
+    out = np.empty(ks.shape[0], np.int64)
+    if vals.shape[0] == 0:
+        return out
+    vmin = vals.min()
+    vmax = vals.max()
+    hist, shift = _buckets(vals, vmin, vmax)
+    b = 0
+    below = 0  # values in buckets before b
+    last_b = -1
+    sub = vals[:0]
+    for q in range(ks.shape[0]):
+        while ks[q] >= below + hist[b]:
+            below += hist[b]
+            b += 1
+        if shift == np.uint64(0):
+            out[q] = vmin + b
+            continue
+        if b != last_b:
+            sub = _in_bucket(vals, vmin, shift, b)
+            last_b = b
+        out[q] = _select(sub, ks[q] - below)
+    return out
 
 
 @njit
@@ -88,59 +172,14 @@ def _select(cur, k):
         vmax = cur.max()
         if vmin == vmax:
             return vmin
-        shift = _radix_shift(np.uint64(vmax - vmin), cur.shape[0])
-        hist = np.zeros(np.int64(np.uint64(vmax - vmin) >> shift) + 1, np.int64)
-        for v in cur:
-            hist[np.int64(np.uint64(v - vmin) >> shift)] += 1
+        hist, shift = _buckets(cur, vmin, vmax)
         b = 0
         while k >= hist[b]:
             k -= hist[b]
             b += 1
         if shift == np.uint64(0):
             return vmin + b
-        nxt = np.empty(hist[b], np.int64)
-        j = 0
-        for v in cur:
-            if np.int64(np.uint64(v - vmin) >> shift) == b:
-                nxt[j] = v
-                j += 1
-        cur = nxt
-
-
-@njit
-def order_stats(vals, lo, n, skip, vmin, vmax, ks):
-    """The ``ks``-th smallest (sorted, 0-based) of ``vals[lo:lo+n]`` without position ``skip``.
-
-    One histogram pass over the segment places every k in a bucket; buckets
-    wider than one value are narrowed on their own elements only.
-    """
-    out = np.empty(ks.shape[0], np.int64)
-    shift = _radix_shift(np.uint64(vmax - vmin), n)
-    hist = np.zeros(np.int64(np.uint64(vmax - vmin) >> shift) + 1, np.int64)
-    for i in range(lo, lo + n):
-        if i != skip:
-            hist[np.int64(np.uint64(vals[i] - vmin) >> shift)] += 1
-    b = 0
-    below = 0  # values in buckets before b
-    last_b = -1
-    sub = np.empty(0, np.int64)
-    for q in range(ks.shape[0]):
-        while ks[q] >= below + hist[b]:
-            below += hist[b]
-            b += 1
-        if shift == np.uint64(0):
-            out[q] = vmin + b
-            continue
-        if b != last_b:
-            sub = np.empty(hist[b], np.int64)
-            j = 0
-            for i in range(lo, lo + n):
-                if i != skip and np.int64(np.uint64(vals[i] - vmin) >> shift) == b:
-                    sub[j] = vals[i]
-                    j += 1
-            last_b = b
-        out[q] = _select(sub, ks[q] - below)
-    return out
+        cur = _in_bucket(cur, vmin, shift, b)
 
 
 @njit
@@ -153,38 +192,31 @@ def _lerp(a, b, t):
 
 
 @njit
-def describe_segment(vals, lo, n, skip):
-    """count, mean, std, min, 25%, 50%, 75%, max of ``vals[lo:lo+n]`` (int64); ``skip`` is a NaN slot or -1."""
+def describe(vals, skip_first):
+    """count, mean, std, min, 25%, 50%, 75%, max of int64 ``vals``; ``skip_first``: vals[0] is a NaN slot."""
     out = np.full(8, np.nan)
-    count = n - (1 if lo <= skip < lo + n else 0)
+    valid = vals[1:] if skip_first else vals
+    count = valid.shape[0]
     out[0] = count
     if count == 0:
         return out
-    total = pairwise_sum(vals, lo, n, 0.0, False, skip)
-    mean = total / count
+    mean = pairwise_sum(vals, 0.0, False, skip_first) / count
     out[1] = mean
     if count > 1:
-        out[2] = np.sqrt(pairwise_sum(vals, lo, n, mean, True, skip) / (count - 1))
-    vmin = np.iinfo(np.int64).max
-    vmax = np.iinfo(np.int64).min
-    for i in range(lo, lo + n):
-        if i != skip:
-            vmin = min(vmin, vals[i])
-            vmax = max(vmax, vals[i])
-    out[3] = vmin
-    out[7] = vmax
-    qs = (0.25, 0.5, 0.75)
+        out[2] = np.sqrt(pairwise_sum(vals, mean, True, skip_first) / (count - 1))
+    out[3] = valid.min()
+    out[7] = valid.max()
     ks = np.empty(6, np.int64)
     ts = np.empty(3, np.float64)
     for j in range(3):
-        pos = qs[j] * (count - 1)
+        pos = (0.25 * (j + 1)) * (count - 1)
         below = np.int64(np.floor(pos))
         ts[j] = pos - below
         ks[2 * j] = below
         ks[2 * j + 1] = min(below + 1, count - 1)
     order = np.argsort(ks)
     v = np.empty(6, np.int64)
-    v[order] = order_stats(vals, lo, n, skip, vmin, vmax, ks[order])
+    v[order] = order_stats(valid, ks[order])
     for j in range(3):
         a = float(v[2 * j])
         out[4 + j] = a if ts[j] == 0.0 else _lerp(a, float(v[2 * j + 1]), ts[j])

@@ -1,7 +1,8 @@
-"""Per-stream sweeps over GPU events: idle gaps, launch-queue counters, launch/GPU correlation joins.
+"""Idle gaps between the GPU events of each stream, classified as HTA classifies them.
 
 Rows are events of one rank: ``stream`` (-1 on the CPU side), ``ts``,
 ``end``, ``corr`` (correlation), all int64 and in the caller's row order.
+Loops index with ``range(n)`` from 0 or ``np.uintp`` (see :mod:`.keys`).
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .describe import describe_segment
-from .keys import compact, group_rows
+from .describe import describe
+from .keys import first_match, is_sorted, stable_argsort, stream_groups
 
 HOST_WAIT = 0
 KERNEL_WAIT = 1
@@ -18,28 +19,80 @@ OTHER = 2
 
 
 @njit
-def launch_table_and_gpu_rows(stream, ts, corr):
-    """Start of the first CPU-side row of each correlation (a table), and the GPU rows, in one pass.
+def _extract_by_stream(stream, ts, end, corr):
+    """One pass over the columns: GPU events grouped by stream, CPU rows with a correlation.
 
-    Returns (slot keys, lo, start per slot, found per slot, GPU rows): the
-    slot of row i is ``slot[i] - lo`` where ``corr[i] != -1``; correlation -1
-    never matches.
+    GPU events' ts, end, corr come grouped by stream (first appearance), by
+    start within one (stably); CPU rows' corr and ts where corr != -1.
+    Returns (ts, end, corr, offsets, stream values, cpu corr, cpu ts).
     """
-    slot, lo, size = compact(corr, corr != -1)
-    first = np.zeros(size, np.int64)
-    seen = np.zeros(size, np.bool_)
-    gpu = np.empty(stream.shape[0], np.int64)
-    m = 0
+    slots, lo, group_of, offsets, streams = stream_groups(stream, False)
+    m = offsets[-1]
+    g_ts = np.empty(m, np.int64)
+    g_end = np.empty(m, np.int64)
+    g_corr = np.empty(m, np.int64)
+    c_corr = np.empty(stream.shape[0] - m, np.int64)
+    c_ts = np.empty(stream.shape[0] - m, np.int64)
+    fill = offsets[:-1].copy()
+    q = 0
     for i in range(stream.shape[0]):
         if stream[i] != -1:
-            gpu[m] = i
-            m += 1
+            b = np.uintp(group_of[np.uintp(slots[i] - lo)])
+            k = np.uintp(fill[b])
+            fill[b] += 1
+            g_ts[k] = ts[i]
+            g_end[k] = end[i]
+            g_corr[k] = corr[i]
         elif corr[i] != -1:
-            j = slot[i] - lo
-            if not seen[j]:
-                seen[j] = True
-                first[j] = ts[i]
-    return slot, lo, first, seen, gpu[:m]
+            c_corr[q] = corr[i]
+            c_ts[q] = ts[i]
+            q += 1
+    for s in range(streams.shape[0]):  # usually in order already
+        seg = slice(offsets[s], offsets[s + 1])
+        if not is_sorted(g_ts[seg]):
+            order = stable_argsort(g_ts[seg])
+            g_ts[seg] = g_ts[seg][order]
+            g_end[seg] = g_end[seg][order]
+            g_corr[seg] = g_corr[seg][order]
+    return g_ts, g_end, g_corr, offsets, streams, c_corr[:q], c_ts[:q]
+
+
+@njit
+def _stream_gaps(ts, end, start, found, spare, delay):
+    """Gaps before the events of one stream (time order), split by category, in place.
+
+    ``start``/``found``: each event's launch call start, if any. The gaps of
+    category 0 (host wait) go to the front of ``spare``, of 1 (kernel wait)
+    of ``start``, of 2 (other) of ``ts``, each in time order; the first slot
+    of OTHER is the stream's first event (no gap: 0 here). Every write lands
+    at or before the element being read, so nothing unread is overwritten.
+    Returns (count per category, sum per category).
+    """
+    n0 = np.uintp(0)
+    n1 = np.uintp(0)
+    n2 = np.uintp(1)
+    t0 = np.int64(0)
+    t1 = np.int64(0)
+    t2 = np.int64(0)
+    prev_end = end[0]
+    ts[0] = 0
+    for k in range(1, ts.shape[0]):
+        g = ts[k] - prev_end
+        host = found[k] & (start[k] > prev_end)
+        short = g < delay
+        is1 = (not host) & short
+        is2 = not (host | short)
+        prev_end = end[k]
+        spare[n0] = g
+        start[n1] = g
+        ts[n2] = g
+        n0 += np.uintp(host)
+        n1 += np.uintp(is1)
+        n2 += np.uintp(is2)
+        t0 += g * host
+        t1 += g * is1
+        t2 += g * is2
+    return np.array([n0, n1, n2], np.int64), np.array([t0, t1, t2])
 
 
 @njit
@@ -62,46 +115,18 @@ def idle_gaps(stream, ts, end, corr, delay):
     stats : float64[S, 3, 8]
         pandas' ``describe()`` of the gaps per category (count, mean, std, min, 25%, 50%, 75%, max).
     """
-    slot, slot_lo, starts, found, gpu = launch_table_and_gpu_rows(stream, ts, corr)
-    rows, offsets, streams = group_rows(stream, gpu, False, ts, True)
+    g_ts, g_end, g_corr, offsets, streams, c_corr, c_ts = _extract_by_stream(stream, ts, end, corr)
+    start, found = first_match(c_corr, c_ts, g_corr)
     n_s = streams.shape[0]
-    n_g = n_s * 3  # group of (stream s, category c): s * 3 + c
-    group = np.empty(rows.shape[0], np.int64)
-    gap = np.zeros(rows.shape[0], np.int64)
-    count = np.zeros(n_g, np.int64)
-    total = np.zeros(n_g, np.int64)
-    for s in range(n_s):
-        lo = offsets[s]
-        group[lo] = s * 3 + OTHER
-        count[s * 3 + OTHER] += 1
-        prev_end = end[rows[lo]]
-        for k in range(lo + 1, offsets[s + 1]):
-            i = rows[k]
-            g = ts[i] - prev_end
-            j = slot[i] - slot_lo
-            if corr[i] != -1 and found[j] and starts[j] > prev_end:
-                c = s * 3 + HOST_WAIT
-            elif g < delay:
-                c = s * 3 + KERNEL_WAIT
-            else:
-                c = s * 3 + OTHER
-            group[k] = c
-            gap[k] = g
-            count[c] += 1
-            total[c] += g
-            prev_end = end[i]
-    # each group's gaps in time order; a stream's first (NaN) slot holds 0 and leads its OTHER group
-    goff = np.zeros(n_g + 1, np.int64)
-    for c in range(n_g):
-        goff[c + 1] = goff[c] + count[c]
-    fill = goff[:-1].copy()
-    vals = np.empty(rows.shape[0], np.int64)
-    for k in range(rows.shape[0]):
-        vals[fill[group[k]]] = gap[k]
-        fill[group[k]] += 1
+    total = np.zeros((n_s, 3), np.int64)
+    present = np.zeros((n_s, 3), np.bool_)
     stats = np.full((n_s, 3, 8), np.nan)
-    for c in range(n_g):
-        lo, hi = goff[c], goff[c + 1]
-        if hi > lo:
-            stats[c // 3, c % 3] = describe_segment(vals, lo, hi - lo, lo if c % 3 == OTHER else -1)
-    return streams, (count > 0).reshape((n_s, 3)), total.reshape((n_s, 3)), stats
+    for s in range(n_s):
+        seg = slice(offsets[s], offsets[s + 1])
+        runs = (g_corr[seg], start[seg], g_ts[seg])
+        count, total[s] = _stream_gaps(runs[2], g_end[seg], runs[1], found[seg], runs[0], delay)
+        for c in range(3):
+            if count[c]:  # the stream's first (NaN) slot leads its OTHER run
+                present[s, c] = True
+                stats[s, c] = describe(runs[c][: count[c]], c == OTHER)
+    return streams, present, total, stats

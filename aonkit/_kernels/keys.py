@@ -1,8 +1,12 @@
-"""Table slots for int64 keys (correlations, streams), stable bucketing, and a run-aware stable sort.
+"""Table slots for int64 keys (correlations, streams), first-match lookups, stable grouping and sorting.
 
 A key set whose range is compact indexes a table directly (``key - lo``); a
 sparse one is first mapped to dense ids through an open-addressing hash
 table. Both are O(n).
+
+Speed note: Numba adds negative-index wraparound to every access through a
+signed index it cannot prove non-negative, which here cost 10x. Loops run
+over ``range(n)`` from 0 and computed indices are cast with ``np.uintp``.
 """
 
 from __future__ import annotations
@@ -15,167 +19,232 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit
-def compact(keys, mask):
-    """(slot keys, lo, size): where ``mask[i]``, ``out[i] - lo`` is the key's slot in ``[0, size)``.
+def compact(keys):
+    """(slot keys, lo, size): ``out[i] - lo`` is the slot of ``keys[i]`` in ``[0, size)``.
 
-    A compact range (size <= 4 x count + 1024) returns ``keys`` itself; a
-    sparse one returns hash ids in order of first appearance (lo = 0).
+    A compact range (size <= 4 x n + 1024) returns ``keys`` itself; a sparse
+    one returns hash ids in order of first appearance (lo = 0).
     """
-    count = 0
     lo = np.iinfo(np.int64).max
     hi = np.iinfo(np.int64).min
     for i in range(keys.shape[0]):
-        if mask[i]:
-            lo = min(lo, keys[i])
-            hi = max(hi, keys[i])
-            count += 1
-    if count == 0:
+        lo = min(lo, keys[i])
+        hi = max(hi, keys[i])
+    if keys.shape[0] == 0:
         return keys, np.int64(0), np.int64(0)
-    if float(hi) - float(lo) <= 4.0 * count + 1024.0:
+    if float(hi) - float(lo) <= 4.0 * keys.shape[0] + 1024.0:
         return keys, lo, hi - lo + 1
-    return _hash_ids(keys, mask, count)
+    return _hash_ids(keys)
 
 
 @njit
-def _hash_ids(keys, mask, count):
+def _hash_ids(keys):
+    n = keys.shape[0]
     bits = 1
-    while (1 << bits) < 2 * count:
+    while (1 << bits) < 2 * n:
         bits += 1
-    cap_mask = (1 << bits) - 1
+    cap_mask = np.uint64((1 << bits) - 1)
     slots = np.full(1 << bits, -1, np.int64)
-    uniq = np.empty(count, np.int64)
-    ids = np.full(keys.shape[0], -1, np.int64)
+    uniq = np.empty(n, np.int64)
+    ids = np.empty(n, np.int64)
     shift = np.uint64(64 - bits)
     nid = 0
-    for i in range(keys.shape[0]):
-        if mask[i]:
-            k = keys[i]
-            h = np.int64((np.uint64(k) * _GOLDEN) >> shift)
-            while slots[h] >= 0 and uniq[slots[h]] != k:
-                h = (h + 1) & cap_mask
-            j = slots[h]
-            if j < 0:
-                j = nid
-                slots[h] = j
-                uniq[j] = k
-                nid += 1
-            ids[i] = j
+    for i in range(n):
+        k = keys[i]
+        h = (np.uint64(k) * _GOLDEN) >> shift
+        while slots[h] >= 0 and uniq[np.uintp(slots[h])] != k:
+            h = (h + np.uint64(1)) & cap_mask
+        j = slots[h]
+        if j < 0:
+            j = nid
+            slots[h] = j
+            uniq[np.uintp(j)] = k
+            nid += 1
+        ids[i] = j
     return ids, np.int64(0), np.int64(nid)
 
 
 @njit
-def group_rows(keys, rows, ascending, ts, by_time):
-    """``rows`` grouped by ``keys[row]``, keeping their order within a group, or sorting it stably by ``ts``.
+def first_match(keys, values, probe):
+    """For each ``probe`` value: ``values`` at the first position of ``keys`` holding it, and whether any does.
 
-    Groups come in ascending key order, or by first appearance in ``rows``
-    when not ``ascending``. With ``by_time``, each group is ordered stably by
-    ``ts[row]`` (a group already in order costs one check, done while
-    filling). Returns (grouped rows, offsets (groups + 1), group keys).
+    Returns (matched values, found); unmatched probes get 0.
     """
-    m = rows.shape[0]
-    if m == 0:
-        return rows.copy(), np.zeros(1, np.int64), np.empty(0, np.int64)
+    nk = keys.shape[0]
+    n = nk + probe.shape[0]
     lo = np.iinfo(np.int64).max
     hi = np.iinfo(np.int64).min
-    for k in range(m):
-        lo = min(lo, keys[rows[k]])
-        hi = max(hi, keys[rows[k]])
-    if float(hi) - float(lo) <= 4.0 * m + 1024.0:
-        slot = keys
-        size = hi - lo + 1
+    for i in range(nk):
+        lo = min(lo, keys[i])
+        hi = max(hi, keys[i])
+    for i in range(probe.shape[0]):
+        lo = min(lo, probe[i])
+        hi = max(hi, probe[i])
+    out = np.zeros(probe.shape[0], values.dtype)
+    found = np.zeros(probe.shape[0], np.bool_)
+    if n == 0:
+        return out, found
+    if float(hi) - float(lo) <= 4.0 * n + 1024.0:
+        kslot, pslot, size = keys, probe, hi - lo + 1
     else:
-        slot, lo, size = _hash_ids(keys, np.ones(keys.shape[0], np.bool_), keys.shape[0])
-    count = np.zeros(size, np.int64)
-    first = np.zeros(size, np.int64)
-    for k in range(m):
-        j = slot[rows[k]] - lo
-        if count[j] == 0:
-            first[j] = k
-        count[j] += 1
-    used = np.flatnonzero(count)
-    if ascending:
-        gkeys = np.empty(used.shape[0], np.int64)
-        for g in range(used.shape[0]):
-            gkeys[g] = keys[rows[first[used[g]]]]
-        used = used[np.argsort(gkeys)]
-    else:
-        used = used[np.argsort(first[used])]
-    n_g = used.shape[0]
-    group_of = np.zeros(size, np.int64)
-    offsets = np.zeros(n_g + 1, np.int64)
-    gkeys = np.empty(n_g, np.int64)
-    for g in range(n_g):
-        group_of[used[g]] = g
-        offsets[g + 1] = offsets[g] + count[used[g]]
-        gkeys[g] = keys[rows[first[used[g]]]]
-    fill = offsets[:-1].copy()
-    last = np.full(n_g, np.iinfo(np.int64).min)
-    unsorted = np.zeros(n_g, np.bool_)
-    out = np.empty(m, np.int64)
-    for k in range(m):
-        i = rows[k]
-        g = group_of[slot[i] - lo]
-        out[fill[g]] = i
-        fill[g] += 1
-        if by_time:
-            unsorted[g] |= ts[i] < last[g]
-            last[g] = ts[i]
-    tmp = np.empty(m, np.int64)
-    for g in range(n_g):
-        if unsorted[g]:
-            sort_segment(ts, out, offsets[g], offsets[g + 1], tmp)
-    return out, offsets, gkeys
+        ids, _, size = _hash_ids(np.concatenate((keys, probe)))
+        kslot, pslot, lo = ids[:nk], ids[nk:], np.int64(0)
+    table = np.zeros(size, values.dtype)
+    seen = np.zeros(size, np.bool_)
+    for i in range(nk):
+        j = np.uintp(kslot[i] - lo)
+        if not seen[j]:
+            seen[j] = True
+            table[j] = values[i]
+    for i in range(probe.shape[0]):
+        j = np.uintp(pslot[i] - lo)
+        out[i] = table[j]
+        found[i] = seen[j]
+    return out, found
 
 
 @njit
-def sort_segment(keys, idx, lo, hi, tmp):
-    """Stable in-place sort of ``idx[lo:hi]`` by ``keys[idx]``: natural merge sort (O(n) on few sorted runs).
+def counts(slots, lo, size):
+    """Occurrences of each ``slots - lo`` in ``[0, size)``; four interleaved tables keep repeats off one counter."""
+    c4 = np.zeros(4 * size, np.int64)
+    for k in range(slots.shape[0]):
+        c4[np.uintp((k & 3) * size + slots[k] - lo)] += 1
+    return c4[:size] + c4[size : 2 * size] + c4[2 * size : 3 * size] + c4[3 * size :]
 
-    ``tmp`` is scratch space of at least ``hi - lo`` elements.
+
+@njit
+def _order_groups(keys, slots, lo, count, skip, ascending):
+    """Used slots (count > 0, not ``skip``) ordered by key or by first appearance; and their keys."""
+    if skip >= 0:
+        count[skip] = 0
+    used = np.flatnonzero(count)
+    first = np.full(count.shape[0], -1, np.int64)
+    found = 0
+    i = 0
+    while found < used.shape[0]:
+        j = np.uintp(slots[i] - lo)
+        if first[j] < 0 and count[j] > 0:
+            first[j] = i
+            found += 1
+        i += 1
+    gkeys = np.empty(used.shape[0], np.int64)
+    for g in range(used.shape[0]):
+        gkeys[g] = keys[np.uintp(first[used[g]])]
+    order = np.argsort(gkeys) if ascending else np.argsort(first[used])
+    return used[order], gkeys[order]
+
+
+@njit
+def stream_groups(stream, ascending):
+    """Groups of the rows with ``stream != -1``, by stream, from one pass over ``stream``.
+
+    Groups come in ascending stream order, or by first appearance when not
+    ``ascending``. Returns (slot keys, lo, group of each slot, offsets
+    (groups + 1), stream values): row i (a GPU row) is in group
+    ``group_of[slots[i] - lo]``; ``offsets`` sum the groups' sizes.
     """
-    n = hi - lo
+    slots, lo, size = compact(stream)
+    count = counts(slots, lo, size)
+    skip = -1  # the slot of stream -1
+    for i in range(stream.shape[0]):
+        if stream[i] == -1:
+            skip = slots[i] - lo
+            break
+    used, keys = _order_groups(stream, slots, lo, count, skip, ascending)
+    group_of = np.full(size, -1, np.int64)
+    offsets = np.zeros(used.shape[0] + 1, np.int64)
+    for g in range(used.shape[0]):
+        group_of[np.uintp(used[g])] = g
+        offsets[g + 1] = offsets[g] + count[np.uintp(used[g])]
+    return slots, lo, group_of, offsets, keys
+
+
+@njit
+def group_rows(keys, ascending):
+    """Positions ``0..m-1`` grouped by ``keys``, in input order within a group.
+
+    Groups come in ascending key order, or by first appearance when not
+    ``ascending``. Returns (positions, offsets (groups + 1), group keys).
+    """
+    m = keys.shape[0]
+    if m == 0:
+        return np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64)
+    slots, lo, size = compact(keys)
+    count = counts(slots, lo, size)
+    used, gkeys = _order_groups(keys, slots, lo, count, -1, ascending)
+    n_g = used.shape[0]
+    offsets = np.zeros(n_g + 1, np.int64)
+    for g in range(n_g):
+        offsets[g + 1] = offsets[g] + count[np.uintp(used[g])]
+    out = np.empty(m + 1, np.int64)  # + 1: the branch-free passes write one past a group
+    if n_g <= 8:  # one branch-free pass per group
+        for g in range(n_g):
+            pos = np.uintp(offsets[g])
+            want = used[g] + lo
+            for k in range(m):
+                out[pos] = k
+                pos += np.uintp(slots[k] == want)
+    else:
+        group_of = np.zeros(size, np.int64)
+        for g in range(n_g):
+            group_of[np.uintp(used[g])] = g
+        fill = offsets[:-1].copy()
+        for k in range(m):
+            g = np.uintp(group_of[np.uintp(slots[k] - lo)])
+            out[np.uintp(fill[g])] = k
+            fill[g] += 1
+    return out[:m], offsets, gkeys
+
+
+@njit
+def is_sorted(a):
+    """Whether ``a`` is non-decreasing."""
+    for k in range(1, a.shape[0]):
+        if a[k] < a[k - 1]:
+            return False
+    return True
+
+
+@njit
+def stable_argsort(keys):
+    """Positions of ``keys`` sorted stably: a natural merge sort (O(n) on a few sorted runs)."""
+    n = keys.shape[0]
+    idx = np.arange(n)
     if n < 2:
-        return
-    runs = np.empty(n + 1, np.int64)  # starts of ascending stretches, then hi
+        return idx
+    runs = np.empty(n + 1, np.int64)  # starts of ascending stretches, then n
     nr = 0
-    runs[0] = lo
-    for i in range(lo + 1, hi):
-        if keys[idx[i]] < keys[idx[i - 1]]:
+    runs[0] = 0
+    for i in range(1, n):
+        if keys[i] < keys[i - 1]:
             nr += 1
             runs[nr] = i
     nr += 1
-    runs[nr] = hi
+    runs[nr] = n
     while nr > 1:
         out_r = 0
-        r = 0
-        while r < nr:
+        for r in range(0, nr, 2):
             if r + 1 < nr:
-                _merge(keys, idx, runs[r], runs[r + 1], runs[r + 2], tmp)
+                _merge(keys, idx, runs[r], runs[r + 1], runs[r + 2])
             runs[out_r] = runs[r]
             out_r += 1
-            r += 2
-        runs[out_r] = hi
+        runs[out_r] = n
         nr = out_r
+    return idx
 
 
 @njit
-def _merge(keys, idx, a, m, b, tmp):
+def _merge(keys, idx, a, m, b):
     """Stable merge of sorted ``idx[a:m]`` and ``idx[m:b]`` (left wins ties)."""
-    for k in range(a, m):
-        tmp[k - a] = idx[k]
+    left = idx[a:m].copy()
+    right = idx[m:b]
+    dst = idx[a:b]
     i = 0
-    n_left = m - a
-    j = m
-    k = a
-    while i < n_left and j < b:
-        if keys[idx[j]] < keys[tmp[i]]:
-            idx[k] = idx[j]
-            j += 1
-        else:
-            idx[k] = tmp[i]
+    j = 0
+    for k in range(b - a):
+        if i < left.shape[0] and (j >= right.shape[0] or keys[np.uintp(right[j])] >= keys[np.uintp(left[i])]):
+            dst[k] = left[i]
             i += 1
-        k += 1
-    while i < n_left:
-        idx[k] = tmp[i]
-        i += 1
-        k += 1
+        else:
+            dst[k] = right[j]
+            j += 1

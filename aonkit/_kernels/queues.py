@@ -1,7 +1,9 @@
 """Launch-queue counters per stream: +1 at a launch call, -1 when its GPU event starts.
 
 Rows are events of one rank: ``stream`` (-1 on the CPU side), ``ts``,
-``corr`` (correlation), ``is_api`` (CPU rows that are launch calls).
+``corr`` (correlation), and launch calls flagged per name code
+(``is_api[codes[i]]``; code -1 reads the last flag). Loops index with
+``range(n)`` from 0 or ``np.uintp`` (see :mod:`.keys`).
 """
 
 from __future__ import annotations
@@ -9,50 +11,53 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .keys import compact, group_rows
+from .keys import first_match, group_rows, is_sorted, stable_argsort
 
 
 @njit
-def queue_events(stream, ts, corr, is_api):
+def queue_events(stream, ts, corr, codes, is_api):
     """The +1/-1 events of HTA's queue length: launches first, then GPU starts, each in row order.
 
-    Launches are CPU-side ``is_api`` rows whose correlation some GPU row has;
-    their stream is that of the first such GPU row. GPU rows count when a
-    launch has their correlation. Returns (ts, stream, step) of the events.
+    Launches are CPU-side API rows whose correlation some GPU row has; their
+    stream is that of the first such GPU row. GPU rows count when a launch
+    has their correlation. Returns (ts, stream, step) of the events.
     """
     n = stream.shape[0]
-    slot, lo, size = compact(corr, (stream != -1) | is_api)
-    has_gpu = np.zeros(size, np.bool_)
-    gpu_stream = np.zeros(size, np.int64)
+    g = np.empty((3, n), np.int64)  # GPU rows: corr, ts, stream
+    a = np.empty((2, n), np.int64)  # API rows: corr, ts
+    m = 0
+    q = 0
     for i in range(n):
-        if stream[i] != -1 and not has_gpu[slot[i] - lo]:
-            has_gpu[slot[i] - lo] = True
-            gpu_stream[slot[i] - lo] = stream[i]
-    launched = np.zeros(size, np.bool_)
-    n_launch = 0
-    for i in range(n):
-        if is_api[i] and stream[i] == -1 and has_gpu[slot[i] - lo]:
-            launched[slot[i] - lo] = True
-            n_launch += 1
-    n_gpu = 0
-    for i in range(n):
-        if stream[i] != -1 and launched[slot[i] - lo]:
-            n_gpu += 1
-    e_ts = np.empty(n_launch + n_gpu, np.int64)
-    e_stream = np.empty(n_launch + n_gpu, np.int64)
-    e_step = np.empty(n_launch + n_gpu, np.int64)
-    a = 0
-    b = n_launch
-    for i in range(n):
-        j = slot[i] - lo
-        if stream[i] == -1:
-            if is_api[i] and has_gpu[j]:
-                e_ts[a], e_stream[a], e_step[a] = ts[i], gpu_stream[j], 1
-                a += 1
-        elif launched[j]:
-            e_ts[b], e_stream[b], e_step[b] = ts[i], stream[i], -1
-            b += 1
-    return e_ts, e_stream, e_step
+        if stream[i] != -1:
+            g[0, m] = corr[i]
+            g[1, m] = ts[i]
+            g[2, m] = stream[i]
+            m += 1
+        elif is_api[codes[i]]:
+            a[0, q] = corr[i]
+            a[1, q] = ts[i]
+            q += 1
+    g_corr, g_ts, g_stream = g[0, :m], g[1, :m], g[2, :m]
+    a_corr, a_ts = a[0, :q], a[1, :q]
+    a_stream, launched = first_match(g_corr, g_stream, a_corr)
+    _, counted = first_match(a_corr[launched], a_corr, g_corr)
+    n_l = np.count_nonzero(launched)
+    n = n_l + np.count_nonzero(counted)
+    e_ts = np.empty(n + 1, np.int64)
+    e_stream = np.empty(n + 1, np.int64)
+    e_step = np.empty(n + 1, np.int64)
+    e_step[:n_l] = 1
+    e_step[n_l:] = -1
+    k = np.uintp(0)
+    for j in range(q):  # branch-free compaction (one spare slot at the end)
+        e_ts[k] = a_ts[j]
+        e_stream[k] = a_stream[j]
+        k += np.uintp(launched[j])
+    for j in range(m):
+        e_ts[k] = g_ts[j]
+        e_stream[k] = g_stream[j]
+        k += np.uintp(counted[j])
+    return e_ts[:n], e_stream[:n], e_step[:n]
 
 
 @njit
@@ -61,7 +66,8 @@ def by_stream(order, e_stream):
 
     Returns (positions, offsets, stream values).
     """
-    return group_rows(e_stream, order, True, e_stream, False)
+    pos, offsets, streams = group_rows(e_stream[order], True)
+    return order[pos], offsets, streams
 
 
 @njit
@@ -72,25 +78,41 @@ def stable_time_order(e_ts, e_stream, e_step):
     same time: then the order of those ties changes the counter.
     Returns (positions, offsets, stream values, mixed_ties).
     """
-    pos, offsets, streams = group_rows(e_stream, np.arange(e_stream.shape[0]), True, e_ts, True)
+    pos, offsets, streams = group_rows(e_stream, True)
     mixed = False
     for s in range(streams.shape[0]):
-        for k in range(offsets[s] + 1, offsets[s + 1]):
-            if e_ts[pos[k]] == e_ts[pos[k - 1]] and e_step[pos[k]] != e_step[pos[k - 1]]:
-                mixed = True
+        seg = pos[offsets[s] : offsets[s + 1]]
+        t = e_ts[seg]
+        if not is_sorted(t):
+            order = stable_argsort(t)
+            seg[:] = seg[order]
+            t = t[order]
+        mixed |= _mixed_ties(t, e_step, seg)
     return pos, offsets, streams, mixed
+
+
+@njit
+def _mixed_ties(t, e_step, seg):
+    """Whether two neighbours of a time-ordered stream tie in time with different steps."""
+    for k in range(1, t.shape[0]):
+        if t[k] == t[k - 1] and e_step[np.uintp(seg[k])] != e_step[np.uintp(seg[k - 1])]:
+            return True
+    return False
 
 
 @njit
 def queue_table(rank, e_ts, e_step, pos, offsets, streams):
     """Rows (rank, ts, stream, queue length) of the counter, restarted per stream; shape (4, events)."""
     out = np.empty((4, pos.shape[0]), np.int64)
+    out[0] = rank
     for s in range(offsets.shape[0] - 1):
+        lo = offsets[s]
+        seg = pos[lo : offsets[s + 1]]
         acc = 0
-        for k in range(offsets[s], offsets[s + 1]):
-            acc += e_step[pos[k]]
-            out[0, k] = rank
-            out[1, k] = e_ts[pos[k]]
-            out[2, k] = streams[s]
-            out[3, k] = acc
+        for k in range(seg.shape[0]):
+            j = np.uintp(seg[k])
+            acc += e_step[j]
+            out[1, np.uintp(lo + k)] = e_ts[j]
+            out[2, np.uintp(lo + k)] = streams[s]
+            out[3, np.uintp(lo + k)] = acc
     return out

@@ -11,10 +11,16 @@ def rank_columns(df: pd.DataFrame, *cols: str) -> list[np.ndarray]:
     return [np.ascontiguousarray(df[c].to_numpy(), dtype=np.int64) for c in cols]
 
 
-def name_in(col: pd.Series, names: tuple[str, ...]) -> np.ndarray:
-    """Per row, whether the name is one of ``names`` (tested once per category of a categorical)."""
+def name_flags(col: pd.Series, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, flags): ``flags[codes[i]]`` tells whether row i's name is one of ``names``.
+
+    A categorical column gives its own codes (-1, missing, reads the trailing
+    False); another is factorized first.
+    """
     arr = col.array
     if isinstance(arr, pd.Categorical):
-        flags = np.append(pd.Index(arr.categories).isin(names), False)
-        return flags[np.asarray(arr.codes)]
-    return col.isin(names).to_numpy(dtype=bool)
+        codes, cats = np.asarray(arr.codes), pd.Index(arr.categories)
+    else:
+        codes, cats = pd.factorize(col.to_numpy(), use_na_sentinel=True)
+        cats = pd.Index(cats)
+    return np.ascontiguousarray(codes), np.append(cats.isin(names), False)

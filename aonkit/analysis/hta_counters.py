@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ._frames import name_in, rank_columns
+from ._frames import name_flags, rank_columns
 from .hta_compat import gpu_rows
 from .hta_queues import QUEUE_APIS, queue_length_series, queue_length_summary, time_blocked_on_full_queue
 
@@ -68,13 +68,13 @@ def idle_time_breakdown(
         stats.append(np.round(desc[s_idx, c_idx], 2))
     if sum(len(r) for r in ranks) == 0:
         return pd.DataFrame(columns=["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]), pd.DataFrame()
-    rank_col, stream_col, cat_col = np.concatenate(ranks), np.concatenate(streams), np.concatenate(cats)
+    rank_col, stream_col = np.concatenate(ranks), np.concatenate(streams)
+    cat_col = pd.array(np.concatenate(cats), dtype="str")
     out = pd.DataFrame({"rank": rank_col, "stream": stream_col, "idle_category": cat_col,
                         "idle_time": np.concatenate(times), "idle_time_ratio": np.concatenate(ratios)})  # fmt: skip
-    st = pd.DataFrame(np.concatenate(stats), columns=_STATS)
-    st.insert(0, "stream", stream_col)
-    st.insert(0, "rank", rank_col)
-    st.insert(0, "idle_category", cat_col)
+    desc = np.concatenate(stats)
+    st = pd.DataFrame({"idle_category": cat_col, "rank": rank_col, "stream": stream_col,
+                       **{name: desc[:, j] for j, name in enumerate(_STATS)}})  # fmt: skip
     return out, st
 
 
@@ -97,7 +97,7 @@ def cuda_kernel_launch_stats(frames: Mapping[int, pd.DataFrame], apis: tuple[str
     parts = []
     for rank, df in frames.items():
         stream, ts, dur, corr = rank_columns(df, "stream", "ts", "dur", "correlation")
-        parts.append(launch_table(int(rank), stream, ts, dur, corr, name_in(df["name"], apis)))
+        parts.append(launch_table(int(rank), stream, ts, dur, corr, *name_flags(df["name"], apis)))
     if not parts:
         return pd.DataFrame(columns=cols)
     table = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ._frames import name_in, rank_columns
+from ._frames import name_flags, rank_columns
 
 # launch calls that HTA 0.5.0 counts in queue lengths (not cudaGraphLaunch, not hipExtLaunchKernel)
 QUEUE_APIS = (
@@ -33,7 +33,7 @@ def _rank_queues(df: pd.DataFrame, apis: tuple[str, ...]) -> tuple[np.ndarray, .
     from .._kernels.queues import by_stream, queue_events, stable_time_order
 
     stream, ts, corr = rank_columns(df, "stream", "ts", "correlation")
-    e_ts, e_stream, e_step = queue_events(stream, ts, corr, name_in(df["name"], apis))
+    e_ts, e_stream, e_step = queue_events(stream, ts, corr, *name_flags(df["name"], apis))
     pos, offsets, streams, mixed = stable_time_order(e_ts, e_stream, e_step)
     if mixed:  # a launch and a GPU start tie in a stream: take HTA's order of the ties
         pos, offsets, streams = by_stream(np.argsort(e_ts, kind="quicksort"), e_stream)
@@ -69,7 +69,7 @@ def queue_length_summary(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ..
     Indexed by (``rank``, ``stream``), sorted; the statistics equal pandas'
     ``describe()`` bit for bit.
     """
-    from .._kernels.describe import describe_segment
+    from .._kernels.describe import describe
 
     keys, rows = [], []
     for table in _tables(frames, apis):
@@ -77,7 +77,7 @@ def queue_length_summary(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ..
         for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, table.shape[1]]):
             if hi > lo:
                 keys.append((int(table[0, lo]), int(table[2, lo])))
-                rows.append(describe_segment(table[3], lo, hi - lo, -1))
+                rows.append(describe(table[3, lo:hi], False))
     if not rows:
         return queue_length_series(frames, apis).groupby(["rank", "stream"])["queue_length"].describe()
     order = sorted(range(len(keys)), key=keys.__getitem__)
