@@ -86,7 +86,17 @@ def step_numbers(col: pd.Series) -> np.ndarray:
 
 
 def gpu_links(trace: Trace) -> pd.DataFrame:
-    """One row per GPU event with its launch, op stack, annotation and step (see module doc)."""
+    """One row per GPU event with its launch, op stack, annotation and step (see module doc).
+
+    Remembered per trace (:mod:`aonkit.analysis.memo`): the analyses that
+    need it share one computation.
+    """
+    from .memo import remembered
+
+    return remembered(trace, "gpu_links", lambda: _gpu_links(trace))
+
+
+def _gpu_links(trace: Trace) -> pd.DataFrame:
     from .._kernels.nesting import ancestors, join_first
 
     ev = trace.events

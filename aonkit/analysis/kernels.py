@@ -39,8 +39,16 @@ def kernel_class(cat: str, name: str, comm_pattern: re.Pattern[str] = COMM_PATTE
 def gpu_table(trace: Trace, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.DataFrame:
     """GPU events with ``name`` (categorical), ``class``, ``device``, ``stream``, ``ts_ns``, ``dur_ns``, ``end_ns``.
 
-    The class is decided once per distinct (category, name) pair, not per event.
+    The class is decided once per distinct (category, name) pair, not per
+    event. Remembered per trace and pattern (:mod:`aonkit.analysis.memo`).
     """
+    from .memo import remembered
+
+    key = ("gpu_table", comm_pattern.pattern, comm_pattern.flags)
+    return remembered(trace, key, lambda: _gpu_table(trace, comm_pattern))
+
+
+def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
     g = trace.gpu_events
     g = g[g["dur_ns"] >= 0]
     name_codes = np.asarray(g["name"].array.codes, dtype=np.int64)
@@ -89,6 +97,13 @@ def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] =
     return out.sort_values("total_ns", ascending=False, kind="stable", ignore_index=True)
 
 
+def names_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Names of the events ``rows`` as an object array (NaN where missing), without converting every name."""
+    col = events["name"].array
+    names = np.append(np.asarray(col.categories, dtype=object), np.nan)
+    return names[np.asarray(col.codes)[rows]]  # code -1 (missing) picks the trailing NaN
+
+
 def gpu_time_per_op(trace: Trace, level: str = "top_op") -> pd.DataFrame:
     """GPU time of the events each CPU op launched (``level``: ``op`` innermost or ``top_op``).
 
@@ -100,11 +115,10 @@ def gpu_time_per_op(trace: Trace, level: str = "top_op") -> pd.DataFrame:
     """
     links = gpu_links(trace)
     ev = trace.events
-    names = ev["name"].astype(object).to_numpy()
     dur = ev["dur_ns"].to_numpy()
     op = links[level].to_numpy()
     label = np.where(links["launch"] < 0, "(launched before the trace)",
-                     np.where(op < 0, "(no op)", names[np.maximum(op, 0)]))  # fmt: skip
+                     np.where(op < 0, "(no op)", names_of(ev, np.maximum(op, 0))))  # fmt: skip
     df = pd.DataFrame({"op": label, "op_row": op, "gpu_ns": np.maximum(dur[links["gpu"]], 0)})
     agg = df.groupby("op", sort=False).agg(gpu_events=("gpu_ns", "size"), gpu_ns=("gpu_ns", "sum"))
     inst = df[df["op_row"] >= 0].drop_duplicates("op_row")
@@ -128,8 +142,7 @@ def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNC
     links = gpu_links(trace)
     links = links[links["launch"] >= 0]
     ev = trace.events
-    names = ev["name"].astype(object).to_numpy()
-    launch_names = names[links["launch"]]
+    launch_names = names_of(ev, links["launch"].to_numpy())
     keep = np.isin(launch_names, list(apis))
     links = links[keep]
     ts, dur = ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy()

@@ -1,0 +1,64 @@
+"""Per-trace memo of derived tables, so that several analyses of one trace share the work.
+
+:func:`aonkit.analysis.correlation.gpu_links` and
+:func:`aonkit.analysis.kernels.gpu_table` are remembered per
+:class:`~aonkit.Trace`. An entry belongs to the trace's current ``events``
+table: assigning a new table to ``trace.events`` makes the next call
+recompute. Changing the table in place is not detected; call
+:func:`clear` after doing that. The memo holds traces weakly, so it never
+keeps one alive, and callers get shallow copies, which pandas' copy-on-write
+keeps from changing the remembered table.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import pandas as pd
+
+from ..trace import Trace
+
+_MEMO: weakref.WeakKeyDictionary[Trace, tuple[weakref.ref, dict[Hashable, Any]]] = weakref.WeakKeyDictionary()
+
+
+def remembered(trace: Trace, key: Hashable, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """``compute()`` for ``trace`` and ``key``, computed once per events table of the trace.
+
+    Parameters
+    ----------
+    trace : Trace
+        The trace the table is derived from.
+    key : hashable
+        What is derived, with its parameters (e.g. ``("gpu_table", pattern)``).
+    compute : callable
+        Builds the table from the trace's current events.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A shallow copy of the remembered table.
+    """
+    entry = _MEMO.get(trace)
+    if entry is None or entry[0]() is not trace.events:
+        entry = (weakref.ref(trace.events), {})
+        _MEMO[trace] = entry
+    tables = entry[1]
+    if key not in tables:
+        tables[key] = compute()
+    return tables[key].copy(deep=False)
+
+
+def clear(trace: Trace | None = None) -> None:
+    """Forget what was derived from ``trace`` (every trace when None)."""
+    if trace is None:
+        _MEMO.clear()
+    else:
+        _MEMO.pop(trace, None)
+
+
+def size(trace: Trace) -> int:
+    """How many tables are remembered for ``trace`` (for tests and diagnostics)."""
+    entry = _MEMO.get(trace)
+    return 0 if entry is None or entry[0]() is not trace.events else len(entry[1])
