@@ -1,0 +1,159 @@
+"""Live timeline: GPU streams and CPU threads as lanes of quads, counters below, re-queried on zoom.
+
+:func:`timeline_view` draws what :func:`~aonkit.analysis.timeline.timeline_tiles`
+returns for a window: events at least a pixel wide as solid quads, per-pixel
+bins of smaller events as light quads (hover: count and busy time, and the
+longest event's details). :meth:`TimelineView.update` re-queries a new window
+and replaces the sources' data in place; a notebook widget calls it (debounced)
+when the x range changes. Selecting a GPU glyph outlines the CPU op that
+launched it and the launch call, in the browser (fixed-code ``CustomJS``), so
+this also works in saved HTML. For a report with no Python kernel see
+:func:`aonkit.views.timeline_static.static_timeline`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+from bokeh.layouts import column
+from bokeh.models import ColumnDataSource, LayoutDOM, Range1d
+from bokeh.plotting import figure
+
+from ..analysis.correlation import gpu_links
+from ..analysis.lanes import TimelineIndex
+from ..analysis.timeline import _index, timeline_tiles
+from ..analysis.timeline_detail import tile_details
+from ..trace import Trace
+from ._data import frame_source
+from .timeline_data import counter_frame, counter_points, counter_series, glyph_frame, lane_slots, span
+from .timeline_figs import add_quads, counter_figures, empty_highlight, lane_figure
+
+__all__ = ["TimelineView", "timeline_view"]
+
+
+@dataclass
+class TimelineView:
+    """A timeline figure and the sources :meth:`update` refills.
+
+    Attributes
+    ----------
+    figure : bokeh.plotting.figure
+        The lanes: y slots per lane row (labels on the axis), x in ms since ``origin_ns``.
+    layout : bokeh.models.LayoutDOM
+        ``figure`` over the counter figures (one x range).
+    source : ColumnDataSource
+        The quads: columns of :func:`~aonkit.views.timeline_data.glyph_frame`.
+    highlight : ColumnDataSource
+        Boxes of the selected glyphs' launching op and launch call (filled in the browser).
+    counters : dict of str to ColumnDataSource
+        One source per counter series (``"GPU 0 allocated"``, ``"<metric> (GPU 0)"``): ``x``, ``rel_ns``,
+        ``value``, ``series``, ``value_text``.
+    counter_figures : list of bokeh.plotting.figure
+    lanes : pandas.DataFrame
+        ``index.lanes`` with ``slot`` and ``center`` (y of the label).
+    index : TimelineIndex
+    trace : Trace
+    origin_ns, end_ns : int
+        The trace's span (x = 0 is ``origin_ns``).
+    window : tuple of int
+        The window last drawn (absolute ns) and its width in pixels.
+    margin : float
+        Share of the window queried on each side beyond it, so short pans show glyphs before the next update.
+    """
+
+    figure: figure
+    layout: LayoutDOM
+    source: ColumnDataSource
+    highlight: ColumnDataSource
+    counters: dict[str, ColumnDataSource]
+    counter_figures: list[figure]
+    lanes: pd.DataFrame
+    index: TimelineIndex
+    trace: Trace
+    origin_ns: int
+    end_ns: int
+    window: tuple[int, int, int] = (0, 1, 1)
+    margin: float = 0.5
+    _links: pd.DataFrame | None = field(default=None, repr=False)
+    _series: list = field(default_factory=list, repr=False)
+
+    def query(self, t0_ns: int, t1_ns: int, width_px: int) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+        """The glyph frame and the counter frames of a window (with the margin), without touching the sources."""
+        t0, t1, width = int(t0_ns), int(t1_ns), int(width_px)
+        pad = int((t1 - t0) * self.margin)
+        a, b = max(t0 - pad, self.origin_ns), min(t1 + pad, self.end_ns)
+        if a >= b:  # the window is outside the trace
+            a, b = self.origin_ns, self.origin_ns + 1
+        px = max(1, round(width * (b - a) / max(t1 - t0, 1)))
+        if self._links is None:
+            self._links = gpu_links(self.trace)
+        details = tile_details(self.trace, self.index, timeline_tiles(self.index, a, b, px), self._links)
+        glyphs = glyph_frame(self.trace, self.index, self.lanes, details, self.origin_ns)
+        counters = {label: counter_frame(label, unit, counter_points(ts, v, a, b, px, self.origin_ns))
+                    for _, label, unit, ts, v in self._series}  # fmt: skip
+        return glyphs, counters
+
+    def update(self, t0_ns: int, t1_ns: int, width_px: int | None = None) -> None:
+        """Re-query the window ``[t0_ns, t1_ns)`` (absolute ns) at ``width_px`` and replace the sources' data.
+
+        The x range is left as it is (the caller's zoom); the selection and highlight are cleared.
+        """
+        width = int(width_px) if width_px is not None else self.window[2]
+        glyphs, counters = self.query(t0_ns, t1_ns, width)
+        self.source.selected.indices = []
+        self.highlight.data = empty_highlight()
+        self.source.data = dict(frame_source(glyphs, "tmp").data)
+        for label, frame in counters.items():
+            self.counters[label].data = dict(frame_source(frame, "tmp").data)
+        self.window = (int(t0_ns), int(t1_ns), width)
+
+    def range_window(self) -> tuple[int, int]:
+        """The figure's current x range as absolute ns (what a widget passes to :meth:`update`)."""
+        xr = self.figure.x_range
+        return self.origin_ns + round(xr.start * 1e6), self.origin_ns + round(xr.end * 1e6)
+
+
+def timeline_view(trace: Trace, width_px: int = 1200, t0_ns: int | None = None, t1_ns: int | None = None, *,
+                  index: TimelineIndex | None = None) -> TimelineView:  # fmt: skip
+    """The timeline of ``trace`` in ``[t0_ns, t1_ns)`` (default: the whole trace) at ``width_px`` pixels.
+
+    Parameters
+    ----------
+    trace : Trace
+        The trace (its :func:`~aonkit.analysis.lanes.timeline_index` is built once and kept).
+    width_px : int
+        Figure width in screen pixels (also the query width).
+    t0_ns, t1_ns : int, optional
+        Initial window in absolute ns.
+    index : TimelineIndex, optional
+        ``timeline_index(trace)`` when already built.
+
+    Returns
+    -------
+    TimelineView
+    """
+    index = _index(trace) if index is None else index
+    origin, end = span(trace, index)
+    t0 = origin if t0_ns is None else int(t0_ns)
+    t1 = end if t1_ns is None else int(t1_ns)
+    if t0 >= t1:
+        raise ValueError(f"the window must have t0_ns < t1_ns, got {t0} and {t1}")
+    slots = lane_slots(index)
+    x_range = Range1d((t0 - origin) / 1e6, (t1 - origin) / 1e6, bounds=(0.0, (end - origin) / 1e6))
+    fig = lane_figure(slots, x_range, int(width_px))
+    view = TimelineView(figure=fig, layout=fig, source=ColumnDataSource(name="timeline_quads"),
+                        highlight=ColumnDataSource(empty_highlight(), name="timeline_highlight"), counters={},
+                        counter_figures=[], lanes=slots, index=index, trace=trace, origin_ns=origin, end_ns=end,
+                        _series=counter_series(trace))  # fmt: skip
+    glyphs, counters = view.query(t0, t1, int(width_px))
+    view.source.data = dict(frame_source(glyphs, "tmp").data)
+    add_quads(fig, view.source, view.highlight)
+    groups: dict[str, list[tuple[str, ColumnDataSource]]] = {}
+    for group, label, *_ in view._series:
+        view.counters[label] = frame_source(counters[label], f"timeline_counter_{len(view.counters)}")
+        groups.setdefault(group, []).append((label, view.counters[label]))
+    view.counter_figures = counter_figures(groups, x_range, int(width_px))
+    view.layout = column(fig, *view.counter_figures) if view.counter_figures else fig
+    view.window = (t0, t1, int(width_px))
+    return view

@@ -1,0 +1,113 @@
+"""Bokeh parts shared by the live and static timelines: the lane figure, its glyphs and hovers, counter figures.
+
+Names reach the browser only as source data: lane labels are
+:class:`~bokeh.models.PlainText` axis labels drawn on the canvas, tooltips are
+escaped ``@field`` values, counter legends read a ``series`` data field, and
+the highlight callback is the fixed text :data:`HIGHLIGHT_JS`.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from bokeh.models import (
+    BoxAnnotation,
+    CDSView,
+    ColumnDataSource,
+    CustomJS,
+    FixedTicker,
+    GroupFilter,
+    HoverTool,
+    Legend,
+    LegendItem,
+    NumeralTickFormatter,
+    Range1d,
+    TapTool,
+)
+from bokeh.plotting import figure
+
+from . import theme
+from .timeline_data import BIN_TOOLTIPS, COUNTER_TOOLTIPS, EVENT_TOOLTIPS, TARGETS
+
+ROW_PX = 16
+"""Screen height of one lane row."""
+COUNTER_HEIGHT = 130
+TOOLS = "xpan,xwheel_zoom,xbox_zoom,tap,reset,save"
+HIGHLIGHT_COLUMNS = ("left", "right", "top", "bottom", "row", "target")
+HIGHLIGHT_JS = """
+const d = src.data, out = {left: [], right: [], top: [], bottom: [], row: [], target: []};
+for (const i of src.selected.indices) {
+  for (let t = 0; t < targets.length; t++) {
+    const p = targets[t] + "_";
+    const left = d[p + "left"][i];
+    if (left == null || Number.isNaN(left)) continue;
+    out.left.push(left); out.right.push(d[p + "right"][i]);
+    out.top.push(d[p + "top"][i]); out.bottom.push(d[p + "bottom"][i]);
+    out.row.push(d[row_columns[t]][i]); out.target.push(targets[t]);
+  }
+}
+dst.data = out;
+"""
+"""Selection callback: args ``src`` (the quads), ``dst`` (the highlight source), ``targets`` and ``row_columns``.
+
+Each selected glyph's launching op and launch call boxes (columns
+``op_left`` ... ``launch_bottom``) become highlight rows."""
+
+
+def empty_highlight() -> dict[str, list]:
+    """Data of a highlight source with nothing selected."""
+    return {c: [] for c in HIGHLIGHT_COLUMNS}
+
+
+def lane_figure(slots: pd.DataFrame, x_range: Range1d, width: int) -> figure:
+    """A figure with one band per lane (alternately shaded), its label at its middle, lane 0 on top."""
+    n = max(int(slots["rows"].clip(lower=1).sum()), 1)
+    fig = figure(width=width, height=min(max(ROW_PX * n + 60, 140), 1000), x_range=x_range, y_range=Range1d(n, 0),
+                 tools=TOOLS, active_scroll="xwheel_zoom", x_axis_label="time since trace start (ms)")  # fmt: skip
+    fig.yaxis.ticker = FixedTicker(ticks=[float(c) for c in slots["center"]])
+    fig.yaxis.major_label_overrides = {float(c): theme.plain(lab) for c, lab in zip(slots["center"], slots["label"])}
+    fig.ygrid.visible = False
+    for k, (slot, rows) in enumerate(zip(slots["slot"], slots["rows"].clip(lower=1))):
+        if k % 2:
+            fig.add_layout(BoxAnnotation(top=float(slot), bottom=float(slot + rows), fill_color="#000000",
+                                         fill_alpha=0.04, line_alpha=0, level="underlay"))  # fmt: skip
+    return fig
+
+
+def add_quads(fig: figure, src: ColumnDataSource, highlight: ColumnDataSource) -> CustomJS:
+    """Events (solid) and per-pixel bins (light) from ``src``, their hovers, and the op/launch highlight."""
+    box = {"left": "left", "right": "right", "top": "top", "bottom": "bottom", "source": src}
+    renderers = []
+    for kind, alpha, tips in (("event", 0.9, EVENT_TOOLTIPS), ("bin", 0.35, BIN_TOOLTIPS)):
+        view = CDSView(filter=GroupFilter(column_name="kind", group=kind))
+        r = fig.quad(**box, view=view, fill_color="color", line_color="color", fill_alpha=alpha, line_alpha=alpha)
+        fig.add_tools(HoverTool(renderers=[r], tooltips=tips))
+        renderers.append(r)
+    fig.select_one({"type": TapTool}).renderers = renderers
+    fig.quad(left="left", right="right", top="top", bottom="bottom", source=highlight, fill_alpha=0,
+             line_color="#000000", line_width=2.5)  # fmt: skip
+    callback = CustomJS(args={"src": src, "dst": highlight, "targets": list(TARGETS),
+                              "row_columns": ["launch_op", "launch"]}, code=HIGHLIGHT_JS)  # fmt: skip
+    src.selected.js_on_change("indices", callback)
+    return callback
+
+
+def counter_figures(groups: dict[str, list[tuple[str, ColumnDataSource]]], x_range: Range1d,
+                    width: int) -> list[figure]:  # fmt: skip
+    """One figure per counter group (``"memory"``, then one per metric), a line per series, legend from data."""
+    figs = []
+    for group, series in groups.items():
+        fig = figure(width=width, height=COUNTER_HEIGHT, x_range=x_range, tools="xpan,xwheel_zoom,reset",
+                     active_scroll="xwheel_zoom")  # fmt: skip
+        items = []
+        for k, (label, src) in enumerate(series):
+            color = theme.ROOF_COLORS[(k // 2 if group == "memory" else k) % len(theme.ROOF_COLORS)]
+            dash = "dashed" if group == "memory" and label.endswith("reserved") else "solid"
+            r = fig.step(x="x", y="value", source=src, mode="after", line_color=color, line_dash=dash)
+            items.append(LegendItem(label={"field": "series"}, renderers=[r], index=0))
+            fig.add_tools(HoverTool(renderers=[r], tooltips=COUNTER_TOOLTIPS, mode="vline"))
+        fig.add_layout(Legend(items=items, location="top_left", label_text_font_size="7pt", background_fill_alpha=0.6))
+        if group == "memory":
+            fig.yaxis.formatter = NumeralTickFormatter(format="0.0 b")
+        fig.xaxis.visible = False
+        figs.append(fig)
+    return figs
