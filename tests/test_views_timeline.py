@@ -1,0 +1,405 @@
+"""Timeline views as data: quads hold the tiles, lanes are labelled, hovers read plain fields, the highlight maps a
+kernel to the op that launched it, the static pyramid stays in its budget and its callback is fixed code."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from bokeh.embed import file_html
+from bokeh.models import ColumnDataSource, CustomJS, HoverTool, PlainText
+from bokeh.plotting import figure
+from bokeh.resources import INLINE
+
+import aonkit
+from aonkit import schema
+from aonkit.analysis.correlation import gpu_links
+from aonkit.analysis.timeline import _index, timeline_tiles
+from aonkit.analysis.timeline_detail import tile_details
+from aonkit.views.timeline import timeline_view
+from aonkit.views.timeline_data import BIN_TOOLTIPS, EVENT_TOOLTIPS, GLYPH_PAD
+from aonkit.views.timeline_figs import HIGHLIGHT_JS
+from aonkit.views.timeline_pyramid import timeline_pyramid
+from aonkit.views.timeline_static import DECODED_COLUMNS, LOD_JS, decode, decoded_glyphs, pick_parts, static_timeline
+
+from .conftest import SAMPLE_TRACES, require_shared
+from .views_checks import MARKUP_KERNEL, MARKUP_OP, TEX_KERNEL, assert_markup_only_in_data, markup_trace
+
+GPU = SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"
+QWEN = "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the callbacks' JavaScript")
+
+
+@pytest.fixture(scope="module")
+def sample() -> aonkit.Trace:
+    return aonkit.load(GPU)
+
+
+def _overlapping(index, a: int, b: int) -> set[int]:  # noqa: ANN001
+    """Events on lanes overlapping ``[a, b)`` (the rule of :mod:`aonkit._kernels.binning`)."""
+    hit = (index.ts < b) & (np.maximum(index.end, index.ts + 1) > a)
+    return set(index.row[hit].tolist())
+
+
+def _fields(tooltips: list[tuple[str, str]]) -> set[str]:
+    return {m for _, t in tooltips for m in re.findall(r"@(\w+)", t)}
+
+
+# --- live view ---------------------------------------------------------------------------------------------------
+
+
+def test_view_holds_the_tiles_of_the_window(sample) -> None:  # noqa: ANN001
+    v = timeline_view(sample, width_px=1200)
+    idx = v.index
+    want = timeline_tiles(idx, v.origin_ns, v.end_ns, 1200)  # the whole trace (the margin is clipped to it)
+    d = v.source.data
+    np.testing.assert_array_equal(d["row"], want["row"])
+    np.testing.assert_array_equal(d["count"], want["count"])
+    np.testing.assert_array_equal(d["rel_start_ns"] + v.origin_ns, want["start_ns"])
+    np.testing.assert_allclose(d["left"], (want["start_ns"] - v.origin_ns) / 1e6)
+    assert list(d["kind"]) == ["event" if c == 1 else "bin" for c in want["count"]]
+    slot = v.lanes["slot"].to_numpy()[want["lane"]] + want["depth"]
+    np.testing.assert_allclose(d["top"], slot + GLYPH_PAD)
+    rows = int(idx.lanes["rows"].sum())
+    assert len(d["row"]) <= rows * (2 * 1200 + 2) and int(want["count"].sum()) == len(idx.ts)
+    assert {"bin", "event"} <= set(d["kind"])
+    xr = v.figure.x_range
+    assert xr.start == 0 and xr.end == pytest.approx((v.end_ns - v.origin_ns) / 1e6)  # ms since the trace start
+
+
+def test_deep_zoom_shows_every_event_once(sample) -> None:  # noqa: ANN001
+    v = timeline_view(sample, width_px=1600)
+    v.margin = 0.0
+    mid = int(np.median(v.index.ts))
+    a, b = mid, mid + 200_000
+    v.update(a, b, 1600)
+    d = v.source.data
+    assert (d["count"] == 1).all() and len(set(d["row"].tolist())) == len(d["row"])
+    assert set(d["row"].tolist()) == _overlapping(v.index, a, b)
+    assert d["rel_start_ns"].min() >= a - v.origin_ns and d["rel_end_ns"].max() <= b - v.origin_ns
+
+
+def test_lanes_are_labelled_on_the_axis(sample) -> None:  # noqa: ANN001
+    v = timeline_view(sample)
+    labels = v.index.lanes["label"].tolist()
+    assert labels[0] == "rank 0 GPU 0 stream 7" and labels[2].startswith("rank 0 CPU")
+    axis = v.figure.yaxis[0]
+    assert list(axis.ticker.ticks) == v.lanes["center"].tolist()
+    over = axis.major_label_overrides
+    assert [over[c].text for c in v.lanes["center"]] == labels
+    assert all(isinstance(t, PlainText) for t in over.values())
+    assert v.figure.y_range.start == v.lanes["rows"].sum() and v.figure.y_range.end == 0  # lane 0 on top
+
+
+def test_hover_fields_present_and_plain(sample) -> None:  # noqa: ANN001
+    v = timeline_view(sample)
+    hovers = v.figure.select({"type": HoverTool})
+    assert sorted(h.tooltips for h in hovers) == sorted([EVENT_TOOLTIPS, BIN_TOOLTIPS])
+    d = v.source.data
+    assert _fields(EVENT_TOOLTIPS) | _fields(BIN_TOOLTIPS) <= set(d)
+    for col in ("name", "cat", "stack", "dur_text", "busy_text"):
+        assert all(isinstance(s, str) for s in d[col])
+    assert not any("{safe}" in t for h in hovers for _, t in h.tooltips)
+    i = list(d["kind"]).index("bin")
+    assert d["busy_text"][i] and d["count"][i] > 1
+    k = list(d["cat"]).index("kernel")
+    assert d["dur_text"][k].endswith(("us", "ms")) and d["correlation"][k] > 0
+
+
+def test_update_replaces_the_data_in_place(sample) -> None:  # noqa: ANN001
+    v = timeline_view(sample, width_px=800)
+    src, counters = v.source, dict(v.counters)
+    first = dict(src.data)
+    src.selected.indices = [0]
+    a = v.origin_ns + 40_000_000
+    v.update(a, a + 2_000_000, 400)
+    assert v.source is src and v.counters == counters and v.window == (a, a + 2_000_000, 400)
+    assert len(src.data["row"]) != len(first["row"]) and src.selected.indices == []
+    want = timeline_tiles(v.index, a - 1_000_000, a + 3_000_000, 800)  # margin 0.5 on each side, same px per ns
+    np.testing.assert_array_equal(src.data["row"], want["row"])
+    assert all(len(c) == len(src.data["row"]) for c in src.data.values())
+    mem = v.counters["GPU 0 allocated"].data
+    assert mem["x"][0] <= 40.0 and mem["x"][-1] == pytest.approx(43.0)  # value before the window, held to its end
+
+
+def test_counters_memory_and_samples(sample) -> None:  # noqa: ANN001
+    from aonkit.analysis.memory import memory_events
+
+    mem = memory_events(sample)
+    t = aonkit.load(GPU)
+    ts = np.linspace(mem["ts_ns"].min(), mem["ts_ns"].max(), 50).astype(np.int64)
+    t.samples = pd.DataFrame({"ts_ns": ts, "device": 0,
+                              "metric": pd.Categorical(["SM Active"] * 50), "value": np.arange(50.0)})  # fmt: skip
+    v = timeline_view(t, width_px=600)
+    assert list(v.counters) == ["GPU 0 allocated", "GPU 0 reserved", "SM Active (GPU 0)"]
+    assert len(v.counter_figures) == 2 and all(f.x_range is v.figure.x_range for f in v.counter_figures)
+    alloc = v.counters["GPU 0 allocated"].data
+    assert set(alloc["value"]) <= set(mem["allocated_bytes"].astype(float)) and alloc["value_text"][0].endswith("B")
+    assert max(alloc["value"]) == mem["allocated_bytes"].max() and len(alloc["x"]) <= 4 * 600 + 2
+    sm = v.counters["SM Active (GPU 0)"].data
+    assert list(sm["value"][:-1]) == list(range(50)) and set(sm["series"]) == {"SM Active (GPU 0)"}
+
+
+def _highlight_box(t, v, row: int) -> tuple[float, float, float, float]:  # noqa: ANN001
+    ev = t.events
+    slot = v.lanes["slot"].iat[v.index.lane_of[row]] + v.index.depth_of[row]
+    ts = (int(ev["ts_ns"].iat[row]) - v.origin_ns) / 1e6
+    return ts, ts + int(ev["dur_ns"].iat[row]) / 1e6, slot + GLYPH_PAD, slot + 1 - GLYPH_PAD
+
+
+def _check_highlight_mapping(t) -> None:  # noqa: ANN001
+    v = timeline_view(t, width_px=1600)
+    d = v.source.data
+    links = gpu_links(t).set_index("gpu")
+    gpu = np.flatnonzero(v.lanes["kind"].to_numpy()[d["lane"]] == "gpu")
+    kernels = [i for i in gpu if d["row"][i] in links.index and links.at[d["row"][i], "op"] >= 0]
+    assert len(kernels) > 10
+    for i in kernels[:: max(1, len(kernels) // 50)]:
+        op, launch = links.at[d["row"][i], "op"], links.at[d["row"][i], "launch"]
+        assert d["launch_op"][i] == op and d["launch"][i] == launch
+        assert t.events["cat"].iat[op] in schema.CPU_OP_CATS and v.index.lane_of[op] >= 0
+        box = (d["op_left"][i], d["op_right"][i], d["op_top"][i], d["op_bottom"][i])
+        np.testing.assert_allclose(box, _highlight_box(t, v, op))
+        assert d["launch_left"][i] == pytest.approx(_highlight_box(t, v, launch)[0])
+    cpu = np.flatnonzero(v.lanes["kind"].to_numpy()[d["lane"]] == "cpu")
+    assert (d["launch_op"][cpu] == -1).all() and np.isnan(d["op_left"][cpu]).all()
+
+
+def test_highlight_maps_kernel_to_launching_op_on_sample(sample) -> None:  # noqa: ANN001
+    _check_highlight_mapping(sample)
+
+
+def test_highlight_maps_kernel_to_launching_op_on_shared_trace() -> None:
+    _check_highlight_mapping(aonkit.load(require_shared() / QWEN))
+
+
+def test_highlight_callback_is_fixed_code(sample) -> None:  # noqa: ANN001
+    v = timeline_view(sample)
+    (cb,) = v.source.selected.js_property_callbacks["change:indices"]
+    assert cb.code == HIGHLIGHT_JS and cb.args["src"] is v.source and cb.args["dst"] is v.highlight
+    assert cb.args["targets"] == ["op", "launch"] and cb.args["row_columns"] == ["launch_op", "launch"]
+
+
+# --- node runs of the fixed JavaScript --------------------------------------------------------------------------
+
+
+def _js(value: object) -> str:
+    """``value`` as a JavaScript literal (``NaN`` stays NaN)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(str(k))}: {_js(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "[" + ",".join(_js(v) for v in value) + "]"
+    if isinstance(value, (float, np.floating)) and np.isnan(value):
+        return "NaN"
+    return json.dumps(value.item() if isinstance(value, np.generic) else value)
+
+
+def _node(body: str) -> object:
+    out = subprocess.run(["node"], input=body, capture_output=True, text=True, check=True, timeout=120).stdout
+    return json.loads(out)
+
+
+@needs_node
+def test_highlight_js_outlines_op_and_launch(sample) -> None:  # noqa: ANN001
+    v = timeline_view(sample)
+    d = v.source.data
+    k = int(np.flatnonzero(d["launch_op"] >= 0)[0])
+    cpu = int(np.flatnonzero(d["launch_op"] < 0)[0])
+    cols = ["launch_op", "launch"] + [f"{t}_{s}" for t in ("op", "launch") for s in ("left", "right", "top", "bottom")]
+    src = {"data": {c: list(d[c]) for c in cols}, "selected": {"indices": [k, cpu]}}
+    script = (f"const f = new Function('src', 'dst', 'targets', 'row_columns', {json.dumps(HIGHLIGHT_JS)});\n"
+              f"const src = {_js(src)}, dst = {{data: null}};\n"
+              "f(src, dst, ['op', 'launch'], ['launch_op', 'launch']);\n"
+              "console.log(JSON.stringify(dst.data));")  # fmt: skip
+    got = _node(script)
+    assert got["row"] == [d["launch_op"][k], d["launch"][k]] and got["target"] == ["op", "launch"]
+    assert got["left"] == [d["op_left"][k], d["launch_left"][k]] and got["bottom"][0] == d["op_bottom"][k]
+
+
+def _run_lod(pyr, windows: list[tuple[float, float]], px: int) -> list[dict]:  # noqa: ANN001
+    from aonkit.views.timeline_static import pyramid_sources
+
+    srcs = {k: {"data": {c: list(v) for c, v in s.data.items()}} for k, s in pyramid_sources(pyr).items()}
+    args = {**srcs, "span_ns": float(pyr.span_ns), "width_px": pyr.width_px, "max_level": pyr.levels - 1,
+            "pad": GLYPH_PAD, "columns": list(DECODED_COLUMNS), "targets": ["op", "launch"],
+            "sides": ["left", "right", "top", "bottom"], "sep": " > "}  # fmt: skip
+    names = [*args, "view", "highlight", "xr", "plot"]
+    script = (f"const f = new Function({', '.join(json.dumps(n) for n in names)}, {json.dumps(LOD_JS)});\n"
+              f"const a = {_js(args)};\n"
+              f"const plot = {{inner_width: {px}}}, view = {{data: {{}}, selected: {{indices: [3]}}}};\n"
+              "const highlight = {data: {left: [1]}}; const out = []; let writes = 0;\n"
+              "let store = view.data; Object.defineProperty(view, 'data', {get: () => store, "
+              "set: (v) => { writes++; store = v; }});\n"
+              f"for (const [s, e] of {json.dumps(windows)}) {{\n"
+              "  const xr = {start: s, end: e};\n"
+              f"  f({', '.join(f'a[{json.dumps(n)}]' for n in names[:-4])}, view, highlight, xr, plot);\n"
+              "  f(" + ", ".join(f"a[{json.dumps(n)}]" for n in names[:-4]) + ", view, highlight, xr, plot);\n"
+              "  out.push({data: view.data, writes, sel: view.selected.indices, hl: highlight.data.left});\n"
+              "}\nconsole.log(JSON.stringify(out));")  # fmt: skip
+    return _node(script)  # type: ignore[return-value]
+
+
+@needs_node
+def test_lod_js_decodes_like_python(sample) -> None:  # noqa: ANN001
+    pyr = timeline_pyramid(sample, width_px=400, levels=6, budget_bytes=10_000_000)
+    span_ms = pyr.span_ns / 1e6
+    windows = [(0.0, span_ms), (span_ms * 0.3, span_ms * 0.35), (span_ms / 2, span_ms / 2 + 0.05),
+               (span_ms * 0.9, span_ms * 1.2), (span_ms * 2, span_ms * 3)]  # fmt: skip
+    got = _run_lod(pyr, windows, 500)
+    for (lo, hi), run, writes in zip(windows, got, [1, 2, 3, 4, 5]):
+        want = decode(pyr, pick_parts(pyr, lo, hi, 500)[1])
+        assert run["writes"] == writes  # the second call on the same view changes nothing
+        assert run["sel"] == [] and run["hl"] == []
+        for c in DECODED_COLUMNS:
+            w = want[c]
+            if c in ("left", "right", "top", "bottom") or c.startswith(("op_", "launch_")):
+                np.testing.assert_allclose(np.array(run["data"][c], dtype=float), np.asarray(w, float), rtol=1e-12)
+            else:
+                assert list(run["data"][c]) == [x.item() if isinstance(x, np.generic) else x for x in w], c
+    assert len(got[0]["data"]["left"]) > 100 and got[-1]["data"]["left"] == []
+
+
+# --- static pyramid -------------------------------------------------------------------------------------------
+
+
+def test_pyramid_levels_tiles_and_codes(sample) -> None:  # noqa: ANN001
+    pyr = timeline_pyramid(sample, width_px=800)
+    idx = _index(sample)
+    tiles = pyr.tiles
+    assert (np.diff(tiles["key"]) > 0).all() and tiles["key"].iat[0] == 0 and not pyr.truncated
+    assert tiles.groupby("level")["complete"].all().iloc[-1]  # the deepest level needs nothing deeper
+    rows = int(idx.lanes["rows"].sum())
+    assert ((tiles["stop"] - tiles["start"]) <= rows * (2 * 800 + 2)).all()
+    for r in [0, 3, len(tiles) // 2, len(tiles) - 1]:  # a tile is timeline_tiles of its span
+        t = tiles.iloc[r]
+        a = pyr.origin_ns + pyr.span_ns * int(t["tile"]) // 2 ** int(t["level"])
+        b = pyr.origin_ns + pyr.span_ns * (int(t["tile"]) + 1) // 2 ** int(t["level"])
+        want = tile_details(sample, idx, timeline_tiles(idx, a, b, 800))
+        i = np.arange(t["start"], t["stop"])
+        np.testing.assert_array_equal(pyr.rows[i], want["row"])
+        dec = decode(pyr, [(r, 0.0, 0.0, False)])
+        assert dec["name"] == want["name"].tolist() and dec["cat"] == want["cat"].tolist()
+        assert dec["stack"] == want["stack"].tolist()
+        np.testing.assert_array_equal(dec["correlation"], want["correlation"])
+        np.testing.assert_array_equal(dec["launch_op"], want["launch_op"])
+        np.testing.assert_array_equal(dec["launch"], want["launch"])
+        tile_ns = pyr.span_ns / 2 ** int(t["level"])  # float32 offsets within the tile
+        np.testing.assert_allclose(dec["left"], (want["start_ns"] - pyr.origin_ns) / 1e6, atol=tile_ns * 1.2e-13)
+
+
+def test_pyramid_deep_zoom_shows_every_event(sample) -> None:  # noqa: ANN001
+    pyr = timeline_pyramid(sample, width_px=800)
+    idx = _index(sample)
+    mid_ms = (int(np.median(idx.ts)) - pyr.origin_ns) / 1e6
+    for width_ms in (0.05, 0.001):  # at and past the deepest level
+        k, parts = pick_parts(pyr, mid_ms, mid_ms + width_ms, 800)
+        assert k == pyr.levels - 1
+        g = decoded_glyphs(pyr, parts)
+        assert (pyr.glyphs["count"][g] == 1).all()
+        lo, hi = parts[0][1], parts[-1][2]
+        a, b = pyr.origin_ns + round(lo * 1e6), pyr.origin_ns + round(hi * 1e6)
+        got = set(pyr.rows[g].tolist())
+        assert _overlapping(idx, a + 1, b - 1) <= got <= _overlapping(idx, a - 1, b + 1)
+
+
+def test_full_zoom_glyphs_bounded(sample) -> None:  # noqa: ANN001
+    pyr = timeline_pyramid(sample, width_px=1600)
+    k, parts = pick_parts(pyr, 0.0, pyr.span_ns / 1e6, 1600)
+    assert k == 0 and parts == [(0, 0.0, pyr.span_ns / 1e6, False)]
+    n = len(decoded_glyphs(pyr, parts))
+    assert n <= int(_index(sample).lanes["rows"].sum()) * (2 * 1600 + 2)
+    assert int(pyr.glyphs["count"][: pyr.tiles["stop"].iat[0]].sum()) == len(_index(sample).ts)
+
+
+def test_static_size_within_budget(sample) -> None:  # noqa: ANN001
+    empty = figure()
+    empty.scatter([0], [0])
+    base = len(file_html(empty, INLINE, "x"))
+    for budget in (700_000, 2_000_000):
+        pyr = timeline_pyramid(sample, width_px=1600, budget_bytes=budget)
+        assert pyr.nbytes <= budget and pyr.truncated and pyr.levels >= 1
+        page = file_html(static_timeline(pyr), INLINE, "timeline")
+        assert len(page) - base <= budget + 120_000  # model JSON (axes, tools, callbacks) beyond the data
+    full = timeline_pyramid(sample, width_px=1600)
+    assert not full.truncated and full.levels > pyr.levels
+    assert "cdn.bokeh.org" not in page
+
+
+def test_static_layout_sources_and_callback(sample) -> None:  # noqa: ANN001
+    pyr = timeline_pyramid(sample, width_px=600, levels=4)
+    lay = static_timeline(pyr)
+    fig = lay.children[0]
+    view = lay.select_one({"name": "timeline_quads"})
+    assert set(view.data) == set(DECODED_COLUMNS) and all(len(v) == 0 for v in view.data.values())
+    assert _fields(EVENT_TOOLTIPS) | _fields(BIN_TOOLTIPS) <= set(DECODED_COLUMNS)
+    cbs = fig.x_range.js_property_callbacks
+    (lod,) = cbs["change:start"]
+    assert cbs["change:end"] == [lod] and lod.code == LOD_JS
+    assert fig.x_range.renderers[0].name == "timeline_frame" and list(fig.x_range.bounds) == [0, pyr.span_ns / 1e6]
+    texts = [v for v in lod.args.values() if not isinstance(v, ColumnDataSource) and not hasattr(v, "id")]
+    assert all(isinstance(v, (int, float)) or v in (" > ", ["op", "launch"], ["left", "right", "top", "bottom"],
+                                                     list(DECODED_COLUMNS)) for v in texts)  # fmt: skip
+    assert lod.args["glyphs"].data["x0"].dtype == np.float32 and lod.args["view"] is view
+    assert len(lay.children) == 2  # lanes over memory
+
+
+def test_markup_names_only_in_data(tmp_path: Path) -> None:
+    t = aonkit.load(markup_trace(tmp_path))
+    live = timeline_view(t, width_px=500)
+    assert_markup_only_in_data(live.layout, MARKUP_KERNEL, MARKUP_OP, TEX_KERNEL)
+    static = static_timeline(t, width_px=500)
+    assert_markup_only_in_data(static, MARKUP_KERNEL, MARKUP_OP, TEX_KERNEL)
+    for cb in static.select({"type": CustomJS}):
+        assert MARKUP_KERNEL not in cb.code and "alert" not in cb.code
+    page = file_html(static, INLINE, "timeline")
+    assert MARKUP_KERNEL not in page and MARKUP_OP not in page and "cdn.bokeh.org" not in page
+    names = static.select_one({"name": "timeline_names"}).data["name"]
+    assert MARKUP_KERNEL in names
+    for code in (LOD_JS, HIGHLIGHT_JS):
+        assert not any(n in code for n in t.events["name"].cat.categories)
+
+
+# --- the static report in a real browser --------------------------------------------------------------------------
+
+ERRORS_JS = """window.__aonkit_errors = [];
+window.addEventListener("error", (e) => window.__aonkit_errors.push(String(e.message)));
+window.addEventListener("unhandledrejection", (e) => window.__aonkit_errors.push(String(e.reason)));"""
+PROBE_JS = """setTimeout(() => {
+  const doc = Bokeh.documents[0], view = doc.get_model_by_name("timeline_quads");
+  const fig = doc.roots()[0].children[0], xr = fig.x_range;
+  const out = {load: view.data.left.length, range: [xr.start, xr.end], inner: fig.inner_width};
+  xr.have_updated_interactively = true;  // as a zoom tool does
+  xr.setv({start: 40, end: 40.2});
+  setTimeout(() => {
+    out.zoom = view.data.left.length; out.after = [xr.start, xr.end];
+    out.errors = window.__aonkit_errors;
+    const pre = document.createElement("pre");
+    pre.textContent = "AONKIT" + JSON.stringify(out) + "END";
+    document.body.appendChild(pre);
+  }, 500);
+}, 2000);"""
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="needs chromium")
+def test_static_report_fills_and_zooms_in_chromium(sample, tmp_path: Path) -> None:  # noqa: ANN001
+    pyr = timeline_pyramid(sample, width_px=1000)
+    page = file_html(static_timeline(pyr), INLINE, "timeline")
+    page = page.replace("<head>", f"<head><script>{ERRORS_JS}</script>", 1)
+    path = tmp_path / "timeline.html"
+    path.write_text(page.replace("</body>", f"<script>{PROBE_JS}</script></body>"))
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    run = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,800",
+                          "--virtual-time-budget=10000", "--dump-dom", path.as_uri()],
+                         capture_output=True, text=True, timeout=180)  # fmt: skip
+    got = json.loads(re.search(r"AONKIT(\{.*?\})END", run.stdout).group(1))
+    assert got["errors"] == []
+    span_ms = pyr.span_ns / 1e6
+    assert got["range"] == pytest.approx([0, span_ms]) and got["after"] == [40, 40.2]
+    assert got["load"] == len(decode(pyr, pick_parts(pyr, 0.0, span_ms, 1000)[1])["left"])  # filled on load
+    assert got["zoom"] == len(decode(pyr, pick_parts(pyr, 40, 40.2, got["inner"])[1])["left"]) > 0
