@@ -1,0 +1,90 @@
+"""Step functions per group from +/- changes at event times: queue lengths, bandwidth in flight.
+
+Indices are ``range(n)`` from 0 or ``np.uintp`` (see :mod:`.keys`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import njit
+from .keys import group_rows, is_sorted, stable_argsort
+
+
+@njit
+def group_time_order(keys, t):
+    """Positions grouped by ``keys`` (ascending), each group ordered stably by ``t``.
+
+    Returns (positions, offsets (groups + 1), group keys).
+    """
+    pos, offsets, gkeys = group_rows(keys, True)
+    for g in range(gkeys.shape[0]):
+        seg = pos[offsets[g] : offsets[g + 1]]
+        tt = t[seg]
+        if not is_sorted(tt):
+            seg[:] = seg[stable_argsort(tt)]
+    return pos, offsets, gkeys
+
+
+@njit
+def step_levels(t, d_count, d_value, pos, offsets):
+    """The levels of each group after all of its changes at each distinct time.
+
+    ``pos[offsets[g]:offsets[g+1]]`` lists group g's changes in time order;
+    change i adds ``d_count[i]`` to a count and ``d_value[i]`` to a value.
+    The value is set to exactly 0 whenever the count returns to 0, so float
+    residue cannot accumulate between busy periods.
+
+    Returns
+    -------
+    times, counts, values : arrays
+        One entry per (group, distinct time), groups in order.
+    out_offsets : int64[groups + 1]
+        Where each group's entries start.
+    """
+    n = pos.shape[0]
+    times = np.empty(n, np.int64)
+    counts = np.empty(n, np.int64)
+    values = np.empty(n, np.float64)
+    out_offsets = np.zeros(offsets.shape[0], np.int64)
+    k = 0
+    for g in range(offsets.shape[0] - 1):
+        seg = pos[offsets[g] : offsets[g + 1]]
+        c = np.int64(0)
+        v = 0.0
+        for j in range(seg.shape[0]):
+            i = np.uintp(seg[j])
+            c += d_count[i]
+            v += d_value[i]
+            if c == 0:
+                v = 0.0
+            last = j + 1 == seg.shape[0] or t[np.uintp(seg[j + 1])] != t[i]
+            if last:
+                times[np.uintp(k)] = t[i]
+                counts[np.uintp(k)] = c
+                values[np.uintp(k)] = v
+                k += 1
+        out_offsets[g + 1] = k
+    return times[:k], counts[:k], values[:k], out_offsets
+
+
+@njit
+def time_weighted(times, levels, offsets):
+    """Per group: maximum level and its time-weighted mean from the first to the last change (0 span: NaN)."""
+    n_g = offsets.shape[0] - 1
+    peak = np.zeros(n_g, np.float64)
+    mean = np.full(n_g, np.nan)
+    for g in range(n_g):
+        lo, hi = offsets[g], offsets[g + 1]
+        if hi == lo:
+            continue
+        t = times[lo:hi]
+        lv = levels[lo:hi]
+        peak[g] = lv.max()
+        area = 0.0
+        for j in range(t.shape[0] - 1):
+            area += lv[j] * float(t[j + 1] - t[j])
+        span = t[t.shape[0] - 1] - t[0]
+        if span > 0:
+            mean[g] = area / span
+    return peak, mean

@@ -1,0 +1,110 @@
+"""Memory-copy bandwidth per copy kind in exact ns: aonkit's own semantics, next to HTA's.
+
+A copy's kind is its name up to `` (``: ``Memcpy HtoD``, ``Memcpy DtoD``,
+``Memset``... Its size is the profiler's ``bytes`` arg, its rate
+``bytes / dur_ns`` (1 byte/ns = 1 GB/s). Unlike HTA's
+(:func:`aonkit.analysis.hta_counters.memory_bw_summary`), which rounds to µs,
+stretches 0-µs copies to 1 µs and summarises the levels of its step series,
+this keeps ns, leaves 0-ns copies out of rates (they are still counted) and
+reports totals per kind. Kinds are keyed by (``device``, ``kind``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..trace import Trace
+from .queues import pair_keys
+
+
+def copies(trace: Trace) -> pd.DataFrame:
+    """One row per memcpy/memset, with its size and rate.
+
+    Columns: ``row`` (in ``trace.events``), ``device``, ``stream``, ``kind``,
+    ``ts_ns``, ``dur_ns``, ``bytes`` (NaN when the trace lacks it) and
+    ``gbps`` (NaN for 0 ns or no size).
+    """
+    ev = trace.events
+    cat = ev["cat"].array
+    is_copy = np.append(pd.Index(cat.categories).isin(schema.MEMCPY_CATS | schema.MEMSET_CATS), False)
+    rows = np.flatnonzero(is_copy[np.asarray(cat.codes)])
+    rows = rows[(ev["dur_ns"].to_numpy()[rows] >= 0) & (ev["ts_ns"].to_numpy()[rows] != schema.TS_MISSING)]
+    names = ev["name"].array
+    kinds = np.array([str(n).split(" (")[0] for n in names.categories] + [""], dtype=object)
+    dur = ev["dur_ns"].to_numpy()[rows]
+    size = trace.arg_numbers("bytes", rows) if len(rows) else np.empty(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(dur > 0, size / dur, np.nan)
+    return pd.DataFrame({
+        "row": rows, "device": ev["device"].to_numpy()[rows], "stream": ev["stream"].to_numpy()[rows],
+        "kind": kinds[np.asarray(names.codes)[rows]], "ts_ns": ev["ts_ns"].to_numpy()[rows], "dur_ns": dur,
+        "bytes": size, "gbps": rate,
+    })  # fmt: skip
+
+
+def _levels(c: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """Bandwidth in flight per (device, kind): (times, copies, GB/s, offsets, device of each, kind of each)."""
+    from .._kernels.step_series import group_time_order, step_levels
+
+    c = c[c["gbps"].notna()]
+    kind_codes, kinds = pd.factorize(c["kind"], sort=True)
+    keys, decode = pair_keys(c["device"].to_numpy(), kind_codes.astype(np.int64))
+    ts, end, rate = c["ts_ns"].to_numpy(), (c["ts_ns"] + c["dur_ns"]).to_numpy(), c["gbps"].to_numpy()
+    n = len(c)
+    times = np.concatenate([ts, end])
+    d_count = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
+    pos, offsets, gkeys = group_time_order(np.concatenate([keys, keys]), times)
+    t, count, level, out_off = step_levels(times, d_count, np.concatenate([rate, -rate]), pos, offsets)
+    devices, codes = decode(gkeys)
+    return t, count, level, out_off, devices, np.asarray(kinds, dtype=object)[codes.astype(np.int64)]
+
+
+def memory_bandwidth_series(trace: Trace) -> pd.DataFrame:
+    """Copy bandwidth in flight over time, as a step function per (``device``, ``kind``).
+
+    One row per instant of change: ``ts_ns``, ``copies`` (running) and
+    ``gbps`` (sum of their rates); sorted by device, kind, time.
+    """
+    t, count, level, out_off, devices, kinds = _levels(copies(trace))
+    reps = np.diff(out_off)
+    return pd.DataFrame({"device": np.repeat(devices, reps), "kind": np.repeat(kinds, reps), "ts_ns": t,
+                         "copies": count, "gbps": level})  # fmt: skip
+
+
+def memory_bandwidth(trace: Trace) -> pd.DataFrame:
+    """Copies, bytes, time and GB/s per (``device``, ``kind``).
+
+    Columns: ``copies``, ``bytes``, ``busy_ns`` (summed durations),
+    ``union_ns`` (time with a copy of the kind running), ``mean_gbps`` (bytes
+    / their copies' ns), ``effective_gbps`` (bytes / union_ns) and
+    ``peak_gbps`` (most bandwidth in flight at once). Sizes and rates use the
+    copies with a known size.
+    """
+    from .._kernels.step_series import time_weighted
+
+    c = copies(trace)
+    known = c["bytes"].notna()
+    out = (
+        c.assign(sized_ns=np.where(known, c["dur_ns"], 0), bytes=c["bytes"].fillna(0))
+        .groupby(["device", "kind"], sort=True)
+        .agg(copies=("row", "size"), bytes=("bytes", "sum"), busy_ns=("dur_ns", "sum"), sized_ns=("sized_ns", "sum"))
+    )
+    out["union_ns"] = [_union(g) for _, g in c.groupby(["device", "kind"], sort=True)]
+    t, _, level, out_off, devices, kinds = _levels(c)
+    peak, _ = time_weighted(t, level, out_off)
+    peaks = pd.Series(peak, index=pd.MultiIndex.from_arrays([devices, kinds]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["mean_gbps"] = out["bytes"] / out["sized_ns"].where(out["sized_ns"] > 0)
+        out["effective_gbps"] = out["bytes"] / out["union_ns"].where(out["union_ns"] > 0)
+    out["peak_gbps"] = peaks.reindex(out.index).fillna(0.0).to_numpy()
+    return out.drop(columns="sized_ns").reset_index()
+
+
+def _union(g: pd.DataFrame) -> int:
+    from .._kernels.intervals import union_length
+
+    order = np.argsort(g["ts_ns"].to_numpy(), kind="stable")
+    ts = np.ascontiguousarray(g["ts_ns"].to_numpy()[order])
+    return int(union_length(ts, np.ascontiguousarray(ts + g["dur_ns"].to_numpy()[order])))

@@ -1,0 +1,101 @@
+"""Launch-queue length per GPU stream in exact ns: aonkit's own semantics, next to HTA's.
+
+Every GPU event (kernel, memcpy, memset) is one operation in its stream's
+queue from its launch call's start until the event starts on the GPU. Unlike
+HTA's counter (:func:`aonkit.analysis.hta_queues.queue_length_series`), this
+
+- counts every GPU event once, also each kernel of a CUDA-graph launch (HTA
+  adds one per launch call and subtracts one per kernel, so graphs drive its
+  counter negative), whatever the launch API, CUDA or HIP;
+- counts events launched before the profiling window from the window's
+  start (they were in the queue already), instead of dropping them;
+- uses exact ns and no last-step filter, and reports the level after all the
+  changes at one instant, so ties between launches and starts have one answer.
+
+Streams are keyed by (``device``, ``stream``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..trace import Trace
+from .correlation import gpu_links
+
+
+def pair_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], tuple]]:
+    """One int64 key per (a, b) pair, ordered like the pairs; and a function from keys back to (a, b)."""
+    if len(a) == 0:
+        return np.empty(0, np.int64), lambda k: (k, k)
+    a_lo, b_lo = int(a.min()), int(b.min())
+    width = int(b.max()) - b_lo + 1
+    if (int(a.max()) - a_lo + 1) * width < 2**62:
+        keys = (a.astype(np.int64) - a_lo) * width + (b.astype(np.int64) - b_lo)
+        return keys, lambda k: (k // width + a_lo, k % width + b_lo)
+    codes, uniq = pd.MultiIndex.from_arrays([a, b]).factorize(sort=True)
+    first, second = uniq.get_level_values(0).to_numpy(), uniq.get_level_values(1).to_numpy()
+    return codes.astype(np.int64), lambda k: (first[k], second[k])
+
+
+def _queue_changes(trace: Trace) -> tuple[np.ndarray, ...]:
+    """(keys, times, steps) of the changes, the key and launched-before flag of each GPU event, key decoder."""
+    links = gpu_links(trace)
+    ev = trace.events
+    ts = ev["ts_ns"].to_numpy()
+    gpu, launch = links["gpu"].to_numpy(), links["launch"].to_numpy()
+    ok = ts[gpu] != schema.TS_MISSING
+    gpu, launch = gpu[ok], launch[ok]
+    valid = ts[ts != schema.TS_MISSING]
+    window_start = int(valid.min()) if len(valid) else 0
+    start = ts[gpu]
+    before = launch < 0
+    enqueue = np.where(before, window_start, np.minimum(ts[np.maximum(launch, 0)], start))
+    keys, decode = pair_keys(ev["device"].to_numpy()[gpu], ev["stream"].to_numpy()[gpu])
+    times = np.concatenate([enqueue, start])
+    steps = np.concatenate([np.ones(len(gpu), np.int64), -np.ones(len(gpu), np.int64)])
+    return np.concatenate([keys, keys]), times, steps, keys, before, decode
+
+
+def queue_length(trace: Trace) -> pd.DataFrame:
+    """Operations waiting in each stream's queue, as a step function in ns.
+
+    One row per (``device``, ``stream``) and instant at which the length
+    changes: ``ts_ns`` and ``queue_length`` (after every change at that
+    instant); rows sorted by device, stream, time.
+    """
+    from .._kernels.step_series import group_time_order, step_levels
+
+    keys, times, steps, _, _, decode = _queue_changes(trace)
+    pos, offsets, gkeys = group_time_order(keys, times)
+    devices, streams = decode(gkeys)
+    t, level, _, out_off = step_levels(times, steps, np.zeros(len(steps)), pos, offsets)
+    reps = np.diff(out_off)
+    return pd.DataFrame({"device": np.repeat(devices, reps), "stream": np.repeat(streams, reps), "ts_ns": t,
+                         "queue_length": level})  # fmt: skip
+
+
+def queue_summary(trace: Trace) -> pd.DataFrame:
+    """Queue statistics per (``device``, ``stream``).
+
+    Columns: ``ops`` (GPU events), ``launched_before_trace``,
+    ``max_queue_length`` and ``mean_queue_length`` (time-weighted, from the
+    stream's first change to its last).
+    """
+    from .._kernels.step_series import group_time_order, step_levels, time_weighted
+
+    keys, times, steps, gpu_keys, before, decode = _queue_changes(trace)
+    pos, offsets, gkeys = group_time_order(keys, times)
+    devices, streams = decode(gkeys)
+    t, level, _, out_off = step_levels(times, steps, np.zeros(len(steps)), pos, offsets)
+    peak, mean = time_weighted(t, level.astype(np.float64), out_off)
+    group = np.searchsorted(gkeys, gpu_keys)
+    return pd.DataFrame({
+        "device": devices, "stream": streams,
+        "ops": np.bincount(group, minlength=len(gkeys)),
+        "launched_before_trace": np.bincount(group, weights=before, minlength=len(gkeys)).astype(np.int64),
+        "max_queue_length": peak.astype(np.int64), "mean_queue_length": mean,
+    })  # fmt: skip
