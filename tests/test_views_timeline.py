@@ -246,13 +246,14 @@ def _run_lod(pyr, windows: list[tuple[float, float]], px: int) -> list[dict]:  #
 
 
 @needs_node
-def test_lod_js_decodes_like_python(sample) -> None:  # noqa: ANN001
-    pyr = timeline_pyramid(sample, width_px=400, levels=6, budget_bytes=10_000_000)
+@pytest.mark.parametrize("budget", [10_000_000, 700_000])  # complete tiles; a partial deepest level
+def test_lod_js_decodes_like_python(sample, budget: int) -> None:  # noqa: ANN001
+    pyr = timeline_pyramid(sample, width_px=400, levels=6, budget_bytes=budget)
     span_ms = pyr.span_ns / 1e6
     windows = [(0.0, span_ms), (span_ms * 0.3, span_ms * 0.35), (span_ms / 2, span_ms / 2 + 0.05),
-               (span_ms * 0.9, span_ms * 1.2), (span_ms * 2, span_ms * 3)]  # fmt: skip
+               (span_ms * 0.9, span_ms * 1.2), (0.0, span_ms / 3), (span_ms * 2, span_ms * 3)]  # fmt: skip
     got = _run_lod(pyr, windows, 500)
-    for (lo, hi), run, writes in zip(windows, got, [1, 2, 3, 4, 5]):
+    for (lo, hi), run, writes in zip(windows, got, [1, 2, 3, 4, 5, 6]):
         want = decode(pyr, pick_parts(pyr, lo, hi, 500)[1])
         assert run["writes"] == writes  # the second call on the same view changes nothing
         assert run["sel"] == [] and run["hl"] == []
@@ -306,6 +307,23 @@ def test_pyramid_deep_zoom_shows_every_event(sample) -> None:  # noqa: ANN001
         a, b = pyr.origin_ns + round(lo * 1e6), pyr.origin_ns + round(hi * 1e6)
         got = set(pyr.rows[g].tolist())
         assert _overlapping(idx, a + 1, b - 1) <= got <= _overlapping(idx, a - 1, b + 1)
+
+
+def test_partial_level_falls_back_to_clipped_parents(sample) -> None:  # noqa: ANN001
+    pyr = timeline_pyramid(sample, width_px=400, budget_bytes=700_000)
+    per_level = pyr.tiles.groupby("level").size().tolist()
+    assert pyr.truncated and per_level[:4] == [1, 2, 4, 8] and 0 < per_level[4] < 16  # the tiles hiding most
+    span_ms = pyr.span_ns / 1e6
+    k, parts = pick_parts(pyr, 0.0, span_ms, 400 * 16)  # wants level 4 everywhere
+    assert k == 4 and any(c for *_, c in parts) and not all(c for *_, c in parts)
+    assert parts[0][1] == 0.0 and parts[-1][2] == pytest.approx(span_ms)
+    assert all(p[2] == pytest.approx(q[1]) for p, q in zip(parts, parts[1:]))  # a partition of the view
+    data = decode(pyr, parts)
+    for r, a, b, clip in parts:  # ancestors are cut to the span they stand for, so nothing is drawn twice
+        if clip:
+            inside = (np.asarray(data["left"]) >= a) & (np.asarray(data["right"]) <= b)
+            assert inside.sum() == len(decode(pyr, [(r, a, b, True)])["left"])
+    assert len(data["left"]) == sum(len(decode(pyr, [p])["left"]) for p in parts)
 
 
 def test_full_zoom_glyphs_bounded(sample) -> None:  # noqa: ANN001

@@ -140,9 +140,63 @@ class _Coder:
                 "stack": self.tree.add(np.where(gpu, op, rows)), "link": link}  # fmt: skip
 
 
+@dataclass
+class _Level:
+    """Tiles ``todo`` of level ``k``: their glyphs (``tiles``), code columns, measured cost and what it added."""
+
+    k: int
+    todo: list[int]
+    bounds: list[tuple[int, int, int]]
+    tiles: pd.DataFrame
+    counts: np.ndarray
+    cols: dict[str, np.ndarray]
+    cost: int
+    glyph_bytes: int
+    mark: tuple[int, int]
+    new_names: set[int]
+
+
+def _level(coder: _Coder, k: int, todo: list[int], origin: int, span_ns: int, width_px: int, dtypes: dict,
+           names_seen: set[int]) -> _Level:  # fmt: skip
+    bounds = [(j, origin + span_ns * j // 2**k, origin + span_ns * (j + 1) // 2**k) for j in todo]
+    tiles = pd.concat([timeline_tiles(coder.index, a, b, width_px).assign(tile=j) for j, a, b in bounds])
+    counts = np.bincount(np.searchsorted(todo, tiles["tile"].to_numpy()), minlength=len(todo))
+    t0 = np.repeat([a for _, a, _ in bounds], counts)
+    mark = (len(coder.tree.parent), len(coder.pairs))
+    cols = {c: v.astype(dtypes[c]) for c, v in coder.columns(tiles, t0).items()}
+    new_names = set(np.unique(np.concatenate([cols["name"], coder.tree.name[mark[0] :]]))) - names_seen
+    text = _text_bytes(coder.trace.events["name"].cat.categories[[c for c in new_names if c >= 0]])
+    glyph_bytes = stored_bytes(list(cols.values()))
+    cost = (glyph_bytes + text + (len(coder.tree.parent) - mark[0]) * 11 + (len(coder.pairs) - mark[1]) * 107
+            + len(todo) * 56)  # fmt: skip
+    return _Level(k, todo, bounds, tiles, counts, cols, cost, glyph_bytes, mark, new_names)
+
+
+def _undo(coder: _Coder, lv: _Level) -> None:
+    coder.tree.truncate(lv.mark[0])
+    coder.pairs = dict(list(coder.pairs.items())[: lv.mark[1]])
+
+
+def _partial(lv: _Level, room: float) -> list[int]:
+    """Tiles of a level too big for the budget that fit in ``room``, those hiding the most events in bins first."""
+    t = lv.tiles
+    hidden = t["count"].where(t["count"] > 1, 0).groupby(t["tile"]).sum().reindex(lv.todo, fill_value=0).to_numpy()
+    share = lv.glyph_bytes * 1.1 * lv.counts / max(int(lv.counts.sum()), 1)
+    pick, left = [], room - 1.1 * (lv.cost - lv.glyph_bytes)  # strings, nodes and links: at most the whole level's
+    for i in np.argsort(-hidden, kind="stable"):
+        if hidden[i] > 0 and share[i] <= left:
+            pick.append(lv.todo[i])
+            left -= share[i]
+    return sorted(pick)
+
+
 def timeline_pyramid(trace: Trace, width_px: int = 1600, levels: int = 16, budget_bytes: int = 16_000_000,
                      index: TimelineIndex | None = None) -> Pyramid:  # fmt: skip
-    """The pyramid of ``trace`` (see the module doc) with at most ``levels`` levels within ``budget_bytes``."""
+    """The pyramid of ``trace`` (see the module doc) with at most ``levels`` levels within ``budget_bytes``.
+
+    When a whole level does not fit, its tiles that hide the most events in bins are kept while they fit
+    (a partial deepest level); elsewhere the view falls back to their parents.
+    """
     index = _index(trace) if index is None else index
     slots = lane_slots(index)
     origin, end = span(trace, index)
@@ -166,29 +220,27 @@ def timeline_pyramid(trace: Trace, width_px: int = 1600, levels: int = 16, budge
     for k in range(max(int(levels), 1)):
         if not todo:
             break
-        bounds = [(j, origin + span_ns * j // 2**k, origin + span_ns * (j + 1) // 2**k) for j in todo]
-        tiles = pd.concat([timeline_tiles(index, a, b, width_px).assign(tile=j) for j, a, b in bounds])
-        counts = np.bincount(np.searchsorted(todo, tiles["tile"].to_numpy()), minlength=len(todo))
-        t0 = np.repeat([a for _, a, _ in bounds], counts)
-        mark = (len(coder.tree.parent), len(coder.pairs))
-        cols = {c: v.astype(dtypes[c]) for c, v in coder.columns(tiles, t0).items()}
-        new_names = set(np.unique(np.concatenate([cols["name"], coder.tree.name[mark[0] :]]))) - names_seen
-        cost = (stored_bytes(list(cols.values())) + _text_bytes(trace.events["name"].cat.categories[
-            [c for c in new_names if c >= 0]]) + (len(coder.tree.parent) - mark[0]) * 11
-            + (len(coder.pairs) - mark[1]) * 107 + len(todo) * 56)  # fmt: skip
-        if k > 0 and used + cost > budget_bytes:
-            coder.tree.truncate(mark[0])
-            coder.pairs = dict(list(coder.pairs.items())[: mark[1]])
+        lv = _level(coder, k, todo, origin, span_ns, width_px, dtypes, names_seen)
+        if k > 0 and used + lv.cost > budget_bytes:
+            _undo(coder, lv)
             truncated = True
-            break
-        used += cost
-        names_seen |= new_names
-        binned = tiles.groupby("tile")["count"].max().reindex(todo, fill_value=1).to_numpy() > 1
+            pick = _partial(lv, budget_bytes - used)
+            if not pick:
+                break
+            lv = _level(coder, k, pick, origin, span_ns, width_px, dtypes, names_seen)
+            if used + lv.cost > budget_bytes:
+                _undo(coder, lv)
+                break
+            todo = []
+        used += lv.cost
+        names_seen |= lv.new_names
+        binned = lv.tiles.groupby("tile")["count"].max().reindex(lv.todo, fill_value=1).to_numpy() > 1
         tile_rows += [(2**k - 1 + j, k, j, int(n), a - origin, not b)
-                      for (j, a, _), n, b in zip(bounds, counts, binned)]  # fmt: skip
-        parts.append(cols)
-        rows.append(tiles["row"].to_numpy())
-        todo = sorted(2 * j + c for j, b in zip(todo, binned) if b for c in (0, 1))
+                      for (j, a, _), n, b in zip(lv.bounds, lv.counts, binned)]  # fmt: skip
+        parts.append(lv.cols)
+        rows.append(lv.tiles["row"].to_numpy())
+        if not truncated:
+            todo = sorted(2 * j + c for j, b in zip(todo, binned) if b for c in (0, 1))
     return _assemble(coder, parts, np.concatenate(rows), tile_rows, counters, groups, origin, span_ns, width_px,
                      truncated, used)  # fmt: skip
 
