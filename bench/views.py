@@ -9,6 +9,12 @@ lengths and gaps, half the events on each side, over 60 s. It times
 deep zoom (median and best of ``--reps``), the slowest of 25 window widths from
 100 us to the whole trace, the full zoom-out without levels, and
 ``counter_tiles`` on 1,000,000 memory samples.
+
+Then, on ``--report-events`` (default 1,000,000) events of the same kind, the
+views: ``timeline_view`` (the live figure) and its ``update`` to a 60 ms
+window, and the self-contained report: ``timeline_pyramid``, the size of
+``bokeh.embed.file_html(static_timeline(...), resources=INLINE)`` and the time
+to build it. ``--report-only`` skips the level-of-detail queries.
 """
 
 from __future__ import annotations
@@ -107,7 +113,59 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--width", type=int, default=1600)
     ap.add_argument("--reps", type=int, default=21)
+    ap.add_argument("--report-events", type=int, default=1_000_000)
+    ap.add_argument("--budget", type=int, default=16_000_000, help="static_timeline budget_bytes")
+    ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args()
+    if not args.report_only:
+        lod(args)
+    if args.report_events:
+        report(args.report_events, args.width, args.budget)
+
+
+def report(n: int, width: int, budget: int) -> None:
+    """Time the live timeline view and the static report on ``n`` events; size of the report's HTML."""
+    from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+
+    from aonkit.views.timeline import timeline_view
+    from aonkit.views.timeline_pyramid import timeline_pyramid
+    from aonkit.views.timeline_static import static_timeline
+
+    small = synthetic_trace(20_000, seed=1)
+    file_html(static_timeline(small, width_px=width), INLINE, "warm-up")  # compile or load the kernels
+    trace = synthetic_trace(n)
+    steps = []
+
+    def step(name: str, fn):  # noqa: ANN001, ANN202
+        t = time.perf_counter()
+        out = fn()
+        steps.append((name, time.perf_counter() - t))
+        return out
+
+    index = step("timeline_index", lambda: timeline_index(trace))
+    view = step(f"timeline_view, {width} px, whole trace", lambda: timeline_view(trace, width, index=index))
+    whole = len(view.source.data["row"])
+    mid = (view.origin_ns + view.end_ns) // 2
+    step("update to a 60 ms window", lambda: view.update(mid, mid + SPAN // 1000, width))
+    pyr = step(f"timeline_pyramid, budget {budget / 1e6:g} MB",
+               lambda: timeline_pyramid(trace, width, budget_bytes=budget, index=index))  # fmt: skip
+    layout = step("static_timeline (models)", lambda: static_timeline(pyr))
+    page = step("file_html(..., INLINE)", lambda: file_html(layout, INLINE, "timeline"))
+    print(f"\nviews on {len(trace):,} synthetic events, width {width} px")
+    for name, sec in steps:
+        print(f"  {name:44} {sec:8.2f} s")
+    glyphs = pyr.tiles["stop"] - pyr.tiles["start"]
+    print(f"  live view: {whole:,} glyphs whole trace, "
+          f"{len(view.source.data['row']):,} after the update (window + margins)")  # fmt: skip
+    print(f"  pyramid: {pyr.levels} levels{' (budget reached)' if pyr.truncated else ''}, {len(pyr.tiles)} tiles, "
+          f"{int(glyphs.sum()):,} glyphs (per level {glyphs.groupby(pyr.tiles['level']).sum().tolist()}), "
+          f"{len(pyr.names)} names, {len(pyr.stack_parent):,} stack nodes; measured {pyr.nbytes / 1e6:.2f} MB")  # fmt: skip
+    print(f"  report HTML: {len(page.encode()) / 1e6:.2f} MB (BokehJS inline included)")
+
+
+def lod(args: argparse.Namespace) -> None:
+    """The level-of-detail queries on ``args.events`` events."""
     t = time.perf_counter()
     trace = synthetic_trace(args.events)
     print(f"synthetic trace: {len(trace):,} events, made in {time.perf_counter() - t:.1f} s")
