@@ -20,6 +20,7 @@ from bokeh.models import (
     Legend,
     LegendItem,
     NumeralTickFormatter,
+    Range,
     Range1d,
     TapTool,
 )
@@ -58,7 +59,7 @@ def empty_highlight() -> dict[str, list]:
     return {c: [] for c in HIGHLIGHT_COLUMNS}
 
 
-def lane_figure(slots: pd.DataFrame, x_range: Range1d, width: int) -> figure:
+def lane_figure(slots: pd.DataFrame, x_range: Range, width: int) -> figure:
     """A figure with one band per lane (alternately shaded), its label at its middle, lane 0 on top."""
     n = max(int(slots["rows"].clip(lower=1).sum()), 1)
     fig = figure(width=width, height=min(max(ROW_PX * n + 60, 140), 1000), x_range=x_range, y_range=Range1d(n, 0),
@@ -91,7 +92,7 @@ def add_quads(fig: figure, src: ColumnDataSource, highlight: ColumnDataSource) -
     return callback
 
 
-def counter_figures(groups: dict[str, list[tuple[str, ColumnDataSource]]], x_range: Range1d,
+def counter_figures(groups: dict[str, list[tuple[str, ColumnDataSource]]], x_range: Range,
                     width: int) -> list[figure]:  # fmt: skip
     """One figure per counter group (``"memory"``, then one per metric), a line per series, legend from data."""
     figs = []
