@@ -25,15 +25,32 @@ def _kernel(name: str, stream: int, ts_ns: int, dur_ns: int, corr: int, extra: d
             "ts": ts_ns / 1000, "dur": dur_ns / 1000, "args": args}  # fmt: skip
 
 
+def _cpu(name: str, ts_ns: int, dur_ns: int, cat: str = "cpu_op", args: dict | None = None) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts_ns / 1000, "dur": dur_ns / 1000,
+            "args": args or {}}  # fmt: skip
+
+
 def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, exposed_ranks: tuple[int, ...] = (5,),
-              seed: int = 7) -> dict[int, int]:  # fmt: skip
-    """Write ``rank{r}.json`` files into ``out``; return the true clock offset (ns) of each rank."""
+              seed: int = 7, *, args_on: str = "kernel", seq: bool = False, vary_sizes: bool = False,
+              late_ranks: tuple[int, ...] = (), profiler_steps: bool = False,
+              collectives: bool = True) -> dict[int, int]:  # fmt: skip
+    """Write ``rank{r}.json`` files into ``out``; return the true clock offset (ns) of each rank.
+
+    ``args_on``: ``"kernel"``, ``"param_comms"`` (a ``record_param_comms`` op
+    around a ``cudaLaunchKernel``) or ``"none"``. ``late_ranks`` miss the
+    first all-reduce (their window opened after it).
+    """
     rng = np.random.default_rng(seed)
     offsets = {r: int(rng.integers(-3_000_000, 3_000_000)) for r in range(ranks)}
     events: dict[int, list[dict]] = {r: [] for r in range(ranks)}
     t = 1_000_000_000
     corr = 1
-    for _ in range(steps):
+    for step in range(steps):
+        if profiler_steps:
+            for r in range(ranks):
+                jitter = int(rng.integers(0, 20_000))
+                events[r].append(_cpu(f"ProfilerStep#{100 + step}", t + offsets[r] + jitter, 1_000_000,
+                                      "user_annotation"))  # fmt: skip
         ready = {}
         for r in range(ranks):
             cur = t
@@ -45,10 +62,22 @@ def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, e
             ready[r] = cur
         last = max(ready.values())
         transfer = 400_000
+        nelems = 25_000_000 + (step * 1_000_000 if vary_sizes else 0)
         for r in range(ranks):
-            meta = {"Collective name": "allreduce", "In msg nelems": 25_000_000, "dtype": "Float",
-                    "Process Group Name": "0", "Group size": ranks}  # fmt: skip
-            events[r].append(_kernel(NCCL, 20, ready[r] + offsets[r], last + transfer - ready[r], corr, meta))
+            meta = {"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
+                    "dtype": "Float", "Process Group Name": "0", "Group size": ranks}  # fmt: skip
+            if seq:
+                meta["Seq"] = step + 1
+            if not collectives or (step == 0 and r in late_ranks):
+                pass
+            elif args_on == "kernel":
+                events[r].append(_kernel(NCCL, 20, ready[r] + offsets[r], last + transfer - ready[r], corr, meta))
+            else:
+                host = ready[r] + offsets[r] - 50_000
+                pc_args = meta if args_on == "param_comms" else {}
+                events[r].append(_cpu("record_param_comms", host, 20_000, args=pc_args))
+                events[r].append(_cpu("cudaLaunchKernel", host + 5_000, 5_000, "cuda_runtime", {"correlation": corr}))
+                events[r].append(_kernel(NCCL, 20, ready[r] + offsets[r], last + transfer - ready[r], corr))
             if r not in exposed_ranks:  # the next bucket's compute hides the all-reduce
                 events[r].append(_kernel(GEMM, 7, ready[r] + 10_000 + offsets[r], last + transfer - ready[r], corr + 1))
             corr += 2

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import aonkit
-from aonkit.analysis.collectives import clock_offsets, collectives, exposed_communication, stragglers
+from aonkit.analysis.collectives import clock_offsets, collectives, comm_kernels, exposed_communication, stragglers
 
 from .conftest import require_shared
 from .gen_ranks import write_job
@@ -60,3 +61,83 @@ def test_real_two_rank_trace() -> None:
 def test_job_files_are_small(job, tmp_path: Path) -> None:
     traces, _ = job
     assert sum(len(t) for t in traces.values()) == 64 * 6 * 10 - 6 * 1
+
+
+def _job(tmp_path: Path, **kw) -> tuple[aonkit.TraceSet, dict[int, int]]:
+    offsets = write_job(tmp_path / "job", ranks=8, straggler=3, exposed_ranks=(), **kw)
+    return aonkit.load(tmp_path / "job"), offsets
+
+
+def _true(offsets: dict[int, int]) -> np.ndarray:
+    return np.array([offsets[r] - offsets[0] for r in sorted(offsets)])
+
+
+def test_sequence_numbers_match_across_a_late_window(tmp_path: Path) -> None:
+    traces, offsets = _job(tmp_path, seq=True, late_ranks=(5,))
+    coll, part = collectives(traces)
+    assert len(coll) == 5 and (coll["match_by"] == "seq").all()  # seq 1 is missing on rank 5
+    assert coll["seq"].tolist() == [2, 3, 4, 5, 6] and (coll["last_rank"] == 3).all()
+    assert np.abs(clock_offsets(traces).to_numpy() - _true(offsets)).max() <= 1_000
+
+
+def test_message_sizes_realign_a_late_window(tmp_path: Path) -> None:
+    traces, offsets = _job(tmp_path, vary_sizes=True, late_ranks=(5, 6))
+    coll, part = collectives(traces)
+    assert len(coll) == 5 and (coll["last_rank"] == 3).all()
+    assert np.allclose(coll["transfer_ns"], 400_000, atol=1_000)
+    assert np.abs(clock_offsets(traces).to_numpy() - _true(offsets)).max() <= 1_000
+    shifted = part.merge(coll[["group", "seq"]])  # every rank's arrival of a collective within the skew
+    assert (shifted.groupby("seq")["arrival_ns"].agg(np.ptp) < 1_000_000).all()
+
+
+def test_args_from_record_param_comms(tmp_path: Path) -> None:
+    traces, _ = _job(tmp_path, args_on="param_comms", seq=True)
+    k = comm_kernels(traces[0])
+    assert (
+        (k["coll"] == "allreduce").all()
+        and (k["bytes"] == 25_000_000 * 4).all()
+        and k["seq"].tolist() == list(range(1, 7))
+    )
+    coll, _ = collectives(traces)
+    assert len(coll) == 6 and (coll["match_by"] == "seq").all()
+
+
+def test_kernels_without_args_match_by_stream_and_order(tmp_path: Path) -> None:
+    traces, offsets = _job(tmp_path, args_on="none")
+    coll, _ = collectives(traces)
+    assert len(coll) == 6 and (coll["match_by"] == "order").all() and (coll["bytes"] == -1).all()
+    assert np.abs(clock_offsets(traces).to_numpy() - _true(offsets)).max() <= 1_000
+
+
+def test_profiler_steps_align_ranks_without_collectives(tmp_path: Path) -> None:
+    traces, offsets = _job(tmp_path, collectives=False, profiler_steps=True)
+    got = clock_offsets(traces)
+    assert set(got.attrs["method"].values()) == {"reference", "profiler_steps"}
+    assert np.abs(got.to_numpy() - _true(offsets)).max() <= 20_000  # the annotations' jitter
+
+
+def test_no_common_evidence_warns(tmp_path: Path) -> None:
+    traces, _ = _job(tmp_path, collectives=False)
+    with pytest.warns(UserWarning, match="not aligned"):
+        got = clock_offsets(traces)
+    assert (got == 0).all()
+
+
+def test_best_shift() -> None:
+    from aonkit.analysis.comm_match import best_shift
+
+    ref = np.array([1, 2, 3, 4, 5, 6])
+    assert best_shift(ref, ref[2:]) == -2 and best_shift(ref[1:], ref) == 1
+    assert best_shift(np.ones(6), np.ones(5)) == 0  # no evidence: no shift
+
+
+def test_real_two_rank_trace_offsets_agree_with_profiler_steps() -> None:
+    from aonkit.analysis.comm_match import offsets, profiler_step_starts
+
+    traces = aonkit.load(require_shared() / "hta/trace_filter")
+    by_coll = clock_offsets(traces)
+    assert by_coll.attrs["method"] == {0: "reference", 1: "collectives"}
+    empty = pd.DataFrame(columns=["group", "seq", "rank", "end_ns"])
+    by_steps = offsets(empty, {r: profiler_step_starts(t) for r, t in traces.items()}, 0)
+    assert by_steps.attrs["method"][1] == "profiler_steps"
+    assert abs(int(by_steps[1]) - int(by_coll[1])) < 1_000_000  # same clocks within a ms

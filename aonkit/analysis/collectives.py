@@ -6,16 +6,16 @@ Ranks on different hosts do not share a clock, and HTA's shift of every rank
 to a common minimum timestamp leaves the hosts' offsets in. aonkit aligns on
 the collectives themselves: the participants of a NCCL/RCCL collective finish
 within microseconds of one another (the last bytes arrive everywhere at once),
-so for each rank the median, over matched collectives, of its end time minus
-the reference rank's end time estimates its clock offset. Medians shrug off
-the odd collective that ends late on one rank.
+so the median, over shared collectives, of a rank's end time minus another's
+estimates their clock offset. Medians shrug off the odd collective that ends
+late on one rank. Ranks that share no collective fall back to their
+``ProfilerStep#N`` starts, else stay unaligned with a warning.
 
 Matching
 --------
-Communication kernels are grouped by process group (the ``Process Group Name``
-arg that newer Kineto copies onto NCCL kernels), else by stream, with the
-kernel's base name; within a group the k-th collective of every rank is the
-same collective (NCCL runs a communicator's collectives in order).
+By sequence number when Kineto writes one, else by order within a process
+group and collective, aligned by message sizes: see
+:mod:`aonkit.analysis.comm_match`.
 
 Per collective, with arrival = kernel start on the common clock:
 ``skew_ns`` = last arrival - first arrival; ``last_rank``; per rank
@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
+from .comm_match import assign_keys, comm_args, matched, offsets, profiler_step_starts
 from .kernels import gpu_table
 
 _DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1, "Char": 1,
@@ -39,43 +40,38 @@ _DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Lo
 
 
 def comm_kernels(trace: Trace) -> pd.DataFrame:
-    """Communication kernels of one rank with ``group``, ``seq`` (order in the group) and ``bytes`` (-1 unknown)."""
+    """Communication kernels of one rank with their collective args.
+
+    Columns: those of :func:`~aonkit.analysis.kernels.gpu_table` plus
+    ``coll``, ``in_nelems``, ``out_nelems``, ``group_size``, ``pg``,
+    ``dtype``, ``seq`` (the profiler's sequence number, NaN when absent) and
+    ``bytes`` (message bytes, -1 unknown); in time order. ``attrs
+    ["profiler_steps"]`` holds the rank's ``ProfilerStep#N`` starts, for
+    clock alignment when ranks share no collective.
+    """
     g = gpu_table(trace)
-    g = g[g["class"] == "communication"].copy()
-    rows = g.index.to_numpy()
-    pg = trace.arg_values("Process Group Name", rows) if len(rows) else []
-    nelems = trace.arg_numbers("In msg nelems", rows) if len(rows) else np.empty(0)
-    dtype = trace.arg_values("dtype", rows) if len(rows) else []
-    base = g["name"].str.split("(", n=1).str[0]
-    g["group"] = [f"pg:{p}|{b}" if p is not None else f"stream:{s}|{b}" for p, s, b in zip(pg, g["stream"], base)]
-    size = [_DTYPE_BYTES.get(d, -1) if isinstance(d, str) else -1 for d in dtype]
-    g["bytes"] = np.where(np.isnan(nelems) | (np.asarray(size) < 0), -1, np.nan_to_num(nelems) * np.asarray(size))
-    g = g.sort_values("ts_ns", kind="stable")
-    g["seq"] = g.groupby("group").cumcount()
+    g = g[g["class"] == "communication"]
+    g = g.join(comm_args(trace, g.index.to_numpy())).sort_values("ts_ns", kind="stable")
+    size = np.array([_DTYPE_BYTES.get(d, -1) if isinstance(d, str) else -1 for d in g["dtype"]], dtype=np.float64)
+    nelems = g["in_nelems"].to_numpy(np.float64)
+    g["bytes"] = np.where(np.isnan(nelems) | (size < 0), -1, np.nan_to_num(nelems) * size)
+    g.attrs["profiler_steps"] = profiler_step_starts(trace)
     return g
 
 
-def _matched(per_rank: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
-    parts = [df.assign(rank=r) for r, df in per_rank.items()]
-    allk = pd.concat(parts, ignore_index=True)
-    n_ranks = allk.groupby(["group", "seq"])["rank"].transform("nunique")
-    return allk[n_ranks == len(per_rank)]
-
-
 def clock_offsets(traces: Mapping[int, Trace], reference: int | None = None) -> pd.Series:
-    """Clock offset (ns) of each rank against ``reference`` (default: lowest rank), from collective ends."""
-    per = {r: comm_kernels(t) for r, t in traces.items()}
-    return _offsets(per, reference)
+    """Clock offset (ns) of each rank against ``reference`` (default: lowest rank).
+
+    From matched collectives' ends, else ``ProfilerStep#N`` starts (see the
+    module doc); ``.attrs["method"]`` tells which, per rank.
+    """
+    return _offsets({r: comm_kernels(t) for r, t in traces.items()}, reference)
 
 
 def _offsets(per: Mapping[int, pd.DataFrame], reference: int | None) -> pd.Series:
     ref = min(per) if reference is None else reference
-    m = _matched(per)
-    if m.empty:
-        return pd.Series(0, index=sorted(per), dtype=np.int64, name="offset_ns")
-    ends = m.pivot_table(index=["group", "seq"], columns="rank", values="end_ns", aggfunc="first")
-    diff = ends.sub(ends[ref], axis=0)
-    return diff.median().round().astype(np.int64).rename("offset_ns")
+    m = matched(assign_keys(per))
+    return offsets(m, {r: df.attrs.get("profiler_steps", {}) for r, df in per.items()}, ref)
 
 
 def collectives(traces: Mapping[int, Trace], reference: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -86,7 +82,8 @@ def collectives(traces: Mapping[int, Trace], reference: int | None = None) -> tu
     coll : pandas.DataFrame
         One row per collective: ``group``, ``seq``, ``name``, ``first_arrival_ns``,
         ``last_arrival_ns``, ``skew_ns``, ``last_rank``, ``transfer_ns``,
-        ``bytes``, ``algbw_gbps``.
+        ``bytes``, ``algbw_gbps``, ``match_by`` (``seq``, ``order`` or
+        ``order+shift``).
     part : pandas.DataFrame
         One row per (collective, rank): ``group``, ``seq``, ``rank``,
         ``arrival_ns``, ``end_ns``, ``wait_ns``, ``late_ns`` (arrival minus the
@@ -99,8 +96,9 @@ def collectives_from_tables(
     per: Mapping[int, pd.DataFrame], reference: int | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`collectives` from per-rank :func:`comm_kernels` tables (computed anywhere, e.g. on Dask)."""
-    off = _offsets(per, reference)
-    m = _matched(per).copy()
+    ref = min(per) if reference is None else reference
+    m = matched(assign_keys(per)).copy()
+    off = offsets(m, {r: df.attrs.get("profiler_steps", {}) for r, df in per.items()}, ref)
     m["arrival_ns"] = m["ts_ns"] - m["rank"].map(off)
     m["end_ns"] = m["end_ns"] - m["rank"].map(off)
     key = ["group", "seq"]
@@ -111,7 +109,7 @@ def collectives_from_tables(
     idx_last = m.loc[grp["arrival_ns"].idxmax()]
     coll = grp.agg(name=("name", "first"), first_arrival_ns=("arrival_ns", "min"),
                    last_arrival_ns=("arrival_ns", "max"), median_end_ns=("end_ns", "median"),
-                   bytes=("bytes", "max")).reset_index()  # fmt: skip
+                   bytes=("bytes", "max"), match_by=("match_by", "first")).reset_index()  # fmt: skip
     coll = coll.merge(idx_last[key + ["rank"]].rename(columns={"rank": "last_rank"}), on=key)
     coll["skew_ns"] = coll["last_arrival_ns"] - coll["first_arrival_ns"]
     coll["transfer_ns"] = (coll["median_end_ns"] - coll["last_arrival_ns"]).clip(lower=0).round().astype(np.int64)
@@ -121,7 +119,7 @@ def collectives_from_tables(
     coll = coll.sort_values("first_arrival_ns", kind="stable", ignore_index=True)
     part = m[key + ["rank", "arrival_ns", "end_ns", "wait_ns", "late_ns"]].reset_index(drop=True)
     cols = ["group", "seq", "name", "first_arrival_ns", "last_arrival_ns", "skew_ns", "last_rank", "transfer_ns",
-            "bytes", "algbw_gbps"]  # fmt: skip
+            "bytes", "algbw_gbps", "match_by"]  # fmt: skip
     return coll[cols], part
 
 

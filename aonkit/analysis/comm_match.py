@@ -1,0 +1,196 @@
+"""Which kernels of different ranks are the same collective, and how the ranks' clocks line up.
+
+Matching, best evidence first:
+
+1. **Sequence numbers.** When every kernel of a process group carries a
+   ``Seq``/``seq`` arg (newer PyTorch), the collectives of a group are
+   matched by number.
+2. **Order, aligned by signature.** Otherwise the k-th collective of a group
+   (``Process Group Name``, else the stream, with the ``Collective name``,
+   else the kernel's base name) is the same on every rank. When message sizes
+   are known (``In msg nelems``/``Out msg nelems``), each rank's sequence is
+   shifted by the few places that best align its (name, sizes) signatures
+   with the reference rank's, which recovers profiling windows that start at
+   different collectives on different ranks.
+
+Args missing on a kernel are taken from the ``record_param_comms`` op around
+its launch call. A collective is matched when every rank that has its group
+has it, so subgroups are matched among their own ranks.
+
+Clock offsets: per pair of ranks sharing matched collectives, the median
+difference of their end times; ranks are reached from the reference through
+such pairs. A rank reached by none is aligned on the ``ProfilerStep#N``
+starts it shares with an aligned rank, else left at 0 with a warning.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..trace import Trace
+from .correlation import cpu_stack, gpu_links, step_numbers
+
+ARGS = {"coll": "Collective name", "in_nelems": "In msg nelems", "out_nelems": "Out msg nelems",
+        "group_size": "Group size", "pg": "Process Group Name", "dtype": "dtype"}  # fmt: skip
+SEQ_ARGS = ("Seq", "seq")
+MAX_SHIFT = 16
+
+
+def comm_args(trace: Trace, rows: np.ndarray) -> pd.DataFrame:
+    """The collective args (``coll``, ``in_nelems``, ... ``seq``) of kernels ``rows``, indexed by row.
+
+    A kernel without them gets those of the ``record_param_comms`` op that
+    encloses its launch call, when there is one.
+    """
+    out = _args_of(trace, rows)
+    bare = out[list(ARGS)].isna().all(axis=1).to_numpy() & out["seq"].isna().to_numpy()
+    if bare.any():
+        ops = _param_comms_ops(trace, rows[bare])
+        have = ops >= 0
+        if have.any():
+            found = _args_of(trace, ops[have])
+            for col in out.columns:
+                out.loc[rows[bare][have], col] = found[col].to_numpy()
+    return out
+
+
+def _args_of(trace: Trace, rows: np.ndarray) -> pd.DataFrame:
+    cols: dict[str, object] = {}
+    for col, key in ARGS.items():
+        if col in ("in_nelems", "out_nelems", "group_size"):
+            cols[col] = trace.arg_numbers(key, rows) if len(rows) else np.empty(0)
+        else:
+            values = trace.arg_values(key, rows) if len(rows) else []
+            cols[col] = np.array([v if isinstance(v, str) else None for v in values], dtype=object)
+    seq = np.full(len(rows), np.nan)
+    for key in SEQ_ARGS:
+        if len(rows):
+            seq = np.where(np.isnan(seq), trace.arg_numbers(key, rows), seq)
+    cols["seq"] = seq
+    return pd.DataFrame(cols, index=rows)
+
+
+def _param_comms_ops(trace: Trace, kernels: np.ndarray) -> np.ndarray:
+    """The ``record_param_comms`` op enclosing each kernel's launch call (-1 if none)."""
+    links = gpu_links(trace).set_index("gpu")["launch"]
+    launch = links.reindex(kernels).fillna(-1).to_numpy(np.int64)
+    parent = cpu_stack(trace)
+    names = trace.events["name"]
+    is_pc = (names == "record_param_comms").to_numpy()
+    out = np.full(len(kernels), -1, np.int64)
+    for k, row in enumerate(launch.tolist()):
+        while row >= 0 and not is_pc[row]:
+            row = int(parent.get(row, -1))
+        out[k] = row
+    return out
+
+
+def profiler_step_starts(trace: Trace) -> dict[int, int]:
+    """Start (ns) of each CPU-side ``ProfilerStep#N``, by N."""
+    ev = trace.events
+    n = step_numbers(ev["name"])
+    cpu = (n >= 0) & (ev["ph"] == "X").to_numpy() & (ev["cat"] != "gpu_user_annotation").to_numpy()
+    return {int(k): int(t) for k, t in zip(n[cpu], ev["ts_ns"].to_numpy()[cpu])}
+
+
+def _signature(df: pd.DataFrame) -> np.ndarray | None:
+    """A hash of (collective, in size, out size) per kernel; None when the sizes are unknown."""
+    if df["in_nelems"].isna().all() and df["out_nelems"].isna().all():
+        return None
+    parts = [df["coll"].astype(str), df["in_nelems"].fillna(-1).astype(str), df["out_nelems"].fillna(-1).astype(str)]
+    return pd.util.hash_pandas_object(parts[0] + "|" + parts[1] + "|" + parts[2], index=False).to_numpy()
+
+
+def best_shift(ref: np.ndarray, other: np.ndarray, max_shift: int = MAX_SHIFT) -> int:
+    """The shift s for which ``other[i + s] == ref[i]`` holds most often (0 unless strictly better)."""
+    best, best_score = 0, -1
+    for s in sorted(range(-max_shift, max_shift + 1), key=lambda s: (abs(s), -s)):
+        lo, hi = max(0, -s), min(len(ref), len(other) - s)
+        score = int((ref[lo:hi] == other[lo + s : hi + s]).sum()) if hi > lo else 0
+        if score > best_score:
+            best, best_score = s, score
+    return best
+
+
+def assign_keys(per: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+    """All ranks' communication kernels with ``rank``, ``group``, ``seq`` and ``match_by``."""
+    allk = pd.concat([df.assign(rank=rank) for rank, df in per.items()], ignore_index=True) if per else None
+    if allk is None or allk.empty:
+        return pd.DataFrame(columns=["rank", "group", "seq", "match_by", "ts_ns", "end_ns"])
+    allk = allk.sort_values(["rank", "ts_ns"], kind="stable", ignore_index=True)
+    name = allk["coll"].where(allk["coll"].notna(), allk["name"].astype(str).str.split("(", n=1).str[0])
+    # without a process group name: the stream, unless every rank runs the collective on one stream (ids differ)
+    streams = allk.assign(base=name).groupby(["base", "rank"])["stream"].transform("nunique")
+    one = streams.groupby(name).transform("max") == 1
+    allk["pg_key"] = np.where(allk["pg"].notna(), "pg:" + allk["pg"].astype(str),
+                              np.where(one, "any", "stream:" + allk["stream"].astype(str)))  # fmt: skip
+    by_seq = allk.groupby("pg_key")["seq"].transform(lambda s: s.notna().all()).to_numpy(bool)
+    allk["group"] = np.where(by_seq, allk["pg_key"], allk["pg_key"] + "|" + name)
+    allk["match_by"] = np.where(by_seq, "seq", "order")
+    order = allk.groupby(["rank", "group"]).cumcount().to_numpy()
+    allk["seq"] = np.where(by_seq, allk["seq"].fillna(-1), order).astype(np.int64)
+    for _, g in allk[~by_seq].groupby("group"):
+        ranks = sorted(g["rank"].unique())
+        ref = _signature(g[g["rank"] == ranks[0]])
+        for r in ranks[1:]:
+            mine = g[g["rank"] == r]
+            sig = _signature(mine)
+            if ref is None or sig is None:
+                continue
+            s = best_shift(ref, sig)
+            if s:
+                allk.loc[mine.index, "seq"] -= s
+                allk.loc[mine.index, "match_by"] = "order+shift"
+    return allk
+
+
+def matched(allk: pd.DataFrame) -> pd.DataFrame:
+    """Kernels of collectives that every rank having their group has (two ranks at least, in a job of several)."""
+    if allk.empty:
+        return allk
+    n_ranks = allk.groupby("group")["rank"].transform("nunique")
+    n_here = allk.groupby(["group", "seq"])["rank"].transform("nunique")
+    least = 2 if allk["rank"].nunique() > 1 else 1
+    return allk[(n_here == n_ranks) & (n_ranks >= least)]
+
+
+def offsets(m: pd.DataFrame, steps: Mapping[int, dict[int, int]], reference: int) -> pd.Series:
+    """Clock offset (ns) of each rank against ``reference``; ``.attrs["method"]`` says how each was found."""
+    ranks = sorted(steps)
+    ends = m.pivot_table(index=["group", "seq"], columns="rank", values="end_ns", aggfunc="first") if len(m) else None
+    off: dict[int, int] = {reference: 0}
+    method = {reference: "reference"}
+    frontier = [reference]
+    while frontier:  # breadth-first through ranks that share matched collectives
+        nxt = []
+        for a in frontier:
+            for b in ranks:
+                if b in off or ends is None or a not in ends or b not in ends:
+                    continue
+                d = (ends[b] - ends[a]).dropna()
+                if len(d):
+                    off[b] = off[a] + int(round(float(d.median())))
+                    method[b] = "collectives"
+                    nxt.append(b)
+        frontier = nxt
+    for r in ranks:
+        if r in off:
+            continue
+        for a in list(off):
+            common = sorted(set(steps[r]) & set(steps[a]))
+            if common:
+                off[r] = off[a] + int(round(float(np.median([steps[r][n] - steps[a][n] for n in common]))))
+                method[r] = "profiler_steps"
+                break
+    lost = [r for r in ranks if r not in off]
+    if lost:
+        warnings.warn(f"ranks {lost} share no matched collective or ProfilerStep with rank {reference}: "
+                      "their clocks are not aligned (offset 0)", stacklevel=3)  # fmt: skip
+    out = pd.Series({r: off.get(r, 0) for r in ranks}, dtype=np.int64, name="offset_ns")
+    out.index.name = "rank"
+    out.attrs["method"] = {r: method.get(r, "none") for r in ranks}
+    return out
