@@ -141,3 +141,19 @@ def test_real_two_rank_trace_offsets_agree_with_profiler_steps() -> None:
     by_steps = offsets(empty, {r: profiler_step_starts(t) for r, t in traces.items()}, 0)
     assert by_steps.attrs["method"][1] == "profiler_steps"
     assert abs(int(by_steps[1]) - int(by_coll[1])) < 1_000_000  # same clocks within a ms
+
+
+def test_subgroups_match_among_their_own_ranks() -> None:
+    from aonkit.analysis.comm_match import assign_keys, matched
+
+    def table(pgs: list[str], t0: int) -> pd.DataFrame:
+        n = len(pgs)
+        return pd.DataFrame({"name": ["ncclDevKernel_AllReduce(x)"] * n, "stream": 20, "ts_ns": t0 + np.arange(n) * 10,
+                             "end_ns": t0 + np.arange(n) * 10 + 5, "coll": "allreduce", "in_nelems": np.nan,
+                             "out_nelems": np.nan, "pg": pgs, "seq": np.nan})  # fmt: skip
+
+    per = {0: table(["0", "1", "0"], 0), 1: table(["0", "1", "0"], 3), 2: table(["0", "0"], 7), 3: table(["2"], 9)}
+    m = matched(assign_keys(per))
+    assert sorted(m.loc[m["group"] == "pg:1|allreduce", "rank"]) == [0, 1]  # a subgroup of ranks 0 and 1
+    assert sorted(m.loc[m["group"] == "pg:0|allreduce", "rank"]) == [0, 0, 1, 1, 2, 2]
+    assert "pg:2|allreduce" not in set(m["group"])  # one rank alone is no collective
