@@ -23,7 +23,7 @@ __all__ = [
     "time_blocked_on_full_queue",
 ]  # fmt: skip
 
-_IDLE_CATEGORIES = np.array(["host_wait", "kernel_wait", "other"], dtype=object)
+_IDLE_STR = pd.array(["host_wait", "kernel_wait", "other"], dtype="str")  # taken from, not converted per call
 _STATS = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
 
 
@@ -63,18 +63,19 @@ def idle_time_breakdown(
             ratios.append(np.round(t / per_stream[s_idx], 2))
         ranks.append(np.full(len(s_idx), rank, dtype=np.int64))
         streams.append(s_vals[s_idx])
-        cats.append(_IDLE_CATEGORIES[c_idx])
+        cats.append(c_idx)
         times.append(t)
         stats.append(np.round(desc[s_idx, c_idx], 2))
     if sum(len(r) for r in ranks) == 0:
         return pd.DataFrame(columns=["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]), pd.DataFrame()
     rank_col, stream_col = np.concatenate(ranks), np.concatenate(streams)
-    cat_col = pd.array(np.concatenate(cats), dtype="str")
+    cat_col = _IDLE_STR.take(np.concatenate(cats))
     out = pd.DataFrame({"rank": rank_col, "stream": stream_col, "idle_category": cat_col,
-                        "idle_time": np.concatenate(times), "idle_time_ratio": np.concatenate(ratios)})  # fmt: skip
+                        "idle_time": np.concatenate(times), "idle_time_ratio": np.concatenate(ratios)},
+                       copy=False)  # fmt: skip
     desc = np.concatenate(stats)
     st = pd.DataFrame({"idle_category": cat_col, "rank": rank_col, "stream": stream_col,
-                       **{name: desc[:, j] for j, name in enumerate(_STATS)}})  # fmt: skip
+                       **{name: desc[:, j] for j, name in enumerate(_STATS)}}, copy=False)  # fmt: skip
     return out, st
 
 
