@@ -17,6 +17,21 @@ from .traceset import TraceSet
 
 __version__ = "0.1.0"
 
+
+def to_html(trace: Trace, path: str | None = None, **kwargs: object) -> str:
+    """Self-contained HTML report of ``trace`` (see :mod:`aonkit.report.html_report`); written to ``path`` if given.
+
+    Returns the page text. BokehJS is inlined; the page needs no network.
+    """
+    from .report.html_report import report_html
+
+    page = report_html(trace, **kwargs)  # type: ignore[arg-type]
+    if path is not None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
+    return page
+
+
 __all__ = [
     "AonkitError",
     "TS_MISSING",
@@ -30,4 +45,5 @@ __all__ = [
     "load",
     "timeline_index",
     "timeline_tiles",
+    "to_html",
 ]

@@ -1,4 +1,4 @@
-"""Command line: ``aonkit summary``, ``aonkit cache``, ``aonkit demo``."""
+"""Command line: ``aonkit summary``, ``cache``, ``report``, ``hta-report``, ``demo``."""
 
 from __future__ import annotations
 
@@ -61,6 +61,20 @@ def cmd_hta_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write a self-contained HTML report per trace (one file, or one per rank for a job)."""
+    from .report.html_report import write_report
+
+    traces = _traces([args.input], args.salvage)
+    out = Path(args.output)
+    for label, trace in traces:
+        t0 = time.perf_counter()
+        path = out if len(traces) == 1 else out.with_name(f"{out.stem}-{label.replace(' ', '')}{out.suffix}")
+        write_report(trace, path, width_px=args.width)
+        print(f"{label}: {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the summary on the bundled sample traces and write an HTML page."""
     from .demo import run_demo
@@ -91,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep (HTA drops it)")
     p.add_argument("--salvage", action="store_true")
     p.set_defaults(func=cmd_hta_report)
+    p = sub.add_parser("report", help="self-contained HTML report: dashboard, roofline, zoomable timeline (offline)")
+    p.add_argument("input", help="a trace file (Kineto JSON, nsys .sqlite, .parquet) or a job directory")
+    p.add_argument("-o", "--output", default="report.html", help="output file (one per rank for a job)")
+    p.add_argument("--width", type=int, default=1400, help="timeline width in pixels (default 1400)")
+    p.add_argument("--salvage", action="store_true")
+    p.set_defaults(func=cmd_report)
     p = sub.add_parser("demo", help="summarise the bundled sample traces into an HTML page")
     p.add_argument("--out", default="aonkit-demo", help="output directory (default ./aonkit-demo)")
     p.add_argument("--traces", help="directory of traces (default: the repository's sample_traces/)")

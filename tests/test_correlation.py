@@ -72,3 +72,16 @@ def test_links_on_real_trace_match_external_ids() -> None:
     assert agree.mean() > 0.99
     stack = cpu_stack(t)
     assert (stack.index.isin(np.flatnonzero((ev["ph"] == "X").to_numpy()))).all()
+
+
+def test_gpu_only_trace_has_no_links(tmp_path) -> None:  # noqa: ANN001 - pytest fixture
+    import json
+
+    import aonkit
+    from aonkit.analysis.correlation import gpu_links
+
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 5,
+           "args": {"stream": 7, "correlation": i}} for i in range(3)]
+    (tmp_path / "g.json").write_text(json.dumps({"traceEvents": ev}))
+    links = gpu_links(aonkit.load(tmp_path / "g.json"))
+    assert len(links) == 3 and (links[["launch", "op", "top_op", "annotation", "step"]] == -1).all().all()

@@ -175,3 +175,13 @@ def test_a100_fp32_gemms_on_tf32_kernels_get_the_tf32_roof() -> None:
     forced = roofline_table(t, tf32=False).set_index("op").loc[row["op"]]
     assert forced["roof"] == "fp32" and forced["fraction_of_roof"] > 1  # the FP32 roof cannot explain the speed
     assert (r.loc[r["dtype"] == "fp32", "roof"].isin(["tf32", "fp32"])).all()
+
+
+def test_trace_without_modelled_ops_gives_an_empty_table(tmp_path: Path) -> None:
+    import json
+
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 5, "args": {"stream": 7}},
+          {"ph": "X", "cat": "cpu_op", "name": "my::thing", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]
+    (tmp_path / "n.json").write_text(json.dumps({"traceEvents": ev}))
+    table = roofline_table(aonkit.load(tmp_path / "n.json"))
+    assert len(table) == 0 and "fraction_of_roof" in table.columns

@@ -102,3 +102,5 @@ def test_demo_command_writes_an_openable_page(tmp_path: Path) -> None:
     cached = aonkit.load(tmp_path / "out" / "gpu_synthetic_rank0.parquet")
     assert cached.equals(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"))
     assert len(aonkit.load(tmp_path / "out")) == 3  # the cache folder loads as a TraceSet
+    report = (tmp_path / "out" / "gpu_synthetic_rank0.report.html").read_text(encoding="utf-8")
+    assert "cdn.bokeh.org" not in report and "Bokeh" in report

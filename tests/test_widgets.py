@@ -19,3 +19,24 @@ def test_live_monitor_streams_and_pauses() -> None:
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in out[0])
     assert text_of(out[1]).split() == ["points", "5", "True"]
     assert text_of(out[2]).split() == ["paused", "True", "True", "stopped", "True"]
+
+
+def test_dashboard_displays_and_timeline_requeries_on_zoom() -> None:
+    # GIVEN the dashboard of the sample GPU trace in a real kernel
+    out = run_cells(
+        "import asyncio, aonkit\nfrom aonkit.widgets import Dashboard\n"
+        "d = Dashboard(aonkit.load('sample_traces/gpu_synthetic_rank0.json.gz'), width_px=800)\nd",
+        "tv = d.timeline\nw0 = tv.window\nn0 = len(tv.source.data['row'])\n"
+        "xr = tv.figure.x_range\nmid = (xr.start + xr.end) / 2\n"
+        "xr.start, xr.end = mid, mid + (xr.end - xr.start) / 200\n"  # a 200x zoom, as the browser would send it
+        "print('before', tv.window == w0)\nawait asyncio.sleep(0.6)\n"
+        "w1 = tv.window\nprint('after', w1 != w0, (w1[1] - w1[0]) * 150 < (w0[1] - w0[0]) < (w1[1] - w1[0]) * 250)\n"
+        "print('individual', int((tv.source.data['count'] == 1).sum()) > 0)",
+    )
+    bundle = next(o["data"] for o in out[0] if "application/vnd.jupyter.widget-view+json" in o.get("data", {}))
+    loader = next(o["data"]["application/javascript"] for o in out[0] if "application/javascript" in o.get("data", {}))
+    # THEN BokehJS is put on the page first, inline (no CDN), then the widget with a text fallback
+    assert len(loader) > 500_000 and "cdn.bokeh.org" not in loader
+    assert "GPU busy" in bundle["text/plain"]
+    # and the zoom re-queries once the burst settles
+    assert text_of(out[1]).split() == ["before", "True", "after", "True", "True", "individual", "True"]

@@ -113,12 +113,17 @@ def _gpu_links(trace: Trace) -> pd.DataFrame:
     runtime = np.flatnonzero(ev["cat"].isin(schema.RUNTIME_CATS).to_numpy())
     corr = ev["correlation"].to_numpy()
     hit = join_first(np.ascontiguousarray(corr[runtime]), np.ascontiguousarray(corr[gpu]))
-    launch = np.where(hit >= 0, runtime[np.maximum(hit, 0)], -1)
+    launch = np.where(hit >= 0, runtime[np.maximum(hit, 0)], -1) if len(runtime) else np.full(len(gpu), -1)
     found = np.searchsorted(rows, launch)
-    in_stack = (launch >= 0) & (found < len(rows)) & (rows[np.minimum(found, len(rows) - 1)] == launch)
+    if len(rows):
+        in_stack = (launch >= 0) & (found < len(rows)) & (rows[np.minimum(found, len(rows) - 1)] == launch)
+    else:  # no CPU-side events at all (a GPU-only trace)
+        in_stack = np.zeros(len(gpu), dtype=bool)
     lpos = np.where(in_stack, found, -1)
 
     def pick(arr: np.ndarray) -> np.ndarray:
+        if not len(rows):
+            return np.full(len(gpu), -1, np.int64)
         val = np.where(lpos >= 0, arr[np.maximum(lpos, 0)], -1)
         return np.where(val >= 0, rows[np.maximum(val, 0)], -1)
 

@@ -67,7 +67,7 @@ def _owned_kernels(trace: Trace, counted: np.ndarray) -> pd.DataFrame:
     links = gpu_links(trace)
     ev = trace.events
     marked = np.zeros(len(ev), dtype=bool)
-    marked[counted] = True
+    marked[np.asarray(counted, dtype=np.int64)] = True
     owner = nearest_marked(links["op"].to_numpy(), parents(trace), marked)
     gpu = links["gpu"].to_numpy()
     dur = np.maximum(ev["dur_ns"].to_numpy()[gpu], 0)
@@ -163,7 +163,8 @@ def roofline_table(
     elif spec is None:
         spec = trace_spec(trace)
     costs = op_costs(trace)
-    costs = costs[costs["counted"]].drop(columns=["counted", "formula_flop", "profiler_flop"]).reset_index(drop=True)
+    costs = costs.loc[costs["counted"].astype(bool)].drop(columns=["counted", "formula_flop", "profiler_flop"])
+    costs = costs.reset_index(drop=True).astype({"op": np.int64})
     kern = _owned_kernels(trace, costs["op"].to_numpy())
     owned = kern[kern["op"] >= 0]
     per_op = owned.groupby("op").agg(sum=("dur_ns", "sum"), size=("dur_ns", "size"), tf32=("tf32", "any"))

@@ -14,6 +14,7 @@ from jupyter_bokeh.widgets import BokehModel
 
 from ..sources.samplers import Sampler
 from ..views import theme
+from ._bokehjs import ensure_bokehjs
 
 
 def wide(samples: pd.DataFrame, metrics: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -85,6 +86,10 @@ class LiveMonitor(w.VBox):
         except RuntimeError:
             return  # no kernel loop (a script): call poll() yourself
         self._task = loop.create_task(self._run())
+
+    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+        ensure_bokehjs()
+        return super()._repr_mimebundle_(**kwargs)
 
     def close(self) -> None:
         """Stop polling and the sampler, and close the widget."""

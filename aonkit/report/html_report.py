@@ -1,0 +1,64 @@
+"""A shareable report: one self-contained HTML file with the dashboard and a multi-resolution timeline.
+
+``write_report(trace, "report.html")`` (CLI: ``aonkit report TRACE -o
+report.html``) writes a page that opens offline: BokehJS is inlined (about
+1.6 MB) and nothing is fetched. It shows the summary cards, the kernel and op
+tables, the roofline (when the trace recorded shapes) and a timeline whose
+levels of detail were computed ahead (:func:`aonkit.views.timeline_static.
+static_timeline`), so zoom and pan stay responsive without a Python kernel.
+
+Size bound: BokehJS plus the dashboard's tables (one row per distinct kernel
+and op name) plus the timeline pyramid, whose glyph count is capped by its
+``budget``; see :mod:`aonkit.views.timeline_static` for the per-level bound.
+Every string from the trace reaches the page as data and is shown as text;
+``trace.metadata`` (which can hold secrets) is never written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bokeh.embed import file_html
+from bokeh.layouts import column
+from bokeh.models import Div, LayoutDOM
+from bokeh.resources import INLINE
+
+from ..analysis.overview import overview
+from ..analysis.roofline import roofline_table
+from ..trace import Trace
+from ..units import fmt_ns
+from ..views.dashboard import dashboard
+from ..views.timeline_static import static_timeline
+
+_NOTE = "aonkit report: {n:,} events over {span}; {w} reader warning(s). Hover for details; drag to pan, wheel to zoom."
+
+
+def _header(trace: Trace, span_ns: int) -> Div:
+    # numbers only, and fixed text: names from the trace never go into HTML
+    text = _NOTE.format(n=len(trace.events), span=fmt_ns(span_ns), w=len(trace.warnings))
+    return Div(text=text.replace("&", "&amp;").replace("<", "&lt;"), disable_math=True)
+
+
+def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True) -> LayoutDOM:
+    """The report's bokeh layout: header, dashboard (cards, tables, roofline) and the static timeline."""
+    ov = overview(trace)
+    roof = roofline_table(trace)
+    layout, _ = dashboard(ov, roof if len(roof) else None)
+    parts: list[LayoutDOM] = [_header(trace, ov.summary.span_ns), layout]
+    if timeline and len(trace.events):
+        parts.insert(1, static_timeline(trace, width_px=width_px))
+    return column(*parts)
+
+
+def report_html(trace: Trace, *, title: str | None = None, width_px: int = 1400, timeline: bool = True) -> str:
+    """The report page as a string (BokehJS inline, no network access when opened)."""
+    name = Path(trace.meta.path).name if trace.meta.path else "trace"
+    return file_html(report_layout(trace, width_px=width_px, timeline=timeline), resources=INLINE,
+                     title=title or f"aonkit report: {name}")  # bokeh's template escapes the title
+
+
+def write_report(trace: Trace, path: str | Path, **kwargs: object) -> Path:
+    """Write :func:`report_html` to ``path`` (UTF-8) and return the path."""
+    path = Path(path)
+    path.write_text(report_html(trace, **kwargs), encoding="utf-8")  # type: ignore[arg-type]
+    return path

@@ -1,0 +1,72 @@
+"""``Dashboard``: the linked dashboard of one trace as a notebook widget, with a live level-of-detail timeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as w
+from bokeh.layouts import column
+from jupyter_bokeh.widgets import BokehModel
+
+from ..analysis.overview import Overview, overview
+from ..analysis.roofline import roofline_table
+from ..report.text import format_summary
+from ..trace import Trace
+from ..views.dashboard import dashboard
+from ..views.timeline import TimelineView, timeline_view
+from ._bokehjs import ensure_bokehjs
+from ._loop import Debounce
+
+
+class Dashboard(w.VBox):
+    """Summary cards, timeline, kernel/op tables and roofline of ``trace``, selections linked.
+
+    Zooming or panning the timeline re-queries :func:`aonkit.timeline_tiles`
+    for the new window (debounced), so individual events appear as you zoom
+    in; selecting a kernel highlights the op that launched it. Displayed
+    outside a notebook front end (a terminal, CI logs), it shows the text
+    summary instead.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any loaded trace (Kineto or nsys).
+    width_px : int
+        Timeline width in pixels (the level of detail follows it).
+    timeline, roofline : bool
+        Include the timeline / the roofline tab (roofline only when the trace
+        recorded shapes).
+    debounce_s : float
+        Quiet time after the last zoom/pan event before the timeline re-queries.
+    """
+
+    def __init__(self, trace: Trace, *, width_px: int = 1200, timeline: bool = True, roofline: bool = True,
+                 debounce_s: float = 0.15) -> None:
+        self.trace = trace
+        self.overview: Overview = overview(trace)
+        roof = roofline_table(trace) if roofline else None
+        layout, self.sources = dashboard(self.overview, roof if roof is not None and len(roof) else None)
+        parts = [layout]
+        self.timeline: TimelineView | None = None
+        if timeline and len(trace.events):
+            self.timeline = timeline_view(trace, width_px=width_px)
+            self._requery = Debounce(self.refresh_timeline, debounce_s)
+            for attr in ("start", "end"):
+                self.timeline.figure.x_range.on_change(attr, self._on_range)
+            parts.insert(0, self.timeline.layout)
+        self.bokeh = BokehModel(column(*parts))
+        super().__init__([self.bokeh])
+
+    def _on_range(self, attr: str, old: Any, new: Any) -> None:
+        self._requery()
+
+    def refresh_timeline(self) -> None:
+        """Re-query the timeline for its current x range (what a zoom or pan triggers)."""
+        if self.timeline is not None:
+            self.timeline.update(*self.timeline.range_window())
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        ensure_bokehjs()
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = format_summary(self.overview.summary)
+        return bundle

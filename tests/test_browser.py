@@ -1,0 +1,98 @@
+"""What a person sees: the HTML report and a JupyterLab notebook in headless Chromium (network closed).
+
+Checks: the plots render (non-blank screenshots, expected text), nothing is
+fetched from the network (BokehJS inline / from the lab extension), and an
+event name holding HTML/JavaScript markup is shown as text and never runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import aonkit
+from aonkit.report.html_report import write_report
+
+from .browser import MARKUP, browser_page, jupyter_lab, not_blank
+from .conftest import SAMPLE_TRACES
+
+
+def markup_trace(path: Path) -> Path:
+    """A small GPU trace: a launch op, kernels on a stream, one kernel and one op named with markup."""
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 500,
+           "args": {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}},
+          {"ph": "X", "cat": "cpu_op", "name": MARKUP, "pid": 1, "tid": 1, "ts": 600, "dur": 300}]
+    for i in range(40):
+        ts = 10 + 20 * i
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts,
+                   "dur": 5, "args": {"correlation": i + 1}})
+        ev.append({"ph": "X", "cat": "kernel", "name": MARKUP if i % 4 == 0 else "volta_sgemm_128x64_nn", "pid": 0,
+                   "tid": 7, "ts": 50 + 30 * i, "dur": 25, "args": {"correlation": i + 1, "stream": 7, "device": 0}})
+    doc = {"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "numSms": 108,
+                                                    "totalGlobalMem": 42298834944}]}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_report_renders_offline_and_shows_markup_as_text(tmp_path: Path) -> None:
+    trace = aonkit.load(markup_trace(tmp_path / "m.json"))
+    page_path = write_report(trace, tmp_path / "report.html")
+    assert MARKUP not in page_path.read_text(encoding="utf-8").replace(json.dumps(MARKUP)[1:-1], "")
+    with browser_page() as (page, blocked):
+        page.goto(page_path.as_uri())
+        page.wait_for_selector("canvas", timeout=30_000)
+        page.wait_for_timeout(1500)
+        assert not_blank(page.screenshot(full_page=True)) > 10
+        # bokeh renders into shadow roots: Playwright's text locators pierce them, inner_text does not
+        for text in ("aonkit report", "volta_sgemm_128x64_nn", "GPU busy", MARKUP):  # the markup name: as text
+            assert page.get_by_text(text, exact=False).count() >= 1, text
+        assert page.evaluate("window.__xss") is None and not page.aonkit_dialogs
+        assert not blocked, blocked  # BokehJS inline: no CDN, no network at all
+        assert not [e for e in page.aonkit_errors if "bokeh" in e.lower()], page.aonkit_errors
+
+
+def test_report_of_real_sample_trace(tmp_path: Path) -> None:
+    trace = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    page_path = write_report(trace, tmp_path / "r.html")
+    with browser_page() as (page, blocked):
+        page.goto(page_path.as_uri())
+        page.wait_for_selector("canvas", timeout=30_000)
+        page.wait_for_timeout(1500)
+        shot = page.screenshot(full_page=True)
+        (tmp_path / "r.png").write_bytes(shot)
+        assert not_blank(shot) > 10 and not blocked
+        assert page.get_by_text("GPU busy").count() == 1
+
+
+@pytest.mark.slow
+def test_dashboard_widget_is_the_first_output_in_jupyterlab(tmp_path: Path) -> None:
+    # GIVEN a notebook whose first aonkit output is the dashboard widget (no output_notebook, no CDN)
+    trace_path = markup_trace(tmp_path / "m.json")
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                     "source": f"import aonkit\nfrom aonkit.widgets import Dashboard\n"
+                               f"Dashboard(aonkit.load({str(trace_path)!r}), width_px=900)"}],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "dash.ipynb").write_text(json.dumps(nb))
+    with jupyter_lab(tmp_path) as server:
+        base, token = server.split("|")
+        with browser_page(allow_hosts=(base,)) as (page, blocked):
+            page.goto(f"{base}/lab/tree/dash.ipynb?token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator, .jp-Toolbar", timeout=60_000)
+            page.wait_for_timeout(3000)  # kernel start
+            page.click(".jp-Cell .jp-InputArea-editor")
+            page.keyboard.press("Shift+Enter")
+            # WHEN it runs THEN the bokeh canvas renders inside the cell's output
+            out = page.wait_for_selector(".jp-OutputArea-output canvas", timeout=120_000)
+            page.wait_for_timeout(3000)
+            area = page.query_selector(".jp-Cell .jp-OutputArea")
+            shot = area.screenshot()
+            (tmp_path / "lab.png").write_bytes(shot)
+            assert out is not None and not_blank(shot) > 10
+            cell = page.locator(".jp-Cell .jp-OutputArea")
+            assert cell.get_by_text("GPU busy").count() >= 1 and cell.get_by_text(MARKUP).count() >= 1
+            assert page.evaluate("window.__xss") is None and not page.aonkit_dialogs
+            assert not blocked, blocked

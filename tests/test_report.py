@@ -1,0 +1,51 @@
+"""The shareable HTML report as a file: self-contained, bounded, no secrets; the CLI and to_html."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import aonkit
+from aonkit.report.html_report import report_html
+
+from .conftest import ROOT, SAMPLE_TRACES, SHARED
+
+SECRET = "hf_SECRETTOKEN1234567890"
+
+
+def test_report_is_self_contained_and_keeps_metadata_out(tmp_path: Path) -> None:
+    doc = json.loads(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+         "args": {"stream": 7, "correlation": 1}}], "metadata": {"env": {"HF_TOKEN": SECRET}}}))
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    trace = aonkit.load(tmp_path / "t.json")
+    assert trace.metadata["metadata"]["env"]["HF_TOKEN"] == SECRET
+    page = report_html(trace)
+    assert SECRET not in page
+    # BokehJS inline: scripts carry code, none has a src pointing anywhere
+    assert not re.search(r"<script[^>]+src=", page) and "cdn.bokeh.org" not in page
+    assert "Bokeh.embed" in page or "embed_items" in page
+
+
+def test_cli_report_on_sample_and_nsys(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    src = SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"
+    proc = subprocess.run([sys.executable, "-m", "aonkit.cli", "report", str(src), "-o", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert out.exists() and 1e6 < out.stat().st_size < 20e6
+    nsys = SHARED / "nsys" / "hpcgroup__pipit" / "perlmutter-cloverleaf-cuda.sqlite"
+    if nsys.exists():  # every view works on nsys input too
+        page = aonkit.to_html(aonkit.load(nsys), tmp_path / "n.html")
+        assert "par_ranged2d_kernel" in page and (tmp_path / "n.html").read_text(encoding="utf-8") == page
+
+
+def test_job_directory_gives_one_report_per_rank(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "aonkit.cli", "report", str(SAMPLE_TRACES), "-o",
+                           str(tmp_path / "job.html")], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    names = sorted(p.name for p in tmp_path.glob("job-*.html"))
+    assert names == ["job-rank0.html", "job-rank1.html", "job-rank2.html"]
