@@ -70,11 +70,16 @@ def test_launch_and_queue_hand_made() -> None:
     assert q[q["stream"] == 9]["queue_length"].tolist() == [1, 0]
 
 
+@pytest.mark.parametrize("in_time_order", [False, True])
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("ties", [True, False])
-def test_counters_equal_pandas_reference(rng: np.random.Generator, sparse: bool, ties: bool) -> None:
+def test_counters_equal_pandas_reference(
+    rng: np.random.Generator, sparse: bool, ties: bool, in_time_order: bool
+) -> None:
     for n in (0, 1, 2, 7, 50, 400, 3000):
         frames = {r: random_frame(rng, n, sparse=sparse, ties=ties) for r in (2, 0)}
+        if in_time_order:  # as in real traces: launches and GPU starts each already in time order
+            frames = {r: f.sort_values("ts", kind="stable", ignore_index=True) for r, f in frames.items()}
         got, got_stats = hk.idle_time_breakdown(frames)
         want, want_stats = ref.idle_time_breakdown(frames)
         pd.testing.assert_frame_equal(got, want, check_exact=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .keys import first_match, group_rows, is_sorted, stable_argsort
+from .keys import first_match, group_rows, stable_argsort
 
 
 @njit
@@ -75,20 +75,61 @@ def stable_time_order(e_ts, e_stream, e_step):
     """Events grouped by stream (ascending), stably by time within one; and whether ties matter.
 
     ``mixed_ties`` tells whether a stream has a launch and a GPU start at the
-    same time: then the order of those ties changes the counter.
+    same time: then the order of those ties changes the counter, and the
+    returned order is incomplete (the caller takes HTA's instead).
     Returns (positions, offsets, stream values, mixed_ties).
     """
     pos, offsets, streams = group_rows(e_stream, True)
-    mixed = False
     for s in range(streams.shape[0]):
         seg = pos[offsets[s] : offsets[s + 1]]
-        t = e_ts[seg]
-        if not is_sorted(t):
+        done = _merge_runs(e_ts, e_step, seg)
+        if done < 0:
+            return pos, offsets, streams, True
+        if done == 0:  # launches or starts out of order: a general stable sort
+            t = e_ts[seg]
             order = stable_argsort(t)
             seg[:] = seg[order]
-            t = t[order]
-        mixed |= _mixed_ties(t, e_step, seg)
-    return pos, offsets, streams, mixed
+            if _mixed_ties(t[order], e_step, seg):
+                return pos, offsets, streams, True
+    return pos, offsets, streams, False
+
+
+@njit
+def _merge_runs(e_ts, e_step, seg):
+    """Merge a stream's launches and GPU starts (each a run in ``seg``, launches first) by time, in place.
+
+    Returns 1 when merged, 0 when a run is not in time order (nothing
+    changed), -1 at the first launch that ties in time with a GPU start.
+    """
+    split = 0
+    while split < seg.shape[0] and e_step[np.uintp(seg[split])] > 0:
+        split += 1
+    left = seg[:split].copy()
+    right = seg[split:]
+    for k in range(1, left.shape[0]):
+        if e_ts[np.uintp(left[k])] < e_ts[np.uintp(left[k - 1])]:
+            return 0
+    for k in range(1, right.shape[0]):
+        if e_ts[np.uintp(right[k])] < e_ts[np.uintp(right[k - 1])] or e_step[np.uintp(right[k])] > 0:
+            return 0
+    i = 0
+    j = 0
+    for k in range(seg.shape[0]):
+        if i < left.shape[0] and j < right.shape[0]:
+            a = e_ts[np.uintp(left[i])]
+            b = e_ts[np.uintp(right[j])]
+            if a == b:
+                return -1
+            take_left = a < b
+        else:
+            take_left = i < left.shape[0]
+        if take_left:
+            seg[k] = left[i]
+            i += 1
+        else:
+            seg[k] = right[j]
+            j += 1
+    return 1
 
 
 @njit
@@ -115,4 +156,18 @@ def queue_table(rank, e_ts, e_step, pos, offsets, streams):
             out[1, np.uintp(lo + k)] = e_ts[j]
             out[2, np.uintp(lo + k)] = streams[s]
             out[3, np.uintp(lo + k)] = acc
+    return out
+
+
+@njit
+def levels(e_step, pos, offsets):
+    """Running sum of ``e_step`` in the order ``pos``, restarted at each stream's offset."""
+    out = np.empty(pos.shape[0], np.int64)
+    for s in range(offsets.shape[0] - 1):
+        lo = offsets[s]
+        seg = pos[lo : offsets[s + 1]]
+        acc = 0
+        for k in range(seg.shape[0]):
+            acc += e_step[np.uintp(seg[k])]
+            out[np.uintp(lo + k)] = acc
     return out

@@ -70,14 +70,15 @@ def queue_length_summary(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ..
     ``describe()`` bit for bit.
     """
     from .._kernels.describe import describe
+    from .._kernels.queues import levels
 
     keys, rows = [], []
-    for table in _tables(frames, apis):
-        bounds = np.flatnonzero(np.diff(table[2]) != 0) + 1
-        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, table.shape[1]]):
-            if hi > lo:
-                keys.append((int(table[0, lo]), int(table[2, lo])))
-                rows.append(describe(table[3, lo:hi], False))
+    for rank, df in frames.items():
+        _, e_step, pos, offsets, streams = _rank_queues(df, apis)
+        level = levels(e_step, pos, offsets)
+        for s in range(len(streams)):
+            keys.append((rank, int(streams[s])))
+            rows.append(describe(level[offsets[s] : offsets[s + 1]], False))
     if not rows:
         return queue_length_series(frames, apis).groupby(["rank", "stream"])["queue_length"].describe()
     order = sorted(range(len(keys)), key=keys.__getitem__)
