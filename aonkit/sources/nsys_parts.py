@@ -158,6 +158,13 @@ def _gpu_args(c: dict[str, np.ndarray]) -> JsonRows:
             .ints("process", decode_pid(c["globalPid"])))
 
 
+def _bytes_args(c: dict[str, np.ndarray]) -> JsonRows:
+    """GPU args plus ``bytes`` and Kineto's ``memory bandwidth (GB/s)`` (bytes per ns)."""
+    dur = np.maximum(c["end"] - c["start"], 0)
+    bw = np.divide(c["bytes"], dur, out=np.zeros(len(dur)), where=dur > 0)
+    return _gpu_args(c).ints("bytes", c["bytes"]).floats("memory bandwidth (GB/s)", bw)
+
+
 def read_kernels(ctx: Context) -> Part | None:
     """``CUPTI_ACTIVITY_KIND_KERNEL``: name = demangled name; short and mangled names in args."""
     table = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -208,13 +215,11 @@ def read_memcpy(ctx: Context) -> Part | None:
         return f"Memcpy {kind} ({src} -> {dst})"
 
     codes, names = _kind_names(key, name)
-    dur = np.maximum(c["end"] - c["start"], 0)
 
     def args() -> JsonRows:
-        bw = np.divide(c["bytes"], dur, out=np.zeros(len(dur)), where=dur > 0)  # bytes/ns == GB/s
-        return (_gpu_args(c).ints("bytes", c["bytes"]).floats("memory bandwidth (GB/s)", bw)
-                .ints("copy kind", c["copyKind"]).ints("src kind", c["srcKind"]).ints("dst kind", c["dstKind"])
-                .ints("src device", c["srcDeviceId"]).ints("dst device", c["dstDeviceId"]))
+        rows = _bytes_args(c).ints("copy kind", c["copyKind"]).ints("src kind", c["srcKind"])
+        rows.ints("dst kind", c["dstKind"]).ints("src device", c["srcDeviceId"])
+        return rows.ints("dst device", c["dstDeviceId"])
 
     return _gpu_part(ctx, c, "gpu_memcpy", codes, names, args)
 
@@ -226,12 +231,9 @@ def read_memset(ctx: Context) -> Part | None:
         return None
     c = _select(ctx.db, table, _GPU_COLS + ["bytes", "value", "memKind"])
     codes, names = _kind_names(c["memKind"], lambda k: f"Memset ({MEM_KINDS.get(k, 'Unknown')})")
-    dur = np.maximum(c["end"] - c["start"], 0)
 
     def args() -> JsonRows:
-        bw = np.divide(c["bytes"], dur, out=np.zeros(len(dur)), where=dur > 0)
-        return (_gpu_args(c).ints("bytes", c["bytes"]).floats("memory bandwidth (GB/s)", bw)
-                .ints("value", c["value"]).ints("mem kind", c["memKind"]))
+        return _bytes_args(c).ints("value", c["value"]).ints("mem kind", c["memKind"])
 
     return _gpu_part(ctx, c, "gpu_memset", codes, names, args)
 
