@@ -260,3 +260,24 @@ def test_emit_nvtx_ranges_are_ops_with_shapes(tmp_path: Path) -> None:
     # THEN op-level analyses see the kernels each op launched
     per_op = gpu_time_per_op(t, level="op").set_index("op")
     assert per_op.loc["aten::mm", "gpu_events"] == 19 and per_op.loc["aten::mm", "gpu_ns"] == 393539
+
+
+def test_roofline_on_emit_nvtx_ops_with_a_default_dtype(tmp_path: Path) -> None:
+    from aonkit.analysis.roofline import roofline_table
+
+    path = _copy(FUSER, tmp_path / "f.sqlite")
+    with sqlite3.connect(path) as con:
+        launches = con.execute(
+            'SELECT r.start, r."end", r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k '
+            "ON k.correlationId = r.correlationId ORDER BY r.start").fetchall()
+        con.executemany('INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) '
+                        "VALUES (?, ?, 59, ?, ?, 0)",
+                        [(s - 5, e + 5, f"aten::mm, seq = {i}, op_id = {i + 1}, sizes = [[256, 512], [512, 128]]", g)
+                         for i, (s, e, g) in enumerate(launches[:3])])
+    t = aonkit.load(path)
+    assert len(roofline_table(t)) == 0  # NVTX carries shapes but no dtypes: nothing to cost without a default
+    table = roofline_table(t, default_dtype="bf16")
+    # 2*M*N*K FLOPs; bytes = (M*K + K*N + M*N) * 2 for bf16; the device is the export's H200
+    assert len(table) == 3 and (table["flop"] == 2 * 256 * 128 * 512).all()
+    assert (table["bytes"] == (256 * 512 + 512 * 128 + 256 * 128) * 2).all() and set(table["dtype"]) == {"bf16"}
+    assert table.attrs["spec"].name == "H200 SXM" and table["fraction_of_roof"].notna().all()

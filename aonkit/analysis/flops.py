@@ -48,8 +48,16 @@ def nearest_marked(start: np.ndarray, parent: np.ndarray, marked: np.ndarray) ->
         cur = np.where(step, parent[np.maximum(cur, 0)], -1)
 
 
-def op_costs(trace: Trace) -> pd.DataFrame:
+_DTYPE_ALIASES = {"fp64": "double", "fp32": "float", "fp16": "c10::Half", "bf16": "c10::BFloat16"}
+
+
+def op_costs(trace: Trace, default_dtype: str | None = None) -> pd.DataFrame:
     """One row per CPU op whose name has a cost formula.
+
+    ``default_dtype`` (``"bf16"``, ``"fp16"``, ``"fp32"``, ``"fp64"`` or a Kineto
+    type name) stands for every tensor input of ops that recorded shapes but no
+    ``Input type``, as PyTorch's ``emit_nvtx`` ranges in Nsight Systems exports
+    do; without it such ops get no cost.
 
     Returns
     -------
@@ -68,12 +76,15 @@ def op_costs(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame({c: [] for c in COLUMNS})
     names = ev["name"].astype(object).to_numpy()[rows]
     args = [trace.arg_values(k, rows) for k in ("Input Dims", "Input type", "Concrete Inputs", "Input Strides")]
+    fallback = _DTYPE_ALIASES.get(default_dtype, default_dtype) if default_dtype else None
     cache: dict[str, tuple[float, float, str, str]] = {}
     out = np.empty((len(rows), 4), dtype=object)
     dims_text = []
     for j, (name, dims, types, conc, strides) in enumerate(zip(names, *args)):
         key = repr((name, dims, types, conc, strides))
         if key not in cache:
+            if types is None and fallback is not None and isinstance(dims, list):
+                types = [fallback] * len(dims)
             ok = isinstance(dims, list) and isinstance(types, list)
             cost = op_cost(name, OpInputs(dims, types, conc or (), strides or ())) if ok else None
             cache[key] = (cost.flops, cost.bytes, cost.dtype, cost.kind) if cost else (np.nan, np.nan, "", "")

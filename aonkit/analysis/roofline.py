@@ -126,7 +126,8 @@ def _derive(df: pd.DataFrame, spec: DeviceSpec | None) -> pd.DataFrame:
 
 
 def roofline_table(
-    trace: Trace, spec: DeviceSpec | str | None = None, by: str = "op", tf32: bool | None = None
+    trace: Trace, spec: DeviceSpec | str | None = None, by: str = "op", tf32: bool | None = None,
+    default_dtype: str | None = None,
 ) -> pd.DataFrame:
     """One roofline point per counted op (``by="op"``) or per kernel (``by="kernel"``).
 
@@ -143,6 +144,9 @@ def roofline_table(
     tf32 : bool, optional
         Bound fp32 matrix ops by the TF32 peak (True) or the FP32 one (False);
         default: TF32 for the ops whose kernels' names show TF32 math.
+    default_dtype : str, optional
+        Tensor dtype of ops that recorded shapes without types (nsys
+        ``emit_nvtx`` ranges); see :func:`aonkit.analysis.flops.op_costs`.
 
     Returns
     -------
@@ -162,7 +166,7 @@ def roofline_table(
         spec = device_spec(spec)
     elif spec is None:
         spec = trace_spec(trace)
-    costs = op_costs(trace)
+    costs = op_costs(trace, default_dtype)
     costs = costs.loc[costs["counted"].astype(bool)].drop(columns=["counted", "formula_flop", "profiler_flop"])
     costs = costs.reset_index(drop=True).astype({"op": np.int64})
     kern = _owned_kernels(trace, costs["op"].to_numpy())
