@@ -47,6 +47,7 @@ def browser_page(allow_hosts: tuple[str, ...] = ()) -> Iterator[tuple[Any, list[
             page = browser.new_page(viewport={"width": 1500, "height": 1100})
             page.aonkit_errors, page.aonkit_dialogs = [], []
             page.on("console", lambda m: m.type == "error" and page.aonkit_errors.append(m.text))
+            page.on("pageerror", lambda e: page.aonkit_errors.append(f"page error: {e}"))
             page.on("dialog", lambda d: (page.aonkit_dialogs.append(d.message), d.dismiss()))
 
             def route(r: Any) -> None:

@@ -9,6 +9,8 @@ from bokeh.models import ColumnDataSource
 
 
 def _column(col: pd.Series) -> Any:
+    if not len(col):  # an empty float array is not a valid colour/text column in BokehJS ("invalid color array")
+        return []
     numeric = pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
     return col.to_numpy() if numeric else col.tolist()
 
