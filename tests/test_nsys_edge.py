@@ -281,3 +281,12 @@ def test_roofline_on_emit_nvtx_ops_with_a_default_dtype(tmp_path: Path) -> None:
     assert len(table) == 3 and (table["flop"] == 2 * 256 * 128 * 512).all()
     assert (table["bytes"] == (256 * 512 + 512 * 128 + 256 * 128) * 2).all() and set(table["dtype"]) == {"bf16"}
     assert table.attrs["spec"].name == "H200 SXM" and table["fraction_of_roof"].notna().all()
+
+
+def test_timeline_lanes_of_an_export() -> None:
+    # kernels, the memcpy, the memset and the sync event share the stream's lane; API calls and NVTX the thread's
+    if not FUSER.exists():
+        pytest.skip("shared nsys export absent")
+    lanes = aonkit.timeline_index(aonkit.load(FUSER)).lanes
+    assert lanes["label"].tolist() == ["GPU 0 stream 7", "CPU 30156 thread 30156"]
+    assert lanes["events"].tolist() == [19 + 1 + 1 + 1, 968 + 652]

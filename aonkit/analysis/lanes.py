@@ -26,7 +26,7 @@ import pandas as pd
 from .. import schema
 from ..trace import Trace
 
-GPU_SIDE_CATS = schema.GPU_CATS | {"gpu_user_annotation"}
+GPU_SIDE_CATS = schema.GPU_CATS | {"gpu_user_annotation", "cuda_sync"}  # Kineto/nsys sync events sit on streams
 LEVEL_BASE_NS = 256
 """Bucket size of the finest level; each next level is ``LEVEL_FACTOR`` times coarser."""
 LEVEL_FACTOR = 4
