@@ -238,19 +238,25 @@ def json_obj(members: str) -> dict:
     return json.loads("{" + members + "}")
 
 
-def test_emit_nvtx_ranges_are_ops_with_shapes(tmp_path: Path) -> None:
-    from aonkit.analysis.kernels import gpu_time_per_op
-
-    # GIVEN a real export plus emit_nvtx-style ranges around each kernel launch, on the launching thread
+def _with_emit_nvtx(tmp_path: Path, sizes: str, first: int | None = None) -> tuple[Path, list]:
+    """A copy of the Fuser export with an ``aten::mm`` emit_nvtx range around each (or the first) kernel launch."""
     path = _copy(FUSER, tmp_path / "f.sqlite")
     with sqlite3.connect(path) as con:
         launches = con.execute(
             'SELECT r.start, r."end", r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k '
-            "ON k.correlationId = r.correlationId").fetchall()
+            "ON k.correlationId = r.correlationId ORDER BY r.start").fetchall()[:first]
         con.executemany('INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) '
                         "VALUES (?, ?, 59, ?, ?, 0)",
-                        [(s - 5, e + 5, f"aten::mm, seq = {i}, op_id = {i + 1}, sizes = [[64, 32], [32, 16]]", g)
+                        [(s - 5, e + 5, f"aten::mm, seq = {i}, op_id = {i + 1}, sizes = {sizes}", g)
                          for i, (s, e, g) in enumerate(launches)])
+    return path, launches
+
+
+def test_emit_nvtx_ranges_are_ops_with_shapes(tmp_path: Path) -> None:
+    from aonkit.analysis.kernels import gpu_time_per_op
+
+    # GIVEN a real export plus emit_nvtx-style ranges around each kernel launch, on the launching thread
+    path, launches = _with_emit_nvtx(tmp_path, "[[64, 32], [32, 16]]")
     t = aonkit.load(path)
     ops = t.cpu_ops
     assert len(ops) == len(launches) == 19 and set(ops["name"]) == {"aten::mm"}
@@ -265,15 +271,7 @@ def test_emit_nvtx_ranges_are_ops_with_shapes(tmp_path: Path) -> None:
 def test_roofline_on_emit_nvtx_ops_with_a_default_dtype(tmp_path: Path) -> None:
     from aonkit.analysis.roofline import roofline_table
 
-    path = _copy(FUSER, tmp_path / "f.sqlite")
-    with sqlite3.connect(path) as con:
-        launches = con.execute(
-            'SELECT r.start, r."end", r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k '
-            "ON k.correlationId = r.correlationId ORDER BY r.start").fetchall()
-        con.executemany('INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) '
-                        "VALUES (?, ?, 59, ?, ?, 0)",
-                        [(s - 5, e + 5, f"aten::mm, seq = {i}, op_id = {i + 1}, sizes = [[256, 512], [512, 128]]", g)
-                         for i, (s, e, g) in enumerate(launches[:3])])
+    path, _ = _with_emit_nvtx(tmp_path, "[[256, 512], [512, 128]]", first=3)
     t = aonkit.load(path)
     assert len(roofline_table(t)) == 0  # NVTX carries shapes but no dtypes: nothing to cost without a default
     table = roofline_table(t, default_dtype="bf16")
