@@ -3,6 +3,7 @@ kernel to the op that launched it, the static pyramid stays in its budget and it
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -22,11 +23,26 @@ from aonkit import schema
 from aonkit.analysis.correlation import gpu_links
 from aonkit.analysis.timeline import _index, timeline_tiles
 from aonkit.analysis.timeline_detail import tile_details
+from aonkit.units import fmt_ns
 from aonkit.views.timeline import timeline_view
 from aonkit.views.timeline_data import BIN_TOOLTIPS, EVENT_TOOLTIPS, GLYPH_PAD
 from aonkit.views.timeline_figs import HIGHLIGHT_JS
 from aonkit.views.timeline_pyramid import timeline_pyramid
-from aonkit.views.timeline_static import DECODED_COLUMNS, LOD_JS, decode, decoded_glyphs, pick_parts, static_timeline
+from aonkit.views.timeline_static import (
+    DECODED_COLUMNS,
+    LOD_JS,
+    decode,
+    decoded_glyphs,
+    hover_texts,
+    pick_parts,
+    static_timeline,
+)
+from aonkit.views.timeline_static_hover import (
+    HOVER_JS,
+    LINK_HIGHLIGHT_JS,
+    STATIC_BIN_TOOLTIPS,
+    STATIC_EVENT_TOOLTIPS,
+)
 
 from .conftest import SAMPLE_TRACES, require_shared
 from .views_checks import MARKUP_KERNEL, MARKUP_OP, TEX_KERNEL, assert_markup_only_in_data, markup_trace
@@ -225,10 +241,10 @@ def test_highlight_js_outlines_op_and_launch(sample) -> None:  # noqa: ANN001
 def _run_lod(pyr, windows: list[tuple[float, float]], px: int) -> list[dict]:  # noqa: ANN001
     from aonkit.views.timeline_static import pyramid_sources
 
-    srcs = {k: {"data": {c: list(v) for c, v in s.data.items()}} for k, s in pyramid_sources(pyr).items()}
+    srcs = {k: {"data": {c: list(v) for c, v in s.data.items()}} for k, s in pyramid_sources(pyr).items()
+            if k in ("glyphs", "tiles")}  # fmt: skip
     args = {**srcs, "span_ns": float(pyr.span_ns), "width_px": pyr.width_px, "max_level": pyr.levels - 1,
-            "pad": GLYPH_PAD, "columns": list(DECODED_COLUMNS), "targets": ["op", "launch"],
-            "sides": ["left", "right", "top", "bottom"], "sep": " > "}  # fmt: skip
+            "pad": GLYPH_PAD}  # fmt: skip
     names = [*args, "view", "highlight", "xr", "plot"]
     script = (f"const f = new Function({', '.join(json.dumps(n) for n in names)}, {json.dumps(LOD_JS)});\n"
               f"const a = {_js(args)};\n"
@@ -240,7 +256,9 @@ def _run_lod(pyr, windows: list[tuple[float, float]], px: int) -> list[dict]:  #
               "  const xr = {start: s, end: e};\n"
               f"  f({', '.join(f'a[{json.dumps(n)}]' for n in names[:-4])}, view, highlight, xr, plot);\n"
               "  f(" + ", ".join(f"a[{json.dumps(n)}]" for n in names[:-4]) + ", view, highlight, xr, plot);\n"
-              "  out.push({data: view.data, writes, sel: view.selected.indices, hl: highlight.data.left});\n"
+              "  const data = Object.fromEntries(Object.entries(view.data).map(([c, v]) => [c, Array.from(v)]));\n"
+              "  out.push({data, writes, sel: view.selected.indices, hl: highlight.data.left, typed: "
+              "view.data.left instanceof Float64Array && view.data.link instanceof Int32Array});\n"
               "}\nconsole.log(JSON.stringify(out));")  # fmt: skip
     return _node(script)  # type: ignore[return-value]
 
@@ -256,14 +274,64 @@ def test_lod_js_decodes_like_python(sample, budget: int) -> None:  # noqa: ANN00
     for (lo, hi), run, writes in zip(windows, got, [1, 2, 3, 4, 5, 6]):
         want = decode(pyr, pick_parts(pyr, lo, hi, 500)[1])
         assert run["writes"] == writes  # the second call on the same view changes nothing
-        assert run["sel"] == [] and run["hl"] == []
+        assert run["sel"] == [] and run["hl"] == [] and run["typed"]
+        assert list(run["data"]) == list(DECODED_COLUMNS) == list(want)
         for c in DECODED_COLUMNS:
             w = want[c]
-            if c in ("left", "right", "top", "bottom") or c.startswith(("op_", "launch_")):
+            if c in ("left", "right", "top", "bottom"):
                 np.testing.assert_allclose(np.array(run["data"][c], dtype=float), np.asarray(w, float), rtol=1e-12)
             else:
                 assert list(run["data"][c]) == [x.item() if isinstance(x, np.generic) else x for x in w], c
     assert len(got[0]["data"]["left"]) > 100 and got[-1]["data"]["left"] == []
+
+
+def _run_hover(pyr, calls: list[tuple[float, str]]) -> list[str]:  # noqa: ANN001
+    """:data:`HOVER_JS` on ``(value, format)`` pairs, with the pyramid's names, categories and stack tree."""
+    args = {"names": {"data": {"name": pyr.names}}, "cats": {"data": {"cat": pyr.cats}},
+            "stacks": {"data": {"parent": pyr.stack_parent, "name": pyr.stack_name}}, "sep": " > "}  # fmt: skip
+    script = (f"const f = new Function('names', 'cats', 'stacks', 'sep', 'value', 'format', 'special_vars', "
+              f"{json.dumps(HOVER_JS)});\nconst a = {_js(args)};\n"
+              f"console.log(JSON.stringify({_js(calls)}.map(([v, fm]) => "
+              "f(a.names, a.cats, a.stacks, a.sep, v, fm, {}))));")  # fmt: skip
+    return _node(script)  # type: ignore[return-value]
+
+
+@needs_node
+def test_hover_js_formats_codes_like_python(sample) -> None:  # noqa: ANN001
+    pyr = timeline_pyramid(sample, width_px=400, levels=6)
+    data = decode(pyr, pick_parts(pyr, 0.0, pyr.span_ns / 1e6, 400)[1])
+    picks = [list(data["kind"]).index("bin"), int(np.flatnonzero(data["stack"] >= 0)[-1]),
+             int(np.flatnonzero(data["link"] >= 0)[0]), *range(0, len(data["left"]), 97)]  # fmt: skip
+    fields = ("name", "cat", "dur", "busy", "stack")
+    calls = [(data[f][i].item(), "dur" if f == "busy" else f) for i in picks for f in fields]
+    got = _run_hover(pyr, calls)
+    want = [hover_texts(pyr, data, i)[f] for i in picks for f in fields]
+    assert got == want
+    assert any(" > " in t for t in want) and any(t.endswith("us") for t in want) and "" in want  # stacks, -1
+    odd = [-1.0, 0.5, 1.5, 2.5, 999.5, 1234.5, 1235.0, 12_345.0, 2.5e6, 1.0e9, 1.2345e12]  # ties round half to even
+    assert _run_hover(pyr, [(v, "dur") for v in odd]) == ["instant", *[fmt_ns(v) for v in odd[1:]]]
+
+
+@needs_node
+def test_link_highlight_js_outlines_op_and_launch(sample) -> None:  # noqa: ANN001
+    pyr = timeline_pyramid(sample, width_px=400, levels=4)
+    data = decode(pyr, pick_parts(pyr, 0.0, pyr.span_ns / 1e6, 400)[1])
+    k, cpu = int(np.flatnonzero(data["link"] >= 0)[0]), int(np.flatnonzero(data["link"] < 0)[0])
+    links = {c: pyr.links[c].to_numpy(np.float64) for c in pyr.links}
+    src = {"data": {"link": data["link"]}, "selected": {"indices": [cpu, k]}}
+    script = (f"const f = new Function('src', 'dst', 'links', 'targets', {json.dumps(LINK_HIGHLIGHT_JS)});\n"
+              f"const src = {_js(src)}, dst = {{data: null}}, links = {{data: {_js(links)}}};\n"
+              "f(src, dst, links, ['op', 'launch']);\nconsole.log(JSON.stringify(dst.data));")  # fmt: skip
+    got = _node(script)
+    c = int(data["link"][k])
+    row = pyr.links.iloc[c]
+    assert got["target"] == ["op", "launch"] and got["row"] == [row["op_row"], row["launch_row"]]
+    assert got["left"] == [row["op_left"], row["launch_left"]]
+    assert got["bottom"] == [row["op_bottom"], row["launch_bottom"]]
+    event = pyr.rows[decoded_glyphs(pyr, pick_parts(pyr, 0.0, pyr.span_ns / 1e6, 400)[1])[k]]
+    want = gpu_links(sample).set_index("gpu").loc[event]
+    assert (row["op_row"], row["launch_row"]) == (want["op"], want["launch"])
+    assert sample.events["cat"].iat[int(row["op_row"])] in schema.CPU_OP_CATS
 
 
 # --- static pyramid -------------------------------------------------------------------------------------------
@@ -285,11 +353,14 @@ def test_pyramid_levels_tiles_and_codes(sample) -> None:  # noqa: ANN001
         i = np.arange(t["start"], t["stop"])
         np.testing.assert_array_equal(pyr.rows[i], want["row"])
         dec = decode(pyr, [(r, 0.0, 0.0, False)])
-        assert dec["name"] == want["name"].tolist() and dec["cat"] == want["cat"].tolist()
-        assert dec["stack"] == want["stack"].tolist()
+        texts = [hover_texts(pyr, dec, g) for g in range(len(i))]
+        assert [h["name"] for h in texts] == want["name"].tolist() and [h["cat"] for h in texts] == want["cat"].tolist()
+        assert [h["stack"] for h in texts] == want["stack"].tolist()
         np.testing.assert_array_equal(dec["correlation"], want["correlation"])
-        np.testing.assert_array_equal(dec["launch_op"], want["launch_op"])
-        np.testing.assert_array_equal(dec["launch"], want["launch"])
+        link, ok = dec["link"], dec["link"] >= 0
+        for col, target in (("launch_op", "op_row"), ("launch", "launch_row")):
+            got = np.where(ok, pyr.links[target].to_numpy()[np.maximum(link, 0)] if len(pyr.links) else -1, -1)
+            np.testing.assert_array_equal(got, want[col])
         tile_ns = pyr.span_ns / 2 ** int(t["level"])  # float32 offsets within the tile
         np.testing.assert_allclose(dec["left"], (want["start_ns"] - pyr.origin_ns) / 1e6, atol=tile_ns * 1.2e-13)
 
@@ -355,14 +426,24 @@ def test_static_layout_sources_and_callback(sample) -> None:  # noqa: ANN001
     fig = lay.children[0]
     view = lay.select_one({"name": "timeline_quads"})
     assert set(view.data) == set(DECODED_COLUMNS) and all(len(v) == 0 for v in view.data.values())
-    assert _fields(EVENT_TOOLTIPS) | _fields(BIN_TOOLTIPS) <= set(DECODED_COLUMNS)
+    assert _fields(STATIC_EVENT_TOOLTIPS) | _fields(STATIC_BIN_TOOLTIPS) <= set(DECODED_COLUMNS)
+    hovers = fig.select({"type": HoverTool})
+    assert sorted(h.tooltips for h in hovers) == sorted([STATIC_EVENT_TOOLTIPS, STATIC_BIN_TOOLTIPS])
+    for h in hovers:  # names, categories, times and stacks become text only in the formatter, from the tables
+        assert set(h.formatters) == {"@name", "@cat", "@dur", "@busy", "@stack"}
+        fmt = h.formatters["@name"]
+        assert fmt.code == HOVER_JS and fmt.args["names"] is lay.select_one({"name": "timeline_names"})
+    assert all(r.glyph.line_color is None for r in fig.renderers if r.data_source is view)  # fill only
+    mapper = next(r for r in fig.renderers if r.data_source is view).glyph.fill_color.transform
+    assert list(mapper.palette) == list(pyr.palette) and (mapper.low, mapper.high) == (-0.5, len(pyr.palette) - 0.5)
+    (hl,) = view.selected.js_property_callbacks["change:indices"]
+    assert hl.code == LINK_HIGHLIGHT_JS and hl.args["links"] is lay.select_one({"name": "timeline_links"})
     cbs = fig.x_range.js_property_callbacks
     (lod,) = cbs["change:start"]
     assert cbs["change:end"] == [lod] and lod.code == LOD_JS
     assert fig.x_range.renderers[0].name == "timeline_frame" and list(fig.x_range.bounds) == [0, pyr.span_ns / 1e6]
     texts = [v for v in lod.args.values() if not isinstance(v, ColumnDataSource) and not hasattr(v, "id")]
-    assert all(isinstance(v, (int, float)) or v in (" > ", ["op", "launch"], ["left", "right", "top", "bottom"],
-                                                     list(DECODED_COLUMNS)) for v in texts)  # fmt: skip
+    assert len(texts) == 4 and all(isinstance(v, (int, float)) for v in texts)
     assert lod.args["glyphs"].data["x0"].dtype == np.float32 and lod.args["view"] is view
     assert len(lay.children) == 2  # lanes over memory
 
@@ -379,7 +460,7 @@ def test_markup_names_only_in_data(tmp_path: Path) -> None:
     assert MARKUP_KERNEL not in page and MARKUP_OP not in page and "cdn.bokeh.org" not in page
     names = static.select_one({"name": "timeline_names"}).data["name"]
     assert MARKUP_KERNEL in names
-    for code in (LOD_JS, HIGHLIGHT_JS):
+    for code in (LOD_JS, HIGHLIGHT_JS, HOVER_JS, LINK_HIGHLIGHT_JS):
         assert not any(n in code for n in t.events["name"].cat.categories)
 
 
@@ -392,15 +473,22 @@ PROBE_JS = """setTimeout(() => {
   const doc = Bokeh.documents[0], view = doc.get_model_by_name("timeline_quads");
   const fig = doc.roots()[0].children[0], xr = fig.x_range;
   const out = {load: view.data.left.length, range: [xr.start, xr.end], inner: fig.inner_width};
-  xr.have_updated_interactively = true;  // as a zoom tool does
-  xr.setv({start: 40, end: 40.2});
+  const fmt = [...doc.all_models].find((m) => m.type === "CustomJSHover"), d = view.data;
+  const i = d.stack.findIndex((n) => n >= 0), k = d.link.findIndex((c) => c >= 0);
+  out.hover = [i, ...["name", "cat", "dur", "stack"].map((f) => fmt.format(d[f][i], f, {}))];
+  view.selected.indices = [k];  // as a tap does
   setTimeout(() => {
-    out.zoom = view.data.left.length; out.after = [xr.start, xr.end];
-    out.errors = window.__aonkit_errors;
-    const pre = document.createElement("pre");
-    pre.textContent = "AONKIT" + JSON.stringify(out) + "END";
-    document.body.appendChild(pre);
-  }, 500);
+    out.selected = [k, doc.get_model_by_name("timeline_highlight").data.row];
+    xr.have_updated_interactively = true;  // as a zoom tool does
+    xr.setv({start: 40, end: 40.2});
+    setTimeout(() => {
+      out.zoom = view.data.left.length; out.after = [xr.start, xr.end];
+      out.errors = window.__aonkit_errors;
+      const pre = document.createElement("pre");
+      pre.textContent = "AONKIT" + JSON.stringify(out) + "END";
+      document.body.appendChild(pre);
+    }, 500);
+  }, 300);
 }, 2000);"""
 
 
@@ -415,9 +503,16 @@ def test_static_report_fills_and_zooms_in_chromium(sample, tmp_path: Path) -> No
     run = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,800",
                           "--virtual-time-budget=10000", "--dump-dom", path.as_uri()],
                          capture_output=True, text=True, timeout=180)  # fmt: skip
-    got = json.loads(re.search(r"AONKIT(\{.*?\})END", run.stdout).group(1))
+    got = json.loads(html.unescape(re.search(r"AONKIT(\{.*?\})END", run.stdout).group(1)))  # the DOM dump escapes
     assert got["errors"] == []
     span_ms = pyr.span_ns / 1e6
     assert got["range"] == pytest.approx([0, span_ms]) and got["after"] == [40, 40.2]
-    assert got["load"] == len(decode(pyr, pick_parts(pyr, 0.0, span_ms, 1000)[1])["left"])  # filled on load
+    full = decode(pyr, pick_parts(pyr, 0.0, span_ms, 1000)[1])
+    assert got["load"] == len(full["left"])  # filled on load
+    i, *texts = got["hover"]
+    want = hover_texts(pyr, full, i)
+    assert texts == [want["name"], want["cat"], want["dur"], want["stack"]] and " > " in want["stack"]
+    k, rows = got["selected"]
+    link = pyr.links.iloc[int(full["link"][k])]
+    assert rows == [link["op_row"], link["launch_row"]]  # the launching op and launch call are outlined
     assert got["zoom"] == len(decode(pyr, pick_parts(pyr, 40, 40.2, got["inner"])[1])["left"]) > 0

@@ -74,20 +74,42 @@ def lane_figure(slots: pd.DataFrame, x_range: Range, width: int) -> figure:
     return fig
 
 
-def add_quads(fig: figure, src: ColumnDataSource, highlight: ColumnDataSource) -> CustomJS:
-    """Events (solid) and per-pixel bins (light) from ``src``, their hovers, and the op/launch highlight."""
+def add_quads(fig: figure, src: ColumnDataSource, highlight: ColumnDataSource, tooltips: tuple[list, list] = (
+        EVENT_TOOLTIPS, BIN_TOOLTIPS), formatters: dict | None = None, color: str | dict = "color",
+        callback: CustomJS | None = None) -> CustomJS:  # fmt: skip
+    """Events (solid) and per-pixel bins (light) from ``src``, their hovers, and the op/launch highlight.
+
+    Parameters
+    ----------
+    fig, src, highlight
+        The lane figure, the displayed quads (a ``kind`` column: ``"event"`` or ``"bin"``) and the highlight source.
+    tooltips : tuple of list
+        Event and bin tooltips (default: the live view's text fields).
+    formatters : dict, optional
+        The hovers' field formatters.
+    color : str or dict
+        Fill colour spec: a column of CSS colours, or a field with a colour mapper.
+    callback : CustomJS, optional
+        Selection callback; default :data:`HIGHLIGHT_JS` over the box columns of ``src``.
+
+    Returns
+    -------
+    bokeh.models.CustomJS
+        The selection callback.
+    """
     box = {"left": "left", "right": "right", "top": "top", "bottom": "bottom", "source": src}
     renderers = []
-    for kind, alpha, tips in (("event", 0.9, EVENT_TOOLTIPS), ("bin", 0.35, BIN_TOOLTIPS)):
+    for kind, alpha, tips in (("event", 0.9, tooltips[0]), ("bin", 0.35, tooltips[1])):
         view = CDSView(filter=GroupFilter(column_name="kind", group=kind))
-        r = fig.quad(**box, view=view, fill_color="color", line_color="color", fill_alpha=alpha, line_alpha=alpha)
-        fig.add_tools(HoverTool(renderers=[r], tooltips=tips))
+        r = fig.quad(**box, view=view, fill_color=color, line_color=None, fill_alpha=alpha)  # no stroke: fill only
+        fig.add_tools(HoverTool(renderers=[r], tooltips=tips, formatters=formatters or {}))
         renderers.append(r)
     fig.select_one({"type": TapTool}).renderers = renderers
     fig.quad(left="left", right="right", top="top", bottom="bottom", source=highlight, fill_alpha=0,
              line_color="#000000", line_width=2.5)  # fmt: skip
-    callback = CustomJS(args={"src": src, "dst": highlight, "targets": list(TARGETS),
-                              "row_columns": ["launch_op", "launch"]}, code=HIGHLIGHT_JS)  # fmt: skip
+    if callback is None:
+        callback = CustomJS(args={"src": src, "dst": highlight, "targets": list(TARGETS),
+                                  "row_columns": ["launch_op", "launch"]}, code=HIGHLIGHT_JS)  # fmt: skip
     src.selected.js_on_change("indices", callback)
     return callback
 

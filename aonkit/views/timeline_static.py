@@ -6,13 +6,16 @@ change of its start or end the browser picks the level whose tile width
 matches the view (a tile's ns per pixel at ``width_px`` at most the screen's,
 capped at the deepest level), maps each tile under the view to itself or, when
 it was not stored, to its nearest stored ancestor (clipped to the tile), and
-decodes those glyphs into the displayed source. Past the deepest level the view
+decodes those glyphs into the displayed source: positions, codes and
+nanoseconds in typed arrays (:mod:`aonkit.views.timeline_static_js`), turned
+into text only by the hover, for the glyph under the pointer
+(:mod:`aonkit.views.timeline_static_hover`). Past the deepest level the view
 shows that level's glyphs: single events where they were a pixel wide there,
 bins elsewhere. The x range is a ``DataRange1d`` that follows only an invisible
 two-point frame over the span, so BokehJS sets its start and end when the page
 renders, which fills the displayed source: the HTML stores no decoded glyphs.
-:func:`pick_parts`, :func:`decode` and :func:`decoded_glyphs` are the same
-steps in Python (for tests and notebooks).
+:func:`pick_parts`, :func:`decode`, :func:`decoded_glyphs` and
+:func:`hover_texts` are the same steps in Python (for tests and notebooks).
 """
 
 from __future__ import annotations
@@ -21,19 +24,19 @@ import math
 
 import numpy as np
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, CustomJS, DataRange1d, LayoutDOM
+from bokeh.models import ColumnDataSource, CustomJS, DataRange1d, LayoutDOM, LinearColorMapper
 
-from ..analysis.timeline_detail import STACK_SEPARATOR
 from ..trace import Trace
 from . import theme
 from ._data import frame_source
-from .timeline_data import GLYPH_PAD, TARGETS
+from .timeline_data import GLYPH_PAD, OTHER_COLOR
 from .timeline_figs import add_quads, counter_figures, empty_highlight, lane_figure
 from .timeline_pyramid import Pyramid, timeline_pyramid
 from .timeline_stacks import stack_texts
-from .timeline_static_js import BOX_SIDES, DECODED_COLUMNS, LOD_JS
+from .timeline_static_hover import STATIC_BIN_TOOLTIPS, STATIC_EVENT_TOOLTIPS, hover_formatters, link_highlight
+from .timeline_static_js import DECODED_COLUMNS, LOD_JS
 
-__all__ = ["DECODED_COLUMNS", "LOD_JS", "decode", "decoded_glyphs", "pick_parts", "static_timeline"]
+__all__ = ["DECODED_COLUMNS", "LOD_JS", "decode", "decoded_glyphs", "hover_texts", "pick_parts", "static_timeline"]
 
 Part = tuple[int, float, float, bool]
 
@@ -93,25 +96,24 @@ def decode(pyr: Pyramid, parts: list[Part]) -> dict[str, np.ndarray | list]:
     """The displayed source's data (:data:`DECODED_COLUMNS`) for ``parts`` of :func:`pick_parts`, as in the browser."""
     g = pyr.glyphs
     i, left, right = _extents(pyr, parts)
-    link = g["link"][i]
-    ok, safe = link >= 0, np.maximum(link, 0)
     out: dict[str, np.ndarray | list] = {
         "left": left, "right": right, "top": g["slot"][i] + GLYPH_PAD, "bottom": g["slot"][i] + 1 - GLYPH_PAD,
         "kind": ["event" if c == 1 else "bin" for c in g["count"][i]],
-        "color": [pyr.palette[c] for c in g["color"][i]], "name": [pyr.names[c] for c in g["name"][i]],
-        "cat": [pyr.cats[c] for c in g["cat"][i]],
-        "dur_text": [theme.fmt_ns(v) if v >= 0 else "instant" for v in g["dur"][i].astype(np.float64)],
-        "busy_text": [theme.fmt_ns(v) for v in g["busy"][i].astype(np.float64)],
-        "count": g["count"][i], "correlation": g["correlation"][i],
-        "stack": stack_texts(pyr.stack_parent, pyr.stack_name, pyr.names, g["stack"][i]),
-        "launch_op": np.where(ok, pyr.links["op_row"].to_numpy()[safe] if len(pyr.links) else -1, -1),
-        "launch": np.where(ok, pyr.links["launch_row"].to_numpy()[safe] if len(pyr.links) else -1, -1),
     }  # fmt: skip
-    for target in TARGETS:
-        for side in BOX_SIDES:
-            col = pyr.links[f"{target}_{side}"].to_numpy(np.float64)
-            out[f"{target}_{side}"] = np.where(ok, col[safe] if len(col) else np.nan, np.nan)
-    return {c: out[c] for c in DECODED_COLUMNS}
+    for c in DECODED_COLUMNS[5:]:
+        out[c] = g[c][i]
+    return out
+
+
+def hover_texts(pyr: Pyramid, data: dict, i: int) -> dict[str, str]:
+    """What the hover shows for glyph ``i`` of ``data`` (from :func:`decode`): the texts of its codes and times."""
+
+    def dur(v: float) -> str:
+        return theme.fmt_ns(float(v)) if v >= 0 else "instant"
+
+    stack = stack_texts(pyr.stack_parent, pyr.stack_name, pyr.names, np.array([data["stack"][i]]))[0]
+    return {"name": pyr.names[data["name"][i]], "cat": pyr.cats[data["cat"][i]], "dur": dur(data["dur"][i]),
+            "busy": dur(data["busy"][i]), "stack": stack}  # fmt: skip
 
 
 def pyramid_sources(pyr: Pyramid) -> dict[str, ColumnDataSource]:
@@ -161,11 +163,14 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
     x_range.renderers = [frame]
     view = ColumnDataSource({c: [] for c in DECODED_COLUMNS}, name="timeline_quads")
     highlight = ColumnDataSource(empty_highlight(), name="timeline_highlight")
-    add_quads(fig, view, highlight)
-    lod = CustomJS(args={**pyramid_sources(pyr), "view": view, "highlight": highlight, "xr": x_range, "plot": fig,
-                         "span_ns": float(pyr.span_ns), "width_px": pyr.width_px, "max_level": pyr.levels - 1,
-                         "pad": GLYPH_PAD, "columns": list(DECODED_COLUMNS), "targets": list(TARGETS),
-                         "sides": list(BOX_SIDES), "sep": STACK_SEPARATOR}, code=LOD_JS)  # fmt: skip
+    srcs = pyramid_sources(pyr)
+    palette = list(pyr.palette) or [OTHER_COLOR]  # colour codes index the palette: code c maps to [c - .5, c + .5)
+    mapper = LinearColorMapper(palette=palette, low=-0.5, high=len(palette) - 0.5)
+    add_quads(fig, view, highlight, (STATIC_EVENT_TOOLTIPS, STATIC_BIN_TOOLTIPS), hover_formatters(srcs),
+              {"field": "color", "transform": mapper}, link_highlight(view, highlight, srcs["links"]))  # fmt: skip
+    lod = CustomJS(args={"glyphs": srcs["glyphs"], "tiles": srcs["tiles"], "view": view, "highlight": highlight,
+                         "xr": x_range, "plot": fig, "span_ns": float(pyr.span_ns), "width_px": pyr.width_px,
+                         "max_level": pyr.levels - 1, "pad": GLYPH_PAD}, code=LOD_JS)  # fmt: skip
     x_range.js_on_change("start", lod)
     x_range.js_on_change("end", lod)
     groups = {g: [(lab, frame_source(pyr.counters[lab], f"timeline_counter_{k}_{i}")) for i, lab in enumerate(labs)]

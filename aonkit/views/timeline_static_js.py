@@ -1,20 +1,26 @@
 """The static timeline's level-of-detail callback: fixed JavaScript text; every trace value reaches it as data.
 
 Args of :data:`LOD_JS`: ``view`` (the displayed quads), ``highlight``,
-``glyphs``, ``tiles``, ``links``, ``names``, ``cats``, ``stacks``, ``palette``
-(the pyramid's sources, see :func:`aonkit.views.timeline_static.pyramid_sources`),
-``xr`` (the x range, ms), ``plot`` (for its inner width), the numbers
-``span_ns``, ``width_px``, ``max_level``, ``pad``, and the fixed strings
-``columns``, ``targets``, ``sides``, ``sep``.
+``glyphs`` and ``tiles`` (the pyramid's sources, see
+:func:`aonkit.views.timeline_static.pyramid_sources`), ``xr`` (the x range,
+ms), ``plot`` (for its inner width) and the numbers ``span_ns``, ``width_px``,
+``max_level``, ``pad``. The displayed source holds numbers and codes only
+(:data:`DECODED_COLUMNS`): the hover turns them into text for the one glyph
+under the pointer (:mod:`aonkit.views.timeline_static_hover`), the selection
+callback looks its ``link`` up in the links source, and the colour code is
+mapped through the palette by a colour mapper. So a zoom builds typed arrays and
+no strings.
 """
 
 from __future__ import annotations
 
-BOX_SIDES = ("left", "right", "top", "bottom")
-DECODED_COLUMNS = ("left", "right", "top", "bottom", "kind", "color", "name", "cat", "dur_text", "busy_text", "count",
-                   "correlation", "stack", "launch_op", "launch", "op_left", "op_right", "op_top", "op_bottom",
-                   "launch_left", "launch_right", "launch_top", "launch_bottom")  # fmt: skip
-"""Columns of the displayed source, as :func:`aonkit.views.timeline_static.decode` and :data:`LOD_JS` fill them."""
+DECODED_COLUMNS = ("left", "right", "top", "bottom", "kind", "color", "name", "cat", "dur", "busy", "count",
+                   "correlation", "stack", "link")  # fmt: skip
+"""Columns of the displayed source, as :func:`aonkit.views.timeline_static.decode` and :data:`LOD_JS` fill them.
+
+``kind`` is ``"event"`` (count 1) or ``"bin"``; ``color``, ``name``, ``cat`` are codes into the palette, names and
+categories; ``dur`` (-1: an instant) and ``busy`` are ns; ``stack`` a node of the op stack tree (-1: none);
+``link`` a row of the links source (-1: none)."""
 
 LOD_JS = """
 const lo = xr.start, hi = xr.end;
@@ -47,55 +53,34 @@ for (let j = j0; j <= j1; j++) {
 const sig = parts.map((p) => p.join(":")).join(",");
 if (view._aonkit_sig === sig) return;
 view._aonkit_sig = sig;
-const strip = (t) => t.includes(".") ? t.replace(/0+$/, "").replace(/[.]$/, "") : t;
-const g3 = (x) => {
-  let t = x.toPrecision(3);
-  const exact = x.toPrecision(60).replace(/e.*$/, "").replace(/[^0-9]/g, "");
-  if (exact[3] === "5" && /^0*$/.test(exact.slice(4)) && Number(exact[2]) % 2 === 0) {
-    t = (x * (1 - 1e-12)).toPrecision(3);  // an exact tie rounds half to even, as Python's format does
-  }
-  const m = t.match(/^(-?[0-9.]+)e([+-])([0-9]+)$/);
-  return m ? strip(m[1]) + "e" + m[2] + m[3].padStart(2, "0") : strip(t);
-};
-const fmt = (ns) => {
-  for (const [u, s] of [["s", 1e9], ["ms", 1e6], ["us", 1e3]]) if (Math.abs(ns) >= s) return g3(ns / s) + " " + u;
-  const f = Math.floor(ns), d = ns - f;
-  return (d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f).toFixed(0) + " ns";
-};
-const G = glyphs.data, L = links.data, N = names.data.name, C = cats.data.cat, P = palette.data.color;
-const SP = stacks.data.parent, SN = stacks.data.name, memo = new Map();
-const stack_text = (n) => {
-  if (n < 0) return "";
-  let t = memo.get(n);
-  if (t === undefined) {
-    t = SP[n] < 0 ? N[SN[n]] : stack_text(SP[n]) + sep + N[SN[n]];
-    memo.set(n, t);
-  }
-  return t;
-};
-const out = {};
-for (const c of columns) out[c] = [];
+let total = 0;
+for (const [r] of parts) total += T.stop[r] - T.start[r];
+const G = glyphs.data, F = Float64Array, I = Int32Array;
+const left = new F(total), right = new F(total), top = new F(total), bottom = new F(total), kind = [];
+const color = new I(total), name = new I(total), cat = new I(total), dur = new F(total), busy = new F(total);
+const count = new I(total), correlation = new F(total), stack = new I(total), link = new I(total);
+let o = 0;
 for (const [r, a, b, clip] of parts) {
   const base = T.t0_ns[r];
   for (let i = T.start[r]; i < T.stop[r]; i++) {
-    let left = (base + G.x0[i]) / 1e6, right = (base + G.x1[i]) / 1e6;
+    let x0 = (base + G.x0[i]) / 1e6, x1 = (base + G.x1[i]) / 1e6;
     if (clip) {
-      if (right < a || left >= b) continue;
-      left = Math.max(left, a); right = Math.min(right, b);
+      if (x1 < a || x0 >= b) continue;
+      x0 = Math.max(x0, a); x1 = Math.min(x1, b);
     }
-    const c = G.link[i], cnt = G.count[i];
-    out.left.push(left); out.right.push(right);
-    out.top.push(G.slot[i] + pad); out.bottom.push(G.slot[i] + 1 - pad);
-    out.kind.push(cnt === 1 ? "event" : "bin"); out.color.push(P[G.color[i]]);
-    out.name.push(N[G.name[i]]); out.cat.push(C[G.cat[i]]); out.stack.push(stack_text(G.stack[i]));
-    out.dur_text.push(G.dur[i] >= 0 ? fmt(G.dur[i]) : "instant"); out.busy_text.push(fmt(G.busy[i]));
-    out.count.push(cnt); out.correlation.push(G.correlation[i]);
-    out.launch_op.push(c >= 0 ? L.op_row[c] : -1); out.launch.push(c >= 0 ? L.launch_row[c] : -1);
-    for (const t of targets) for (const s of sides) out[t + "_" + s].push(c >= 0 ? L[t + "_" + s][c] : NaN);
+    const cnt = G.count[i];
+    left[o] = x0; right[o] = x1; top[o] = G.slot[i] + pad; bottom[o] = G.slot[i] + 1 - pad;
+    kind.push(cnt === 1 ? "event" : "bin"); count[o] = cnt;
+    color[o] = G.color[i]; name[o] = G.name[i]; cat[o] = G.cat[i]; dur[o] = G.dur[i]; busy[o] = G.busy[i];
+    correlation[o] = G.correlation[i]; stack[o] = G.stack[i]; link[o] = G.link[i];
+    o++;
   }
 }
+const cut = (v) => v.slice(0, o);
 highlight.data = {left: [], right: [], top: [], bottom: [], row: [], target: []};
 view.selected.indices = [];
-view.data = out;
+view.data = {left: cut(left), right: cut(right), top: cut(top), bottom: cut(bottom), kind, color: cut(color),
+             name: cut(name), cat: cut(cat), dur: cut(dur), busy: cut(busy), count: cut(count),
+             correlation: cut(correlation), stack: cut(stack), link: cut(link)};
 """
 """Body of the x-range callback (see the module doc and :mod:`aonkit.views.timeline_static`)."""
