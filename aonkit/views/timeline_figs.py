@@ -32,6 +32,8 @@ from .timeline_data import BIN_TOOLTIPS, COUNTER_TOOLTIPS, EVENT_TOOLTIPS, TARGE
 ROW_PX = 16
 """Screen height of one lane row."""
 COUNTER_HEIGHT = 130
+EVENT_ALPHA, BIN_ALPHA = 0.9, 0.35
+"""Fill opacity of single events (solid) and of per-pixel bins (light)."""
 TOOLS = "xpan,xwheel_zoom,xbox_zoom,tap,reset,save"
 HIGHLIGHT_COLUMNS = ("left", "right", "top", "bottom", "row", "target")
 HIGHLIGHT_JS = """
@@ -75,7 +77,7 @@ def lane_figure(slots: pd.DataFrame, x_range: Range, width: int) -> figure:
 
 
 def add_quads(fig: figure, src: ColumnDataSource, highlight: ColumnDataSource, tooltips: tuple[list, list] = (
-        EVENT_TOOLTIPS, BIN_TOOLTIPS), formatters: dict | None = None, color: str | dict = "color",
+        EVENT_TOOLTIPS, BIN_TOOLTIPS), formatters: dict | None = None, color: str | dict | None = "color",
         callback: CustomJS | None = None) -> CustomJS:  # fmt: skip
     """Events (solid) and per-pixel bins (light) from ``src``, their hovers, and the op/launch highlight.
 
@@ -87,8 +89,9 @@ def add_quads(fig: figure, src: ColumnDataSource, highlight: ColumnDataSource, t
         Event and bin tooltips (default: the live view's text fields).
     formatters : dict, optional
         The hovers' field formatters.
-    color : str or dict
-        Fill colour spec: a column of CSS colours, or a field with a colour mapper.
+    color : str or dict or None
+        Fill colour spec: a column of CSS colours, a field with a colour mapper, or None (no fill: the caller
+        paints the glyphs, the quads serve hover and selection).
     callback : CustomJS, optional
         Selection callback; default :data:`HIGHLIGHT_JS` over the box columns of ``src``.
 
@@ -99,7 +102,7 @@ def add_quads(fig: figure, src: ColumnDataSource, highlight: ColumnDataSource, t
     """
     box = {"left": "left", "right": "right", "top": "top", "bottom": "bottom", "source": src}
     renderers = []
-    for kind, alpha, tips in (("event", 0.9, tooltips[0]), ("bin", 0.35, tooltips[1])):
+    for kind, alpha, tips in (("event", EVENT_ALPHA, tooltips[0]), ("bin", BIN_ALPHA, tooltips[1])):
         view = CDSView(filter=GroupFilter(column_name="kind", group=kind))
         r = fig.quad(**box, view=view, fill_color=color, line_color=None, fill_alpha=alpha)  # no stroke: fill only
         fig.add_tools(HoverTool(renderers=[r], tooltips=tips, formatters=formatters or {}))

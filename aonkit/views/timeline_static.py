@@ -24,13 +24,14 @@ import math
 
 import numpy as np
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, CustomJS, DataRange1d, LayoutDOM, LinearColorMapper
+from bokeh.models import ColumnDataSource, CustomJS, DataRange1d, LayoutDOM
+from bokeh.plotting import figure
 
 from ..trace import Trace
 from . import theme
 from ._data import frame_source
-from .timeline_data import GLYPH_PAD, OTHER_COLOR
-from .timeline_figs import add_quads, counter_figures, empty_highlight, lane_figure
+from .timeline_data import GLYPH_PAD
+from .timeline_figs import BIN_ALPHA, EVENT_ALPHA, add_quads, counter_figures, empty_highlight, lane_figure
 from .timeline_pyramid import Pyramid, timeline_pyramid
 from .timeline_stacks import stack_texts
 from .timeline_static_hover import STATIC_BIN_TOOLTIPS, STATIC_EVENT_TOOLTIPS, hover_formatters, link_highlight
@@ -132,6 +133,21 @@ def pyramid_sources(pyr: Pyramid) -> dict[str, ColumnDataSource]:
     }
 
 
+FILL_CHUNK = 128
+"""Glyphs per polygon of a fill layer: one canvas fill each (far fewer than one per glyph; long paths fill slowly)."""
+
+
+def fill_layers(fig: figure, palette: list[str]) -> list[ColumnDataSource]:
+    """A multi-polygon per kind (events, then bins) and palette colour, empty until :data:`LOD_JS` fills them."""
+    layers = []
+    for kind, alpha in (("event", EVENT_ALPHA), ("bin", BIN_ALPHA)):
+        for c, color in enumerate(palette):
+            src = ColumnDataSource({"xs": [], "ys": []}, name=f"timeline_fill_{kind}_{c}")
+            fig.multi_polygons(xs="xs", ys="ys", source=src, fill_color=color, fill_alpha=alpha, line_color=None)
+            layers.append(src)
+    return layers
+
+
 def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 16,
                     budget_bytes: int = 16_000_000) -> LayoutDOM:  # fmt: skip
     """A timeline that zooms with no Python kernel: its data precomputed at every level within a size budget.
@@ -152,8 +168,9 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
     Returns
     -------
     bokeh.models.LayoutDOM
-        The lane figure (displayed source ``timeline_quads``, filled in the browser; the pyramid's glyphs in
-        ``timeline_pyramid``) over the counter figures.
+        The lane figure (displayed source ``timeline_quads``, filled in the browser and painted through the
+        fill layers ``timeline_fill_{event,bin}_{colour code}``; the pyramid's glyphs in ``timeline_pyramid``)
+        over the counter figures.
     """
     pyr = trace if isinstance(trace, Pyramid) else timeline_pyramid(trace, width_px, levels, budget_bytes)
     span_ms = pyr.span_ns / 1e6
@@ -164,13 +181,15 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
     view = ColumnDataSource({c: [] for c in DECODED_COLUMNS}, name="timeline_quads")
     highlight = ColumnDataSource(empty_highlight(), name="timeline_highlight")
     srcs = pyramid_sources(pyr)
-    palette = list(pyr.palette) or [OTHER_COLOR]  # colour codes index the palette: code c maps to [c - .5, c + .5)
-    mapper = LinearColorMapper(palette=palette, low=-0.5, high=len(palette) - 0.5)
-    add_quads(fig, view, highlight, (STATIC_EVENT_TOOLTIPS, STATIC_BIN_TOOLTIPS), hover_formatters(srcs),
-              {"field": "color", "transform": mapper}, link_highlight(view, highlight, srcs["links"]))  # fmt: skip
+    fills = fill_layers(fig, list(pyr.palette))
+    add_quads(fig, view, highlight, (STATIC_EVENT_TOOLTIPS, STATIC_BIN_TOOLTIPS), hover_formatters(srcs), None,
+              link_highlight(view, highlight, srcs["links"]))  # fmt: skip
+    for r in [r for r in fig.renderers if r.data_source is view]:  # the unfilled quads: a selected one is outlined
+        r.selection_glyph = r.glyph.clone(line_color="#000000", line_width=1.5)
     lod = CustomJS(args={"glyphs": srcs["glyphs"], "tiles": srcs["tiles"], "view": view, "highlight": highlight,
-                         "xr": x_range, "plot": fig, "span_ns": float(pyr.span_ns), "width_px": pyr.width_px,
-                         "max_level": pyr.levels - 1, "pad": GLYPH_PAD}, code=LOD_JS)  # fmt: skip
+                         "fills": fills, "chunk": FILL_CHUNK, "xr": x_range, "plot": fig,
+                         "span_ns": float(pyr.span_ns), "width_px": pyr.width_px, "max_level": pyr.levels - 1,
+                         "pad": GLYPH_PAD}, code=LOD_JS)  # fmt: skip
     x_range.js_on_change("start", lod)
     x_range.js_on_change("end", lod)
     groups = {g: [(lab, frame_source(pyr.counters[lab], f"timeline_counter_{k}_{i}")) for i, lab in enumerate(labs)]

@@ -1,15 +1,24 @@
 """The static timeline's level-of-detail callback: fixed JavaScript text; every trace value reaches it as data.
 
 Args of :data:`LOD_JS`: ``view`` (the displayed quads), ``highlight``,
-``glyphs`` and ``tiles`` (the pyramid's sources, see
+``fills`` and ``chunk`` (see below), ``glyphs`` and ``tiles`` (the pyramid's sources, see
 :func:`aonkit.views.timeline_static.pyramid_sources`), ``xr`` (the x range,
 ms), ``plot`` (for its inner width) and the numbers ``span_ns``, ``width_px``,
 ``max_level``, ``pad``. The displayed source holds numbers and codes only
 (:data:`DECODED_COLUMNS`): the hover turns them into text for the one glyph
 under the pointer (:mod:`aonkit.views.timeline_static_hover`), the selection
-callback looks its ``link`` up in the links source, and the colour code is
-mapped through the palette by a colour mapper. So a zoom builds typed arrays and
-no strings.
+callback looks its ``link`` up in the links source, and the colour code picks
+the fill layer. So a zoom builds typed arrays and no strings.
+
+The quads themselves are not filled (they serve the hover and the selection):
+``fills`` holds ``2 x len(palette)`` sources, events in palette order then
+bins, each drawn by a multi-polygon of one colour whose polygons hold ``chunk``
+glyphs each, so the canvas fills once per ``chunk`` glyphs instead of once per
+glyph. A polygon is one ring: from each glyph's top left corner round its
+rectangle and back to that corner, on to the next glyph's, and at the end back
+over the corners in reverse, so each bridge is walked both ways and encloses
+nothing. Glyphs of one layer do not overlap (a row's events and bins are
+disjoint), so the even-odd fill paints each rectangle whole.
 """
 
 from __future__ import annotations
@@ -75,6 +84,22 @@ for (const [r, a, b, clip] of parts) {
     correlation[o] = G.correlation[i]; stack[o] = G.stack[i]; link[o] = G.link[i];
     o++;
   }
+}
+const nf = fills.length >> 1, per = [];
+for (let f = 0; f < 2 * nf; f++) per.push([]);
+for (let g = 0; g < o; g++) per[(count[g] === 1 ? 0 : nf) + color[g]].push(g);
+for (let f = 0; f < 2 * nf; f++) {
+  const gs = per[f], xs = [], ys = [];
+  for (let c0 = 0; c0 < gs.length; c0 += chunk) {
+    const m = Math.min(chunk, gs.length - c0), x = new F(6 * m), y = new F(6 * m);
+    for (let q = 0; q < m; q++) {  // glyph g: from its top left corner round its rectangle, back to the corner
+      const g = gs[c0 + q], p = 5 * q, r = 6 * m - 1 - q;  // r: the way back over the corners, last to first
+      x[p] = left[g]; x[p + 1] = right[g]; x[p + 2] = right[g]; x[p + 3] = left[g]; x[p + 4] = left[g]; x[r] = left[g];
+      y[p] = top[g]; y[p + 1] = top[g]; y[p + 2] = bottom[g]; y[p + 3] = bottom[g]; y[p + 4] = top[g]; y[r] = top[g];
+    }
+    xs.push([[x]]); ys.push([[y]]);
+  }
+  fills[f].data = {xs, ys};
 }
 const cut = (v) => v.slice(0, o);
 highlight.data = {left: [], right: [], top: [], bottom: [], row: [], target: []};
