@@ -65,7 +65,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Write a self-contained HTML report per trace (one file, or one per rank for a job)."""
     from .report.html_report import write_report
 
-    traces = _traces([args.input], args.salvage)
+    if args.combined:
+        from .analysis.combine import combine_ranks
+
+        job = load(args.input, salvage=args.salvage)
+        traces = [("job", combine_ranks(job) if isinstance(job, TraceSet) else job)]
+    else:
+        traces = _traces([args.input], args.salvage)
     out = Path(args.output)
     for label, trace in traces:
         t0 = time.perf_counter()
@@ -109,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", help="a trace file (Kineto JSON, nsys .sqlite, .parquet) or a job directory")
     p.add_argument("-o", "--output", default="report.html", help="output file (one per rank for a job)")
     p.add_argument("--width", type=int, default=1400, help="timeline width in pixels (default 1400)")
+    p.add_argument("--combined", action="store_true",
+                   help="a job's ranks in one report, on one clock, a lane set per rank (default: one file per rank)")
     p.add_argument("--salvage", action="store_true")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("demo", help="summarise the bundled sample traces into an HTML page")

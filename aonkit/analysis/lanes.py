@@ -165,25 +165,36 @@ def _int_in(v: object) -> int:
 
 
 def _lane_table(keys: np.ndarray, n_pid: int, n_tid: int, pid_vals: list, tid_vals: list, device: np.ndarray,
-                stream: np.ndarray, rank: int | None) -> tuple[pd.DataFrame, np.ndarray]:  # fmt: skip
-    """Lanes of the dense (gpu, pid code, tid code) ``keys`` in display order, and each key's lane id."""
-    gpu = keys // (n_pid * n_tid) == 1
+                stream: np.ndarray, rank: int | None, ranks: np.ndarray | None = None,
+                ) -> tuple[pd.DataFrame, np.ndarray]:  # fmt: skip
+    """Lanes of the dense (rank code, gpu, pid code, tid code) ``keys`` in display order, and each key's lane id.
+
+    ``ranks`` (the rank of each rank code) is given for combined traces; else every lane is ``rank``.
+    """
+    gpu = (keys // (n_pid * n_tid)) % 2 == 1
+    lane_rank = ranks[keys // (2 * n_pid * n_tid)] if ranks is not None else np.full(len(keys), -1 if rank is None
+                                                                                         else rank)
     pids = [pid_vals[c] for c in (keys // n_tid) % n_pid]
     tids = [tid_vals[c] for c in keys % n_tid]
     dev = [int(d) if d >= 0 or not g else _int_in(p) for d, g, p in zip(device, gpu, pids)]
     stm = [int(s) if s >= 0 or not g else _int_in(t) for s, g, t in zip(stream, gpu, tids)]
     dev = [d if g else -1 for d, g in zip(dev, gpu)]
     stm = [s if g else -1 for s, g in zip(stm, gpu)]
-    sort = sorted(range(len(keys)), key=lambda i: (not gpu[i], dev[i], stm[i], _sort_key(pids[i]), _sort_key(tids[i])))
-    prefix = "" if rank is None else f"rank {rank} "
+    sort = sorted(range(len(keys)), key=lambda i: (lane_rank[i], not gpu[i], dev[i], stm[i], _sort_key(pids[i]),
+                                                   _sort_key(tids[i])))  # fmt: skip
+    shown = [str(p).split("@rank")[0] if isinstance(p, str) else p for p in pids]  # combined traces: "<pid>@rank<r>"
+
+    def prefix(i: int) -> str:
+        return "" if lane_rank[i] < 0 else f"rank {lane_rank[i]} "
+
     lanes = pd.DataFrame({
         "kind": ["gpu" if gpu[i] else "cpu" for i in sort],
-        "rank": -1 if rank is None else rank,
+        "rank": np.array([lane_rank[i] for i in sort], np.int64),
         "pid": pd.Series([pids[i] for i in sort], dtype=object),
         "tid": pd.Series([tids[i] for i in sort], dtype=object),
         "device": np.array([dev[i] for i in sort], np.int64),
         "stream": np.array([stm[i] for i in sort], np.int64),
-        "label": [prefix + (f"GPU {dev[i]} stream {stm[i]}" if gpu[i] else f"CPU {pids[i]} thread {tids[i]}")
+        "label": [prefix(i) + (f"GPU {dev[i]} stream {stm[i]}" if gpu[i] else f"CPU {shown[i]} thread {tids[i]}")
                   for i in sort],
     })  # fmt: skip
     return lanes, np.argsort(np.array(sort, np.int64))
@@ -205,12 +216,17 @@ def timeline_index(trace: Trace, instants: bool = True) -> TimelineIndex:
     pid, tid = ev["pid"].cat, ev["tid"].cat
     n_pid, n_tid = len(pid.categories) + 1, len(tid.categories) + 1
     gpu = ev["cat"].isin(GPU_SIDE_CATS).to_numpy()[rows]
-    dense = (gpu * n_pid + pid.codes.to_numpy()[rows] + 1).astype(np.int64) * n_tid + tid.codes.to_numpy()[rows] + 1
+    ranks, r_code = None, np.zeros(len(rows), np.int64)
+    if "rank" in ev.columns:  # a combined job (aonkit.analysis.combine): lanes per rank
+        ranks, r_code = np.unique(ev["rank"].to_numpy()[rows], return_inverse=True)
+    dense = ((r_code * 2 + gpu) * n_pid + pid.codes.to_numpy()[rows] + 1).astype(np.int64) * n_tid
+    dense += tid.codes.to_numpy()[rows] + 1
     keys = np.flatnonzero(np.bincount(dense))
     key_of = np.searchsorted(keys, dense)
     top = pd.DataFrame({"k": key_of, "device": ev["device"].to_numpy()[rows], "stream": ev["stream"].to_numpy()[rows]})
     top = top.groupby("k").max()
     lanes, lane_of_key = _lane_table(keys, n_pid, n_tid, [None, *pid.categories], [None, *tid.categories],
-                                     top["device"].to_numpy(), top["stream"].to_numpy(), trace.meta.rank)  # fmt: skip
+                                     top["device"].to_numpy(), top["stream"].to_numpy(), trace.meta.rank,
+                                     ranks)  # fmt: skip
     end = ts[rows] + np.maximum(dur[rows], 0)
     return build_index(lane_of_key[key_of], ts[rows], end, rows, len(ev), lanes)

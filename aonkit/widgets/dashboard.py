@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import ipywidgets as w
 from bokeh.layouts import column
 from jupyter_bokeh.widgets import BokehModel
 
+from ..analysis.combine import combine_ranks
 from ..analysis.overview import Overview, overview
 from ..analysis.roofline import roofline_table
 from ..report.text import format_summary
@@ -29,8 +31,10 @@ class Dashboard(w.VBox):
 
     Parameters
     ----------
-    trace : Trace
-        Any loaded trace (Kineto or nsys).
+    trace : Trace or TraceSet
+        Any loaded trace (Kineto or nsys), or a job's ranks: they are put on
+        one clock by :func:`aonkit.analysis.combine.combine_ranks` (cards and
+        tables then sum over ranks; the timeline has each rank's lanes).
     width_px : int
         Timeline width in pixels (the level of detail follows it).
     timeline, roofline : bool
@@ -40,8 +44,10 @@ class Dashboard(w.VBox):
         Quiet time after the last zoom/pan event before the timeline re-queries.
     """
 
-    def __init__(self, trace: Trace, *, width_px: int = 1200, timeline: bool = True, roofline: bool = True,
-                 debounce_s: float = 0.15) -> None:
+    def __init__(self, trace: Trace | Mapping[int, Trace], *, width_px: int = 1200, timeline: bool = True,
+                 roofline: bool = True, debounce_s: float = 0.15) -> None:
+        if not isinstance(trace, Trace):  # a job: every rank on one clock, lanes per rank
+            trace = combine_ranks(trace)
         self.trace = trace
         self.overview: Overview = overview(trace)
         roof = roofline_table(trace) if roofline else None

@@ -1,0 +1,102 @@
+"""One trace from the ranks of a job, on one clock: what a multi-rank timeline and dashboard draw.
+
+``combine_ranks(job)`` concatenates the ranks' events after shifting each
+rank by its clock offset (:func:`aonkit.analysis.collectives.clock_offsets`:
+matched collectives, else ``ProfilerStep`` starts). So that nothing links or
+nests across ranks:
+
+* ``pid`` values become ``"<pid>@rank<r>"`` (processes on different hosts can
+  share a pid), so CPU call stacks and lanes stay per rank;
+* ``correlation``, ``external_id`` and flow ``id`` get ``(r + 1) << 40`` added
+  (each rank numbers them from 1);
+* an int64 ``rank`` column says where each event came from; the timeline
+  puts the ranks' lanes one after another, labelled by rank.
+
+Every event's original text stays reachable (``event_json``/``event_args``),
+so hover and args work as on a single trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import union_categoricals
+
+from .. import schema
+from ..trace import RawEvents, Trace, TraceMeta
+from .collectives import clock_offsets
+
+_ID_SHIFT = 40
+
+
+def _spans(traces: list[Trace]):  # noqa: ANN202 - RawEvents loader
+    def load() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        bufs, starts, ends, base = [], [], [], 0
+        for t in traces:
+            buf, s, e = t._raw.spans()
+            bufs.append(buf)
+            starts.append(np.asarray(s, np.int64) + base)
+            ends.append(np.asarray(e, np.int64) + base)
+            base += len(buf)
+        return np.concatenate(bufs), np.concatenate(starts), np.concatenate(ends)
+
+    return load
+
+
+def _categorical(parts: list[pd.Categorical]) -> pd.Categorical:
+    try:
+        return union_categoricals(parts, ignore_order=True)
+    except TypeError:  # categories of different kinds (int pids here, strings there)
+        return union_categoricals([pd.Categorical(p.astype(object)) for p in parts], ignore_order=True)
+
+
+def combine_ranks(job: Mapping[int, Trace], align: bool = True) -> Trace:
+    """The ranks of ``job`` as one trace on the lowest rank's clock (see the module doc).
+
+    Parameters
+    ----------
+    job : mapping of int to Trace
+        A :class:`~aonkit.TraceSet` or any rank -> trace mapping.
+    align : bool
+        Shift ranks by their clock offsets (else keep each file's clock).
+
+    Returns
+    -------
+    Trace
+        ``meta.rank`` is None and ``meta.world_size`` the number of ranks;
+        ``offsets`` (ns per rank) are in ``trace.metadata["clock_offsets_ns"]``.
+    """
+    ranks = sorted(job)
+    if not ranks:
+        raise ValueError("combine_ranks needs at least one rank")
+    traces = [job[r] for r in ranks]
+    off = clock_offsets(job) if align and len(ranks) > 1 else pd.Series(0, index=ranks)
+    frames, cat_parts = [], {c: [] for c in schema.CATEGORY_COLUMNS}
+    for rank, t in zip(ranks, traces):
+        ev = t.events
+        ts = ev["ts_ns"].to_numpy()
+        shift = int(off.get(rank, 0))
+        cols = {"ts_ns": np.where(ts != schema.TS_MISSING, ts - shift, ts), "dur_ns": ev["dur_ns"].to_numpy()}
+        for c in ("correlation", "external_id", "id"):
+            v = ev[c].to_numpy()
+            cols[c] = np.where(v >= 0, v + ((rank + 1) << _ID_SHIFT), v)
+        cols["stream"], cols["device"] = ev["stream"].to_numpy(), ev["device"].to_numpy()
+        cols["rank"] = np.full(len(ev), rank, np.int64)
+        frames.append(cols)
+        for c in schema.CATEGORY_COLUMNS:
+            part = ev[c].array
+            if c == "pid":
+                part = part.rename_categories([f"{v}@rank{rank}" for v in part.categories])
+            cat_parts[c].append(part)
+    data = {c: _categorical(cat_parts[c]) for c in schema.CATEGORY_COLUMNS}
+    for c in (*schema.INT_COLUMNS, "rank"):
+        data[c] = np.concatenate([f[c] for f in frames])
+    events = pd.DataFrame({c: data[c] for c in (*schema.EVENT_COLUMNS, "rank")}, copy=False)
+    first = traces[0].meta
+    meta = TraceMeta(path=first.path, world_size=len(ranks), device_properties=first.device_properties,
+                     base_time_ns=first.base_time_ns, layout=first.layout)  # fmt: skip
+    warnings = [f"rank {r}: {w}" for r, t in zip(ranks, traces) for w in t.warnings]
+    return Trace(events, meta, RawEvents(None, None, None, loader=_spans(traces)),
+                 metadata={"clock_offsets_ns": {int(r): int(v) for r, v in off.items()}}, warnings=warnings)
