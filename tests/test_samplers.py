@@ -59,3 +59,25 @@ def test_cursor_returns_only_new_samples_and_ring_drops_oldest() -> None:
 def test_bad_settings() -> None:
     with pytest.raises(ValueError):
         Counting(capacity=0)
+
+
+def test_sampler_table_is_a_timeline_counter_lane(tmp_path) -> None:  # noqa: ANN001 - pytest fixture
+    # GIVEN a trace recorded now and host samples taken over the same interval
+    import json
+
+    import aonkit
+    from aonkit.views.timeline import timeline_view
+
+    with HostSampler(interval_s=0.02) as s:
+        t0 = time.time_ns()
+        time.sleep(0.3)
+        t1 = time.time_ns()
+        samples, n = s.read()
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "step", "pid": 1, "tid": 1, "ts": t0 / 1000, "dur": (t1 - t0) / 1000}]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": ev}))
+    trace = aonkit.load(tmp_path / "t.json")
+    # WHEN the samples are attached (same long form as nsys GPU_METRICS) THEN the timeline draws them as counters
+    trace.samples = samples
+    view = timeline_view(trace, width_px=400)
+    assert "cpu_percent (host)" in view.counters and "memory_used_bytes (host)" in view.counters
+    assert n >= 5 and len(view.counters["cpu_percent (host)"].data["value"]) >= 3

@@ -134,7 +134,8 @@ def counter_series(trace: Trace) -> list[tuple[str, str, str, np.ndarray, np.nda
     if s is not None and len(s):
         for (metric, device), d in s.groupby(["metric", "device"], sort=True, observed=True):
             ts, v = d["ts_ns"].to_numpy(), d["value"].to_numpy(np.float64)
-            out.append((str(metric), f"{metric} (GPU {device})", "", ts, v))
+            where = "host" if device < 0 else f"GPU {device}"  # live host samplers use device -1
+            out.append((str(metric), f"{metric} ({where})", "", ts, v))
     return out
 
 
