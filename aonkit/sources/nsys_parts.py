@@ -106,14 +106,16 @@ def _exprs(db: NsysDB, table: str, wanted: list[str]) -> str:
     return ", ".join(f'"{c}"' if c in have else f'-1 AS "{c}"' for c in wanted)
 
 
-def _select(db: NsysDB, table: str, wanted: list[str], where: str = "") -> dict[str, np.ndarray]:
+def _select(db: NsysDB, table: str, wanted: list[str], where: str = "", *, rowid: bool = True,
+            extra_sql: str = "") -> dict[str, np.ndarray]:
     """Integer columns by name (-1 for a column the table lacks) plus ``_rowid``, in start order.
 
     SQLite returns rows in rowid order, which is time order in real exports;
     they are sorted here only when they are not (an ORDER BY would double the
     read time).
     """
-    c = db.int_columns(f'SELECT rowid AS _rowid, {_exprs(db, table, wanted)} FROM "{table}" {where}')
+    head = "rowid AS _rowid, " if rowid else ""
+    c = db.int_columns(f'SELECT {head}{_exprs(db, table, wanted)}{extra_sql} FROM "{table}" {where}')
     start = c["start"]
     if len(start) > 1 and bool((start[1:] < start[:-1]).any()):
         order = np.argsort(start, kind="stable")
@@ -170,11 +172,14 @@ def read_kernels(ctx: Context) -> Part | None:
     table = "CUPTI_ACTIVITY_KIND_KERNEL"
     if table not in ctx.db.tables:
         return None
-    extra = ["mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
+    extra = ["contextId", "shortName", "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
              "registersPerThread", "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",
              "localMemoryTotal", "launchType", "gridId", "graphNodeId"]
-    c = _select(ctx.db, table, [*_GPU_COLS, "demangledName", "shortName"])
-    name_id = np.where(c["demangledName"] >= 0, c["demangledName"], c["shortName"])
+    have = ctx.db.columns(table)
+    names = [f'"{n}"' for n in ("demangledName", "shortName") if n in have] or ["-1"]
+    eager = [col for col in _GPU_COLS if col != "contextId"]  # the context is only an arg: read it lazily
+    c = _select(ctx.db, table, eager, extra_sql=f", COALESCE({', '.join(names)}, -1) AS _name")
+    name_id = c["_name"]
     lazy = _lazy_select(ctx.db.path, table, extra, c["_rowid"])
 
     def args() -> JsonRows:
@@ -265,7 +270,7 @@ def read_runtime(ctx: Context) -> tuple[Part | None, int]:
     where = f"WHERE eventClass IS NULL OR eventClass <> {BACKTRACE_CLASS}" if "eventClass" in have else ""
     total = ctx.db.query_rows(f'SELECT COUNT(*) FROM "{table}"')[0][0]
     c = _select(ctx.db, table, ["start", "end", "eventClass", "globalTid", "correlationId", "nameId",
-                                "returnValue"], where)
+                                "returnValue"], where, rowid=False)
     dropped = int(total) - len(c["start"])
     raw = ctx.string_codes(c["nameId"])
     driver = c["eventClass"] == DRIVER_CLASS
