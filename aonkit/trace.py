@@ -130,6 +130,15 @@ class RawEvents:
         assert self._buf is not None and self._start is not None and self._end is not None
         return self._buf, self._start, self._end
 
+    def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(buffer, start offsets, end offsets, positions of ``rows`` in them); all events when ``rows`` is None.
+
+        Readers whose text is made on demand (nsys) override this to build only the rows asked for.
+        """
+        buf, start, end = self.spans()
+        idx = np.arange(len(start), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        return buf, start, end, idx
+
     def text(self, i: int) -> bytes:
         """Raw JSON bytes of event ``i``."""
         buf, start, end = self.spans()
@@ -236,8 +245,7 @@ class Trace:
     def _arg_spans(self, key: str, rows: np.ndarray | pd.Index | None) -> tuple[np.ndarray, np.ndarray]:
         from ._kernels.args import find_arg
 
-        buf, start, end = self._raw.spans()
-        idx = np.arange(len(self.events), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        buf, start, end, idx = self._raw.select(None if rows is None else np.asarray(rows, dtype=np.int64))
         want = np.frombuffer(json.dumps(key).encode(), np.uint8).copy()
         return find_arg(buf, np.ascontiguousarray(start), np.ascontiguousarray(end), idx, want), buf
 

@@ -288,3 +288,18 @@ def test_timeline_lanes_of_an_export() -> None:
     lanes = aonkit.timeline_index(aonkit.load(FUSER)).lanes
     assert lanes["label"].tolist() == ["GPU 0 stream 7", "CPU 30156 thread 30156"]
     assert lanes["events"].tolist() == [19 + 1 + 1 + 1, 968 + 652]
+
+
+def test_text_of_some_rows_equals_the_whole_text(tmp_path: Path, rng: np.random.Generator) -> None:
+    # the text of a few events is built alone (fast on big exports) and must equal what the full build gives
+    path = generate(tmp_path / "g.sqlite", kernels=3000, processes=2, nvtx=True, metrics=True)
+    for src in (path, *(p for p in (FUSER, NSYS / "hpcgroup__pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite")
+                        if p.exists())):
+        t = aonkit.load(src)
+        rows = rng.choice(len(t.events), size=min(200, len(t.events)), replace=False)
+        some = [t.event_json(int(i)) for i in rows]
+        shapes = t.arg_values("grid", rows)
+        assert t._raw._buf is None  # nothing built for the whole trace yet
+        buf, start, end = t._raw.spans()
+        assert some == [json_obj(buf[start[i]:end[i]].tobytes().decode()[1:-1]) for i in rows]
+        assert shapes == t.arg_values("grid", rows)  # now read from the full text

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from .. import schema
 from .nsys_db import decode_texts
 from .nsys_json import JsonRows
-from .nsys_parts import Context, Part, decode_pid, decode_tid
+from .nsys_parts import Context, Part, decode_pid, decode_tid, take
 from .nsys_torch import torch_ops
 
 MARK, PUSH_POP, START_END, THREAD_NAME, DOMAIN_CREATE = 34, 59, 60, 39, 75
@@ -94,10 +94,13 @@ def read_nvtx(ctx: Context) -> tuple[list[Part], int]:
                                                                                None, [""] * len(names))
         text_codes = codes
 
-        def args(c=c, dom_codes=dom_codes, dom_names=dom_names, kind_codes=kind_codes, kind_names=kind_names,
-                 text_codes=text_codes, names=names, op_args=op_args) -> JsonRows:
+        def args(sel: np.ndarray | None = None, c=c, dom_codes=dom_codes, dom_names=dom_names,  # noqa: ANN001
+                 kind_codes=kind_codes, kind_names=kind_names, text_codes=text_codes, names=names,
+                 op_args=op_args) -> JsonRows:
+            c = take({**c, "_dom": dom_codes, "_kind": kind_names, "_text": text_codes}, sel)
+            dom_codes, text_codes = c["_dom"], c["_text"]
             rows = JsonRows(len(c["start"])).strings("domain", dom_codes, dom_names)
-            rows.strings("nvtx", kind_names.astype(np.int64), [_KIND[int(k)] for k in kind_codes])
+            rows.strings("nvtx", c["_kind"].astype(np.int64), [_KIND[int(k)] for k in kind_codes])
             rows.ints("range id", c["rangeId"]).ints("category", c["category"]).ints("color", c["color"])
             end_tid = np.where(c["endGlobalTid"] > 0, decode_tid(c["endGlobalTid"]), -1)
             rows.ints("end tid", end_tid)
@@ -129,7 +132,8 @@ def _name_part(pid: list[int], tid: list[int], label: str, names: list[str]) -> 
         pid=np.asarray(pid, np.int64), tid=np.asarray(tid, np.int64),
         ts_ns=np.full(n, schema.TS_MISSING, np.int64), dur_ns=np.full(n, -1, np.int64),
         correlation=np.full(n, -1, np.int64), stream=np.full(n, -1, np.int64), device=np.full(n, -1, np.int64),
-        args=lambda: JsonRows(n).strings("name", codes, names),
+        args=lambda sel=None: JsonRows(n if sel is None else len(sel)).strings(
+            "name", codes if sel is None else codes[sel], names),
     )  # fmt: skip
 
 

@@ -52,7 +52,8 @@ class Part:
     correlation: np.ndarray
     stream: np.ndarray
     device: np.ndarray
-    args: Callable[[], JsonRows] = field(repr=False, default=lambda: JsonRows(0))
+    args: Callable[[np.ndarray | None], JsonRows] = field(repr=False, default=lambda sel=None: JsonRows(0))
+    """Builds the ``args`` members of every row, or of the rows ``sel`` (positions in this part)."""
     cat_codes: np.ndarray | None = None
     """Codes into ``cat`` when it is a list (one category per row); None when ``cat`` is one string."""
     process_key: np.ndarray | None = None
@@ -154,6 +155,11 @@ def _gpu_part(ctx: Context, c: dict[str, np.ndarray], cat: str, names: np.ndarra
     )  # fmt: skip
 
 
+def take(c: dict[str, np.ndarray], sel: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The rows ``sel`` of every column (all of them when ``sel`` is None)."""
+    return c if sel is None else {k: v[sel] for k, v in c.items()}
+
+
 def _gpu_args(c: dict[str, np.ndarray]) -> JsonRows:
     return (JsonRows(len(c["start"])).ints("device", c["deviceId"]).ints("context", c["contextId"])
             .ints("stream", c["streamId"]).ints("correlation", c["correlationId"])
@@ -181,10 +187,11 @@ def read_kernels(ctx: Context) -> Part | None:
     c = _select(ctx.db, table, eager, extra_sql=f", COALESCE({', '.join(names)}, -1) AS _name")
     name_id = c["_name"]
     lazy = _lazy_select(ctx.db.path, table, extra, c["_rowid"])
+    eager_cols = c
 
-    def args() -> JsonRows:
+    def args(sel: np.ndarray | None = None) -> JsonRows:
         sv = ctx.string_values
-        c.update(lazy())
+        c = take({**eager_cols, **lazy()}, sel)
         return (_gpu_args(c).int_list("grid", c["gridX"], c["gridY"], c["gridZ"])
                 .int_list("block", c["blockX"], c["blockY"], c["blockZ"])
                 .ints("registers per thread", c["registersPerThread"])
@@ -212,6 +219,7 @@ def read_memcpy(ctx: Context) -> Part | None:
     if table not in ctx.db.tables:
         return None
     c = _select(ctx.db, table, _GPU_COLS + ["bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId"])
+    cols = c
     key = (c["copyKind"] & 0xFF) << 16 | (c["srcKind"] & 0xFF) << 8 | (c["dstKind"] & 0xFF)
 
     def name(k: int) -> str:
@@ -221,7 +229,8 @@ def read_memcpy(ctx: Context) -> Part | None:
 
     codes, names = _kind_names(key, name)
 
-    def args() -> JsonRows:
+    def args(sel: np.ndarray | None = None) -> JsonRows:
+        c = take(cols, sel)
         rows = _bytes_args(c).ints("copy kind", c["copyKind"]).ints("src kind", c["srcKind"])
         rows.ints("dst kind", c["dstKind"]).ints("src device", c["srcDeviceId"])
         return rows.ints("dst device", c["dstDeviceId"])
@@ -237,8 +246,9 @@ def read_memset(ctx: Context) -> Part | None:
     c = _select(ctx.db, table, _GPU_COLS + ["bytes", "value", "memKind"])
     codes, names = _kind_names(c["memKind"], lambda k: f"Memset ({MEM_KINDS.get(k, 'Unknown')})")
 
-    def args() -> JsonRows:
-        return _bytes_args(c).ints("value", c["value"]).ints("mem kind", c["memKind"])
+    def args(sel: np.ndarray | None = None) -> JsonRows:
+        k = take(c, sel)
+        return _bytes_args(k).ints("value", k["value"]).ints("mem kind", k["memKind"])
 
     return _gpu_part(ctx, c, "gpu_memset", codes, names, args)
 
@@ -251,8 +261,12 @@ def read_sync(ctx: Context) -> Part | None:
     c = _select(ctx.db, table, _GPU_COLS + ["syncType", "eventId"])
     c["streamId"] = np.where((c["streamId"] < 0) | (c["streamId"] >= 0xFFFFFFFF), -1, c["streamId"])  # no stream
     codes, names = _kind_names(c["syncType"], lambda k: SYNC_KINDS.get(k, f"Sync {k}"))
-    return _gpu_part(ctx, c, "cuda_sync", codes, names,
-                     lambda: _gpu_args(c).ints("sync type", c["syncType"]).ints("event", c["eventId"]))
+
+    def args(sel: np.ndarray | None = None) -> JsonRows:
+        k = take(c, sel)
+        return _gpu_args(k).ints("sync type", k["syncType"]).ints("event", k["eventId"])
+
+    return _gpu_part(ctx, c, "cuda_sync", codes, names, args)
 
 
 def read_runtime(ctx: Context) -> tuple[Part | None, int]:
@@ -280,10 +294,11 @@ def read_runtime(ctx: Context) -> tuple[Part | None, int]:
     cats = np.where(driver, 1, 0)
     pid, tid = decode_pid(c["globalTid"]), decode_tid(c["globalTid"])
 
-    def args() -> JsonRows:
-        return (JsonRows(len(pid)).ints("correlation", c["correlationId"])
-                .strings("nsys name", raw, ctx.string_values).ints("return value", c["returnValue"])
-                .ints("event class", c["eventClass"]))
+    def args(sel: np.ndarray | None = None) -> JsonRows:
+        k = take({**c, "_raw": raw}, sel)
+        return (JsonRows(len(k["_raw"])).ints("correlation", k["correlationId"])
+                .strings("nsys name", k["_raw"], ctx.string_values).ints("return value", k["returnValue"])
+                .ints("event class", k["eventClass"]))
 
     part = Part(
         ph="X", cat=["cuda_runtime", "cuda_driver"], cat_codes=cats, names=names, name_dict=name_dict, pid=pid, tid=tid,

@@ -42,6 +42,7 @@ from .nsys_parts import (
     read_memset,
     read_runtime,
     read_sync,
+    take,
     unique_correlations,
 )  # fmt: skip
 
@@ -121,20 +122,55 @@ def _events(parts: list[Part]) -> pd.DataFrame:
     return pd.DataFrame(data, copy=False)
 
 
-def _event_text(p: Part) -> pa.Array:
-    rows = JsonRows(len(p)).const("ph", p.ph)
+def _event_text(p: Part, sel: np.ndarray | None = None) -> pa.Array:
+    """JSON text of the part's rows (or of its rows ``sel``)."""
+    c = take({"names": p.names, "pid": p.pid, "tid": p.tid, "ts": p.ts_ns, "dur": p.dur_ns, "cat": _cat_codes(p)}, sel)
+    rows = JsonRows(len(c["ts"])).const("ph", p.ph)
     if isinstance(p.cat, str):
         if p.cat:
             rows.const("cat", p.cat)
     else:
-        rows.strings("cat", _cat_codes(p), p.cat)
-    rows.strings("name", p.names, p.name_dict).ints("pid", p.pid).ints("tid", p.tid)
+        rows.strings("cat", c["cat"], p.cat)
+    rows.strings("name", c["names"], p.name_dict).ints("pid", c["pid"]).ints("tid", c["tid"])
     if p.ph != "M":
-        rows.raw("ts", us_text(p.ts_ns))
+        rows.raw("ts", us_text(c["ts"]))
     if p.ph == "X":
-        dur = us_text(np.maximum(p.dur_ns, 0))
-        rows.raw("dur", pc.if_else(pa.array(p.dur_ns < 0), pa.scalar("null", pa.large_string()), dur))
-    return rows.raw("args", p.args().build()).build()
+        dur = us_text(np.maximum(c["dur"], 0))
+        rows.raw("dur", pc.if_else(pa.array(c["dur"] < 0), pa.scalar("null", pa.large_string()), dur))
+    return rows.raw("args", p.args(sel).build()).build()
+
+
+class PartsText(RawEvents):
+    """Event text made from the parts on demand: only the rows asked for, or all of them for ``spans()``."""
+
+    def __init__(self, parts: list[Part]) -> None:
+        super().__init__(None, None, None, loader=lambda: spans_of([_event_text(p) for p in parts]))
+        self._parts = parts
+        self._bounds = np.cumsum([0, *(len(p) for p in parts)])
+
+    def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Texts of ``rows`` only (built now), unless the whole text exists already."""
+        if rows is None or self._buf is not None:
+            return super().select(rows)
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) and (rows.min() < 0 or rows.max() >= self._bounds[-1]):
+            raise IndexError(f"event rows out of range 0..{self._bounds[-1] - 1}")
+        order = np.argsort(rows, kind="stable")
+        ranked = rows[order]
+        texts = []
+        for k, p in enumerate(self._parts):
+            lo, hi = np.searchsorted(ranked, [self._bounds[k], self._bounds[k + 1]])
+            if hi > lo:
+                texts.append(_event_text(p, ranked[lo:hi] - self._bounds[k]))
+        buf, start, end = spans_of(texts)
+        idx = np.empty(len(rows), np.int64)
+        idx[order] = np.arange(len(rows))
+        return buf, start, end, idx
+
+    def text(self, i: int) -> bytes:
+        """Raw JSON bytes of event ``i`` (only that event's text is built)."""
+        buf, start, end, idx = self.select(np.array([i]))
+        return buf[int(start[idx[0]]) : int(end[idx[0]])].tobytes()
 
 
 def _warnings(db: NsysDB, parts: dict[str, Part | None], dropped: int, open_ranges: int) -> list[str]:
@@ -218,6 +254,6 @@ def _read(path: Path) -> Trace:
         versions={"nsys": export_meta.get("EXPORT_PRODUCT_VERSION"),
                   "nsys_export_schema": export_meta.get("EXPORT_SCHEMA_VERSION")},
     )  # fmt: skip
-    raw = RawEvents(None, None, None, loader=lambda: spans_of([_event_text(p) for p in parts]))
+    raw = PartsText(parts)
     return Trace(events, meta, raw, metadata={"export": export_meta, "capture": capture}, warnings=warnings,
                  samples=samples)
