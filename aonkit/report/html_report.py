@@ -16,6 +16,7 @@ Every string from the trace reaches the page as data and is shown as text;
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from bokeh.embed import file_html
@@ -36,7 +37,7 @@ _NOTE = "aonkit report: {n:,} events over {span}; {w} reader warning(s). Hover f
 def _header(trace: Trace, span_ns: int) -> Div:
     # numbers only, and fixed text: names from the trace never go into HTML
     text = _NOTE.format(n=len(trace.events), span=fmt_ns(span_ns), w=len(trace.warnings))
-    return Div(text=text.replace("&", "&amp;").replace("<", "&lt;"), disable_math=True)
+    return Div(text=html.escape(text), disable_math=True)
 
 
 def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True) -> LayoutDOM:

@@ -21,16 +21,9 @@ class Debounce:
     def __call__(self) -> None:
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        if loop is None:
-            try:
-                loop = asyncio.get_event_loop_policy().get_event_loop()
-            except RuntimeError:
-                loop = None
-            if loop is None or not loop.is_running():
-                self.fn()
-                return
+        except RuntimeError:  # no loop running (a script, a test): nothing to wait on
+            self.fn()
+            return
         if self._handle is not None:
             self._handle.cancel()
         self._handle = loop.call_later(self.delay_s, self.fn)
