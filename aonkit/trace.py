@@ -140,9 +140,41 @@ class RawEvents:
         return buf, start, end, idx
 
     def text(self, i: int) -> bytes:
-        """Raw JSON bytes of event ``i``."""
-        buf, start, end = self.spans()
-        return buf[int(start[i]) : int(end[i])].tobytes()
+        """Raw JSON bytes of event ``i`` (through :meth:`select`, so on-demand readers build only that event)."""
+        buf, start, end, idx = self.select(None if self._buf is not None else np.array([i]))
+        j = i if self._buf is not None else int(idx[0])
+        return buf[int(start[j]) : int(end[j])].tobytes()
+
+
+def split_rows(rows: np.ndarray, bounds: np.ndarray) -> tuple[list[tuple[int, np.ndarray]], np.ndarray]:
+    """Event rows grouped by the part holding them (``bounds``: cumulative part sizes from 0).
+
+    Returns (part, local rows ascending) pairs and, per input row, its position in that grouped order:
+    what a ``RawEvents.select`` made of parts needs.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(rows) and (rows.min() < 0 or rows.max() >= bounds[-1]):
+        raise IndexError(f"event rows out of range 0..{bounds[-1] - 1}")
+    order = np.argsort(rows, kind="stable")
+    ranked = rows[order]
+    groups = []
+    for k in range(len(bounds) - 1):
+        lo, hi = np.searchsorted(ranked, [bounds[k], bounds[k + 1]])
+        if hi > lo:
+            groups.append((k, ranked[lo:hi] - bounds[k]))
+    idx = np.empty(len(rows), np.int64)
+    idx[order] = np.arange(len(rows))
+    return groups, idx
+
+
+def join_spans(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One (buffer, starts, ends) from several, offsets shifted to the joined buffer."""
+    if not parts:
+        return np.empty(0, np.uint8), np.empty(0, np.int64), np.empty(0, np.int64)
+    bases = np.cumsum([0, *(len(b) for b, _, _ in parts[:-1])])
+    return (np.concatenate([b for b, _, _ in parts]),
+            np.concatenate([np.asarray(st, np.int64) + o for (_, st, _), o in zip(parts, bases)]),
+            np.concatenate([np.asarray(en, np.int64) + o for (_, _, en), o in zip(parts, bases)]))
 
 
 class Trace:

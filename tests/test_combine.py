@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,14 @@ def test_dashboard_of_a_job_has_lanes_per_rank(job: aonkit.TraceSet) -> None:
     labels = d.timeline.lanes["label"].tolist()
     assert labels[0] == "rank 0 GPU 0 stream 7" and "rank 1 GPU 0 stream 7" in labels
     assert d.overview.summary.n_events == sum(len(t.events) for t in job.values())
+
+
+def test_text_of_some_rows_is_read_from_each_rank(job: aonkit.TraceSet, rng: np.random.Generator) -> None:
+    c = combine_ranks(job)
+    rows = np.sort(rng.choice(len(c.events), 300, replace=False))[::-1]  # out of order, both ranks
+    some = [c.event_json(int(i)) for i in rows]
+    args = c.arg_values("correlation", rows)
+    assert c._raw._buf is None  # no concatenation of the ranks' texts so far
+    buf, start, end = c._raw.spans()
+    assert some == [json.loads(buf[start[i]:end[i]].tobytes()) for i in rows]
+    assert args == c.arg_values("correlation", rows)

@@ -25,24 +25,34 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from .. import schema
-from ..trace import RawEvents, Trace, TraceMeta
+from ..trace import RawEvents, Trace, TraceMeta, join_spans, split_rows
 from .collectives import clock_offsets
 
 _ID_SHIFT = 40
 
 
-def _spans(traces: list[Trace]):  # noqa: ANN202 - RawEvents loader
-    def load() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        bufs, starts, ends, base = [], [], [], 0
-        for t in traces:
-            buf, s, e = t._raw.spans()
-            bufs.append(buf)
-            starts.append(np.asarray(s, np.int64) + base)
-            ends.append(np.asarray(e, np.int64) + base)
-            base += len(buf)
-        return np.concatenate(bufs), np.concatenate(starts), np.concatenate(ends)
+class _RanksText(RawEvents):
+    """The ranks' event texts, each read through its rank's own ``RawEvents`` (nothing copied until asked)."""
 
-    return load
+    def __init__(self, traces: list[Trace]) -> None:
+        super().__init__(None, None, None, loader=lambda: self._texts(None))
+        self._raws = [t._raw for t in traces]
+        self._bounds = np.cumsum([0, *(len(t.events) for t in traces)])
+
+    def _texts(self, groups: list[tuple[int, np.ndarray | None]] | None) -> tuple[np.ndarray, ...]:
+        groups = groups if groups is not None else [(k, None) for k in range(len(self._raws))]
+        parts = []
+        for k, local in groups:
+            buf, start, end, idx = self._raws[k].select(local)
+            parts.append((buf, np.asarray(start)[idx], np.asarray(end)[idx]))
+        return join_spans(parts)
+
+    def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Texts of ``rows``, each asked of its own rank (an nsys rank builds only those rows)."""
+        if rows is None or self._buf is not None:
+            return super().select(rows)
+        groups, idx = split_rows(rows, self._bounds)
+        return (*self._texts(groups), idx)
 
 
 def _categorical(parts: list[pd.Categorical]) -> pd.Categorical:
@@ -98,5 +108,5 @@ def combine_ranks(job: Mapping[int, Trace], align: bool = True) -> Trace:
     meta = TraceMeta(path=first.path, world_size=len(ranks), device_properties=first.device_properties,
                      base_time_ns=first.base_time_ns, layout=first.layout)  # fmt: skip
     warnings = [f"rank {r}: {w}" for r, t in zip(ranks, traces) for w in t.warnings]
-    return Trace(events, meta, RawEvents(None, None, None, loader=_spans(traces)),
+    return Trace(events, meta, _RanksText(traces),
                  metadata={"clock_offsets_ns": {int(r): int(v) for r, v in off.items()}}, warnings=warnings)

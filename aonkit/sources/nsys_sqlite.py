@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import TraceFormatError
-from ..trace import RawEvents, Trace, TraceMeta
+from ..trace import RawEvents, Trace, TraceMeta, join_spans, split_rows
 from .nsys_db import NsysDB
 from .nsys_json import JsonRows, spans_of, us_text
 from .nsys_metrics import read_gpu_metrics
@@ -152,25 +152,9 @@ class PartsText(RawEvents):
         """Texts of ``rows`` only (built now), unless the whole text exists already."""
         if rows is None or self._buf is not None:
             return super().select(rows)
-        rows = np.asarray(rows, dtype=np.int64)
-        if len(rows) and (rows.min() < 0 or rows.max() >= self._bounds[-1]):
-            raise IndexError(f"event rows out of range 0..{self._bounds[-1] - 1}")
-        order = np.argsort(rows, kind="stable")
-        ranked = rows[order]
-        texts = []
-        for k, p in enumerate(self._parts):
-            lo, hi = np.searchsorted(ranked, [self._bounds[k], self._bounds[k + 1]])
-            if hi > lo:
-                texts.append(_event_text(p, ranked[lo:hi] - self._bounds[k]))
-        buf, start, end = spans_of(texts)
-        idx = np.empty(len(rows), np.int64)
-        idx[order] = np.arange(len(rows))
+        groups, idx = split_rows(rows, self._bounds)
+        buf, start, end = join_spans([spans_of([_event_text(self._parts[k], local)]) for k, local in groups])
         return buf, start, end, idx
-
-    def text(self, i: int) -> bytes:
-        """Raw JSON bytes of event ``i`` (only that event's text is built)."""
-        buf, start, end, idx = self.select(np.array([i]))
-        return buf[int(start[idx[0]]) : int(end[idx[0]])].tobytes()
 
 
 def _warnings(db: NsysDB, parts: dict[str, Part | None], dropped: int, open_ranges: int) -> list[str]:
