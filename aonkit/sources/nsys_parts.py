@@ -107,7 +107,7 @@ def _exprs(db: NsysDB, table: str, wanted: list[str]) -> str:
     return ", ".join(f'"{c}"' if c in have else f'-1 AS "{c}"' for c in wanted)
 
 
-def _select(db: NsysDB, table: str, wanted: list[str], where: str = "", *, rowid: bool = True,
+def _select(db: NsysDB, table: str, wanted: list[str], *, rowid: bool = True,
             extra_sql: str = "") -> dict[str, np.ndarray]:
     """Integer columns by name (-1 for a column the table lacks) plus ``_rowid``, in start order.
 
@@ -116,7 +116,7 @@ def _select(db: NsysDB, table: str, wanted: list[str], where: str = "", *, rowid
     read time).
     """
     head = "rowid AS _rowid, " if rowid else ""
-    c = db.int_columns(f'SELECT {head}{_exprs(db, table, wanted)}{extra_sql} FROM "{table}" {where}')
+    c = db.int_columns(f'SELECT {head}{_exprs(db, table, wanted)}{extra_sql} FROM "{table}"')
     start = c["start"]
     if len(start) > 1 and bool((start[1:] < start[:-1]).any()):
         order = np.argsort(start, kind="stable")
@@ -280,12 +280,12 @@ def read_runtime(ctx: Context) -> tuple[Part | None, int]:
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if table not in ctx.db.tables:
         return None, 0
-    have = ctx.db.columns(table)
-    where = f"WHERE eventClass IS NULL OR eventClass <> {BACKTRACE_CLASS}" if "eventClass" in have else ""
-    total = ctx.db.query_rows(f'SELECT COUNT(*) FROM "{table}"')[0][0]
     c = _select(ctx.db, table, ["start", "end", "eventClass", "globalTid", "correlationId", "nameId",
-                                "returnValue"], where, rowid=False)
-    dropped = int(total) - len(c["start"])
+                                "returnValue"], rowid=False)
+    keep = c["eventClass"] != BACKTRACE_CLASS  # filtered here, not in SQL: one pass over the table, no COUNT(*)
+    dropped = int(len(keep) - keep.sum())
+    if dropped:
+        c = take(c, np.flatnonzero(keep))
     raw = ctx.string_codes(c["nameId"])
     driver = c["eventClass"] == DRIVER_CLASS
     stripped = [_RUNTIME_SUFFIX.sub("", s) for s in ctx.string_values]
