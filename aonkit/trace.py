@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -273,6 +273,24 @@ class Trace:
         spans, buf = self._arg_spans(key, rows)
         ints, ok = span_ints(buf, spans)
         return np.where(ok, ints, -1)
+
+    def arg_ints_of(self, keys: Sequence[str], rows: np.ndarray | pd.Index | None = None) -> dict[str, np.ndarray]:
+        """:meth:`arg_ints` of several keys, from one pass over the events' text.
+
+        Returns ``{key: int64 array}``, -1 where absent or not an integer that fits.
+        """
+        from ._kernels.args import find_args, span_ints
+
+        buf, start, end, idx = self._raw.select(None if rows is None else np.asarray(rows, dtype=np.int64))
+        quoted = [np.frombuffer(json.dumps(k).encode(), np.uint8) for k in keys]
+        key_off = np.concatenate([[0], np.cumsum([len(q) for q in quoted])]).astype(np.int64)
+        flat = np.concatenate(quoted) if quoted else np.empty(0, np.uint8)
+        spans = find_args(buf, np.ascontiguousarray(start), np.ascontiguousarray(end), idx, flat, key_off)
+        out = {}
+        for k, key in enumerate(keys):
+            ints, ok = span_ints(buf, np.ascontiguousarray(spans[:, k, :]))
+            out[key] = np.where(ok, ints, -1)
+        return out
 
     def _arg_spans(self, key: str, rows: np.ndarray | pd.Index | None) -> tuple[np.ndarray, np.ndarray]:
         from ._kernels.args import find_arg

@@ -42,3 +42,36 @@ def test_arg_numbers_from_cache(tmp_path) -> None:
     cached = aonkit.load(t.save(tmp_path / "c.parquet"))
     np.testing.assert_array_equal(cached.arg_numbers("bytes", rows), direct)
     assert np.isnan(t.arg_numbers("no such key", rows)).all()
+
+
+def test_arg_ints_of_equals_one_key_at_a_time(tmp_path) -> None:
+    events = [
+        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1,
+         "args": {"Bytes": 512, "Addr": 7, "Device Id": 0, "nested": {"Bytes": 3}, "Total Allocated": 2**62}},
+        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2, "args": {"Bytes": -512, "Bytes ": 9}},
+        {"ph": "i", "name": "x", "pid": 1, "tid": 1, "ts": 3, "args": {"Bytes": "12", "Addr": 1.5}},
+        {"ph": "i", "name": "x", "pid": 1, "tid": 1, "ts": 4, "args": []},
+        {"ph": "i", "name": "x", "pid": 1, "tid": 1, "ts": 5},
+    ]  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    t = aonkit.load(path)
+    keys = ("Bytes", "Addr", "Device Id", "Total Allocated", "missing", "Bytes")
+    many = t.arg_ints_of(keys)
+    assert many["Bytes"].tolist() == [512, -512, -1, -1, -1]
+    assert many["Total Allocated"].tolist() == [2**62, -1, -1, -1, -1]
+    for key in keys:
+        np.testing.assert_array_equal(many[key], t.arg_ints(key))
+    rows = np.array([2, 0])
+    assert t.arg_ints_of(["Addr"], rows)["Addr"].tolist() == [-1, 7]
+    assert t.arg_ints_of([]) == {}
+
+
+def test_arg_ints_of_on_real_memory_events() -> None:
+    t = aonkit.load(require_shared() / "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    rows = np.flatnonzero((t.events["name"] == "[memory]").to_numpy())
+    assert len(rows)
+    keys = ["Device Type", "Device Id", "Bytes", "Addr", "Total Allocated", "Total Reserved"]
+    many = t.arg_ints_of(keys, rows)
+    for key in keys:
+        np.testing.assert_array_equal(many[key], t.arg_ints(key, rows))

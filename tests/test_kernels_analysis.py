@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import aonkit
 from aonkit.analysis.kernels import gpu_time_per_op, kernel_class, kernel_stats, launch_stats
@@ -61,3 +62,16 @@ def test_profiler_steps_on_sample() -> None:
     links = gpu_links(t)
     assert st["gpu_events"].sum() == (links["step"] >= 0).sum()
     assert (st["gpu_end_ns"] >= st["ts_ns"]).all()
+
+
+def test_profiler_steps_without_steps_skips_the_correlation(monkeypatch) -> None:
+    from aonkit.analysis import correlation, memo, steps
+
+    t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    with_steps = steps.profiler_steps(t)
+    t.events = t.events[~t.events["name"].astype(str).str.startswith("ProfilerStep")].reset_index(drop=True)
+    memo.clear(t)
+    monkeypatch.setattr(correlation, "_gpu_links", lambda tr: pytest.fail("gpu_links computed"))
+    none = steps.profiler_steps(t)
+    assert none.empty and list(none.columns) == list(with_steps.columns)
+    assert (none.dtypes == with_steps.dtypes).all()

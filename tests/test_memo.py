@@ -1,4 +1,4 @@
-"""The per-trace memo of derived tables (gpu_links, gpu_table)."""
+"""The per-trace memo of derived tables (gpu_launches, gpu_links, gpu_table)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ def _trace() -> aonkit.Trace:
 
 def test_gpu_links_computed_once_per_events_table(monkeypatch) -> None:
     t = _trace()
-    calls = []
-    real = correlation._gpu_links
+    calls, joins = [], []
+    real, real_join = correlation._gpu_links, correlation._gpu_launches
     monkeypatch.setattr(correlation, "_gpu_links", lambda tr: calls.append(1) or real(tr))
+    monkeypatch.setattr(correlation, "_gpu_launches", lambda tr: joins.append(1) or real_join(tr))
     first = correlation.gpu_links(t)
     kernels.gpu_time_per_op(t)
-    kernels.launch_stats(t)
-    assert len(calls) == 1 and memo.size(t) == 1
+    kernels.launch_stats(t)  # needs only the correlation join, which gpu_links made and shares
+    assert len(calls) == 1 and len(joins) == 1 and memo.size(t) == 2
     pd.testing.assert_frame_equal(correlation.gpu_links(t), first)
     t.events = t.events.copy()  # a new events table: recomputed
     correlation.gpu_links(t)

@@ -141,3 +141,64 @@ def test_step_kernels_against_reference(rng: np.random.Generator) -> None:
     peak, mean = time_weighted(times, counts.astype(float), out_off)
     lv, tm = counts[out_off[0] : out_off[1]], times[out_off[0] : out_off[1]]
     assert peak[0] == lv.max() and mean[0] == pytest.approx((lv[:-1] * np.diff(tm)).sum() / (tm[-1] - tm[0]))
+
+
+def test_queue_kernels_against_reference(rng: np.random.Generator) -> None:
+    from aonkit._kernels.step_series import queue_inputs, queue_levels
+
+    n_ev, n = 500, 300
+    ts = rng.integers(0, 1_000, n_ev)
+    ts[rng.random(n_ev) < 0.05] = schema.TS_MISSING
+    gpu = rng.choice(n_ev, n, replace=False)
+    launch = np.where(rng.random(n) < 0.2, -1, rng.integers(0, n_ev, n))
+    device, stream = rng.integers(0, 2, n_ev), rng.integers(0, 3, n_ev) * 10**12  # sparse stream ids
+    up, down, before, dev, st = queue_inputs(gpu, launch, ts, device, stream, schema.TS_MISSING)
+    window = ts[ts != schema.TS_MISSING].min()
+    want = [
+        (window if lr < 0 else min(ts[lr], ts[g]), ts[g], lr < 0, device[g], stream[g])
+        for g, lr in zip(gpu, launch)
+        if ts[g] != schema.TS_MISSING
+    ]
+    assert list(zip(up, down, before, dev, st)) == want
+    keys = dev * 3 + st // 10**12
+    flag = rng.random(len(up)) < 0.3
+    times, levels, out_off, gkeys, items, flagged = queue_levels(keys, up, down, flag)
+    assert gkeys.tolist() == sorted(set(keys.tolist()))
+    for g, k in enumerate(gkeys):
+        sel = keys == k
+        d: dict[int, int] = {}
+        for u, v in zip(up[sel], down[sel]):
+            d[u] = d.get(u, 0) + 1
+            d[v] = d.get(v, 0) - 1
+        assert times[out_off[g] : out_off[g + 1]].tolist() == sorted(d)
+        assert levels[out_off[g] : out_off[g + 1]].tolist() == np.cumsum([d[t] for t in sorted(d)]).tolist()
+        assert items[g] == sel.sum() and flagged[g] == flag[sel].sum()
+
+
+def test_launch_join_kernels_against_reference(rng: np.random.Generator) -> None:
+    from aonkit._kernels.joins import gpu_launch_rows, launch_columns
+    from aonkit._kernels.nesting import join_first
+
+    n = 2_000
+    for spread in (50, 10**15):  # a compact correlation range (direct table) and a sparse one (hash table)
+        codes = rng.integers(-1, 6, n).astype(np.int8)  # -1: missing category
+        is_gpu = np.array([1, 1, 0, 0, 0, 0, 0], bool)  # one flag per code, then the flag of code -1
+        is_launch = np.array([0, 0, 1, 1, 0, 0, 0], bool)
+        corr = rng.integers(-1, 40, n) * (spread // 50 + 1)
+        gpu, launch = gpu_launch_rows(codes, is_gpu, is_launch, corr)
+        assert gpu.tolist() == [i for i in range(n) if codes[i] in (0, 1)]
+        launch_rows = [i for i in range(n) if codes[i] in (2, 3)]
+        want = [next((j for j in launch_rows if corr[j] == corr[g]), -1) if corr[g] >= 0 else -1 for g in gpu]
+        assert launch.tolist() == want
+        keys, probe = corr[launch_rows], corr[gpu]
+        assert join_first(keys, probe).tolist() == [
+            next((k for k, j in enumerate(launch_rows) if corr[j] == v), -1) if v >= 0 else -1 for v in probe
+        ]
+        api_code = np.array([-1, -1, 0, -1, -1, -1, -1])  # only code 2 is an API of interest
+        ts, dur = rng.integers(0, 10**6, n), rng.integers(0, 100, n)
+        cols = launch_columns(gpu, launch, codes, api_code, ts, dur, corr)
+        sel = [(g, lr) for g, lr in zip(gpu, launch) if lr >= 0 and codes[lr] == 2]
+        want_cols = [[g for g, _ in sel], [lr for _, lr in sel], [0] * len(sel), [corr[g] for g, _ in sel],
+                     [dur[lr] for _, lr in sel], [dur[g] for g, _ in sel],
+                     [ts[g] - ts[lr] - dur[lr] for g, lr in sel]]  # fmt: skip
+        assert [c.tolist() for c in cols] == want_cols

@@ -1,4 +1,4 @@
-"""Look-up of one ``args`` key across many events' JSON text."""
+"""Look-up of ``args`` keys across many events' JSON text."""
 
 from __future__ import annotations
 
@@ -68,6 +68,54 @@ def find_arg(buf, ev_start, ev_end, rows, key):
             if span[0] >= 0:
                 out[r, 0] = span[0]
                 out[r, 1] = span[1]
+    return out
+
+
+@njit
+def _members_many(buf, i, n, stack, keys, key_off, out, r):
+    """Like :func:`_members` for several quoted keys (``keys[key_off[k]:key_off[k + 1]]``): spans to ``out[r, k]``."""
+    i = skip_ws(buf, i + 1, n)
+    if i >= n or buf[i] == 125:
+        return
+    while i < n and buf[i] == 34:
+        ks = i
+        i, err = scan_string(buf, i, n)
+        if err != OK:
+            return
+        ke = i
+        i = skip_ws(buf, i, n)
+        i = skip_ws(buf, i + 1, n)  # the ':'
+        vs = i
+        i, err = skip_value(buf, i, n, stack)
+        if err != OK:
+            return
+        for k in range(key_off.shape[0] - 1):
+            if _is(buf, ks, ke, keys[key_off[k] : key_off[k + 1]]):
+                out[r, k, 0] = vs
+                out[r, k, 1] = i
+        i = skip_ws(buf, i, n)
+        if i >= n or buf[i] != 44:
+            return
+        i = skip_ws(buf, i + 1, n)
+
+
+@njit
+def find_args(buf, ev_start, ev_end, rows, keys, key_off):
+    """Value spans of several ``args`` keys in one pass: shape (rows, keys, 2), -1 where absent.
+
+    ``keys[key_off[k]:key_off[k + 1]]`` is the k-th JSON-quoted key; a key
+    present twice gives its last value (as :func:`find_arg` does).
+    """
+    stack = np.empty(MAX_DEPTH, np.uint8)
+    nk = key_off.shape[0] - 1
+    out = np.full((rows.shape[0], nk, 2), -1, np.int64)
+    span = np.empty(2, np.int64)
+    for r in range(rows.shape[0]):
+        ev = rows[r]
+        span[0] = -1
+        _members(buf, ev_start[ev], ev_end[ev], stack, _ARGS, span)
+        if span[0] >= 0 and buf[span[0]] == 123:
+            _members_many(buf, span[0], span[1], stack, keys, key_off, out, r)
     return out
 
 

@@ -45,3 +45,12 @@ def intersection_length(sa, ea, sb, eb):
         else:
             j += 1
     return total
+
+
+@njit
+def segment_unions(start, end, offsets):
+    """:func:`union_length` of each segment ``[offsets[g], offsets[g + 1])``; each segment sorted by start."""
+    out = np.zeros(offsets.shape[0] - 1, np.int64)
+    for g in range(offsets.shape[0] - 1):
+        out[g] = union_length(start[offsets[g] : offsets[g + 1]], end[offsets[g] : offsets[g + 1]])
+    return out

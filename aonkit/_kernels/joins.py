@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .keys import compact
+from .keys import compact, first_match
 
 
 @njit
@@ -84,3 +84,88 @@ def launch_table(rank, stream, ts, dur, corr, codes, is_api):
         out[3, k] = dur[g]
         out[4, k] = max(ts[g] - (ts[c] + dur[c]), 0)
     return out
+
+
+@njit
+def gpu_launch_rows(codes, is_gpu, is_launch, corr):
+    """GPU rows and, for each, the first launch row with its correlation (-1 when none or correlation < 0).
+
+    A row is a GPU event when ``is_gpu[codes[i]]`` and a launch call when
+    ``is_launch[codes[i]]`` (flags per category code; code -1 reads the last
+    flag). One pass to pick the rows, then an O(n) correlation lookup.
+    """
+    n = codes.shape[0]
+    last = is_gpu.shape[0] - 1
+    gpu_buf = np.empty(n, np.int64)  # one pass: rows go to buffers as long as the table
+    launch_buf = np.empty(n, np.int64)
+    n_gpu = 0
+    n_launch = 0
+    for i in range(n):
+        c = codes[i]
+        c = last if c < 0 else c
+        if is_gpu[c]:
+            gpu_buf[n_gpu] = i
+            n_gpu += 1
+        elif is_launch[c]:
+            launch_buf[n_launch] = i
+            n_launch += 1
+    gpu = gpu_buf[:n_gpu].copy()
+    launch_rows = launch_buf[:n_launch]
+    launch = np.full(n_gpu, -1, np.int64)
+    if n_launch == 0 or n_gpu == 0:
+        return gpu, launch
+    keys = np.empty(n_launch, np.int64)
+    for k in range(n_launch):
+        keys[k] = corr[np.uintp(launch_rows[k])]
+    probe = np.empty(n_gpu, np.int64)
+    for g in range(n_gpu):
+        probe[g] = corr[np.uintp(gpu[g])]
+    pos, found = first_match(keys, launch_rows, probe)
+    for g in range(n_gpu):
+        if found[g] and probe[g] >= 0:
+            launch[g] = pos[g]
+    return gpu, launch
+
+
+@njit
+def launch_columns(gpu, launch, codes, api_code, ts, dur, corr):
+    """The GPU events launched by an API of interest, with their launch statistics.
+
+    ``api_code[codes[launch]]`` (a code per name code; -1: not counted) picks
+    the rows. Returns (gpu, launch, api code, correlation, CPU duration,
+    GPU duration, launch delay = GPU start - end of the call).
+    """
+    n = gpu.shape[0]
+    last = api_code.shape[0] - 1
+    keep = np.zeros(n, np.bool_)
+    m = 0
+    for j in range(n):
+        lr = launch[j]
+        if lr >= 0:
+            c = codes[np.uintp(lr)]
+            if api_code[np.uintp(last if c < 0 else c)] >= 0:
+                keep[j] = True
+                m += 1
+    g_out = np.empty(m, np.int64)
+    l_out = np.empty(m, np.int64)
+    a_out = np.empty(m, np.int64)
+    c_out = np.empty(m, np.int64)
+    cpu_dur = np.empty(m, np.int64)
+    gpu_dur = np.empty(m, np.int64)
+    delay = np.empty(m, np.int64)
+    k = 0
+    for j in range(n):
+        if not keep[j]:
+            continue
+        g = np.uintp(gpu[j])
+        lr = np.uintp(launch[j])
+        c = codes[lr]
+        g_out[k] = gpu[j]
+        l_out[k] = launch[j]
+        a_out[k] = api_code[np.uintp(last if c < 0 else c)]
+        c_out[k] = corr[g]
+        cpu_dur[k] = dur[lr]
+        gpu_dur[k] = dur[g]
+        delay[k] = ts[g] - (ts[lr] + dur[lr])
+        k += 1
+    return g_out, l_out, a_out, c_out, cpu_dur, gpu_dur, delay

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .keys import first_match
 
 
 @njit
@@ -58,15 +59,14 @@ def ancestors(parent, mask, order):
 
 @njit
 def join_first(keys, probe):
-    """For each ``probe`` value, the first index in ``keys`` with the same value; -1 if none or probe < 0."""
-    order = np.argsort(keys, kind="mergesort")
-    sk = keys[order]
+    """For each ``probe`` value, the first index in ``keys`` with the same value; -1 if none or probe < 0.
+
+    O(n): a direct table over the value range, or a hash table when the values are sparse
+    (:func:`aonkit._kernels.keys.first_match`).
+    """
+    pos, found = first_match(keys, np.arange(keys.shape[0]), probe)
     out = np.full(probe.shape[0], -1, np.int64)
     for j in range(probe.shape[0]):
-        v = probe[j]
-        if v < 0:
-            continue
-        lo = np.searchsorted(sk, v)
-        if lo < sk.shape[0] and sk[lo] == v:
-            out[j] = order[lo]
+        if found[j] and probe[j] >= 0:
+            out[j] = pos[j]
     return out

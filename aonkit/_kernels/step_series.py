@@ -88,3 +88,91 @@ def time_weighted(times, levels, offsets):
         if span > 0:
             mean[g] = area / span
     return peak, mean
+
+
+@njit
+def queue_inputs(gpu, launch, ts, device, stream, missing):
+    """Enqueue and start times of GPU events for the native queue counter.
+
+    ``gpu``: event rows; ``launch``: their launch call rows (-1 when the call
+    precedes the window). Events whose start is ``missing`` are left out. An
+    event enters its queue at its launch call's start (no later than its own
+    start), or at the window's first timestamp when launched before it.
+    Returns (enqueue times, start times, launched-before flags, device, stream) of the kept events.
+    """
+    window = np.iinfo(np.int64).max
+    for i in range(ts.shape[0]):
+        if ts[i] != missing and ts[i] < window:
+            window = ts[i]
+    n = gpu.shape[0]
+    dev = np.empty(n, device.dtype)
+    st = np.empty(n, stream.dtype)
+    up = np.empty(n, np.int64)
+    down = np.empty(n, np.int64)
+    before = np.empty(n, np.bool_)
+    k = 0
+    for j in range(n):
+        start = ts[np.uintp(gpu[j])]
+        if start == missing:
+            continue
+        lr = launch[j]
+        dev[k] = device[np.uintp(gpu[j])]
+        st[k] = stream[np.uintp(gpu[j])]
+        down[k] = start
+        before[k] = lr < 0
+        up[k] = window if lr < 0 else min(ts[np.uintp(lr)], start)
+        k += 1
+    return up[:k], down[:k], before[:k], dev[:k], st[:k]
+
+
+@njit
+def queue_levels(keys, up, down, flag):
+    """Per group of ``keys`` (ascending): the count of items entered (``up``) and not yet left (``down``).
+
+    One entry per distinct change time of a group, holding the level after
+    every change at that time (so ties have one answer); no ordering of the
+    input is needed.
+
+    Returns (times, levels, out offsets (groups + 1), group keys, items per
+    group, items with ``flag`` per group).
+    """
+    pos, offsets, gkeys = group_rows(keys, True)
+    n = up.shape[0]
+    n_g = gkeys.shape[0]
+    times = np.empty(2 * n, np.int64)
+    levels = np.empty(2 * n, np.int64)
+    out_offsets = np.zeros(n_g + 1, np.int64)
+    items = np.empty(n_g, np.int64)
+    flagged = np.zeros(n_g, np.int64)
+    k = 0
+    for g in range(n_g):
+        seg = pos[offsets[g] : offsets[g + 1]]
+        m = seg.shape[0]
+        items[g] = m
+        u = np.empty(m, np.int64)
+        d = np.empty(m, np.int64)
+        for q in range(m):
+            i = np.uintp(seg[q])
+            u[q] = up[i]
+            d[q] = down[i]
+            flagged[g] += flag[i]
+        if not is_sorted(u):
+            u = np.sort(u)
+        if not is_sorted(d):
+            d = np.sort(d)
+        i = 0
+        j = 0
+        c = np.int64(0)
+        while i < m or j < m:
+            t = d[j] if i >= m or (j < m and d[j] < u[i]) else u[i]
+            while i < m and u[i] == t:
+                c += 1
+                i += 1
+            while j < m and d[j] == t:
+                c -= 1
+                j += 1
+            times[np.uintp(k)] = t
+            levels[np.uintp(k)] = c
+            k += 1
+        out_offsets[g + 1] = k
+    return times[:k], levels[:k], out_offsets, gkeys, items, flagged

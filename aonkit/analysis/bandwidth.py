@@ -82,29 +82,35 @@ def memory_bandwidth(trace: Trace) -> pd.DataFrame:
     ``peak_gbps`` (most bandwidth in flight at once). Sizes and rates use the
     copies with a known size.
     """
+    from .._kernels.intervals import segment_unions
     from .._kernels.step_series import time_weighted
 
     c = copies(trace)
-    known = c["bytes"].notna()
-    out = (
-        c.assign(sized_ns=np.where(known, c["dur_ns"], 0), bytes=c["bytes"].fillna(0))
-        .groupby(["device", "kind"], sort=True)
-        .agg(copies=("row", "size"), bytes=("bytes", "sum"), busy_ns=("dur_ns", "sum"), sized_ns=("sized_ns", "sum"))
-    )
-    out["union_ns"] = [_union(g) for _, g in c.groupby(["device", "kind"], sort=True)]
-    t, _, level, out_off, devices, kinds = _levels(c)
+    kind_codes, kinds = pd.factorize(c["kind"], sort=True)
+    keys, decode = pair_keys(c["device"].to_numpy(), kind_codes.astype(np.int64))
+    ts, dur, size = c["ts_ns"].to_numpy(), c["dur_ns"].to_numpy(), c["bytes"].to_numpy()
+    order = np.lexsort((ts, keys))  # by (device, kind), each in time order
+    gkeys, starts = np.unique(keys[order], return_index=True)
+    if not len(gkeys):
+        starts = np.zeros(0, np.int64)
+    known = ~np.isnan(size[order])
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(values, starts) if len(starts) else values[:0]
+
+    ts_o, dur_o = ts[order], dur[order]
+    offsets = np.append(starts, len(order)).astype(np.int64)
+    out = pd.DataFrame({"copies": np.diff(offsets), "bytes": total(np.where(known, size[order], 0.0)),
+                        "busy_ns": total(dur_o), "sized_ns": total(np.where(known, dur_o, 0)),
+                        "union_ns": segment_unions(ts_o, ts_o + dur_o, offsets)})  # fmt: skip
+    devices, codes = decode(gkeys)
+    out.insert(0, "kind", np.asarray(kinds, dtype=object)[codes.astype(np.int64)])
+    out.insert(0, "device", devices)
+    t, _, level, out_off, l_dev, l_kinds = _levels(c)
     peak, _ = time_weighted(t, level, out_off)
-    peaks = pd.Series(peak, index=pd.MultiIndex.from_arrays([devices, kinds]))
+    peaks = pd.Series(peak, index=pd.MultiIndex.from_arrays([l_dev, l_kinds]))
     with np.errstate(divide="ignore", invalid="ignore"):
         out["mean_gbps"] = out["bytes"] / out["sized_ns"].where(out["sized_ns"] > 0)
         out["effective_gbps"] = out["bytes"] / out["union_ns"].where(out["union_ns"] > 0)
-    out["peak_gbps"] = peaks.reindex(out.index).fillna(0.0).to_numpy()
-    return out.drop(columns="sized_ns").reset_index()
-
-
-def _union(g: pd.DataFrame) -> int:
-    from .._kernels.intervals import union_length
-
-    order = np.argsort(g["ts_ns"].to_numpy(), kind="stable")
-    ts = np.ascontiguousarray(g["ts_ns"].to_numpy()[order])
-    return int(union_length(ts, np.ascontiguousarray(ts + g["dur_ns"].to_numpy()[order])))
+    out["peak_gbps"] = peaks.reindex(pd.MultiIndex.from_arrays([out["device"], out["kind"]])).fillna(0.0).to_numpy()
+    return out.drop(columns="sized_ns")

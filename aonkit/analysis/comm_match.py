@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
-from .correlation import cpu_stack, gpu_links, step_numbers
+from .correlation import cpu_stack, gpu_launches, step_numbers
 
 ARGS = {"coll": "Collective name", "in_nelems": "In msg nelems", "out_nelems": "Out msg nelems",
         "group_size": "Group size", "pg": "Process Group Name", "dtype": "dtype"}  # fmt: skip
@@ -76,7 +76,7 @@ def _args_of(trace: Trace, rows: np.ndarray) -> pd.DataFrame:
 
 def _param_comms_ops(trace: Trace, kernels: np.ndarray) -> np.ndarray:
     """The ``record_param_comms`` op enclosing each kernel's launch call (-1 if none)."""
-    links = gpu_links(trace).set_index("gpu")["launch"]
+    links = gpu_launches(trace).set_index("gpu")["launch"]
     launch = links.reindex(kernels).fillna(-1).to_numpy(np.int64)
     parent = cpu_stack(trace)
     names = trace.events["name"]

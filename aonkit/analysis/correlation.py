@@ -41,9 +41,9 @@ def _stack(trace: Trace, extra: np.ndarray | None = None) -> tuple[np.ndarray, n
     cat = ev["cat"]
     cpu = (ev["ph"] == "X").to_numpy() & ~cat.isin(_CPU_SIDE_EXCLUDED).to_numpy() & cat.notna().to_numpy()
     cpu &= (ev["dur_ns"].to_numpy() >= 0) & (ev["ts_ns"].to_numpy() != schema.TS_MISSING)
-    rows = np.flatnonzero(cpu)
     if extra is not None:
-        rows = np.union1d(rows, extra)
+        cpu[extra] = True
+    rows = np.flatnonzero(cpu)
     thread = (ev["pid"].cat.codes.to_numpy()[rows].astype(np.int64) << 32) | ev["tid"].cat.codes.to_numpy()[rows]
     ts = ev["ts_ns"].to_numpy()[rows]
     end = ts + np.maximum(ev["dur_ns"].to_numpy()[rows], 0)
@@ -71,11 +71,16 @@ def cpu_stack(trace: Trace) -> pd.Series:
     return pd.Series(np.where(parent >= 0, rows[np.maximum(parent, 0)], -1), index=rows, name="parent")
 
 
+def code_flags(col: pd.Series, test) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - a predicate on categories
+    """(codes, flags): a categorical column's codes and ``test(category)`` per code, plus False for code -1 (last)."""
+    cat = col.array
+    return np.asarray(cat.codes), np.array([bool(test(v)) for v in cat.categories] + [False], dtype=bool)
+
+
 def _category_flags(col: pd.Series, test) -> np.ndarray:  # noqa: ANN001 - a predicate on category values
     """Per event, ``test(category value)`` computed once per category (False where missing)."""
-    cat = col.array
-    flags = np.array([bool(test(v)) for v in cat.categories] + [False], dtype=bool)
-    return flags[np.asarray(cat.codes)]  # code -1 picks the trailing False
+    codes, flags = code_flags(col, test)
+    return flags[codes]  # code -1 picks the trailing False
 
 
 def step_numbers(col: pd.Series) -> np.ndarray:
@@ -96,10 +101,34 @@ def gpu_links(trace: Trace) -> pd.DataFrame:
     return remembered(trace, "gpu_links", lambda: _gpu_links(trace))
 
 
-def _gpu_links(trace: Trace) -> pd.DataFrame:
-    from .._kernels.nesting import ancestors, join_first
+def gpu_launches(trace: Trace) -> pd.DataFrame:
+    """One row per GPU event: ``gpu`` and ``launch`` rows of ``trace.events`` (launch -1: before the window).
+
+    The correlation join alone, without the CPU op stack of :func:`gpu_links`,
+    for analyses that need only the launch call (queue lengths, launch
+    statistics). Remembered per trace, and shared with :func:`gpu_links`.
+    """
+    from .memo import remembered
+
+    return remembered(trace, "gpu_launches", lambda: _gpu_launches(trace))
+
+
+def _gpu_launches(trace: Trace) -> pd.DataFrame:
+    from .._kernels.joins import gpu_launch_rows
 
     ev = trace.events
+    codes, is_gpu = code_flags(ev["cat"], lambda c: c in schema.GPU_CATS)
+    is_launch = code_flags(ev["cat"], lambda c: c in schema.RUNTIME_CATS)[1]
+    gpu, launch = gpu_launch_rows(codes, is_gpu, is_launch, np.ascontiguousarray(ev["correlation"].to_numpy()))
+    return pd.DataFrame({"gpu": gpu, "launch": launch})
+
+
+def _gpu_links(trace: Trace) -> pd.DataFrame:
+    from .._kernels.nesting import ancestors
+
+    ev = trace.events
+    pairs = gpu_launches(trace)
+    gpu, launch = pairs["gpu"].to_numpy(), pairs["launch"].to_numpy()
     rows, parent_local, order = _stack(trace)
     is_op = _category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)[rows]
     steps = step_numbers(ev["name"])
@@ -109,11 +138,6 @@ def _gpu_links(trace: Trace) -> pd.DataFrame:
     ann_near, _ = ancestors(parent_local, is_ann, order)
     step_near, _ = ancestors(parent_local, is_step, order)
 
-    gpu = np.flatnonzero(ev["cat"].isin(schema.GPU_CATS).to_numpy())
-    runtime = np.flatnonzero(ev["cat"].isin(schema.RUNTIME_CATS).to_numpy())
-    corr = ev["correlation"].to_numpy()
-    hit = join_first(np.ascontiguousarray(corr[runtime]), np.ascontiguousarray(corr[gpu]))
-    launch = np.where(hit >= 0, runtime[np.maximum(hit, 0)], -1) if len(runtime) else np.full(len(gpu), -1)
     found = np.searchsorted(rows, launch)
     if len(rows):
         in_stack = (launch >= 0) & (found < len(rows)) & (rows[np.minimum(found, len(rows) - 1)] == launch)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .correlation import gpu_links
+from .correlation import gpu_launches, gpu_links
 
 COMM_PATTERN = re.compile(
     r"nccl|rccl|ncclDevKernel|ncclKernel|AllReduce|AllGather|ReduceScatter|SendRecv|all_reduce|all_gather"
@@ -137,24 +137,20 @@ def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNC
     """Per launched GPU event: launch call, its CPU duration, the GPU duration and the launch delay (ns).
 
     ``launch_delay_ns`` = GPU start - end of the launch call (negative when the
-    GPU started before the call returned). CUDA and HIP launch APIs count.
+    GPU started before the call returned). CUDA and HIP launch APIs count;
+    ``api`` is categorical over ``apis``.
     """
-    links = gpu_links(trace)
-    links = links[links["launch"] >= 0]
+    from .._kernels.joins import launch_columns
+
+    links = gpu_launches(trace)
     ev = trace.events
-    launch_names = names_of(ev, links["launch"].to_numpy())
-    keep = np.isin(launch_names, list(apis))
-    links = links[keep]
-    ts, dur = ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy()
-    l_end = ts[links["launch"]] + dur[links["launch"]]
-    return pd.DataFrame(
-        {
-            "gpu": links["gpu"].to_numpy(),
-            "launch": links["launch"].to_numpy(),
-            "api": launch_names[keep],
-            "correlation": ev["correlation"].to_numpy()[links["gpu"]],
-            "cpu_dur_ns": dur[links["launch"]],
-            "gpu_dur_ns": dur[links["gpu"]],
-            "launch_delay_ns": ts[links["gpu"]] - l_end,
-        }
-    )
+    apis = tuple(dict.fromkeys(apis))
+    api_of = {name: k for k, name in enumerate(apis)}
+    api_code = np.array([api_of.get(c, -1) for c in ev["name"].array.categories] + [-1], np.int64)
+    gpu, launch, code, corr, cpu_dur, gpu_dur, delay = launch_columns(
+        links["gpu"].to_numpy(), links["launch"].to_numpy(), np.asarray(ev["name"].array.codes), api_code,
+        ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy(), ev["correlation"].to_numpy())  # fmt: skip
+    return pd.DataFrame({"gpu": gpu, "launch": launch,
+                         "api": pd.Categorical.from_codes(code, categories=pd.Index(apis, dtype=object)),
+                         "correlation": corr, "cpu_dur_ns": cpu_dur, "gpu_dur_ns": gpu_dur,
+                         "launch_delay_ns": delay})  # fmt: skip

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..trace import Trace
 from .correlation import enclosing_ops
+from .kernels import names_of
 
 
 def memory_events(trace: Trace) -> pd.DataFrame:
@@ -26,17 +27,16 @@ def memory_events(trace: Trace) -> pd.DataFrame:
     ev = trace.events
     rows = np.flatnonzero((ev["name"] == "[memory]").to_numpy())
     rows = rows[np.argsort(ev["ts_ns"].to_numpy()[rows], kind="stable")]
-    dev_type = trace.arg_ints("Device Type", rows)
-    dev_id = trace.arg_ints("Device Id", rows)
+    a = trace.arg_ints_of(("Device Type", "Device Id", "Bytes", "Addr", "Total Allocated", "Total Reserved"), rows)
     out = pd.DataFrame(
         {
             "index": rows,
             "ts_ns": ev["ts_ns"].to_numpy()[rows],
-            "device": np.where(dev_type == 0, -1, dev_id),
-            "bytes": trace.arg_ints("Bytes", rows),
-            "addr": trace.arg_ints("Addr", rows),
-            "allocated_bytes": trace.arg_ints("Total Allocated", rows),
-            "reserved_bytes": trace.arg_ints("Total Reserved", rows),
+            "device": np.where(a["Device Type"] == 0, -1, a["Device Id"]),
+            "bytes": a["Bytes"],
+            "addr": a["Addr"],
+            "allocated_bytes": a["Total Allocated"],
+            "reserved_bytes": a["Total Reserved"],
         }
     )
     missing = out["allocated_bytes"] < 0
@@ -60,23 +60,20 @@ def memory_peaks(trace: Trace, top: int = 10) -> tuple[pd.DataFrame, pd.DataFram
         ``allocations``; the ``top`` largest per device.
     """
     mem = memory_events(trace)
-    names = trace.events["name"].astype(object).to_numpy()
     ops = enclosing_ops(trace, mem["index"].to_numpy()) if len(mem) else np.empty(0, np.int64)
-    mem["op"] = [names[o] if o >= 0 else "(no op)" for o in ops]
     peaks, holders = [], []
     for device, d in mem.groupby("device", sort=True):
-        at = int(np.argmax(d["allocated_bytes"].to_numpy()))
-        peaks.append((device, int(d["allocated_bytes"].iloc[at]), int(d["ts_ns"].iloc[at]),
-                      int(d["reserved_bytes"].max())))  # fmt: skip
-        live: dict[int, tuple[int, str]] = {}
-        for addr, nbytes, op in zip(d["addr"].to_numpy()[: at + 1], d["bytes"].to_numpy()[: at + 1],
-                                    d["op"].to_numpy()[: at + 1]):  # fmt: skip
-            if nbytes > 0:
-                live[int(addr)] = (int(nbytes), op)
-            else:
-                live.pop(int(addr), None)
-        if live:
-            h = pd.DataFrame(list(live.values()), columns=["bytes", "op"])
+        alloc = d["allocated_bytes"].to_numpy()
+        at = int(np.argmax(alloc))
+        peaks.append((device, int(alloc[at]), int(d["ts_ns"].iloc[at]), int(d["reserved_bytes"].max())))
+        # an address is live at the peak when its last event up to the peak is an allocation (bytes > 0)
+        addr, nbytes = d["addr"].to_numpy()[: at + 1], d["bytes"].to_numpy()[: at + 1]
+        last = ~pd.Series(addr).duplicated(keep="last").to_numpy()
+        live = np.flatnonzero(last & (nbytes > 0))
+        if len(live):
+            op_rows = ops[d.index.to_numpy()[live]]
+            op = np.where(op_rows >= 0, names_of(trace.events, np.maximum(op_rows, 0)), "(no op)")
+            h = pd.DataFrame({"bytes": nbytes[live], "op": op})
             h = h.groupby("op", as_index=False).agg(bytes=("bytes", "sum"), allocations=("bytes", "size"))
             h = h.sort_values("bytes", ascending=False, kind="stable").head(top)
             h.insert(0, "device", device)

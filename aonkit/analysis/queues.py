@@ -24,7 +24,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .correlation import gpu_links
+from .correlation import gpu_launches
 
 
 def pair_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], tuple]]:
@@ -41,23 +41,19 @@ def pair_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[np.nd
     return codes.astype(np.int64), lambda k: (first[k], second[k])
 
 
-def _queue_changes(trace: Trace) -> tuple[np.ndarray, ...]:
-    """(keys, times, steps) of the changes, the key and launched-before flag of each GPU event, key decoder."""
-    links = gpu_links(trace)
+def _queue_levels(trace: Trace) -> tuple[np.ndarray, ...]:
+    """Queue levels per stream (times, levels, offsets), the streams' devices and ids, events and pre-window ones."""
+    from .._kernels.step_series import queue_inputs, queue_levels
+
+    links = gpu_launches(trace)
     ev = trace.events
-    ts = ev["ts_ns"].to_numpy()
-    gpu, launch = links["gpu"].to_numpy(), links["launch"].to_numpy()
-    ok = ts[gpu] != schema.TS_MISSING
-    gpu, launch = gpu[ok], launch[ok]
-    valid = ts[ts != schema.TS_MISSING]
-    window_start = int(valid.min()) if len(valid) else 0
-    start = ts[gpu]
-    before = launch < 0
-    enqueue = np.where(before, window_start, np.minimum(ts[np.maximum(launch, 0)], start))
-    keys, decode = pair_keys(ev["device"].to_numpy()[gpu], ev["stream"].to_numpy()[gpu])
-    times = np.concatenate([enqueue, start])
-    steps = np.concatenate([np.ones(len(gpu), np.int64), -np.ones(len(gpu), np.int64)])
-    return np.concatenate([keys, keys]), times, steps, keys, before, decode
+    up, down, before, device, stream = queue_inputs(
+        links["gpu"].to_numpy(), links["launch"].to_numpy(), ev["ts_ns"].to_numpy(), ev["device"].to_numpy(),
+        ev["stream"].to_numpy(), schema.TS_MISSING)  # fmt: skip
+    keys, decode = pair_keys(device, stream)
+    t, level, out_off, gkeys, ops, n_before = queue_levels(keys, up, down, before)
+    devices, streams = decode(gkeys)
+    return t, level, out_off, devices, streams, ops, n_before
 
 
 def queue_length(trace: Trace) -> pd.DataFrame:
@@ -67,12 +63,7 @@ def queue_length(trace: Trace) -> pd.DataFrame:
     changes: ``ts_ns`` and ``queue_length`` (after every change at that
     instant); rows sorted by device, stream, time.
     """
-    from .._kernels.step_series import group_time_order, step_levels
-
-    keys, times, steps, _, _, decode = _queue_changes(trace)
-    pos, offsets, gkeys = group_time_order(keys, times)
-    devices, streams = decode(gkeys)
-    t, level, _, out_off = step_levels(times, steps, np.zeros(len(steps)), pos, offsets)
+    t, level, out_off, devices, streams, _, _ = _queue_levels(trace)
     reps = np.diff(out_off)
     return pd.DataFrame({"device": np.repeat(devices, reps), "stream": np.repeat(streams, reps), "ts_ns": t,
                          "queue_length": level})  # fmt: skip
@@ -85,17 +76,9 @@ def queue_summary(trace: Trace) -> pd.DataFrame:
     ``max_queue_length`` and ``mean_queue_length`` (time-weighted, from the
     stream's first change to its last).
     """
-    from .._kernels.step_series import group_time_order, step_levels, time_weighted
+    from .._kernels.step_series import time_weighted
 
-    keys, times, steps, gpu_keys, before, decode = _queue_changes(trace)
-    pos, offsets, gkeys = group_time_order(keys, times)
-    devices, streams = decode(gkeys)
-    t, level, _, out_off = step_levels(times, steps, np.zeros(len(steps)), pos, offsets)
+    t, level, out_off, devices, streams, ops, n_before = _queue_levels(trace)
     peak, mean = time_weighted(t, level.astype(np.float64), out_off)
-    group = np.searchsorted(gkeys, gpu_keys)
-    return pd.DataFrame({
-        "device": devices, "stream": streams,
-        "ops": np.bincount(group, minlength=len(gkeys)),
-        "launched_before_trace": np.bincount(group, weights=before, minlength=len(gkeys)).astype(np.int64),
-        "max_queue_length": peak.astype(np.int64), "mean_queue_length": mean,
-    })  # fmt: skip
+    return pd.DataFrame({"device": devices, "stream": streams, "ops": ops, "launched_before_trace": n_before,
+                         "max_queue_length": peak.astype(np.int64), "mean_queue_length": mean})  # fmt: skip

@@ -25,6 +25,8 @@ def profiler_steps(trace: Trace) -> pd.DataFrame:
         "ts_ns": ev["ts_ns"].to_numpy()[rows],
         "dur_ns": ev["dur_ns"].to_numpy()[rows],
     })  # fmt: skip
+    if not len(rows):  # no steps: nothing to attribute GPU work to, so no correlation needed
+        return steps.assign(gpu_events=np.int64(0), gpu_ns=np.int64(0), gpu_end_ns=np.int64(-1))
     links = gpu_links(trace)
     ts, dur = ev["ts_ns"].to_numpy(), np.maximum(ev["dur_ns"].to_numpy(), 0)
     g = pd.DataFrame({"step": links["step"], "dur": dur[links["gpu"]], "end": ts[links["gpu"]] + dur[links["gpu"]]})
