@@ -68,9 +68,13 @@ def _hash_ids(keys):
 def first_match(keys, values, probe):
     """For each ``probe`` value: ``values`` at the first position of ``keys`` holding it, and whether any does.
 
-    Returns (matched values, found); unmatched probes get 0.
+    Returns (matched values, found); unmatched probes get 0. A key range up
+    to 8 x the entries indexes an int32 table of first positions directly
+    (4 bytes a slot); a sparser one goes through the hash ids.
     """
     nk = keys.shape[0]
+    if nk >= 2**31:
+        raise ValueError("first_match: at most 2**31 - 1 keys")
     n = nk + probe.shape[0]
     lo = np.iinfo(np.int64).max
     hi = np.iinfo(np.int64).min
@@ -84,22 +88,19 @@ def first_match(keys, values, probe):
     found = np.zeros(probe.shape[0], np.bool_)
     if n == 0:
         return out, found
-    if float(hi) - float(lo) <= 4.0 * n + 1024.0:
+    if float(hi) - float(lo) <= 8.0 * n + 4096.0:
         kslot, pslot, size = keys, probe, hi - lo + 1
     else:
         ids, _, size = _hash_ids(np.concatenate((keys, probe)))
         kslot, pslot, lo = ids[:nk], ids[nk:], np.int64(0)
-    table = np.zeros(size, values.dtype)
-    seen = np.zeros(size, np.bool_)
-    for i in range(nk):
-        j = np.uintp(kslot[i] - lo)
-        if not seen[j]:
-            seen[j] = True
-            table[j] = values[i]
+    first = np.full(size, -1, np.int32)
+    for i in range(nk - 1, -1, -1):  # backwards: the first position is written last
+        first[np.uintp(kslot[i] - lo)] = i
     for i in range(probe.shape[0]):
-        j = np.uintp(pslot[i] - lo)
-        out[i] = table[j]
-        found[i] = seen[j]
+        f = first[np.uintp(pslot[i] - lo)]
+        if f >= 0:
+            out[i] = values[np.uintp(f)]
+            found[i] = True
     return out, found
 
 

@@ -156,10 +156,10 @@ def queue_levels(keys, up, down, flag):
             u[q] = up[i]
             d[q] = down[i]
             flagged[g] += flag[i]
-        if not is_sorted(u):
-            u = np.sort(u)
+        if not is_sorted(u):  # usually a few sorted runs: a natural merge sort is near O(m)
+            u = u[stable_argsort(u)]
         if not is_sorted(d):
-            d = np.sort(d)
+            d = d[stable_argsort(d)]
         i = 0
         j = 0
         c = np.int64(0)
