@@ -257,12 +257,15 @@ class Trace:
         spans, buf = self._arg_spans(key, rows)
         ints, ok = span_ints(buf, spans)
         out = ints.astype(np.float64)
-        for r in np.flatnonzero(~ok & (spans[:, 0] >= 0)).tolist():
-            v = json.loads(buf[spans[r, 0] : spans[r, 1]].tobytes())
-            try:
-                out[r] = float(v) if not isinstance(v, (bool, dict, list, type(None))) else np.nan
-            except ValueError:
-                out[r] = np.nan
+        rest = np.flatnonzero(~ok & (spans[:, 0] >= 0))
+        if len(rest):  # the other values, decoded by one json.loads of them all as one array
+            view = memoryview(buf)
+            text = b"[" + b",".join([view[s:e] for s, e in spans[rest].tolist()]) + b"]"
+            for r, v in zip(rest.tolist(), json.loads(text.decode("utf-8", "replace"))):
+                try:
+                    out[r] = float(v) if not isinstance(v, (bool, dict, list, type(None))) else np.nan
+                except ValueError:
+                    out[r] = np.nan
         out[spans[:, 0] < 0] = np.nan
         return out
 

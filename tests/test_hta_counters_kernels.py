@@ -176,3 +176,14 @@ def test_order_stats(rng: np.random.Generator) -> None:
     ):
         ks = np.sort(rng.integers(0, len(vals), 7))
         assert order_stats(vals, ks).tolist() == np.sort(vals)[ks].tolist()
+
+
+def test_match_counts(rng: np.random.Generator) -> None:
+    from aonkit._kernels.keys import match_counts
+
+    for scale in (1, 10**14):
+        keys = rng.integers(-1, 30, 300) * scale
+        probe = rng.integers(-1, 40, 200) * scale
+        got = match_counts(keys, probe)
+        assert got.tolist() == [int((keys == p).sum()) for p in probe]
+    assert match_counts(np.empty(0, np.int64), np.array([1, 2])).tolist() == [0, 0]

@@ -131,6 +131,21 @@ def span_ints(buf, spans):
         if s < 0:
             continue
         c = buf[s]
+        neg = c == 45
+        d0 = s + 1 if neg else s
+        if 0 < e - d0 <= 18 and (buf[d0] != 48 or e - d0 == 1):  # fast path: plain digits, no leading zero
+            v = np.int64(0)
+            plain = True
+            for k in range(d0, e):
+                dk = buf[k]
+                if dk < 48 or dk > 57:
+                    plain = False
+                    break
+                v = v * 10 + (dk - 48)
+            if plain:
+                vals[r] = -v if neg else v
+                ok[r] = True
+                continue
         if c == 45 or (48 <= c <= 57):
             j, err, v, st, is_int = scan_scaled(buf, s, e, 0)
             if err == OK and j == e and is_int and st == 0:

@@ -105,6 +105,35 @@ def first_match(keys, values, probe):
 
 
 @njit
+def match_counts(keys, probe):
+    """For each ``probe`` value, how many entries of ``keys`` equal it (a direct or hashed table, as first_match)."""
+    nk = keys.shape[0]
+    n = nk + probe.shape[0]
+    out = np.zeros(probe.shape[0], np.int64)
+    if n == 0:
+        return out
+    lo = np.iinfo(np.int64).max
+    hi = np.iinfo(np.int64).min
+    for i in range(nk):
+        lo = min(lo, keys[i])
+        hi = max(hi, keys[i])
+    for i in range(probe.shape[0]):
+        lo = min(lo, probe[i])
+        hi = max(hi, probe[i])
+    if float(hi) - float(lo) <= 8.0 * n + 4096.0:
+        kslot, pslot, size = keys, probe, hi - lo + 1
+    else:
+        ids, _, size = _hash_ids(np.concatenate((keys, probe)))
+        kslot, pslot, lo = ids[:nk], ids[nk:], np.int64(0)
+    table = np.zeros(size, np.int64)
+    for i in range(nk):
+        table[np.uintp(kslot[i] - lo)] += 1
+    for i in range(probe.shape[0]):
+        out[i] = table[np.uintp(pslot[i] - lo)]
+    return out
+
+
+@njit
 def counts(slots, lo, size):
     """Occurrences of each ``slots - lo`` in ``[0, size)``; four interleaved tables keep repeats off one counter."""
     c4 = np.zeros(4 * size, np.int64)

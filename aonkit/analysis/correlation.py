@@ -57,7 +57,7 @@ def enclosing_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
     rows = np.asarray(rows, dtype=np.int64)
     all_rows, parent, order = _stack(trace, rows)
-    is_op = _category_flags(trace.events["cat"], lambda c: c in schema.CPU_OP_CATS)[all_rows]
+    is_op = category_flags(trace.events["cat"], lambda c: c in schema.CPU_OP_CATS)[all_rows]
     pos = np.searchsorted(all_rows, rows)
     is_op[pos] = False  # an event is not its own op
     near, _ = ancestors(parent, is_op, order)
@@ -77,7 +77,7 @@ def code_flags(col: pd.Series, test) -> tuple[np.ndarray, np.ndarray]:  # noqa: 
     return np.asarray(cat.codes), np.array([bool(test(v)) for v in cat.categories] + [False], dtype=bool)
 
 
-def _category_flags(col: pd.Series, test) -> np.ndarray:  # noqa: ANN001 - a predicate on category values
+def category_flags(col: pd.Series, test) -> np.ndarray:  # noqa: ANN001 - a predicate on category values
     """Per event, ``test(category value)`` computed once per category (False where missing)."""
     codes, flags = code_flags(col, test)
     return flags[codes]  # code -1 picks the trailing False
@@ -130,10 +130,10 @@ def _gpu_links(trace: Trace) -> pd.DataFrame:
     pairs = gpu_launches(trace)
     gpu, launch = pairs["gpu"].to_numpy(), pairs["launch"].to_numpy()
     rows, parent_local, order = _stack(trace)
-    is_op = _category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)[rows]
+    is_op = category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)[rows]
     steps = step_numbers(ev["name"])
     is_step = steps[rows] >= 0
-    is_ann = _category_flags(ev["cat"], lambda c: c == "user_annotation")[rows] & ~is_step
+    is_ann = category_flags(ev["cat"], lambda c: c == "user_annotation")[rows] & ~is_step
     op_near, op_top = ancestors(parent_local, is_op, order)
     ann_near, _ = ancestors(parent_local, is_ann, order)
     step_near, _ = ancestors(parent_local, is_step, order)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .correlation import _category_flags, _stack
+from .correlation import _stack, category_flags
 
 KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 
@@ -36,7 +36,7 @@ def cupti_counters(trace: Trace) -> pd.DataFrame:
     runtime = np.full(ranges.shape[0], -1, np.int64)
     runtime[:n] = launches[:n]
     rows, parent, _ = _stack(trace)
-    is_op = _category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)[rows]
+    is_op = category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)[rows]
     names = ev["name"].array
     stacks = []
     for r in runtime.tolist():

@@ -21,7 +21,7 @@ from .. import schema
 from ..model.ops import is_modelled, op_cost
 from ..model.shapes import OpInputs
 from ..trace import Trace
-from .correlation import _category_flags, cpu_stack
+from .correlation import category_flags, cpu_stack
 
 COLUMNS = ("op", "name", "kind", "dtype", "flop", "bytes", "formula_flop", "profiler_flop", "counted", "input_dims")
 
@@ -70,8 +70,8 @@ def op_costs(trace: Trace, default_dtype: str | None = None) -> pd.DataFrame:
         (outermost op with a cost on its call stack) and ``input_dims`` (text).
     """
     ev = trace.events
-    ops = _category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)
-    rows = np.flatnonzero(ops & _category_flags(ev["name"], is_modelled))
+    ops = category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)
+    rows = np.flatnonzero(ops & category_flags(ev["name"], is_modelled))
     if not len(rows):
         return pd.DataFrame({c: [] for c in COLUMNS})
     names = ev["name"].astype(object).to_numpy()[rows]

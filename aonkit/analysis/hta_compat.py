@@ -116,14 +116,28 @@ def _names_filled(col: pd.Series) -> pd.Categorical:
 
 
 def _filter_last_step(df: pd.DataFrame) -> pd.DataFrame:
-    cpu = df[df["stream"] == -1]
-    steps = cpu[cpu["name"].str.contains(_STEP_RE).to_numpy(dtype=bool)]
-    if steps["name"].nunique() <= 1:
+    """HTA's last-step filter: CPU rows before the last ``ProfilerStep`` start, GPU rows inner-joined to them.
+
+    As HTA's ``merge``: GPU rows first, each repeated once per CPU row with its
+    correlation, then the CPU rows; a fresh index. Row positions are computed
+    in numpy and taken once.
+    """
+    from .._kernels.keys import match_counts
+
+    is_cpu = df["stream"].to_numpy() == -1
+    names = df["name"].array
+    codes = np.asarray(names.codes)
+    step_name = np.array([bool(_STEP_RE.search(str(c))) for c in names.categories] + [False])
+    is_step = is_cpu & step_name[codes]
+    if len(np.unique(codes[is_step])) <= 1:
         return df
-    cpu = cpu[cpu["ts"] < steps["ts"].max()]
-    gpu = df[df["stream"] != -1]
-    gpu = gpu.merge(cpu[["correlation"]], on="correlation", how="inner")
-    return pd.concat([gpu, cpu], axis=0, ignore_index=True)
+    ts = df["ts"].to_numpy()
+    cpu_rows = np.flatnonzero(is_cpu & (ts < ts[is_step].max()))
+    gpu_rows = np.flatnonzero(~is_cpu)
+    corr = df["correlation"].to_numpy().astype(np.int64, copy=False)
+    reps = match_counts(corr[cpu_rows], corr[gpu_rows])
+    rows = np.concatenate([np.repeat(gpu_rows, reps), cpu_rows])
+    return df.take(rows).reset_index(drop=True)
 
 
 def hta_frames(

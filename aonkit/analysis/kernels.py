@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .correlation import gpu_launches, gpu_links
+from .correlation import category_flags, gpu_launches, gpu_links
 
 COMM_PATTERN = re.compile(
     r"nccl|rccl|ncclDevKernel|ncclKernel|AllReduce|AllGather|ReduceScatter|SendRecv|all_reduce|all_gather"
@@ -49,14 +49,25 @@ def gpu_table(trace: Trace, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.
 
 
 def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
-    g = trace.gpu_events
-    g = g[g["dur_ns"] >= 0]
-    name_codes = np.asarray(g["name"].array.codes, dtype=np.int64)
-    cat_codes = np.asarray(g["cat"].array.codes, dtype=np.int64)
-    names = g["name"].array.categories
-    cats = g["cat"].array.categories
+    ev = trace.events
+    ts, dur = ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy()
+    rows = np.flatnonzero(category_flags(ev["cat"], lambda c: c in schema.GPU_CATS) & (dur >= 0))
+    name_codes = np.asarray(ev["name"].array.codes)[rows].astype(np.int64)
+    cat_codes = np.asarray(ev["cat"].array.codes)[rows].astype(np.int64)
+    names = ev["name"].array.categories
+    cats = ev["cat"].array.categories
     width = len(names) + 1
-    pairs, inverse = np.unique(cat_codes * width + name_codes + 1, return_inverse=True)
+    pair_codes = cat_codes * width + name_codes + 1
+    size = (len(cats) + 1) * width
+    if size <= 4 * len(rows) + (1 << 20):  # distinct (category, name) pairs through a table, not a sort
+        used = np.zeros(size, bool)
+        used[pair_codes] = True
+        pairs = np.flatnonzero(used)
+        slot = np.zeros(size, np.int32)
+        slot[pairs] = np.arange(len(pairs), dtype=np.int32)
+        inverse = slot[pair_codes]
+    else:
+        pairs, inverse = np.unique(pair_codes, return_inverse=True)
     classes = ["communication", "computation", "memory"]
     pair_class = np.array(
         [
@@ -70,15 +81,15 @@ def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
     klass = pd.Categorical.from_codes(pair_class[inverse] if len(pairs) else np.empty(0, np.int8), classes)
     return pd.DataFrame(
         {
-            "name": g["name"].array,
+            "name": ev["name"].array.take(rows),
             "class": klass,
-            "device": g["device"].to_numpy(),
-            "stream": g["stream"].to_numpy(),
-            "ts_ns": g["ts_ns"].to_numpy(),
-            "dur_ns": g["dur_ns"].to_numpy(),
-            "end_ns": (g["ts_ns"] + g["dur_ns"]).to_numpy(),
+            "device": ev["device"].to_numpy()[rows],
+            "stream": ev["stream"].to_numpy()[rows],
+            "ts_ns": ts[rows],
+            "dur_ns": dur[rows],
+            "end_ns": ts[rows] + dur[rows],
         },
-        index=g.index,
+        index=ev.index[rows],
     )
 
 

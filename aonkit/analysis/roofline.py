@@ -37,7 +37,7 @@ from .. import schema
 from ..model.hardware import DeviceSpec, device_spec
 from ..model.roofline import attainable, bound, roof_key
 from ..trace import Trace
-from .correlation import _category_flags, gpu_links
+from .correlation import category_flags, gpu_links
 from .flops import nearest_marked, op_costs, parents
 
 TF32_KERNELS = re.compile(r"tf32|tensorop_s\d", re.IGNORECASE)
@@ -71,7 +71,7 @@ def _owned_kernels(trace: Trace, counted: np.ndarray) -> pd.DataFrame:
     owner = nearest_marked(links["op"].to_numpy(), parents(trace), marked)
     gpu = links["gpu"].to_numpy()
     dur = np.maximum(ev["dur_ns"].to_numpy()[gpu], 0)
-    tf32 = _category_flags(ev["name"], lambda n: bool(TF32_KERNELS.search(str(n))))[gpu]
+    tf32 = category_flags(ev["name"], lambda n: bool(TF32_KERNELS.search(str(n))))[gpu]
     return pd.DataFrame({"kernel": gpu, "op": owner, "dur_ns": dur, "tf32": tf32})
 
 
