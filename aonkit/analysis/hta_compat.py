@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..trace import Trace
 from ..traceset import TraceSet
+from .correlation import code_flags
 
 COMMUNICATION = "COMMUNICATION"
 MEMORY = "MEMORY"
@@ -60,13 +61,16 @@ def _as_mapping(traces: Trace | TraceSet | Mapping[int, Trace]) -> Mapping[int, 
 
 
 def _one_rank(trace: Trace) -> pd.DataFrame:
-    ev = trace.events
-    cat = ev["cat"]
-    keep = (ev["dur_ns"].to_numpy() != -1) & cat.notna().to_numpy() & (cat != "Trace").to_numpy()
-    ev = ev[keep]
+    full = trace.events
+    cat_codes, not_trace = code_flags(full["cat"], lambda c: c != "Trace")
+    keep = (full["dur_ns"].to_numpy() != -1) & (cat_codes >= 0) & not_trace[cat_codes]
+    index = np.flatnonzero(keep)
+    # only the columns HTA's frame uses, each taken once (not the whole table filtered)
+    ev = {c: full[c].to_numpy()[index] for c in ("ts_ns", "dur_ns", "stream", "device", "correlation")}
+    ev.update({c: full[c].array.take(index) for c in ("name", "cat", "pid", "tid")})
     base = trace.meta.base_time_ns or 0
-    t0 = ev["ts_ns"].to_numpy() - base
-    end_ns = t0 + ev["dur_ns"].to_numpy()
+    t0 = ev["ts_ns"] - base
+    end_ns = t0 + ev["dur_ns"]
     ts = -((-t0) // 1000)  # ceil
     end = end_ns // 1000  # floor
     names = _names_filled(ev["name"])
@@ -76,9 +80,8 @@ def _one_rank(trace: Trace) -> pd.DataFrame:
         if len(kinds)
         else (pd.Categorical([], categories=list(_TYPE_CODE)))
     )
-    index = np.flatnonzero(keep)
     bw = np.full(index.shape[0], np.nan)
-    mem = (np.asarray(kind.codes) == _TYPE_CODE[MEMORY]) & (ev["stream"].to_numpy() != -1)
+    mem = (np.asarray(kind.codes) == _TYPE_CODE[MEMORY]) & (ev["stream"] != -1)
     if mem.any():
         bw[mem] = trace.arg_numbers("memory bandwidth (GB/s)", index[mem])
     return pd.DataFrame(
@@ -88,12 +91,12 @@ def _one_rank(trace: Trace) -> pd.DataFrame:
             "dur": end - ts,
             "end": end,
             "name": names,
-            "cat": ev["cat"].array,
-            "pid": ev["pid"].array,
-            "tid": ev["tid"].array,
-            "stream": ev["stream"].to_numpy(),
-            "device": ev["device"].to_numpy(),
-            "correlation": ev["correlation"].to_numpy(),
+            "cat": ev["cat"],
+            "pid": ev["pid"],
+            "tid": ev["tid"],
+            "stream": ev["stream"],
+            "device": ev["device"],
+            "correlation": ev["correlation"],
             "kernel_type": kind,
             "memory_bw_gbps": bw,
         }
@@ -103,9 +106,9 @@ def _one_rank(trace: Trace) -> pd.DataFrame:
 _TYPE_CODE = {COMPUTATION: 0, COMMUNICATION: 1, MEMORY: 2}
 
 
-def _names_filled(col: pd.Series) -> pd.Categorical:
+def _names_filled(col: pd.Series | pd.Categorical) -> pd.Categorical:
     """The name column as a categorical of str with missing names as ``""`` (HTA's empty symbol)."""
-    cat = col.array
+    cat = col.array if isinstance(col, pd.Series) else col
     cats = list(cat.categories.astype(str))
     codes = np.asarray(cat.codes)
     if (codes < 0).any():
@@ -333,10 +336,11 @@ def profiler_steps(frames: Mapping[int, pd.DataFrame]) -> list[int]:
     """Step numbers N of the ``ProfilerStep#N`` annotations left after the last-step filter."""
     steps: set[int] = set()
     for df in frames.values():
-        for name in df.loc[df["stream"] == -1, "name"].unique():
-            m = _STEP_NUM.search(name)
-            if m:
-                steps.add(int(m.group(1)))
+        names = df["name"].array  # categorical: test each distinct name once, then look up the CPU rows' codes
+        nums = np.array([int(m.group(1)) if (m := _STEP_NUM.search(str(c))) else -1 for c in names.categories] + [-1])
+        if (nums >= 0).any():
+            codes = np.asarray(names.codes)[df["stream"].to_numpy() == -1]
+            steps.update(int(v) for v in np.unique(nums[codes]) if v >= 0)
     return sorted(steps)
 
 
