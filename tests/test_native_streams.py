@@ -152,8 +152,8 @@ def test_queue_kernels_against_reference(rng: np.random.Generator) -> None:
     gpu = rng.choice(n_ev, n, replace=False)
     launch = np.where(rng.random(n) < 0.2, -1, rng.integers(0, n_ev, n))
     device, stream = rng.integers(0, 2, n_ev), rng.integers(0, 3, n_ev) * 10**12  # sparse stream ids
-    up, down, before, dev, st = queue_inputs(gpu, launch, ts, device, stream, schema.TS_MISSING)
     window = ts[ts != schema.TS_MISSING].min()
+    up, down, before, dev, st = queue_inputs(gpu, launch, ts, device, stream, schema.TS_MISSING, window)
     want = [
         (window if lr < 0 else min(ts[lr], ts[g]), ts[g], lr < 0, device[g], stream[g])
         for g, lr in zip(gpu, launch)

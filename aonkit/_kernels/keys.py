@@ -278,3 +278,48 @@ def _merge(keys, idx, a, m, b):
         else:
             dst[k] = right[j]
             j += 1
+
+
+@njit
+def sorted_values(a):
+    """A sorted copy of ``a``: a natural merge sort on the values (O(n) on a few sorted runs, O(n log n) at worst)."""
+    n = a.shape[0]
+    src = a.copy()
+    if n < 2:
+        return src
+    runs = np.empty(n + 1, np.int64)
+    nr = 0
+    runs[0] = 0
+    for i in range(1, n):
+        if src[i] < src[i - 1]:
+            nr += 1
+            runs[nr] = i
+    nr += 1
+    runs[nr] = n
+    dst = np.empty_like(src)
+    while nr > 1:
+        out_r = 0
+        for r in range(0, nr, 2):
+            lo = runs[r]
+            if r + 1 < nr:
+                mid, hi = runs[r + 1], runs[r + 2]
+                i, j, k = lo, mid, lo
+                while i < mid and j < hi:
+                    if src[np.uintp(j)] < src[np.uintp(i)]:
+                        dst[np.uintp(k)] = src[np.uintp(j)]
+                        j += 1
+                    else:
+                        dst[np.uintp(k)] = src[np.uintp(i)]
+                        i += 1
+                    k += 1
+                dst[k : k + mid - i] = src[i:mid]
+                k += mid - i
+                dst[k : k + hi - j] = src[j:hi]
+            else:
+                dst[lo:n] = src[lo:n]
+            runs[out_r] = lo
+            out_r += 1
+        runs[out_r] = n
+        nr = out_r
+        src, dst = dst, src
+    return src

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .keys import group_rows, is_sorted, stable_argsort
+from .keys import group_rows, is_sorted, sorted_values, stable_argsort
 
 
 @njit
@@ -91,19 +91,15 @@ def time_weighted(times, levels, offsets):
 
 
 @njit
-def queue_inputs(gpu, launch, ts, device, stream, missing):
+def queue_inputs(gpu, launch, ts, device, stream, missing, window):
     """Enqueue and start times of GPU events for the native queue counter.
 
     ``gpu``: event rows; ``launch``: their launch call rows (-1 when the call
     precedes the window). Events whose start is ``missing`` are left out. An
     event enters its queue at its launch call's start (no later than its own
-    start), or at the window's first timestamp when launched before it.
+    start), or at ``window`` (the trace's first timestamp) when launched before it.
     Returns (enqueue times, start times, launched-before flags, device, stream) of the kept events.
     """
-    window = np.iinfo(np.int64).max
-    for i in range(ts.shape[0]):
-        if ts[i] != missing and ts[i] < window:
-            window = ts[i]
     n = gpu.shape[0]
     dev = np.empty(n, device.dtype)
     st = np.empty(n, stream.dtype)
@@ -157,9 +153,9 @@ def queue_levels(keys, up, down, flag):
             d[q] = down[i]
             flagged[g] += flag[i]
         if not is_sorted(u):  # usually a few sorted runs: a natural merge sort is near O(m)
-            u = u[stable_argsort(u)]
+            u = sorted_values(u)
         if not is_sorted(d):
-            d = d[stable_argsort(d)]
+            d = sorted_values(d)
         i = 0
         j = 0
         c = np.int64(0)

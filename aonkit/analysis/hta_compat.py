@@ -339,8 +339,9 @@ def profiler_steps(frames: Mapping[int, pd.DataFrame]) -> list[int]:
         names = df["name"].array  # categorical: test each distinct name once, then look up the CPU rows' codes
         nums = np.array([int(m.group(1)) if (m := _STEP_NUM.search(str(c))) else -1 for c in names.categories] + [-1])
         if (nums >= 0).any():
-            codes = np.asarray(names.codes)[df["stream"].to_numpy() == -1]
-            steps.update(int(v) for v in np.unique(nums[codes]) if v >= 0)
+            used = np.zeros(len(nums), bool)
+            used[np.asarray(names.codes)[df["stream"].to_numpy() == -1]] = True  # code -1 marks the last slot
+            steps.update(int(v) for v in nums[used & (nums >= 0)])
     return sorted(steps)
 
 

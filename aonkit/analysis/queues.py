@@ -47,9 +47,14 @@ def _queue_levels(trace: Trace) -> tuple[np.ndarray, ...]:
 
     links = gpu_launches(trace)
     ev = trace.events
+    ts = ev["ts_ns"].to_numpy()
+    window = int(ts.min()) if len(ts) else 0
+    if window == schema.TS_MISSING:  # rare: events without a time; the window starts at the first real one
+        valid = ts[ts != schema.TS_MISSING]
+        window = int(valid.min()) if len(valid) else 0
     up, down, before, device, stream = queue_inputs(
-        links["gpu"].to_numpy(), links["launch"].to_numpy(), ev["ts_ns"].to_numpy(), ev["device"].to_numpy(),
-        ev["stream"].to_numpy(), schema.TS_MISSING)  # fmt: skip
+        links["gpu"].to_numpy(), links["launch"].to_numpy(), ts, ev["device"].to_numpy(), ev["stream"].to_numpy(),
+        schema.TS_MISSING, window)  # fmt: skip
     keys, decode = pair_keys(device, stream)
     t, level, out_off, gkeys, ops, n_before = queue_levels(keys, up, down, before)
     devices, streams = decode(gkeys)
