@@ -162,7 +162,13 @@ def test_queue_kernels_against_reference(rng: np.random.Generator) -> None:
     assert list(zip(up, down, before, dev, st)) == want
     keys = dev * 3 + st // 10**12
     flag = rng.random(len(up)) < 0.3
-    times, levels, out_off, gkeys, items, flagged = queue_levels(keys, up, down, flag)
+    times, levels, out_off, gkeys, items, flagged, peak, mean = queue_levels(keys, up, down, flag, True)
+    want_peak, want_mean = time_weighted(times, levels.astype(np.float64), out_off)
+    np.testing.assert_array_equal(peak, want_peak.astype(np.int64))
+    np.testing.assert_array_equal(mean, want_mean)  # the same sum in the same order: equal to the bit
+    stats_only = queue_levels(keys, up, down, flag, False)
+    assert len(stats_only[0]) == 0 and all(np.array_equal(a, b, equal_nan=True) for a, b in
+                                           zip(stats_only[2:], (out_off * 0, gkeys, items, flagged, peak, mean)))
     assert gkeys.tolist() == sorted(set(keys.tolist()))
     for g, k in enumerate(gkeys):
         sel = keys == k

@@ -122,24 +122,30 @@ def queue_inputs(gpu, launch, ts, device, stream, missing, window):
 
 
 @njit
-def queue_levels(keys, up, down, flag):
+def queue_levels(keys, up, down, flag, store):
     """Per group of ``keys`` (ascending): the count of items entered (``up``) and not yet left (``down``).
 
     One entry per distinct change time of a group, holding the level after
     every change at that time (so ties have one answer); no ordering of the
-    input is needed.
+    input is needed. With ``store`` False the entries are not kept, only the
+    per-group figures.
 
     Returns (times, levels, out offsets (groups + 1), group keys, items per
-    group, items with ``flag`` per group).
+    group, items with ``flag`` per group, peak level per group, time-weighted
+    mean level per group from its first change to its last (NaN over 0 ns)).
+    The peak and mean equal :func:`time_weighted` of the entries.
     """
     pos, offsets, gkeys = group_rows(keys, True)
     n = up.shape[0]
     n_g = gkeys.shape[0]
-    times = np.empty(2 * n, np.int64)
-    levels = np.empty(2 * n, np.int64)
+    cap = 2 * n if store else 0
+    times = np.empty(cap, np.int64)
+    levels = np.empty(cap, np.int64)
     out_offsets = np.zeros(n_g + 1, np.int64)
     items = np.empty(n_g, np.int64)
     flagged = np.zeros(n_g, np.int64)
+    peak = np.zeros(n_g, np.int64)
+    mean = np.full(n_g, np.nan)
     k = 0
     for g in range(n_g):
         seg = pos[offsets[g] : offsets[g + 1]]
@@ -159,6 +165,12 @@ def queue_levels(keys, up, down, flag):
         i = 0
         j = 0
         c = np.int64(0)
+        top = np.iinfo(np.int64).min
+        area = 0.0
+        t_first = np.int64(0)
+        t_prev = np.int64(0)
+        c_prev = np.int64(0)
+        first = True
         while i < m or j < m:
             t = d[j] if i >= m or (j < m and d[j] < u[i]) else u[i]
             while i < m and u[i] == t:
@@ -167,8 +179,21 @@ def queue_levels(keys, up, down, flag):
             while j < m and d[j] == t:
                 c -= 1
                 j += 1
-            times[np.uintp(k)] = t
-            levels[np.uintp(k)] = c
-            k += 1
+            if first:
+                t_first = t
+                first = False
+            else:
+                area += float(c_prev) * float(t - t_prev)
+            t_prev = t
+            c_prev = c
+            top = max(top, c)
+            if store:
+                times[np.uintp(k)] = t
+                levels[np.uintp(k)] = c
+                k += 1
         out_offsets[g + 1] = k
-    return times[:k], levels[:k], out_offsets, gkeys, items, flagged
+        if m:
+            peak[g] = top
+            if t_prev > t_first:
+                mean[g] = area / float(t_prev - t_first)
+    return times[:k], levels[:k], out_offsets, gkeys, items, flagged, peak, mean

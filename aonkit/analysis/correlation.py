@@ -120,7 +120,7 @@ def _gpu_launches(trace: Trace) -> pd.DataFrame:
     codes, is_gpu = code_flags(ev["cat"], lambda c: c in schema.GPU_CATS)
     is_launch = code_flags(ev["cat"], lambda c: c in schema.RUNTIME_CATS)[1]
     gpu, launch = gpu_launch_rows(codes, is_gpu, is_launch, np.ascontiguousarray(ev["correlation"].to_numpy()))
-    return pd.DataFrame({"gpu": gpu, "launch": launch})
+    return pd.DataFrame({"gpu": gpu, "launch": launch}, copy=False)
 
 
 def _gpu_links(trace: Trace) -> pd.DataFrame:

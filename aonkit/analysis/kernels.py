@@ -164,4 +164,4 @@ def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNC
     return pd.DataFrame({"gpu": gpu, "launch": launch,
                          "api": pd.Categorical.from_codes(code, categories=pd.Index(apis, dtype=object)),
                          "correlation": corr, "cpu_dur_ns": cpu_dur, "gpu_dur_ns": gpu_dur,
-                         "launch_delay_ns": delay})  # fmt: skip
+                         "launch_delay_ns": delay}, copy=False)  # fmt: skip

@@ -41,8 +41,8 @@ def pair_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[np.nd
     return codes.astype(np.int64), lambda k: (first[k], second[k])
 
 
-def _queue_levels(trace: Trace) -> tuple[np.ndarray, ...]:
-    """Queue levels per stream (times, levels, offsets), the streams' devices and ids, events and pre-window ones."""
+def _queue_levels(trace: Trace, store: bool) -> tuple[np.ndarray, ...]:
+    """The queue sweep per stream (:func:`aonkit._kernels.step_series.queue_levels`) and the streams' ids."""
     from .._kernels.step_series import queue_inputs, queue_levels
 
     links = gpu_launches(trace)
@@ -56,9 +56,9 @@ def _queue_levels(trace: Trace) -> tuple[np.ndarray, ...]:
         links["gpu"].to_numpy(), links["launch"].to_numpy(), ts, ev["device"].to_numpy(), ev["stream"].to_numpy(),
         schema.TS_MISSING, window)  # fmt: skip
     keys, decode = pair_keys(device, stream)
-    t, level, out_off, gkeys, ops, n_before = queue_levels(keys, up, down, before)
+    t, level, out_off, gkeys, ops, n_before, peak, mean = queue_levels(keys, up, down, before, store)
     devices, streams = decode(gkeys)
-    return t, level, out_off, devices, streams, ops, n_before
+    return t, level, out_off, devices, streams, ops, n_before, peak, mean
 
 
 def queue_length(trace: Trace) -> pd.DataFrame:
@@ -68,10 +68,10 @@ def queue_length(trace: Trace) -> pd.DataFrame:
     changes: ``ts_ns`` and ``queue_length`` (after every change at that
     instant); rows sorted by device, stream, time.
     """
-    t, level, out_off, devices, streams, _, _ = _queue_levels(trace)
+    t, level, out_off, devices, streams, *_ = _queue_levels(trace, True)
     reps = np.diff(out_off)
     return pd.DataFrame({"device": np.repeat(devices, reps), "stream": np.repeat(streams, reps), "ts_ns": t,
-                         "queue_length": level})  # fmt: skip
+                         "queue_length": level}, copy=False)  # fmt: skip
 
 
 def queue_summary(trace: Trace) -> pd.DataFrame:
@@ -81,9 +81,6 @@ def queue_summary(trace: Trace) -> pd.DataFrame:
     ``max_queue_length`` and ``mean_queue_length`` (time-weighted, from the
     stream's first change to its last).
     """
-    from .._kernels.step_series import time_weighted
-
-    t, level, out_off, devices, streams, ops, n_before = _queue_levels(trace)
-    peak, mean = time_weighted(t, level.astype(np.float64), out_off)
+    _, _, _, devices, streams, ops, n_before, peak, mean = _queue_levels(trace, False)
     return pd.DataFrame({"device": devices, "stream": streams, "ops": ops, "launched_before_trace": n_before,
-                         "max_queue_length": peak.astype(np.int64), "mean_queue_length": mean})  # fmt: skip
+                         "max_queue_length": peak, "mean_queue_length": mean}, copy=False)  # fmt: skip
