@@ -282,13 +282,9 @@ class Trace:
 
         Returns ``{key: int64 array}``, -1 where absent or not an integer that fits.
         """
-        from ._kernels.args import find_args, span_ints
+        from ._kernels.args import span_ints
 
-        buf, start, end, idx = self._raw.select(None if rows is None else np.asarray(rows, dtype=np.int64))
-        quoted = [np.frombuffer(json.dumps(k).encode(), np.uint8) for k in keys]
-        key_off = np.concatenate([[0], np.cumsum([len(q) for q in quoted])]).astype(np.int64)
-        flat = np.concatenate(quoted) if quoted else np.empty(0, np.uint8)
-        spans = find_args(buf, np.ascontiguousarray(start), np.ascontiguousarray(end), idx, flat, key_off)
+        spans, buf = self._arg_spans_of(keys, rows)
         out = {}
         for k, key in enumerate(keys):
             ints, ok = span_ints(buf, np.ascontiguousarray(spans[:, k, :]))
@@ -296,11 +292,18 @@ class Trace:
         return out
 
     def _arg_spans(self, key: str, rows: np.ndarray | pd.Index | None) -> tuple[np.ndarray, np.ndarray]:
-        from ._kernels.args import find_arg
+        spans, buf = self._arg_spans_of([key], rows)
+        return np.ascontiguousarray(spans[:, 0, :]), buf
+
+    def _arg_spans_of(self, keys: Sequence[str], rows: np.ndarray | pd.Index | None) -> tuple[np.ndarray, np.ndarray]:
+        """Value spans of ``args[key]`` for each key, shape (rows, keys, 2) (-1: absent), and the text buffer."""
+        from ._kernels.args import find_args
 
         buf, start, end, idx = self._raw.select(None if rows is None else np.asarray(rows, dtype=np.int64))
-        want = np.frombuffer(json.dumps(key).encode(), np.uint8).copy()
-        return find_arg(buf, np.ascontiguousarray(start), np.ascontiguousarray(end), idx, want), buf
+        quoted = [np.frombuffer(json.dumps(k).encode(), np.uint8) for k in keys]
+        key_off = np.concatenate([[0], np.cumsum([len(q) for q in quoted])]).astype(np.int64)
+        flat = np.concatenate(quoted) if quoted else np.empty(0, np.uint8)
+        return find_args(buf, np.ascontiguousarray(start), np.ascontiguousarray(end), idx, flat, key_off), buf
 
     # -- convenience views -----------------------------------------------------------------
     def _cat_in(self, cats: frozenset[str]) -> pd.DataFrame:

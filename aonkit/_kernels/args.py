@@ -8,6 +8,7 @@ from ._jit import njit
 from .json_lex import MAX_DEPTH, OK, scan_scaled, scan_string, skip_value, skip_ws
 
 _ARGS = np.frombuffer(b'"args"', np.uint8).copy()
+_ARGS_OFF = np.array([0, _ARGS.shape[0]], np.int64)
 
 
 @njit
@@ -21,59 +22,12 @@ def _is(buf, s, e, lit):
 
 
 @njit
-def _members(buf, i, n, stack, want, out):
-    """Walk the object at ``i``; store in ``out`` the value span of the member whose quoted key is ``want``."""
-    i = skip_ws(buf, i + 1, n)
-    if i >= n or buf[i] == 125:
-        return
-    while i < n and buf[i] == 34:
-        ks = i
-        i, err = scan_string(buf, i, n)
-        if err != OK:
-            return
-        ke = i
-        i = skip_ws(buf, i, n)
-        i = skip_ws(buf, i + 1, n)  # the ':'
-        vs = i
-        i, err = skip_value(buf, i, n, stack)
-        if err != OK:
-            return
-        if _is(buf, ks, ke, want):
-            out[0] = vs
-            out[1] = i
-        i = skip_ws(buf, i, n)
-        if i >= n or buf[i] != 44:
-            return
-        i = skip_ws(buf, i + 1, n)
+def _members(buf, i, n, stack, keys, key_off, out, r):
+    """Walk the object at ``i``, storing member value spans for the wanted keys.
 
-
-@njit
-def find_arg(buf, ev_start, ev_end, rows, key):
-    """Value span (start, end) of ``args[key]`` for each event in ``rows``; -1 where absent.
-
-    ``key`` is the JSON-quoted key bytes (``b'"bytes"'``); escaped keys are not matched.
+    The span of the member whose quoted key is ``keys[key_off[k]:key_off[k + 1]]``
+    goes to ``out[r, k]``; a key present twice gives its last value.
     """
-    stack = np.empty(MAX_DEPTH, np.uint8)
-    out = np.full((rows.shape[0], 2), -1, np.int64)
-    span = np.empty(2, np.int64)
-    for r in range(rows.shape[0]):
-        ev = rows[r]
-        n = ev_end[ev]
-        span[0] = -1
-        _members(buf, ev_start[ev], n, stack, _ARGS, span)
-        if span[0] >= 0 and buf[span[0]] == 123:
-            a = span[0]
-            span[0] = -1
-            _members(buf, a, span[1], stack, key, span)
-            if span[0] >= 0:
-                out[r, 0] = span[0]
-                out[r, 1] = span[1]
-    return out
-
-
-@njit
-def _members_many(buf, i, n, stack, keys, key_off, out, r):
-    """Like :func:`_members` for several quoted keys (``keys[key_off[k]:key_off[k + 1]]``): spans to ``out[r, k]``."""
     i = skip_ws(buf, i + 1, n)
     if i >= n or buf[i] == 125:
         return
@@ -101,21 +55,20 @@ def _members_many(buf, i, n, stack, keys, key_off, out, r):
 
 @njit
 def find_args(buf, ev_start, ev_end, rows, keys, key_off):
-    """Value spans of several ``args`` keys in one pass: shape (rows, keys, 2), -1 where absent.
+    """Value spans (start, end) of ``args`` keys for each event in ``rows``, in one pass: shape (rows, keys, 2).
 
-    ``keys[key_off[k]:key_off[k + 1]]`` is the k-th JSON-quoted key; a key
-    present twice gives its last value (as :func:`find_arg` does).
+    ``keys[key_off[k]:key_off[k + 1]]`` is the k-th JSON-quoted key
+    (``b'"bytes"'``; escaped keys are not matched); -1 where absent.
     """
     stack = np.empty(MAX_DEPTH, np.uint8)
-    nk = key_off.shape[0] - 1
-    out = np.full((rows.shape[0], nk, 2), -1, np.int64)
-    span = np.empty(2, np.int64)
+    out = np.full((rows.shape[0], key_off.shape[0] - 1, 2), -1, np.int64)
+    top = np.empty((1, 1, 2), np.int64)  # the span of the event's "args" member
     for r in range(rows.shape[0]):
         ev = rows[r]
-        span[0] = -1
-        _members(buf, ev_start[ev], ev_end[ev], stack, _ARGS, span)
-        if span[0] >= 0 and buf[span[0]] == 123:
-            _members_many(buf, span[0], span[1], stack, keys, key_off, out, r)
+        top[0, 0, 0] = -1
+        _members(buf, ev_start[ev], ev_end[ev], stack, _ARGS, _ARGS_OFF, top, 0)
+        if top[0, 0, 0] >= 0 and buf[top[0, 0, 0]] == 123:
+            _members(buf, top[0, 0, 0], top[0, 0, 1], stack, keys, key_off, out, r)
     return out
 
 

@@ -65,17 +65,13 @@ def _hash_ids(keys):
 
 
 @njit
-def first_match(keys, values, probe):
-    """For each ``probe`` value: ``values`` at the first position of ``keys`` holding it, and whether any does.
+def _join_slots(keys, probe):
+    """(key slots, probe slots, lo, size): ``slot - lo`` in ``[0, size)``, equal values in equal slots.
 
-    Returns (matched values, found); unmatched probes get 0. A key range up
-    to 8 x the entries indexes an int32 table of first positions directly
-    (4 bytes a slot); a sparser one goes through the hash ids.
+    A value range up to 8 x the entries indexes a table directly; a sparser
+    one goes through hash ids (lo = 0).
     """
     nk = keys.shape[0]
-    if nk >= 2**31:
-        raise ValueError("first_match: at most 2**31 - 1 keys")
-    n = nk + probe.shape[0]
     lo = np.iinfo(np.int64).max
     hi = np.iinfo(np.int64).min
     for i in range(nk):
@@ -84,15 +80,27 @@ def first_match(keys, values, probe):
     for i in range(probe.shape[0]):
         lo = min(lo, probe[i])
         hi = max(hi, probe[i])
+    if float(hi) - float(lo) <= 8.0 * (nk + probe.shape[0]) + 4096.0:
+        return keys, probe, lo, hi - lo + 1
+    ids, _, size = _hash_ids(np.concatenate((keys, probe)))
+    return ids[:nk], ids[nk:], np.int64(0), size
+
+
+@njit
+def first_match(keys, values, probe):
+    """For each ``probe`` value: ``values`` at the first position of ``keys`` holding it, and whether any does.
+
+    Returns (matched values, found); unmatched probes get 0. The table holds
+    int32 first positions (4 bytes a slot, :func:`_join_slots`).
+    """
+    nk = keys.shape[0]
+    if nk >= 2**31:
+        raise ValueError("first_match: at most 2**31 - 1 keys")
     out = np.zeros(probe.shape[0], values.dtype)
     found = np.zeros(probe.shape[0], np.bool_)
-    if n == 0:
+    if nk + probe.shape[0] == 0:
         return out, found
-    if float(hi) - float(lo) <= 8.0 * n + 4096.0:
-        kslot, pslot, size = keys, probe, hi - lo + 1
-    else:
-        ids, _, size = _hash_ids(np.concatenate((keys, probe)))
-        kslot, pslot, lo = ids[:nk], ids[nk:], np.int64(0)
+    kslot, pslot, lo, size = _join_slots(keys, probe)
     first = np.full(size, -1, np.int32)
     for i in range(nk - 1, -1, -1):  # backwards: the first position is written last
         first[np.uintp(kslot[i] - lo)] = i
@@ -106,27 +114,13 @@ def first_match(keys, values, probe):
 
 @njit
 def match_counts(keys, probe):
-    """For each ``probe`` value, how many entries of ``keys`` equal it (a direct or hashed table, as first_match)."""
-    nk = keys.shape[0]
-    n = nk + probe.shape[0]
+    """For each ``probe`` value, how many entries of ``keys`` equal it (a table, as :func:`first_match`)."""
     out = np.zeros(probe.shape[0], np.int64)
-    if n == 0:
+    if keys.shape[0] + probe.shape[0] == 0:
         return out
-    lo = np.iinfo(np.int64).max
-    hi = np.iinfo(np.int64).min
-    for i in range(nk):
-        lo = min(lo, keys[i])
-        hi = max(hi, keys[i])
-    for i in range(probe.shape[0]):
-        lo = min(lo, probe[i])
-        hi = max(hi, probe[i])
-    if float(hi) - float(lo) <= 8.0 * n + 4096.0:
-        kslot, pslot, size = keys, probe, hi - lo + 1
-    else:
-        ids, _, size = _hash_ids(np.concatenate((keys, probe)))
-        kslot, pslot, lo = ids[:nk], ids[nk:], np.int64(0)
+    kslot, pslot, lo, size = _join_slots(keys, probe)
     table = np.zeros(size, np.int64)
-    for i in range(nk):
+    for i in range(keys.shape[0]):
         table[np.uintp(kslot[i] - lo)] += 1
     for i in range(probe.shape[0]):
         out[i] = table[np.uintp(pslot[i] - lo)]
