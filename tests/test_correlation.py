@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import aonkit
-from aonkit._kernels.nesting import ancestors, join_first, parents
+from aonkit._kernels.nesting import ancestors, parents
 from aonkit.analysis.correlation import cpu_stack, gpu_links
 
 from .conftest import SAMPLE_TRACES, require_shared
@@ -32,16 +32,11 @@ def test_parents_match_naive(rng: np.random.Generator, n: int) -> None:
     np.testing.assert_array_equal(parents(thread, ts, end, order), _naive_parents(thread, ts, end, order))
 
 
-def test_ancestors_and_join(rng: np.random.Generator) -> None:
+def test_ancestors() -> None:
     parent = np.array([-1, 0, 1, 2, -1, 4], np.int64)
     mask = np.array([True, False, True, False, False, True])
     near, top = ancestors(parent, mask, np.arange(6))
     assert near.tolist() == [0, 0, 2, 2, -1, 5] and top.tolist() == [0, 0, 0, 0, -1, 5]
-    keys = rng.integers(0, 50, 200)
-    probe = np.concatenate([rng.integers(-3, 60, 300), [-1]])
-    got = join_first(keys, probe)
-    want = [int(np.flatnonzero(keys == v)[0]) if v >= 0 and (keys == v).any() else -1 for v in probe]
-    assert got.tolist() == want
 
 
 def test_links_on_sample_trace() -> None:

@@ -183,7 +183,6 @@ def test_queue_kernels_against_reference(rng: np.random.Generator) -> None:
 
 def test_launch_join_kernels_against_reference(rng: np.random.Generator) -> None:
     from aonkit._kernels.joins import gpu_launch_rows, launch_columns
-    from aonkit._kernels.nesting import join_first
 
     n = 2_000
     for spread in (50, 10**15):  # a compact correlation range (direct table) and a sparse one (hash table)
@@ -196,10 +195,6 @@ def test_launch_join_kernels_against_reference(rng: np.random.Generator) -> None
         launch_rows = [i for i in range(n) if codes[i] in (2, 3)]
         want = [next((j for j in launch_rows if corr[j] == corr[g]), -1) if corr[g] >= 0 else -1 for g in gpu]
         assert launch.tolist() == want
-        keys, probe = corr[launch_rows], corr[gpu]
-        assert join_first(keys, probe).tolist() == [
-            next((k for k, j in enumerate(launch_rows) if corr[j] == v), -1) if v >= 0 else -1 for v in probe
-        ]
         api_code = np.array([-1, -1, 0, -1, -1, -1, -1])  # only code 2 is an API of interest
         ts, dur = rng.integers(0, 10**6, n), rng.integers(0, 100, n)
         cols = launch_columns(gpu, launch, codes, api_code, ts, dur, corr)

@@ -1,11 +1,10 @@
-"""Call-stack structure from interval nesting, and correlation-id joins."""
+"""Call-stack structure from interval nesting."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ._jit import njit
-from .keys import first_match
 
 
 @njit
@@ -55,18 +54,3 @@ def ancestors(parent, mask, order):
             if top[i] < 0:
                 top[i] = i
     return near, top
-
-
-@njit
-def join_first(keys, probe):
-    """For each ``probe`` value, the first index in ``keys`` with the same value; -1 if none or probe < 0.
-
-    O(n): a direct table over the value range, or a hash table when the values are sparse
-    (:func:`aonkit._kernels.keys.first_match`).
-    """
-    pos, found = first_match(keys, np.arange(keys.shape[0]), probe)
-    out = np.full(probe.shape[0], -1, np.int64)
-    for j in range(probe.shape[0]):
-        if found[j] and probe[j] >= 0:
-            out[j] = pos[j]
-    return out

@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..trace import Trace
 from ..traceset import TraceSet
-from .correlation import code_flags
+from .correlation import code_flags, step_numbers
 
 COMMUNICATION = "COMMUNICATION"
 MEMORY = "MEMORY"
@@ -128,9 +128,7 @@ def _filter_last_step(df: pd.DataFrame) -> pd.DataFrame:
     from .._kernels.keys import match_counts
 
     is_cpu = df["stream"].to_numpy() == -1
-    names = df["name"].array
-    codes = np.asarray(names.codes)
-    step_name = np.array([bool(_STEP_RE.search(str(c))) for c in names.categories] + [False])
+    codes, step_name = code_flags(df["name"], lambda c: bool(_STEP_RE.search(str(c))))
     is_step = is_cpu & step_name[codes]
     if len(np.unique(codes[is_step])) <= 1:
         return df
@@ -336,13 +334,7 @@ def profiler_steps(frames: Mapping[int, pd.DataFrame]) -> list[int]:
     """Step numbers N of the ``ProfilerStep#N`` annotations left after the last-step filter."""
     steps: set[int] = set()
     for df in frames.values():
-        names = df["name"].array  # categorical: test each distinct name once, then look up the CPU rows' codes
-        nums = np.array([int(m.group(1)) if (m := _STEP_NUM.search(str(c))) else -1 for c in names.categories] + [-1])
-        if (nums >= 0).any():
-            used = np.zeros(len(nums), bool)
-            used[np.asarray(names.codes)[df["stream"].to_numpy() == -1]] = True  # code -1 marks the last slot
-            steps.update(int(v) for v in nums[used & (nums >= 0)])
+        nums = step_numbers(df["name"])
+        steps.update(np.unique(nums[(nums >= 0) & (df["stream"].to_numpy() == -1)]).tolist())
     return sorted(steps)
 
-
-_STEP_NUM = re.compile(r"ProfilerStep\s*#\s*(\d+)")
