@@ -231,20 +231,58 @@ def is_sorted(a):
 
 @njit
 def stable_argsort(keys):
-    """Positions of ``keys`` sorted stably: a natural merge sort (O(n) on a few sorted runs)."""
-    n = keys.shape[0]
-    idx = np.arange(n)
-    if n < 2:
-        return idx
-    runs = np.empty(n + 1, np.int64)  # starts of ascending stretches, then n
+    """Positions of ``keys`` sorted stably: a natural merge sort, or Numba's mergesort when runs are short."""
+    idx = np.arange(keys.shape[0])
+    runs, nr = _runs(keys, idx)
+    if nr > _MANY_RUNS_PER * keys.shape[0]:
+        return np.argsort(keys, kind="mergesort")
+    _merge_runs(keys, idx, runs, nr)
+    return idx
+
+
+@njit
+def sorted_values(a):
+    """A sorted copy of ``a``: a natural merge sort (:func:`_merge_runs`), or Numba's sort when runs are short."""
+    out = a.copy()
+    runs, nr = _runs(None, out)
+    if nr > _MANY_RUNS_PER * a.shape[0]:
+        out.sort()
+        return out
+    _merge_runs(None, out, runs, nr)
+    return out
+
+
+_MANY_RUNS_PER = 1.0 / 32  # more runs than this per element: random order, a plain sort is faster
+
+
+@njit
+def _runs(keys, idx):
+    """(starts of the ascending runs of ``idx``'s keys, then its length; number of runs)."""
+    n = idx.shape[0]
+    runs = np.empty(n + 1, np.int64)
     nr = 0
     runs[0] = 0
     for i in range(1, n):
-        if keys[i] < keys[i - 1]:
+        if _key(keys, idx, i) < _key(keys, idx, i - 1):
             nr += 1
             runs[nr] = i
-    nr += 1
+    nr += 1 if n else 0
     runs[nr] = n
+    return runs, nr
+
+
+@njit
+def _merge_runs(keys, idx, runs, nr):
+    """Merge the ascending runs of ``idx`` pairwise, in place and stably.
+
+    The order is by ``keys[idx]``, or by ``idx``'s own values when ``keys``
+    is None (a branch Numba prunes at compile time). Each merge first
+    skips, by binary search, the head of the left run and the tail of the
+    right run that are already in place (TimSort's gallop), so the
+    block-displaced order of profiler buffers (a stretch of events written
+    late) costs about the displaced part, not the whole array.
+    """
+    n = idx.shape[0]
     while nr > 1:
         out_r = 0
         for r in range(0, nr, 2):
@@ -254,66 +292,101 @@ def stable_argsort(keys):
             out_r += 1
         runs[out_r] = n
         nr = out_r
-    return idx
+
+
+@njit
+def _key(keys, idx, i):
+    if keys is None:
+        return idx[np.uintp(i)]
+    return keys[np.uintp(idx[np.uintp(i)])]
+
+
+@njit
+def _less(keys, x, y):
+    if keys is None:
+        return x < y
+    return keys[np.uintp(x)] < keys[np.uintp(y)]
 
 
 @njit
 def _merge(keys, idx, a, m, b):
-    """Stable merge of sorted ``idx[a:m]`` and ``idx[m:b]`` (left wins ties)."""
-    left = idx[a:m].copy()
-    right = idx[m:b]
-    dst = idx[a:b]
-    i = 0
-    j = 0
-    for k in range(b - a):
-        if i < left.shape[0] and (j >= right.shape[0] or keys[np.uintp(right[j])] >= keys[np.uintp(left[i])]):
-            dst[k] = left[i]
-            i += 1
+    """Stable in-place merge of the sorted runs ``idx[a:m]`` and ``idx[m:b]`` (left wins ties)."""
+    pivot = _key(keys, idx, m)
+    lo = a
+    hi = m
+    while lo < hi:  # the left run's head up to the right run's first key stays
+        mid = (lo + hi) >> 1
+        if _key(keys, idx, mid) > pivot:
+            hi = mid
         else:
-            dst[k] = right[j]
-            j += 1
+            lo = mid + 1
+    if lo == m:
+        return
+    p = lo
+    pivot = _key(keys, idx, m - 1)
+    hi = b
+    lo = m
+    while lo < hi:  # the right run's tail from the left run's last key on stays
+        mid = (lo + hi) >> 1
+        if _key(keys, idx, mid) >= pivot:
+            hi = mid
+        else:
+            lo = mid + 1
+    q = lo
+    left = idx[p:m].copy()
+    nl = left.shape[0]
+    i = 0
+    j = m
+    k = p
+    while i < nl and j < q:  # branch-free: the right run is read ahead of every write
+        r = idx[np.uintp(j)]
+        lv = left[np.uintp(i)]
+        take = _less(keys, r, lv)
+        idx[np.uintp(k)] = r if take else lv
+        j += take
+        i += 1 - take
+        k += 1
+    idx[k : k + nl - i] = left[i:]
 
 
 @njit
-def sorted_values(a):
-    """A sorted copy of ``a``: a natural merge sort on the values (O(n) on a few sorted runs, O(n log n) at worst)."""
+def codes_seen(codes, wanted, stream):
+    """Per code + 1 (code -1 first): whether a row with that code and ``stream == -1`` exists, for ``wanted`` codes.
+
+    ``wanted`` is indexed like the result; rows of other codes are only read
+    (one predictable branch a row), so a few wanted codes among many rows cost one pass.
+    """
+    seen = np.zeros(wanted.shape[0], np.bool_)
+    for i in range(codes.shape[0]):
+        c = np.uintp(codes[i] + 1)
+        if wanted[c] and stream[i] == -1:
+            seen[c] = True
+    return seen
+
+
+@njit
+def pair_codes(a, b):
+    """One int64 key per (a, b) pair, ordered like the pairs: ``(a - a_lo) * width + (b - b_lo)``.
+
+    Returns (keys, a_lo, b_lo, width, ok); ``ok`` is False (and keys empty)
+    when the two ranges' product reaches 2**62, for the caller to factorize.
+    """
     n = a.shape[0]
-    src = a.copy()
-    if n < 2:
-        return src
-    runs = np.empty(n + 1, np.int64)
-    nr = 0
-    runs[0] = 0
-    for i in range(1, n):
-        if src[i] < src[i - 1]:
-            nr += 1
-            runs[nr] = i
-    nr += 1
-    runs[nr] = n
-    dst = np.empty_like(src)
-    while nr > 1:
-        out_r = 0
-        for r in range(0, nr, 2):
-            lo = runs[r]
-            if r + 1 < nr:
-                mid, hi = runs[r + 1], runs[r + 2]
-                i, j, k = lo, mid, lo
-                while i < mid and j < hi:
-                    if src[np.uintp(j)] < src[np.uintp(i)]:
-                        dst[np.uintp(k)] = src[np.uintp(j)]
-                        j += 1
-                    else:
-                        dst[np.uintp(k)] = src[np.uintp(i)]
-                        i += 1
-                    k += 1
-                dst[k : k + mid - i] = src[i:mid]
-                k += mid - i
-                dst[k : k + hi - j] = src[j:hi]
-            else:
-                dst[lo:n] = src[lo:n]
-            runs[out_r] = lo
-            out_r += 1
-        runs[out_r] = n
-        nr = out_r
-        src, dst = dst, src
-    return src
+    if n == 0:
+        return np.empty(0, np.int64), np.int64(0), np.int64(0), np.int64(1), True
+    a_lo = np.int64(a[0])
+    a_hi = a_lo
+    b_lo = np.int64(b[0])
+    b_hi = b_lo
+    for i in range(n):
+        a_lo = min(a_lo, np.int64(a[i]))
+        a_hi = max(a_hi, np.int64(a[i]))
+        b_lo = min(b_lo, np.int64(b[i]))
+        b_hi = max(b_hi, np.int64(b[i]))
+    width = b_hi - b_lo + 1
+    if float(a_hi - a_lo + 1) * float(width) >= 2.0**62:
+        return np.empty(0, np.int64), a_lo, b_lo, width, False
+    keys = np.empty(n, np.int64)
+    for i in range(n):
+        keys[i] = (np.int64(a[i]) - a_lo) * width + (np.int64(b[i]) - b_lo)
+    return keys, a_lo, b_lo, width, True

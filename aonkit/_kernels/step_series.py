@@ -146,7 +146,8 @@ def queue_levels(keys, up, down, flag, store):
     flagged = np.zeros(n_g, np.int64)
     peak = np.zeros(n_g, np.int64)
     mean = np.full(n_g, np.nan)
-    k = 0
+    end = np.iinfo(np.int64).max  # sentinel after each sorted list
+    k = np.uintp(0)
     for g in range(n_g):
         seg = pos[offsets[g] : offsets[g + 1]]
         m = seg.shape[0]
@@ -158,42 +159,36 @@ def queue_levels(keys, up, down, flag, store):
             u[q] = up[i]
             d[q] = down[i]
             flagged[g] += flag[i]
-        if not is_sorted(u):  # usually a few sorted runs: a natural merge sort is near O(m)
-            u = sorted_values(u)
-        if not is_sorted(d):
-            d = sorted_values(d)
-        i = 0
-        j = 0
+        u = np.append(sorted_values(u), end)  # usually a few sorted runs: near O(m)
+        d = np.append(sorted_values(d), end)
+        i = np.uintp(0)
+        j = np.uintp(0)
         c = np.int64(0)
         top = np.iinfo(np.int64).min
         area = 0.0
-        t_first = np.int64(0)
-        t_prev = np.int64(0)
-        c_prev = np.int64(0)
-        first = True
-        while i < m or j < m:
-            t = d[j] if i >= m or (j < m and d[j] < u[i]) else u[i]
-            while i < m and u[i] == t:
-                c += 1
-                i += 1
-            while j < m and d[j] == t:
-                c -= 1
-                j += 1
-            if first:
-                t_first = t
-                first = False
-            else:
-                area += float(c_prev) * float(t - t_prev)
-            t_prev = t
-            c_prev = c
-            top = max(top, c)
-            if store:
-                times[np.uintp(k)] = t
-                levels[np.uintp(k)] = c
-                k += 1
+        t = min(u[0], d[0])
+        t_first = t
+        for _ in range(2 * m):  # a branch-free merge of the two lists; an entry after the last change at a time
+            ui = u[i]
+            dj = d[j]
+            take_u = ui <= dj
+            c += 2 * np.int64(take_u) - 1
+            i += np.uintp(take_u)
+            j += np.uintp(not take_u)
+            nt = min(u[i], d[j])
+            if nt != t:
+                top = max(top, c)
+                if nt != end:
+                    area += float(c) * float(nt - t)
+                if store:
+                    times[k] = t
+                    levels[k] = c
+                    k += np.uintp(1)
+                t = nt
         out_offsets[g + 1] = k
         if m:
             peak[g] = top
-            if t_prev > t_first:
-                mean[g] = area / float(t_prev - t_first)
+            t_last = max(u[m - 1], d[m - 1])
+            if t_last > t_first:
+                mean[g] = area / float(t_last - t_first)
     return times[:k], levels[:k], out_offsets, gkeys, items, flagged, peak, mean
