@@ -173,9 +173,13 @@ def test_order_stats(rng: np.random.Generator) -> None:
         rng.integers(0, 5, 1000),
         rng.integers(-(10**15), 10**15, 5000),
         np.r_[np.zeros(999, np.int64), 10**12],
+        (rng.lognormal(8, 3, 50_000)).astype(np.int64),  # heavy tail: most values in the first buckets
+        np.r_[rng.integers(0, 100, 20_000), rng.integers(-(2**62), 2**62, 30)],  # a crowded bucket among far ones
     ):
-        ks = np.sort(rng.integers(0, len(vals), 7))
-        assert order_stats(vals, ks).tolist() == np.sort(vals)[ks].tolist()
+        for _ in range(5):
+            ks = np.sort(rng.integers(0, len(vals), 7))
+            ks[1] = ks[2]  # two ks in one bucket, and at one rank
+            assert order_stats(vals, ks).tolist() == np.sort(vals)[ks].tolist()
 
 
 def test_match_counts(rng: np.random.Generator) -> None:

@@ -107,13 +107,15 @@ def _term(seg, i, center, square, skip):
     return v
 
 
+_RADIX = 4096  # buckets per level: the four count tables stay in L2 (128 KB)
+
+
 @njit
 def _buckets(vals, vmin, vmax):
-    """Histogram of ``vals`` in buckets of ``2**shift`` values (about ``len(vals)`` buckets, 64 to 2**20)."""
+    """Histogram of ``vals`` in buckets of ``2**shift`` values (at most ``_RADIX`` buckets)."""
     span = np.uint64(vmax - vmin)
-    limit = np.uint64(max(64, min(1 << 20, vals.shape[0])))
     shift = np.uint64(0)
-    while (span >> shift) >= limit:
+    while (span >> shift) >= np.uint64(_RADIX):
         shift += np.uint64(1)
     nb = np.uintp(span >> shift) + np.uintp(1)
     h4 = np.zeros(4 * nb, np.int64)  # four interleaved tables keep repeats off one counter
@@ -123,44 +125,54 @@ def _buckets(vals, vmin, vmax):
 
 
 @njit
-def _in_bucket(vals, vmin, shift, b):
-    """The values of ``vals`` in bucket ``b``."""
-    out = np.empty(vals.shape[0], np.int64)
-    j = np.uintp(0)
-    for k in range(vals.shape[0]):
-        out[j] = vals[k]
-        j += np.uintp((np.uint64(vals[k] - vmin) >> shift) == np.uint64(b))
-    return out[:j]
-
-
-@njit
 def order_stats(vals, ks):
-    """The ``ks``-th smallest (ascending, 0-based) of ``vals``: radix select, O(n).
+    """The ``ks``-th smallest (``ks`` ascending, 0-based) of ``vals``: radix select, O(n).
 
-    One histogram places every k in a bucket; buckets wider than one value
-    are narrowed on their own elements only.
+    One histogram places every k in a bucket; one more pass copies the
+    values of those buckets (at most one per k), which are narrowed on
+    their own elements only.
     """
-    out = np.empty(ks.shape[0], np.int64)
+    nq = ks.shape[0]
+    out = np.empty(nq, np.int64)
     if vals.shape[0] == 0:
         return out
     vmin = vals.min()
     vmax = vals.max()
     hist, shift = _buckets(vals, vmin, vmax)
+    bucket = np.empty(nq, np.int64)  # the bucket of each k and its rank there
+    rank = np.empty(nq, np.int64)
     b = 0
     below = 0  # values in buckets before b
-    last_b = -1
-    sub = vals[:0]
-    for q in range(ks.shape[0]):
+    for q in range(nq):
         while ks[q] >= below + hist[b]:
             below += hist[b]
             b += 1
-        if shift == np.uint64(0):
-            out[q] = vmin + b
-            continue
-        if b != last_b:
-            sub = _in_bucket(vals, vmin, shift, b)
-            last_b = b
-        out[q] = _select(sub, ks[q] - below)
+        bucket[q] = b
+        rank[q] = ks[q] - below
+    if shift == np.uint64(0):  # one value per bucket
+        for q in range(nq):
+            out[q] = vmin + bucket[q]
+        return out
+    slot = np.full(hist.shape[0], -1, np.int64)  # the distinct buckets wanted, in order
+    starts = np.zeros(nq + 1, np.int64)
+    nw = 0
+    for q in range(nq):
+        if slot[bucket[q]] < 0:
+            slot[bucket[q]] = nw
+            starts[nw + 1] = starts[nw] + hist[bucket[q]]
+            nw += 1
+    sub = np.empty(starts[nw] + 1, np.int64)  # + 1: the branch-free copy writes one past
+    fill = starts[:nw].copy()
+    trash = starts[nw]
+    for k in range(vals.shape[0]):
+        w = slot[np.uintp(np.uint64(vals[k] - vmin) >> shift)]
+        dst = trash if w < 0 else fill[np.uintp(w)]
+        sub[np.uintp(dst)] = vals[k]
+        if w >= 0:
+            fill[np.uintp(w)] += 1
+    for q in range(nq):
+        w = slot[bucket[q]]
+        out[q] = _select(sub[starts[w] : starts[w + 1]], rank[q])
     return out
 
 
@@ -168,6 +180,8 @@ def order_stats(vals, ks):
 def _select(cur, k):
     """The ``k``-th smallest of ``cur`` (0-based), narrowing by radix buckets."""
     while True:
+        if cur.shape[0] <= 32:
+            return np.sort(cur)[k]
         vmin = cur.min()
         vmax = cur.max()
         if vmin == vmax:
@@ -180,6 +194,17 @@ def _select(cur, k):
         if shift == np.uint64(0):
             return vmin + b
         cur = _in_bucket(cur, vmin, shift, b)
+
+
+@njit
+def _in_bucket(vals, vmin, shift, b):
+    """The values of ``vals`` in bucket ``b``."""
+    out = np.empty(vals.shape[0], np.int64)
+    j = np.uintp(0)
+    for k in range(vals.shape[0]):
+        out[j] = vals[k]
+        j += np.uintp((np.uint64(vals[k] - vmin) >> shift) == np.uint64(b))
+    return out[:j]
 
 
 @njit
