@@ -96,19 +96,20 @@ def gpu_launch_rows(codes, is_gpu, is_launch, corr):
     """
     n = codes.shape[0]
     last = is_gpu.shape[0] - 1
-    gpu_buf = np.empty(n, np.int64)  # one pass: rows go to buffers as long as the table
-    launch_buf = np.empty(n, np.int64)
-    n_gpu = 0
-    n_launch = 0
+    take = np.empty(last + 2, np.uint8)  # per code + 1 (code -1 first): 1 GPU event, 2 launch call, 0 neither
+    for c in range(-1, last):
+        f = is_gpu[np.uintp(last if c < 0 else c)]
+        take[np.uintp(c + 1)] = 1 if f else (2 if is_launch[np.uintp(last if c < 0 else c)] else 0)
+    gpu_buf = np.empty(n + 1, np.int64)  # one branch-free pass (GPU and CPU rows interleave): every row is
+    launch_buf = np.empty(n + 1, np.int64)  # written to both buffers, and the counts say which writes stay
+    n_gpu = np.uintp(0)
+    n_launch = np.uintp(0)
     for i in range(n):
-        c = codes[i]
-        c = last if c < 0 else c
-        if is_gpu[c]:
-            gpu_buf[n_gpu] = i
-            n_gpu += 1
-        elif is_launch[c]:
-            launch_buf[n_launch] = i
-            n_launch += 1
+        f = take[np.uintp(codes[i] + 1)]
+        gpu_buf[n_gpu] = i
+        launch_buf[n_launch] = i
+        n_gpu += np.uintp(f & 1)
+        n_launch += np.uintp(f >> 1)
     gpu = gpu_buf[:n_gpu].copy()
     launch_rows = launch_buf[:n_launch]
     launch = np.full(n_gpu, -1, np.int64)
