@@ -248,16 +248,20 @@ class Trace:
     def arg_numbers(self, key: str, rows: np.ndarray | pd.Index | None = None) -> np.ndarray:
         """``args[key]`` of the events ``rows`` as float64; NaN where absent or not a number.
 
-        Integers are read by a Numba pass (exact up to 2**53 in the result);
-        other values (floats, numbers given as strings as in ROCm traces) are
-        decoded one by one.
+        Integers and most floats are read by Numba passes (the same float64
+        ``json.loads`` gives); other values (long or extreme floats, numbers
+        given as strings as in ROCm traces) are decoded by ``json``.
         """
-        from ._kernels.args import span_ints
+        from ._kernels.args import span_floats, span_ints
 
         spans, buf = self._arg_spans(key, rows)
         ints, ok = span_ints(buf, spans)
         out = ints.astype(np.float64)
         rest = np.flatnonzero(~ok & (spans[:, 0] >= 0))
+        if len(rest):  # floats, where one IEEE operation gives them exactly (most of them)
+            floats, fok = span_floats(buf, np.ascontiguousarray(spans[rest]))
+            out[rest[fok]] = floats[fok]
+            rest = rest[~fok]
         if len(rest):  # the other values, decoded by one json.loads of them all as one array
             view = memoryview(buf)
             text = b"[" + b",".join([view[s:e] for s, e in spans[rest].tolist()]) + b"]"

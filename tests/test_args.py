@@ -75,3 +75,51 @@ def test_arg_ints_of_on_real_memory_events() -> None:
     many = t.arg_ints_of(keys, rows)
     for key in keys:
         np.testing.assert_array_equal(many[key], t.arg_ints(key, rows))
+
+
+def test_span_floats_equal_json_where_they_answer(rng: np.random.Generator) -> None:
+    from aonkit._kernels.args import span_floats
+
+    tokens = ["0", "-0", "-0.0", "0.5", "1e22", "1e23", "9007199254740993", "9007199254740992", "0.1e-22",
+              "123.456e-5", "1E+5", "2.5E-3", "05", "1.", ".5", "-", "1e", "1e+", "--1", "1.5x", "\"1.5\"", "nan",
+              "0.08888888888888889", "17.976931348623157e307", "4.9e-324", "1" * 40]  # fmt: skip
+    for _ in range(3000):
+        digits = "".join(rng.choice(list("0123456789"), int(rng.integers(1, 10))))
+        frac = "".join(rng.choice(list("0123456789"), int(rng.integers(0, 11))))
+        tok = ("-" if rng.random() < 0.3 else "") + (digits.lstrip("0") or "0") + (f".{frac}" if frac else "")
+        if rng.random() < 0.4:
+            tok += f"e{int(rng.integers(-30, 30))}"
+        tokens.append(tok)
+        tokens.append(repr(float(rng.standard_normal() * 10.0 ** rng.integers(-12, 12))))  # as Python writes floats
+    text = " ".join(tokens).encode()
+    starts = np.cumsum([0] + [len(t) + 1 for t in tokens[:-1]])
+    spans = np.stack([starts, starts + [len(t) for t in tokens]], axis=1).astype(np.int64)
+    vals, ok = span_floats(np.frombuffer(text, np.uint8), spans)
+    answered = 0
+    for tok, v, good in zip(tokens, vals.tolist(), ok.tolist()):
+        try:
+            want = json.loads(tok)
+        except ValueError:
+            want = None
+        if good:  # every answer is the float json gives, to the bit (sign of zero included)
+            assert isinstance(want, (int, float)) and not isinstance(want, bool), tok
+            assert np.float64(want).tobytes() == np.float64(v).tobytes(), tok
+            answered += 1
+    assert answered > 3000  # the fast path covers most of them
+    assert not ok[tokens.index("1e23")] and not ok[tokens.index("9007199254740993")] and not ok[tokens.index("05")]
+
+
+def test_args_walk_takes_the_last_args_and_skips_malformed(tmp_path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(
+        '{"traceEvents": [\n'
+        '{"ph": "i", "name": "a", "pid": 1, "tid": 1, "ts": 1, "args": {"bytes": 1, "x": 2.5}},\n'
+        '{"ph": "i", "name": "b", "pid": 1, "tid": 1, "ts": 2, "args": {"bytes": 1}, "args": {"x": 0.25}},\n'
+        '{"ph": "i", "name": "c", "pid": 1, "tid": 1, "ts": 3, "args": {"bytes": 1}, "args": "none"},\n'
+        '{"ph": "i", "name": "d", "pid": 1, "tid": 1, "ts": 4, "args": {"bytes": 7, "x": [1, {"y": 2}], "z": 1e400}}\n'
+        "]}"
+    )
+    t = aonkit.load(path)
+    assert t.arg_ints("bytes").tolist() == [1, -1, -1, 7]
+    np.testing.assert_array_equal(t.arg_numbers("x"), [2.5, 0.25, np.nan, np.nan])
+    assert t.arg_numbers("z")[3] == np.inf  # json's value for an overflowing float

@@ -8,7 +8,8 @@ from ._jit import njit
 from .json_lex import MAX_DEPTH, OK, scan_scaled, scan_string, skip_value, skip_ws
 
 _ARGS = np.frombuffer(b'"args"', np.uint8).copy()
-_ARGS_OFF = np.array([0, _ARGS.shape[0]], np.int64)
+_POW10 = np.array([10.0**k for k in range(23)])  # exact in float64
+_MAX_EXACT = 2**53
 
 
 @njit
@@ -23,14 +24,49 @@ def _is(buf, s, e, lit):
 
 @njit
 def _members(buf, i, n, stack, keys, key_off, out, r):
-    """Walk the object at ``i``, storing member value spans for the wanted keys.
+    """Walk the object at ``i``, storing member value spans for the wanted keys; returns (end, ok).
 
     The span of the member whose quoted key is ``keys[key_off[k]:key_off[k + 1]]``
-    goes to ``out[r, k]``; a key present twice gives its last value.
+    goes to ``out[r, k]``; a key present twice gives its last value. ``end``
+    is just past the object's ``}``; ``ok`` is False for malformed text.
     """
     i = skip_ws(buf, i + 1, n)
-    if i >= n or buf[i] == 125:
-        return
+    if i < n and buf[i] == 125:
+        return i + 1, True
+    while i < n and buf[i] == 34:
+        ks = i
+        i, err = scan_string(buf, i, n)
+        if err != OK:
+            return i, False
+        ke = i
+        i = skip_ws(buf, i, n)
+        i = skip_ws(buf, i + 1, n)  # the ':'
+        vs = i
+        i, err = skip_value(buf, i, n, stack)
+        if err != OK:
+            return i, False
+        for k in range(key_off.shape[0] - 1):
+            if _is(buf, ks, ke, keys[key_off[k] : key_off[k + 1]]):
+                out[r, k, 0] = vs
+                out[r, k, 1] = i
+        i = skip_ws(buf, i, n)
+        if i < n and buf[i] == 125:
+            return i + 1, True
+        if i >= n or buf[i] != 44:
+            return i, False
+        i = skip_ws(buf, i + 1, n)
+    return i, False
+
+
+@njit
+def _event_args(buf, i, n, stack, keys, key_off, out, r):
+    """Walk the event object at ``i`` and look the wanted keys up in its ``args`` object.
+
+    The ``args`` object is walked once, its members' spans recorded on the
+    way (the other members are skipped); the last ``args`` member counts,
+    and one that is not a well-formed object leaves the row at -1.
+    """
+    i = skip_ws(buf, i + 1, n)
     while i < n and buf[i] == 34:
         ks = i
         i, err = scan_string(buf, i, n)
@@ -39,14 +75,21 @@ def _members(buf, i, n, stack, keys, key_off, out, r):
         ke = i
         i = skip_ws(buf, i, n)
         i = skip_ws(buf, i + 1, n)  # the ':'
-        vs = i
-        i, err = skip_value(buf, i, n, stack)
-        if err != OK:
-            return
-        for k in range(key_off.shape[0] - 1):
-            if _is(buf, ks, ke, keys[key_off[k] : key_off[k + 1]]):
-                out[r, k, 0] = vs
-                out[r, k, 1] = i
+        if _is(buf, ks, ke, _ARGS):
+            out[r, :, :] = -1
+            if i < n and buf[i] == 123:
+                i, ok = _members(buf, i, n, stack, keys, key_off, out, r)
+                if not ok:
+                    out[r, :, :] = -1
+                    return
+            else:
+                i, err = skip_value(buf, i, n, stack)
+                if err != OK:
+                    return
+        else:
+            i, err = skip_value(buf, i, n, stack)
+            if err != OK:
+                return
         i = skip_ws(buf, i, n)
         if i >= n or buf[i] != 44:
             return
@@ -62,13 +105,9 @@ def find_args(buf, ev_start, ev_end, rows, keys, key_off):
     """
     stack = np.empty(MAX_DEPTH, np.uint8)
     out = np.full((rows.shape[0], key_off.shape[0] - 1, 2), -1, np.int64)
-    top = np.empty((1, 1, 2), np.int64)  # the span of the event's "args" member
     for r in range(rows.shape[0]):
         ev = rows[r]
-        top[0, 0, 0] = -1
-        _members(buf, ev_start[ev], ev_end[ev], stack, _ARGS, _ARGS_OFF, top, 0)
-        if top[0, 0, 0] >= 0 and buf[top[0, 0, 0]] == 123:
-            _members(buf, top[0, 0, 0], top[0, 0, 1], stack, keys, key_off, out, r)
+        _event_args(buf, ev_start[ev], ev_end[ev], stack, keys, key_off, out, r)
     return out
 
 
@@ -104,4 +143,65 @@ def span_ints(buf, spans):
             if err == OK and j == e and is_int and st == 0:
                 vals[r] = v
                 ok[r] = True
+    return vals, ok
+
+
+@njit
+def span_floats(buf, spans):
+    """float64 value of each JSON number token span, where one IEEE operation gives it exactly rounded.
+
+    Clinger's fast path: a number whose significant digits form an integer
+    up to 2**53 and whose decimal exponent is within +-22 is that integer
+    times or divided by an exact power of ten, one correctly rounded
+    operation (the value ``json.loads`` gives). ``ok`` is False where absent,
+    not a JSON number, or outside the fast path (the caller decodes those).
+    """
+    n = spans.shape[0]
+    vals = np.zeros(n, np.float64)
+    ok = np.zeros(n, np.bool_)
+    for r in range(n):
+        s = spans[r, 0]
+        e = spans[r, 1]
+        if s < 0 or s >= e:
+            continue
+        p = s
+        neg = buf[p] == 45
+        p += 1 if neg else 0
+        if p >= e or buf[p] < 48 or buf[p] > 57 or (buf[p] == 48 and p + 1 < e and 48 <= buf[p + 1] <= 57):
+            continue  # no digit, or a leading zero: not a JSON number
+        m = np.int64(0)
+        big = False
+        while p < e and 48 <= buf[p] <= 57:
+            m = m * 10 + (buf[p] - 48)
+            big |= m > _MAX_EXACT
+            p += 1
+        e10 = 0
+        int_e = p
+        if p < e and buf[p] == 46:
+            p += 1
+            f0 = p
+            while p < e and 48 <= buf[p] <= 57:
+                m = m * 10 + (buf[p] - 48)
+                big |= m > _MAX_EXACT
+                p += 1
+            if p == f0:
+                continue
+            e10 = f0 - p
+        if p < e and (buf[p] == 101 or buf[p] == 69):
+            p += 1
+            eneg = p < e and buf[p] == 45
+            p += 1 if p < e and (buf[p] == 43 or buf[p] == 45) else 0
+            x0 = p
+            x = 0
+            while p < e and 48 <= buf[p] <= 57 and x < 10_000:
+                x = x * 10 + (buf[p] - 48)
+                p += 1
+            if p == x0:
+                continue
+            e10 += -x if eneg else x
+        if p != e or big or e10 < -22 or e10 > 22:
+            continue
+        v = float(m) * _POW10[e10] if e10 >= 0 else float(m) / _POW10[-e10]
+        vals[r] = -v if neg and (v != 0.0 or p != int_e) else v  # json's -0 is the integer 0
+        ok[r] = True
     return vals, ok
