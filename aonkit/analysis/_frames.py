@@ -11,16 +11,19 @@ def rank_columns(df: pd.DataFrame, *cols: str) -> list[np.ndarray]:
     return [np.ascontiguousarray(df[c].to_numpy(), dtype=np.int64) for c in cols]
 
 
+def name_codes(col: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """(codes, categories) of a name column: a categorical's own (-1: missing), else factorized."""
+    arr = col.array
+    if isinstance(arr, pd.Categorical):
+        return np.ascontiguousarray(arr.codes), pd.Index(arr.categories)
+    codes, cats = pd.factorize(col.to_numpy(), use_na_sentinel=True)
+    return np.ascontiguousarray(codes), pd.Index(cats)
+
+
 def name_flags(col: pd.Series, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     """(codes, flags): ``flags[codes[i]]`` tells whether row i's name is one of ``names``.
 
-    A categorical column gives its own codes (-1, missing, reads the trailing
-    False); another is factorized first.
+    Codes are :func:`name_codes`'; code -1 (missing) reads the trailing False.
     """
-    arr = col.array
-    if isinstance(arr, pd.Categorical):
-        codes, cats = np.asarray(arr.codes), pd.Index(arr.categories)
-    else:
-        codes, cats = pd.factorize(col.to_numpy(), use_na_sentinel=True)
-        cats = pd.Index(cats)
-    return np.ascontiguousarray(codes), np.append(cats.isin(names), False)
+    codes, cats = name_codes(col)
+    return codes, np.append(cats.isin(names), False)

@@ -22,6 +22,7 @@ Nesting is by time intervals on each CPU thread (``pid``, ``tid``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -83,11 +84,17 @@ def category_flags(col: pd.Series, test) -> np.ndarray:  # noqa: ANN001 - a pred
     return flags[codes]  # code -1 picks the trailing False
 
 
+def step_table(names: Iterable[object]) -> np.ndarray:
+    """N of ``ProfilerStep#N`` per name (-1 for other names and non-strings)."""
+    values = names.tolist() if isinstance(names, (pd.Index, np.ndarray)) else list(names)
+    return np.array([int(m.group(1)) if isinstance(v, str) and "ProfilerStep" in v and (m := _STEP.search(v)) else -1
+                     for v in values], dtype=np.int64)  # fmt: skip
+
+
 def step_numbers(col: pd.Series) -> np.ndarray:
-    """N of ``ProfilerStep#N`` per event of a name column; -1 for other names."""
+    """N of ``ProfilerStep#N`` per event of a categorical name column; -1 for other names."""
     cat = col.array
-    nums = [int(m.group(1)) if isinstance(v, str) and (m := _STEP.search(v)) else -1 for v in cat.categories]
-    return np.array([*nums, -1], dtype=np.int64)[np.asarray(cat.codes)]
+    return np.append(step_table(cat.categories), -1)[np.asarray(cat.codes)]
 
 
 def gpu_links(trace: Trace) -> pd.DataFrame:

@@ -35,7 +35,8 @@ import pandas as pd
 
 from ..trace import Trace
 from ..traceset import TraceSet
-from .correlation import code_flags, step_numbers
+from ._frames import name_codes
+from .correlation import code_flags, step_table
 
 COMMUNICATION = "COMMUNICATION"
 MEMORY = "MEMORY"
@@ -331,10 +332,14 @@ def gpu_user_annotation_breakdown(
 
 
 def profiler_steps(frames: Mapping[int, pd.DataFrame]) -> list[int]:
-    """Step numbers N of the ``ProfilerStep#N`` annotations left after the last-step filter."""
+    """Step numbers N of the ``ProfilerStep#N`` annotations left after the last-step filter (CPU-side rows)."""
+    from .._kernels.keys import codes_seen
+
     steps: set[int] = set()
     for df in frames.values():
-        nums = step_numbers(df["name"])
-        steps.update(np.unique(nums[(nums >= 0) & (df["stream"].to_numpy() == -1)]).tolist())
+        codes, names = name_codes(df["name"])
+        nums = step_table(names)  # N per name code
+        wanted = np.r_[False, nums >= 0]  # per code + 1
+        seen = codes_seen(codes, wanted, np.ascontiguousarray(df["stream"].to_numpy(), dtype=np.int64))
+        steps.update(nums[seen[1:]].tolist())
     return sorted(steps)
-

@@ -29,12 +29,10 @@ from .correlation import gpu_launches
 
 def pair_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], tuple]]:
     """One int64 key per (a, b) pair, ordered like the pairs; and a function from keys back to (a, b)."""
-    if len(a) == 0:
-        return np.empty(0, np.int64), lambda k: (k, k)
-    a_lo, b_lo = int(a.min()), int(b.min())
-    width = int(b.max()) - b_lo + 1
-    if (int(a.max()) - a_lo + 1) * width < 2**62:
-        keys = (a.astype(np.int64) - a_lo) * width + (b.astype(np.int64) - b_lo)
+    from .._kernels.keys import pair_codes
+
+    keys, a_lo, b_lo, width, ok = pair_codes(np.ascontiguousarray(a), np.ascontiguousarray(b))
+    if ok:
         return keys, lambda k: (k // width + a_lo, k % width + b_lo)
     codes, uniq = pd.MultiIndex.from_arrays([a, b]).factorize(sort=True)
     first, second = uniq.get_level_values(0).to_numpy(), uniq.get_level_values(1).to_numpy()
@@ -48,13 +46,14 @@ def _queue_levels(trace: Trace, store: bool) -> tuple[np.ndarray, ...]:
     links = gpu_launches(trace)
     ev = trace.events
     ts = ev["ts_ns"].to_numpy()
-    window = int(ts.min()) if len(ts) else 0
-    if window == schema.TS_MISSING:  # rare: events without a time; the window starts at the first real one
-        valid = ts[ts != schema.TS_MISSING]
+    launch = links["launch"].to_numpy()
+    window = 0  # the trace's first timestamp: where events launched before the window enter their queue
+    if len(launch) and launch.min() < 0:
+        valid = ts[ts != schema.TS_MISSING]  # rare: events without a time; the window starts at the first real one
         window = int(valid.min()) if len(valid) else 0
     up, down, before, device, stream = queue_inputs(
-        links["gpu"].to_numpy(), links["launch"].to_numpy(), ts, ev["device"].to_numpy(), ev["stream"].to_numpy(),
-        schema.TS_MISSING, window)  # fmt: skip
+        links["gpu"].to_numpy(), launch, ts, ev["device"].to_numpy(), ev["stream"].to_numpy(), schema.TS_MISSING,
+        window)  # fmt: skip
     keys, decode = pair_keys(device, stream)
     t, level, out_off, gkeys, ops, n_before, peak, mean = queue_levels(keys, up, down, before, store)
     devices, streams = decode(gkeys)
