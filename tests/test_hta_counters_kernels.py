@@ -203,3 +203,30 @@ def test_sorted_values(rng: np.random.Generator) -> None:
             before = a.copy()
             assert sorted_values(a).tolist() == sorted(a.tolist())
             np.testing.assert_array_equal(a, before)  # the input is left as it was
+
+
+def test_pair_codes(rng: np.random.Generator) -> None:
+    from aonkit._kernels.keys import pair_codes
+
+    for scale in (1, 1000, 2**40):
+        a = rng.integers(-3, 4, 500) * scale
+        b = rng.integers(-50, 50, 500)
+        keys, a_lo, b_lo, width, ok = pair_codes(a, b)
+        assert ok
+        order = sorted(range(500), key=lambda i: (a[i], b[i]))  # keys order the pairs as tuples do
+        assert all(keys[order[k]] <= keys[order[k + 1]] for k in range(499))
+        assert ((keys // width + a_lo) == a).all() and ((keys % width + b_lo) == b).all()
+    assert not pair_codes(np.array([0, 2**40]), np.array([0, 2**30]))[4]  # the product of ranges would overflow
+    assert pair_codes(np.empty(0, np.int64), np.empty(0, np.int64))[0].shape == (0,)
+
+
+def test_codes_seen(rng: np.random.Generator) -> None:
+    from aonkit._kernels.keys import codes_seen
+
+    for dtype in (np.int8, np.int16):
+        codes = rng.integers(-1, 20, 3000).astype(dtype)
+        stream = rng.choice([-1, 7], 3000)
+        wanted = rng.random(21) < 0.5  # per code + 1
+        seen = codes_seen(codes, wanted, stream)
+        want = [bool(wanted[c + 1]) and bool(((codes == c) & (stream == -1)).any()) for c in range(-1, 20)]
+        assert seen.tolist() == want
