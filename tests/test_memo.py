@@ -1,4 +1,4 @@
-"""The per-trace memo of derived tables (gpu_launches, gpu_links, gpu_table)."""
+"""The per-trace memo of derived tables (gpu_launches, gpu_links, gpu_table, copies)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_gpu_table_keyed_by_pattern() -> None:
     t = _trace()
     default = kernels.gpu_table(t)
     none = kernels.gpu_table(t, re.compile("^$"))
-    assert memo.size(t) == 2
+    assert memo.size(t) == 3  # one table per pattern, and the GPU rows (gpu_launches) they share
     assert (none["class"] != "communication").all() and (default["class"] == "communication").any()
     np.testing.assert_array_equal(kernels.gpu_table(t)["class"], default["class"])
 
@@ -72,3 +72,18 @@ def test_names_of_matches_object_conversion() -> None:
     want = t.events["name"].astype(object).to_numpy()[rows]
     got = kernels.names_of(t.events, rows)
     assert [str(x) for x in got] == [str(x) for x in want]
+
+
+def test_copies_read_once_for_summary_and_series(monkeypatch) -> None:
+    from aonkit.analysis import bandwidth
+
+    t = _trace()
+    reads = []
+    real = bandwidth._copies
+    monkeypatch.setattr(bandwidth, "_copies", lambda tr: reads.append(1) or real(tr))
+    summary = bandwidth.memory_bandwidth(t)
+    series = bandwidth.memory_bandwidth_series(t)
+    assert len(reads) == 1 and len(summary) and len(series)
+    memo.clear(t)
+    pd.testing.assert_frame_equal(bandwidth.memory_bandwidth(t), summary)
+    assert len(reads) == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .keys import compact
 
 _BLOCK = 128  # numpy's PW_BLOCKSIZE
 
@@ -246,3 +247,48 @@ def describe(vals, skip_first):
         a = float(v[2 * j])
         out[4 + j] = a if ts[j] == 0.0 else _lerp(a, float(v[2 * j + 1]), ts[j])
     return out
+
+
+@njit
+def group_stats(keys, values):
+    """The ``groupby(keys, sort=False)[values].agg(count, sum, min, max, mean, std)`` of pandas, bit for bit.
+
+    ``values`` are int64. Groups come in order of first appearance. The mean
+    is the exact integer sum over the count; the sample std is pandas'
+    Welford update (``group_var``) in row order, NaN for one value.
+    Returns (group keys, count, sum, min, max, mean, std).
+    """
+    slots, lo, size = compact(keys)
+    gid = np.full(size, -1, np.int64)
+    n_g = 0
+    for i in range(keys.shape[0]):
+        s = np.uintp(slots[i] - lo)
+        if gid[s] < 0:
+            gid[s] = n_g
+            n_g += 1
+    gkeys = np.empty(n_g, np.int64)
+    count = np.zeros(n_g, np.int64)
+    total = np.zeros(n_g, np.int64)
+    vmin = np.full(n_g, np.iinfo(np.int64).max)
+    vmax = np.full(n_g, np.iinfo(np.int64).min)
+    mean_w = np.zeros(n_g, np.float64)  # Welford's running mean and sum of squared deviations
+    m2 = np.zeros(n_g, np.float64)
+    for i in range(keys.shape[0]):
+        g = np.uintp(gid[np.uintp(slots[i] - lo)])
+        v = values[i]
+        gkeys[g] = keys[i]
+        count[g] += 1
+        total[g] += v
+        vmin[g] = min(vmin[g], v)
+        vmax[g] = max(vmax[g], v)
+        x = float(v)
+        old = mean_w[g]
+        mean_w[g] += (x - old) / count[g]
+        m2[g] += (x - mean_w[g]) * (x - old)
+    mean = np.empty(n_g, np.float64)
+    std = np.full(n_g, np.nan)
+    for g in range(n_g):
+        mean[g] = float(total[g]) / count[g]
+        if count[g] > 1:
+            std[g] = np.sqrt(m2[g] / (count[g] - 1))
+    return gkeys, count, total, vmin, vmax, mean, std

@@ -170,3 +170,33 @@ def launch_columns(gpu, launch, codes, api_code, ts, dur, corr):
         delay[k] = ts[g] - (ts[lr] + dur[lr])
         k += 1
     return g_out, l_out, a_out, c_out, cpu_dur, gpu_dur, delay
+
+
+@njit
+def gpu_columns(rows, ts, dur, device, stream, name_codes, cat_codes):
+    """The columns of the GPU events ``rows`` with ``dur >= 0``, gathered in one pass over ``rows``.
+
+    Returns (rows, ts, dur, device, stream, name codes, category codes) of
+    the kept events, codes as int64.
+    """
+    n = rows.shape[0]
+    out_rows = np.empty(n, np.int64)
+    o_ts = np.empty(n, np.int64)
+    o_dur = np.empty(n, np.int64)
+    o_dev = np.empty(n, np.int64)
+    o_st = np.empty(n, np.int64)
+    o_name = np.empty(n, np.int64)
+    o_cat = np.empty(n, np.int64)
+    k = np.uintp(0)
+    for j in range(n):
+        r = np.uintp(rows[j])
+        d = dur[r]
+        out_rows[k] = r
+        o_ts[k] = ts[r]
+        o_dur[k] = d
+        o_dev[k] = device[r]
+        o_st[k] = stream[r]
+        o_name[k] = name_codes[r]
+        o_cat[k] = cat_codes[r]
+        k += np.uintp(d >= 0)
+    return out_rows[:k], o_ts[:k], o_dur[:k], o_dev[:k], o_st[:k], o_name[:k], o_cat[:k]

@@ -24,8 +24,16 @@ def copies(trace: Trace) -> pd.DataFrame:
 
     Columns: ``row`` (in ``trace.events``), ``device``, ``stream``, ``kind``,
     ``ts_ns``, ``dur_ns``, ``bytes`` (NaN when the trace lacks it) and
-    ``gbps`` (NaN for 0 ns or no size).
+    ``gbps`` (NaN for 0 ns or no size). Remembered per trace
+    (:mod:`aonkit.analysis.memo`): the summary and the series read the
+    sizes from the events' text once.
     """
+    from .memo import remembered
+
+    return remembered(trace, "copies", lambda: _copies(trace))
+
+
+def _copies(trace: Trace) -> pd.DataFrame:
     ev = trace.events
     cat = ev["cat"].array
     is_copy = np.append(pd.Index(cat.categories).isin(schema.MEMCPY_CATS | schema.MEMSET_CATS), False)

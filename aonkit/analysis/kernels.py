@@ -7,6 +7,7 @@ kernels by a configurable rule that covers NCCL, RCCL and friends.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -14,7 +15,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .correlation import category_flags, gpu_launches, gpu_links
+from .correlation import gpu_launches, gpu_links
 
 COMM_PATTERN = re.compile(
     r"nccl|rccl|ncclDevKernel|ncclKernel|AllReduce|AllGather|ReduceScatter|SendRecv|all_reduce|all_gather"
@@ -29,8 +30,9 @@ HIP_LAUNCHES = ("hipLaunchKernel", "hipExtLaunchKernel", "hipExtModuleLaunchKern
                 "hipMemcpyAsync", "hipMemcpyWithStream", "hipMemsetAsync", "hipGraphLaunch")  # fmt: skip
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def kernel_class(cat: str, name: str, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> str:
-    """``communication``, ``memory`` (copies and sets) or ``computation``."""
+    """``communication``, ``memory`` (copies and sets) or ``computation`` (remembered per name and rule)."""
     if cat in schema.MEMCPY_CATS or cat in schema.MEMSET_CATS:
         return "memory"
     return "communication" if comm_pattern.search(name) else "computation"
@@ -49,13 +51,15 @@ def gpu_table(trace: Trace, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.
 
 
 def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
+    from .._kernels.joins import gpu_columns
+
     ev = trace.events
-    ts, dur = ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy()
-    rows = np.flatnonzero(category_flags(ev["cat"], lambda c: c in schema.GPU_CATS) & (dur >= 0))
-    name_codes = np.asarray(ev["name"].array.codes)[rows].astype(np.int64)
-    cat_codes = np.asarray(ev["cat"].array.codes)[rows].astype(np.int64)
-    names = ev["name"].array.categories
-    cats = ev["cat"].array.categories
+    name_col, cat_col = ev["name"].array, ev["cat"].array
+    rows, ts, dur, device, stream, name_codes, cat_codes = gpu_columns(
+        gpu_launches(trace)["gpu"].to_numpy(), ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy(),
+        ev["device"].to_numpy(), ev["stream"].to_numpy(), np.asarray(name_col.codes), np.asarray(cat_col.codes),
+    )
+    names, cats = name_col.categories, cat_col.categories
     width = len(names) + 1
     pair_codes = cat_codes * width + name_codes + 1
     size = (len(cats) + 1) * width
@@ -78,33 +82,53 @@ def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
         ],
         dtype=np.int8,
     )
-    klass = pd.Categorical.from_codes(pair_class[inverse] if len(pairs) else np.empty(0, np.int8), classes)
+    codes = pair_class[inverse] if len(pairs) else np.empty(0, np.int8)
     return pd.DataFrame(
         {
-            "name": ev["name"].array.take(rows),
-            "class": klass,
-            "device": ev["device"].to_numpy()[rows],
-            "stream": ev["stream"].to_numpy()[rows],
-            "ts_ns": ts[rows],
-            "dur_ns": dur[rows],
-            "end_ns": ts[rows] + dur[rows],
+            "name": pd.Categorical.from_codes(name_codes, dtype=name_col.dtype, validate=False),
+            "class": pd.Categorical.from_codes(codes, classes, validate=False),
+            "device": device,
+            "stream": stream,
+            "ts_ns": ts,
+            "dur_ns": dur,
+            "end_ns": ts + dur,
         },
         index=ev.index[rows],
     )
 
 
 def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.DataFrame:
-    """Count, total, min, max, mean and sample std of GPU event durations by ``name`` or ``class``."""
+    """Count, total, min, max, mean and sample std of GPU event durations by ``name`` or ``class``.
+
+    One Numba pass over the GPU events (:func:`aonkit._kernels.describe.group_stats`,
+    pandas' groupby figures bit for bit); events without a name are left out
+    of the by-name table. Rows by total, descending (ties: first seen first).
+    """
+    from .._kernels.describe import group_stats
+
     g = gpu_table(trace, comm_pattern)
-    keys = [by] if by == "class" else ["name", "class"]
-    grouped = g.groupby(keys, sort=False, observed=True)["dur_ns"]
-    out = grouped.agg(["count", "sum", "min", "max", "mean", "std"]).reset_index()
-    for k in keys:
-        out[k] = out[k].astype(str)
-    out = out.rename(columns={"sum": "total_ns", "min": "min_ns", "max": "max_ns", "mean": "mean_ns", "std": "std_ns"})
-    out["std_ns"] = out["std_ns"].fillna(0.0)
-    total = out["total_ns"].sum()
-    out["share"] = out["total_ns"] / total if total else 0.0
+    klass = g["class"].array
+    k_codes = np.asarray(klass.codes).astype(np.int64)
+    if by == "class":
+        keys = k_codes
+    else:
+        name = g["name"].array
+        n_codes = np.asarray(name.codes).astype(np.int64)
+        named = n_codes >= 0
+        keys = (n_codes * len(klass.categories) + k_codes)[named]
+    dur = g["dur_ns"].to_numpy()
+    gkeys, count, total, vmin, vmax, mean, std = group_stats(keys, dur if by == "class" else dur[named])
+    classes = np.asarray(klass.categories, dtype=object)
+    if by == "class":
+        out = pd.DataFrame({"class": classes[gkeys].astype(str)})
+    else:
+        names = np.asarray(name.categories, dtype=object)
+        out = pd.DataFrame({"name": names[gkeys // len(classes)].astype(str),
+                            "class": classes[gkeys % len(classes)].astype(str)})  # fmt: skip
+    out["count"], out["total_ns"], out["min_ns"], out["max_ns"] = count, total, vmin, vmax
+    out["mean_ns"], out["std_ns"] = mean, np.nan_to_num(std, nan=0.0)
+    grand = int(total.sum())
+    out["share"] = total / grand if grand else 0.0
     return out.sort_values("total_ns", ascending=False, kind="stable", ignore_index=True)
 
 

@@ -1,7 +1,9 @@
 """Per-trace memo of derived tables, so that several analyses of one trace share the work.
 
-:func:`aonkit.analysis.correlation.gpu_links` and
-:func:`aonkit.analysis.kernels.gpu_table` are remembered per
+:func:`aonkit.analysis.correlation.gpu_links`,
+:func:`aonkit.analysis.correlation.gpu_launches`,
+:func:`aonkit.analysis.kernels.gpu_table` and
+:func:`aonkit.analysis.bandwidth.copies` are remembered per
 :class:`~aonkit.Trace`. An entry belongs to the trace's current ``events``
 table: assigning a new table to ``trace.events`` makes the next call
 recompute. Changing the table in place is not detected; call
