@@ -265,11 +265,16 @@ class Trace:
         if len(rest):  # the other values, decoded by one json.loads of them all as one array
             view = memoryview(buf)
             text = b"[" + b",".join([view[s:e] for s, e in spans[rest].tolist()]) + b"]"
-            for r, v in zip(rest.tolist(), json.loads(text.decode("utf-8", "replace"))):
-                try:
-                    out[r] = float(v) if not isinstance(v, (bool, dict, list, type(None))) else np.nan
-                except ValueError:
-                    out[r] = np.nan
+            values = json.loads(text.decode("utf-8", "replace"))
+            first = buf[spans[rest, 0]]
+            if ((first == 45) | ((first >= 48) & (first <= 57))).all():  # JSON numbers only: no per-value checks
+                out[rest] = np.array(values, dtype=np.float64)
+            else:
+                for r, v in zip(rest.tolist(), values):
+                    try:
+                        out[r] = float(v) if not isinstance(v, (bool, dict, list, type(None))) else np.nan
+                    except ValueError:
+                        out[r] = np.nan
         out[spans[:, 0] < 0] = np.nan
         return out
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .json_lex import MAX_DEPTH, OK, scan_scaled, scan_string, skip_value, skip_ws
+from .json_lex import MAX_DEPTH, OK, scan_scaled, skip_ws
+from .trace_scan import _key, _next_member, _value_end
 
 _ARGS = np.frombuffer(b'"args"', np.uint8).copy()
 _POW10 = np.array([10.0**k for k in range(23)])  # exact in float64
@@ -29,32 +30,28 @@ def _members(buf, i, n, stack, keys, key_off, out, r):
     The span of the member whose quoted key is ``keys[key_off[k]:key_off[k + 1]]``
     goes to ``out[r, k]``; a key present twice gives its last value. ``end``
     is just past the object's ``}``; ``ok`` is False for malformed text.
+    Strings and plain integers are skipped on the trace scanner's fast path.
     """
     i = skip_ws(buf, i + 1, n)
     if i < n and buf[i] == 125:
         return i + 1, True
-    while i < n and buf[i] == 34:
-        ks = i
-        i, err = scan_string(buf, i, n)
+    while i < n:
+        i, ks, kl, err = _key(buf, i, n)
         if err != OK:
             return i, False
-        ke = i
-        i = skip_ws(buf, i, n)
-        i = skip_ws(buf, i + 1, n)  # the ':'
         vs = i
-        i, err = skip_value(buf, i, n, stack)
+        i, err = _value_end(buf, i, n, stack)
         if err != OK:
             return i, False
         for k in range(key_off.shape[0] - 1):
-            if _is(buf, ks, ke, keys[key_off[k] : key_off[k + 1]]):
+            if _is(buf, ks - 1, ks + kl + 1, keys[key_off[k] : key_off[k + 1]]):
                 out[r, k, 0] = vs
                 out[r, k, 1] = i
-        i = skip_ws(buf, i, n)
-        if i < n and buf[i] == 125:
-            return i + 1, True
-        if i >= n or buf[i] != 44:
+        i, closed, err = _next_member(buf, i, n)
+        if err != OK:
             return i, False
-        i = skip_ws(buf, i + 1, n)
+        if closed:
+            return i, True
     return i, False
 
 
@@ -68,32 +65,27 @@ def _event_args(buf, i, n, stack, keys, key_off, out, r):
     """
     i = skip_ws(buf, i + 1, n)
     while i < n and buf[i] == 34:
-        ks = i
-        i, err = scan_string(buf, i, n)
+        i, ks, kl, err = _key(buf, i, n)
         if err != OK:
             return
-        ke = i
-        i = skip_ws(buf, i, n)
-        i = skip_ws(buf, i + 1, n)  # the ':'
-        if _is(buf, ks, ke, _ARGS):
+        if _is(buf, ks - 1, ks + kl + 1, _ARGS):
             out[r, :, :] = -1
-            if i < n and buf[i] == 123:
+            if buf[i] == 123:
                 i, ok = _members(buf, i, n, stack, keys, key_off, out, r)
                 if not ok:
                     out[r, :, :] = -1
                     return
             else:
-                i, err = skip_value(buf, i, n, stack)
+                i, err = _value_end(buf, i, n, stack)
                 if err != OK:
                     return
         else:
-            i, err = skip_value(buf, i, n, stack)
+            i, err = _value_end(buf, i, n, stack)
             if err != OK:
                 return
-        i = skip_ws(buf, i, n)
-        if i >= n or buf[i] != 44:
+        i, closed, err = _next_member(buf, i, n)
+        if err != OK or closed:
             return
-        i = skip_ws(buf, i + 1, n)
 
 
 @njit

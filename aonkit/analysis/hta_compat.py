@@ -61,7 +61,8 @@ def _as_mapping(traces: Trace | TraceSet | Mapping[int, Trace]) -> Mapping[int, 
     return traces
 
 
-def _one_rank(trace: Trace) -> pd.DataFrame:
+def _one_rank(trace: Trace) -> dict[str, np.ndarray | pd.Categorical]:
+    """The columns of one rank's frame, before alignment and the last-step filter."""
     full = trace.events
     cat_codes, not_trace = code_flags(full["cat"], lambda c: c != "Trace")
     keep = (full["dur_ns"].to_numpy() != -1) & (cat_codes >= 0) & not_trace[cat_codes]
@@ -85,23 +86,9 @@ def _one_rank(trace: Trace) -> pd.DataFrame:
     mem = (np.asarray(kind.codes) == _TYPE_CODE[MEMORY]) & (ev["stream"] != -1)
     if mem.any():
         bw[mem] = trace.arg_numbers("memory bandwidth (GB/s)", index[mem])
-    return pd.DataFrame(
-        {
-            "index": index,
-            "ts": ts,
-            "dur": end - ts,
-            "end": end,
-            "name": names,
-            "cat": ev["cat"],
-            "pid": ev["pid"],
-            "tid": ev["tid"],
-            "stream": ev["stream"],
-            "device": ev["device"],
-            "correlation": ev["correlation"],
-            "kernel_type": kind,
-            "memory_bw_gbps": bw,
-        }
-    )
+    return {"index": index, "ts": ts, "dur": end - ts, "end": end, "name": names, "cat": ev["cat"], "pid": ev["pid"],
+            "tid": ev["tid"], "stream": ev["stream"], "device": ev["device"], "correlation": ev["correlation"],
+            "kernel_type": kind, "memory_bw_gbps": bw}  # fmt: skip
 
 
 _TYPE_CODE = {COMPUTATION: 0, COMMUNICATION: 1, MEMORY: 2}
@@ -119,41 +106,48 @@ def _names_filled(col: pd.Series | pd.Categorical) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype="str"), validate=False)
 
 
-def _filter_last_step(df: pd.DataFrame) -> pd.DataFrame:
-    """HTA's last-step filter: CPU rows before the last ``ProfilerStep`` start, GPU rows inner-joined to them.
+def _last_step_rows(cols: Mapping[str, np.ndarray | pd.Categorical]) -> np.ndarray | None:
+    """The rows HTA's last-step filter keeps (None: all, in place), from a rank's columns.
 
-    As HTA's ``merge``: GPU rows first, each repeated once per CPU row with its
-    correlation, then the CPU rows; a fresh index. Row positions are computed
-    in numpy and taken once.
+    With more than one ``ProfilerStep``: CPU rows before the last step's
+    start, and GPU rows whose correlation matches a kept CPU row. As HTA's
+    ``merge``: GPU rows first, each repeated once per CPU row with its
+    correlation, then the CPU rows.
     """
     from .._kernels.keys import match_counts
 
-    is_cpu = df["stream"].to_numpy() == -1
-    codes, step_name = code_flags(df["name"], lambda c: bool(_STEP_RE.search(str(c))))
+    is_cpu = cols["stream"] == -1
+    codes, step_name = code_flags(pd.Series(cols["name"]), lambda c: bool(_STEP_RE.search(str(c))))
     is_step = is_cpu & step_name[codes]
     if len(np.unique(codes[is_step])) <= 1:
-        return df
-    ts = df["ts"].to_numpy()
+        return None
+    ts = cols["ts"]
     cpu_rows = np.flatnonzero(is_cpu & (ts < ts[is_step].max()))
     gpu_rows = np.flatnonzero(~is_cpu)
-    corr = df["correlation"].to_numpy().astype(np.int64, copy=False)
+    corr = cols["correlation"].astype(np.int64, copy=False)
     reps = match_counts(corr[cpu_rows], corr[gpu_rows])
-    rows = np.concatenate([np.repeat(gpu_rows, reps), cpu_rows])
-    return df.take(rows).reset_index(drop=True)
+    return np.concatenate([np.repeat(gpu_rows, reps), cpu_rows])
 
 
 def hta_frames(
     traces: Trace | TraceSet | Mapping[int, Trace], include_last_step: bool = False
 ) -> dict[int, pd.DataFrame]:
-    """Per-rank event frames prepared exactly as HTA 0.5.0 prepares them (see module doc)."""
-    frames = {rank: _one_rank(t) for rank, t in _as_mapping(traces).items()}
-    lows = [int(f["ts"].min()) for f in frames.values() if len(f)]
+    """Per-rank event frames prepared exactly as HTA 0.5.0 prepares them (see module doc).
+
+    Each column is taken once: the last-step filter picks its rows from the
+    columns before the frame is built.
+    """
+    ranks = {rank: _one_rank(t) for rank, t in _as_mapping(traces).items()}
+    lows = [int(c["ts"].min()) for c in ranks.values() if len(c["ts"])]
     low = min(lows) if lows else 0
     out = {}
-    for rank, f in frames.items():
-        f["ts"] -= low
-        f["end"] -= low
-        out[rank] = f if include_last_step else _filter_last_step(f)
+    for rank, cols in ranks.items():
+        rows = None if include_last_step else _last_step_rows(cols)
+        if rows is not None:
+            cols = {k: v.take(rows) for k, v in cols.items()}
+        cols["ts"] = cols["ts"] - low
+        cols["end"] = cols["end"] - low
+        out[rank] = pd.DataFrame(cols, copy=False)
     return out
 
 
