@@ -100,8 +100,10 @@ def gpu_launch_rows(codes, is_gpu, is_launch, corr):
     for c in range(-1, last):
         f = is_gpu[np.uintp(last if c < 0 else c)]
         take[np.uintp(c + 1)] = 1 if f else (2 if is_launch[np.uintp(last if c < 0 else c)] else 0)
-    gpu_buf = np.empty(n + 1, np.int64)  # one branch-free pass (GPU and CPU rows interleave): every row is
-    launch_buf = np.empty(n + 1, np.int64)  # written to both buffers, and the counts say which writes stay
+    if n >= 2**31:
+        raise ValueError("gpu_launch_rows: at most 2**31 - 1 events")
+    gpu_buf = np.empty(n + 1, np.int32)  # one branch-free pass (GPU and CPU rows interleave): every row is
+    launch_buf = np.empty(n + 1, np.int32)  # written to both buffers, and the counts say which writes stay
     n_gpu = np.uintp(0)
     n_launch = np.uintp(0)
     for i in range(n):
@@ -110,8 +112,8 @@ def gpu_launch_rows(codes, is_gpu, is_launch, corr):
         launch_buf[n_launch] = i
         n_gpu += np.uintp(f & 1)
         n_launch += np.uintp(f >> 1)
-    gpu = gpu_buf[:n_gpu].copy()
-    launch_rows = launch_buf[:n_launch]
+    gpu = gpu_buf[:n_gpu].astype(np.int64)
+    launch_rows = launch_buf[:n_launch].astype(np.int64)
     launch = np.full(n_gpu, -1, np.int64)
     if n_launch == 0 or n_gpu == 0:
         return gpu, launch
