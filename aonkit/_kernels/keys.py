@@ -167,20 +167,31 @@ def stream_groups(stream, ascending):
     (groups + 1), stream values): row i (a GPU row) is in group
     ``group_of[slots[i] - lo]``; ``offsets`` sum the groups' sizes.
     """
-    slots, lo, size = compact(stream)
+    return _groups(stream, ascending, True)
+
+
+@njit
+def key_groups(keys, ascending):
+    """:func:`stream_groups` for every key (-1 included): every row is in a group."""
+    return _groups(keys, ascending, False)
+
+
+@njit
+def _groups(keys, ascending, skip_minus_one):
+    slots, lo, size = compact(keys)
     count = counts(slots, lo, size)
-    skip = -1  # the slot of stream -1
-    for i in range(stream.shape[0]):
-        if stream[i] == -1:
+    skip = -1  # the slot of key -1, when it is left out
+    for i in range(keys.shape[0] if skip_minus_one else 0):
+        if keys[i] == -1:
             skip = slots[i] - lo
             break
-    used, keys = _order_groups(stream, slots, lo, count, skip, ascending)
+    used, gkeys = _order_groups(keys, slots, lo, count, skip, ascending)
     group_of = np.full(size, -1, np.int64)
     offsets = np.zeros(used.shape[0] + 1, np.int64)
     for g in range(used.shape[0]):
         group_of[np.uintp(used[g])] = g
         offsets[g + 1] = offsets[g] + count[np.uintp(used[g])]
-    return slots, lo, group_of, offsets, keys
+    return slots, lo, group_of, offsets, gkeys
 
 
 @njit
@@ -242,14 +253,20 @@ def stable_argsort(keys):
 
 @njit
 def sorted_values(a):
-    """A sorted copy of ``a``: a natural merge sort (:func:`_merge_runs`), or Numba's sort when runs are short."""
+    """A sorted copy of ``a`` (:func:`sort_values`)."""
     out = a.copy()
-    runs, nr = _runs(None, out)
-    if nr > _MANY_RUNS_PER * a.shape[0]:
-        out.sort()
-        return out
-    _merge_runs(None, out, runs, nr)
+    sort_values(out)
     return out
+
+
+@njit
+def sort_values(a):
+    """Sort ``a`` in place: a natural merge sort (:func:`_merge_runs`), or Numba's sort when runs are short."""
+    runs, nr = _runs(None, a)
+    if nr > _MANY_RUNS_PER * a.shape[0]:
+        a.sort()
+    elif nr > 1:
+        _merge_runs(None, a, runs, nr)
 
 
 _MANY_RUNS_PER = 1.0 / 32  # more runs than this per element: random order, a plain sort is faster

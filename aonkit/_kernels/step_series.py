@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .keys import group_rows, is_sorted, sorted_values, stable_argsort
+from .keys import group_rows, is_sorted, key_groups, sort_values, stable_argsort
 
 
 @njit
@@ -135,32 +135,39 @@ def queue_levels(keys, up, down, flag, store):
     mean level per group from its first change to its last (NaN over 0 ns)).
     The peak and mean equal :func:`time_weighted` of the entries.
     """
-    pos, offsets, gkeys = group_rows(keys, True)
+    slots, lo, group_of, offsets, gkeys = key_groups(keys, True)
     n = up.shape[0]
     n_g = gkeys.shape[0]
     cap = 2 * n if store else 0
     times = np.empty(cap, np.int64)
     levels = np.empty(cap, np.int64)
     out_offsets = np.zeros(n_g + 1, np.int64)
-    items = np.empty(n_g, np.int64)
+    items = np.diff(offsets)
     flagged = np.zeros(n_g, np.int64)
     peak = np.zeros(n_g, np.int64)
     mean = np.full(n_g, np.nan)
+    gu = np.empty(n, np.int64)  # up and down grouped, in input order within a group (one scatter pass)
+    gd = np.empty(n, np.int64)
+    fill = offsets[:-1].copy()
+    for q in range(n):
+        g = np.uintp(group_of[np.uintp(slots[q] - lo)])
+        k = np.uintp(fill[g])
+        fill[g] += 1
+        gu[k] = up[q]
+        gd[k] = down[q]
+        flagged[g] += flag[q]
     end = np.iinfo(np.int64).max  # sentinel after each sorted list
     k = np.uintp(0)
     for g in range(n_g):
-        seg = pos[offsets[g] : offsets[g + 1]]
-        m = seg.shape[0]
-        items[g] = m
-        u = np.empty(m, np.int64)
-        d = np.empty(m, np.int64)
-        for q in range(m):
-            i = np.uintp(seg[q])
-            u[q] = up[i]
-            d[q] = down[i]
-            flagged[g] += flag[i]
-        u = np.append(sorted_values(u), end)  # usually a few sorted runs: near O(m)
-        d = np.append(sorted_values(d), end)
+        m = items[g]
+        u = np.empty(m + 1, np.int64)
+        d = np.empty(m + 1, np.int64)
+        u[:m] = gu[offsets[g] : offsets[g + 1]]
+        d[:m] = gd[offsets[g] : offsets[g + 1]]
+        sort_values(u[:m])  # usually a few sorted runs: near O(m)
+        sort_values(d[:m])
+        u[m] = end
+        d[m] = end
         i = np.uintp(0)
         j = np.uintp(0)
         c = np.int64(0)
