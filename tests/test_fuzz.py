@@ -83,6 +83,12 @@ def _check(data: bytes, salvage: bool) -> None:
         assert np.all((0 <= start) & (start < end) & (end <= len(data)))
         for i in range(len(trace)):
             trace.event_json(i)  # every span is a complete JSON object
+        arg_spans, _ = trace._arg_spans_of(["correlation", "bytes", "name"], None)
+        found = arg_spans[:, :, 0] >= 0  # every value found lies inside its event
+        assert np.all(~found | ((start[:, None] <= arg_spans[:, :, 0]) & (arg_spans[:, :, 1] <= end[:, None])))
+        want = [e.get("args", {}).get("correlation") if isinstance(e.get("args"), dict) else None
+                for e in (trace.event_json(i) for i in range(len(trace)))]  # fmt: skip
+        assert trace.arg_values("correlation") == want
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -119,3 +125,26 @@ def test_deep_nesting_is_an_error_not_a_crash(tmp_path: Path) -> None:
     p.write_text('{"traceEvents":[{"args":' + "[" * 20000 + "]" * 20000 + "}]}")
     with pytest.raises(aonkit.TraceFormatError, match="nested deeper"):
         aonkit.load(p)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=mutated(), cuts=st.lists(st.integers(0, 6000), min_size=2, max_size=40))
+def test_args_kernels_on_unchecked_bytes(data: bytes, cuts: list[int]) -> None:
+    """find_args and span_floats on any bytes and spans (not only scanned events): in bounds, never a crash."""
+    from aonkit._kernels.args import find_args, span_floats
+
+    buf = np.frombuffer(data + b" ", np.uint8).copy()[:-1] if data else np.empty(0, np.uint8)
+    n = len(buf)
+    edges = np.sort(np.clip(np.array(cuts, np.int64), 0, n))
+    start, end = edges[:-1].copy(), edges[1:].copy()
+    keys = [b'"args"', b'"correlation"', b'"name"']
+    key_off = np.cumsum([0] + [len(k) for k in keys]).astype(np.int64)
+    flat = np.frombuffer(b"".join(keys), np.uint8).copy()
+    out = find_args(buf, start, end, np.arange(len(start)), flat, key_off)
+    hit = out[:, :, 0] >= 0
+    assert np.all(~hit | ((start[:, None] <= out[:, :, 0]) & (out[:, :, 0] <= out[:, :, 1])
+                          & (out[:, :, 1] <= end[:, None])))  # fmt: skip
+    vals, ok = span_floats(buf, np.stack([start, end], axis=1))
+    for s_, e_, v, good in zip(start.tolist(), end.tolist(), vals.tolist(), ok.tolist()):
+        if good:
+            assert float(json.loads(bytes(buf[s_:e_]))) == v
