@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from aonkit._kernels.describe import describe, order_stats
-from aonkit._kernels.keys import compact, first_match, group_rows, stable_argsort, stream_groups
+from aonkit._kernels.keys import compact, first_match, group_rows, stream_groups
+from aonkit._kernels.sorting import stable_argsort
 from aonkit.analysis import hta_counters as hk
 
 from . import naive_hta as ref
@@ -194,7 +195,7 @@ def test_match_counts(rng: np.random.Generator) -> None:
 
 
 def test_sorted_values(rng: np.random.Generator) -> None:
-    from aonkit._kernels.keys import sorted_values
+    from aonkit._kernels.sorting import sorted_values
 
     for n in (0, 1, 2, 3, 17, 1000):
         for runs in (1, 2, 5, max(n, 1)):  # a few ascending runs, up to one run per element (random order)

@@ -11,7 +11,8 @@ import numpy as np
 
 from ._jit import njit
 from .describe import describe
-from .keys import first_match, is_sorted, stable_argsort, stream_groups
+from .keys import first_match, stream_groups
+from .sorting import is_sorted, stable_argsort
 
 HOST_WAIT = 0
 KERNEL_WAIT = 1

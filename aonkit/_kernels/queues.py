@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .keys import first_match, group_rows, stable_argsort
+from .keys import first_match, group_rows
+from .sorting import stable_argsort
 
 
 @njit

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .keys import group_rows, is_sorted, key_groups, sort_values, stable_argsort
+from .keys import group_rows, key_groups
+from .sorting import is_sorted, sort_values, stable_argsort
 
 
 @njit

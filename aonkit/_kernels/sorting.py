@@ -1,0 +1,149 @@
+"""Sorting of int64 arrays that are nearly sorted: natural merge sorts with TimSort's gallop.
+
+Profiler buffers write events in block-displaced order (a stretch written
+late), so per-stream times come as a few ascending runs. Merging the runs,
+each merge skipping what is already in place, costs about the displaced
+part; random order goes to Numba's own sort. Indices are ``range(n)`` from
+0 or ``np.uintp`` (see :mod:`.keys`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import njit
+
+
+@njit
+def is_sorted(a):
+    """Whether ``a`` is non-decreasing."""
+    for k in range(1, a.shape[0]):
+        if a[k] < a[k - 1]:
+            return False
+    return True
+
+
+@njit
+def stable_argsort(keys):
+    """Positions of ``keys`` sorted stably: a natural merge sort, or Numba's mergesort when runs are short."""
+    idx = np.arange(keys.shape[0])
+    runs, nr = _runs(keys, idx)
+    if nr > _MANY_RUNS_PER * keys.shape[0]:
+        return np.argsort(keys, kind="mergesort")
+    _merge_runs(keys, idx, runs, nr)
+    return idx
+
+
+@njit
+def sorted_values(a):
+    """A sorted copy of ``a`` (:func:`sort_values`)."""
+    out = a.copy()
+    sort_values(out)
+    return out
+
+
+@njit
+def sort_values(a):
+    """Sort ``a`` in place: a natural merge sort (:func:`_merge_runs`), or Numba's sort when runs are short."""
+    runs, nr = _runs(None, a)
+    if nr > _MANY_RUNS_PER * a.shape[0]:
+        a.sort()
+    elif nr > 1:
+        _merge_runs(None, a, runs, nr)
+
+
+_MANY_RUNS_PER = 1.0 / 32  # more runs than this per element: random order, a plain sort is faster
+
+
+@njit
+def _runs(keys, idx):
+    """(starts of the ascending runs of ``idx``'s keys, then its length; number of runs)."""
+    n = idx.shape[0]
+    runs = np.empty(n + 1, np.int64)
+    nr = 0
+    runs[0] = 0
+    for i in range(1, n):
+        if _key(keys, idx, i) < _key(keys, idx, i - 1):
+            nr += 1
+            runs[nr] = i
+    nr += 1 if n else 0
+    runs[nr] = n
+    return runs, nr
+
+
+@njit
+def _merge_runs(keys, idx, runs, nr):
+    """Merge the ascending runs of ``idx`` pairwise, in place and stably.
+
+    The order is by ``keys[idx]``, or by ``idx``'s own values when ``keys``
+    is None (a branch Numba prunes at compile time). Each merge first
+    skips, by binary search, the head of the left run and the tail of the
+    right run that are already in place (TimSort's gallop), so the
+    block-displaced order of profiler buffers (a stretch of events written
+    late) costs about the displaced part, not the whole array.
+    """
+    n = idx.shape[0]
+    while nr > 1:
+        out_r = 0
+        for r in range(0, nr, 2):
+            if r + 1 < nr:
+                _merge(keys, idx, runs[r], runs[r + 1], runs[r + 2])
+            runs[out_r] = runs[r]
+            out_r += 1
+        runs[out_r] = n
+        nr = out_r
+
+
+@njit
+def _key(keys, idx, i):
+    if keys is None:
+        return idx[np.uintp(i)]
+    return keys[np.uintp(idx[np.uintp(i)])]
+
+
+@njit
+def _less(keys, x, y):
+    if keys is None:
+        return x < y
+    return keys[np.uintp(x)] < keys[np.uintp(y)]
+
+
+@njit
+def _merge(keys, idx, a, m, b):
+    """Stable in-place merge of the sorted runs ``idx[a:m]`` and ``idx[m:b]`` (left wins ties)."""
+    pivot = _key(keys, idx, m)
+    lo = a
+    hi = m
+    while lo < hi:  # the left run's head up to the right run's first key stays
+        mid = (lo + hi) >> 1
+        if _key(keys, idx, mid) > pivot:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo == m:
+        return
+    p = lo
+    pivot = _key(keys, idx, m - 1)
+    hi = b
+    lo = m
+    while lo < hi:  # the right run's tail from the left run's last key on stays
+        mid = (lo + hi) >> 1
+        if _key(keys, idx, mid) >= pivot:
+            hi = mid
+        else:
+            lo = mid + 1
+    q = lo
+    left = idx[p:m].copy()
+    nl = left.shape[0]
+    i = 0
+    j = m
+    k = p
+    while i < nl and j < q:  # branch-free: the right run is read ahead of every write
+        r = idx[np.uintp(j)]
+        lv = left[np.uintp(i)]
+        take = _less(keys, r, lv)
+        idx[np.uintp(k)] = r if take else lv
+        j += take
+        i += 1 - take
+        k += 1
+    idx[k : k + nl - i] = left[i:]
