@@ -218,6 +218,7 @@ def test_pair_codes(rng: np.random.Generator) -> None:
         assert all(keys[order[k]] <= keys[order[k + 1]] for k in range(499))
         assert ((keys // width + a_lo) == a).all() and ((keys % width + b_lo) == b).all()
     assert not pair_codes(np.array([0, 2**40]), np.array([0, 2**30]))[4]  # the product of ranges would overflow
+    assert not pair_codes(np.array([-(2**62), 2**62]), np.array([0, 0]))[4]  # a range past int64 itself
     assert pair_codes(np.empty(0, np.int64), np.empty(0, np.int64))[0].shape == (0,)
 
 

@@ -4,7 +4,9 @@ pandas computes a mean as numpy's pairwise float64 sum over the values (NaN
 slots read as 0) divided by the count, the std by the two-pass formula with
 the same summation, and quantiles with numpy's ``linear`` method. Doing the
 same here gives identical floats. Quantiles come from a radix select (O(n)),
-not a sort. Indices are ``range(n)`` from 0 or ``np.uintp`` (see :mod:`.keys`).
+not a sort. :func:`group_stats` gives pandas' grouped count, sum, min, max,
+mean and std the same way (its std is pandas' grouped Welford update).
+Indices are ``range(n)`` from 0 or ``np.uintp`` (see :mod:`.keys`).
 """
 
 from __future__ import annotations

@@ -265,9 +265,9 @@ def pair_codes(a, b):
         a_hi = max(a_hi, np.int64(a[i]))
         b_lo = min(b_lo, np.int64(b[i]))
         b_hi = max(b_hi, np.int64(b[i]))
+    if (float(a_hi) - float(a_lo) + 1.0) * (float(b_hi) - float(b_lo) + 1.0) >= 2.0**62:  # floats: no wraparound
+        return np.empty(0, np.int64), a_lo, b_lo, np.int64(1), False
     width = b_hi - b_lo + 1
-    if float(a_hi - a_lo + 1) * float(width) >= 2.0**62:
-        return np.empty(0, np.int64), a_lo, b_lo, width, False
     keys = np.empty(n, np.int64)
     for i in range(n):
         keys[i] = (np.int64(a[i]) - a_lo) * width + (np.int64(b[i]) - b_lo)
