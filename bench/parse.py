@@ -224,11 +224,10 @@ def _numba_misses() -> int | None:
     try:
         from numba.core.registry import CPUDispatcher
 
-        from aonkit._kernels import json_lex, symbols, trace_scan
+        from aonkit._kernels import json_fast, json_lex, symbols, trace_event, trace_scan
 
-        disp = {
-            id(f): f for m in (json_lex, symbols, trace_scan) for f in vars(m).values() if isinstance(f, CPUDispatcher)
-        }
+        mods = (json_fast, json_lex, symbols, trace_event, trace_scan)
+        disp = {id(f): f for m in mods for f in vars(m).values() if isinstance(f, CPUDispatcher)}
         return int(sum(sum(f.stats.cache_misses.values()) for f in disp.values()))
     except Exception:  # noqa: BLE001
         return None

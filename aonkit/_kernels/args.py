@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .json_fast import key_at, next_member, value_end
 from .json_lex import MAX_DEPTH, OK, scan_scaled, skip_ws
-from .trace_scan import _key, _next_member, _value_end
 
 _ARGS = np.frombuffer(b'"args"', np.uint8).copy()
 _POW10 = np.array([10.0**k for k in range(23)])  # exact in float64
@@ -36,18 +36,18 @@ def _members(buf, i, n, stack, keys, key_off, out, r):
     if i < n and buf[i] == 125:
         return i + 1, True
     while i < n:
-        i, ks, kl, err = _key(buf, i, n)
+        i, ks, kl, err = key_at(buf, i, n)
         if err != OK:
             return i, False
         vs = i
-        i, err = _value_end(buf, i, n, stack)
+        i, err = value_end(buf, i, n, stack)
         if err != OK:
             return i, False
         for k in range(key_off.shape[0] - 1):
             if _is(buf, ks - 1, ks + kl + 1, keys[key_off[k] : key_off[k + 1]]):
                 out[r, k, 0] = vs
                 out[r, k, 1] = i
-        i, closed, err = _next_member(buf, i, n)
+        i, closed, err = next_member(buf, i, n)
         if err != OK:
             return i, False
         if closed:
@@ -65,7 +65,7 @@ def _event_args(buf, i, n, stack, keys, key_off, out, r):
     """
     i = skip_ws(buf, i + 1, n)
     while i < n and buf[i] == 34:
-        i, ks, kl, err = _key(buf, i, n)
+        i, ks, kl, err = key_at(buf, i, n)
         if err != OK:
             return
         if _is(buf, ks - 1, ks + kl + 1, _ARGS):
@@ -76,14 +76,14 @@ def _event_args(buf, i, n, stack, keys, key_off, out, r):
                     out[r, :, :] = -1
                     return
             else:
-                i, err = _value_end(buf, i, n, stack)
+                i, err = value_end(buf, i, n, stack)
                 if err != OK:
                     return
         else:
-            i, err = _value_end(buf, i, n, stack)
+            i, err = value_end(buf, i, n, stack)
             if err != OK:
                 return
-        i, closed, err = _next_member(buf, i, n)
+        i, closed, err = next_member(buf, i, n)
         if err != OK or closed:
             return
 

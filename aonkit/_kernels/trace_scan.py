@@ -2,373 +2,55 @@
 
 The scanner validates the whole document and writes, for each object of the
 ``traceEvents`` array (or of a bare top-level array), one column of two
-matrices: ``i64`` (rows ``R_*``: byte span, times, typed ids) and ``i32`` (rows
-``S_*``: symbol ids, flags). ``ph``, ``cat``, ``name``, ``pid``, ``tid`` and
-``bp`` values are interned by their raw JSON token bytes (:mod:`.symbols`); the
-Python wrapper decodes each distinct token once. Top-level keys other than the
+matrices (:mod:`.trace_event` parses one event; its ``R_*``, ``S_*``, ``K_*``
+and ``F_*`` constants are re-exported here). Top-level keys other than the
 events are recorded as byte spans (``top`` rows: key start, key end, value
-start, value end).
-
-The common shapes (plain strings, whitespace, short numbers) are lexed inline
-here with lookup tables; escapes, containers and unusual numbers go through
-the validating helpers of :mod:`.json_lex`.
+start, value end). Ranges of the events array can be scanned on their own
+for parallel parsing (:func:`scan_chunk`, :func:`scan_tail`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit, njit_inline, njit_leaf
-from .json_lex import (
-    E_EOF,
-    E_NOT_TRACE,
-    E_SYNTAX,
-    E_TRAILING,
-    MAX_DEPTH,
-    OK,
-    scan_scaled,
-    scan_string,
-    skip_any,
-    skip_value,
-    skip_ws,
+from ._jit import njit
+from .json_fast import WS, key_at, next_item, next_member
+from .json_lex import E_EOF, E_NOT_TRACE, E_TRAILING, MAX_DEPTH, OK, skip_value, skip_ws
+from .symbols import new_table, reserve
+from .trace_event import (  # noqa: F401 - the column layout, re-exported for the readers
+    F_OVERFLOW,
+    F_TIME_NOT_NUMBER,
+    F_TIME_OVERFLOW,
+    F_TIME_ROUNDED,
+    K_BP,
+    K_CAT,
+    K_NAME,
+    K_PH,
+    K_PID,
+    K_TID,
+    N32,
+    N64,
+    R_CORR,
+    R_DEVICE,
+    R_DUR,
+    R_EV_END,
+    R_EV_START,
+    R_EXT,
+    R_ID,
+    R_STREAM,
+    R_TS,
+    S_BP,
+    S_CAT,
+    S_FLAGS,
+    S_NAME,
+    S_PH,
+    S_PID,
+    S_TID,
+    TS_MISSING,
+    parse_event,
 )
-from .symbols import _word, intern, new_table, reserve
 
-# rows of the int64 matrix
-R_EV_START, R_EV_END, R_TS, R_DUR, R_CORR, R_EXT, R_STREAM, R_DEVICE, R_ID = range(9)
-N64 = 9
-# rows of the int32 matrix (symbol ids in kind order, then flags)
-S_PH, S_CAT, S_NAME, S_PID, S_TID, S_BP, S_FLAGS = range(7)
-N32 = 7
-K_PH, K_CAT, K_NAME, K_PID, K_TID, K_BP = range(6)
-
-# per-event flag bits
-F_TIME_ROUNDED = 1  # ts/dur had digits below 1 ns
-F_TIME_NOT_NUMBER = 2  # ts/dur present but not a number
-F_OVERFLOW = 4  # a typed integer did not fit int64
-F_TIME_OVERFLOW = 8  # ts/dur did not fit int64 ns
-
-TS_MISSING = np.int64(-9223372036854775808)
-
-_WS = np.zeros(256, np.uint8)
-_WS[[9, 10, 13, 32]] = 1
-_STR_STOP = np.zeros(256, np.uint8)  # bytes that end the fast path inside a string
-_STR_STOP[:32] = 1
-_STR_STOP[[34, 92]] = 1
-_NUM_START = np.zeros(256, np.uint8)
-_NUM_START[48:58] = 1
-_NUM_START[45] = 1
-
-# event keys -> codes 0..5 (symbol kinds), 6 ts, 7 dur, 8 id, 9 args
-_A_EXT = np.frombuffer(b"xternal id", np.uint8).copy()
-_A_CORR = np.frombuffer(b"correlation", np.uint8).copy()
 _TRACE_EVENTS = np.frombuffer(b'"traceEvents"', np.uint8).copy()
-
-
-@njit_inline
-def _key_id(buf, s, ln):
-    """Classify an event key (inner bytes ``buf[s:s+ln]``); -1 for others."""
-    if ln == 2:
-        a, b = buf[s], buf[s + 1]
-        if a == 112 and b == 104:
-            return 0  # ph
-        if a == 116 and b == 115:
-            return 6  # ts
-        if a == 105 and b == 100:
-            return 8  # id
-        if a == 98 and b == 112:
-            return 5  # bp
-    elif ln == 3:
-        a, b, c = buf[s], buf[s + 1], buf[s + 2]
-        if a == 99 and b == 97 and c == 116:
-            return 1  # cat
-        if b == 105 and c == 100:
-            if a == 112:
-                return 3  # pid
-            if a == 116:
-                return 4  # tid
-        if a == 100 and b == 117 and c == 114:
-            return 7  # dur
-    elif ln == 4:
-        if buf[s] == 110 and buf[s + 1] == 97 and buf[s + 2] == 109 and buf[s + 3] == 101:
-            return 2  # name
-        if buf[s] == 97 and buf[s + 1] == 114 and buf[s + 2] == 103 and buf[s + 3] == 115:
-            return 9  # args
-    return -1
-
-
-@njit_inline
-def _arg_key_id(buf, s, ln):
-    """0 correlation, 1 "External id", 2 "external id", 3 stream, 4 device, -1 other."""
-    if ln == 11:
-        if buf[s + 1] == 120:
-            ok = True
-            for k in range(10):
-                if buf[s + 1 + k] != _A_EXT[k]:
-                    ok = False
-                    break
-            if ok:
-                if buf[s] == 69:
-                    return 1
-                if buf[s] == 101:
-                    return 2
-        elif buf[s] == 99:
-            for k in range(11):
-                if buf[s + k] != _A_CORR[k]:
-                    return -1
-            return 0
-    elif ln == 6:
-        if (
-            buf[s] == 115 and buf[s + 1] == 116 and buf[s + 2] == 114
-            and buf[s + 3] == 101 and buf[s + 4] == 97 and buf[s + 5] == 109
-        ):  # fmt: skip
-            return 3
-        if (
-            buf[s] == 100 and buf[s + 1] == 101 and buf[s + 2] == 118
-            and buf[s + 3] == 105 and buf[s + 4] == 99 and buf[s + 5] == 101
-        ):  # fmt: skip
-            return 4
-    return -1
-
-
-_ONES = np.uint64(0x0101010101010101)
-_HIGH = np.uint64(0x8080808080808080)
-_QUOTES = np.uint64(0x2222222222222222)
-_BSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
-_SPACES = np.uint64(0x2020202020202020)
-
-
-@njit_inline
-def _string_end(buf, i, n):
-    """End (after the closing quote) of the string opening at ``i``: (end, err).
-
-    Skips 8 bytes at a time while a word holds no quote, backslash or control
-    byte (the classic has-zero-byte / has-less-than bit tricks, exact as tests).
-    """
-    j = i + 1
-    while j + 8 <= n:
-        w = _word(buf, j)
-        q = w ^ _QUOTES
-        b = w ^ _BSLASHES
-        hit = ((q - _ONES) & ~q) | ((b - _ONES) & ~b) | ((w - _SPACES) & ~w)
-        if hit & _HIGH:
-            break
-        j += 8
-    while j < n and _STR_STOP[buf[j]] == 0:
-        j += 1
-    if j < n and buf[j] == 34:
-        return j + 1, OK
-    return scan_string(buf, i, n)
-
-
-@njit_inline
-def _key(buf, i, n):
-    """Scan ``"key" :`` at ``i`` and the whitespace after it. Returns (value pos, key start, key len, err)."""
-    if buf[i] != 34:
-        return i, 0, 0, E_SYNTAX
-    j, err = _string_end(buf, i, n)
-    if err != OK:
-        return j, 0, 0, err
-    ks = i + 1
-    kl = j - 1 - ks
-    while j < n and _WS[buf[j]] == 1:
-        j += 1
-    if j >= n:
-        return n, 0, 0, E_EOF
-    if buf[j] != 58:
-        return j, 0, 0, E_SYNTAX
-    j += 1
-    while j < n and _WS[buf[j]] == 1:
-        j += 1
-    if j >= n:
-        return n, 0, 0, E_EOF
-    return j, ks, kl, OK
-
-
-@njit_inline
-def _value_end(buf, i, n, stack):
-    """End of the value at ``i`` (strings and plain integers on the fast path): (end, err)."""
-    c = buf[i]
-    if c == 34:
-        return _string_end(buf, i, n)
-    if 49 <= c <= 57:  # an integer without leading zero, sign, fraction or exponent
-        j = i + 1
-        while j < n and 48 <= buf[j] <= 57:
-            j += 1
-        if j < n and buf[j] != 46 and buf[j] != 101 and buf[j] != 69:
-            return j, OK
-    return skip_any(buf, i, n, stack)
-
-
-@njit_inline
-def _next_item(buf, i, n, close):
-    """After an item's value: skip whitespace and ``,`` or the ``close`` byte. Returns (pos, closed, err)."""
-    while i < n and _WS[buf[i]] == 1:
-        i += 1
-    if i >= n:
-        return n, False, E_EOF
-    c = buf[i]
-    if c == 44:
-        i += 1
-        while i < n and _WS[buf[i]] == 1:
-            i += 1
-        if i >= n:
-            return n, False, E_EOF
-        return i, False, OK
-    if c == close:
-        return i + 1, True, OK
-    return i, False, E_SYNTAX
-
-
-@njit_inline
-def _next_member(buf, i, n):
-    """After an object member's value (see :func:`_next_item`)."""
-    return _next_item(buf, i, n, 125)
-
-
-@njit_leaf
-def _parse_args(buf, i, n, stack, i64, i32, row):
-    """Parse the args object at ``i`` (a ``{``), filling the typed arg rows."""
-    ext_upper = np.int64(-1)
-    ext_lower = np.int64(-1)
-    has_upper = False
-    i += 1
-    while i < n and _WS[buf[i]] == 1:
-        i += 1
-    if i >= n:
-        return n, E_EOF
-    if buf[i] == 125:
-        return i + 1, OK
-    while True:
-        i, ks, kl, err = _key(buf, i, n)
-        if err != OK:
-            return i, err
-        akey = _arg_key_id(buf, ks, kl)
-        if akey < 0:
-            i, err = _value_end(buf, i, n, stack)
-            if err != OK:
-                return i, err
-        else:
-            v = np.int64(-1)
-            if _NUM_START[buf[i]] == 1 and not (buf[i] == 45 and i + 1 < n and buf[i + 1] == 73):
-                i, err, v, st, is_int = scan_scaled(buf, i, n, 0)
-                if err != OK:
-                    return i, err
-                if not is_int:
-                    v = np.int64(-1)
-                elif st == 2:
-                    v = np.int64(-1)
-                    i32[S_FLAGS, row] |= F_OVERFLOW
-            else:
-                i, err = _value_end(buf, i, n, stack)
-                if err != OK:
-                    return i, err
-            if akey == 0:
-                i64[R_CORR, row] = v
-            elif akey == 1:
-                ext_upper = v
-                has_upper = True
-            elif akey == 2:
-                ext_lower = v
-            elif akey == 3:
-                i64[R_STREAM, row] = v
-            else:
-                i64[R_DEVICE, row] = v
-        i, closed, err = _next_member(buf, i, n)
-        if err != OK:
-            return i, err
-        if closed:
-            i64[R_EXT, row] = ext_upper if has_upper else ext_lower
-            return i, OK
-
-
-@njit_leaf
-def _time_value(buf, i, n, stack, i64, i32, row, r):
-    """Parse ts/dur at ``i`` into ``i64[r, row]`` as exact ns."""
-    missing = TS_MISSING if r == R_TS else np.int64(-1)
-    if _NUM_START[buf[i]] == 1 and not (buf[i] == 45 and i + 1 < n and buf[i + 1] == 73):
-        j, err, v, st, _ = scan_scaled(buf, i, n, 3)
-        if err != OK:
-            return j, err
-        if st == 2:
-            i64[r, row] = missing
-            i32[S_FLAGS, row] |= F_TIME_OVERFLOW
-        else:
-            i64[r, row] = v
-            if st == 1:
-                i32[S_FLAGS, row] |= F_TIME_ROUNDED
-        return j, OK
-    j, err = skip_any(buf, i, n, stack)
-    i64[r, row] = missing
-    i32[S_FLAGS, row] |= F_TIME_NOT_NUMBER
-    return j, err
-
-
-@njit_leaf
-def _parse_event(buf, i, n, stack, i64, i32, row, ht, sym, symh, nsym, last):
-    """Parse the event object at ``i`` into column ``row``. Returns (end, err, nsym)."""
-    i64[R_EV_START, row] = i
-    for r in range(R_TS, N64):
-        i64[r, row] = -1
-    i64[R_TS, row] = TS_MISSING
-    for r in range(N32):
-        i32[r, row] = -1
-    i32[S_FLAGS, row] = 0
-    i += 1
-    while i < n and _WS[buf[i]] == 1:
-        i += 1
-    if i >= n:
-        return n, E_EOF, nsym
-    if buf[i] == 125:
-        i64[R_EV_END, row] = i + 1
-        return i + 1, OK, nsym
-    while True:
-        i, ks, kl, err = _key(buf, i, n)
-        if err != OK:
-            return i, err, nsym
-        key = _key_id(buf, ks, kl)
-        if 0 <= key <= 5:
-            vs = i
-            i, err = _value_end(buf, i, n, stack)
-            if err != OK:
-                return i, err, nsym
-            if buf[vs] == 110:  # null
-                i32[key, row] = -1
-            else:
-                sid, nsym = intern(buf, vs, i, key, ht, sym, symh, nsym, last)
-                i32[key, row] = sid
-        elif key == 6 or key == 7:
-            i, err = _time_value(buf, i, n, stack, i64, i32, row, R_TS if key == 6 else R_DUR)
-            if err != OK:
-                return i, err, nsym
-        elif key == 9 and buf[i] == 123:
-            for r in range(R_CORR, R_ID):
-                i64[r, row] = -1
-            i, err = _parse_args(buf, i, n, stack, i64, i32, row)
-            if err != OK:
-                return i, err, nsym
-        elif key == 8 and _NUM_START[buf[i]] == 1 and not (buf[i] == 45 and i + 1 < n and buf[i + 1] == 73):
-            i, err, v, st, is_int = scan_scaled(buf, i, n, 0)
-            if err != OK:
-                return i, err, nsym
-            i64[R_ID, row] = v if is_int and st != 2 else -1
-            if is_int and st == 2:
-                i32[S_FLAGS, row] |= F_OVERFLOW
-        else:
-            if key == 9:
-                for r in range(R_CORR, R_ID):
-                    i64[r, row] = -1
-            elif key == 8:
-                i64[R_ID, row] = -1
-            i, err = _value_end(buf, i, n, stack)
-            if err != OK:
-                return i, err, nsym
-        i, closed, err = _next_member(buf, i, n)
-        if err != OK:
-            return i, err, nsym
-        if closed:
-            i64[R_EV_END, row] = i
-            return i, OK, nsym
 
 
 @njit
@@ -412,7 +94,7 @@ def _events_loop(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, n
                 limit = i64.shape[1]
             if nsym + 6 > sym.shape[0] or (nsym + 6) * 2 > ht.shape[0]:
                 ht, sym, symh = reserve(ht, sym, symh, nsym, 6)
-            i, err, nsym = _parse_event(buf, i, n, stack, i64, i32, base + n_ev, ht, sym, symh, nsym, last)
+            i, err, nsym = parse_event(buf, i, n, stack, i64, i32, base + n_ev, ht, sym, symh, nsym, last)
             if err != OK:
                 return i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
             n_ev += 1
@@ -421,7 +103,7 @@ def _events_loop(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, n
             if err != OK:
                 return i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
             n_bad += 1
-        i, closed, err = _next_item(buf, i, n, 93)
+        i, closed, err = next_item(buf, i, n, 93)
         if err != OK or closed:
             return i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
 
@@ -462,11 +144,11 @@ def find_event_boundary(buf, start, limit):
     for i in range(start, end):
         if buf[i] == 125:
             j = i + 1
-            while j < n and _WS[buf[j]] == 1:
+            while j < n and WS[buf[j]] == 1:
                 j += 1
             if j < n and buf[j] == 44:
                 j += 1
-                while j < n and _WS[buf[j]] == 1:
+                while j < n and WS[buf[j]] == 1:
                     j += 1
                 if j < n and buf[j] == 123:
                     return j
@@ -496,7 +178,7 @@ def _top_members(buf, i, n, stop, stack, i64, i32, limit, ht, sym, symh, nsym, l
     while True:
         if not resume:
             ks = i
-            i, _, kl, err = _key(buf, i, n)
+            i, _, kl, err = key_at(buf, i, n)
             if err != OK:
                 return err, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout
             if ntop >= top.shape[0]:
@@ -525,7 +207,7 @@ def _top_members(buf, i, n, stop, stack, i64, i32, limit, ht, sym, symh, nsym, l
                 return err, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout
             top[ntop - 1, 3] = i
         resume = False
-        i, closed, err = _next_member(buf, i, n)
+        i, closed, err = next_member(buf, i, n)
         if err != OK:
             return err, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout
         if closed:
