@@ -6,7 +6,7 @@ import numpy as np
 
 from ._jit import njit
 from .json_fast import key_at, next_member, value_end
-from .json_lex import MAX_DEPTH, OK, scan_scaled, skip_ws
+from .json_lex import MAX_DEPTH, OK, scan_number, scan_scaled, skip_ws
 
 _ARGS = np.frombuffer(b'"args"', np.uint8).copy()
 _POW10 = np.array([10.0**k for k in range(23)])  # exact in float64
@@ -156,44 +156,35 @@ def span_floats(buf, spans):
         e = spans[r, 1]
         if s < 0 or s >= e:
             continue
-        p = s
-        neg = buf[p] == 45
-        p += 1 if neg else 0
-        if p >= e or buf[p] < 48 or buf[p] > 57 or (buf[p] == 48 and p + 1 < e and 48 <= buf[p + 1] <= 57):
-            continue  # no digit, or a leading zero: not a JSON number
+        j, err, is_int = scan_number(buf, s, e)  # the JSON grammar; below, only the digits are read
+        if err != OK or j != e:
+            continue
+        neg = buf[s] == 45
+        p = s + 1 if neg else s
         m = np.int64(0)
         big = False
-        while p < e and 48 <= buf[p] <= 57:
-            m = m * 10 + (buf[p] - 48)
-            big |= m > _MAX_EXACT
-            p += 1
         e10 = 0
-        int_e = p
-        if p < e and buf[p] == 46:
-            p += 1
-            f0 = p
-            while p < e and 48 <= buf[p] <= 57:
+        frac = 0
+        while p < e and buf[p] != 101 and buf[p] != 69:  # significant digits, and how many follow the point
+            if buf[p] == 46:
+                frac = 1
+            else:
                 m = m * 10 + (buf[p] - 48)
                 big |= m > _MAX_EXACT
-                p += 1
-            if p == f0:
-                continue
-            e10 = f0 - p
-        if p < e and (buf[p] == 101 or buf[p] == 69):
+                e10 -= frac
             p += 1
-            eneg = p < e and buf[p] == 45
-            p += 1 if p < e and (buf[p] == 43 or buf[p] == 45) else 0
-            x0 = p
+        if p < e:  # the exponent
+            p += 1
+            eneg = buf[p] == 45
+            p += 1 if buf[p] == 43 or buf[p] == 45 else 0
             x = 0
-            while p < e and 48 <= buf[p] <= 57 and x < 10_000:
+            while p < e and x < 10_000:
                 x = x * 10 + (buf[p] - 48)
                 p += 1
-            if p == x0:
-                continue
             e10 += -x if eneg else x
         if p != e or big or e10 < -22 or e10 > 22:
             continue
         v = float(m) * _POW10[e10] if e10 >= 0 else float(m) / _POW10[-e10]
-        vals[r] = -v if neg and (v != 0.0 or p != int_e) else v  # json's -0 is the integer 0
+        vals[r] = -v if neg and (v != 0.0 or not is_int) else v  # json's -0 is the integer 0
         ok[r] = True
     return vals, ok
