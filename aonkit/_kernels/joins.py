@@ -98,8 +98,8 @@ def gpu_launch_rows(codes, is_gpu, is_launch, corr):
     last = is_gpu.shape[0] - 1
     take = np.empty(last + 2, np.uint8)  # per code + 1 (code -1 first): 1 GPU event, 2 launch call, 0 neither
     for c in range(-1, last):
-        f = is_gpu[np.uintp(last if c < 0 else c)]
-        take[np.uintp(c + 1)] = 1 if f else (2 if is_launch[np.uintp(last if c < 0 else c)] else 0)
+        flag = np.uintp(last if c < 0 else c)  # code -1 reads the last flag
+        take[np.uintp(c + 1)] = 1 if is_gpu[flag] else (2 if is_launch[flag] else 0)
     if n >= 2**31:
         raise ValueError("gpu_launch_rows: at most 2**31 - 1 events")
     gpu_buf = np.empty(n + 1, np.int32)  # one branch-free pass (GPU and CPU rows interleave): every row is

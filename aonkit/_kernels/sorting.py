@@ -35,14 +35,6 @@ def stable_argsort(keys):
 
 
 @njit
-def sorted_values(a):
-    """A sorted copy of ``a`` (:func:`sort_values`)."""
-    out = a.copy()
-    sort_values(out)
-    return out
-
-
-@njit
 def sort_values(a):
     """Sort ``a`` in place: a natural merge sort (:func:`_merge_runs`), or Numba's sort when runs are short."""
     runs, nr = _runs(None, a)
