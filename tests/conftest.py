@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+# AONKIT_SHARED points the suite at another copy (or at a missing folder, to check that every user skips)
+SHARED = Path(os.environ.get("AONKIT_SHARED") or ROOT.parent / "shared")
 SHARED_TRACES = SHARED / "traces"
 SAMPLE_TRACES = ROOT / "sample_traces"
 
@@ -20,11 +22,16 @@ def shared_trace_files() -> list[Path]:
     return sorted(p for p in SHARED_TRACES.rglob("*") if p.is_file() and p.name != "SOURCES.md")
 
 
-def require_shared() -> Path:
-    """Skip the calling test with a clear reason when ../shared/traces is absent."""
-    if not SHARED_TRACES.is_dir():
-        pytest.skip(f"shared test traces not found at {SHARED_TRACES} (clone with ../shared beside the repo)")
-    return SHARED_TRACES
+def require_shared(part: str = "traces") -> Path:
+    """``../shared/<part>``, or skip the calling test with a clear reason when it is absent.
+
+    Every test that reads ``../shared`` goes through here (or the
+    ``shared_traces`` fixture), so a clone without it skips instead of failing.
+    """
+    path = SHARED / part
+    if not path.exists():
+        pytest.skip(f"shared test data not found at {path} (clone with ../shared beside the repo)")
+    return path
 
 
 @pytest.fixture

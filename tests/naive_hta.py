@@ -11,17 +11,37 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from aonkit.analysis.hta_compat import gpu_rows
+from aonkit.analysis.hta_compat import IDLE_KERNEL_CATS, gpu_rows
+
+
+def hta_launch_index(df: pd.DataFrame) -> pd.Series:
+    """HTA's ``transform_correlation_to_index``, transcribed: the merge, then ``.loc`` writes (last pair wins)."""
+    index = df["index"] if "index" in df else pd.Series(np.arange(len(df)), index=df.index)
+    d = pd.DataFrame({"index": index.to_numpy(), "correlation": df["correlation"].to_numpy(),
+                      "stream": df["stream"].to_numpy(), "name": df["name"].astype(object).to_numpy()})  # fmt: skip
+    d["index_correlation"] = np.minimum(d["correlation"], 0)
+    corr = d[d["correlation"] != -1]
+    gpu_side = ((corr["stream"] >= 0) & (corr["correlation"] >= 0)) | corr["name"].isin(["Event Sync", "Context Sync"])
+    merged = corr[~gpu_side].merge(corr[gpu_side], on="correlation", how="inner")
+    pos = pd.Series(np.arange(len(d)), index=d["index"].to_numpy())
+    d.loc[pos[merged["index_y"]].to_numpy(), "index_correlation"] = merged["index_x"].to_numpy()
+    # label 0 is HTA's row 0: the first row's index here
+    first = d["index"].iloc[0] if len(d) else -1
+    return d["index_correlation"].replace(0, first).where(gpu_side.reindex(d.index, fill_value=False), -1)
 
 
 def _runtime_ts(df: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
-    cpu = df[(df["stream"] == -1) & (df["correlation"] != -1)].drop_duplicates("correlation")
-    lookup = pd.Series(cpu["ts"].to_numpy(float), index=cpu["correlation"].to_numpy())
-    return lookup.reindex(gpu["correlation"].to_numpy()).to_numpy()
+    launch = df["launch_index"] if "launch_index" in df else hta_launch_index(df)
+    index = df["index"] if "index" in df else pd.Series(np.arange(len(df)), index=df.index)
+    lookup = pd.Series(df["ts"].to_numpy(float), index=index.to_numpy())
+    lookup = lookup[~lookup.index.duplicated()]
+    return lookup.reindex(launch.loc[gpu.index].to_numpy()).to_numpy()
 
 
 def _idle_per_stream(df: pd.DataFrame, delay: int) -> pd.DataFrame:
     gpu = gpu_rows(df)
+    if "cat" in df:
+        gpu = gpu[gpu["cat"].isin(IDLE_KERNEL_CATS)]
     gpu = gpu.assign(ts_runtime=_runtime_ts(df, gpu))
     parts = []
     for stream in pd.unique(gpu["stream"]):
@@ -85,7 +105,7 @@ def queue_length_series(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...
         ts = np.concatenate([launches["ts"].to_numpy(), g["ts"].to_numpy()])
         stream = np.concatenate([stream_of.reindex(launches["correlation"]).to_numpy(), g["stream"].to_numpy()])
         step = np.concatenate([np.ones(len(launches), np.int64), -np.ones(len(g), np.int64)])
-        order = np.argsort(ts, kind="quicksort")
+        order = np.argsort(ts, kind="stable")  # HTA's sort, made stable: launches first at a tie (aonkit's rule)
         s = pd.DataFrame({"ts": ts[order], "stream": stream[order], "step": step[order]})
         for st, sdf in s.groupby("stream"):
             parts.append(pd.DataFrame({"rank": rank, "ts": sdf["ts"].to_numpy(), "stream": st,

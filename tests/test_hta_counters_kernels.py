@@ -31,10 +31,13 @@ def random_frame(rng: np.random.Generator, n: int, *, sparse: bool = False, ties
     span = n // 2 + 1 if ties else 10**9
     ts = rng.integers(0, span, n)
     dur = rng.integers(0, 40, n)
-    names = np.array(API + OTHER, dtype=object)[rng.integers(0, len(API) + len(OTHER), n)]
-    cats = pd.Index(API + OTHER + ["unused"], dtype="str")
+    names = np.array(API + OTHER + ["Event Sync"], dtype=object)[rng.integers(0, len(API) + len(OTHER) + 1, n)]
+    cats = pd.Index(API + OTHER + ["Event Sync", "unused"], dtype="str")
+    # GPU rows are mostly kernels and copies; some are annotations or syncs, which HTA's idle time leaves out
+    cat = np.where(stream == -1, "cuda_runtime", rng.choice(["kernel", "gpu_memcpy", "gpu_user_annotation",
+                                                             "cuda_sync"], n, p=[0.6, 0.2, 0.1, 0.1]))  # fmt: skip
     return pd.DataFrame({"ts": ts, "dur": dur, "end": ts + dur, "stream": stream, "correlation": corr,
-                         "name": pd.Categorical(names, categories=cats)})  # fmt: skip
+                         "name": pd.Categorical(names, categories=cats), "cat": pd.Categorical(cat)})  # fmt: skip
 
 
 HAND = pd.DataFrame(
@@ -47,6 +50,28 @@ HAND = pd.DataFrame(
     }
 )
 HAND["end"] = HAND["ts"] + HAND["dur"]
+
+
+def test_idle_leaves_out_annotations_and_takes_the_last_launch() -> None:
+    """HTA's idle time counts kernels and copies only, and a GPU row's launch is the last CPU row of its correlation."""
+    frame = pd.DataFrame({
+        "ts": [0, 50, 2, 10, 5, 60], "dur": [1, 1, 3, 100, 200, 5], "stream": [-1, -1, 7, 7, 7, 7],
+        "correlation": [1, 1, 1, 2, 3, 1],  # two CPU rows with correlation 1 (ts 0 and 50)
+        "name": pd.Categorical(["cudaLaunchKernel", "cudaLaunchKernel", "k", "k", "ann", "k2"]),
+        "cat": pd.Categorical(["cuda_runtime", "cuda_runtime", "kernel", "kernel", "gpu_user_annotation", "kernel"]),
+    })  # fmt: skip
+    frame["end"] = frame["ts"] + frame["dur"]
+    out, _ = hk.idle_time_breakdown({0: frame})
+    # stream 7 without the annotation: [2,5) [10,110) [60,65); gaps 5 (launch of corr 2 unknown... no CPU row: row 0's
+    # ts, 0, is not after 5: kernel_wait) and -50 (launch at 50, the last CPU row of corr 1, is not after 110)
+    got = out.set_index("idle_category")["idle_time"].to_dict()
+    assert got == {"kernel_wait": -45.0, "other": 0.0}
+    frame.loc[5, "ts"], frame.loc[5, "end"] = 120, 125  # now after 110: the launch at 50 does not make it host wait
+    got = hk.idle_time_breakdown({0: frame})[0].set_index("idle_category")["idle_time"].to_dict()
+    assert got == {"kernel_wait": 15.0, "other": 0.0}
+    frame.loc[1, "ts"] = 115  # the last CPU row of corr 1 starts after 110: host wait
+    got = hk.idle_time_breakdown({0: frame})[0].set_index("idle_category")["idle_time"].to_dict()
+    assert got == {"host_wait": 10.0, "kernel_wait": 5.0, "other": 0.0}
 
 
 def test_idle_hand_made() -> None:

@@ -1,7 +1,7 @@
 """Idle gaps between the GPU events of each stream, classified as HTA classifies them.
 
-Rows are events of one rank: ``stream`` (-1 on the CPU side), ``ts``,
-``end``, ``corr`` (correlation), all int64 and in the caller's row order.
+Rows are GPU events of one rank: ``stream``, ``ts``, ``end`` and the start
+of the launch call, all int64 and in the caller's row order.
 Loops index with ``range(n)`` from 0 or ``np.uintp`` (see :mod:`.keys`).
 """
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from ._jit import njit
 from .describe import describe
-from .keys import first_match, stream_groups
+from .keys import stream_groups
 from .sorting import is_sorted, stable_argsort
 
 HOST_WAIT = 0
@@ -20,22 +20,18 @@ OTHER = 2
 
 
 @njit
-def _extract_by_stream(stream, ts, end, corr):
-    """One pass over the columns: GPU events grouped by stream, CPU rows with a correlation.
+def _by_stream(stream, ts, end, start, found):
+    """GPU events' ts, end, launch start and found, grouped by stream (first appearance), by start within one (stably).
 
-    GPU events' ts, end, corr come grouped by stream (first appearance), by
-    start within one (stably); CPU rows' corr and ts where corr != -1.
-    Returns (ts, end, corr, offsets, stream values, cpu corr, cpu ts).
+    Returns (ts, end, start, found, offsets, stream values).
     """
     slots, lo, group_of, offsets, streams = stream_groups(stream, False)
     m = offsets[-1]
     g_ts = np.empty(m, np.int64)
     g_end = np.empty(m, np.int64)
-    g_corr = np.empty(m, np.int64)
-    c_corr = np.empty(stream.shape[0] - m, np.int64)
-    c_ts = np.empty(stream.shape[0] - m, np.int64)
+    g_start = np.empty(m, np.int64)
+    g_found = np.empty(m, np.bool_)
     fill = offsets[:-1].copy()
-    q = 0
     for i in range(stream.shape[0]):
         if stream[i] != -1:
             b = np.uintp(group_of[np.uintp(slots[i] - lo)])
@@ -43,19 +39,17 @@ def _extract_by_stream(stream, ts, end, corr):
             fill[b] += 1
             g_ts[k] = ts[i]
             g_end[k] = end[i]
-            g_corr[k] = corr[i]
-        elif corr[i] != -1:
-            c_corr[q] = corr[i]
-            c_ts[q] = ts[i]
-            q += 1
+            g_start[k] = start[i]
+            g_found[k] = found[i]
     for s in range(streams.shape[0]):  # usually in order already
         seg = slice(offsets[s], offsets[s + 1])
         if not is_sorted(g_ts[seg]):
             order = stable_argsort(g_ts[seg])
             g_ts[seg] = g_ts[seg][order]
             g_end[seg] = g_end[seg][order]
-            g_corr[seg] = g_corr[seg][order]
-    return g_ts, g_end, g_corr, offsets, streams, c_corr[:q], c_ts[:q]
+            g_start[seg] = g_start[seg][order]
+            g_found[seg] = g_found[seg][order]
+    return g_ts, g_end, g_start, g_found, offsets, streams
 
 
 @njit
@@ -97,13 +91,15 @@ def _stream_gaps(ts, end, start, found, spare, delay):
 
 
 @njit
-def idle_gaps(stream, ts, end, corr, delay):
+def idle_gaps(stream, ts, end, start, found, delay):
     """Gaps between consecutive GPU events of each stream, classified as HTA classifies them.
 
-    A gap is ``HOST_WAIT`` when the launch call of the next event (the first
-    CPU-side row with its correlation) started after the previous event
-    ended, else ``KERNEL_WAIT`` when shorter than ``delay``, else ``OTHER``.
-    The first event of a stream has no gap (NaN) and counts as ``OTHER``.
+    Rows are the GPU events (``stream != -1``; other rows are skipped), with
+    the start of each one's launch call in ``start`` where ``found``. A gap
+    is ``HOST_WAIT`` when the launch call of the next event started after
+    the previous event ended, else ``KERNEL_WAIT`` when shorter than
+    ``delay``, else ``OTHER``. The first event of a stream has no gap (NaN)
+    and counts as ``OTHER``.
 
     Returns
     -------
@@ -116,15 +112,15 @@ def idle_gaps(stream, ts, end, corr, delay):
     stats : float64[S, 3, 8]
         pandas' ``describe()`` of the gaps per category (count, mean, std, min, 25%, 50%, 75%, max).
     """
-    g_ts, g_end, g_corr, offsets, streams, c_corr, c_ts = _extract_by_stream(stream, ts, end, corr)
-    start, found = first_match(c_corr, c_ts, g_corr)
+    g_ts, g_end, start, found, offsets, streams = _by_stream(stream, ts, end, start, found)
+    spare = np.empty(g_ts.shape[0], np.int64)
     n_s = streams.shape[0]
     total = np.zeros((n_s, 3), np.int64)
     present = np.zeros((n_s, 3), np.bool_)
     stats = np.full((n_s, 3, 8), np.nan)
     for s in range(n_s):
         seg = slice(offsets[s], offsets[s + 1])
-        runs = (g_corr[seg], start[seg], g_ts[seg])
+        runs = (spare[seg], start[seg], g_ts[seg])
         count, total[s] = _stream_gaps(runs[2], g_end[seg], runs[1], found[seg], runs[0], delay)
         for c in range(3):
             if count[c]:  # the stream's first (NaN) slot leads its OTHER run

@@ -17,12 +17,17 @@ last-step filter       with more than one ``ProfilerStep#N``, CPU rows starting 
                        or after the last step's start are dropped, and GPU rows are
                        kept only when their ``correlation`` matches a kept CPU row
 GPU rows               ``stream != -1``
+launch of a GPU row    HTA's ``index_correlation``, taken before the last-step
+                       filter: the *last* CPU-side row with the GPU row's
+                       correlation, HTA's row 0 when none has it, none for -1
 =====================  ==========================================================
 
 Frames have ``index`` (the row in ``trace.events``), int64 ``ts``, ``dur``,
 ``end`` (µs, aligned), ``stream``, ``correlation``, ``device``, ``pid``/``tid``
-as in the trace, str ``name``, ``cat`` and ``kernel_type``, and for memory
-operations ``memory_bw_gbps`` (the profiler's ``memory bandwidth (GB/s)`` arg).
+as in the trace, str ``name``, ``cat`` and ``kernel_type``, for memory
+operations ``memory_bw_gbps`` (the profiler's ``memory bandwidth (GB/s)`` arg),
+and ``launch_index``: the ``index`` of the row HTA joins as a GPU row's launch
+call (-1: none; see :func:`launch_index`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ COMPUTATION = "COMPUTATION"
 _COMM_RE = re.compile(r"^nccl.*Kernel")
 _MEM_RE = re.compile(r"^Memcpy|^Memset|^dma")
 _STEP_RE = re.compile(r"ProfilerStep")
+#: Categories of the GPU rows in HTA's idle-time breakdown (``cuda_sync`` and annotations are left out).
+IDLE_KERNEL_CATS = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
+_SYNC_NAMES = ("Event Sync", "Context Sync")  # GPU-side rows for HTA's correlation join, whatever their stream
 
 
 def kernel_type(name: str) -> str:
@@ -86,9 +94,37 @@ def _one_rank(trace: Trace) -> dict[str, np.ndarray | pd.Categorical]:
     mem = (np.asarray(kind.codes) == _TYPE_CODE[MEMORY]) & (ev["stream"] != -1)
     if mem.any():
         bw[mem] = trace.arg_numbers("memory bandwidth (GB/s)", index[mem])
+    launch = launch_index(index, ev["stream"], ev["correlation"], names)
     return {"index": index, "ts": ts, "dur": end - ts, "end": end, "name": names, "cat": ev["cat"], "pid": ev["pid"],
             "tid": ev["tid"], "stream": ev["stream"], "device": ev["device"], "correlation": ev["correlation"],
-            "kernel_type": kind, "memory_bw_gbps": bw}  # fmt: skip
+            "kernel_type": kind, "memory_bw_gbps": bw, "launch_index": launch}  # fmt: skip
+
+
+def launch_index(index: np.ndarray, stream: np.ndarray, corr: np.ndarray, names: pd.Categorical) -> np.ndarray:
+    """HTA 0.5.0's ``index_correlation`` of the GPU-side rows, as ``index`` values (-1 elsewhere).
+
+    HTA merges CPU-side rows (a correlation, not GPU-side) with GPU-side rows
+    (``stream >= 0`` and ``correlation >= 0``, or named ``Event Sync`` /
+    ``Context Sync``) on correlation and writes the pairs in CPU row order, so
+    a GPU row with several CPU rows keeps the *last* one. A GPU-side row that
+    matches none gets 0, which HTA then reads as its row 0 (the first row of
+    the rank's frame); a correlation of -1 links nothing.
+    """
+    from .._kernels.keys import first_match
+
+    codes, sync = code_flags(pd.Series(names), lambda c: c in _SYNC_NAMES)
+    stream = np.asarray(stream, dtype=np.int64)
+    corr = np.asarray(corr, dtype=np.int64)
+    linked = corr != -1
+    gpu_side = linked & (((stream >= 0) & (corr >= 0)) | sync[codes])
+    cpu_rows = np.flatnonzero(linked & ~gpu_side)[::-1]  # backwards: the first match is the last row
+    gpu_rows = np.flatnonzero(gpu_side)
+    pos, found = first_match(np.ascontiguousarray(corr[cpu_rows]), np.ascontiguousarray(cpu_rows),
+                             np.ascontiguousarray(corr[gpu_rows]))  # fmt: skip
+    out = np.full(len(index), -1, np.int64)
+    if len(index):
+        out[gpu_rows] = np.where(found, index[pos], np.where(corr[gpu_rows] >= 0, index[0], -1))
+    return out
 
 
 _TYPE_CODE = {COMPUTATION: 0, COMMUNICATION: 1, MEMORY: 2}

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ._frames import name_flags, rank_columns
-from .hta_compat import gpu_rows
+from .hta_compat import IDLE_KERNEL_CATS, gpu_rows, launch_index
 from .hta_queues import QUEUE_APIS, queue_length_series, queue_length_summary, time_blocked_on_full_queue
 
 __all__ = [
@@ -32,12 +32,17 @@ def idle_time_breakdown(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """HTA's ``get_idle_time_breakdown`` per rank and stream, with the interval statistics.
 
-    Each gap between consecutive GPU events of a stream (ordered by start,
-    stably) is ``host_wait`` when the next event's launch call (the first
-    CPU-side row with its correlation) started after the previous event
-    ended, ``kernel_wait`` when it is shorter than ``consecutive_kernel_delay``
-    µs, else ``other``; the first event of a stream has no gap and counts as
-    ``other``.
+    GPU events are the rows with a stream and one of HTA's kernel categories
+    (:data:`~aonkit.analysis.hta_compat.IDLE_KERNEL_CATS`: kernels, memcpy,
+    memset; not ``cuda_sync`` or GPU annotations). Each gap between
+    consecutive GPU events of a stream (ordered by start, stably) is
+    ``host_wait`` when the next event's launch call (the frame's
+    ``launch_index`` row, HTA's ``index_correlation``) started after the
+    previous event ended, ``kernel_wait`` when it is shorter than
+    ``consecutive_kernel_delay`` µs, else ``other``; the first event of a
+    stream has no gap and counts as ``other``. A frame without ``cat``
+    counts every row with a stream; one without ``launch_index`` gets it from
+    its own rows (:func:`~aonkit.analysis.hta_compat.launch_index`).
 
     Returns
     -------
@@ -53,8 +58,8 @@ def idle_time_breakdown(
 
     ranks, streams, cats, times, ratios, stats = [], [], [], [], [], []
     for rank, df in frames.items():
-        stream, ts, end, corr = rank_columns(df, "stream", "ts", "end", "correlation")
-        s_vals, present, total, desc = idle_gaps(stream, ts, end, corr, float(consecutive_kernel_delay))
+        stream, ts, end, start, found = _idle_inputs(df)
+        s_vals, present, total, desc = idle_gaps(stream, ts, end, start, found, float(consecutive_kernel_delay))
         s_idx, c_idx = np.nonzero(present)
         t = total[s_idx, c_idx].astype(np.float64)
         per_stream = np.zeros(len(s_vals))
@@ -77,6 +82,29 @@ def idle_time_breakdown(
     st = pd.DataFrame({"idle_category": cat_col, "rank": rank_col, "stream": stream_col,
                        **{name: desc[:, j] for j, name in enumerate(_STATS)}}, copy=False)  # fmt: skip
     return out, st
+
+
+def _idle_inputs(df: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """HTA's idle-time GPU rows of one rank's frame: stream, ts, end, launch start and whether it was found."""
+    from .._kernels.keys import first_match
+
+    index, stream, ts, end = rank_columns(df, "index", "stream", "ts", "end") if "index" in df else (
+        np.arange(len(df), dtype=np.int64), *rank_columns(df, "stream", "ts", "end"))  # fmt: skip
+    if "launch_index" in df:
+        launch = rank_columns(df, "launch_index")[0]
+    else:
+        names = df["name"].array if isinstance(df["name"].array, pd.Categorical) else pd.Categorical(df["name"])
+        launch = launch_index(index, stream, rank_columns(df, "correlation")[0], names)
+    is_gpu = stream != -1
+    if "cat" in df:
+        codes, flags = name_flags(df["cat"], IDLE_KERNEL_CATS)
+        is_gpu &= flags[codes]
+    rows = np.flatnonzero(is_gpu)
+    # HTA joins the launch row by its label in the (filtered) frame: a row the filter dropped gives NaN
+    start, found = first_match(index, ts, np.ascontiguousarray(launch[rows]))
+    found &= launch[rows] >= 0
+    return (np.ascontiguousarray(stream[rows]), np.ascontiguousarray(ts[rows]), np.ascontiguousarray(end[rows]),
+            start, found)  # fmt: skip
 
 
 LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync")
@@ -110,12 +138,26 @@ def memory_kernel_type(name: str) -> str:
     return name.split(" (")[0]
 
 
-def memory_bw_series(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+MEMORY_TIES = ("stable", "up_first", "down_first")
+
+
+def memory_bw_series(frames: Mapping[int, pd.DataFrame], ties: str = "stable") -> pd.DataFrame:
     """Memory bandwidth over time per rank and copy kind (GB/s), HTA's step series.
 
     A copy adds its ``memory_bw_gbps`` at its start and removes it at its end
     (0-µs copies last 1 µs); float rounding below 0 is clipped to 0.
+
+    HTA orders the steps with numpy's unstable sort, so steps of one kind at
+    the same µs (a copy ending as the next starts) come in an order that
+    differs between numpy builds and CPUs, and so do the levels between
+    them. Here ``ties`` fixes it on every machine: ``"stable"`` keeps HTA's
+    row order (every start, then every end, each in frame order);
+    ``"up_first"`` and ``"down_first"`` put the larger or the smaller steps
+    first, the two extremes: at every position the level of any tie order
+    lies between theirs (up to float rounding).
     """
+    if ties not in MEMORY_TIES:
+        raise ValueError(f"ties must be one of {MEMORY_TIES}, not {ties!r}")
     parts = []
     for rank, df in frames.items():
         mem = gpu_rows(df)
@@ -124,8 +166,12 @@ def memory_bw_series(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
         names = mem["name"].map(memory_kernel_type).to_numpy()
         dur = np.where(mem["dur"].to_numpy() == 0, 1, mem["dur"].to_numpy())
         ts = np.concatenate([mem["ts"].to_numpy(), mem["ts"].to_numpy() + dur])
-        s = pd.DataFrame({"ts": ts, "name": np.concatenate([names, names]), "bw": np.concatenate([bw, -bw])})
-        s = s.iloc[np.argsort(s["ts"].to_numpy(), kind="quicksort")]
+        step = np.concatenate([bw, -bw])
+        if ties == "stable":
+            order = np.argsort(ts, kind="stable")
+        else:  # by time, then by step (NaN steps last, as numpy sorts them), then row order
+            order = np.lexsort((-step if ties == "up_first" else step, ts))
+        s = pd.DataFrame({"ts": ts[order], "name": np.concatenate([names, names])[order], "bw": step[order]})
         for name, g in s.groupby("name"):
             level = g["bw"].cumsum().to_numpy()
             parts.append(pd.DataFrame({"rank": rank, "ts": g["ts"].to_numpy(), "name": name,
@@ -134,8 +180,11 @@ def memory_bw_series(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
-def memory_bw_summary(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
-    """HTA's ``get_memory_bw_summary``: ``describe()`` of the non-zero bandwidth levels per rank and kind."""
-    s = memory_bw_series(frames)
+def memory_bw_summary(frames: Mapping[int, pd.DataFrame], ties: str = "stable") -> pd.DataFrame:
+    """HTA's ``get_memory_bw_summary``: ``describe()`` of the non-zero bandwidth levels per rank and kind.
+
+    ``ties`` as in :func:`memory_bw_series`.
+    """
+    s = memory_bw_series(frames, ties)
     s = s[s["memory_bw_gbps"] > 0]
     return s.groupby(["rank", "name"])["memory_bw_gbps"].describe()

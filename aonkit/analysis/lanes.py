@@ -197,7 +197,7 @@ def _lane_table(keys: np.ndarray, n_pid: int, n_tid: int, pid_vals: list, tid_va
         "label": [prefix(i) + (f"GPU {dev[i]} stream {stm[i]}" if gpu[i] else f"CPU {shown[i]} thread {tids[i]}")
                   for i in sort],
     })  # fmt: skip
-    return lanes, np.argsort(np.array(sort, np.int64))
+    return lanes, np.argsort(np.array(sort, np.int64), kind="stable")
 
 
 def timeline_index(trace: Trace, instants: bool = True) -> TimelineIndex:

@@ -89,7 +89,7 @@ def top_kernels(trace: Trace, n: int = 10) -> pd.DataFrame:
     k = k[k["dur_ns"] >= 0]
     total = float(k["dur_ns"].sum())
     g = k.groupby("name", observed=True)["dur_ns"].agg(["count", "sum", "mean"])
-    g = g.sort_values("sum", ascending=False).head(n).reset_index()
+    g = g.sort_values("sum", ascending=False, kind="stable").head(n).reset_index()
     g.columns = ["name", "count", "total_ns", "mean_ns"]
     g["name"] = g["name"].astype(str)
     g["share"] = g["total_ns"] / total if total else 0.0

@@ -72,25 +72,26 @@ def bar_figure(data: pd.DataFrame, name: str, width: int = theme.CARD_WIDTH, row
 
 
 def busy_card(ov: Overview, width: int = theme.CARD_WIDTH) -> LayoutDOM:
-    """GPU busy share of the trace span, with busy and not-busy bars."""
-    s = ov.summary
-    busy, span = s.gpu_busy_ns, s.span_ns
-    share = np.array([busy, max(span - busy, 0)]) / span if span > 0 else np.full(2, np.nan)
-    data = bar_data(["kernels running", "no kernel running"], np.array([busy, max(span - busy, 0)]), share,
+    """GPU busy share of the GPU span (first to last kernel, memcpy or memset), with busy and idle bars."""
+    busy, span = ov.gpu_busy_ns, ov.gpu_span_ns
+    idle = span - busy
+    share = np.array([busy, idle]) / span if span > 0 else np.full(2, np.nan)
+    data = bar_data(["GPU work running", "GPU idle"], np.array([busy, idle]), share,
                     [theme.CLASS_COLORS["computation"], theme.IDLE_COLORS["other"]])  # fmt: skip
-    value = fmt_pct(ov.gpu_busy_fraction) if len(ov.kernels) else "no GPU kernels"
-    head = headline("GPU busy", value, f"kernels ran {fmt_ns(busy)} of {fmt_ns(span)} traced", width)
+    value = fmt_pct(ov.gpu_busy_fraction) if span > 0 else "no GPU kernels"
+    note = f"of the GPU span {fmt_ns(span)} (first to last GPU event); trace span {fmt_ns(ov.summary.span_ns)}"
+    head = headline("GPU busy", value, note, width)
     return column(head, bar_figure(data, "card_busy", width))
 
 
 def idle_card(ov: Overview, width: int = theme.CARD_WIDTH) -> LayoutDOM:
-    """GPU idle time summed over streams, by cause (host wait, kernel wait, other)."""
+    """GPU idle time within the GPU span, exact, by cause (host wait, kernel wait, other)."""
     idle = ov.idle
     cats = idle["idle_category"].tolist()
     data = bar_data([theme.IDLE_LABELS.get(c, c) for c in cats], idle["idle_ns"].to_numpy(), idle["share"].to_numpy(),
                     [theme.IDLE_COLORS.get(c, "#999999") for c in cats])  # fmt: skip
-    head = headline("GPU idle, summed over streams", fmt_ns(float(idle["idle_ns"].sum())),
-                    "gaps between GPU events on each stream", width)  # fmt: skip
+    head = headline("GPU idle", fmt_ns(float(idle["idle_ns"].sum())),
+                    "no kernel, memcpy or memset on any stream, by cause", width)  # fmt: skip
     return column(head, bar_figure(data, "card_idle", width))
 
 
