@@ -257,3 +257,21 @@ def test_codes_seen(rng: np.random.Generator) -> None:
         seen = codes_seen(codes, wanted, stream)
         want = [bool(wanted[c + 1]) and bool(((codes == c) & (stream == -1)).any()) for c in range(-1, 20)]
         assert seen.tolist() == want
+
+
+def test_hta_kernel_types_include_other() -> None:
+    """HTA 0.5.0's ``get_kernel_type``: syncs and names with Memcpy inside are neither compute nor memory."""
+    from aonkit.analysis import hta_compat as hc
+
+    assert hc.kernel_type("Stream Sync") == hc.kernel_type("Context Sync") == hc.OTHER
+    assert hc.kernel_type("void at::native::copyMemcpyKernel<float>()") == hc.OTHER
+    assert hc.kernel_type("Memset (Device)") == hc.kernel_type("Memcpy DtoH (Device -> Pinned)") == hc.MEMORY
+    assert hc.kernel_type("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)") == hc.COMMUNICATION
+    assert hc.kernel_type("ampere_sgemm_128x64_tn") == hc.COMPUTATION
+    # a sync row overlapping nothing is GPU time but not compute: non-compute, as HTA's temporal breakdown says
+    frame = pd.DataFrame({"ts": [0, 10], "dur": [5, 3], "stream": [7, 7], "correlation": [1, 2],
+                          "name": ["ampere_sgemm_128x64_tn", "Stream Sync"]})  # fmt: skip
+    frame["end"] = frame["ts"] + frame["dur"]
+    frame["kernel_type"] = frame["name"].map(hc.kernel_type)
+    tb = hc.temporal_breakdown({0: frame}).iloc[0]
+    assert (tb["compute_time(us)"], tb["non_compute_time(us)"], tb["idle_time(us)"]) == (5, 3, 5)

@@ -46,8 +46,12 @@ from .correlation import code_flags, step_table
 COMMUNICATION = "COMMUNICATION"
 MEMORY = "MEMORY"
 COMPUTATION = "COMPUTATION"
+OTHER = "OTHER"
 _COMM_RE = re.compile(r"^nccl.*Kernel")
 _MEM_RE = re.compile(r"^Memcpy|^Memset|^dma")
+# HTA's test for a compute kernel, kept as HTA writes it: a name that contains "Memcpy" or "Sync", or starts
+# with "Memset", is not compute ("Stream Sync", "Context Sync" and "Event Sync" rows have a stream)
+_NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 _STEP_RE = re.compile(r"ProfilerStep")
 #: Categories of the GPU rows in HTA's idle-time breakdown (``cuda_sync`` and annotations are left out).
 IDLE_KERNEL_CATS = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
@@ -55,11 +59,13 @@ _SYNC_NAMES = ("Event Sync", "Context Sync")  # GPU-side rows for HTA's correlat
 
 
 def kernel_type(name: str) -> str:
-    """HTA's kernel class of a GPU event name."""
+    """HTA's kernel class of a GPU event name: communication, memory, computation, or other (e.g. syncs)."""
     if _COMM_RE.match(name):
         return COMMUNICATION
     if _MEM_RE.match(name):
         return MEMORY
+    if _NOT_COMPUTE_RE.match(name):
+        return OTHER
     return COMPUTATION
 
 
@@ -127,7 +133,7 @@ def launch_index(index: np.ndarray, stream: np.ndarray, corr: np.ndarray, names:
     return out
 
 
-_TYPE_CODE = {COMPUTATION: 0, COMMUNICATION: 1, MEMORY: 2}
+_TYPE_CODE = {COMPUTATION: 0, COMMUNICATION: 1, MEMORY: 2, OTHER: 3}
 
 
 def _names_filled(col: pd.Series | pd.Categorical) -> pd.Categorical:

@@ -4,9 +4,9 @@ A sampler samples on its own thread into a preallocated ring buffer and hands
 out new samples in the long form shared with nsys ``GPU_METRICS``
 (``ts_ns``, ``device``, ``metric``, ``value``; ``ts_ns`` on the
 ``time.time_ns()`` clock, which is the profiler traces' epoch clock). Readers
-keep a cursor, so several views can read one sampler. The NVML sampler (live
-issue) implements the same :class:`Sampler` protocol; :class:`HostSampler`
-is the implementation that runs on machines without a GPU.
+keep a cursor, so several views can read one sampler. :class:`HostSampler`
+(CPU and memory) is the only implementation today; a GPU sampler (NVML) is
+planned behind the same :class:`Sampler` protocol.
 """
 
 from __future__ import annotations

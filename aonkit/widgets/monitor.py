@@ -34,8 +34,8 @@ class LiveMonitor(w.VBox):
     Parameters
     ----------
     sampler : Sampler
-        E.g. :class:`aonkit.sources.samplers.HostSampler` (the NVML sampler has
-        the same interface). Started here if it is not running.
+        Any :class:`aonkit.sources.samplers.Sampler`, e.g.
+        :class:`~aonkit.sources.samplers.HostSampler`. Started here if it is not running.
     interval_s : float
         How often the plot pulls new samples.
     rollover : int
