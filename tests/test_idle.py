@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ import aonkit
 from aonkit.analysis.idle import IDLE_CATEGORIES, idle_series, idle_summary
 
 from .conftest import SAMPLE_TRACES, shared_trace_files
+from .test_native_streams import _load
 
 
 def _launch(ts: float, corr: int) -> dict:
@@ -23,12 +23,6 @@ def _launch(ts: float, corr: int) -> dict:
 def _gpu(ts: float, dur: float, corr: int, stream: int = 7, device: int = 0, cat: str = "kernel") -> dict:
     return {"ph": "X", "cat": cat, "name": "k", "pid": device, "tid": stream, "ts": ts, "dur": dur,
             "args": {"correlation": corr, "stream": stream, "device": device}}  # fmt: skip
-
-
-def _load(tmp_path: Path, events: list[dict]) -> aonkit.Trace:
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    return aonkit.load(path)
 
 
 def test_hand_made_causes(tmp_path: Path) -> None:
