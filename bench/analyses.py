@@ -90,6 +90,7 @@ def aonkit_times(
         diff,
         hta_compat,
         hta_counters,
+        idle,
         kernels,
         memo,
         memory,
@@ -99,8 +100,8 @@ def aonkit_times(
 
     trace = aonkit.load(path)
     frames = hta_compat.hta_frames(trace)
-    # the same frames with no launch call and GPU start at one µs (ts doubled, GPU starts odd): HTA's tie order
-    # (numpy's unstable sort) then cannot matter, and the queue counter skips that sort
+    # the same frames with no launch call and GPU start at one µs (ts doubled, GPU starts odd): no tie then needs
+    # the tie rule, and the queue counter's merge of launches and starts runs without falling back to a sort
     untied = {}
     for rank, f in frames.items():
         gpu = f["stream"].to_numpy() != -1
@@ -122,6 +123,7 @@ def aonkit_times(
         "GPU time per CPU op": lambda: kernels.gpu_time_per_op(trace),
         "profiler steps with their GPU work (native)": lambda: steps.profiler_steps(trace),
         "memory timeline peaks": lambda: memory.memory_peaks(trace),
+        "idle time by cause (native ns, per device)": lambda: idle.idle_summary(trace),
     }  # fmt: skip
     on_frames = {
         "temporal breakdown": lambda: hta_compat.temporal_breakdown(frames),
@@ -172,6 +174,7 @@ HTA_OF = {
     "GPU links (launch, op stack, annotation, step)": "gpu_kernels_with_user_annotations",
     "temporal breakdown": "temporal_breakdown",
     "idle time breakdown + interval stats": "idle_time_breakdown",
+    "idle time by cause (native ns, per device)": "idle_time_breakdown",
     "kernel breakdown (by class + by name)": "gpu_kernel_breakdown",
     "comm/comp overlap": "comm_comp_overlap",
     "exposed communication (native)": "comm_comp_overlap",

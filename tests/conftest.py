@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+import aonkit
 
 ROOT = Path(__file__).resolve().parent.parent
 # AONKIT_SHARED points the suite at another copy (or at a missing folder, to check that every user skips)
@@ -32,6 +35,13 @@ def require_shared(part: str = "traces") -> Path:
     if not path.exists():
         pytest.skip(f"shared test data not found at {path} (clone with ../shared beside the repo)")
     return path
+
+
+def load_events(tmp_path: Path, events: list[dict]) -> aonkit.Trace:
+    """Write ``events`` as a Kineto trace under ``tmp_path`` and load it."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return aonkit.load(path)
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ import pytest
 import aonkit
 from aonkit.analysis.idle import IDLE_CATEGORIES, idle_series, idle_summary
 
-from .conftest import SAMPLE_TRACES, shared_trace_files
-from .test_native_streams import _load
+from .conftest import SAMPLE_TRACES, load_events, shared_trace_files
 
 
 def _launch(ts: float, corr: int) -> dict:
@@ -26,7 +25,7 @@ def _gpu(ts: float, dur: float, corr: int, stream: int = 7, device: int = 0, cat
 
 
 def test_hand_made_causes(tmp_path: Path) -> None:
-    t = _load(tmp_path, [
+    t = load_events(tmp_path, [
         _launch(0, 1), _launch(1, 2), _launch(2, 3), _launch(200, 4),
         _gpu(10, 5, 1),                     # [10, 15)
         _gpu(15.3, 4.7, 2),                 # gap 0.3 µs, launched at 1: kernel wait 300 ns
@@ -51,7 +50,7 @@ def test_hand_made_causes(tmp_path: Path) -> None:
 
 def test_overlap_is_never_counted_twice(tmp_path: Path) -> None:
     # two kernels of one stream overlapping by 227 ns (a real ROCm trace has such a pair), then a 1 µs gap
-    t = _load(tmp_path, [_launch(0, 1), _launch(0, 2), _launch(0, 3), _gpu(10, 1, 1), _gpu(10.773, 1, 2),
+    t = load_events(tmp_path, [_launch(0, 1), _launch(0, 2), _launch(0, 3), _gpu(10, 1, 1), _gpu(10.773, 1, 2),
                          _gpu(12.773, 1, 3)])  # fmt: skip
     s = idle_summary(t, by="stream").iloc[0]
     assert (s["busy_ns"], s["idle_ns"], s["kernel_wait_ns"]) == (2_773, 1_000, 1_000)

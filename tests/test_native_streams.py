@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,7 @@ from aonkit import schema
 from aonkit._kernels.step_series import group_time_order, step_levels, time_weighted
 from aonkit.analysis import bandwidth, queues
 
-from .conftest import SAMPLE_TRACES
+from .conftest import SAMPLE_TRACES, load_events
 
 
 def _launch(ts: float, corr: int, name: str = "cudaLaunchKernel") -> dict:
@@ -27,14 +26,8 @@ def _gpu(ts: float, dur: float, corr: int, stream: int = 7, name: str = "k", cat
             "args": {"correlation": corr, "stream": stream, "device": 0, **args}}  # fmt: skip
 
 
-def _load(tmp_path: Path, events: list[dict]) -> aonkit.Trace:
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    return aonkit.load(path)
-
-
 def test_queue_length_hand_made(tmp_path: Path) -> None:
-    t = _load(tmp_path, [
+    t = load_events(tmp_path, [
         _launch(0, 1), _launch(10, 2), _gpu(20, 5, 1), _gpu(30, 5, 2),
         _gpu(25, 1, 99),  # launched before the window: queued from its start (0)
         _launch(35, 4), _launch(40, 3), _gpu(40, 1, 4), _gpu(45, 1, 3),  # a launch and a start at 40
@@ -86,7 +79,7 @@ def test_queue_length_equals_reference_on_sample() -> None:
 
 def test_bandwidth_hand_made(tmp_path: Path) -> None:
     mem = {"cat": "gpu_memcpy"}
-    t = _load(tmp_path, [
+    t = load_events(tmp_path, [
         _gpu(0, 1, 1, name="Memcpy HtoD (Pinned -> Device)", bytes=1_000, **mem),  # 1 us: 1 GB/s
         _gpu(0.5, 1, 2, name="Memcpy HtoD (Pageable -> Device)", bytes=4_000, **mem),  # 4 GB/s, overlaps
         _gpu(3, 2, 3, name="Memcpy DtoH (Device -> Pinned)", bytes=2_000, **mem),

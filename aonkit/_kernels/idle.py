@@ -64,6 +64,7 @@ def lane_gaps(group, ts, end, launch, found, delay):
             seg[:] = seg[stable_argsort(t)]
         first = ts[seg[0]]
         reach = end[seg[0]]
+        covered = reach - first  # the union, summed as it grows (not span minus gaps)
         k = 1
         while k < seg.shape[0]:
             i = seg[k]
@@ -93,8 +94,9 @@ def lane_gaps(group, ts, end, launch, found, delay):
                 gaps[g, 4] = i
                 g += 1
             if end[i] > reach:
+                covered += end[i] - max(ts[i], reach)
                 reach = end[i]
             k += 1
         span[s] = reach - first
-        busy[s] = span[s] - idle[s].sum()
+        busy[s] = covered
     return keys, span, busy, idle, gaps[:g]

@@ -88,8 +88,7 @@ def idle_summary(trace: Trace, by: str = "device", consecutive_kernel_delay_ns: 
     for j, c in enumerate(IDLE_CATEGORIES):
         out[f"{c}_ns"] = idle[:, j]
     out["gaps"] = np.bincount(gaps[:, 0], minlength=len(span)) if len(span) else np.empty(0, np.int64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["busy_fraction"] = np.where(span > 0, busy / np.maximum(span, 1), np.nan)
+    out["busy_fraction"] = np.where(span > 0, busy / np.maximum(span, 1), np.nan)
     return out
 
 
