@@ -25,13 +25,12 @@ def hta_launch_index(df: pd.DataFrame) -> pd.Series:
     merged = corr[~gpu_side].merge(corr[gpu_side], on="correlation", how="inner")
     pos = pd.Series(np.arange(len(d)), index=d["index"].to_numpy())
     d.loc[pos[merged["index_y"]].to_numpy(), "index_correlation"] = merged["index_x"].to_numpy()
-    # label 0 is HTA's row 0: the first row's index here
-    first = d["index"].iloc[0] if len(d) else -1
-    return d["index_correlation"].replace(0, first).where(gpu_side.reindex(d.index, fill_value=False), -1)
+    # label 0 is the file's first event (index 0), as in HTA
+    return d["index_correlation"].where(gpu_side.reindex(d.index, fill_value=False), -1)
 
 
 def _runtime_ts(df: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
-    launch = df["launch_index"] if "launch_index" in df else hta_launch_index(df)
+    launch = df["index_correlation"] if "index_correlation" in df else hta_launch_index(df)
     index = df["index"] if "index" in df else pd.Series(np.arange(len(df)), index=df.index)
     lookup = pd.Series(df["ts"].to_numpy(float), index=index.to_numpy())
     lookup = lookup[~lookup.index.duplicated()]
@@ -99,11 +98,12 @@ def queue_length_series(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...
     for rank, df in frames.items():
         gpu = gpu_rows(df)
         launches = df[(df["stream"] == -1) & df["name"].isin(apis)]
-        launches = launches[launches["correlation"].isin(gpu["correlation"])]
-        stream_of = gpu.drop_duplicates("correlation").set_index("correlation")["stream"]
+        # HTA joins each launch with every GPU row of its correlation (a left join; no GPU row: no stream, dropped)
+        launches = launches[["ts", "correlation"]].join(gpu.set_index("correlation")[["stream"]], on="correlation")
+        launches = launches.dropna(subset=["stream"])
         g = gpu[gpu["correlation"].isin(launches["correlation"])]
         ts = np.concatenate([launches["ts"].to_numpy(), g["ts"].to_numpy()])
-        stream = np.concatenate([stream_of.reindex(launches["correlation"]).to_numpy(), g["stream"].to_numpy()])
+        stream = np.concatenate([launches["stream"].to_numpy(np.int64), g["stream"].to_numpy()])
         step = np.concatenate([np.ones(len(launches), np.int64), -np.ones(len(g), np.int64)])
         order = np.argsort(ts, kind="stable")  # HTA's sort, made stable: launches first at a tie (aonkit's rule)
         s = pd.DataFrame({"ts": ts[order], "stream": stream[order], "step": step[order]})

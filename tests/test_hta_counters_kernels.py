@@ -62,8 +62,8 @@ def test_idle_leaves_out_annotations_and_takes_the_last_launch() -> None:
     })  # fmt: skip
     frame["end"] = frame["ts"] + frame["dur"]
     out, _ = hk.idle_time_breakdown({0: frame})
-    # stream 7 without the annotation: [2,5) [10,110) [60,65); gaps 5 (launch of corr 2 unknown... no CPU row: row 0's
-    # ts, 0, is not after 5: kernel_wait) and -50 (launch at 50, the last CPU row of corr 1, is not after 110)
+    # stream 7 without the annotation: [2,5) [10,110) [60,65); gaps 5 (no CPU row has corr 2: HTA takes event 0,
+    # whose ts, 0, is not after 5: kernel_wait) and -50 (launch at 50, the last CPU row of corr 1, is not after 110)
     got = out.set_index("idle_category")["idle_time"].to_dict()
     assert got == {"kernel_wait": -45.0, "other": 0.0}
     frame.loc[5, "ts"], frame.loc[5, "end"] = 120, 125  # now after 110: the launch at 50 does not make it host wait

@@ -34,11 +34,11 @@ def test_union_length_matches_naive(rng: np.random.Generator, n: int) -> None:
 @pytest.mark.parametrize("n", [0, 1, 7, 200])
 def test_intersection_length_matches_naive(rng: np.random.Generator, n: int) -> None:
     from aonkit._kernels.intervals import intersection_length
-    from aonkit.analysis.hta_compat import _merged
+    from aonkit.analysis.hta_compat import hta_merge
 
     def sets():
         s = rng.integers(0, 2000, n).astype(np.int64)
-        return _merged(s, s + rng.integers(0, 80, n))
+        return hta_merge(s, s + rng.integers(0, 80, n))
 
     (sa, ea), (sb, eb) = sets(), sets()
     pa = {t for a, b in zip(sa, ea) for t in range(a, b)}

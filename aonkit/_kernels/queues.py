@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .keys import first_match, group_rows
+from .keys import first_match, group_rows, match_counts
 from .sorting import stable_argsort
 
 
@@ -19,9 +19,10 @@ from .sorting import stable_argsort
 def queue_events(stream, ts, corr, codes, is_api):
     """The +1/-1 events of HTA's queue length: launches first, then GPU starts, each in row order.
 
-    Launches are CPU-side API rows whose correlation some GPU row has; their
-    stream is that of the first such GPU row. GPU rows count when a launch
-    has their correlation. Returns (ts, stream, step) of the events.
+    Launches are CPU-side API rows whose correlation some GPU row has, each
+    counted once per such GPU row, on that row's stream (HTA joins them). GPU
+    rows count when a launch has their correlation. Returns (ts, stream,
+    step) of the events.
     """
     n = stream.shape[0]
     g = np.empty((3, n), np.int64)  # GPU rows: corr, ts, stream
@@ -42,7 +43,8 @@ def queue_events(stream, ts, corr, codes, is_api):
     a_corr, a_ts = a[0, :q], a[1, :q]
     a_stream, launched = first_match(g_corr, g_stream, a_corr)
     _, counted = first_match(a_corr[launched], a_corr, g_corr)
-    n_l = np.count_nonzero(launched)
+    reps = match_counts(g_corr, a_corr)  # HTA's join repeats a launch once per GPU row of its correlation
+    n_l = reps.sum()
     n = n_l + np.count_nonzero(counted)
     e_ts = np.empty(n + 1, np.int64)
     e_stream = np.empty(n + 1, np.int64)
@@ -50,10 +52,20 @@ def queue_events(stream, ts, corr, codes, is_api):
     e_step[:n_l] = 1
     e_step[n_l:] = -1
     k = np.uintp(0)
-    for j in range(q):  # branch-free compaction (one spare slot at the end)
-        e_ts[k] = a_ts[j]
-        e_stream[k] = a_stream[j]
-        k += np.uintp(launched[j])
+    if n_l == np.count_nonzero(launched):  # one GPU row per launch, the usual case
+        for j in range(q):  # branch-free compaction (one spare slot at the end)
+            e_ts[k] = a_ts[j]
+            e_stream[k] = a_stream[j]
+            k += np.uintp(launched[j])
+    else:  # a launch per GPU row of its correlation, each on that row's stream, in GPU row order
+        pos, offsets, keys = group_rows(g_corr, True)
+        group, _ = first_match(keys, np.arange(keys.shape[0]), a_corr)
+        for j in range(q):
+            if launched[j]:
+                for t in range(offsets[group[j]], offsets[group[j] + 1]):
+                    e_ts[k] = a_ts[j]
+                    e_stream[k] = g_stream[pos[t]]
+                    k += np.uintp(1)
     for j in range(m):
         e_ts[k] = g_ts[j]
         e_stream[k] = g_stream[j]

@@ -151,15 +151,15 @@ def stragglers_from(coll: pd.DataFrame, part: pd.DataFrame) -> pd.DataFrame:
 def exposed_communication(trace: Trace) -> pd.DataFrame:
     """Per device: communication time, and the part of it not hidden behind computation (ns)."""
     from .._kernels.intervals import intersection_length
-    from .hta_compat import _merged
+    from .hta_compat import hta_merge
 
     g = gpu_table(trace)
     rows = []
     for device, d in g.groupby("device"):
         comm = d[d["class"] == "communication"]
         comp = d[d["class"] == "computation"]
-        mc = _merged(comm["ts_ns"].to_numpy(), comm["end_ns"].to_numpy())
-        mp = _merged(comp["ts_ns"].to_numpy(), comp["end_ns"].to_numpy())
+        mc = hta_merge(comm["ts_ns"].to_numpy(), comm["end_ns"].to_numpy())
+        mp = hta_merge(comp["ts_ns"].to_numpy(), comp["end_ns"].to_numpy())
         total = int((mc[1] - mc[0]).sum())
         hidden = int(intersection_length(*(np.ascontiguousarray(x, dtype=np.int64) for x in (*mc, *mp))))
         rows.append((device, total, total - hidden, (total - hidden) / total if total else 0.0))

@@ -19,15 +19,16 @@ last-step filter       with more than one ``ProfilerStep#N``, CPU rows starting 
 GPU rows               ``stream != -1``
 launch of a GPU row    HTA's ``index_correlation``, taken before the last-step
                        filter: the *last* CPU-side row with the GPU row's
-                       correlation, HTA's row 0 when none has it, none for -1
+                       correlation, event 0 when none has it, none for -1
 =====================  ==========================================================
 
 Frames have ``index`` (the row in ``trace.events``), int64 ``ts``, ``dur``,
 ``end`` (µs, aligned), ``stream``, ``correlation``, ``device``, ``pid``/``tid``
 as in the trace, str ``name``, ``cat`` and ``kernel_type``, for memory
 operations ``memory_bw_gbps`` (the profiler's ``memory bandwidth (GB/s)`` arg),
-and ``launch_index``: the ``index`` of the row HTA joins as a GPU row's launch
-call (-1: none; see :func:`launch_index`).
+and ``index_correlation``: the ``index`` of the row HTA links across CPU and
+GPU (a GPU row's launch call, a launch call's GPU row; see
+:func:`index_correlation`).
 """
 
 from __future__ import annotations
@@ -100,36 +101,37 @@ def _one_rank(trace: Trace) -> dict[str, np.ndarray | pd.Categorical]:
     mem = (np.asarray(kind.codes) == _TYPE_CODE[MEMORY]) & (ev["stream"] != -1)
     if mem.any():
         bw[mem] = trace.arg_numbers("memory bandwidth (GB/s)", index[mem])
-    launch = launch_index(index, ev["stream"], ev["correlation"], names)
+    linked = index_correlation(index, ev["stream"], ev["correlation"], names)
     return {"index": index, "ts": ts, "dur": end - ts, "end": end, "name": names, "cat": ev["cat"], "pid": ev["pid"],
             "tid": ev["tid"], "stream": ev["stream"], "device": ev["device"], "correlation": ev["correlation"],
-            "kernel_type": kind, "memory_bw_gbps": bw, "launch_index": launch}  # fmt: skip
+            "kernel_type": kind, "memory_bw_gbps": bw, "index_correlation": linked}  # fmt: skip
 
 
-def launch_index(index: np.ndarray, stream: np.ndarray, corr: np.ndarray, names: pd.Categorical) -> np.ndarray:
-    """HTA 0.5.0's ``index_correlation`` of the GPU-side rows, as ``index`` values (-1 elsewhere).
+def index_correlation(index: np.ndarray, stream: np.ndarray, corr: np.ndarray, names: pd.Categorical) -> np.ndarray:
+    """HTA 0.5.0's ``index_correlation``: per row, the ``index`` of its linked row across CPU and GPU.
 
     HTA merges CPU-side rows (a correlation, not GPU-side) with GPU-side rows
     (``stream >= 0`` and ``correlation >= 0``, or named ``Event Sync`` /
     ``Context Sync``) on correlation and writes the pairs in CPU row order, so
-    a GPU row with several CPU rows keeps the *last* one. A GPU-side row that
-    matches none gets 0, which HTA then reads as its row 0 (the first row of
-    the rank's frame); a correlation of -1 links nothing.
+    a GPU row with several CPU rows keeps the *last* one, and a CPU row with
+    several GPU rows (a graph launch) its last GPU row. A row with a
+    correlation that matches nothing gets 0, which HTA then reads as the label
+    of the file's first event (``index`` 0: a launch only when that event is
+    in the frame, and a launch call linked to event 0 is not counted as a
+    launch at all); a correlation of -1 links nothing (-1 here).
     """
     from .._kernels.keys import first_match
 
-    codes, sync = code_flags(pd.Series(names), lambda c: c in _SYNC_NAMES)
-    stream = np.asarray(stream, dtype=np.int64)
     corr = np.asarray(corr, dtype=np.int64)
     linked = corr != -1
-    gpu_side = linked & (((stream >= 0) & (corr >= 0)) | sync[codes])
-    cpu_rows = np.flatnonzero(linked & ~gpu_side)[::-1]  # backwards: the first match is the last row
-    gpu_rows = np.flatnonzero(gpu_side)
-    pos, found = first_match(np.ascontiguousarray(corr[cpu_rows]), np.ascontiguousarray(cpu_rows),
-                             np.ascontiguousarray(corr[gpu_rows]))  # fmt: skip
-    out = np.full(len(index), -1, np.int64)
-    if len(index):
-        out[gpu_rows] = np.where(found, index[pos], np.where(corr[gpu_rows] >= 0, index[0], -1))
+    gpu_side = linked & _gpu_side(stream, corr, names)
+    out = np.where(linked & (corr >= 0), 0, -1).astype(np.int64)
+    # backwards: the first match in reversed order is the last row
+    for probe, keys in ((np.flatnonzero(gpu_side), np.flatnonzero(linked & ~gpu_side)[::-1]),
+                        (np.flatnonzero(linked & ~gpu_side), np.flatnonzero(gpu_side)[::-1])):  # fmt: skip
+        pos, found = first_match(np.ascontiguousarray(corr[keys]), np.ascontiguousarray(keys),
+                                 np.ascontiguousarray(corr[probe]))  # fmt: skip
+        out[probe[found]] = index[pos[found]]
     return out
 
 
@@ -148,23 +150,41 @@ def _names_filled(col: pd.Series | pd.Categorical) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype="str"), validate=False)
 
 
-def _last_step_rows(cols: Mapping[str, np.ndarray | pd.Categorical]) -> np.ndarray | None:
-    """The rows HTA's last-step filter keeps (None: all, in place), from a rank's columns.
+def _gpu_side(stream: np.ndarray, corr: np.ndarray, names: pd.Categorical) -> np.ndarray:
+    """HTA's ``GPUKernelFilter``: a stream and a correlation (both >= 0), or an ``Event Sync``/``Context Sync`` row.
 
-    With more than one ``ProfilerStep``: CPU rows before the last step's
-    start, and GPU rows whose correlation matches a kept CPU row. As HTA's
+    Everything else is CPU-side for HTA's correlation join and last-step
+    filter, GPU annotations without a correlation included.
+    """
+    codes, sync = code_flags(pd.Series(names), lambda c: c in _SYNC_NAMES)
+    stream = np.asarray(stream, dtype=np.int64)
+    corr = np.asarray(corr, dtype=np.int64)
+    return ((stream >= 0) & (corr >= 0)) | sync[codes]
+
+
+def _step_names(cols: Mapping[str, np.ndarray | pd.Categorical]) -> set[str]:
+    """Names holding ``ProfilerStep`` among the rank's rows (HTA looks them up in its shared symbol table)."""
+    codes, flags = code_flags(pd.Series(cols["name"]), lambda c: bool(_STEP_RE.search(str(c))))
+    cats = cols["name"].categories
+    return {str(cats[c]) for c in np.unique(codes[flags[codes]])}
+
+
+def _last_step_rows(cols: Mapping[str, np.ndarray | pd.Categorical], steps: set[str]) -> np.ndarray:
+    """The rows HTA's last-step filter keeps, from a rank's columns (used when ``steps``, all ranks', has > 1 name).
+
+    CPU-side rows (:func:`_gpu_side`) that start before the last step of this
+    rank's CPU-side rows (none when it has no step: HTA compares with NaN),
+    and GPU-side rows whose correlation matches a kept CPU-side row. As HTA's
     ``merge``: GPU rows first, each repeated once per CPU row with its
     correlation, then the CPU rows.
     """
     from .._kernels.keys import match_counts
 
-    is_cpu = cols["stream"] == -1
-    codes, step_name = code_flags(pd.Series(cols["name"]), lambda c: bool(_STEP_RE.search(str(c))))
+    is_cpu = ~_gpu_side(cols["stream"], cols["correlation"], cols["name"])
+    codes, step_name = code_flags(pd.Series(cols["name"]), lambda c: str(c) in steps)
     is_step = is_cpu & step_name[codes]
-    if len(np.unique(codes[is_step])) <= 1:
-        return None
     ts = cols["ts"]
-    cpu_rows = np.flatnonzero(is_cpu & (ts < ts[is_step].max()))
+    cpu_rows = np.flatnonzero(is_cpu & (ts < ts[is_step].max())) if is_step.any() else np.empty(0, np.int64)
     gpu_rows = np.flatnonzero(~is_cpu)
     corr = cols["correlation"].astype(np.int64, copy=False)
     reps = match_counts(corr[cpu_rows], corr[gpu_rows])
@@ -180,12 +200,13 @@ def hta_frames(
     columns before the frame is built.
     """
     ranks = {rank: _one_rank(t) for rank, t in _as_mapping(traces).items()}
+    steps = set().union(*(_step_names(c) for c in ranks.values())) if not include_last_step else set()
     lows = [int(c["ts"].min()) for c in ranks.values() if len(c["ts"])]
     low = min(lows) if lows else 0
     out = {}
     for rank, cols in ranks.items():
-        rows = None if include_last_step else _last_step_rows(cols)
-        if rows is not None:
+        if len(steps) > 1:  # HTA filters only with more than one step name in the job
+            rows = _last_step_rows(cols, steps)
             cols = {k: v.take(rows) for k, v in cols.items()}
         cols["ts"] = cols["ts"] - low
         cols["end"] = cols["end"] - low
@@ -198,27 +219,56 @@ def gpu_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["stream"] != -1]
 
 
-def union_us(df: pd.DataFrame) -> int:
-    """Length of the union of the rows' [ts, end) intervals."""
-    from .._kernels.intervals import union_length
+def hta_merge(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """HTA's ``merge_kernel_intervals``: (start, end) of each group of intervals, in time order.
 
-    order = np.argsort(df["ts"].to_numpy(), kind="stable")
-    ts = np.ascontiguousarray(df["ts"].to_numpy()[order], dtype=np.int64)
-    # sub-µs events can end before they start after HTA's ceil/floor rounding: they cover nothing
-    end = np.ascontiguousarray(np.maximum(df["end"].to_numpy()[order], ts), dtype=np.int64)
-    return int(union_length(ts, end))
+    Intervals are taken by start; a new group begins where a start passes
+    every earlier end, and a group spans its first start to its largest end.
+    After HTA's µs rounding a sub-µs event can end before it starts; such an
+    interval alone in its group has a negative length, and HTA sums it so.
+    """
+    if len(ts) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.argsort(ts, kind="stable")
+    ts = np.asarray(ts, dtype=np.int64)[order]
+    end = np.asarray(end, dtype=np.int64)[order]
+    new = np.ones(ts.shape[0], bool)
+    new[1:] = ts[1:] > np.maximum.accumulate(end)[:-1]
+    first = np.flatnonzero(new)
+    return ts[first], np.maximum.reduceat(end, first)
+
+
+def union_us(df: pd.DataFrame, clamp: bool = False) -> int:
+    """Length of the union of the rows' [ts, end) intervals, summed over HTA's groups (:func:`hta_merge`).
+
+    With ``clamp``, intervals that end before they start cover nothing
+    instead of counting negative.
+    """
+    ts, end = df["ts"].to_numpy(), df["end"].to_numpy()
+    starts, ends = hta_merge(ts, np.maximum(end, ts) if clamp else end)
+    return int((ends - starts).sum())
 
 
 def temporal_breakdown(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
-    """HTA's ``get_temporal_breakdown``: idle, compute and other GPU time per rank (µs, %)."""
+    """HTA's ``get_temporal_breakdown``: idle, compute and other GPU time per rank (µs, %).
+
+    HTA's arithmetic, negative sub-µs intervals included; where that breaks
+    HTA's own checks (HTA raises: idle or compute above the total, or negative
+    non-compute time) such intervals count as empty instead.
+    """
     rows = []
     for rank, df in frames.items():
         gpu = gpu_rows(df)
         if gpu.empty:
             continue
-        kernel_time = int(gpu["end"].max() - gpu["ts"].min())
-        idle = kernel_time - union_us(gpu)
-        compute = union_us(gpu[gpu["kernel_type"] == COMPUTATION])
+        comp = gpu[gpu["kernel_type"] == COMPUTATION]
+        starts, ends = hta_merge(gpu["ts"].to_numpy(), gpu["end"].to_numpy())
+        kernel_time = int(ends[-1] - starts[0])
+        for clamp in (False, True):
+            idle = kernel_time - union_us(gpu, clamp)
+            compute = union_us(comp, clamp)
+            if idle <= kernel_time and compute <= kernel_time and kernel_time - compute - idle >= 0:
+                break
         rows.append((rank, idle, compute, kernel_time - compute - idle, kernel_time))
     out = pd.DataFrame(rows, columns=["rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)",
                                       "kernel_time(us)"])  # fmt: skip
@@ -228,21 +278,6 @@ def temporal_breakdown(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
 
 
 _TYPE_BITS = {t: 1 << code for t, code in _TYPE_CODE.items()}  # HTA labels overlaps in this order
-
-
-def _merged(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of intervals as disjoint sorted (start, end) arrays."""
-    if ts.shape[0] == 0:
-        return ts, end
-    order = np.argsort(ts, kind="stable")
-    ts, end = ts[order], end[order]
-    reach = np.maximum.accumulate(end)
-    new = np.ones(ts.shape[0], bool)
-    new[1:] = ts[1:] > reach[:-1]
-    starts = ts[new]
-    idx = np.flatnonzero(new)
-    ends = reach[np.r_[idx[1:] - 1, ts.shape[0] - 1]]
-    return starts, ends
 
 
 def _label(state: int, types: list[str]) -> str:
@@ -259,7 +294,7 @@ def kernel_type_time(gpu: pd.DataFrame, types: list[str]) -> pd.DataFrame:
     times, steps = [], []
     for t in types:
         sel = gpu[gpu["kernel_type"] == t]
-        s, e = _merged(sel["ts"].to_numpy(), sel["end"].to_numpy())
+        s, e = hta_merge(sel["ts"].to_numpy(), sel["end"].to_numpy())
         times += [s, e]
         steps += [np.full(s.shape[0], _TYPE_BITS[t]), np.full(e.shape[0], -_TYPE_BITS[t])]
     if not times:
@@ -337,11 +372,12 @@ def comm_comp_overlap(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
         gpu = gpu_rows(df)
         comm = gpu[gpu["kernel_type"] == COMMUNICATION]
         comp = gpu[gpu["kernel_type"] == COMPUTATION]
-        mc = _merged(comm["ts"].to_numpy(), comm["end"].to_numpy())
-        mp = _merged(comp["ts"].to_numpy(), comp["end"].to_numpy())
+        mc = hta_merge(comm["ts"].to_numpy(), comm["end"].to_numpy())
+        mp = hta_merge(comp["ts"].to_numpy(), comp["end"].to_numpy())
         comm_time = int((mc[1] - mc[0]).sum())
         both = int(intersection_length(*(np.ascontiguousarray(x, dtype=np.int64) for x in (*mc, *mp))))
-        pct = round(100 * both / comm_time, 2) if comm_time else float("nan")
+        with np.errstate(divide="ignore", invalid="ignore"):  # as HTA divides: x/0 is inf, 0/0 NaN
+            pct = round(float(100 * np.float64(both) / np.float64(comm_time)), 2)
         rows.append((rank, pct))
     return pd.DataFrame(rows, columns=["rank", "comp_comm_overlap_pctg"])
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ._frames import name_flags, rank_columns
-from .hta_compat import IDLE_KERNEL_CATS, gpu_rows, launch_index
+from .hta_compat import IDLE_KERNEL_CATS, gpu_rows, index_correlation
 from .hta_queues import QUEUE_APIS, queue_length_series, queue_length_summary, time_blocked_on_full_queue
 
 __all__ = [
@@ -37,12 +37,12 @@ def idle_time_breakdown(
     memset; not ``cuda_sync`` or GPU annotations). Each gap between
     consecutive GPU events of a stream (ordered by start, stably) is
     ``host_wait`` when the next event's launch call (the frame's
-    ``launch_index`` row, HTA's ``index_correlation``) started after the
+    ``index_correlation`` row, as HTA links it) started after the
     previous event ended, ``kernel_wait`` when it is shorter than
     ``consecutive_kernel_delay`` µs, else ``other``; the first event of a
     stream has no gap and counts as ``other``. A frame without ``cat``
-    counts every row with a stream; one without ``launch_index`` gets it from
-    its own rows (:func:`~aonkit.analysis.hta_compat.launch_index`).
+    counts every row with a stream; one without ``index_correlation`` gets it
+    from its own rows (:func:`~aonkit.analysis.hta_compat.index_correlation`).
 
     Returns
     -------
@@ -84,17 +84,21 @@ def idle_time_breakdown(
     return out, st
 
 
+def linked_index(df: pd.DataFrame, index: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """The frame's ``index_correlation`` column, or HTA's linking of its own rows when it has none."""
+    if "index_correlation" in df:
+        return rank_columns(df, "index_correlation")[0]
+    names = df["name"].array if isinstance(df["name"].array, pd.Categorical) else pd.Categorical(df["name"])
+    return index_correlation(index, stream, rank_columns(df, "correlation")[0], names)
+
+
 def _idle_inputs(df: pd.DataFrame) -> tuple[np.ndarray, ...]:
     """HTA's idle-time GPU rows of one rank's frame: stream, ts, end, launch start and whether it was found."""
     from .._kernels.keys import first_match
 
     index, stream, ts, end = rank_columns(df, "index", "stream", "ts", "end") if "index" in df else (
         np.arange(len(df), dtype=np.int64), *rank_columns(df, "stream", "ts", "end"))  # fmt: skip
-    if "launch_index" in df:
-        launch = rank_columns(df, "launch_index")[0]
-    else:
-        names = df["name"].array if isinstance(df["name"].array, pd.Categorical) else pd.Categorical(df["name"])
-        launch = launch_index(index, stream, rank_columns(df, "correlation")[0], names)
+    launch = linked_index(df, index, stream)
     is_gpu = stream != -1
     if "cat" in df:
         codes, flags = name_flags(df["cat"], IDLE_KERNEL_CATS)
@@ -186,5 +190,10 @@ def memory_bw_summary(frames: Mapping[int, pd.DataFrame], ties: str = "stable") 
     ``ties`` as in :func:`memory_bw_series`.
     """
     s = memory_bw_series(frames, ties)
-    s = s[s["memory_bw_gbps"] > 0]
-    return s.groupby(["rank", "name"])["memory_bw_gbps"].describe()
+    # one describe() per rank with copies, concatenated, as HTA does: a rank whose levels are all 0 adds an empty
+    # frame, and pandas' concat then flattens or unnames the (rank, name) index of the others, which HTA's CSV shows
+    parts = [g[g["memory_bw_gbps"] > 0].groupby(["rank", "name"])["memory_bw_gbps"].describe()
+             for _, g in s.groupby("rank", sort=False)]  # fmt: skip
+    if not parts:
+        return s.groupby(["rank", "name"])["memory_bw_gbps"].describe()
+    return pd.concat(parts) if len(parts) > 1 else parts[0]

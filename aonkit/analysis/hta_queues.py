@@ -41,7 +41,10 @@ def _rank_queues(df: pd.DataFrame, apis: tuple[str, ...], ties: str) -> tuple[np
     if ties not in TIES:
         raise ValueError(f"ties must be one of {TIES}, not {ties!r}")
     stream, ts, corr = rank_columns(df, "stream", "ts", "correlation")
-    e_ts, e_stream, e_step = queue_events(stream, ts, corr, *name_flags(df["name"], apis))
+    codes, is_api = name_flags(df["name"], apis)
+    if "index_correlation" in df:  # HTA counts a launch call only when it links to a GPU row past event 0
+        codes = np.where(df["index_correlation"].to_numpy() > 0, codes, -1)
+    e_ts, e_stream, e_step = queue_events(stream, ts, corr, np.ascontiguousarray(codes), is_api)
     pos, offsets, streams, mixed = stable_time_order(e_ts, e_stream, e_step)
     if mixed:  # a launch and a GPU start tie in a stream (the order above is then incomplete)
         # launches come first in e_ts, so a stable sort puts them first at a tie
@@ -62,7 +65,9 @@ def queue_length_series(
     """Outstanding GPU operations per stream: +1 at each launch call, -1 at each GPU event start.
 
     Launch calls are the CPU-side events named in ``apis`` whose correlation
-    matches a GPU event; GPU events count when their launch does. A launch
+    matches a GPU event (and, in frames with HTA's ``index_correlation``,
+    whose linked row is not event 0, as HTA's query has it); GPU events count
+    when their launch does. A launch
     and a GPU start of one stream at the same µs are ordered by ``ties``
     (see the module doc), never by the CPU's sort.
 

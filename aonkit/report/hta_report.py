@@ -68,4 +68,5 @@ def _with_header(df: pd.DataFrame, top: str) -> pd.DataFrame:
     """Add the column level that pandas' ``groupby(...)[[col]].describe()`` gives HTA's summaries."""
     df = df.copy()
     df.columns = pd.MultiIndex.from_product([[top], list(df.columns)])
-    return df
+    # HTA's describe() of no rows has a plain range index, which its CSV leaves out
+    return df.reset_index(drop=True) if df.empty else df
