@@ -39,6 +39,7 @@ def require_shared(part: str = "traces") -> Path:
 
 def load_events(tmp_path: Path, events: list[dict]) -> aonkit.Trace:
     """Write ``events`` as a Kineto trace under ``tmp_path`` and load it."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}))
     return aonkit.load(path)

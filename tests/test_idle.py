@@ -11,6 +11,7 @@ import pytest
 import aonkit
 from aonkit.analysis.idle import IDLE_CATEGORIES, idle_series, idle_summary
 
+from .adversarial import adversarial_job
 from .conftest import SAMPLE_TRACES, load_events, shared_trace_files
 
 
@@ -107,6 +108,17 @@ def test_invariants_on_shared_traces(path: Path) -> None:
         pytest.skip("not a loadable trace (a broken file kept on purpose)")
     if isinstance(t, aonkit.TraceSet):
         pytest.skip("a job; its ranks are checked one by one")
+    _check_invariants(t)
+
+
+@pytest.mark.parametrize("seed", range(0, 400, 10))
+def test_invariants_on_adversarial_traces(seed: int, tmp_path: Path) -> None:
+    """The same on the differential test's generator: overlaps, sub-µs and zero-length events, several streams."""
+    for rank, doc in adversarial_job(seed).items():
+        _check_invariants(load_events(tmp_path / str(rank), doc["traceEvents"]))
+
+
+def _check_invariants(t: aonkit.Trace) -> None:
     for by in ("device", "stream"):
         s = idle_summary(t, by=by)
         for c in ("span_ns", "busy_ns", "idle_ns", *(f"{k}_ns" for k in IDLE_CATEGORIES)):

@@ -5,6 +5,7 @@ Usage::
     python tools/hta_diff.py --setup                 # HTA 0.5.0 in its own venv (bench/out/hta-venv)
     python tools/hta_diff.py --seeds 0:1000          # generate, run both, diff every CSV, print a count
     python tools/hta_diff.py --seeds 0:120 --save-goldens tests/golden_hta   # the goldens CI checks
+    python tools/hta_diff.py --traces ../shared/traces/tracelens/h100/*.json.gz  # real files, one case each
 
 Traces come from ``tests/adversarial.py`` (seeded, the same on every machine).
 HTA runs in its own venv (``holistictraceanalysis==0.5.0``, ``pandas<3``,
@@ -54,7 +55,8 @@ def aonkit_report(folder: Path) -> Path:
     import aonkit
     from aonkit.report.hta_report import write_hta_report
 
-    traces = {int(p.stem.removeprefix("rank")): aonkit.load(p) for p in sorted(folder.glob("rank*.json"))}
+    files = sorted(folder.glob("rank*.json*"))
+    traces = {int(p.name.split(".")[0].removeprefix("rank")): aonkit.load(p) for p in files}
     out = folder / "aonkit"
     write_hta_report(traces, out)
     return out
@@ -69,17 +71,27 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="HTA processes at once")
     ap.add_argument("--save-goldens", type=Path, help="copy HTA's CSVs of these seeds here")
     ap.add_argument("--show", type=int, default=10, help="differences printed per failing seed")
+    ap.add_argument("--traces", nargs="+", type=Path, help="real trace files instead of seeds (one rank each)")
     a = ap.parse_args()
     py = a.hta_python or setup(VENV)
     if a.setup:
         return
-    lo, hi = (int(x) for x in a.seeds.split(":"))
-    seeds = list(range(lo, hi))
-    folders = [a.work / f"seed_{s:05d}" for s in seeds]
     t0 = time.perf_counter()
-    for s, f in zip(seeds, folders):
-        shutil.rmtree(f, ignore_errors=True)
-        write_job(s, f)
+    if a.traces:  # each file a one-rank case, linked (not copied) into its folder
+        seeds = list(range(len(a.traces)))
+        folders = [a.work / f"trace_{i:03d}" for i in seeds]
+        for path, f in zip(a.traces, folders):
+            shutil.rmtree(f, ignore_errors=True)
+            f.mkdir(parents=True)
+            suffix = ".json.gz" if path.name.endswith(".gz") else ".json"
+            (f / f"rank0{suffix}").symlink_to(path.resolve())
+    else:
+        lo, hi = (int(x) for x in a.seeds.split(":"))
+        seeds = list(range(lo, hi))
+        folders = [a.work / f"seed_{s:05d}" for s in seeds]
+        for s, f in zip(seeds, folders):
+            shutil.rmtree(f, ignore_errors=True)
+            write_job(s, f)
     chunks = [folders[i :: a.jobs] for i in range(a.jobs)]
     log = (a.work / "hta_run.log").open("w")  # HTA warns a lot on stderr
     procs = [subprocess.Popen([str(py), str(ROOT / "tools" / "hta_run.py"), *map(str, c)], stderr=log)
@@ -94,7 +106,7 @@ def main() -> None:
             unanswered[call] += 1
         if diffs:
             failing.update({d.split(" ")[0] for d in diffs})
-            print(f"seed {s}: {len(diffs)} differences")
+            print(f"{a.traces[s] if a.traces else f'seed {s}'}: {len(diffs)} differences")
             for d in diffs[: a.show]:
                 print("   ", d)
         else:
@@ -106,7 +118,8 @@ def main() -> None:
             for csv in (f / "hta").glob("*.csv"):
                 shutil.copy(csv, dest / csv.name)
             (dest / "_errors.json").write_text(json.dumps(hta_errors(f / "hta"), indent=1, sort_keys=True) + "\n")
-    print(f"\n{agree} of {len(seeds)} seeds agree on every CSV HTA wrote ({time.perf_counter() - t0:.0f} s, "
+    what = "traces" if a.traces else "seeds"
+    print(f"\n{agree} of {len(seeds)} {what} agree on every CSV HTA wrote ({time.perf_counter() - t0:.0f} s, "
           f"HTA {t_hta:.0f} s)")  # fmt: skip
     if failing:
         print("files with differences (seeds):", dict(failing.most_common()))

@@ -1,7 +1,7 @@
 """Run Holistic Trace Analysis 0.5.0 on many trace folders in one process and write its CSVs (HTA's venv only).
 
 Usage: ``HTA_PYTHON tools/hta_run.py DIR...``. Each DIR holds ``rank<N>.json``
-files; HTA's results go to ``DIR/hta/<file>.csv`` with the file names of
+(or ``.json.gz``) files; HTA's results go to ``DIR/hta/<file>.csv`` with the file names of
 ``aonkit hta-report``, and ``DIR/hta/_errors.json`` lists the calls HTA could
 not answer (their CSVs are absent). Written for ``tools/hta_diff.py``; it
 imports nothing of aonkit, which may not be installed in HTA's venv.
@@ -30,7 +30,7 @@ def _save(df: pd.DataFrame | pd.Series | None, path: Path) -> None:
 def run(folder: Path) -> dict[str, str]:
     from hta.trace_analysis import TraceAnalysis
 
-    files = {int(p.stem.removeprefix("rank")): str(p) for p in sorted(folder.glob("rank*.json"))}
+    files = {int(p.name.split(".")[0].removeprefix("rank")): str(p) for p in sorted(folder.glob("rank*.json*"))}
     out = folder / "hta"
     out.mkdir(exist_ok=True)
     errors: dict[str, str] = {}
