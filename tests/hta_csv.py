@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -65,3 +66,30 @@ def hta_errors(want: Path) -> dict[str, str]:
     """The calls HTA could not answer for this input (no CSV of theirs to compare)."""
     path = want / "_errors.json"
     return {k: v for k, v in json.loads(path.read_text()).items() if not k.endswith("_where")} if path.exists() else {}
+
+
+def tie_envelope(want: pd.DataFrame, lo: pd.DataFrame, hi: pd.DataFrame, bounded: list[str]) -> list[str]:
+    """HTA's summary against aonkit's under the two extreme tie orders (docs/hta-compat.md, "ties").
+
+    HTA sorts with numpy's unstable sort, whose tie order differs between CPUs
+    (AVX-512, AVX2, neither) and numpy builds, so HTA's values are one
+    machine's. A row that both tie orders give alike does not depend on ties:
+    it must equal HTA's. Elsewhere every statistic in ``bounded`` (monotone in
+    the series, which the extremes bound at every position) must lie between
+    the two; the others (std) depend on the order and are not compared.
+    Returns the problems found (none: HTA's values are explained by ties).
+    """
+    if lo.shape != want.shape or hi.shape != want.shape:
+        return [f"shape {lo.shape} != HTA's {want.shape}"]
+    same = np.isclose(lo.to_numpy(float), hi.to_numpy(float), rtol=0, atol=0, equal_nan=True).all(axis=1)
+    w = want.to_numpy(float)
+    out = []
+    if not np.allclose(lo.to_numpy(float)[same], w[same], rtol=1e-9, atol=1e-12, equal_nan=True):
+        out.append("rows that do not depend on ties differ")
+    for col in bounded:
+        a, b, v = lo[col].to_numpy(float)[~same], hi[col].to_numpy(float)[~same], want[col].to_numpy(float)[~same]
+        low, high = np.minimum(a, b), np.maximum(a, b)
+        slack = 1e-9 * np.maximum(np.abs(low), np.abs(high)) + 1e-9
+        if not np.all((v >= low - slack) & (v <= high + slack)):
+            out.append(f"{col} outside the tie envelope")
+    return out

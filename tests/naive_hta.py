@@ -14,8 +14,8 @@ import pandas as pd
 from aonkit.analysis.hta_compat import IDLE_KERNEL_CATS, gpu_rows
 
 
-def hta_launch_index(df: pd.DataFrame) -> pd.Series:
-    """HTA's ``transform_correlation_to_index``, transcribed: the merge, then ``.loc`` writes (last pair wins)."""
+def hta_index_correlation(df: pd.DataFrame) -> pd.Series:
+    """HTA's ``transform_correlation_to_index`` for GPU rows, transcribed: the merge, ``.loc`` writes (last wins)."""
     index = df["index"] if "index" in df else pd.Series(np.arange(len(df)), index=df.index)
     d = pd.DataFrame({"index": index.to_numpy(), "correlation": df["correlation"].to_numpy(),
                       "stream": df["stream"].to_numpy(), "name": df["name"].astype(object).to_numpy()})  # fmt: skip
@@ -30,7 +30,7 @@ def hta_launch_index(df: pd.DataFrame) -> pd.Series:
 
 
 def _runtime_ts(df: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
-    launch = df["index_correlation"] if "index_correlation" in df else hta_launch_index(df)
+    launch = df["index_correlation"] if "index_correlation" in df else hta_index_correlation(df)
     index = df["index"] if "index" in df else pd.Series(np.arange(len(df)), index=df.index)
     lookup = pd.Series(df["ts"].to_numpy(float), index=index.to_numpy())
     lookup = lookup[~lookup.index.duplicated()]

@@ -14,6 +14,7 @@ from aonkit.analysis import hta_compat as hc
 from aonkit.analysis import hta_counters as hk
 
 from .conftest import SHARED, require_shared
+from .hta_csv import tie_envelope
 
 GOLDEN = SHARED / "golden"
 SETS = sorted(p.name for p in GOLDEN.iterdir() if (p / "_run.json").exists()) if GOLDEN.is_dir() else []
@@ -158,23 +159,8 @@ def test_cuda_kernel_launch_stats(name: str, frames_cache: dict) -> None:
 
 
 def _check_tie_envelope(name: str, want: pd.DataFrame, lo: pd.DataFrame, hi: pd.DataFrame, bounded: list[str]) -> None:
-    """HTA's summary against aonkit's under the two extreme tie orders (see docs/hta-compat.md, "ties").
-
-    HTA sorts with numpy's unstable sort, whose tie order differs between CPUs
-    (AVX-512, AVX2, neither) and numpy builds, so the golden values are one
-    machine's. A row that both tie orders give alike does not depend on ties:
-    it must equal HTA's exactly. Elsewhere every statistic in ``bounded``
-    (monotone in the series, which the extremes bound at every position) must
-    lie between the two; the others (std) depend on the order and are not compared.
-    """
-    same = np.isclose(lo.to_numpy(float), hi.to_numpy(float), rtol=0, atol=0, equal_nan=True).all(axis=1)
-    w = want.to_numpy(float)
-    np.testing.assert_allclose(lo.to_numpy(float)[same], w[same], rtol=1e-9, atol=1e-12, err_msg=f"{name}: untied rows")
-    for col in bounded:
-        a, b, v = lo[col].to_numpy(float)[~same], hi[col].to_numpy(float)[~same], want[col].to_numpy(float)[~same]
-        low, high = np.minimum(a, b), np.maximum(a, b)
-        slack = 1e-9 * np.maximum(np.abs(low), np.abs(high)) + 1e-9
-        assert np.all((v >= low - slack) & (v <= high + slack)), f"{name}: {col} outside the tie envelope"
+    problems = tie_envelope(want, lo, hi, bounded)
+    assert not problems, f"{name}: {problems}"
 
 
 @pytest.mark.parametrize("name", SETS)

@@ -51,7 +51,7 @@ def write_job(seed: int, folder: Path) -> None:
         (folder / f"rank{rank}.json").write_text(json.dumps(doc))
 
 
-def aonkit_report(folder: Path) -> Path:
+def aonkit_report(folder: Path) -> tuple[Path, dict]:
     import aonkit
     from aonkit.report.hta_report import write_hta_report
 
@@ -59,7 +59,34 @@ def aonkit_report(folder: Path) -> Path:
     traces = {int(p.name.split(".")[0].removeprefix("rank")): aonkit.load(p) for p in files}
     out = folder / "aonkit"
     write_hta_report(traces, out)
-    return out
+    return out, traces
+
+
+# files whose values HTA takes after numpy's unstable sort: aonkit's two extreme tie orders bound them
+TIED = {"queue_length_summary.csv": (("launch_first", "start_first"),
+                                     ["count", "mean", "min", "25%", "50%", "75%", "max"]),
+        "memory_bw_summary.csv": (("down_first", "up_first"), ["count", "max"])}  # fmt: skip
+
+
+def explained_by_ties(name: str, traces: dict, want: Path) -> bool:
+    """Whether HTA's ``name`` lies in the envelope of aonkit's extreme tie orders (``tests/hta_csv.tie_envelope``)."""
+    import pandas as pd
+
+    from aonkit.analysis import hta_compat, hta_counters
+    from tests.hta_csv import tie_envelope
+
+    if name not in TIED:
+        return False
+    orders, bounded = TIED[name]
+    fn = hta_counters.queue_length_summary if name.startswith("queue") else hta_counters.memory_bw_summary
+    frames = hta_compat.hta_frames(traces)
+    lo, hi = (fn(frames, ties=o) for o in orders)
+    try:
+        w = pd.read_csv(want / name, header=[0, 1], index_col=[0, 1])
+    except (ValueError, IndexError):
+        return False
+    w.columns = [c[1] for c in w.columns]
+    return not tie_envelope(w, lo, hi, bounded)
 
 
 def main() -> None:
@@ -99,9 +126,14 @@ def main() -> None:
     if any(p.wait() for p in procs):
         raise SystemExit("hta_run.py failed")
     t_hta = time.perf_counter() - t0
-    agree, failing, unanswered = 0, Counter(), Counter()
+    agree, failing, unanswered, tied = 0, Counter(), Counter(), Counter()
     for s, f in zip(seeds, folders):
-        diffs = compare_dir(aonkit_report(f), f / "hta")
+        got, traces = aonkit_report(f)
+        diffs = compare_dir(got, f / "hta")
+        for name in {d.split(" ")[0].rstrip(":") for d in diffs}:
+            if explained_by_ties(name, traces, f / "hta"):
+                tied[name] += 1
+                diffs = [d for d in diffs if d.split(" ")[0].rstrip(":") != name]
         for call in hta_errors(f / "hta"):
             unanswered[call] += 1
         if diffs:
@@ -123,6 +155,9 @@ def main() -> None:
           f"HTA {t_hta:.0f} s)")  # fmt: skip
     if failing:
         print("files with differences (seeds):", dict(failing.most_common()))
+    if tied:
+        print("differences inside the envelope of tie orders (HTA's unstable sort; counted as agreeing):",
+              dict(tied.most_common()))  # fmt: skip
     if unanswered:
         print("HTA could not answer (seeds):", dict(unanswered.most_common()))
 

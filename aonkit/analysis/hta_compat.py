@@ -13,9 +13,11 @@ float rounding         ``ts = ceil(ts)``, ``end = floor(ts + dur)`` in µs, comp
                        differ by 1 µs on epoch-µs traces)
 alignment              ``ts -= min(ts over all ranks)`` of the file's own ``ts``
                        (relative to ``baseTimeNanoseconds`` when present)
-last-step filter       with more than one ``ProfilerStep#N``, CPU rows starting at
-                       or after the last step's start are dropped, and GPU rows are
-                       kept only when their ``correlation`` matches a kept CPU row
+last-step filter       with more than one ``ProfilerStep#N`` name in the job,
+                       CPU-side rows starting at or after the rank's last step are
+                       dropped, and GPU-side rows (a stream and a correlation, or a
+                       sync) are kept only when their ``correlation`` matches a kept
+                       CPU-side row
 GPU rows               ``stream != -1``
 launch of a GPU row    HTA's ``index_correlation``, taken before the last-step
                        filter: the *last* CPU-side row with the GPU row's
@@ -265,7 +267,7 @@ def temporal_breakdown(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
         starts, ends = hta_merge(gpu["ts"].to_numpy(), gpu["end"].to_numpy())
         kernel_time = int(ends[-1] - starts[0])
         for clamp in (False, True):
-            idle = kernel_time - union_us(gpu, clamp)
+            idle = kernel_time - (union_us(gpu, clamp) if clamp else int((ends - starts).sum()))
             compute = union_us(comp, clamp)
             if idle <= kernel_time and compute <= kernel_time and kernel_time - compute - idle >= 0:
                 break
