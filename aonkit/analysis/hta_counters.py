@@ -84,7 +84,7 @@ def idle_time_breakdown(
     return out, st
 
 
-def linked_index(df: pd.DataFrame, index: np.ndarray, stream: np.ndarray) -> np.ndarray:
+def _linked_index(df: pd.DataFrame, index: np.ndarray, stream: np.ndarray) -> np.ndarray:
     """The frame's ``index_correlation`` column, or HTA's linking of its own rows when it has none."""
     if "index_correlation" in df:
         return rank_columns(df, "index_correlation")[0]
@@ -98,7 +98,7 @@ def _idle_inputs(df: pd.DataFrame) -> tuple[np.ndarray, ...]:
 
     index, stream, ts, end = rank_columns(df, "index", "stream", "ts", "end") if "index" in df else (
         np.arange(len(df), dtype=np.int64), *rank_columns(df, "stream", "ts", "end"))  # fmt: skip
-    launch = linked_index(df, index, stream)
+    launch = _linked_index(df, index, stream)
     is_gpu = stream != -1
     if "cat" in df:
         codes, flags = name_flags(df["cat"], IDLE_KERNEL_CATS)
