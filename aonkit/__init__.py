@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .analysis.lanes import timeline_index
 from .analysis.timeline import counter_tiles, timeline_tiles
-from .errors import AonkitError, TraceFormatError, TraceTooLargeError
+from .errors import AonkitError, AonkitWarning, JobError, TraceFormatError, TraceTooLargeError
 from .schema import TS_MISSING
 from .sources import load
 from .trace import Trace, TraceMeta
@@ -34,6 +34,8 @@ def to_html(trace: Trace, path: str | None = None, **kwargs: object) -> str:
 
 __all__ = [
     "AonkitError",
+    "AonkitWarning",
+    "JobError",
     "TS_MISSING",
     "Trace",
     "TraceFormatError",

@@ -3,8 +3,10 @@
 Environment variables
 ---------------------
 AONKIT_MAX_DECOMPRESSED_BYTES
-    Cap on the decompressed size of a gzip trace (default 16 GiB), the guard
-    against decompression bombs.
+    Cap on the decompressed size of a gzip trace, the guard against
+    decompression bombs. Unset: a quarter of the memory available when the
+    file is read, or 32 times the compressed size, whichever is larger
+    (:func:`aonkit.sources._io.default_cap`).
 AONKIT_JIT_CACHE
     ``0`` disables Numba's on-disk cache (default on). It is read by
     ``aonkit._kernels._jit``, since the kernels import nothing but numpy and numba.
@@ -14,10 +16,8 @@ from __future__ import annotations
 
 import os
 
-_DEFAULT_MAX_DECOMPRESSED = 16 * 1024**3
 
-
-def _env_int(name: str, default: int) -> int:
+def _env_int(name: str, default: int | None) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -27,10 +27,11 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"{name}={raw!r} is not an integer") from exc
 
 
-MAX_DECOMPRESSED_BYTES: int = _env_int("AONKIT_MAX_DECOMPRESSED_BYTES", _DEFAULT_MAX_DECOMPRESSED)
+MAX_DECOMPRESSED_BYTES: int | None = _env_int("AONKIT_MAX_DECOMPRESSED_BYTES", None)
+"""The cap from the environment; None: follow the machine (see above)."""
 
 
 def reset() -> None:
     """Re-read every setting from the environment."""
     global MAX_DECOMPRESSED_BYTES
-    MAX_DECOMPRESSED_BYTES = _env_int("AONKIT_MAX_DECOMPRESSED_BYTES", _DEFAULT_MAX_DECOMPRESSED)
+    MAX_DECOMPRESSED_BYTES = _env_int("AONKIT_MAX_DECOMPRESSED_BYTES", None)

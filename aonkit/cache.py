@@ -1,37 +1,61 @@
 """Parquet cache of a :class:`~aonkit.Trace`: columns in Parquet, metadata in a JSON sidecar.
 
-Layout for ``trace.save("run.parquet")``:
+Layout for the cache of ``run.pt.trace.json.gz`` (``aonkit cache`` names it
+with :func:`cache_path_for`; ``trace.save(path)`` takes any ``*.parquet``):
 
-``run.parquet``
+``run.pt.trace.aon.parquet``
     One row per event. Category columns are stored as their int32 codes,
     integer columns as int64, and ``event_json`` holds each event's original
     JSON text (zstd-compressed); it is read only when first needed.
-``run.samples.parquet``
+``run.pt.trace.aon.samples.parquet``
     Only when the trace carries metric samples (``trace.samples``, e.g. nsys
     ``GPU_METRICS``): that table as it is.
-``run.meta.json``
-    Format version, the categories of each category column (JSON keeps ints
-    and strings apart), ``TraceMeta``, the file's top-level keys and warnings.
+``run.pt.trace.aon.meta.json``
+    The sidecar: format version, size and CRC-32 of each Parquet file, the
+    source's name, size and mtime, the categories of each category column,
+    ``TraceMeta``, the file's top-level keys and warnings, and last a CRC-32
+    of its own text without that key.
+
+Integrity: every file is written to a temporary name, synced and renamed, the
+sidecar last. A reader checks the sizes and checksums before it trusts a byte,
+so a flipped bit, a truncated file, a sidecar of another cache or a half-done
+write is a :class:`~aonkit.TraceFormatError` naming the file, never wrong
+values. Whether the cache still matches its source is the caller's question
+(:func:`same_source`; :func:`aonkit.load` reads the source instead).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema
+from ._filecheck import atomic_write, crc32_buffer, crc32_file, dir_lock, fingerprint, same_version
 from .errors import TraceFormatError
-from .trace import RawEvents, Trace, TraceMeta
+from .trace import Trace
 
 FORMAT = "aonkit-trace"
-VERSION = 1
+VERSION = 2
+CACHE_SUFFIX = ".aon.parquet"
 _TEXT = "event_json"
+_SOURCE_SUFFIXES = (".pt.trace.json", ".json", ".sqlite3", ".sqlite", ".db", ".nsys-rep", ".qdrep")
+
+
+def cache_path_for(source: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Default cache file of a trace file: ``<name without .gz/.json/...>.aon.parquet`` in ``out_dir`` or beside it."""
+    source = Path(source)
+    stem = source.name.removesuffix(".gz")
+    for suffix in _SOURCE_SUFFIXES:
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    return Path(out_dir if out_dir is not None else source.parent) / f"{stem}{CACHE_SUFFIX}"
 
 
 def sidecar_path(path: str | Path) -> Path:
@@ -44,8 +68,14 @@ def samples_path(path: str | Path) -> Path:
     return Path(path).with_suffix(".samples.parquet")
 
 
+def is_cache_part(path: str | Path) -> bool:
+    """True for a cache's sidecar or samples file (never a trace by itself)."""
+    name = Path(path).name
+    return name.endswith((".meta.json", ".samples.parquet"))
+
+
 def save_trace(trace: Trace, path: str | Path) -> Path:
-    """Write ``trace`` to ``path`` (Parquet) and its sidecar; return ``path``."""
+    """Write ``trace`` to ``path`` (Parquet), its samples and its sidecar, each atomically; return ``path``."""
     from ._kernels.spans import gather_spans
 
     path = Path(path)
@@ -65,60 +95,119 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     )
     compression = {name: "none" for name in columns}
     compression[_TEXT] = "zstd"
-    pq.write_table(pa.table(columns), path, compression=compression, use_dictionary=False)
-    side = {
-        "format": FORMAT,
-        "version": VERSION,
-        "n_events": len(ev),
-        "categories": categories,
-        "meta": trace.meta.to_dict(),
-        "metadata": trace.metadata,
-        "warnings": trace.warnings,
-    }
-    sidecar_path(path).write_text(json.dumps(side))
-    samples = samples_path(path)
-    if trace.samples is not None:
-        trace.samples.to_parquet(samples, index=False)
-    elif samples.exists():
-        samples.unlink()
+    source = trace.source if trace.source is not None else _source_of(trace)
+    mode = 0o600 if source is None else _mode_of(source["path"])
+    table = pa.table(columns)
+    with dir_lock(path.parent):  # one writer at a time per folder: data and sidecar from the same one
+        atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression=compression, use_dictionary=False), mode)
+        samples = samples_path(path)
+        if trace.samples is not None:
+            atomic_write(samples, lambda tmp: trace.samples.to_parquet(tmp, index=False), mode)  # type: ignore[union-attr]
+        side = {
+            "format": FORMAT,
+            "version": VERSION,
+            "n_events": len(ev),
+            "data": _check(path),
+            "samples": _check(samples) if trace.samples is not None else None,
+            "source": source,
+            "categories": categories,
+            "meta": trace.meta.to_dict(),
+            "metadata": trace.metadata,
+            "warnings": trace.warnings,
+        }
+        side["check"] = crc32_buffer(json.dumps(side).encode())  # of the rest: a flipped category name is caught
+        text = json.dumps(side)
+        atomic_write(sidecar_path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"), mode)
+        if trace.samples is None:
+            samples.unlink(missing_ok=True)
     return path
 
 
-def _text_loader(path: Path):  # noqa: ANN202 - closure for RawEvents
-    def load() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        arr = pq.read_table(path, columns=[_TEXT]).column(_TEXT).combine_chunks()
-        _, off_buf, data_buf = arr.buffers()
-        offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-        data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
-        return data, offsets[:-1], offsets[1:]
+def _check(path: Path) -> dict[str, int]:
+    size, crc = crc32_file(path)
+    return {"bytes": size, "crc32": crc}
 
-    return load
+
+def _source_of(trace: Trace) -> dict[str, Any] | None:
+    p = trace.meta.path
+    if not p or not os.path.isfile(p) or str(p).endswith(".parquet"):
+        return None
+    return fingerprint(p)
+
+
+def _mode_of(path: str) -> int:
+    try:
+        return os.stat(path).st_mode & 0o666
+    except OSError:
+        return 0o600
+
+
+def read_sidecar(path: str | Path) -> dict[str, Any]:
+    """The sidecar of cache ``path``, checked for format and version; :class:`~aonkit.TraceFormatError` otherwise."""
+    side_file = sidecar_path(path)
+    try:
+        side = json.loads(side_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TraceFormatError(f"the cache's sidecar {side_file.name} is missing", path=str(path)) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceFormatError(f"unreadable cache sidecar ({type(exc).__name__}: {exc})", path=str(side_file)) from None
+    if not isinstance(side, dict) or side.get("format") != FORMAT:
+        raise TraceFormatError("not an aonkit trace cache sidecar", path=str(side_file))
+    if side.get("version") != VERSION:
+        raise TraceFormatError(
+            f"cache format version {side.get('version')!r}, this aonkit reads {VERSION}: re-create the cache",
+            path=str(side_file),
+        )
+    check = side.pop("check", None)
+    if check != crc32_buffer(json.dumps(side).encode()):
+        raise TraceFormatError("the sidecar's own CRC-32 does not match (edited or corrupt); re-create the cache",
+                               path=str(side_file))
+    return side
+
+
+def same_source(src: str | Path, side: dict[str, Any]) -> bool:
+    """True when source file ``src`` still has the size and mtime the sidecar ``side`` recorded."""
+    rec = side.get("source")
+    return isinstance(rec, dict) and same_version(src, rec)
+
+
+def guess_source(cache: str | Path) -> Path | None:
+    """A file beside ``cache`` whose default cache name is ``cache``'s (for a cache whose sidecar is unusable)."""
+    cache = Path(cache)
+    try:
+        names = sorted(p for p in cache.parent.iterdir() if p != cache and not p.name.endswith(".parquet")
+                       and not is_cache_part(p) and cache_path_for(p).name == cache.name)
+    except OSError:
+        return None
+    return next((p for p in names if p.is_file()), None)
+
+
+def source_file(side: dict[str, Any], cache: str | Path) -> Path | None:
+    """Where the cache's source is now: beside the cache under its recorded name, else its recorded path."""
+    rec = side.get("source")
+    if not isinstance(rec, dict):
+        return None
+    for cand in (Path(cache).parent / str(rec.get("name", "")), Path(str(rec.get("path", "")))):
+        if cand.name and cand != Path(cache) and cand.is_file():
+            return cand
+    return None
+
+
+def is_fresh(cache: str | Path, source: str | Path) -> bool:
+    """True when ``cache`` is intact (sizes and checksums match its sidecar) and made from ``source`` as it is now."""
+    from ._cache_read import check_files
+
+    try:
+        side = read_sidecar(cache)
+        check_files(Path(cache), side)
+    except TraceFormatError:
+        return False
+    src = source_file(side, cache)
+    return src is not None and src.resolve() == Path(source).resolve() and same_source(src, side)
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Read a trace written by :func:`save_trace`."""
-    path = Path(path)
-    side_file = sidecar_path(path)
-    try:
-        side = json.loads(side_file.read_text())
-    except FileNotFoundError:
-        raise TraceFormatError(f"the cache's sidecar {side_file.name} is missing", path=str(path)) from None
-    if side.get("format") != FORMAT or side.get("version") != VERSION:
-        raise TraceFormatError("not an aonkit trace cache of a supported version", path=str(side_file))
-    wanted = list(schema.CATEGORY_COLUMNS) + list(schema.INT_COLUMNS)
-    table = pq.read_table(path, columns=wanted)
-    data: dict[str, Any] = {}
-    for col in schema.EVENT_COLUMNS:
-        values = table.column(col).to_numpy()
-        if col in schema.CATEGORY_COLUMNS:
-            cats = side["categories"][col]
-            text = col not in ("pid", "tid") or all(isinstance(v, str) for v in cats)
-            index = pd.Index(cats, dtype="str" if text else object)
-            data[col] = pd.Categorical.from_codes(values, categories=index, validate=False)
-        else:
-            data[col] = values
-    events = pd.DataFrame(data, copy=False)
-    meta = TraceMeta(**side["meta"])
-    samples = pd.read_parquet(samples_path(path)) if samples_path(path).exists() else None
-    return Trace(events, meta, RawEvents(None, None, None, _text_loader(path)), side["metadata"], side["warnings"],
-                 samples=samples)
+    """Read a trace written by :func:`save_trace`, after checking every file against the sidecar."""
+    from ._cache_read import read_checked
+
+    return read_checked(Path(path), read_sidecar(path))

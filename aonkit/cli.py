@@ -3,25 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 from . import __version__
-from .errors import AonkitError
+from ._cli_errors import error_line
 from .sources import load
 from .trace import Trace
 from .traceset import TraceSet
 
 
 def _traces(paths: list[str], salvage: bool) -> list[tuple[str, Trace]]:
-    out: list[tuple[str, Trace]] = []
+    """Each trace of the files and directories on its own (a directory need not be one job), labelled.
+
+    The label is ``rank N`` when the trace's rank is known and no other trace claims it, else the file's stem.
+    """
+    from .cache import CACHE_SUFFIX, cache_path_for
+    from .jobcheck import claimed_rank
+
+    found: list[Trace] = []
     for p in paths:
-        obj = load(p, salvage=salvage)
-        if isinstance(obj, TraceSet):
-            out += [(f"rank {r}", t) for r, t in obj.items()]
-        else:
-            out.append((f"rank {obj.meta.rank}" if obj.meta.rank is not None else "trace", obj))
+        obj = load(p, salvage=salvage, separate=True)
+        assert isinstance(obj, dict)
+        found += obj.values()
+    ranks = [claimed_rank(t) for t in found]
+    out = []
+    for t, r in zip(found, ranks):
+        stem = cache_path_for(t.meta.path or "trace").name.removesuffix(CACHE_SUFFIX)
+        out.append((f"rank {r}" if r is not None and ranks.count(r) == 1 else stem, t))
     return out
 
 
@@ -37,16 +48,31 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    """Save each trace as Parquet next to it (or in --out)."""
-    for path in args.paths:
+    """Save each trace (files, or every trace file of a directory) as a verified Parquet cache."""
+    from .cache import cache_path_for, is_fresh
+    from .sources.discover import directory_files
+
+    files: list[Path] = []
+    for path in map(Path, args.paths):
+        if path.is_dir():
+            found, notes = directory_files(path)
+            for note in notes:
+                print(f"aonkit: {path}: {note}", file=sys.stderr)
+            files += [f for f in found if not f.name.lower().endswith(".parquet")]
+        elif not path.exists():
+            raise FileNotFoundError(f"no such trace file or directory: {path}")
+        else:
+            files.append(path)
+    for src in files:
         t0 = time.perf_counter()
-        trace = load(path, salvage=args.salvage)
-        if isinstance(trace, TraceSet):
-            raise AonkitError("cache takes files, not directories")
-        base = Path(path).name.removesuffix(".gz").removesuffix(".json")
-        out = Path(args.out or Path(path).parent) / f"{base}.parquet"
+        out = cache_path_for(src, args.out)
+        if not args.force and is_fresh(out, src):
+            print(f"{src} -> {out} (up to date)")
+            continue
+        trace = load(src, salvage=args.salvage)
+        assert isinstance(trace, Trace)
         trace.save(out)
-        print(f"{path} -> {out} ({time.perf_counter() - t0:.2f} s)")
+        print(f"{src} -> {out} ({time.perf_counter() - t0:.2f} s)")
     return 0
 
 
@@ -54,7 +80,8 @@ def cmd_hta_report(args: argparse.Namespace) -> int:
     """Write HTA 0.5.0-compatible CSVs for one job (files or a directory of ranks)."""
     from .report.hta_report import write_hta_report
 
-    obj = load(args.inputs if len(args.inputs) > 1 else args.inputs[0], salvage=args.salvage)
+    obj = load(args.inputs if len(args.inputs) > 1 else args.inputs[0], salvage=args.salvage,
+               on_conflict=args.on_conflict)
     traces = dict(obj.items()) if isinstance(obj, TraceSet) else {obj.meta.rank or 0: obj}
     for path in write_hta_report(traces, Path(args.out), include_last_step=args.include_last_step):
         print(path)
@@ -68,7 +95,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.combined:
         from .analysis.combine import combine_ranks
 
-        job = load(args.input, salvage=args.salvage)
+        job = load(args.input, salvage=args.salvage, on_conflict=args.on_conflict)
         traces = [("job", combine_ranks(job) if isinstance(job, TraceSet) else job)]
     else:
         traces = _traces([args.input], args.salvage)
@@ -90,6 +117,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+SALVAGE_HELP = "keep the complete events of a truncated file (with a warning) instead of failing"
+HTA_REPORT_OUT = "hta-report"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``aonkit`` argument parser."""
     ap = argparse.ArgumentParser(prog="aonkit", description="GPU and ML performance analysis of profiler traces.")
@@ -98,18 +129,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("summary", help="GPUs, ranks, span, event counts, top kernels, warnings")
     p.add_argument("paths", nargs="+", help="trace files or directories")
     p.add_argument("--top", type=int, default=10, help="kernels to list (default 10)")
-    p.add_argument("--salvage", action="store_true", help="keep complete events of truncated files")
+    p.add_argument("--salvage", action="store_true", help=SALVAGE_HELP)
     p.set_defaults(func=cmd_summary)
-    p = sub.add_parser("cache", help="convert traces to aonkit's Parquet cache")
-    p.add_argument("paths", nargs="+")
+    p = sub.add_parser("cache", help="convert traces to aonkit's checksummed Parquet cache (<name>.aon.parquet)")
+    p.add_argument("paths", nargs="+", help="trace files or directories (every trace file in them)")
     p.add_argument("--out", help="output directory (default: beside each trace)")
-    p.add_argument("--salvage", action="store_true")
+    p.add_argument("--force", action="store_true", help="rewrite caches that are already up to date")
+    p.add_argument("--salvage", action="store_true", help=SALVAGE_HELP)
     p.set_defaults(func=cmd_cache)
     p = sub.add_parser("hta-report", help="Holistic Trace Analysis 0.5.0-compatible CSV report")
     p.add_argument("inputs", nargs="+", help="trace files of one job, or its directory")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", default=HTA_REPORT_OUT,
+                   help=f"output directory (default: {HTA_REPORT_OUT}/ in the current directory; its CSVs are "
+                        "overwritten)")  # fmt: skip
     p.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep (HTA drops it)")
-    p.add_argument("--salvage", action="store_true")
+    p.add_argument("--salvage", action="store_true", help=SALVAGE_HELP)
+    p.add_argument("--on-conflict", choices=("error", "newest", "file-order"), default="error",
+                   help="two files for one rank, or files naming no rank: fail (default), keep the newest file, "
+                        "or key the files as ranks by file order")
     p.set_defaults(func=cmd_hta_report)
     p = sub.add_parser("report", help="self-contained HTML report: dashboard, roofline, zoomable timeline (offline)")
     p.add_argument("input", help="a trace file (Kineto JSON, nsys .sqlite, .parquet) or a job directory")
@@ -117,7 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, default=1400, help="timeline width in pixels (default 1400)")
     p.add_argument("--combined", action="store_true",
                    help="a job's ranks in one report, on one clock, a lane set per rank (default: one file per rank)")
-    p.add_argument("--salvage", action="store_true")
+    p.add_argument("--salvage", action="store_true", help=SALVAGE_HELP)
+    p.add_argument("--on-conflict", choices=("error", "newest", "file-order"), default="error",
+                   help="two files for one rank, or files naming no rank: fail (default), keep the newest file, "
+                        "or key the files as ranks by file order")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("demo", help="summarise the bundled sample traces into an HTML page")
     p.add_argument("--out", default="aonkit-demo", help="output directory (default ./aonkit-demo)")
@@ -131,8 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (AonkitError, FileNotFoundError) as exc:
-        print(f"aonkit: error: {exc}", file=sys.stderr)
+    except BrokenPipeError:  # stdout's reader left (`aonkit summary ... | head`): nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as exc:  # one line for what the user can fix; a traceback only for aonkit's own bugs
+        inputs = getattr(args, "paths", None) or getattr(args, "inputs", None) or [getattr(args, "input", "")]
+        line = error_line(exc, salvage=bool(getattr(args, "salvage", False)), inputs=[str(p) for p in inputs if p])
+        if line is None:
+            raise
+        print(f"aonkit: error: {line}", file=sys.stderr)
         return 2
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from .analysis.summary import summarize
+from .cache import CACHE_SUFFIX, cache_path_for
 from .errors import AonkitError
 from .report.html_report import write_report
 from .report.html_summary import summary_html
 from .report.text import format_summary
 from .sources import load
-from .traceset import TraceSet
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_traces"
 
@@ -31,17 +31,17 @@ def run_demo(out_dir: Path, traces_dir: Path | None = None) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"loading {src} (the first run on a machine compiles aonkit's Numba kernels once: about a minute)\n",
           flush=True)
-    traces = load(src)
-    assert isinstance(traces, TraceSet)
+    traces = load(src, separate=True)  # the samples are a 2-rank job and an unrelated CPU run
+    assert isinstance(traces, dict)
     sections = []
-    for rank, trace in traces.items():
+    for name, trace in traces.items():
+        label = name if trace.meta.rank is None else f"{name} (rank {trace.meta.rank})"
         s = summarize(trace)
-        print(format_summary(s, f"rank {rank}"))
+        print(format_summary(s, label))
         print()
-        sections.append((f"rank {rank}", s))
-        stem = Path(trace.meta.path or f"rank{rank}").name.removesuffix(".gz").removesuffix(".json")
-        trace.save(out_dir / f"{stem}.parquet")
-        report = write_report(trace, out_dir / f"{stem}.report.html")
+        sections.append((label, s))
+        cache = trace.save(cache_path_for(name, out_dir))
+        report = write_report(trace, cache.with_name(cache.name.removesuffix(CACHE_SUFFIX) + ".report.html"))
         print(f"interactive report: {report}\n")
     page = out_dir / "summary.html"
     page.write_text(summary_html(sections, f"aonkit demo: {src.name}"), encoding="utf-8")

@@ -52,3 +52,11 @@ class TraceFormatError(AonkitError, ValueError):
 
 class TraceTooLargeError(TraceFormatError):
     """A compressed trace expands beyond the configured cap."""
+
+
+class JobError(AonkitError, ValueError):
+    """Trace files do not form one job: two claim one rank, or they come from different runs."""
+
+
+class AonkitWarning(UserWarning):
+    """Data was dropped, altered or chosen on the user's behalf (the message says what and where)."""

@@ -100,6 +100,22 @@ def meta_from_top_level(top: dict[str, Any], path: str | None, layout: str) -> T
     )
 
 
+def no_duration(dur_ns: np.ndarray, warnings: list[str]) -> None:
+    """Mark negative durations as missing (-1) in place, with a warning: one rule for every reader.
+
+    A negative ``dur`` is not a duration (a clock or writer error); every
+    analysis treats ``dur_ns == -1`` as "no duration", so the rows stay in the
+    table but add nothing to any sum. The file's value stays in ``event_json``.
+    """
+    bad = np.flatnonzero(dur_ns < -1)
+    if bad.shape[0]:
+        dur_ns[bad] = -1
+        warnings.append(
+            f"{bad.shape[0]} event(s) have a negative dur (first: event {int(bad[0])}); their dur_ns is -1 "
+            "(no duration) and no analysis counts them; trace.event_json(i) keeps the file's value"
+        )
+
+
 class RawEvents:
     """Byte spans of each event's JSON text, for lossless access to every field.
 
@@ -214,6 +230,8 @@ class Trace:
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
         self.warnings: list[str] = list(warnings or [])
         self.samples: pd.DataFrame | None = samples
+        self.source: dict[str, Any] | None = None
+        """Name, path, size and mtime of the file read, taken before reading it (None when not read from a file)."""
 
     def __len__(self) -> int:
         return len(self.events)
@@ -225,6 +243,10 @@ class Trace:
         return f"<aonkit.Trace {name}: {len(self.events):,} events{rank}{warn}>"
 
     # -- lossless access -------------------------------------------------------------------
+    def event_bytes(self, i: int) -> bytes:
+        """The exact bytes of event ``i``'s JSON text in the file (invalid UTF-8 included)."""
+        return self._raw.text(i)
+
     def event_json(self, i: int) -> dict[str, Any]:
         """The whole event ``i`` as decoded JSON (every key, exact integers)."""
         # invalid UTF-8 can only sit in parts the scanner did not decode; show it as U+FFFD

@@ -1,7 +1,15 @@
-"""Large-scale fuzzing of aonkit's JSON trace scanner.
+"""Large-scale fuzzing of aonkit's JSON trace scanner, and of caches, gzip streams and job directories.
 
-Usage: ``PYTHONPATH=. python bench/fuzz.py [--cases 100000] [--seed 1] [--procs 2]``
+Usage: ``PYTHONPATH=. python bench/fuzz.py [--cases 100000] [--seed 1] [--procs 2] [--faults]``
 
+With ``--faults`` the cases are those of ``tests/faults.py`` (Parquet caches
+and sidecars with flipped, cut or foreign bytes, damaged gzip streams, job
+directories with mixed caches, duplicates, foreign, looping and unreadable
+entries), round-robin over its families, each checked by its oracle: a
+correct result, a TraceFormatError/warning naming the file, or a refusal.
+The CI suite runs 1,200 of them (``tests/test_faults.py``).
+
+Without ``--faults``:
 Each case takes a real trace (small files of ``../shared/traces`` and
 ``sample_traces/``, first 64 KiB), applies 1-8 random byte mutations (flips,
 structural characters, inserts, deletes, duplicated spans, truncation) and
@@ -77,7 +85,7 @@ def check(data: bytes) -> str:
             try:
                 t = parse_buffer(buf.copy(), path="fuzz", salvage=salvage, threads=threads)
             except aonkit.TraceFormatError as err:
-                whole_document = "no 'traceEvents'" in err.reason  # a property of the document, not a place
+                whole_document = "no 'traceEvents'" in err.reason or "no trace events" in err.reason  # not a place
                 if (err.offset is None and not whole_document) or not 0 <= (err.offset or 0) <= len(data):
                     return "bad error offset"
                 counts.append(("err", salvage))
@@ -94,7 +102,7 @@ def check(data: bytes) -> str:
         return "ok"
     if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list) and not data.startswith(b"\xef\xbb\xbf"):
         expected = sum(isinstance(e, dict) for e in doc["traceEvents"])
-        if counts[0] != (expected, False):
+        if counts[0] != ((expected if expected else "err"), False):  # no events: refused
             return "valid JSON parsed differently"
     return "ok"
 
@@ -119,11 +127,42 @@ def worker(seed: int, n: int, progress, results) -> None:
     results.put(tally)
 
 
+def fault_worker(seed: int, n: int, progress, results) -> None:
+    import shutil
+    import tempfile
+    import traceback
+    import warnings
+
+    sys.path.insert(0, str(ROOT))
+    from tests.faults import FAMILIES, run_case
+
+    warnings.simplefilter("ignore")
+    tally: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(n):
+            family, case = FAMILIES[i % len(FAMILIES)], seed * 10_000_000 + i
+            work = Path(tmp) / str(i)
+            try:
+                outcome = f"{family}:{run_case(family, case, work)}"
+            except Exception as exc:  # noqa: BLE001 - every violation is recorded, the run goes on
+                outcome = f"{family}:FAIL"
+                FAIL_DIR.mkdir(parents=True, exist_ok=True)
+                (FAIL_DIR / f"fault_{family}_{case}.txt").write_text(
+                    f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
+            shutil.rmtree(work, ignore_errors=True)
+            tally[outcome] = tally.get(outcome, 0) + 1
+            if i % 50 == 0:
+                progress.value = i
+    progress.value = n
+    results.put(tally)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--faults", action="store_true", help="cache/gzip/job-directory fault cases (tests/faults.py)")
     a = ap.parse_args()
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
@@ -132,7 +171,7 @@ def main() -> int:
     t0 = time.perf_counter()
     for k in range(a.procs):
         v = ctx.Value("q", 0)
-        p = ctx.Process(target=worker, args=(a.seed * 1000 + k, per, v, results))
+        p = ctx.Process(target=fault_worker if a.faults else worker, args=(a.seed * 1000 + k, per, v, results))
         p.start()
         procs.append(p)
         prog.append(v)
@@ -153,10 +192,12 @@ def main() -> int:
             total[k] = total.get(k, 0) + v
     crashed = [p.exitcode for p in procs if p.exitcode not in (0, None)]
     secs = time.perf_counter() - t0
-    print(f"cases: {per * a.procs:,} x 4 parses (salvage off/on, 1/3 threads) in {secs:.0f} s")
-    print(f"outcomes: {total}")
+    what = "fault cases" if a.faults else "x 4 parses (salvage off/on, 1/3 threads)"
+    print(f"cases: {per * a.procs:,} {what} in {secs:.0f} s")
+    print(f"outcomes: {dict(sorted(total.items()))}")
     print(f"hang: {hung}; crashed workers: {crashed}")
-    ok = not hung and not crashed and set(total) <= {"ok"}
+    bad = [k for k in total if k.endswith(":FAIL")] if a.faults else [k for k in total if k != "ok"]
+    ok = not hung and not crashed and not bad
     print("RESULT:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 

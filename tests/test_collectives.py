@@ -157,3 +157,23 @@ def test_subgroups_match_among_their_own_ranks() -> None:
     assert sorted(m.loc[m["group"] == "pg:1|allreduce", "rank"]) == [0, 1]  # a subgroup of ranks 0 and 1
     assert sorted(m.loc[m["group"] == "pg:0|allreduce", "rank"]) == [0, 0, 1, 1, 2, 2]
     assert "pg:2|allreduce" not in set(m["group"])  # one rank alone is no collective
+
+
+def test_job_without_collectives_gives_empty_tables_and_one_warning(job, tmp_path: Path) -> None:
+    from aonkit.errors import AonkitWarning
+
+    write_job(tmp_path / "quiet", ranks=2, straggler=1, exposed_ranks=(), collectives=False)
+    quiet = aonkit.load(tmp_path / "quiet")
+    assert quiet.ranks == [0, 1] and sum(len(t.kernels) for t in quiet.values()) > 0  # compute kernels, no NCCL
+    want_s = stragglers(job[0])
+    want_c, want_p = collectives(job[0])
+    with pytest.warns(AonkitWarning, match="no collectives in the job") as caught:
+        s = stragglers(quiet)
+    assert len(caught) == 1 and caught[0].filename == __file__  # points at the caller's line, says it once
+    assert s.empty and list(s.columns) == list(want_s.columns) and (s.dtypes == want_s.dtypes).all()
+    with pytest.warns(AonkitWarning, match="no collectives in the job"):
+        coll, part = collectives(quiet)
+    assert coll.empty and list(coll.columns) == list(want_c.columns) and part.empty
+    assert list(part.columns) == list(want_p.columns) and (part.dtypes == want_p.dtypes).all()
+    numeric = want_c.select_dtypes("number").columns  # "name" is categorical or str, depending on the ranks
+    assert (coll[numeric].dtypes == want_c[numeric].dtypes).all()

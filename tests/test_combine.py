@@ -57,11 +57,19 @@ def test_clock_alignment_and_lanes(tmp_path: Path) -> None:
 
 def test_combined_report_from_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "job.html"
-    proc = subprocess.run([sys.executable, "-m", "aonkit.cli", "report", str(SAMPLE_TRACES), "--combined", "-o",
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    for r in (0, 1):
+        (job_dir / f"gpu_synthetic_rank{r}.json.gz").symlink_to(SAMPLE_TRACES / f"gpu_synthetic_rank{r}.json.gz")
+    proc = subprocess.run([sys.executable, "-m", "aonkit.cli", "report", str(job_dir), "--combined", "-o",
                            str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     page = out.read_text(encoding="utf-8")
-    assert "rank 2 " in page and "rank 0 GPU 0 stream 7" in page and 1e6 < len(page) < 20e6
+    assert "rank 1 GPU 0 stream 7" in page and "rank 0 GPU 0 stream 7" in page and 1e6 < len(page) < 20e6
+    # sample_traces/ also holds an unrelated CPU run: it is refused as one job, in one line naming it
+    proc = subprocess.run([sys.executable, "-m", "aonkit.cli", "report", str(SAMPLE_TRACES), "--combined", "-o",
+                           str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)  # fmt: skip
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1 and "cpu_mlp.pt.trace.json.gz" in proc.stderr
 
 
 def test_dashboard_of_a_job_has_lanes_per_rank(job: aonkit.TraceSet) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import aonkit
 from aonkit.analysis.kernels import gpu_time_per_op, kernel_class, kernel_stats, launch_stats
 
-from .conftest import SAMPLE_TRACES, require_shared
+from .conftest import SAMPLE_TRACES, load_events, require_shared
 
 
 def test_kernel_class_rule() -> None:
@@ -75,3 +78,42 @@ def test_profiler_steps_without_steps_skips_the_correlation(monkeypatch) -> None
     none = steps.profiler_steps(t)
     assert none.empty and list(none.columns) == list(with_steps.columns)
     assert (none.dtypes == with_steps.dtypes).all()
+
+
+def _launch(corr: int, ts: float, dur: float | None, gpu_ts: float) -> list[dict]:
+    call = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts,
+            "args": {"correlation": corr}}  # fmt: skip
+    if dur is not None:
+        call["dur"] = dur
+    return [call, {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": gpu_ts, "dur": 3,
+                   "args": {"device": 0, "stream": 7, "correlation": corr}}]  # fmt: skip
+
+
+def test_negative_launch_delays_are_kept_and_flagged(tmp_path: Path) -> None:
+    from aonkit.errors import AonkitWarning
+
+    events = (_launch(1, 100, 5, 110) + _launch(2, 200, 5, 203)  # after the call; while the call returns
+              + _launch(3, 300, 5, 299) + _launch(4, 400, None, 402))  # fmt: skip  # before the call; no call dur
+    t = load_events(tmp_path, events)
+    with pytest.warns(AonkitWarning, match="1 of 4 GPU events start before their launch call") as caught:
+        ls = launch_stats(t)
+    assert caught[0].filename == __file__
+    assert ls["launch_delay_ns"].tolist() == [5_000, -2_000, -6_000, 2_000]  # as measured, not clamped
+    assert ls["before_return"].tolist() == [False, True, True, False]
+    assert ls["clock_skew"].tolist() == [False, False, True, False]
+    assert ls["cpu_dur_ns"].tolist() == [5_000, 5_000, 5_000, -1]
+
+
+def test_negative_launch_delay_on_a_real_trace_is_not_skew() -> None:
+    from aonkit.errors import AonkitWarning
+
+    t = aonkit.load(require_shared() / "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AonkitWarning)  # no skew here, so no warning
+        ls = launch_stats(t)
+    neg = ls[ls["launch_delay_ns"] < 0]
+    assert neg["launch_delay_ns"].tolist() == [-883] and neg["before_return"].all()
+    assert (ls["before_return"] == (ls["launch_delay_ns"] < 0)).all() and not ls["clock_skew"].any()
+    ev = t.events
+    g, call = int(neg["gpu"].iloc[0]), int(neg["launch"].iloc[0])
+    assert ev["ts_ns"].iloc[call] < ev["ts_ns"].iloc[g] < ev["ts_ns"].iloc[call] + ev["dur_ns"].iloc[call]

@@ -60,7 +60,6 @@ EDGE_DOCS = {
     ),
     "duplicate_keys": '{"traceEvents":[{"ts":1,"ts":2,"name":"a","name":"b","args":{"stream":1,"stream":"s"}}]}',
     "constants": '{"traceEvents":[{"ts":NaN,"dur":Infinity,"args":{"x":-Infinity,"correlation":4}}]}',
-    "empty": '{"traceEvents":[]}',
     "whitespace": ' \r\n\t{ "traceEvents" : [ { "ph" : "X" , "ts" : 3 } , { } ] } \n',
     "bom": "\ufeff" + '{"traceEvents":[{"ts":1}]}',
     "unicode_names": '{"traceEvents":[{"name":"ядро ✓","tid":"поток"}]}',
@@ -144,9 +143,12 @@ def test_truncated_raises_by_default_and_salvages_on_request(tmp_path: Path) -> 
     # every prefix of the file salvages exactly the events that are complete in it
     starts = [full.index(f'"op{i}"') for i in range(10)]
     for k in range(len('{"traceEvents": '), len(full), 7):
-        got = len(aonkit.load(_write(tmp_path, full[:k]), salvage=True))
         closed = sum(1 for i in range(10) if full.index("}}", starts[i]) + 2 <= k)
-        assert got == closed
+        if closed == 0:  # nothing complete to salvage: refused, not an empty trace
+            with pytest.raises(aonkit.TraceFormatError, match="no trace events"):
+                aonkit.load(_write(tmp_path, full[:k]), salvage=True)
+            continue
+        assert len(aonkit.load(_write(tmp_path, full[:k]), salvage=True)) == closed
 
 
 @pytest.mark.parametrize("inflate", ["default", "stdlib zlib"])
@@ -174,7 +176,8 @@ def test_gzip_bomb_is_capped(tmp_path: Path) -> None:
     assert p.stat().st_size < 200_000
     with pytest.raises(aonkit.TraceTooLargeError, match="cap"):
         aonkit.load(p, max_decompressed_bytes=10 * 1024 * 1024)
-    assert len(aonkit.load(p)) == 0  # under the default cap it is just an empty trace
+    with pytest.raises(aonkit.TraceFormatError, match="no trace events"):  # under the default cap: no events
+        aonkit.load(p)
 
 
 def test_parse_buffer_accepts_memory(tmp_path: Path) -> None:
@@ -195,4 +198,5 @@ def test_decompression_cap_from_environment(tmp_path: Path, monkeypatch: pytest.
     finally:
         monkeypatch.delenv("AONKIT_MAX_DECOMPRESSED_BYTES")
         _config.reset()
-    assert len(aonkit.load(p)) == 0
+    with pytest.raises(aonkit.TraceFormatError, match="no trace events"):
+        aonkit.load(p)

@@ -45,6 +45,12 @@ def test_parser_matches_stdlib_reference(path: Path) -> None:
         with pytest.raises(aonkit.TraceFormatError, match="traceEvents"):
             read_chrome_trace(path)
         return
+    events = doc if isinstance(doc, list) else doc["traceEvents"]
+    if not any(isinstance(e, dict) for e in events):
+        # WHEN it holds no event objects THEN it is refused, not read as an empty trace
+        with pytest.raises(aonkit.TraceFormatError, match="no trace events"):
+            read_chrome_trace(path)
+        return
     # WHEN both parsers read it
     trace = read_chrome_trace(path)
     ref, top = reference_events(path)

@@ -48,4 +48,4 @@ def test_job_directory_gives_one_report_per_rank(tmp_path: Path) -> None:
                            str(tmp_path / "job.html")], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr
     names = sorted(p.name for p in tmp_path.glob("job-*.html"))
-    assert names == ["job-rank0.html", "job-rank1.html", "job-rank2.html"]
+    assert names == ["job-cpu_mlp.html", "job-rank0.html", "job-rank1.html"]  # a CPU run with no rank: by name

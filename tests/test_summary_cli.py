@@ -99,8 +99,100 @@ def test_demo_command_writes_an_openable_page(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "out" / "summary.html").read_text()
     assert "NVIDIA H100 80GB HBM3" in page and "<script" not in page
-    cached = aonkit.load(tmp_path / "out" / "gpu_synthetic_rank0.parquet")
+    cached = aonkit.load(tmp_path / "out" / "gpu_synthetic_rank0.aon.parquet")
     assert cached.equals(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"))
-    assert len(aonkit.load(tmp_path / "out")) == 3  # the cache folder loads as a TraceSet
+    assert len(aonkit.load(tmp_path / "out", separate=True)) == 3  # three traces: a 2-rank job and a CPU run
+    with pytest.raises(aonkit.JobError, match="cpu_mlp"):  # ... which are not one job
+        aonkit.load(tmp_path / "out")
     report = (tmp_path / "out" / "gpu_synthetic_rank0.report.html").read_text(encoding="utf-8")
     assert "cdn.bokeh.org" not in report and "Bokeh" in report
+
+
+def test_salvage_has_help_on_every_subcommand() -> None:
+    import argparse
+
+    from aonkit.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {name: next((a.help for a in p._actions if "--salvage" in a.option_strings), None)
+             for name, p in sub.choices.items()}  # fmt: skip
+    assert {n for n, h in helps.items() if h is not None} >= {"summary", "cache", "hta-report", "report"}
+    assert all("truncated" in h for h in helps.values() if h is not None)
+
+
+def test_hta_report_writes_to_a_default_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    from aonkit.cli import build_parser
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["hta-report", str(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")]) == 0
+    assert (tmp_path / "hta-report" / "temporal_breakdown.csv").stat().st_size > 0
+    assert "hta-report" in capsys.readouterr().out
+    assert "default: hta-report/" in build_parser()._subparsers._group_actions[0].choices["hta-report"].format_help()
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aonkit: error: "), err
+    return lines[0]
+
+
+def test_cli_errors_are_one_line_with_file_and_advice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2}, {"ph": "X", "na')
+    assert main(["summary", str(cut)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "cut.json" in line and "--salvage" in line
+    assert main(["summary", "--salvage", str(cut)]) == 0 and "truncated" in capsys.readouterr().out
+    assert main(["summary", str(tmp_path / "nope.json")]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "nope.json" in line and "check the path" in line
+    taken = tmp_path / "taken"
+    taken.write_text("a file where the report's folder should go")
+    assert main(["hta-report", str(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"), "--out", str(taken)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert str(taken) in line and "another path" in line
+
+
+@pytest.mark.parametrize("case", ["missing", "corrupt", "out_is_a_file"])
+def test_cli_process_fails_with_one_stderr_line(tmp_path: Path, case: str) -> None:
+    bad = tmp_path / "corrupt.json.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00 this is not gzip data")
+    taken = tmp_path / "taken.csv"
+    taken.write_text("x")
+    argv = {"missing": ["summary", str(tmp_path / "missing.json")], "corrupt": ["summary", str(bad)],
+            "out_is_a_file": ["hta-report", str(SAMPLE_TRACES / "cpu_mlp.pt.trace.json.gz"), "--out", str(taken)]}
+    named = {"missing": "missing.json", "corrupt": "corrupt.json.gz", "out_is_a_file": "taken.csv"}[case]
+    proc = subprocess.run([sys.executable, "-m", "aonkit.cli", *argv[case]], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)  # fmt: skip
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert named in _one_error_line(proc.stderr)
+
+
+def test_summary_text_names_an_unlisted_device_in_one_pair_of_parentheses(tmp_path: Path) -> None:
+    import json
+
+    from aonkit.report.text import format_summary
+
+    k = {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 7, "ts": 10, "dur": 5,
+         "args": {"device": 1, "stream": 7, "correlation": 1}}  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], "traceEvents": [k]}))
+    text = format_summary(summarize(aonkit.load(path)))
+    assert "device 1 (not in deviceProperties)" in text and "((" not in text
+
+
+def test_error_line_for_os_and_parquet_errors() -> None:
+    import pyarrow as pa
+
+    from aonkit.cli import error_line
+    from aonkit.errors import TraceFormatError
+
+    assert error_line(PermissionError(13, "Permission denied", "out/t.csv")) == (
+        "out/t.csv: Permission denied; check the permissions")  # fmt: skip
+    assert error_line(OSError(28, "No space left on device", "out/t.csv")).startswith("out/t.csv: No space left")
+    arrow = error_line(pa.lib.ArrowInvalid("Parquet magic bytes not found\nin footer"), inputs=["t.aon.parquet"])
+    assert "t.aon.parquet" in arrow and "\n" not in arrow and "re-create" in arrow
+    assert error_line(TraceFormatError("cannot read the file (Permission denied)", path="t.json")).endswith(
+        "(t.json); check that it exists and is readable")  # fmt: skip
+    assert error_line(KeyError("a bug in aonkit")) is None  # bugs keep their traceback

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
+from ._warn import warn
 from .comm_match import assign_keys, comm_args, matched, offsets, profiler_step_starts
 from .kernels import gpu_table
 
@@ -74,6 +75,13 @@ def _offsets(per: Mapping[int, pd.DataFrame], reference: int | None) -> pd.Serie
     return offsets(m, {r: df.attrs.get("profiler_steps", {}) for r, df in per.items()}, ref)
 
 
+_COLL_DTYPES = {"group": "str", "seq": np.int64, "name": "str", "first_arrival_ns": np.int64,
+                "last_arrival_ns": np.int64, "skew_ns": np.int64, "last_rank": np.int64, "transfer_ns": np.int64,
+                "bytes": np.float64, "algbw_gbps": np.float64, "match_by": "str"}  # fmt: skip
+_PART_DTYPES = {"group": "str", "seq": np.int64, "rank": np.int64, "arrival_ns": np.int64, "end_ns": np.int64,
+                "wait_ns": np.int64, "late_ns": np.float64}  # fmt: skip
+
+
 def collectives(traces: Mapping[int, Trace], reference: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Matched collectives and per-rank participation, on the aligned clock.
 
@@ -88,6 +96,9 @@ def collectives(traces: Mapping[int, Trace], reference: int | None = None) -> tu
         One row per (collective, rank): ``group``, ``seq``, ``rank``,
         ``arrival_ns``, ``end_ns``, ``wait_ns``, ``late_ns`` (arrival minus the
         median arrival).
+
+    Both are empty, with these columns, and an :class:`~aonkit.errors.AonkitWarning`
+    says so, when no communication kernel is matched across ranks.
     """
     return collectives_from_tables({r: comm_kernels(t) for r, t in traces.items()}, reference)
 
@@ -98,6 +109,11 @@ def collectives_from_tables(
     """:func:`collectives` from per-rank :func:`comm_kernels` tables (computed anywhere, e.g. on Dask)."""
     ref = min(per) if reference is None else reference
     m = matched(assign_keys(per)).copy()
+    if m.empty:
+        warn("no collectives in the job: no communication kernel is matched across ranks, so the collective "
+             "and straggler tables are empty")
+        coll = pd.DataFrame({c: pd.Series(dtype=t) for c, t in _COLL_DTYPES.items()})
+        return coll, pd.DataFrame({c: pd.Series(dtype=t) for c, t in _PART_DTYPES.items()})
     off = offsets(m, {r: df.attrs.get("profiler_steps", {}) for r, df in per.items()}, ref)
     m["arrival_ns"] = m["ts_ns"] - m["rank"].map(off)
     m["end_ns"] = m["end_ns"] - m["rank"].map(off)
@@ -117,10 +133,8 @@ def collectives_from_tables(
         bw = np.where((coll["bytes"] > 0) & (coll["transfer_ns"] > 0), coll["bytes"] / coll["transfer_ns"], np.nan)
     coll["algbw_gbps"] = bw
     coll = coll.sort_values("first_arrival_ns", kind="stable", ignore_index=True)
-    part = m[key + ["rank", "arrival_ns", "end_ns", "wait_ns", "late_ns"]].reset_index(drop=True)
-    cols = ["group", "seq", "name", "first_arrival_ns", "last_arrival_ns", "skew_ns", "last_rank", "transfer_ns",
-            "bytes", "algbw_gbps", "match_by"]  # fmt: skip
-    return coll[cols], part
+    part = m[list(_PART_DTYPES)].reset_index(drop=True)
+    return coll[list(_COLL_DTYPES)], part
 
 
 def stragglers(traces: Mapping[int, Trace], reference: int | None = None) -> pd.DataFrame:
@@ -129,6 +143,7 @@ def stragglers(traces: Mapping[int, Trace], reference: int | None = None) -> pd.
     Columns: ``rank``, ``collectives``, ``times_last``, ``share_last``,
     ``median_late_ns``, ``imposed_wait_ns`` (others' waiting in collectives
     where this rank arrived last), ``own_wait_ns``; sorted most late first.
+    Empty, with a warning, for a job without collectives (see :func:`collectives`).
     """
     coll, part = collectives(traces, reference)
     return stragglers_from(coll, part)

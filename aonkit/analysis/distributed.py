@@ -15,22 +15,44 @@ from typing import Any
 
 import pandas as pd
 
-from ..traceset import _rank_from_name
+from ..errors import JobError
+from ..traceset import rank_from_name
 
 
-def _load_apply(path: str, fn: Callable[[Any], Any], salvage: bool) -> tuple[int | None, Any]:
+def _load_apply(path: str, fn: Callable[[Any], Any], salvage: bool) -> tuple[int | None, int | None, Any]:
     from ..sources import load
 
     trace = load(path, salvage=salvage, threads=1)
-    rank = trace.meta.rank if trace.meta.rank is not None else _rank_from_name(trace.meta.path)
-    return rank, fn(trace)
+    rank = trace.meta.rank if trace.meta.rank is not None else rank_from_name(trace.meta.path)
+    return rank, trace.meta.world_size, fn(trace)
 
 
 def trace_files(path: str | Path) -> list[str]:
-    """The trace files of a job directory (as :func:`aonkit.load` would read them)."""
-    from ..sources import _trace_files
+    """The trace files of a job directory, one per trace, as :func:`aonkit.load` picks them (fresh caches first)."""
+    from ..sources.discover import directory_files, pick
 
-    return [str(p) for p in _trace_files(Path(path))]
+    return [str(p) for p, _ in pick(directory_files(Path(path))[0])]
+
+
+def _ranks(files: list[str], results: list[tuple[int | None, int | None, Any]], on_conflict: str) -> list[int]:
+    """The rank of each result, by the rules of :meth:`aonkit.TraceSet.from_traces` (no 'newest' here)."""
+    ranks = [r for r, _, _ in results]
+    if on_conflict == "file-order":
+        return list(range(len(results)))
+    names = [Path(f).name for f in files]
+    if len(files) > 1 and any(r is None for r in ranks):
+        bare = [n for n, r in zip(names, ranks) if r is None]
+        raise JobError(f"not one job: {', '.join(bare[:4])} name(s) no rank. Pass on_conflict='file-order' to key "
+                       "the files as ranks by file order.")
+    if len(set(ranks)) != len(ranks):
+        dup = next(r for r in ranks if ranks.count(r) > 1)
+        raise JobError(f"not one job: rank {dup} is claimed by "
+                       f"{' and '.join(n for n, r in zip(names, ranks) if r == dup)}. "
+                       "Pass on_conflict='file-order' to key the files as ranks by file order.")
+    sizes = {w for _, w, _ in results if w is not None}
+    if len(sizes) > 1:
+        raise JobError(f"not one job: different world sizes {sorted(sizes)}.")
+    return [r if r is not None else 0 for r in ranks]
 
 
 def map_ranks(
@@ -40,6 +62,7 @@ def map_ranks(
     client: Any = None,
     processes: int | None = None,
     salvage: bool = False,
+    on_conflict: str = "error",
 ) -> dict[int, Any]:
     """``{rank: fn(trace)}`` for every trace file, computed in parallel.
 
@@ -53,6 +76,9 @@ def map_ranks(
         Run on this Dask cluster (one task per file) instead of local processes.
     processes : int, optional
         Local worker processes (default: one per core).
+    on_conflict : {"error", "file-order"}
+        Files that name no rank or claim one rank twice raise
+        :class:`~aonkit.JobError` (default), or are keyed by file order.
     """
     files = trace_files(paths) if isinstance(paths, (str, Path)) and Path(paths).is_dir() else [str(p) for p in paths]
     if client is not None:
@@ -63,10 +89,8 @@ def map_ranks(
     else:
         with ProcessPoolExecutor(max_workers=processes or min(len(files), os.cpu_count() or 1)) as pool:
             results = list(pool.map(_load_apply, files, [fn] * len(files), [salvage] * len(files)))
-    ranks = [r for r, _ in results]
-    if any(r is None for r in ranks) or len(set(ranks)) != len(ranks):
-        ranks = list(range(len(results)))  # file order, as TraceSet does when ranks are missing or clash
-    return dict(sorted(zip(ranks, (res for _, res in results))))
+    ranks = _ranks(files, results, on_conflict)
+    return dict(sorted(zip(ranks, (res for _, _, res in results))))
 
 
 def job_collectives(paths: Sequence[str | Path] | str | Path, *, client: Any = None,

@@ -6,8 +6,10 @@ the same from aonkit's events table:
 =====================  ==========================================================
 HTA step               here
 =====================  ==========================================================
-drop events without    rows with ``dur_ns == -1``, no ``cat`` or ``cat == "Trace"``
-``dur`` / ``cat``      are dropped (so flows, instants and metadata go)
+drop events without    rows without a duration (``dur_ns < 0``: absent, or negative
+``dur`` / ``cat``      in the file), no ``cat`` or ``cat == "Trace"`` are dropped (so
+                       flows, instants and metadata go). HTA keeps a negative ``dur``
+                       and sums it; aonkit does not (docs/hta-compat.md)
 float rounding         ``ts = ceil(ts)``, ``end = floor(ts + dur)`` in µs, computed
                        exactly from the file's ns (HTA rounds float64 µs, which can
                        differ by 1 µs on epoch-µs traces)
@@ -82,7 +84,7 @@ def _one_rank(trace: Trace) -> dict[str, np.ndarray | pd.Categorical]:
     """The columns of one rank's frame, before alignment and the last-step filter."""
     full = trace.events
     cat_codes, not_trace = code_flags(full["cat"], lambda c: c != "Trace")
-    keep = (full["dur_ns"].to_numpy() != -1) & (cat_codes >= 0) & not_trace[cat_codes]
+    keep = (full["dur_ns"].to_numpy() >= 0) & (cat_codes >= 0) & not_trace[cat_codes]
     index = np.flatnonzero(keep)
     # only the columns HTA's frame uses, each taken once (not the whole table filtered)
     ev = {c: full[c].to_numpy()[index] for c in ("ts_ns", "dur_ns", "stream", "device", "correlation")}

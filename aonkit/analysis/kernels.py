@@ -171,9 +171,33 @@ def gpu_time_per_op(trace: Trace, level: str = "top_op") -> pd.DataFrame:
 def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNCHES) -> pd.DataFrame:
     """Per launched GPU event: launch call, its CPU duration, the GPU duration and the launch delay (ns).
 
-    ``launch_delay_ns`` = GPU start - end of the launch call (negative when the
-    GPU started before the call returned). CUDA and HIP launch APIs count;
-    ``api`` is categorical over ``apis``.
+    CUDA and HIP launch APIs count; ``api`` is categorical over ``apis``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``gpu`` and ``launch`` (rows of ``trace.events``), ``api``,
+        ``correlation``, ``cpu_dur_ns`` and ``gpu_dur_ns`` (-1: no duration),
+        ``launch_delay_ns``, ``before_return`` and ``clock_skew``.
+
+    Notes
+    -----
+    ``launch_delay_ns`` = GPU start - end of the launch call (from the call's
+    start when it has no duration). It is kept as measured, negative values
+    included; two flags say why a value is negative:
+
+    ``before_return`` (``launch_delay_ns < 0``)
+        The GPU started the work before the call returned. This is real, not
+        an error: a kernel launched onto an idle GPU can start while
+        ``cudaLaunchKernel`` is still returning, and a copy the call waits for
+        (``cudaMemcpyAsync`` from pageable memory) ends before the call does,
+        so its delay is about minus the copy's length.
+    ``clock_skew`` (the GPU start precedes the call's *start*)
+        Impossible in time, so the two timestamps disagree: CPU times come
+        from the host clock and GPU times from the device's, which CUPTI or
+        roctracer convert to the host clock with some skew. Such rows are
+        counted in an :class:`~aonkit.errors.AonkitWarning`. (On the shared
+        real traces, every negative delay is ``before_return``, none is skew.)
     """
     from .._kernels.joins import launch_columns
 
@@ -185,7 +209,15 @@ def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNC
     gpu, launch, code, corr, cpu_dur, gpu_dur, delay = launch_columns(
         links["gpu"].to_numpy(), links["launch"].to_numpy(), np.asarray(ev["name"].array.codes), api_code,
         ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy(), ev["correlation"].to_numpy())  # fmt: skip
+    delay = np.where(cpu_dur < 0, delay + cpu_dur, delay)  # a call without a duration: from its start
+    skew = delay + np.maximum(cpu_dur, 0) < 0
+    if skew.any():
+        from ._warn import warn
+
+        warn(f"{int(skew.sum())} of {len(skew)} GPU events start before their launch call does (CPU and GPU "
+             "clocks disagree); their launch_delay_ns is kept as measured and flagged in clock_skew")  # fmt: skip
     return pd.DataFrame({"gpu": gpu, "launch": launch,
                          "api": pd.Categorical.from_codes(code, categories=pd.Index(apis, dtype=object)),
-                         "correlation": corr, "cpu_dur_ns": cpu_dur, "gpu_dur_ns": gpu_dur,
-                         "launch_delay_ns": delay}, copy=False)  # fmt: skip
+                         "correlation": corr, "cpu_dur_ns": np.maximum(cpu_dur, -1),
+                         "gpu_dur_ns": np.maximum(gpu_dur, -1), "launch_delay_ns": delay, "before_return": delay < 0,
+                         "clock_skew": skew}, copy=False)  # fmt: skip

@@ -16,6 +16,11 @@ def _short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
+def _paren(name: str) -> str:
+    """``name`` in parentheses, unless it is already a parenthesised placeholder such as ``(unnamed)``."""
+    return name if name.startswith("(") and name.endswith(")") else f"({name})"
+
+
 def format_summary(s: TraceSummary, rank_label: str | None = None) -> str:
     """Multi-line text summary of one trace."""
     lines = []
@@ -26,7 +31,7 @@ def format_summary(s: TraceSummary, rank_label: str | None = None) -> str:
     lines.append(f"rank {rank} of world size {ws}; {s.n_events:,} events over {fmt_ns(s.span_ns)}")
     used = s.gpus[s.gpus["used"]]
     if len(s.gpus):
-        names = ", ".join(f"device {r.device} ({r.name})" for r in used.itertuples()) or "none ran GPU work"
+        names = ", ".join(f"device {r.device} {_paren(str(r.name))}" for r in used.itertuples()) or "none ran GPU work"
         lines.append(f"GPUs: {len(s.gpus)} listed; used: {names}")
     else:
         lines.append("GPUs: none listed")

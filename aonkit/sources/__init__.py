@@ -3,24 +3,39 @@
 from __future__ import annotations
 
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Union
 
-from ..errors import TraceFormatError
+from .._cache_read import read_checked
+from .._filecheck import fingerprint, same_version
+from ..cache import cache_path_for, guess_source, read_sidecar, same_source, source_file
+from ..errors import AonkitWarning, JobError, TraceFormatError
 from ..trace import Trace
 from ..traceset import TraceSet
+from .discover import directory_files, pick
 
 PathLike = Union[str, "os.PathLike[str]"]
-_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".parquet", ".sqlite")
 
 
 def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None, threads: int | None = None) -> Trace:
-    name = path.name.lower()
-    if name.endswith(".parquet"):
-        from ..cache import load_trace
+    """Read one file (a cache falls back to its source when unusable or stale); OS errors name the file."""
+    try:
+        if path.name.lower().endswith(".parquet"):
+            return _read_cache(path, salvage, max_decompressed_bytes, threads)
+        before = fingerprint(path)
+        trace = _read_source(path, salvage, max_decompressed_bytes, threads)
+        if not same_version(path, before):
+            _note(trace, f"{path.name} changed while it was read; read it again when its writer is done")
+        trace.source = before
+        return trace
+    except OSError as exc:
+        raise TraceFormatError(f"cannot read the file ({exc.strerror or exc})", path=str(path)) from None
 
-        return load_trace(path)
+
+def _read_source(path: Path, salvage: bool, max_decompressed_bytes: int | None, threads: int | None) -> Trace:
+    name = path.name.lower()
     if name.endswith((".nsys-rep", ".qdrep")):
         from .nsys_rep import read_nsys_rep
 
@@ -34,6 +49,44 @@ def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None, thr
     return read_chrome_trace(path, salvage=salvage, max_decompressed_bytes=max_decompressed_bytes, threads=threads)
 
 
+def _read_cache(path: Path, salvage: bool, max_decompressed_bytes: int | None, threads: int | None) -> Trace:
+    """A verified cache; its source instead (with a warning) when the cache is unusable or stale."""
+    side = None
+    try:
+        side = read_sidecar(path)
+        trace = read_checked(path, side)
+    except TraceFormatError as exc:
+        src = _fallback_source(side, path)
+        if src is None:
+            raise
+        trace = _read_one(src, salvage, max_decompressed_bytes, threads)
+        _note(trace, f"the cache {path.name} is unusable ({exc.reason}); read its source {src.name} instead")
+        return trace
+    src = source_file(side, path)
+    if src is not None and not same_source(src, side):
+        trace = _read_one(src, salvage, max_decompressed_bytes, threads)
+        _note(trace, f"the cache {path.name} is stale (its source {src.name} changed after it was written); "
+                     "read the source instead")
+    return trace
+
+
+def _fallback_source(side: dict | None, cache: Path) -> Path | None:
+    """The source to read for an unusable cache; one its sidecar names is trusted only if the names agree.
+
+    A sidecar beside bad data may itself be foreign (copied from another cache), so its source is used
+    only when that source's default cache name is this cache's; else a source beside it with that name.
+    """
+    src = source_file(side, cache) if side is not None else None
+    if src is not None and cache_path_for(src).name == cache.name:
+        return src
+    return guess_source(cache)
+
+
+def _note(trace: Trace, text: str) -> None:
+    trace.warnings.append(text)
+    warnings.warn(text, AonkitWarning, stacklevel=4)
+
+
 def _is_sqlite(path: Path) -> bool:
     from .nsys_db import SQLITE_MAGIC
 
@@ -44,21 +97,6 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
-def _trace_files(directory: Path) -> list[Path]:
-    files = sorted(
-        p
-        for p in directory.iterdir()
-        if p.is_file()
-        and p.name.lower().endswith(_TRACE_SUFFIXES)
-        and not p.name.endswith((".meta.json", ".samples.parquet"))
-    )
-    if not files:
-        raise TraceFormatError(
-            "no trace files (*.json, *.json.gz, *.sqlite, *.parquet) in the directory", path=str(directory)
-        )
-    return files
-
-
 def load(
     path: PathLike | list[PathLike] | tuple[PathLike, ...],
     *,
@@ -66,8 +104,10 @@ def load(
     max_decompressed_bytes: int | None = None,
     workers: int | None = None,
     threads: int | None = None,
-) -> Trace | TraceSet:
-    """Load a trace file, a directory of traces or a list of files.
+    on_conflict: str = "error",
+    separate: bool = False,
+) -> Trace | TraceSet | dict[str, Trace]:
+    """Load a trace file, a job's directory of traces or a list of files.
 
     Parameters
     ----------
@@ -80,32 +120,74 @@ def load(
         Keep the complete events of a truncated file (see ``trace.warnings``)
         instead of raising :class:`~aonkit.TraceFormatError`.
     max_decompressed_bytes : int, optional
-        Cap on the size of decompressed gzip input (decompression-bomb guard).
+        Cap on the size of decompressed gzip input (decompression-bomb guard;
+        default: see :func:`aonkit.sources._io.default_cap`).
     workers : int, optional
         Threads used to read several files (the parser releases the GIL).
     threads : int, optional
         Threads used to scan one large file (default: one per core, up to 8,
         for files of 16 MB and more). The result does not depend on it.
+    on_conflict : {"error", "newest", "file-order"}
+        For a directory or list: what to do when two files claim one rank or
+        some name none (see :meth:`aonkit.TraceSet.from_traces`).
+    separate : bool
+        For a directory or list: return each file's trace on its own, keyed by
+        file name, without treating them as one job.
 
     Returns
     -------
-    Trace or TraceSet
+    Trace, TraceSet or dict of str to Trace
         A :class:`~aonkit.Trace` for one file; a :class:`~aonkit.TraceSet`
-        keyed by rank for a directory or a list.
+        keyed by rank for a directory or a list (one job); with ``separate``,
+        a dict keyed by file name.
+
+    Raises
+    ------
+    TraceFormatError
+        A file is unreadable, malformed or holds no events (the message names it).
+    JobError
+        The files of a directory or list are not one job (different runs, two
+        files for one rank): the message names them and says what to pass.
+
+    Notes
+    -----
+    In a directory, an aonkit cache (``*.aon.parquet``) stands in for its
+    source: the cache is read when fresh, else the source, never both. A
+    cache that fails its checksum falls back to its source with a warning.
     """
+    where = None
+    notes: list[str] = []
     if isinstance(path, (list, tuple)):
         files = [Path(p) for p in path]
+        for f in files:
+            if not f.is_file():
+                raise FileNotFoundError(f"no such trace file: {f}")
     else:
         p = Path(path)
         if not p.exists():
             raise FileNotFoundError(f"no such trace file or directory: {p}")
         if not p.is_dir():
-            return _read_one(p, salvage, max_decompressed_bytes, threads)
-        files = _trace_files(p)
-    n = workers or min(len(files), os.cpu_count() or 1, 8)
-    if n <= 1 or len(files) == 1:
-        traces = [_read_one(f, salvage, max_decompressed_bytes) for f in files]
+            one = _read_one(p, salvage, max_decompressed_bytes, threads)
+            return {p.name: one} if separate else one
+        where = p
+        files, notes = directory_files(p)
+    picks = pick(files)
+    n = workers or min(len(picks), os.cpu_count() or 1, 8)
+    read = lambda f: _read_one(f, salvage, max_decompressed_bytes, threads if len(picks) == 1 else None)  # noqa: E731
+    if n <= 1 or len(picks) == 1:
+        traces = [read(f) for f, _ in picks]
     else:
         with ThreadPoolExecutor(n) as pool:
-            traces = list(pool.map(lambda f: _read_one(f, salvage, max_decompressed_bytes), files))
-    return TraceSet.from_traces(traces)
+            traces = list(pool.map(read, [f for f, _ in picks]))
+    for (_, extra), t in zip(picks, traces):
+        for text in extra:
+            _note(t, text)
+    for text in notes:
+        _note(traces[0], text)
+    if separate:
+        return {(f.name if where is not None else str(f)): t for (f, _), t in zip(picks, traces)}
+    try:
+        return TraceSet.from_traces(traces, on_conflict)
+    except JobError as exc:
+        label = str(where) if where is not None else f"{len(files)} files"
+        raise JobError(f"{label}: {exc}") from None

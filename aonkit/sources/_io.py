@@ -35,19 +35,35 @@ def read_buffer(path: str | os.PathLike[str], max_bytes: int | None = None) -> t
 
     Gzip input (detected by its magic bytes, whatever the suffix) is
     decompressed in a streaming loop that stops with
-    :class:`~aonkit.TraceTooLargeError` once ``max_bytes`` would be exceeded
-    (default ``aonkit._config.MAX_DECOMPRESSED_BYTES``). A gzip stream that
+    :class:`~aonkit.TraceTooLargeError` once ``max_bytes`` would be exceeded,
+    before more than the cap plus one 8 MiB chunk is held (default:
+    ``AONKIT_MAX_DECOMPRESSED_BYTES`` when set, else :func:`default_cap`). A gzip stream that
     ends early (a killed writer) yields the bytes that could be recovered and a
     warning; the JSON scanner then reports the truncation.
     """
     path = Path(path)
     if not is_gzip(path):
         return np.fromfile(path, dtype=np.uint8), []
-    cap = _config.MAX_DECOMPRESSED_BYTES if max_bytes is None else max_bytes
-    return _gunzip(path, cap)
+    cap = max_bytes if max_bytes is not None else _config.MAX_DECOMPRESSED_BYTES
+    how = "the cap you set" if cap is not None else "the default cap: a quarter of available memory or 32x the file"
+    return _gunzip(path, cap if cap is not None else default_cap(path.stat().st_size), how)
 
 
-def _gunzip(path: Path, cap: int) -> tuple[np.ndarray, list[str]]:
+def default_cap(compressed_bytes: int, available: int | None = None) -> int:
+    """Default decompressed-size cap: a quarter of available memory or 32x the compressed size, the larger.
+
+    Real Kineto traces compress 8-25x, so a legitimate file passes on any
+    machine that can hold it; a bomb (gzip reaches about 1000x) stops at what
+    the machine can spare. ``available`` defaults to ``psutil``'s available memory.
+    """
+    if available is None:
+        import psutil
+
+        available = int(psutil.virtual_memory().available)
+    return max(available // 4, 32 * int(compressed_bytes))
+
+
+def _gunzip(path: Path, cap: int, how: str = "the cap") -> tuple[np.ndarray, list[str]]:
     out = bytearray()
     warnings: list[str] = []
     zmod = ZLIB
@@ -63,8 +79,9 @@ def _gunzip(path: Path, cap: int) -> tuple[np.ndarray, list[str]]:
             out += piece
             if len(out) > cap:
                 raise TraceTooLargeError(
-                    f"decompressed size exceeds the cap of {cap} bytes "
-                    "(raise it with max_decompressed_bytes= or AONKIT_MAX_DECOMPRESSED_BYTES)",
+                    f"decompressed size exceeds the cap of {cap} bytes ({how}); a decompression bomb, or a trace "
+                    "larger than this machine should hold: raise it with max_decompressed_bytes= or "
+                    "AONKIT_MAX_DECOMPRESSED_BYTES",
                     path=str(path),
                 )
             if dec.unconsumed_tail:

@@ -17,7 +17,7 @@ from .. import schema
 from .._kernels import json_lex as lex
 from .._kernels import trace_scan as ks
 from ..errors import TraceFormatError
-from ..trace import RawEvents, Trace, meta_from_top_level
+from ..trace import RawEvents, Trace, meta_from_top_level, no_duration
 from . import _parallel
 from ._io import line_col, read_buffer
 
@@ -94,14 +94,22 @@ def parse_buffer(
         )
     if i64.shape[1] > n_ev + n_ev // 4 + 64:  # the estimate was far off: do not keep the slack alive
         i64, i32 = i64[:, :n_ev].copy(), i32[:, :n_ev].copy()
-    top_level = _decode_top(buf, top[:ntop], path)
+    dec = _Decoder(buf, path)
+    top_level = _decode_top(dec, top[:ntop])
     if layout == 2 and err == lex.OK:
         raise TraceFormatError("not a trace: the JSON object has no 'traceEvents' array", path=path)
     if n_bad:
         warnings.append(f"skipped {n_bad} traceEvents entries that are not JSON objects")
     layout_name = "array" if layout == 1 else "object"
     meta = meta_from_top_level(top_level, path, layout_name)
-    events = _events_frame(buf, i64[:, :n_ev], i32[:, :n_ev], sym[:nsym], meta.base_time_ns, path, warnings)
+    if n_ev == 0:
+        what = f"none of its {n_bad} traceEvents entries is an event object" if n_bad else \
+            "its traceEvents array is empty"
+        if err != lex.OK:
+            what = "the file is cut before its first complete event"
+        raise TraceFormatError(f"no trace events: {what}", path=path)
+    events = _events_frame(dec, i64[:, :n_ev], i32[:, :n_ev], sym[:nsym], meta.base_time_ns, warnings)
+    dec.warn(warnings)
     if meta.base_time_ns is None and err != lex.OK and events["ts_ns"].gt(0).any():
         ts = events["ts_ns"][events["ts_ns"] != schema.TS_MISSING]
         if len(ts) and ts.max() < 10**15:  # < ~11 days of ns: relative times without their base
@@ -115,7 +123,7 @@ def _raise(buf: np.ndarray, err: int, pos: int, path: str | None, event_index: i
     line, col = line_col(buf, pos)
     text = _ERR_TEXT.get(err, f"scanner error {err}")
     if err != lex.E_EOF and 0 <= pos < buf.shape[0]:
-        text += f" {bytes(buf[pos : pos + 1])!r} near {bytes(buf[max(0, pos - 20) : pos + 20])!r}"
+        text += f" {bytes(buf[pos : pos + 1])!r}"  # the byte only: the text around it may hold secrets
     raise TraceFormatError(
         text,
         path=path,
@@ -126,30 +134,53 @@ def _raise(buf: np.ndarray, err: int, pos: int, path: str | None, event_index: i
     )
 
 
-def _decode_token(buf: np.ndarray, s: int, e: int, path: str | None) -> Any:
-    raw = buf[s:e].tobytes()
-    try:
-        if raw[:1] == b'"' and b"\\" not in raw:
-            return raw[1:-1].decode("utf-8")
-        return json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        line, col = line_col(buf, s)
-        raise TraceFormatError(f"undecodable text: {exc}", path=path, offset=s, line=line, column=col) from None
+class _Decoder:
+    """Decodes the scanner's tokens; text that is not UTF-8 is replaced (U+FFFD) and counted, never fatal."""
+
+    def __init__(self, buf: np.ndarray, path: str | None) -> None:
+        self.buf, self.path = buf, path
+        self.bad: list[int] = []  # offsets of tokens that held invalid UTF-8
+
+    def token(self, s: int, e: int) -> Any:
+        raw = self.buf[s:e].tobytes()
+        try:
+            try:
+                if raw[:1] == b'"' and b"\\" not in raw:
+                    return raw[1:-1].decode("utf-8")
+                return json.loads(raw)
+            except UnicodeDecodeError:
+                text = raw.decode("utf-8", "replace")
+                value = text[1:-1] if raw[:1] == b'"' and "\\" not in text else json.loads(text)
+                self.bad.append(s)
+                return value
+        except ValueError as exc:
+            line, col = line_col(self.buf, s)
+            raise TraceFormatError(f"undecodable text: {exc}", path=self.path, offset=s, line=line,
+                                   column=col) from None
+
+    def warn(self, warnings: list[str]) -> None:
+        if self.bad:
+            line, col = line_col(self.buf, self.bad[0])
+            warnings.append(
+                f"{len(self.bad)} string(s) held bytes that are not UTF-8 (first at byte {self.bad[0]}, line {line}, "
+                f"column {col}); decoded with U+FFFD in their place; trace.event_bytes(i) has the exact bytes"
+            )
 
 
-def _decode_top(buf: np.ndarray, top: np.ndarray, path: str | None) -> dict[str, Any]:
+def _decode_top(dec: _Decoder, top: np.ndarray) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k_s, k_e, v_s, v_e in top.tolist():
-        key = _decode_token(buf, k_s, k_e, path)
-        if key == "traceEvents" and buf[v_s] == 91:
+        key = dec.token(k_s, k_e)
+        if key == "traceEvents" and dec.buf[v_s] == 91:
             out[key] = None  # parsed by the scanner
             continue
-        out[key] = _decode_token(buf, v_s, v_e, path)
+        out[key] = dec.token(v_s, v_e)
     return out
 
 
-def _categories(buf: np.ndarray, sym: np.ndarray, path: str | None) -> dict[int, tuple[np.ndarray, list[Any]]]:
+def _categories(dec: _Decoder, sym: np.ndarray) -> dict[int, tuple[np.ndarray, list[Any]]]:
     """Per symbol kind: (global id -> category code map, category values)."""
+    buf = dec.buf
     nsym = sym.shape[0]
     result = {}
     for kind in _CAT_KINDS:
@@ -158,7 +189,7 @@ def _categories(buf: np.ndarray, sym: np.ndarray, path: str | None) -> dict[int,
         index: dict[Any, int] = {}
         for sid in np.flatnonzero(sym[:, 2] == kind).tolist():
             s, e = int(sym[sid, 0]), int(sym[sid, 1])
-            value = _decode_token(buf, s, e, path)
+            value = dec.token(s, e)
             if kind in _TEXT_KINDS and not isinstance(value, str):
                 value = buf[s:e].tobytes().decode("utf-8", "replace")
             elif isinstance(value, (dict, list)):
@@ -182,16 +213,15 @@ def _categorical(codes: np.ndarray, values: list[Any], text: bool) -> pd.Categor
 
 
 def _events_frame(
-    buf: np.ndarray,
+    dec: _Decoder,
     i64: np.ndarray,
     i32: np.ndarray,
     sym: np.ndarray,
     base_ns: int | None,
-    path: str | None,
     warnings: list[str],
 ) -> pd.DataFrame:
     """Columns as views of the scanner's matrices (no copies): codes remapped, base time added in place."""
-    cats = _categories(buf, sym, path)
+    cats = _categories(dec, sym)
     data: dict[str, Any] = {}
     for name, kind in zip(schema.CATEGORY_COLUMNS, _CAT_KINDS):
         mapping, values = cats[kind]
@@ -208,6 +238,7 @@ def _events_frame(
     ):  # fmt: skip
         data[name] = i64[row]
     _flag_warnings(i32[ks.S_FLAGS], warnings)
+    no_duration(data["dur_ns"], warnings)
     return pd.DataFrame({c: data[c] for c in schema.EVENT_COLUMNS}, copy=False)
 
 

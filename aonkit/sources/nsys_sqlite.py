@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import TraceFormatError
-from ..trace import RawEvents, Trace, TraceMeta, join_spans, split_rows
+from ..trace import RawEvents, Trace, TraceMeta, join_spans, no_duration, split_rows
 from .nsys_db import NsysDB
 from .nsys_json import JsonRows, spans_of, us_text
 from .nsys_metrics import read_gpu_metrics
@@ -99,7 +99,7 @@ def _cat_codes(p: Part) -> np.ndarray:
     return p.cat_codes if p.cat_codes is not None else np.zeros(len(p), np.int64)
 
 
-def _events(parts: list[Part]) -> pd.DataFrame:
+def _events(parts: list[Part], warnings: list[str]) -> pd.DataFrame:
     n = sum(len(p) for p in parts)
     cat = _merge_dicts(parts, _cat_codes, _cat_dict)
     cat = cat.set_categories([c for c in cat.categories if c != ""])  # M events: no category (NA), as in Kineto
@@ -114,6 +114,7 @@ def _events(parts: list[Part]) -> pd.DataFrame:
         data[col] = _categorical(codes.astype(np.int64), np.asarray(uniq).tolist())
     for col in ("ts_ns", "dur_ns", "correlation"):
         data[col] = np.concatenate([getattr(p, col) for p in parts]) if parts else np.empty(0, np.int64)
+    no_duration(data["dur_ns"], warnings)
     data["external_id"] = np.full(n, -1, np.int64)
     data["stream"] = np.concatenate([p.stream for p in parts]) if parts else np.empty(0, np.int64)
     data["device"] = np.concatenate([p.device for p in parts]) if parts else np.empty(0, np.int64)
@@ -232,7 +233,10 @@ def _read(path: Path) -> Trace:
             "META_DATA_CAPTURE", "name", "value") else {}
         warnings = _warnings(db, by_kind, dropped, open_ranges)
     parts = [*names, *(p for p in by_kind.values() if p is not None), *nvtx]
-    events = _events(parts)
+    if not any(len(p) for p in parts[len(names):]):
+        raise TraceFormatError("no trace events: the export has no kernels, copies, CUDA API calls or NVTX ranges "
+                               "(captured without --trace=cuda,nvtx, or the program used no GPU)", path=str(path))
+    events = _events(parts, warnings)
     meta = TraceMeta(
         path=str(path), base_time_ns=t0, device_properties=gpus, layout="nsys-sqlite",
         versions={"nsys": export_meta.get("EXPORT_PRODUCT_VERSION"),

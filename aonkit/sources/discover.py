@@ -1,0 +1,82 @@
+"""Which files of a directory (or list) are traces, one file per trace: a cache stands in for its source.
+
+A Parquet cache (:mod:`aonkit.cache`) and the file it was made from are one
+trace. The cache is read when it is fresh (the source still has the size and
+mtime its sidecar records); otherwise the source is read and the stale cache
+left alone, with a warning. Never both.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from ..cache import cache_path_for, is_cache_part, read_sidecar, same_source, source_file
+from ..errors import TraceFormatError
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".sqlite", ".sqlite3", ".nsys-rep", ".qdrep")
+
+Pick = tuple[Path, list[str]]
+"""A file to read and the notes (warnings) that go with the trace read from it."""
+
+
+def directory_files(directory: Path) -> tuple[list[Path], list[str]]:
+    """Candidate trace files of ``directory`` (sorted by name) and warnings about entries skipped."""
+    notes: list[str] = []
+    out: list[Path] = []
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError as exc:
+        raise TraceFormatError(f"cannot list the directory ({exc.strerror or exc})", path=str(directory)) from None
+    for e in entries:
+        if not e.name.lower().endswith(TRACE_SUFFIXES) or is_cache_part(e.name) or e.name.startswith("."):
+            continue
+        try:
+            mode = os.stat(e.path).st_mode  # follows links; a loop or dangling link raises
+        except OSError as exc:
+            notes.append(f"skipped {e.name}: {exc.strerror or exc} (a broken or looping link?)")
+            continue
+        if stat.S_ISREG(mode):
+            out.append(Path(e.path))
+        else:
+            notes.append(f"skipped {e.name}: not a regular file")
+    if not out:
+        raise TraceFormatError(
+            "no trace files (*.json, *.json.gz, *.sqlite, *.parquet) in the directory", path=str(directory)
+        )
+    return out, notes
+
+
+def pick(files: list[Path]) -> list[Pick]:
+    """One file per trace: each cache paired with its source among ``files``, the fresh one kept."""
+    resolved = {f.resolve(): f for f in files}
+    drop: set[Path] = set()
+    notes: dict[Path, list[str]] = {f: [] for f in files}
+    for f in files:
+        if not f.name.lower().endswith(".parquet"):
+            continue
+        src, why = _source_among(f, resolved)
+        if src is None:
+            continue
+        if why == "fresh":
+            drop.add(src)
+        else:
+            drop.add(f)
+            notes[src].append(f"ignored the cache {f.name}: {why}; read the source instead")
+    return [(f, notes[f]) for f in files if f not in drop]
+
+
+def _source_among(cache: Path, resolved: dict[Path, Path]) -> tuple[Path | None, str]:
+    """The cache's source when it is among the files, and "fresh" or why the cache is not used."""
+    try:
+        side = read_sidecar(cache)
+    except TraceFormatError as exc:
+        guess = [f for f in resolved.values() if f != cache and cache_path_for(f).name == cache.name]
+        return (guess[0], f"its sidecar is unusable ({exc.reason})") if guess else (None, "")
+    src = source_file(side, cache)
+    if src is None or src.resolve() not in resolved:
+        return None, ""
+    if not same_source(src, side):
+        return resolved[src.resolve()], "it is stale (the source changed after it was written)"
+    return resolved[src.resolve()], "fresh"
