@@ -4,9 +4,9 @@ Environment variables
 ---------------------
 AONKIT_MAX_DECOMPRESSED_BYTES
     Cap on the decompressed size of a gzip trace, the guard against
-    decompression bombs. Unset: a quarter of the memory available when the
-    file is read, or 32 times the compressed size, whichever is larger
-    (:func:`aonkit.sources._io.default_cap`).
+    decompression bombs. Unset: an eighth of the memory available when the
+    file is read or 64 times the compressed size, whichever is larger, and at
+    most half the memory available (:func:`aonkit.sources._io.default_cap`).
 AONKIT_JIT_CACHE
     ``0`` disables Numba's on-disk cache (default on). It is read by
     ``aonkit._kernels._jit``, since the kernels import nothing but numpy and numba.

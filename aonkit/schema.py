@@ -16,7 +16,8 @@ tid           category    thread id or GPU stream (``7`` or ``"stream 7"``)
 ts_ns         int64       absolute start in ns: ``baseTimeNanoseconds +
                           ts*1000``, exact from the decimal text (rounded half
                           to even below 1 ns); ``TS_MISSING`` when absent
-dur_ns        int64       duration in ns; -1 when absent
+dur_ns        int64       duration in ns; -1 when absent or negative in the
+                          file (a load warning says so): sum ``dur_ns >= 0``
 correlation   int64       ``args.correlation`` (runtime call <-> GPU event); -1
 external_id   int64       ``args["External id"]`` or old ``"external id"``; -1
 stream        int64       ``args.stream``; -1 when absent or not an integer
