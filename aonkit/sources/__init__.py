@@ -8,12 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Union
 
-from .._cache_read import read_checked
 from .._filecheck import fingerprint, same_version
-from ..cache import cache_path_for, guess_source, read_sidecar, same_source, source_file
 from ..errors import AonkitWarning, JobError, TraceFormatError
 from ..trace import Trace
 from ..traceset import TraceSet
+from .cached import read_cache
 from .discover import directory_files, pick
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -23,7 +22,10 @@ def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None, thr
     """Read one file (a cache falls back to its source when unusable or stale); OS errors name the file."""
     try:
         if path.name.lower().endswith(".parquet"):
-            return _read_cache(path, salvage, max_decompressed_bytes, threads)
+            trace, why = read_cache(path, lambda src: _read_one(src, salvage, max_decompressed_bytes, threads))
+            if why:
+                _note(trace, why)
+            return trace
         before = fingerprint(path)
         trace = _read_source(path, salvage, max_decompressed_bytes, threads)
         if not same_version(path, before):
@@ -47,39 +49,6 @@ def _read_source(path: Path, salvage: bool, max_decompressed_bytes: int | None, 
     from .chrome_trace import read_chrome_trace
 
     return read_chrome_trace(path, salvage=salvage, max_decompressed_bytes=max_decompressed_bytes, threads=threads)
-
-
-def _read_cache(path: Path, salvage: bool, max_decompressed_bytes: int | None, threads: int | None) -> Trace:
-    """A verified cache; its source instead (with a warning) when the cache is unusable or stale."""
-    side = None
-    try:
-        side = read_sidecar(path)
-        trace = read_checked(path, side)
-    except TraceFormatError as exc:
-        src = _fallback_source(side, path)
-        if src is None:
-            raise
-        trace = _read_one(src, salvage, max_decompressed_bytes, threads)
-        _note(trace, f"the cache {path.name} is unusable ({exc.reason}); read its source {src.name} instead")
-        return trace
-    src = source_file(side, path)
-    if src is not None and not same_source(src, side):
-        trace = _read_one(src, salvage, max_decompressed_bytes, threads)
-        _note(trace, f"the cache {path.name} is stale (its source {src.name} changed after it was written); "
-                     "read the source instead")
-    return trace
-
-
-def _fallback_source(side: dict | None, cache: Path) -> Path | None:
-    """The source to read for an unusable cache; one its sidecar names is trusted only if the names agree.
-
-    A sidecar beside bad data may itself be foreign (copied from another cache), so its source is used
-    only when that source's default cache name is this cache's; else a source beside it with that name.
-    """
-    src = source_file(side, cache) if side is not None else None
-    if src is not None and cache_path_for(src).name == cache.name:
-        return src
-    return guess_source(cache)
 
 
 def _note(trace: Trace, text: str) -> None:
