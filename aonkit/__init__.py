@@ -7,11 +7,10 @@
 
 from __future__ import annotations
 
-from .analysis.lanes import timeline_index
-from .analysis.timeline import counter_tiles, timeline_tiles
 from .errors import AonkitError, AonkitWarning, JobError, TraceFormatError, TraceTooLargeError
 from .schema import TS_MISSING
 from .sources import load
+from .timeline import counter_tiles, timeline_index, timeline_tiles
 from .trace import Trace, TraceMeta
 from .traceset import TraceSet
 

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from . import schema
 from ._filecheck import atomic_write, crc32_buffer, crc32_file, dir_lock, fingerprint, same_version
 from .errors import TraceFormatError
-from .trace import Trace
+from .trace import Trace, all_spans
 
 FORMAT = "aonkit-trace"
 VERSION = 2
@@ -88,7 +88,7 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
         categories[col] = list(cat.categories)
     for col in schema.INT_COLUMNS:
         columns[col] = pa.array(ev[col].to_numpy(dtype=np.int64))
-    buf, start, end = trace._raw.spans()
+    buf, start, end = all_spans(trace._raw)
     blob, offsets = gather_spans(buf, start, end)
     columns[_TEXT] = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(ev), [None, pa.py_buffer(offsets), pa.py_buffer(blob)]

@@ -50,7 +50,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_cache(args: argparse.Namespace) -> int:
     """Save each trace (files, or every trace file of a directory) as a verified Parquet cache."""
     from .cache import cache_path_for, is_fresh
-    from .sources.discover import directory_files
+    from .sources.discover import CACHE_SUFFIXES, directory_files
 
     files: list[Path] = []
     for path in map(Path, args.paths):
@@ -58,7 +58,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
             found, notes = directory_files(path)
             for note in notes:
                 print(f"aonkit: {path}: {note}", file=sys.stderr)
-            files += [f for f in found if not f.name.lower().endswith(".parquet")]
+            files += [f for f in found if not f.name.lower().endswith(CACHE_SUFFIXES)]
         elif not path.exists():
             raise FileNotFoundError(f"no such trace file or directory: {path}")
         else:

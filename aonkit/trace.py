@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -116,11 +116,54 @@ def no_duration(dur_ns: np.ndarray, warnings: list[str]) -> None:
         )
 
 
-class RawEvents:
-    """Byte spans of each event's JSON text, for lossless access to every field.
+class EventText(Protocol):
+    """Per-event JSON text: what a source gives a :class:`Trace` for lossless access to every field.
 
-    ``buf`` may be supplied lazily through ``loader`` (the Parquet cache reads
-    the event texts only when first asked).
+    Event ``i`` is row ``i`` of the events table; its text is one JSON object
+    (Kineto-shaped for sources without JSON, such as nsys). ``event_json``,
+    ``event_args``, ``arg_values``/``arg_numbers`` and the Parquet cache read
+    it only through these two methods, so a source may build the text on
+    demand, for the rows asked for only.
+    """
+
+    def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(buffer, starts, ends, positions) holding the texts of ``rows`` (event numbers; None: every event).
+
+        ``buffer`` is a ``uint8`` array; the text of ``rows[k]`` is
+        ``buffer[starts[p]:ends[p]]`` with ``p = positions[k]``. For ``rows=None``
+        ``positions`` is ``0..n-1``. The buffer may hold other text too.
+        """
+        ...
+
+    def text(self, i: int) -> bytes:
+        """The JSON text of event ``i``."""
+        ...
+
+
+class RawEvents:
+    """Byte spans of each event's JSON text in one contiguous buffer: the :class:`EventText` of most sources.
+
+    A source provides per-event text through :class:`EventText`: ``select(rows)
+    -> (buffer, starts, ends, positions)`` and ``text(i) -> bytes``. This class
+    implements both for a source whose text sits in one buffer (the JSON file
+    itself, the cache's text column), given now or by ``loader`` on first use
+    (the Parquet cache reads the texts only when first asked). ``spans()``,
+    the whole buffer with every event's offsets, is only for such sources.
+
+    A source without JSON text does not have to make a whole buffer: it
+    implements :class:`EventText` (building the rows asked for in
+    ``select``), or subclasses this with a ``loader`` that builds everything
+    and overrides ``select`` to build only the rows asked for until then, as
+    nsys's ``PartsText`` (:mod:`aonkit.sources.nsys.sqlite`) does.
+
+    Parameters
+    ----------
+    buf : numpy.ndarray or None
+        ``uint8`` buffer holding the texts (None: made by ``loader``).
+    ev_start, ev_end : numpy.ndarray or None
+        int64 offsets of each event's text in ``buf``.
+    loader : callable, optional
+        Returns ``(buf, ev_start, ev_end)`` on first use when ``buf`` is None.
     """
 
     def __init__(
@@ -141,7 +184,7 @@ class RawEvents:
             self._loader = None
 
     def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(buffer, start offsets, end offsets) of every event's text."""
+        """(buffer, start offsets, end offsets) of every event's text, in event order (contiguous sources only)."""
         self._ensure()
         assert self._buf is not None and self._start is not None and self._end is not None
         return self._buf, self._start, self._end
@@ -162,11 +205,22 @@ class RawEvents:
         return buf[int(start[j]) : int(end[j])].tobytes()
 
 
+def all_spans(text: EventText) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(buffer, starts, ends) of every event's text in event order, for any :class:`EventText`.
+
+    ``spans()`` of a :class:`RawEvents`; otherwise made from ``select(None)``.
+    """
+    if isinstance(text, RawEvents):
+        return text.spans()
+    buf, start, end, idx = text.select(None)
+    return buf, np.asarray(start, np.int64)[idx], np.asarray(end, np.int64)[idx]
+
+
 def split_rows(rows: np.ndarray, bounds: np.ndarray) -> tuple[list[tuple[int, np.ndarray]], np.ndarray]:
     """Event rows grouped by the part holding them (``bounds``: cumulative part sizes from 0).
 
     Returns (part, local rows ascending) pairs and, per input row, its position in that grouped order:
-    what a ``RawEvents.select`` made of parts needs.
+    what an :meth:`EventText.select` made of parts needs.
     """
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) and (rows.min() < 0 or rows.max() >= bounds[-1]):
@@ -202,24 +256,29 @@ class Trace:
         The events table (see :mod:`aonkit.schema`).
     meta : TraceMeta
         Parsed trace-level facts.
-    raw : RawEvents
-        Byte spans for lossless per-event access.
+    raw : EventText
+        Each event's JSON text, for lossless per-event access (usually a
+        :class:`RawEvents`; any object with its ``select`` and ``text``).
     metadata : dict
         Every top-level key of the file except ``traceEvents``, decoded. It can
         hold secrets (environment dumps), so aonkit never prints it.
     warnings : list of str
         What the reader had to work around (truncation, rounding...).
     samples : pandas.DataFrame, optional
-        Metric samples recorded with the trace on the events' clock (nsys
-        ``GPU_METRICS``): long form ``ts_ns``, ``device``, ``metric``,
-        ``value``. None when the input has none.
+        Metric samples on the events' clock, long form ``ts_ns`` (int64),
+        ``device`` (int64, -1 for the host), ``metric`` (category), ``value``
+        (float64). This attribute is the one way samples reach a trace (the
+        timeline draws them as counter lanes; the cache saves them): set by
+        the source (nsys ``GPU_METRICS``) or afterwards from a live sampler
+        with :func:`aonkit.sources.samplers.attach_samples`. None when there
+        are none.
     """
 
     def __init__(
         self,
         events: pd.DataFrame,
         meta: TraceMeta,
-        raw: RawEvents,
+        raw: EventText,
         metadata: dict[str, Any] | None = None,
         warnings: list[str] | None = None,
         samples: pd.DataFrame | None = None,
@@ -230,6 +289,7 @@ class Trace:
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
         self.warnings: list[str] = list(warnings or [])
         self.samples: pd.DataFrame | None = samples
+        """Metric samples, long form ``ts_ns, device, metric, value`` (see the class doc); None when none."""
         self.source: dict[str, Any] | None = None
         """Name, path, size and mtime of the file read, taken before reading it (None when not read from a file)."""
 

@@ -37,7 +37,7 @@ def main() -> None:
     from bokeh.resources import INLINE
     from playwright.sync_api import sync_playwright
 
-    from aonkit.views.timeline_static import static_timeline
+    from aonkit.timeline.static import static_timeline
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000)

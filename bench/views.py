@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from aonkit import schema
-from aonkit.analysis.lanes import timeline_index
-from aonkit.analysis.timeline import counter_tiles, timeline_tiles
+from aonkit.timeline.index import timeline_index
+from aonkit.timeline.tiles import counter_tiles, timeline_tiles
 from aonkit.trace import RawEvents, Trace, TraceMeta
 
 BASE = 1_751_410_836_000_000_000
@@ -128,9 +128,9 @@ def report(n: int, width: int, budget: int) -> None:
     from bokeh.embed import file_html
     from bokeh.resources import INLINE
 
-    from aonkit.views.timeline import timeline_view
-    from aonkit.views.timeline_pyramid import timeline_pyramid
-    from aonkit.views.timeline_static import static_timeline
+    from aonkit.timeline.pyramid import timeline_pyramid
+    from aonkit.timeline.static import static_timeline
+    from aonkit.timeline.view import timeline_view
 
     small = synthetic_trace(20_000, seed=1)
     file_html(static_timeline(small, width_px=width), INLINE, "warm-up")  # compile or load the kernels

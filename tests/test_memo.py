@@ -26,7 +26,7 @@ def test_gpu_links_computed_once_per_events_table(monkeypatch) -> None:
     first = correlation.gpu_links(t)
     kernels.gpu_time_per_op(t)
     kernels.launch_stats(t)  # needs only the correlation join, which gpu_links made and shares
-    assert len(calls) == 1 and len(joins) == 1 and memo.size(t) == 2
+    assert len(calls) == 1 and len(joins) == 1 and memo.size(t) == 3  # links, the join and the op stack
     pd.testing.assert_frame_equal(correlation.gpu_links(t), first)
     t.events = t.events.copy()  # a new events table: recomputed
     correlation.gpu_links(t)

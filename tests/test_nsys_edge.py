@@ -219,7 +219,7 @@ def test_corrupted_exports_never_crash(tmp_path: Path, flips: list[tuple[int, in
 
 
 def test_parse_emit_nvtx_labels() -> None:
-    from aonkit.sources.nsys_torch import parse_op
+    from aonkit.sources.nsys.torch import parse_op
 
     op, members = parse_op("aten::addmm, seq = 12, op_id = 3, sizes = [[64], [64, 128], [128, 64]], "
                            "input_op_ids = [(1, 0), (2, 0)]")

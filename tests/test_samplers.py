@@ -66,7 +66,7 @@ def test_sampler_table_is_a_timeline_counter_lane(tmp_path) -> None:  # noqa: AN
     import json
 
     import aonkit
-    from aonkit.views.timeline import timeline_view
+    from aonkit.timeline.view import timeline_view
 
     with HostSampler(interval_s=0.02) as s:
         t0 = time.time_ns()

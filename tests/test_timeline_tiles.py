@@ -9,9 +9,9 @@ import pytest
 import aonkit
 from aonkit import schema
 from aonkit._kernels.pyramid import build_level, cut_scales
-from aonkit.analysis.lanes import build_index, timeline_index
-from aonkit.analysis.timeline import counter_tiles, timeline_tiles
-from aonkit.analysis.timeline_detail import tile_details
+from aonkit.timeline.detail import tile_details
+from aonkit.timeline.index import build_index, timeline_index
+from aonkit.timeline.tiles import counter_tiles, timeline_tiles
 from aonkit.trace import RawEvents, Trace, TraceMeta
 
 from .conftest import SAMPLE_TRACES

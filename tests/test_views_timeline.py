@@ -21,14 +21,9 @@ from bokeh.resources import INLINE
 import aonkit
 from aonkit import schema
 from aonkit.analysis.correlation import gpu_links
-from aonkit.analysis.timeline import _index, timeline_tiles
-from aonkit.analysis.timeline_detail import tile_details
-from aonkit.units import fmt_ns
-from aonkit.views.timeline import timeline_view
-from aonkit.views.timeline_data import BIN_TOOLTIPS, EVENT_TOOLTIPS, GLYPH_PAD
-from aonkit.views.timeline_figs import HIGHLIGHT_JS
-from aonkit.views.timeline_pyramid import timeline_pyramid
-from aonkit.views.timeline_static import (
+from aonkit.timeline.detail import tile_details
+from aonkit.timeline.pyramid import timeline_pyramid
+from aonkit.timeline.static import (
     DECODED_COLUMNS,
     LOD_JS,
     decode,
@@ -37,12 +32,17 @@ from aonkit.views.timeline_static import (
     pick_parts,
     static_timeline,
 )
-from aonkit.views.timeline_static_hover import (
+from aonkit.timeline.static_hover import (
     HOVER_JS,
     LINK_HIGHLIGHT_JS,
     STATIC_BIN_TOOLTIPS,
     STATIC_EVENT_TOOLTIPS,
 )
+from aonkit.timeline.tiles import index_of, timeline_tiles
+from aonkit.timeline.view import timeline_view
+from aonkit.timeline.view_data import BIN_TOOLTIPS, EVENT_TOOLTIPS, GLYPH_PAD
+from aonkit.timeline.view_figs import HIGHLIGHT_JS
+from aonkit.units import fmt_ns
 
 from .conftest import SAMPLE_TRACES, require_shared
 from .views_checks import MARKUP_KERNEL, MARKUP_OP, TEX_KERNEL, assert_markup_only_in_data, markup_trace
@@ -239,7 +239,7 @@ def test_highlight_js_outlines_op_and_launch(sample) -> None:  # noqa: ANN001
 
 
 def _run_lod(pyr, windows: list[tuple[float, float]], px: int) -> list[dict]:  # noqa: ANN001
-    from aonkit.views.timeline_static import pyramid_sources
+    from aonkit.timeline.static import pyramid_sources
 
     srcs = {k: {"data": {c: list(v) for c, v in s.data.items()}} for k, s in pyramid_sources(pyr).items()
             if k in ("glyphs", "tiles")}  # fmt: skip
@@ -370,7 +370,7 @@ def test_link_highlight_js_outlines_op_and_launch(sample) -> None:  # noqa: ANN0
 
 def test_pyramid_levels_tiles_and_codes(sample) -> None:  # noqa: ANN001
     pyr = timeline_pyramid(sample, width_px=800)
-    idx = _index(sample)
+    idx = index_of(sample)
     tiles = pyr.tiles
     assert (np.diff(tiles["key"]) > 0).all() and tiles["key"].iat[0] == 0 and not pyr.truncated
     assert tiles.groupby("level")["complete"].all().iloc[-1]  # the deepest level needs nothing deeper
@@ -398,7 +398,7 @@ def test_pyramid_levels_tiles_and_codes(sample) -> None:  # noqa: ANN001
 
 def test_pyramid_deep_zoom_shows_every_event(sample) -> None:  # noqa: ANN001
     pyr = timeline_pyramid(sample, width_px=800)
-    idx = _index(sample)
+    idx = index_of(sample)
     mid_ms = (int(np.median(idx.ts)) - pyr.origin_ns) / 1e6
     for width_ms in (0.05, 0.001):  # at and past the deepest level
         k, parts = pick_parts(pyr, mid_ms, mid_ms + width_ms, 800)
@@ -433,8 +433,8 @@ def test_full_zoom_glyphs_bounded(sample) -> None:  # noqa: ANN001
     k, parts = pick_parts(pyr, 0.0, pyr.span_ns / 1e6, 1600)
     assert k == 0 and parts == [(0, 0.0, pyr.span_ns / 1e6, False)]
     n = len(decoded_glyphs(pyr, parts))
-    assert n <= int(_index(sample).lanes["rows"].sum()) * (2 * 1600 + 2)
-    assert int(pyr.glyphs["count"][: pyr.tiles["stop"].iat[0]].sum()) == len(_index(sample).ts)
+    assert n <= int(index_of(sample).lanes["rows"].sum()) * (2 * 1600 + 2)
+    assert int(pyr.glyphs["count"][: pyr.tiles["stop"].iat[0]].sum()) == len(index_of(sample).ts)
 
 
 def test_static_size_within_budget(sample) -> None:  # noqa: ANN001

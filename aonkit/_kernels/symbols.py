@@ -22,7 +22,7 @@ def new_table():
 
 
 @njit_inline
-def _word(buf, p):
+def load_word(buf, p):
     """Little-endian uint64 of ``buf[p:p+8]`` (LLVM folds this into one load)."""
     return (
         np.uint64(buf[p])
@@ -40,7 +40,7 @@ def _word(buf, p):
 def _same(buf, a, b, ln):
     k = 0
     while k + 8 <= ln:
-        if _word(buf, a + k) != _word(buf, b + k):
+        if load_word(buf, a + k) != load_word(buf, b + k):
             return False
         k += 8
     while k < ln:
@@ -56,7 +56,7 @@ def _hash(buf, s, e, kind):
     h = _FNV_OFFSET ^ np.uint64(kind + 1)
     p = s
     while p + 8 <= e:
-        h = (h ^ _word(buf, p)) * _FNV_PRIME
+        h = (h ^ load_word(buf, p)) * _FNV_PRIME
         h ^= h >> np.uint64(29)
         p += 8
     while p < e:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .queues import pair_keys
+from .columns import in_categories, pair_keys
 
 
 def copies(trace: Trace) -> pd.DataFrame:
@@ -35,9 +35,7 @@ def copies(trace: Trace) -> pd.DataFrame:
 
 def _copies(trace: Trace) -> pd.DataFrame:
     ev = trace.events
-    cat = ev["cat"].array
-    is_copy = np.append(pd.Index(cat.categories).isin(schema.MEMCPY_CATS | schema.MEMSET_CATS), False)
-    rows = np.flatnonzero(is_copy[np.asarray(cat.codes)])
+    rows = np.flatnonzero(in_categories(ev["cat"], schema.MEMCPY_CATS | schema.MEMSET_CATS))
     rows = rows[(ev["dur_ns"].to_numpy()[rows] >= 0) & (ev["ts_ns"].to_numpy()[rows] != schema.TS_MISSING)]
     names = ev["name"].array
     kinds = np.array([str(n).split(" (")[0] for n in names.categories] + [""], dtype=object)

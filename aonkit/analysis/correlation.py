@@ -29,27 +29,9 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
+from .columns import category_flags, code_flags, op_stack
 
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
-_CPU_SIDE_EXCLUDED = schema.GPU_CATS | {"gpu_user_annotation", "Trace", "cuda_sync", "overhead", "cuda_profiler_range"}
-
-
-def _stack(trace: Trace, extra: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows of CPU-side complete events plus ``extra`` rows as instants, parent as local position, order)."""
-    from .._kernels.nesting import parents
-
-    ev = trace.events
-    cat = ev["cat"]
-    cpu = (ev["ph"] == "X").to_numpy() & ~cat.isin(_CPU_SIDE_EXCLUDED).to_numpy() & cat.notna().to_numpy()
-    cpu &= (ev["dur_ns"].to_numpy() >= 0) & (ev["ts_ns"].to_numpy() != schema.TS_MISSING)
-    if extra is not None:
-        cpu[extra] = True
-    rows = np.flatnonzero(cpu)
-    thread = (ev["pid"].cat.codes.to_numpy()[rows].astype(np.int64) << 32) | ev["tid"].cat.codes.to_numpy()[rows]
-    ts = ev["ts_ns"].to_numpy()[rows]
-    end = ts + np.maximum(ev["dur_ns"].to_numpy()[rows], 0)
-    order = np.lexsort((-end, ts, thread))
-    return rows, parents(thread, ts, end, order), order
 
 
 def enclosing_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -57,7 +39,7 @@ def enclosing_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
     from .._kernels.nesting import ancestors
 
     rows = np.asarray(rows, dtype=np.int64)
-    all_rows, parent, order = _stack(trace, rows)
+    all_rows, parent, order = op_stack(trace, rows)
     is_op = category_flags(trace.events["cat"], lambda c: c in schema.CPU_OP_CATS)[all_rows]
     pos = np.searchsorted(all_rows, rows)
     is_op[pos] = False  # an event is not its own op
@@ -68,20 +50,8 @@ def enclosing_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 def cpu_stack(trace: Trace) -> pd.Series:
     """Parent event row of every CPU-side complete event (-1 for roots), indexed by event row."""
-    rows, parent, _ = _stack(trace)
+    rows, parent, _ = op_stack(trace)
     return pd.Series(np.where(parent >= 0, rows[np.maximum(parent, 0)], -1), index=rows, name="parent")
-
-
-def code_flags(col: pd.Series, test) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - a predicate on categories
-    """(codes, flags): a categorical column's codes and ``test(category)`` per code, plus False for code -1 (last)."""
-    cat = col.array
-    return np.asarray(cat.codes), np.array([bool(test(v)) for v in cat.categories] + [False], dtype=bool)
-
-
-def category_flags(col: pd.Series, test) -> np.ndarray:  # noqa: ANN001 - a predicate on category values
-    """Per event, ``test(category value)`` computed once per category (False where missing)."""
-    codes, flags = code_flags(col, test)
-    return flags[codes]  # code -1 picks the trailing False
 
 
 def step_table(names: Iterable[object]) -> np.ndarray:
@@ -136,7 +106,7 @@ def _gpu_links(trace: Trace) -> pd.DataFrame:
     ev = trace.events
     pairs = gpu_launches(trace)
     gpu, launch = pairs["gpu"].to_numpy(), pairs["launch"].to_numpy()
-    rows, parent_local, order = _stack(trace)
+    rows, parent_local, order = op_stack(trace)
     is_op = category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)[rows]
     steps = step_numbers(ev["name"])
     is_step = steps[rows] >= 0

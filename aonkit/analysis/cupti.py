@@ -13,7 +13,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .correlation import _stack, category_flags
+from .columns import category_flags, op_stack
 
 KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 
@@ -35,7 +35,7 @@ def cupti_counters(trace: Trace) -> pd.DataFrame:
     n = min(ranges.shape[0], launches.shape[0])
     runtime = np.full(ranges.shape[0], -1, np.int64)
     runtime[:n] = launches[:n]
-    rows, parent, _ = _stack(trace)
+    rows, parent, _ = op_stack(trace)
     is_op = category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)[rows]
     names = ev["name"].array
     stacks = []

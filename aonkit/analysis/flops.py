@@ -21,7 +21,8 @@ from .. import schema
 from ..model.ops import is_modelled, op_cost
 from ..model.shapes import OpInputs
 from ..trace import Trace
-from .correlation import category_flags, cpu_stack
+from .columns import category_flags
+from .correlation import cpu_stack
 
 COLUMNS = ("op", "name", "kind", "dtype", "flop", "bytes", "formula_flop", "profiler_flop", "counted", "input_dims")
 

@@ -45,8 +45,8 @@ import pandas as pd
 
 from ..trace import Trace
 from ..traceset import TraceSet
-from ._frames import name_codes
-from .correlation import code_flags, step_table
+from .columns import code_flags, name_codes
+from .correlation import step_table
 
 COMMUNICATION = "COMMUNICATION"
 MEMORY = "MEMORY"

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ._frames import name_flags, rank_columns
+from .columns import name_flags, rank_columns
 from .hta_compat import IDLE_KERNEL_CATS, gpu_rows, index_correlation
 from .hta_queues import QUEUE_APIS, queue_length_series, queue_length_summary, time_blocked_on_full_queue
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ._frames import name_flags, rank_columns
+from .columns import name_flags, rank_columns
 
 # launch calls that HTA 0.5.0 counts in queue lengths (not cudaGraphLaunch, not hipExtLaunchKernel)
 QUEUE_APIS = (

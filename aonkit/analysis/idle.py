@@ -28,9 +28,9 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
+from .columns import pair_keys
 from .correlation import gpu_launches
 from .kernels import gpu_table
-from .queues import pair_keys
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
 _BY = ("device", "stream")

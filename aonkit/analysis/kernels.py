@@ -15,6 +15,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
+from .columns import names_of
 from .correlation import gpu_launches, gpu_links
 
 COMM_PATTERN = re.compile(
@@ -130,13 +131,6 @@ def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] =
     grand = int(total.sum())
     out["share"] = total / grand if grand else 0.0
     return out.sort_values("total_ns", ascending=False, kind="stable", ignore_index=True)
-
-
-def names_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """Names of the events ``rows`` as an object array (NaN where missing), without converting every name."""
-    col = events["name"].array
-    names = np.append(np.asarray(col.categories, dtype=object), np.nan)
-    return names[np.asarray(col.codes)[rows]]  # code -1 (missing) picks the trailing NaN
 
 
 def gpu_time_per_op(trace: Trace, level: str = "top_op") -> pd.DataFrame:

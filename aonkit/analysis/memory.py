@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
+from .columns import names_of
 from .correlation import enclosing_ops
-from .kernels import names_of
 
 
 def memory_events(trace: Trace) -> pd.DataFrame:

@@ -28,7 +28,8 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .correlation import _stack, gpu_links
+from .columns import op_stack
+from .correlation import gpu_links
 
 _COLUMNS = ["row", "name", "pid", "tid", "ts_ns", "dur_ns", "proj_start_ns", "proj_end_ns", "proj_dur_ns",
             "gpu_ops", "gpu_ns"]
@@ -55,7 +56,7 @@ def range_projection(trace: Trace, categories: Iterable[str] = ("user_annotation
 
     ev = trace.events
     cats = frozenset(categories)
-    rows, parent, _ = _stack(trace)
+    rows, parent, _ = op_stack(trace)
     is_range = ev["cat"].isin(cats).to_numpy()[rows] & (ev["ph"] == "X").to_numpy()[rows]
     links = gpu_links(trace)
     pos = np.searchsorted(rows, links["launch"].to_numpy())

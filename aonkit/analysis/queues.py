@@ -17,26 +17,13 @@ Streams are keyed by (``device``, ``stream``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import pandas as pd
 
 from .. import schema
 from ..trace import Trace
+from .columns import pair_keys
 from .correlation import gpu_launches
-
-
-def pair_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], tuple]]:
-    """One int64 key per (a, b) pair, ordered like the pairs; and a function from keys back to (a, b)."""
-    from .._kernels.keys import pair_codes
-
-    keys, a_lo, b_lo, width, ok = pair_codes(np.ascontiguousarray(a), np.ascontiguousarray(b))
-    if ok:
-        return keys, lambda k: (k // width + a_lo, k % width + b_lo)
-    codes, uniq = pd.MultiIndex.from_arrays([a, b]).factorize(sort=True)
-    first, second = uniq.get_level_values(0).to_numpy(), uniq.get_level_values(1).to_numpy()
-    return codes.astype(np.int64), lambda k: (first[k], second[k])
 
 
 def _queue_levels(trace: Trace, store: bool) -> tuple[np.ndarray, ...]:

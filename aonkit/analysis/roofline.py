@@ -37,7 +37,8 @@ from .. import schema
 from ..model.hardware import DeviceSpec, device_spec
 from ..model.roofline import attainable, bound, roof_key
 from ..trace import Trace
-from .correlation import category_flags, gpu_links
+from .columns import category_flags
+from .correlation import gpu_links
 from .flops import nearest_marked, op_costs, parents
 
 TF32_KERNELS = re.compile(r"tf32|tensorop_s\d", re.IGNORECASE)

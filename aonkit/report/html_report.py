@@ -4,12 +4,12 @@
 report.html``) writes a page that opens offline: BokehJS is inlined (about
 1.6 MB) and nothing is fetched. It shows the summary cards, the kernel and op
 tables, the roofline (when the trace recorded shapes) and a timeline whose
-levels of detail were computed ahead (:func:`aonkit.views.timeline_static.
+levels of detail were computed ahead (:func:`aonkit.timeline.static.
 static_timeline`), so zoom and pan stay responsive without a Python kernel.
 
 Size bound: BokehJS plus the dashboard's tables (one row per distinct kernel
 and op name) plus the timeline pyramid, whose glyph count is capped by its
-``budget``; see :mod:`aonkit.views.timeline_static` for the per-level bound.
+``budget``; see :mod:`aonkit.timeline.static` for the per-level bound.
 Every string from the trace reaches the page as data and is shown as text;
 ``trace.metadata`` (which can hold secrets) is never written.
 """
@@ -26,10 +26,10 @@ from bokeh.resources import INLINE
 
 from ..analysis.overview import overview
 from ..analysis.roofline import roofline_table
+from ..timeline import static_timeline
 from ..trace import Trace
 from ..units import fmt_ns
 from ..views.dashboard import dashboard
-from ..views.timeline_static import static_timeline
 
 _NOTE = "aonkit report: {n:,} events over {span}; {w} reader warning(s). Hover for details; drag to pan, wheel to zoom."
 

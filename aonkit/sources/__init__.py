@@ -1,4 +1,4 @@
-"""Readers: files in, traces out. ``load`` picks the reader for a path."""
+"""Readers: files in, traces out. ``load`` reads a path with the reader :mod:`.registry` picks for it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from ..errors import AonkitWarning, JobError, TraceFormatError
 from ..trace import Trace
 from ..traceset import TraceSet
 from .cached import read_cache
-from .discover import directory_files, pick
+from .discover import CACHE_SUFFIXES, directory_files, pick
+from .nsys import REP_READER, SQLITE_READER
+from .registry import Reader, lazy, reader_for, register
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -21,7 +23,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None, threads: int | None = None) -> Trace:
     """Read one file (a cache falls back to its source when unusable or stale); OS errors name the file."""
     try:
-        if path.name.lower().endswith(".parquet"):
+        if path.name.lower().endswith(CACHE_SUFFIXES):
             trace, why = read_cache(path, lambda src: _read_one(src, salvage, max_decompressed_bytes, threads))
             if why:
                 _note(trace, why)
@@ -37,18 +39,10 @@ def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None, thr
 
 
 def _read_source(path: Path, salvage: bool, max_decompressed_bytes: int | None, threads: int | None) -> Trace:
-    name = path.name.lower()
-    if name.endswith((".nsys-rep", ".qdrep")):
-        from .nsys_rep import read_nsys_rep
-
-        return read_nsys_rep(path)
-    if name.endswith((".sqlite", ".sqlite3", ".db")) or _is_sqlite(path):
-        from .nsys_sqlite import read_nsys_sqlite
-
-        return read_nsys_sqlite(path)
-    from .chrome_trace import read_chrome_trace
-
-    return read_chrome_trace(path, salvage=salvage, max_decompressed_bytes=max_decompressed_bytes, threads=threads)
+    """Read ``path`` with the reader the registry picks, passing the options that reader takes."""
+    reader = reader_for(path)
+    given = {"salvage": salvage, "max_decompressed_bytes": max_decompressed_bytes, "threads": threads}
+    return reader.read(path, **{k: v for k, v in given.items() if k in reader.options})
 
 
 def _note(trace: Trace, text: str) -> None:
@@ -56,14 +50,21 @@ def _note(trace: Trace, text: str) -> None:
     warnings.warn(text, AonkitWarning, stacklevel=4)
 
 
-def _is_sqlite(path: Path) -> bool:
-    from .nsys_db import SQLITE_MAGIC
+def _json_or_gzip(head: bytes) -> bool:
+    """Gzip data, or text whose first JSON value is an object or an array (after whitespace and a UTF-8 BOM)."""
+    return head.startswith(b"\x1f\x8b") or head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1] in (b"{", b"[")
 
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
+
+CHROME_READER = Reader(
+    "chrome", (".json", ".json.gz"), _json_or_gzip, lazy(f"{__name__}.chrome_trace", "read_chrome_trace"),
+    options=("salvage", "max_decompressed_bytes", "threads"),
+)  # fmt: skip
+"""Chrome-trace / Kineto JSON (``.json``, ``.json.gz``, bare arrays; gzip found by content): the fallback reader."""
+
+# the built-in readers; the Chrome-trace reader also reads every file that no reader claims
+register(REP_READER)
+register(SQLITE_READER)
+register(CHROME_READER, fallback=True)
 
 
 def load(
@@ -120,6 +121,10 @@ def load(
 
     Notes
     -----
+    A file's reader is chosen by :func:`aonkit.sources.registry.reader_for`:
+    by suffix, then by its first bytes; a file no reader claims is read as
+    Chrome-trace JSON. :func:`aonkit.sources.registry.register` adds formats.
+
     In a directory, an aonkit cache (``*.aon.parquet``) stands in for its
     source: the cache is read when fresh, else the source, never both. A
     cache that fails its checksum falls back to its source with a warning.

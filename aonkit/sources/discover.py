@@ -14,8 +14,16 @@ from pathlib import Path
 
 from ..cache import cache_path_for, is_cache_part, read_sidecar, same_source, source_file
 from ..errors import TraceFormatError
+from .registry import directory_suffixes
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".sqlite", ".sqlite3", ".nsys-rep", ".qdrep")
+CACHE_SUFFIXES = (".parquet",)
+"""Files read as aonkit caches (through :mod:`.cached`, not the reader registry)."""
+
+
+def trace_suffixes() -> tuple[str, ...]:
+    """Name endings of the files a directory scan takes as traces: caches and every registered reader's."""
+    return (*CACHE_SUFFIXES, *directory_suffixes())
+
 
 Pick = tuple[Path, list[str]]
 """A file to read and the notes (warnings) that go with the trace read from it."""
@@ -29,8 +37,9 @@ def directory_files(directory: Path) -> tuple[list[Path], list[str]]:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError as exc:
         raise TraceFormatError(f"cannot list the directory ({exc.strerror or exc})", path=str(directory)) from None
+    suffixes = trace_suffixes()
     for e in entries:
-        if not e.name.lower().endswith(TRACE_SUFFIXES) or is_cache_part(e.name) or e.name.startswith("."):
+        if not e.name.lower().endswith(suffixes) or is_cache_part(e.name) or e.name.startswith("."):
             continue
         try:
             mode = os.stat(e.path).st_mode  # follows links; a loop or dangling link raises
@@ -54,7 +63,7 @@ def pick(files: list[Path]) -> list[Pick]:
     drop: set[Path] = set()
     notes: dict[Path, list[str]] = {f: [] for f in files}
     for f in files:
-        if not f.name.lower().endswith(".parquet"):
+        if not f.name.lower().endswith(CACHE_SUFFIXES):
             continue
         src, why = _source_among(f, resolved)
         if src is None:

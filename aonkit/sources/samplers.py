@@ -1,25 +1,45 @@
-"""Live metric samplers: a small interface and the host (CPU/memory) sampler that runs everywhere.
+"""Live metric samplers, and the one path by which samples reach a trace.
 
 A sampler samples on its own thread into a preallocated ring buffer and hands
 out new samples in the long form shared with nsys ``GPU_METRICS``
-(``ts_ns``, ``device``, ``metric``, ``value``; ``ts_ns`` on the
-``time.time_ns()`` clock, which is the profiler traces' epoch clock). Readers
-keep a cursor, so several views can read one sampler. :class:`HostSampler`
-(CPU and memory) is the only implementation today; a GPU sampler (NVML) is
-planned behind the same :class:`Sampler` protocol.
+(:data:`SAMPLE_COLUMNS`: ``ts_ns``, ``device``, ``metric``, ``value``;
+``ts_ns`` on the ``time.time_ns()`` clock, which is the profiler traces'
+epoch clock). Readers keep a cursor, so several views can read one sampler.
+:class:`HostSampler` (CPU and memory) is the only implementation today; a GPU
+sampler (NVML) is planned behind the same :class:`Sampler` protocol.
+
+Samples reach a :class:`~aonkit.Trace` through ``trace.samples`` only, a
+table of that long form:
+
+* a source that records samples with the trace sets it when reading (the
+  nsys reader, from ``GPU_METRICS``: :mod:`aonkit.sources.nsys.metrics`);
+* samples taken live beside a run are attached afterwards with
+  :func:`attach_samples` (a sampler, or a table it returned), added to any
+  samples the trace has.
+
+From there the timeline draws each (metric, device) as a counter lane and
+the Parquet cache saves them. :class:`aonkit.widgets.LiveMonitor` plots a
+sampler's table while it runs (figures from :mod:`aonkit.views.monitor`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 HOST_DEVICE = -1
 """``device`` of host metrics (GPUs use their index)."""
+
+SAMPLE_COLUMNS = ("ts_ns", "device", "metric", "value")
+"""Columns of a samples table: int64 ns, int64 device (-1: host), categorical metric name, float64 value."""
 
 
 class Sampler(Protocol):
@@ -136,3 +156,61 @@ class HostSampler(RingSampler):
         """CPU %, memory % and used bytes now."""
         vm = self._psutil.virtual_memory()
         return np.array([self._psutil.cpu_percent(None), vm.percent, float(vm.total - vm.available)])
+
+
+def samples_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a samples table: the :data:`SAMPLE_COLUMNS` only, with their dtypes, in time order.
+
+    Raises
+    ------
+    ValueError
+        When a column is missing.
+    """
+    missing = [c for c in SAMPLE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"a samples table needs the columns {list(SAMPLE_COLUMNS)}; missing {missing}")
+    metric = frame["metric"]
+    if isinstance(metric.dtype, pd.CategoricalDtype):
+        metric = metric.cat.rename_categories([str(c) for c in metric.cat.categories])
+    else:
+        metric = metric.astype(str).astype("category")  # categories sorted by name
+    out = pd.DataFrame({
+        "ts_ns": frame["ts_ns"].to_numpy(np.int64), "device": frame["device"].to_numpy(np.int64),
+        "metric": metric.array, "value": frame["value"].to_numpy(np.float64),
+    })  # fmt: skip
+    return out.sort_values("ts_ns", kind="stable", ignore_index=True)
+
+
+def attach_samples(trace: Trace, samples: pd.DataFrame | Sampler, *, replace: bool = False) -> pd.DataFrame:
+    """Put live samples on ``trace.samples``, where the timeline and the cache find them.
+
+    Parameters
+    ----------
+    trace : Trace
+        The trace the samples were taken beside (same clock: ``time.time_ns()``).
+    samples : pandas.DataFrame or Sampler
+        A long-form table (``sampler.read()[0]``) or a sampler, whose samples
+        still in its ring are all taken (``sampler.read(0)``).
+    replace : bool
+        Drop the trace's samples first; by default the new ones are added to
+        them (e.g. host samples beside an nsys export's GPU metrics).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``trace.samples`` now: :data:`SAMPLE_COLUMNS`, in time order.
+
+    Raises
+    ------
+    ValueError
+        When the table lacks a column of :data:`SAMPLE_COLUMNS`.
+    """
+    new = samples_table(samples if isinstance(samples, pd.DataFrame) else samples.read(0)[0])
+    if trace.samples is not None and not replace:
+        old = samples_table(trace.samples)
+        metric = union_categoricals([old["metric"].array, new["metric"].array], ignore_order=True)
+        both = pd.concat([old.drop(columns="metric"), new.drop(columns="metric")], ignore_index=True)
+        both.insert(2, "metric", metric)
+        new = both.sort_values("ts_ns", kind="stable", ignore_index=True)
+    trace.samples = new
+    return new

@@ -13,9 +13,9 @@ from ..analysis.combine import combine_ranks
 from ..analysis.overview import Overview, overview
 from ..analysis.roofline import roofline_table
 from ..report.text import format_summary
+from ..timeline import TimelineView, timeline_view
 from ..trace import Trace
 from ..views.dashboard import dashboard
-from ..views.timeline import TimelineView, timeline_view
 from ._bokehjs import ensure_bokehjs
 from ._loop import Debounce
 

@@ -1,31 +1,21 @@
-"""``LiveMonitor``: a sampler's metrics streaming into a bokeh figure, with rollover and pause."""
+"""``LiveMonitor``: a sampler's metrics streaming into the monitor figures, with rollover and pause.
+
+The figures are built in :mod:`aonkit.views.monitor`; this widget adds the polling loop, the pause button and
+the status line.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
 import ipywidgets as w
-import numpy as np
-import pandas as pd
-from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, DatetimeTickFormatter
-from bokeh.plotting import figure
 from jupyter_bokeh.widgets import BokehModel
 
 from ..sources.samplers import Sampler
-from ..views import theme
+from ..views.monitor import monitor_view, wide
 from ._bokehjs import ensure_bokehjs
 
-
-def wide(samples: pd.DataFrame, metrics: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Long-form samples to columns ``t`` (ms since epoch, for a datetime axis) and one per metric."""
-    if samples.empty:
-        return {"t": np.empty(0), **{m: np.empty(0) for m in metrics}}
-    table = samples.pivot_table(index="ts_ns", columns="metric", values="value", observed=False, aggfunc="last")
-    out = {"t": table.index.to_numpy(np.int64) / 1e6}
-    for m in metrics:
-        out[m] = table[m].to_numpy(np.float64) if m in table.columns else np.full(len(table), np.nan)
-    return out
+__all__ = ["LiveMonitor", "wide"]
 
 
 class LiveMonitor(w.VBox):
@@ -47,20 +37,12 @@ class LiveMonitor(w.VBox):
         self.interval_s = interval_s
         self.rollover = rollover
         self.cursor = 0
-        self.source = ColumnDataSource(wide(pd.DataFrame(columns=["ts_ns", "metric", "value"]), sampler.metrics))
-        plots = []
-        for i, metric in enumerate(sampler.metrics):
-            shared = {"x_range": plots[0].x_range} if plots else {}
-            fig = figure(height=140, width=theme.CARD_WIDTH * 2, x_axis_type="datetime",
-                         tools="xpan,xwheel_zoom,reset", **shared)
-            fig.title.text = theme.plain(metric)
-            fig.line("t", metric, source=self.source, color=theme.ROOF_COLORS[1 + i % (len(theme.ROOF_COLORS) - 1)])
-            fig.xaxis.formatter = DatetimeTickFormatter(seconds="%H:%M:%S", minsec="%H:%M:%S")
-            plots.append(fig)
+        self.view = monitor_view(sampler.metrics)
+        self.source = self.view.source
         self.pause = w.ToggleButton(value=False, description="pause", icon="pause", tooltip="stop updating the plots")
         self.status = w.Label(value="")
         self._task: asyncio.Task | None = None
-        super().__init__([w.HBox([self.pause, self.status]), BokehModel(column(*plots))])
+        super().__init__([w.HBox([self.pause, self.status]), BokehModel(self.view.layout)])
         sampler.start()
         self._start()
 

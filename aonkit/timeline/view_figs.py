@@ -26,8 +26,8 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
-from . import theme
-from .timeline_data import BIN_TOOLTIPS, COUNTER_TOOLTIPS, EVENT_TOOLTIPS, TARGETS
+from ..views import theme
+from .view_data import BIN_TOOLTIPS, COUNTER_TOOLTIPS, EVENT_TOOLTIPS, TARGETS
 
 ROW_PX = 16
 """Screen height of one lane row."""

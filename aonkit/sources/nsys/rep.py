@@ -15,9 +15,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import TraceFormatError
-from ..trace import Trace
-from .nsys_sqlite import read_nsys_sqlite
+from ...errors import TraceFormatError
+from ...trace import Trace
+from .sqlite import read_nsys_sqlite
 
 
 def export_command(report: Path, output: Path) -> list[str]:

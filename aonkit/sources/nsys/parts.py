@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceFormatError
-from .nsys_db import NsysDB
-from .nsys_json import JsonRows
+from ...errors import TraceFormatError
+from .db import NsysDB
+from .jsontext import JsonRows
 
 _RUNTIME_SUFFIX = re.compile(r"_v\d{4,}$")
 COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",

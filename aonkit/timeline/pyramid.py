@@ -1,7 +1,7 @@
 """Precomputed multi-resolution timeline for a report with no Python kernel: tiles of glyphs per level, in a budget.
 
 Level ``k`` cuts the trace's span into ``2**k`` equal tiles, each answered by
-:func:`~aonkit.analysis.timeline.timeline_tiles` at ``width_px``, so a view as
+:func:`~aonkit.timeline.tiles.timeline_tiles` at ``width_px``, so a view as
 wide as one tile of level ``k`` gets the detail a live query would give it.
 A tile holds at most ``rows x (2 x width_px + 2)`` glyphs (``rows``: lane rows
 of the trace), so level ``k`` at most ``2**k`` times that; in practice far
@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.correlation import gpu_links
-from ..analysis.lanes import TimelineIndex
-from ..analysis.timeline import _index, timeline_tiles
 from ..trace import Trace
-from .timeline_data import TARGETS, colors, counter_frame, counter_points, counter_series, event_boxes, lane_slots, span
-from .timeline_stacks import StackTree
+from .index import TimelineIndex
+from .stacks import StackTree
+from .tiles import index_of, timeline_tiles
+from .view_data import TARGETS, colors, counter_frame, counter_points, counter_series, event_boxes, lane_slots, span
 
 GLYPH_DTYPES = {"x0": np.float32, "x1": np.float32, "slot": np.int16, "color": np.uint8, "name": np.int32,
                 "cat": np.int16, "dur": np.float32, "count": np.int32, "busy": np.float32, "correlation": np.int32,
@@ -65,11 +65,11 @@ class Pyramid:
     links : pandas.DataFrame
         ``op_row``, ``launch_row`` and the ``op_*``/``launch_*`` boxes (ms, slots) a ``link`` code stands for.
     counters : dict of str to pandas.DataFrame
-        Counter lines over the whole span (:func:`~aonkit.views.timeline_data.counter_frame`), by label.
+        Counter lines over the whole span (:func:`~aonkit.timeline.view_data.counter_frame`), by label.
     counter_groups : dict of str to list of str
         Counter labels per figure.
     lanes : pandas.DataFrame
-        :func:`~aonkit.views.timeline_data.lane_slots` of the trace.
+        :func:`~aonkit.timeline.view_data.lane_slots` of the trace.
     origin_ns, span_ns, width_px, levels : int
         The trace's span; levels stored (the deepest is ``levels - 1``).
     truncated : bool
@@ -197,7 +197,7 @@ def timeline_pyramid(trace: Trace, width_px: int = 1600, levels: int = 16, budge
     When a whole level does not fit, its tiles that hide the most events in bins are kept while they fit
     (a partial deepest level); elsewhere the view falls back to their parents.
     """
-    index = _index(trace) if index is None else index
+    index = index_of(trace) if index is None else index
     slots = lane_slots(index)
     origin, end = span(trace, index)
     span_ns = end - origin

@@ -1,4 +1,4 @@
-"""What a timeline shows on hover and selection, for the glyphs of :func:`~aonkit.analysis.timeline.timeline_tiles`.
+"""What a timeline shows on hover and selection, for the glyphs of :func:`~aonkit.timeline.tiles.timeline_tiles`.
 
 For each glyph's event (a bin's longest event): its name, category, real
 duration and correlation id, the CPU op stack above it as text, and for GPU
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..analysis.correlation import gpu_links
 from ..trace import Trace
-from .correlation import gpu_links
-from .lanes import TimelineIndex
+from .index import TimelineIndex
 
 STACK_SEPARATOR = " > "
 
@@ -48,9 +48,9 @@ def tile_details(trace: Trace, index: TimelineIndex, tiles: pd.DataFrame,
     trace : Trace
         The trace ``index`` was built from.
     index : TimelineIndex
-        Its :func:`~aonkit.analysis.lanes.timeline_index`.
+        Its :func:`~aonkit.timeline.index.timeline_index`.
     tiles : pandas.DataFrame
-        A result of :func:`~aonkit.analysis.timeline.timeline_tiles`.
+        A result of :func:`~aonkit.timeline.tiles.timeline_tiles`.
     links : pandas.DataFrame, optional
         :func:`~aonkit.analysis.correlation.gpu_links` of the trace (computed
         when not given; pass it to reuse it across queries).

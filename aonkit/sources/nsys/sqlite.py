@@ -2,7 +2,7 @@
 
 ``read_nsys_sqlite("report.sqlite")`` reads kernels, memcpy/memset,
 synchronisation, CUDA runtime/driver calls and NVTX ranges/marks (see
-:mod:`.nsys_parts` and :mod:`.nsys_nvtx` for the column conventions), names
+:mod:`.parts` and :mod:`.nvtx` for the column conventions), names
 the processes, threads, GPUs and streams with ``M`` events, and turns
 ``GPU_METRICS`` samples (when the export has them) into ``trace.samples``.
 
@@ -13,8 +13,8 @@ and ``used`` (True when GPU activity ran on it): the table lists every GPU of
 the node, not only the ones the program used.
 
 Per-event JSON text (``trace.event_json(i)``, ``event_args``) is made from the
-columns on first use (:mod:`.nsys_json`). The file is only read
-(:mod:`.nsys_db`).
+columns on first use (:mod:`.jsontext`). The file is only read
+(:mod:`.db`).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import TraceFormatError
-from ..trace import RawEvents, Trace, TraceMeta, join_spans, no_duration, split_rows
-from .nsys_db import NsysDB
-from .nsys_json import JsonRows, spans_of, us_text
-from .nsys_metrics import read_gpu_metrics
-from .nsys_nvtx import read_names, read_nvtx
-from .nsys_parts import (
+from ...errors import TraceFormatError
+from ...trace import RawEvents, Trace, TraceMeta, join_spans, no_duration, split_rows
+from .db import NsysDB
+from .jsontext import JsonRows, spans_of, us_text
+from .metrics import read_gpu_metrics
+from .nvtx import read_names, read_nvtx
+from .parts import (
     Context,
     Part,
     read_kernels,
@@ -142,7 +142,11 @@ def _event_text(p: Part, sel: np.ndarray | None = None) -> pa.Array:
 
 
 class PartsText(RawEvents):
-    """Event text made from the parts on demand: only the rows asked for, or all of them for ``spans()``."""
+    """The :class:`~aonkit.trace.EventText` of an export: made from the parts on demand.
+
+    ``select(rows)`` builds the JSON text of those rows only; the whole text
+    is built (once) only for ``spans()`` / ``select(None)`` (the Parquet cache).
+    """
 
     def __init__(self, parts: list[Part]) -> None:
         super().__init__(None, None, None, loader=lambda: spans_of([_event_text(p) for p in parts]))

@@ -20,11 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import schema
-from .nsys_db import decode_texts
-from .nsys_json import JsonRows
-from .nsys_parts import Context, Part, decode_pid, decode_tid, take
-from .nsys_torch import torch_ops
+from ... import schema
+from .db import decode_texts
+from .jsontext import JsonRows
+from .parts import Context, Part, decode_pid, decode_tid, take
+from .torch import torch_ops
 
 MARK, PUSH_POP, START_END, THREAD_NAME, DOMAIN_CREATE = 34, 59, 60, 39, 75
 _KIND = {MARK: "mark", PUSH_POP: "push/pop", START_END: "start/end"}

@@ -2,11 +2,11 @@
 
 Args of :data:`LOD_JS`: ``view`` (the displayed quads), ``highlight``,
 ``fills`` and ``chunk`` (see below), ``glyphs`` and ``tiles`` (the pyramid's sources, see
-:func:`aonkit.views.timeline_static.pyramid_sources`), ``xr`` (the x range,
+:func:`aonkit.timeline.static.pyramid_sources`), ``xr`` (the x range,
 ms), ``plot`` (for its inner width) and the numbers ``span_ns``, ``width_px``,
 ``max_level``, ``pad``. The displayed source holds numbers and codes only
 (:data:`DECODED_COLUMNS`): the hover turns them into text for the one glyph
-under the pointer (:mod:`aonkit.views.timeline_static_hover`), the selection
+under the pointer (:mod:`aonkit.timeline.static_hover`), the selection
 callback looks its ``link`` up in the links source, and the colour code picks
 the fill layer. So a zoom builds typed arrays and no strings.
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 DECODED_COLUMNS = ("left", "right", "top", "bottom", "kind", "color", "name", "cat", "dur", "busy", "count",
                    "correlation", "stack", "link")  # fmt: skip
-"""Columns of the displayed source, as :func:`aonkit.views.timeline_static.decode` and :data:`LOD_JS` fill them.
+"""Columns of the displayed source, as :func:`aonkit.timeline.static.decode` and :data:`LOD_JS` fill them.
 
 ``kind`` is ``"event"`` (count 1) or ``"bin"``; ``color``, ``name``, ``cat`` are codes into the palette, names and
 categories; ``dur`` (-1: an instant) and ``busy`` are ns; ``stack`` a node of the op stack tree (-1: none);
@@ -108,4 +108,4 @@ view.data = {left: cut(left), right: cut(right), top: cut(top), bottom: cut(bott
              name: cut(name), cat: cut(cat), dur: cut(dur), busy: cut(busy), count: cut(count),
              correlation: cut(correlation), stack: cut(stack), link: cut(link)};
 """
-"""Body of the x-range callback (see the module doc and :mod:`aonkit.views.timeline_static`)."""
+"""Body of the x-range callback (see the module doc and :mod:`aonkit.timeline.static`)."""

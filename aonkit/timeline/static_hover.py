@@ -1,6 +1,6 @@
 """Hover text and highlight of the static timeline, from the codes its displayed source holds (fixed JavaScript).
 
-The displayed quads (:data:`~aonkit.views.timeline_static_js.DECODED_COLUMNS`)
+The displayed quads (:data:`~aonkit.timeline.static_js.DECODED_COLUMNS`)
 carry codes and nanoseconds, not text: :data:`HOVER_JS`, a
 :class:`~bokeh.models.CustomJSHover` formatter, turns the fields of the one
 glyph under the pointer into text (name and category from their tables, a
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from bokeh.models import ColumnDataSource, CustomJS, CustomJSHover
 
-from ..analysis.timeline_detail import STACK_SEPARATOR
-from .timeline_data import TARGETS
+from .detail import STACK_SEPARATOR
+from .view_data import TARGETS
 
 HOVER_JS = """
 if (format === "name") return names.data.name[value];
@@ -48,7 +48,7 @@ STATIC_EVENT_TOOLTIPS = [("", "@name{name}"), ("category", "@cat{cat}"), ("durat
 STATIC_BIN_TOOLTIPS = [("events", "@count{0,0} in this pixel, busy @busy{dur}"), ("longest", "@name{name}"),
                        ("category", "@cat{cat}"), ("its duration", "@dur{dur}"),
                        ("op stack", "@stack{stack}")]  # fmt: skip
-"""The live view's tooltips (:mod:`aonkit.views.timeline_data`) over the static view's codes."""
+"""The live view's tooltips (:mod:`aonkit.timeline.view_data`) over the static view's codes."""
 
 LINK_HIGHLIGHT_JS = """
 const d = src.data, L = links.data, out = {left: [], right: [], top: [], bottom: [], row: [], target: []};

@@ -1,7 +1,7 @@
 """Columns of the timeline views: lane slots, glyph geometry, colours, hover text, highlight targets, counter lines.
 
-Pure pandas/numpy; :mod:`aonkit.views.timeline` and
-:mod:`aonkit.views.timeline_static` turn these tables into bokeh sources. The
+Pure pandas/numpy; :mod:`aonkit.timeline.view` and
+:mod:`aonkit.timeline.static` turn these tables into bokeh sources. The
 y axis counts *slots*: each lane row (nesting depth) is one slot, lanes are
 stacked in :attr:`TimelineIndex.lanes` order (GPU streams first), so the glyph
 of ``(lane, depth)`` spans ``slot + GLYPH_PAD`` to ``slot + 1 - GLYPH_PAD``.
@@ -15,11 +15,11 @@ import pandas as pd
 
 from .. import schema
 from ..analysis.kernels import kernel_class
-from ..analysis.lanes import TimelineIndex
 from ..analysis.memory import memory_events
-from ..analysis.timeline import counter_tiles
 from ..trace import Trace
-from . import theme
+from ..views import theme
+from .index import TimelineIndex
+from .tiles import counter_tiles
 
 GLYPH_PAD = 0.08
 """Gap above and below a glyph inside its slot, in slots."""
@@ -82,7 +82,7 @@ def event_boxes(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, rows: n
 
 def glyph_frame(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, details: pd.DataFrame,
                 origin_ns: int) -> pd.DataFrame:  # fmt: skip
-    """Everything a quad source holds, from :func:`~aonkit.analysis.timeline_detail.tile_details` output.
+    """Everything a quad source holds, from :func:`~aonkit.timeline.detail.tile_details` output.
 
     Columns: ``left``, ``right`` (ms since ``origin_ns``), ``top``, ``bottom``
     (slots), ``rel_start_ns``, ``rel_end_ns`` (exact ns since ``origin_ns``),

@@ -1,15 +1,15 @@
 """Self-contained timeline for an HTML report: a precomputed pyramid and a fixed-code level-of-detail callback.
 
-:func:`static_timeline` stores a :class:`~aonkit.views.timeline_pyramid.Pyramid`
+:func:`static_timeline` stores a :class:`~aonkit.timeline.pyramid.Pyramid`
 in ColumnDataSources and attaches :data:`LOD_JS` to the x range: on every
 change of its start or end the browser picks the level whose tile width
 matches the view (a tile's ns per pixel at ``width_px`` at most the screen's,
 capped at the deepest level), maps each tile under the view to itself or, when
 it was not stored, to its nearest stored ancestor (clipped to the tile), and
 decodes those glyphs into the displayed source: positions, codes and
-nanoseconds in typed arrays (:mod:`aonkit.views.timeline_static_js`), turned
+nanoseconds in typed arrays (:mod:`aonkit.timeline.static_js`), turned
 into text only by the hover, for the glyph under the pointer
-(:mod:`aonkit.views.timeline_static_hover`). Past the deepest level the view
+(:mod:`aonkit.timeline.static_hover`). Past the deepest level the view
 shows that level's glyphs: single events where they were a pixel wide there,
 bins elsewhere. The x range is a ``DataRange1d`` that follows only an invisible
 two-point frame over the span, so BokehJS sets its start and end when the page
@@ -28,14 +28,14 @@ from bokeh.models import ColumnDataSource, CustomJS, DataRange1d, LayoutDOM
 from bokeh.plotting import figure
 
 from ..trace import Trace
-from . import theme
-from ._data import frame_source
-from .timeline_data import GLYPH_PAD
-from .timeline_figs import BIN_ALPHA, EVENT_ALPHA, add_quads, counter_figures, empty_highlight, lane_figure
-from .timeline_pyramid import Pyramid, timeline_pyramid
-from .timeline_stacks import stack_texts
-from .timeline_static_hover import STATIC_BIN_TOOLTIPS, STATIC_EVENT_TOOLTIPS, hover_formatters, link_highlight
-from .timeline_static_js import DECODED_COLUMNS, LOD_JS
+from ..views import theme
+from ..views._data import frame_source
+from .pyramid import Pyramid, timeline_pyramid
+from .stacks import stack_texts
+from .static_hover import STATIC_BIN_TOOLTIPS, STATIC_EVENT_TOOLTIPS, hover_formatters, link_highlight
+from .static_js import DECODED_COLUMNS, LOD_JS
+from .view_data import GLYPH_PAD
+from .view_figs import BIN_ALPHA, EVENT_ALPHA, add_quads, counter_figures, empty_highlight, lane_figure
 
 __all__ = ["DECODED_COLUMNS", "LOD_JS", "decode", "decoded_glyphs", "hover_texts", "pick_parts", "static_timeline"]
 
@@ -155,7 +155,7 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
     Parameters
     ----------
     trace : Trace or Pyramid
-        The trace, or its :func:`~aonkit.views.timeline_pyramid.timeline_pyramid` (then the other arguments
+        The trace, or its :func:`~aonkit.timeline.pyramid.timeline_pyramid` (then the other arguments
         are the pyramid's).
     width_px : int
         Figure width, and the width every tile is queried at.

@@ -8,7 +8,7 @@ events that enclose others sit on lower *rows* (nesting depth, ``0`` outermost);
 a lane's rows are its *tracks*.
 
 :func:`timeline_index` sorts each track's events by start once and builds the
-coarser levels :func:`aonkit.analysis.timeline.timeline_tiles` answers zoomed-out
+coarser levels :func:`aonkit.timeline.tiles.timeline_tiles` answers zoomed-out
 queries from: at bucket sizes 256 ns x 4**k, groups of consecutive short events
 in one bucket, with their count, union length, latest end and longest event.
 A level is kept when it is much smaller than the finer kept one, so the levels

@@ -24,9 +24,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .nsys_db import NsysDB
+from ..samplers import SAMPLE_COLUMNS
+from .db import NsysDB
 
-SAMPLE_COLUMNS = ("ts_ns", "device", "metric", "value")
+__all__ = ["SAMPLE_COLUMNS", "empty_samples", "read_gpu_metrics"]
 
 
 def empty_samples() -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """Live timeline: GPU streams and CPU threads as lanes of quads, counters below, re-queried on zoom.
 
-:func:`timeline_view` draws what :func:`~aonkit.analysis.timeline.timeline_tiles`
+:func:`timeline_view` draws what :func:`~aonkit.timeline.tiles.timeline_tiles`
 returns for a window: events at least a pixel wide as solid quads, per-pixel
 bins of smaller events as light quads (hover: count and busy time, and the
 longest event's details). :meth:`TimelineView.update` re-queries a new window
@@ -8,7 +8,7 @@ and replaces the sources' data in place; a notebook widget calls it (debounced)
 when the x range changes. Selecting a GPU glyph outlines the CPU op that
 launched it and the launch call, in the browser (fixed-code ``CustomJS``), so
 this also works in saved HTML. For a report with no Python kernel see
-:func:`aonkit.views.timeline_static.static_timeline`.
+:func:`aonkit.timeline.static.static_timeline`.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from bokeh.models import ColumnDataSource, LayoutDOM, Range1d
 from bokeh.plotting import figure
 
 from ..analysis.correlation import gpu_links
-from ..analysis.lanes import TimelineIndex
-from ..analysis.timeline import _index, timeline_tiles
-from ..analysis.timeline_detail import tile_details
 from ..trace import Trace
-from ._data import frame_source
-from .timeline_data import counter_frame, counter_points, counter_series, glyph_frame, lane_slots, span
-from .timeline_figs import add_quads, counter_figures, empty_highlight, lane_figure
+from ..views._data import frame_source
+from .detail import tile_details
+from .index import TimelineIndex
+from .tiles import index_of, timeline_tiles
+from .view_data import counter_frame, counter_points, counter_series, glyph_frame, lane_slots, span
+from .view_figs import add_quads, counter_figures, empty_highlight, lane_figure
 
 __all__ = ["TimelineView", "timeline_view"]
 
@@ -43,7 +43,7 @@ class TimelineView:
     layout : bokeh.models.LayoutDOM
         ``figure`` over the counter figures (one x range).
     source : ColumnDataSource
-        The quads: columns of :func:`~aonkit.views.timeline_data.glyph_frame`.
+        The quads: columns of :func:`~aonkit.timeline.view_data.glyph_frame`.
     highlight : ColumnDataSource
         Boxes of the selected glyphs' launching op and launch call (filled in the browser).
     counters : dict of str to ColumnDataSource
@@ -121,7 +121,7 @@ def timeline_view(trace: Trace, width_px: int = 1200, t0_ns: int | None = None, 
     Parameters
     ----------
     trace : Trace
-        The trace (its :func:`~aonkit.analysis.lanes.timeline_index` is built once and kept).
+        The trace (its :func:`~aonkit.timeline.index.timeline_index` is built once and kept).
     width_px : int
         Figure width in screen pixels (also the query width).
     t0_ns, t1_ns : int, optional
@@ -133,7 +133,7 @@ def timeline_view(trace: Trace, width_px: int = 1200, t0_ns: int | None = None, 
     -------
     TimelineView
     """
-    index = _index(trace) if index is None else index
+    index = index_of(trace) if index is None else index
     origin, end = span(trace, index)
     t0 = origin if t0_ns is None else int(t0_ns)
     t1 = end if t1_ns is None else int(t1_ns)

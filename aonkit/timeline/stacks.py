@@ -1,8 +1,8 @@
 """Op stacks as a tree of (parent node, name code), so a report stores each distinct stack prefix once.
 
 A glyph's stack is a node; its text is the names on the path from the root,
-joined with :data:`~aonkit.analysis.timeline_detail.STACK_SEPARATOR` (what
-:func:`~aonkit.analysis.timeline_detail.stacks` returns for its event).
+joined with :data:`~aonkit.timeline.detail.STACK_SEPARATOR` (what
+:func:`~aonkit.timeline.detail.stacks` returns for its event).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis.timeline_detail import STACK_SEPARATOR
+from .detail import STACK_SEPARATOR
 
 
 class StackTree:
@@ -19,7 +19,7 @@ class StackTree:
     Parameters
     ----------
     parent_of : numpy.ndarray
-        :attr:`~aonkit.analysis.lanes.TimelineIndex.parent_of`.
+        :attr:`~aonkit.timeline.index.TimelineIndex.parent_of`.
     name_code : numpy.ndarray
         Name code of every event (-1 when absent).
     """

@@ -17,12 +17,16 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
-from .lanes import TimelineIndex, timeline_index
+from .index import TimelineIndex, timeline_index
 
 _INDEXES: weakref.WeakKeyDictionary[Trace, tuple[int, TimelineIndex]] = weakref.WeakKeyDictionary()
 
 
-def _index(source: TimelineIndex | Trace) -> TimelineIndex:
+def index_of(source: TimelineIndex | Trace) -> TimelineIndex:
+    """The trace's :func:`~aonkit.timeline.index.timeline_index`, built once per events table.
+
+    It is kept weakly, with the trace; an index passed in is returned as it is.
+    """
     if isinstance(source, TimelineIndex):
         return source
     if not isinstance(source, Trace):
@@ -51,7 +55,7 @@ def timeline_tiles(source: TimelineIndex | Trace, t0_ns: int, t1_ns: int, width_
     Parameters
     ----------
     source : TimelineIndex or Trace
-        An index from :func:`aonkit.analysis.lanes.timeline_index` (build it once
+        An index from :func:`aonkit.timeline.index.timeline_index` (build it once
         per trace), or a trace, whose index is built on first use and kept.
     t0_ns, t1_ns : int
         The window, in the trace's absolute nanoseconds.
@@ -82,7 +86,7 @@ def timeline_tiles(source: TimelineIndex | Trace, t0_ns: int, t1_ns: int, width_
     """
     from .._kernels.binning import tiles
 
-    index = _index(source)
+    index = index_of(source)
     t0, t1, width = _window(t0_ns, t1_ns, width_px)
     if not min_px > 0:
         raise ValueError(f"min_px must be positive, got {min_px}")

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..errors import TraceFormatError
+from ...errors import TraceFormatError
+from . import SQLITE_MAGIC
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 _METADATA_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 
 
