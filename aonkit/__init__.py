@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .errors import AonkitError, AonkitWarning, JobError, TraceFormatError, TraceTooLargeError
 from .schema import TS_MISSING
-from .sources import load
+from .sources import load, load_each, load_job, load_trace
 from .timeline import counter_tiles, timeline_index, timeline_tiles
 from .trace import Trace, TraceMeta
 from .traceset import TraceSet
@@ -44,6 +44,9 @@ __all__ = [
     "__version__",
     "counter_tiles",
     "load",
+    "load_each",
+    "load_job",
+    "load_trace",
     "timeline_index",
     "timeline_tiles",
     "to_html",

@@ -10,9 +10,8 @@ from pathlib import Path
 
 from . import __version__
 from ._cli_errors import error_line
-from .sources import load
+from .sources import load_each, load_job, load_trace
 from .trace import Trace
-from .traceset import TraceSet
 
 
 def _traces(paths: list[str], salvage: bool) -> list[tuple[str, Trace]]:
@@ -25,9 +24,7 @@ def _traces(paths: list[str], salvage: bool) -> list[tuple[str, Trace]]:
 
     found: list[Trace] = []
     for p in paths:
-        obj = load(p, salvage=salvage, separate=True)
-        assert isinstance(obj, dict)
-        found += obj.values()
+        found += load_each(p, salvage=salvage).values()
     ranks = [claimed_rank(t) for t in found]
     out = []
     for t, r in zip(found, ranks):
@@ -69,9 +66,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
         if not args.force and is_fresh(out, src):
             print(f"{src} -> {out} (up to date)")
             continue
-        trace = load(src, salvage=args.salvage)
-        assert isinstance(trace, Trace)
-        trace.save(out)
+        load_trace(src, salvage=args.salvage).save(out)
         print(f"{src} -> {out} ({time.perf_counter() - t0:.2f} s)")
     return 0
 
@@ -80,9 +75,9 @@ def cmd_hta_report(args: argparse.Namespace) -> int:
     """Write HTA 0.5.0-compatible CSVs for one job (files or a directory of ranks)."""
     from .report.hta_report import write_hta_report
 
-    obj = load(args.inputs if len(args.inputs) > 1 else args.inputs[0], salvage=args.salvage,
-               on_conflict=args.on_conflict)
-    traces = dict(obj.items()) if isinstance(obj, TraceSet) else {obj.meta.rank or 0: obj}
+    job = load_job(args.inputs if len(args.inputs) > 1 else args.inputs[0], salvage=args.salvage,
+                   on_conflict=args.on_conflict)
+    traces = dict(job.items())
     for path in write_hta_report(traces, Path(args.out), include_last_step=args.include_last_step):
         print(path)
     return 0
@@ -95,8 +90,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.combined:
         from .analysis.combine import combine_ranks
 
-        job = load(args.input, salvage=args.salvage, on_conflict=args.on_conflict)
-        traces = [("job", combine_ranks(job) if isinstance(job, TraceSet) else job)]
+        job = load_job(args.input, salvage=args.salvage, on_conflict=args.on_conflict)
+        traces = [("job", combine_ranks(job))]
     else:
         traces = _traces([args.input], args.salvage)
     out = Path(args.output)

@@ -10,7 +10,7 @@ from .errors import AonkitError
 from .report.html_report import write_report
 from .report.html_summary import summary_html
 from .report.text import format_summary
-from .sources import load
+from .sources import load_each
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_traces"
 
@@ -31,8 +31,7 @@ def run_demo(out_dir: Path, traces_dir: Path | None = None) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"loading {src} (the first run on a machine compiles aonkit's Numba kernels once: about a minute)\n",
           flush=True)
-    traces = load(src, separate=True)  # the samples are a 2-rank job and an unrelated CPU run
-    assert isinstance(traces, dict)
+    traces = load_each(src)  # the samples are a 2-rank job and an unrelated CPU run: each on its own
     sections = []
     for name, trace in traces.items():
         label = name if trace.meta.rank is None else f"{name} (rank {trace.meta.rank})"

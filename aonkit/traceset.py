@@ -73,6 +73,8 @@ class TraceSet(Mapping[int, Trace]):
             return cls(_by_file_order(traces))
         check_one_job(traces)
         ranks = [claimed_rank(t) for t in traces]
+        if len(traces) == 1 and ranks[0] is None:
+            ranks = [0]  # a job of one trace that names no rank
         conflicts = rank_conflicts(traces, ranks)
         if conflicts and on_conflict == "error":
             raise JobError(conflicts + " Pass on_conflict='newest' (CLI: --on-conflict newest) to keep the newest "

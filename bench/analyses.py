@@ -116,9 +116,9 @@ def aonkit_times(
                                                           kernels.kernel_stats(trace)),
         "exposed communication (native)": lambda: collectives.exposed_communication(trace),
         "launch stats (CUDA + HIP)": lambda: kernels.launch_stats(trace),
-        "queue length summary (native ns)": lambda: queues.queue_summary(trace),
-        "queue length series (native ns)": lambda: queues.queue_length(trace),
-        "copy bandwidth summary (native ns)": lambda: bandwidth.memory_bandwidth(trace),
+        "queue length summary (native ns)": lambda: queues.queue_length_summary(trace),
+        "queue length series (native ns)": lambda: queues.queue_length_series(trace),
+        "copy bandwidth summary (native ns)": lambda: bandwidth.memory_bandwidth_summary(trace),
         "copy bandwidth series (native ns)": lambda: bandwidth.memory_bandwidth_series(trace),
         "GPU time per CPU op": lambda: kernels.gpu_time_per_op(trace),
         "profiler steps with their GPU work (native)": lambda: steps.profiler_steps(trace),
@@ -130,7 +130,7 @@ def aonkit_times(
         "idle time breakdown + interval stats": lambda: hta_counters.idle_time_breakdown(frames),
         "comm/comp overlap": lambda: hta_compat.comm_comp_overlap(frames),
         "GPU user-annotation breakdown": lambda: hta_compat.gpu_user_annotation_breakdown(frames),
-        "profiler steps (HTA's list)": lambda: hta_compat.profiler_steps(frames),
+        "profiler steps (HTA's list)": lambda: hta_compat.profiler_step_numbers(frames),
     }
     point2 = {"HTA frames (prep, once per trace)": best(lambda: hta_compat.hta_frames(trace))}
     for name, fn in {**native, **on_frames}.items():

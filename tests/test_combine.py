@@ -30,9 +30,9 @@ def test_events_ids_and_text(job: aonkit.TraceSet) -> None:
     assert len(c.events) == sum(len(t.events) for t in job.values()) and set(rank) == {0, 1}
     # links never cross ranks, and each rank keeps as many as it had alone
     links = gpu_links(c)
-    ok = links["launch"].to_numpy() >= 0
-    assert (rank[links["gpu"].to_numpy()[ok]] == rank[links["launch"].to_numpy()[ok]]).all()
-    assert ok.sum() == sum(int((gpu_links(t)["launch"] >= 0).sum()) for t in job.values())
+    ok = links["launch_row"].to_numpy() >= 0
+    assert (rank[links["gpu_row"].to_numpy()[ok]] == rank[links["launch_row"].to_numpy()[ok]]).all()
+    assert ok.sum() == sum(int((gpu_links(t)["launch_row"] >= 0).sum()) for t in job.values())
     first1 = int(np.flatnonzero(rank == 1)[0])
     assert c.event_json(first1 + 7) == job[1].event_json(7)
     assert str(c.events["pid"].iloc[first1 + 7]).endswith("@rank1")

@@ -44,14 +44,14 @@ def test_links_on_sample_trace() -> None:
     links = gpu_links(t)
     ev = t.events
     assert len(links) == len(t.gpu_events)
-    ok = links[links["launch"] >= 0]
+    ok = links[links["launch_row"] >= 0]
     # the launch has the GPU event's correlation, and its op encloses the launch in time
-    assert (ev["correlation"].to_numpy()[ok["launch"]] == ev["correlation"].to_numpy()[ok["gpu"]]).all()
-    op = ok[ok["op"] >= 0]
+    assert (ev["correlation"].to_numpy()[ok["launch_row"]] == ev["correlation"].to_numpy()[ok["gpu_row"]]).all()
+    op = ok[ok["op_row"] >= 0]
     ts, end = ev["ts_ns"].to_numpy(), (ev["ts_ns"] + ev["dur_ns"]).to_numpy()
-    assert (ts[op["op"]] <= ts[op["launch"]]).all() and (end[op["op"]] >= end[op["launch"]]).all()
+    assert (ts[op["op_row"]] <= ts[op["launch_row"]]).all() and (end[op["op_row"]] >= end[op["launch_row"]]).all()
     # kernels launched before the window are kept and counted, not dropped
-    assert 0 < (links["launch"] < 0).sum() < 0.1 * len(links)
+    assert 0 < (links["launch_row"] < 0).sum() < 0.1 * len(links)
     assert set(links.loc[links["step"] >= 0, "step"]) <= {1, 2, 3, 4, 5, 6, 7, 8}
 
 
@@ -59,11 +59,11 @@ def test_links_on_real_trace_match_external_ids() -> None:
     t = aonkit.load(require_shared() / "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
     links = gpu_links(t)
     ev = t.events
-    assert (links["launch"] < 0).sum() == 1707 - 1198  # SOURCES.md: 1198 of 1707 GPU events have their launch
-    ok = links[(links["launch"] >= 0) & (links["op"] >= 0)]
+    assert (links["launch_row"] < 0).sum() == 1707 - 1198  # SOURCES.md: 1198 of 1707 GPU events have their launch
+    ok = links[(links["launch_row"] >= 0) & (links["op_row"] >= 0)]
     ext = ev["external_id"].to_numpy()
     # newer Kineto writes the launching op's External id on the launch: the stack agrees with it
-    agree = ext[ok["launch"]] == ext[ok["op"]]
+    agree = ext[ok["launch_row"]] == ext[ok["op_row"]]
     assert agree.mean() > 0.99
     stack = cpu_stack(t)
     assert (stack.index.isin(np.flatnonzero((ev["ph"] == "X").to_numpy()))).all()
@@ -79,4 +79,5 @@ def test_gpu_only_trace_has_no_links(tmp_path) -> None:  # noqa: ANN001 - pytest
            "args": {"stream": 7, "correlation": i}} for i in range(3)]
     (tmp_path / "g.json").write_text(json.dumps({"traceEvents": ev}))
     links = gpu_links(aonkit.load(tmp_path / "g.json"))
-    assert len(links) == 3 and (links[["launch", "op", "top_op", "annotation", "step"]] == -1).all().all()
+    roles = ["launch_row", "op_row", "top_op_row", "annotation_row", "step"]
+    assert len(links) == 3 and (links[roles] == -1).all().all()

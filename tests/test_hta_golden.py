@@ -227,7 +227,7 @@ def test_profiler_steps_and_annotations(name: str, frames_cache: dict) -> None:
     frames = _frames(name, frames_cache)
     steps = GOLDEN / name / "profiler_steps.csv"
     if steps.exists():
-        assert hc.profiler_steps(frames) == pd.read_csv(steps)["profiler_step"].tolist()
+        assert hc.profiler_step_numbers(frames) == pd.read_csv(steps)["profiler_step"].tolist()
     path = GOLDEN / name / "gpu_user_annotation_breakdown.csv"
     got = hc.gpu_user_annotation_breakdown(frames)
     if not path.exists():
@@ -244,7 +244,7 @@ def test_cupti_counters_with_operators() -> None:
 
     want = pd.read_csv(GOLDEN / "a100_cupti_profiler" / "cupti_counter_data_with_operators.csv")
     got = cupti_counters(_load("a100_cupti_profiler")[0])
-    assert got["index"].tolist() == want["index"].tolist()
+    assert got["row"].tolist() == want["index"].tolist()  # HTA calls the event row "index"
     assert got["index_runtime"].tolist() == want["index_runtime"].tolist()
     assert got["top_level_op"].tolist() == want["top_level_op"].tolist()
     assert got["bottom_level_op"].tolist() == want["bottom_level_op"].tolist()

@@ -65,7 +65,7 @@ def _slow(trace: aonkit.Trace, by: str, delay: int) -> pd.DataFrame:
 
     pairs = gpu_launches(trace)
     rows = []
-    for gpu_row, launch_row in zip(pairs["gpu"], pairs["launch"]):
+    for gpu_row, launch_row in zip(pairs["gpu_row"], pairs["launch_row"]):
         e = ev.loc[gpu_row]
         if e["dur_ns"] < 0:
             continue

@@ -167,3 +167,16 @@ def test_cli_errors_are_one_line(job_dir: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "aonkit.cli", "hta-report", str(job_dir), "--out",
                            str(job_dir.parent / "o")], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode != 0 and proc.stderr.count("\n") == 1 and "extra.json" in proc.stderr
+
+
+def test_one_loader_per_return_type(job_dir: Path) -> None:
+    assert isinstance(aonkit.load_trace(job_dir / "rank0.json"), aonkit.Trace)
+    with pytest.raises(TypeError, match="load_job or load_each"):
+        aonkit.load_trace(job_dir)
+    single = aonkit.load_job(job_dir / "rank1.json")
+    assert isinstance(single, aonkit.TraceSet) and single.ranks == [1]
+    assert aonkit.load_job(job_dir).ranks == [0, 1] == aonkit.load_job(sorted(job_dir.iterdir())).ranks
+    each = aonkit.load_each(job_dir / "rank0.json")
+    assert list(each) == ["rank0.json"] and list(aonkit.load_each(job_dir)) == ["rank0.json", "rank1.json"]
+    no_rank = write_rank(job_dir.parent / "solo.json")
+    assert aonkit.load_job(no_rank).ranks == [0]  # one trace naming no rank: rank 0

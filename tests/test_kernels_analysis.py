@@ -40,7 +40,7 @@ def test_gpu_time_per_op_accounts_for_every_gpu_event() -> None:
         per = gpu_time_per_op(t, level)
         assert per["gpu_events"].sum() == len(t.gpu_events)
         assert per["gpu_ns"].sum() == t.gpu_events["dur_ns"].clip(lower=0).sum()
-    assert "(launched before the trace)" in set(per["op"])
+    assert "(launched before the trace)" in set(per["op_name"])
 
 
 def test_launch_stats_include_hip() -> None:
@@ -49,8 +49,8 @@ def test_launch_stats_include_hip() -> None:
     assert {"hipLaunchKernel", "hipExtModuleLaunchKernel"} <= set(ls["api"])
     ev = t.events
     i = int(ls.index[0])
-    assert ls.loc[i, "launch_delay_ns"] == ev["ts_ns"].iloc[ls.loc[i, "gpu"]] - (
-        ev["ts_ns"].iloc[ls.loc[i, "launch"]] + ev["dur_ns"].iloc[ls.loc[i, "launch"]]
+    assert ls.loc[i, "launch_delay_ns"] == ev["ts_ns"].iloc[ls.loc[i, "gpu_row"]] - (
+        ev["ts_ns"].iloc[ls.loc[i, "launch_row"]] + ev["dur_ns"].iloc[ls.loc[i, "launch_row"]]
     )
     assert np.median(ls["launch_delay_ns"]) > 0
 
@@ -115,5 +115,5 @@ def test_negative_launch_delay_on_a_real_trace_is_not_skew() -> None:
     assert neg["launch_delay_ns"].tolist() == [-883] and neg["before_return"].all()
     assert (ls["before_return"] == (ls["launch_delay_ns"] < 0)).all() and not ls["clock_skew"].any()
     ev = t.events
-    g, call = int(neg["gpu"].iloc[0]), int(neg["launch"].iloc[0])
+    g, call = int(neg["gpu_row"].iloc[0]), int(neg["launch_row"].iloc[0])
     assert ev["ts_ns"].iloc[call] < ev["ts_ns"].iloc[g] < ev["ts_ns"].iloc[call] + ev["dur_ns"].iloc[call]

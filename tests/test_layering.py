@@ -115,3 +115,63 @@ def test_the_timeline_is_used_through_its_package() -> None:
             if mod.startswith("timeline."):
                 bad.append(f"{path.relative_to(PKG)}:{line} imports {mod}")
     assert not bad, bad
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """aonkit modules imported at module level (imports inside functions are deferred on purpose)."""
+    tree = ast.parse(path.read_text())
+    pkg = path.parent.relative_to(PKG).parts
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[: len(pkg) - (node.level - 1)]
+                mod = ".".join((*base, *(node.module.split(".") if node.module else ())))
+            elif (node.module or "").startswith("aonkit"):
+                mod = node.module.removeprefix("aonkit").lstrip(".")
+            else:
+                continue
+            for alias in node.names:  # `from . import x` imports the module x
+                sub = f"{mod}.{alias.name}".lstrip(".")
+                out.add(sub if (PKG / Path(*sub.split("."))).with_suffix(".py").exists() else mod)
+        elif isinstance(node, ast.Import):
+            out |= {a.name.removeprefix("aonkit.") for a in node.names if a.name.startswith("aonkit.")}
+    return {m for m in out if m}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Import cycles of a module graph, except a package's ``__init__`` importing its own submodules."""
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d, stack + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return [c for c in cycles if not all(x == c[0] or x.startswith(c[0] + ".") or c[0].startswith(x + ".")
+                                         for x in c)]
+
+
+def test_cycle_finder_can_fail() -> None:
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert find_cycles({"pkg": {"pkg.x"}, "pkg.x": {"pkg"}}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = {_module_name(p): _top_level_imports(p) for p in PKG.rglob("*.py")}
+    graph = {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+    assert sum(map(len, graph.values())) > 100  # the graph was read
+    assert find_cycles(graph) == []

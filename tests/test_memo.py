@@ -41,8 +41,8 @@ def test_callers_cannot_change_the_remembered_table() -> None:
     t = _trace()
     a = correlation.gpu_links(t)
     before = a.copy()
-    a["launch"] = -7
-    a.loc[0, "op"] = 123
+    a["launch_row"] = -7
+    a.loc[0, "op_row"] = 123
     pd.testing.assert_frame_equal(correlation.gpu_links(t), before)
 
 
@@ -81,9 +81,9 @@ def test_copies_read_once_for_summary_and_series(monkeypatch) -> None:
     reads = []
     real = bandwidth._copies
     monkeypatch.setattr(bandwidth, "_copies", lambda tr: reads.append(1) or real(tr))
-    summary = bandwidth.memory_bandwidth(t)
+    summary = bandwidth.memory_bandwidth_summary(t)
     series = bandwidth.memory_bandwidth_series(t)
     assert len(reads) == 1 and len(summary) and len(series)
     memo.clear(t)
-    pd.testing.assert_frame_equal(bandwidth.memory_bandwidth(t), summary)
+    pd.testing.assert_frame_equal(bandwidth.memory_bandwidth_summary(t), summary)
     assert len(reads) == 2

@@ -33,7 +33,7 @@ def test_memory_events_match_reference_totals() -> None:
 def test_peak_holders_against_naive_simulation() -> None:
     t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
     mem = memory_events(t)
-    peaks, holders = memory_peaks(t, top=1000)
+    peaks, holders = memory_peaks(t, n=1000)
     for device, d in mem.groupby("device"):
         at = int(np.argmax(d["allocated_bytes"].to_numpy()))
         live = {}
@@ -43,4 +43,4 @@ def test_peak_holders_against_naive_simulation() -> None:
             else:
                 live.pop(a, None)
         assert holders[holders["device"] == device]["bytes"].sum() == sum(live.values())
-    assert (holders["op"] != "(no op)").any()
+    assert (holders["op_name"] != "(no op)").any()

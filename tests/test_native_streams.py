@@ -34,12 +34,12 @@ def test_queue_length_hand_made(tmp_path: Path) -> None:
         _launch(50, 5, "cudaGraphLaunch"), _gpu(60, 1, 5), _gpu(70, 1, 5),  # one graph launch, two kernels
         _launch(5, 6), _gpu(8, 1, 6, stream=9),
     ])  # fmt: skip
-    q = queues.queue_length(t)
+    q = queues.queue_length_series(t)
     s7 = q[q["stream"] == 7]
     assert s7["ts_ns"].tolist() == [0, 10_000, 20_000, 25_000, 30_000, 35_000, 40_000, 45_000, 50_000, 60_000, 70_000]
     assert s7["queue_length"].tolist() == [2, 3, 2, 1, 0, 1, 1, 0, 2, 1, 0]
     assert q[q["stream"] == 9]["queue_length"].tolist() == [1, 0]
-    summ = queues.queue_summary(t).set_index("stream")
+    summ = queues.queue_length_summary(t).set_index("stream")
     assert summ.loc[7, ["ops", "launched_before_trace", "max_queue_length"]].tolist() == [7, 1, 3]
     levels = np.array([2, 3, 2, 1, 0, 1, 1, 0, 2, 1])
     widths = np.diff(s7["ts_ns"].to_numpy())
@@ -73,7 +73,7 @@ def _queue_reference(trace: aonkit.Trace) -> pd.DataFrame:
 
 def test_queue_length_equals_reference_on_sample() -> None:
     t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
-    got = queues.queue_length(t)
+    got = queues.queue_length_series(t)
     pd.testing.assert_frame_equal(got, _queue_reference(t), check_dtype=False)
 
 
@@ -86,7 +86,7 @@ def test_bandwidth_hand_made(tmp_path: Path) -> None:
         _gpu(5, 0, 4, name="Memset (Device)", cat="gpu_memset", bytes=10),  # 0 ns: counted, no rate
         _gpu(6, 1, 5, name="Memcpy HtoD (Pinned -> Device)", **mem),  # no bytes arg
     ])  # fmt: skip
-    s = bandwidth.memory_bandwidth(t).set_index("kind")
+    s = bandwidth.memory_bandwidth_summary(t).set_index("kind")
     assert s.loc["Memcpy HtoD", "copies"] == 3 and s.loc["Memcpy HtoD", "bytes"] == 5_000
     assert s.loc["Memcpy HtoD", "busy_ns"] == 3_000 and s.loc["Memcpy HtoD", "union_ns"] == 2_500
     assert s.loc["Memcpy HtoD", "mean_gbps"] == pytest.approx(2.5)  # 5000 B over the 2000 ns of sized copies

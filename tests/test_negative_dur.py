@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 import aonkit
-from aonkit.analysis import hta_compat, hta_counters, idle, kernels, summary, timeline
+from aonkit import timeline
+from aonkit.analysis import hta_compat, hta_counters, idle, kernels, summary
 from aonkit.report.hta_report import write_hta_report
 
 GOOD_NS = 20_000  # two 10 µs kernels

@@ -122,14 +122,14 @@ def test_correlation_ids_are_per_process(tmp_path: Path) -> None:
     path = generate(tmp_path / "two.sqlite", kernels=2000, processes=2)
     t = aonkit.load(path)
     links = gpu_links(t)
-    assert (links["launch"] >= 0).all() and links["launch"].nunique() == 2000
+    assert (links["launch_row"] >= 0).all() and links["launch_row"].nunique() == 2000
     ev = t.events
-    launch_pid = ev["pid"].to_numpy()[links["launch"]]
-    kernel_process = np.array(t.arg_ints("process", links["gpu"].to_numpy()))
+    launch_pid = ev["pid"].to_numpy()[links["launch_row"]]
+    kernel_process = np.array(t.arg_ints("process", links["gpu_row"].to_numpy()))
     assert (launch_pid == kernel_process).all() and set(launch_pid.tolist()) == {1000, 1001}
     # the raw ids collide across the two processes; the table's never do
-    raw = t.arg_ints("correlation", links["gpu"].to_numpy())
-    assert len(set(raw.tolist())) == 1000 and ev.loc[links["gpu"], "correlation"].nunique() == 2000
+    raw = t.arg_ints("correlation", links["gpu_row"].to_numpy())
+    assert len(set(raw.tolist())) == 1000 and ev.loc[links["gpu_row"], "correlation"].nunique() == 2000
 
 
 def test_gpu_metrics_become_samples(tmp_path: Path) -> None:
@@ -264,7 +264,7 @@ def test_emit_nvtx_ranges_are_ops_with_shapes(tmp_path: Path) -> None:
     assert args["Input Dims"] == [[64, 32], [32, 16]] and args["Sequence number"] == 3
     assert args["text"].startswith("aten::mm, seq = 3") and args["domain"] == "default"
     # THEN op-level analyses see the kernels each op launched
-    per_op = gpu_time_per_op(t, level="op").set_index("op")
+    per_op = gpu_time_per_op(t, level="op").set_index("op_name")
     assert per_op.loc["aten::mm", "gpu_events"] == 19 and per_op.loc["aten::mm", "gpu_ns"] == 393539
 
 

@@ -98,11 +98,11 @@ def test_launch_links_stay_in_process(name: str) -> None:
     if not r["kernel_count"]:
         pytest.skip("no kernels in this export")
     links = gpu_links(t)
-    k = links[t.events["cat"].to_numpy()[links["gpu"]] == "kernel"]
-    assert int((k["launch"] >= 0).sum()) == r["kernels_with_runtime_same_process"]
+    k = links[t.events["cat"].to_numpy()[links["gpu_row"]] == "kernel"]
+    assert int((k["launch_row"] >= 0).sum()) == r["kernels_with_runtime_same_process"]
     # one launch per kernel: the backtrace duplicates that double a plain join are gone
-    assert r["kernel_runtime_join_rows"] >= len(k) == k["gpu"].nunique()
-    names = t.events["name"].to_numpy()[k["launch"]]
+    assert r["kernel_runtime_join_rows"] >= len(k) == k["gpu_row"].nunique()
+    names = t.events["name"].to_numpy()[k["launch_row"]]
     assert all(not str(n).endswith(("_v7000", "_v3020")) for n in names)
 
 

@@ -138,7 +138,7 @@ def test_qwen_h100_linear_and_causal_attention() -> None:
     # is_causal=True over q, k, v (16, 16, 559, 64): 256 heads x 559*560/2 pairs x 2 x (64 + 64)
     att = r[r["name"] == "aten::scaled_dot_product_attention"].iloc[0]
     assert att["flop"] == 2 * 256 * (559 * 560 // 2) * 128 and att["bytes"] == 4 * 16 * 16 * 559 * 64 * 2
-    assert t.event_args(int(att["op"]))["Concrete Inputs"][5] == "True"
+    assert t.event_args(int(att["op_row"]))["Concrete Inputs"][5] == "True"
     # kernel rows carry exactly the GPU-timed ops' work
     k = roofline_table(t, by="kernel")
     gpu = r[r["timing"] == "gpu"]
@@ -153,7 +153,7 @@ def test_mi300x_strided_conv_and_backward() -> None:
     assert r.attrs["spec"].name == "MI300X"
     conv = r[(r["name"] == "aten::conv2d") & (r["input_dims"].str.startswith("[[10, 256, 14, 14], [512, 256, 3, 3]"))]
     row = conv.iloc[0]
-    assert t.event_args(int(row["op"]))["Concrete Inputs"][3:5] == ["[2, 2]", "[1, 1]"]  # stride 2, padding 1
+    assert t.event_args(int(row["op_row"]))["Concrete Inputs"][3:5] == ["[2, 2]", "[1, 1]"]  # stride 2, padding 1
     assert row["flop"] == 2 * (10 * 512 * 7 * 7) * (256 * 3 * 3)  # 14 -> 7
     assert row["bytes"] == (10 * 256 * 14 * 14 + 512 * 256 * 9 + 10 * 512 * 7 * 7) * 2
     assert (row["roof"], row["bound"]) == ("bf16", "compute")
@@ -167,12 +167,12 @@ def test_a100_fp32_gemms_on_tf32_kernels_get_the_tf32_roof() -> None:
     row = r[(r["name"] == "aten::mm") & (r["input_dims"] == "[[1024, 128], [128, 1024]]")].iloc[0]
     assert row["flop"] == 2 * 1024 * 128 * 1024 and row["bytes"] == (2 * 1024 * 128 + 1024 * 1024) * 4
     kernels = roofline_table(t, by="kernel")
-    names = kernels.loc[kernels["op"] == row["op"], "name"]
+    names = kernels.loc[kernels["op_row"] == row["op_row"], "name"]
     assert names.str.contains("tensorop_s1688gemm").all()  # CUTLASS TF32 tensor-core kernels
     assert (row["roof"], row["peak_flop_per_s"]) == ("tf32", 156e12)
     # intensity 51.2 FLOP/byte < ridge 156e12 / 1555e9: memory time 5242880 B / 1555 GB/s = 3371.6 ns of 12000 ns
     assert row["fraction_of_roof"] == pytest.approx(5242880 / 1555e9 * 1e9 / row["dur_ns"])
-    forced = roofline_table(t, tf32=False).set_index("op").loc[row["op"]]
+    forced = roofline_table(t, tf32=False).set_index("op_row").loc[row["op_row"]]
     assert forced["roof"] == "fp32" and forced["fraction_of_roof"] > 1  # the FP32 roof cannot explain the speed
     assert (r.loc[r["dtype"] == "fp32", "roof"].isin(["tf32", "fp32"])).all()
 

@@ -73,7 +73,7 @@ def test_cards_hold_the_overview(gpu_overview: Overview) -> None:
     assert all(len(label) <= 44 for label in top["label"]) and top["label"][0].endswith("…")
     assert top["time_text"][0] == aonkit.units.fmt_ns(ov.kernels["total_ns"].iloc[0])
     ops = src["top_ops"].data
-    assert list(ops["name"]) == ov.ops["op"].head(5).tolist()
+    assert list(ops["name"]) == ov.ops["op_name"].head(5).tolist()
     heads = [d.text for d in layout.select({"type": Div})]
     assert any(">91.4 %<" in h for h in heads) and any(">73.6 %<" in h for h in heads)
     assert not any(n in h for h in heads for n in ov.kernels["name"])  # headlines carry no names
@@ -122,10 +122,10 @@ def test_dashboard_links_cards_tables_and_roofline(tmp_path: Path, by: str) -> N
     assert set(src) == {"busy", "idle", "classes", "top_kernels", "top_ops", "kernels", "ops", "roofline"}
     linked = {(cb.args["src"].name, cb.args["dst"].name, cb.args["src_key"], cb.args["dst_key"])
               for s in src.values() for cbs in s.selected.js_property_callbacks.values() for cb in cbs}  # fmt: skip
-    table = ("kernel_table", "name") if by == "kernel" else ("op_table", "op")
+    table = ("kernel_table", "name") if by == "kernel" else ("op_table", "op_name")
     assert linked == {
         ("card_top_kernels", "kernel_table", "name", "name"), ("kernel_table", "card_top_kernels", "name", "name"),
-        ("card_top_ops", "op_table", "name", "op"), ("op_table", "card_top_ops", "op", "name"),
+        ("card_top_ops", "op_table", "name", "op_name"), ("op_table", "card_top_ops", "op_name", "name"),
         (table[0], "roofline_points", table[1], "name"), ("roofline_points", table[0], "name", table[1]),
     }  # fmt: skip
     assert_markup_only_in_data(layout, MARKUP_KERNEL, MARKUP_OP)

@@ -53,7 +53,7 @@ def test_op_table_holds_gpu_time_per_op() -> None:
     ops = gpu_time_per_op(t)
     table, src = op_table(t)
     d = src.data
-    assert list(d["op"]) == ops["op"].tolist()
+    assert list(d["op_name"]) == ops["op_name"].tolist()
     np.testing.assert_array_equal(d["gpu_ns"], ops["gpu_ns"])
     np.testing.assert_array_equal(d["cpu_ns"], ops["cpu_ns"])
     assert d["share"].sum() == pytest.approx(1.0)
@@ -61,7 +61,7 @@ def test_op_table_holds_gpu_time_per_op() -> None:
     _, few = op_table(ops, n=3)
     np.testing.assert_array_equal(few.data["share"], d["share"][:3])  # shares stay of the whole
     _, inner = op_table(t, level="op")
-    assert list(inner.data["op"]) == gpu_time_per_op(t, level="op")["op"].tolist()
+    assert list(inner.data["op_name"]) == gpu_time_per_op(t, level="op")["op_name"].tolist()
 
 
 def test_tables_of_a_cpu_only_trace_are_empty() -> None:

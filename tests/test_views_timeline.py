@@ -172,12 +172,12 @@ def _highlight_box(t, v, row: int) -> tuple[float, float, float, float]:  # noqa
 def _check_highlight_mapping(t) -> None:  # noqa: ANN001
     v = timeline_view(t, width_px=1600)
     d = v.source.data
-    links = gpu_links(t).set_index("gpu")
+    links = gpu_links(t).set_index("gpu_row")
     gpu = np.flatnonzero(v.lanes["kind"].to_numpy()[d["lane"]] == "gpu")
-    kernels = [i for i in gpu if d["row"][i] in links.index and links.at[d["row"][i], "op"] >= 0]
+    kernels = [i for i in gpu if d["row"][i] in links.index and links.at[d["row"][i], "op_row"] >= 0]
     assert len(kernels) > 10
     for i in kernels[:: max(1, len(kernels) // 50)]:
-        op, launch = links.at[d["row"][i], "op"], links.at[d["row"][i], "launch"]
+        op, launch = links.at[d["row"][i], "op_row"], links.at[d["row"][i], "launch_row"]
         assert d["launch_op"][i] == op and d["launch"][i] == launch
         assert t.events["cat"].iat[op] in schema.CPU_OP_CATS and v.index.lane_of[op] >= 0
         box = (d["op_left"][i], d["op_right"][i], d["op_top"][i], d["op_bottom"][i])
@@ -360,8 +360,8 @@ def test_link_highlight_js_outlines_op_and_launch(sample) -> None:  # noqa: ANN0
     assert got["left"] == [row["op_left"], row["launch_left"]]
     assert got["bottom"] == [row["op_bottom"], row["launch_bottom"]]
     event = pyr.rows[decoded_glyphs(pyr, pick_parts(pyr, 0.0, pyr.span_ns / 1e6, 400)[1])[k]]
-    want = gpu_links(sample).set_index("gpu").loc[event]
-    assert (row["op_row"], row["launch_row"]) == (want["op"], want["launch"])
+    want = gpu_links(sample).set_index("gpu_row").loc[event]
+    assert (row["op_row"], row["launch_row"]) == (want["op_row"], want["launch_row"])
     assert sample.events["cat"].iat[int(row["op_row"])] in schema.CPU_OP_CATS
 
 

@@ -192,20 +192,36 @@ def make_digest(limit_mb: float) -> dict[str, Any]:
     return result
 
 
+def _leaves(value: Any, path: str) -> dict[str, Any]:
+    """Tables (``rows``/``columns``) and values of a digest entry, by path (``overview/ops``, ``memory_peaks/1``)."""
+    if isinstance(value, dict) and "parts" in value:
+        return {k: v for i, p in enumerate(value["parts"]) for k, v in _leaves(p, f"{path}/{i}").items()}
+    if isinstance(value, dict) and "fields" in value:
+        return {k: v for f, p in value["fields"].items() for k, v in _leaves(p, f"{path}/{f}").items()}
+    return {path: value}
+
+
 def compare(a: dict[str, Any], b: dict[str, Any], renames: dict[str, dict[str, str]]) -> list[str]:
-    """Differences between digests ``a`` (before) and ``b`` (after); renamed columns matched by ``renames``."""
+    """Differences between digests ``a`` (before) and ``b`` (after).
+
+    A column renamed on purpose is matched by ``renames[analysis]`` (it applies
+    to every table of that analysis, nested ones included).
+    """
     out = []
     for trace in sorted(set(a) | set(b)):
         ta, tb = a.get(trace, {}), b.get(trace, {})
         for name in sorted(set(ta) | set(tb)):
-            va, vb = ta.get(name), tb.get(name)
-            if va is not None and vb is not None and "columns" in va and "columns" in vb:
-                cols = {renames.get(name, {}).get(c, c): h for c, h in va["columns"].items()}
-                if va["rows"] != vb["rows"] or cols != vb["columns"]:
-                    diff = sorted(c for c in set(cols) | set(vb["columns"]) if cols.get(c) != vb["columns"].get(c))
-                    out.append(f"{trace} {name}: rows {va['rows']}->{vb['rows']}, columns differ: {diff}")
-            elif va != vb:
-                out.append(f"{trace} {name}: {str(va)[:80]} -> {str(vb)[:80]}")
+            la, lb = _leaves(ta.get(name), name), _leaves(tb.get(name), name)
+            for path in sorted(set(la) | set(lb)):
+                va, vb = la.get(path), lb.get(path)
+                if isinstance(va, dict) and isinstance(vb, dict) and "columns" in va and "columns" in vb:
+                    cols = {renames.get(name, {}).get(c, c): h for c, h in va["columns"].items()}
+                    if va["rows"] != vb["rows"] or cols != vb["columns"]:
+                        diff = sorted(c for c in set(cols) | set(vb["columns"])
+                                      if cols.get(c) != vb["columns"].get(c))
+                        out.append(f"{trace} {path}: rows {va['rows']}->{vb['rows']}, columns differ: {diff}")
+                elif va != vb:
+                    out.append(f"{trace} {path}: {str(va)[:80]} -> {str(vb)[:80]}")
     return out
 
 

@@ -79,7 +79,7 @@ def memory_bandwidth_series(trace: Trace) -> pd.DataFrame:
                          "copies": count, "gbps": level})  # fmt: skip
 
 
-def memory_bandwidth(trace: Trace) -> pd.DataFrame:
+def memory_bandwidth_summary(trace: Trace) -> pd.DataFrame:
     """Copies, bytes, time and GB/s per (``device``, ``kind``).
 
     Columns: ``copies``, ``bytes``, ``busy_ns`` (summed durations),

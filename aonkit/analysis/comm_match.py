@@ -76,7 +76,7 @@ def _args_of(trace: Trace, rows: np.ndarray) -> pd.DataFrame:
 
 def _param_comms_ops(trace: Trace, kernels: np.ndarray) -> np.ndarray:
     """The ``record_param_comms`` op enclosing each kernel's launch call (-1 if none)."""
-    links = gpu_launches(trace).set_index("gpu")["launch"]
+    links = gpu_launches(trace).set_index("gpu_row")["launch_row"]
     launch = links.reindex(kernels).fillna(-1).to_numpy(np.int64)
     parent = cpu_stack(trace)
     names = trace.events["name"]

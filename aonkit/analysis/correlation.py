@@ -6,12 +6,12 @@ trace; row numbers refer to ``trace.events``:
 ================  ==============================================================
 column            meaning
 ================  ==============================================================
-gpu               the GPU event
-launch            the runtime/driver call with the same ``correlation`` (-1: the
+gpu_row           the GPU event
+launch_row        the runtime/driver call with the same ``correlation`` (-1: the
                   launch happened before the profiling window opened)
-op                innermost CPU op (``cpu_op``) enclosing the launch
-top_op            outermost CPU op enclosing the launch
-annotation        innermost ``user_annotation`` enclosing the launch, other than
+op_row            innermost CPU op (``cpu_op``) enclosing the launch
+top_op_row        outermost CPU op enclosing the launch
+annotation_row    innermost ``user_annotation`` enclosing the launch, other than
                   ``ProfilerStep#N``
 step              N of the enclosing ``ProfilerStep#N`` (-1 when none)
 ================  ==============================================================
@@ -51,7 +51,7 @@ def enclosing_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
 def cpu_stack(trace: Trace) -> pd.Series:
     """Parent event row of every CPU-side complete event (-1 for roots), indexed by event row."""
     rows, parent, _ = op_stack(trace)
-    return pd.Series(np.where(parent >= 0, rows[np.maximum(parent, 0)], -1), index=rows, name="parent")
+    return pd.Series(np.where(parent >= 0, rows[np.maximum(parent, 0)], -1), index=rows, name="parent_row")
 
 
 def step_table(names: Iterable[object]) -> np.ndarray:
@@ -79,7 +79,7 @@ def gpu_links(trace: Trace) -> pd.DataFrame:
 
 
 def gpu_launches(trace: Trace) -> pd.DataFrame:
-    """One row per GPU event: ``gpu`` and ``launch`` rows of ``trace.events`` (launch -1: before the window).
+    """One row per GPU event: ``gpu_row`` and ``launch_row`` of ``trace.events`` (-1: launched before the window).
 
     The correlation join alone, without the CPU op stack of :func:`gpu_links`,
     for analyses that need only the launch call (queue lengths, launch
@@ -97,7 +97,7 @@ def _gpu_launches(trace: Trace) -> pd.DataFrame:
     codes, is_gpu = code_flags(ev["cat"], lambda c: c in schema.GPU_CATS)
     is_launch = code_flags(ev["cat"], lambda c: c in schema.RUNTIME_CATS)[1]
     gpu, launch = gpu_launch_rows(codes, is_gpu, is_launch, np.ascontiguousarray(ev["correlation"].to_numpy()))
-    return pd.DataFrame({"gpu": gpu, "launch": launch}, copy=False)
+    return pd.DataFrame({"gpu_row": gpu, "launch_row": launch}, copy=False)
 
 
 def _gpu_links(trace: Trace) -> pd.DataFrame:
@@ -105,7 +105,7 @@ def _gpu_links(trace: Trace) -> pd.DataFrame:
 
     ev = trace.events
     pairs = gpu_launches(trace)
-    gpu, launch = pairs["gpu"].to_numpy(), pairs["launch"].to_numpy()
+    gpu, launch = pairs["gpu_row"].to_numpy(), pairs["launch_row"].to_numpy()
     rows, parent_local, order = op_stack(trace)
     is_op = category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)[rows]
     steps = step_numbers(ev["name"])
@@ -130,5 +130,5 @@ def _gpu_links(trace: Trace) -> pd.DataFrame:
 
     step_row = pick(step_near)
     step = np.where(step_row >= 0, steps[np.maximum(step_row, 0)], -1)
-    return pd.DataFrame({"gpu": gpu, "launch": launch, "op": pick(op_near), "top_op": pick(op_top),
-                         "annotation": pick(ann_near), "step": step})  # fmt: skip
+    return pd.DataFrame({"gpu_row": gpu, "launch_row": launch, "op_row": pick(op_near), "top_op_row": pick(op_top),
+                         "annotation_row": pick(ann_near), "step": step})  # fmt: skip

@@ -21,7 +21,7 @@ KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", 
 def cupti_counters(trace: Trace) -> pd.DataFrame:
     """One row per counter range, joined to the launch call and its op stack.
 
-    Columns: ``index``, ``name``, ``ts_ns``, ``dur_ns``, every counter,
+    Columns: ``row`` (the range event), ``name``, ``ts_ns``, ``dur_ns``, every counter,
     ``index_runtime`` (the launch call), ``op_stack`` (outermost first),
     ``top_level_op`` and ``bottom_level_op``.
     """
@@ -51,7 +51,7 @@ def cupti_counters(trace: Trace) -> pd.DataFrame:
     counters = pd.DataFrame([trace.event_args(int(i)) for i in ranges])
     out = pd.DataFrame(
         {
-            "index": ranges,
+            "row": ranges,
             "name": ev["name"].astype(str).to_numpy()[ranges],
             "ts_ns": ev["ts_ns"].to_numpy()[ranges],
             "dur_ns": ev["dur_ns"].to_numpy()[ranges],

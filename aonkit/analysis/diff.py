@@ -111,13 +111,13 @@ def trace_diff(
     return out.loc[order].reset_index(drop=True)
 
 
-def diff_summary(d: pd.DataFrame, top: int = 5) -> str:
+def diff_summary(d: pd.DataFrame, n: int = 5) -> str:
     """A few lines: total change, and the biggest significant slowdowns and speed-ups."""
     tb, tn = d["total_base_ns"].sum(), d["total_new_ns"].sum()
     lines = [f"total {fmt_ns(tb)} -> {fmt_ns(tn)} ({100 * (tn - tb) / tb:+.1f}%)" if tb else "no base time"]
     sig = d[d["significant"]]
     for label, part in (("slower", sig[sig["delta_mean_ns"] > 0]), ("faster", sig[sig["delta_mean_ns"] < 0])):
-        for r in part.head(top).itertuples():
+        for r in part.head(n).itertuples():
             lines.append(f"{label}: {r.name[:70]} {r.delta_mean_pct:+.1f}% per call "
                          f"({fmt_ns(r.delta_total_ns)} total, p={r.p_value:.1e})")  # fmt: skip
     new = d[(d["count_base"] == 0) & (d["count_new"] > 0)]

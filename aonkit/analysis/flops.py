@@ -24,7 +24,7 @@ from ..trace import Trace
 from .columns import category_flags
 from .correlation import cpu_stack
 
-COLUMNS = ("op", "name", "kind", "dtype", "flop", "bytes", "formula_flop", "profiler_flop", "counted", "input_dims")
+COLUMNS = ("op_row", "name", "kind", "dtype", "flop", "bytes", "formula_flop", "profiler_flop", "counted", "input_dims")
 
 
 def parents(trace: Trace) -> np.ndarray:
@@ -63,7 +63,7 @@ def op_costs(trace: Trace, default_dtype: str | None = None) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        ``op`` (row in ``trace.events``), ``name``, ``kind`` (``gemm``,
+        ``op_row`` (row in ``trace.events``), ``name``, ``kind`` (``gemm``,
         ``conv``, ``attention``, ``elementwise``, ``reduction``, ``norm``,
         ``copy``; ``""`` when the shapes did not fit), ``dtype``, ``flop``
         (profiler's ``flops`` when present, else the formula's), ``bytes``,
@@ -100,7 +100,7 @@ def op_costs(trace: Trace, default_dtype: str | None = None) -> pd.DataFrame:
     above = nearest_marked(par[rows], par, costed)
     return pd.DataFrame(
         {
-            "op": rows,
+            "op_row": rows,
             "name": names,
             "kind": out[:, 3],
             "dtype": out[:, 2],

@@ -407,7 +407,7 @@ def gpu_user_annotation_breakdown(
     return out[cols]
 
 
-def profiler_steps(frames: Mapping[int, pd.DataFrame]) -> list[int]:
+def profiler_step_numbers(frames: Mapping[int, pd.DataFrame]) -> list[int]:
     """Step numbers N of the ``ProfilerStep#N`` annotations left after the last-step filter (CPU-side rows)."""
     from .._kernels.keys import codes_seen
 

@@ -43,7 +43,7 @@ def _lanes(trace: Trace, by: str, delay_ns: int) -> tuple[list[str], list[np.nda
         raise ValueError(f"by must be one of {_BY}, not {by!r}")
     gpu = gpu_table(trace)  # GPU events with a duration (dur_ns >= 0), in the order of gpu_launches
     pairs = gpu_launches(trace)
-    launch = pairs["launch"].to_numpy()[trace.events["dur_ns"].to_numpy()[pairs["gpu"].to_numpy()] >= 0]
+    launch = pairs["launch_row"].to_numpy()[trace.events["dur_ns"].to_numpy()[pairs["gpu_row"].to_numpy()] >= 0]
     ts, end = gpu["ts_ns"].to_numpy(), gpu["end_ns"].to_numpy()
     ok = (gpu["dur_ns"].to_numpy() >= 0) & (ts != schema.TS_MISSING)
     device, stream = gpu["device"].to_numpy()[ok], gpu["stream"].to_numpy()[ok]

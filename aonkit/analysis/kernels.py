@@ -57,7 +57,7 @@ def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
     ev = trace.events
     name_col, cat_col = ev["name"].array, ev["cat"].array
     rows, ts, dur, device, stream, name_codes, cat_codes = gpu_columns(
-        gpu_launches(trace)["gpu"].to_numpy(), ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy(),
+        gpu_launches(trace)["gpu_row"].to_numpy(), ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy(),
         ev["device"].to_numpy(), ev["stream"].to_numpy(), np.asarray(name_col.codes), np.asarray(cat_col.codes),
     )
     names, cats = name_col.categories, cat_col.categories
@@ -136,7 +136,7 @@ def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] =
 def gpu_time_per_op(trace: Trace, level: str = "top_op") -> pd.DataFrame:
     """GPU time of the events each CPU op launched (``level``: ``op`` innermost or ``top_op``).
 
-    Columns: ``op`` (name), ``calls`` (distinct op instances), ``gpu_events``,
+    Columns: ``op_name``, ``calls`` (distinct op instances), ``gpu_events``,
     ``gpu_ns`` (sum of their durations), ``cpu_ns`` (sum of the op instances'
     durations). GPU events whose launch is outside the window are reported
     under ``"(launched before the trace)"``; those with no enclosing op under
@@ -145,20 +145,22 @@ def gpu_time_per_op(trace: Trace, level: str = "top_op") -> pd.DataFrame:
     links = gpu_links(trace)
     ev = trace.events
     dur = ev["dur_ns"].to_numpy()
-    op = links[level].to_numpy()
-    label = np.where(links["launch"] < 0, "(launched before the trace)",
+    if level not in ("op", "top_op"):
+        raise ValueError(f"level must be 'op' or 'top_op', not {level!r}")
+    op = links[f"{level}_row"].to_numpy()
+    label = np.where(links["launch_row"] < 0, "(launched before the trace)",
                      np.where(op < 0, "(no op)", names_of(ev, np.maximum(op, 0))))  # fmt: skip
-    df = pd.DataFrame({"op": label, "op_row": op, "gpu_ns": np.maximum(dur[links["gpu"]], 0)})
-    agg = df.groupby("op", sort=False).agg(gpu_events=("gpu_ns", "size"), gpu_ns=("gpu_ns", "sum"))
+    df = pd.DataFrame({"op_name": label, "op_row": op, "gpu_ns": np.maximum(dur[links["gpu_row"]], 0)})
+    agg = df.groupby("op_name", sort=False).agg(gpu_events=("gpu_ns", "size"), gpu_ns=("gpu_ns", "sum"))
     inst = df[df["op_row"] >= 0].drop_duplicates("op_row")
     cpu = (
-        pd.DataFrame({"op": inst["op"], "cpu_ns": dur[inst["op_row"]]})
-        .groupby("op")
+        pd.DataFrame({"op_name": inst["op_name"], "cpu_ns": dur[inst["op_row"]]})
+        .groupby("op_name")
         .agg(calls=("cpu_ns", "size"), cpu_ns=("cpu_ns", "sum"))
     )
     out = agg.join(cpu, how="left").fillna({"calls": 0, "cpu_ns": 0}).astype({"calls": np.int64, "cpu_ns": np.int64})
     return out.reset_index().sort_values("gpu_ns", ascending=False, kind="stable", ignore_index=True)[
-        ["op", "calls", "gpu_events", "gpu_ns", "cpu_ns"]
+        ["op_name", "calls", "gpu_events", "gpu_ns", "cpu_ns"]
     ]
 
 
@@ -170,7 +172,7 @@ def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNC
     Returns
     -------
     pandas.DataFrame
-        ``gpu`` and ``launch`` (rows of ``trace.events``), ``api``,
+        ``gpu_row`` and ``launch_row`` (rows of ``trace.events``), ``api``,
         ``correlation``, ``cpu_dur_ns`` and ``gpu_dur_ns`` (-1: no duration),
         ``launch_delay_ns``, ``before_return`` and ``clock_skew``.
 
@@ -201,7 +203,7 @@ def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNC
     api_of = {name: k for k, name in enumerate(apis)}
     api_code = np.array([api_of.get(c, -1) for c in ev["name"].array.categories] + [-1], np.int64)
     gpu, launch, code, corr, cpu_dur, gpu_dur, delay = launch_columns(
-        links["gpu"].to_numpy(), links["launch"].to_numpy(), np.asarray(ev["name"].array.codes), api_code,
+        links["gpu_row"].to_numpy(), links["launch_row"].to_numpy(), np.asarray(ev["name"].array.codes), api_code,
         ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy(), ev["correlation"].to_numpy())  # fmt: skip
     delay = np.where(cpu_dur < 0, delay + cpu_dur, delay)  # a call without a duration: from its start
     skew = delay + np.maximum(cpu_dur, 0) < 0
@@ -210,7 +212,7 @@ def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNC
 
         warn(f"{int(skew.sum())} of {len(skew)} GPU events start before their launch call does (CPU and GPU "
              "clocks disagree); their launch_delay_ns is kept as measured and flagged in clock_skew")  # fmt: skip
-    return pd.DataFrame({"gpu": gpu, "launch": launch,
+    return pd.DataFrame({"gpu_row": gpu, "launch_row": launch,
                          "api": pd.Categorical.from_codes(code, categories=pd.Index(apis, dtype=object)),
                          "correlation": corr, "cpu_dur_ns": np.maximum(cpu_dur, -1),
                          "gpu_dur_ns": np.maximum(gpu_dur, -1), "launch_delay_ns": delay, "before_return": delay < 0,

@@ -18,7 +18,7 @@ from .correlation import enclosing_ops
 def memory_events(trace: Trace) -> pd.DataFrame:
     """One row per ``[memory]`` event, in time order.
 
-    Columns: ``index`` (row in ``trace.events``), ``ts_ns``, ``device`` (-1 for
+    Columns: ``row`` (in ``trace.events``), ``ts_ns``, ``device`` (-1 for
     host memory, else the GPU id), ``bytes`` (signed), ``addr``,
     ``allocated_bytes`` and ``reserved_bytes`` (the allocator's totals after
     the event; when a trace lacks them, allocated is the running sum of
@@ -30,7 +30,7 @@ def memory_events(trace: Trace) -> pd.DataFrame:
     a = trace.arg_ints_of(("Device Type", "Device Id", "Bytes", "Addr", "Total Allocated", "Total Reserved"), rows)
     out = pd.DataFrame(
         {
-            "index": rows,
+            "row": rows,
             "ts_ns": ev["ts_ns"].to_numpy()[rows],
             "device": np.where(a["Device Type"] == 0, -1, a["Device Id"]),
             "bytes": a["Bytes"],
@@ -46,7 +46,7 @@ def memory_events(trace: Trace) -> pd.DataFrame:
     return out
 
 
-def memory_peaks(trace: Trace, top: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
+def memory_peaks(trace: Trace, n: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Peak allocated memory per device, and the CPU ops holding the most memory at each peak.
 
     Returns
@@ -55,12 +55,12 @@ def memory_peaks(trace: Trace, top: int = 10) -> tuple[pd.DataFrame, pd.DataFram
         ``device``, ``peak_allocated_bytes``, ``peak_ts_ns`` (first time the
         peak is reached), ``peak_reserved_bytes`` (largest reserved total).
     holders : pandas.DataFrame
-        ``device``, ``op`` (name of the innermost CPU op around the
+        ``device``, ``op_name`` (name of the innermost CPU op around the
         allocation, ``"(no op)"`` outside any), ``bytes`` live at the peak and
-        ``allocations``; the ``top`` largest per device.
+        ``allocations``; the ``n`` largest per device.
     """
     mem = memory_events(trace)
-    ops = enclosing_ops(trace, mem["index"].to_numpy()) if len(mem) else np.empty(0, np.int64)
+    ops = enclosing_ops(trace, mem["row"].to_numpy()) if len(mem) else np.empty(0, np.int64)
     peaks, holders = [], []
     for device, d in mem.groupby("device", sort=True):
         alloc = d["allocated_bytes"].to_numpy()
@@ -73,15 +73,15 @@ def memory_peaks(trace: Trace, top: int = 10) -> tuple[pd.DataFrame, pd.DataFram
         if len(live):
             op_rows = ops[d.index.to_numpy()[live]]
             op = np.where(op_rows >= 0, names_of(trace.events, np.maximum(op_rows, 0)), "(no op)")
-            h = pd.DataFrame({"bytes": nbytes[live], "op": op})
-            h = h.groupby("op", as_index=False).agg(bytes=("bytes", "sum"), allocations=("bytes", "size"))
-            h = h.sort_values("bytes", ascending=False, kind="stable").head(top)
+            h = pd.DataFrame({"bytes": nbytes[live], "op_name": op})
+            h = h.groupby("op_name", as_index=False).agg(bytes=("bytes", "sum"), allocations=("bytes", "size"))
+            h = h.sort_values("bytes", ascending=False, kind="stable").head(n)
             h.insert(0, "device", device)
             holders.append(h)
     peak_df = pd.DataFrame(peaks, columns=["device", "peak_allocated_bytes", "peak_ts_ns", "peak_reserved_bytes"])
     hold_df = (
         pd.concat(holders, ignore_index=True)
         if holders
-        else pd.DataFrame(columns=["device", "op", "bytes", "allocations"])
+        else pd.DataFrame(columns=["device", "op_name", "bytes", "allocations"])
     )
     return peak_df, hold_df

@@ -59,12 +59,12 @@ def range_projection(trace: Trace, categories: Iterable[str] = ("user_annotation
     rows, parent, _ = op_stack(trace)
     is_range = ev["cat"].isin(cats).to_numpy()[rows] & (ev["ph"] == "X").to_numpy()[rows]
     links = gpu_links(trace)
-    pos = np.searchsorted(rows, links["launch"].to_numpy())
+    pos = np.searchsorted(rows, links["launch_row"].to_numpy())
     pos = np.minimum(pos, max(len(rows) - 1, 0))
-    ok = (links["launch"].to_numpy() >= 0) & (len(rows) > 0)
-    ok &= rows[pos] == links["launch"].to_numpy() if len(rows) else ok
+    ok = (links["launch_row"].to_numpy() >= 0) & (len(rows) > 0)
+    ok &= rows[pos] == links["launch_row"].to_numpy() if len(rows) else ok
     launch_pos = np.where(ok, pos, -1).astype(np.int64)
-    gpu = links["gpu"].to_numpy()
+    gpu = links["gpu_row"].to_numpy()
     ts = ev["ts_ns"].to_numpy()[gpu]
     end = ts + np.maximum(ev["dur_ns"].to_numpy()[gpu], 0)
     first, last, count, total = project_up(parent, is_range, launch_pos, ts, end)

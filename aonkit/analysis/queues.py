@@ -33,13 +33,13 @@ def _queue_levels(trace: Trace, store: bool) -> tuple[np.ndarray, ...]:
     links = gpu_launches(trace)
     ev = trace.events
     ts = ev["ts_ns"].to_numpy()
-    launch = links["launch"].to_numpy()
+    launch = links["launch_row"].to_numpy()
     window = 0  # the trace's first timestamp: where events launched before the window enter their queue
     if len(launch) and launch.min() < 0:
         valid = ts[ts != schema.TS_MISSING]  # rare: events without a time; the window starts at the first real one
         window = int(valid.min()) if len(valid) else 0
     up, down, before, device, stream = queue_inputs(
-        links["gpu"].to_numpy(), launch, ts, ev["device"].to_numpy(), ev["stream"].to_numpy(), schema.TS_MISSING,
+        links["gpu_row"].to_numpy(), launch, ts, ev["device"].to_numpy(), ev["stream"].to_numpy(), schema.TS_MISSING,
         window)  # fmt: skip
     keys, decode = pair_keys(device, stream)
     t, level, out_off, gkeys, ops, n_before, peak, mean = queue_levels(keys, up, down, before, store)
@@ -47,7 +47,7 @@ def _queue_levels(trace: Trace, store: bool) -> tuple[np.ndarray, ...]:
     return t, level, out_off, devices, streams, ops, n_before, peak, mean
 
 
-def queue_length(trace: Trace) -> pd.DataFrame:
+def queue_length_series(trace: Trace) -> pd.DataFrame:
     """Operations waiting in each stream's queue, as a step function in ns.
 
     One row per (``device``, ``stream``) and instant at which the length
@@ -60,7 +60,7 @@ def queue_length(trace: Trace) -> pd.DataFrame:
                          "queue_length": level}, copy=False)  # fmt: skip
 
 
-def queue_summary(trace: Trace) -> pd.DataFrame:
+def queue_length_summary(trace: Trace) -> pd.DataFrame:
     """Queue statistics per (``device``, ``stream``).
 
     Columns: ``ops`` (GPU events), ``launched_before_trace``,

@@ -69,25 +69,25 @@ def _owned_kernels(trace: Trace, counted: np.ndarray) -> pd.DataFrame:
     ev = trace.events
     marked = np.zeros(len(ev), dtype=bool)
     marked[np.asarray(counted, dtype=np.int64)] = True
-    owner = nearest_marked(links["op"].to_numpy(), parents(trace), marked)
-    gpu = links["gpu"].to_numpy()
+    owner = nearest_marked(links["op_row"].to_numpy(), parents(trace), marked)
+    gpu = links["gpu_row"].to_numpy()
     dur = np.maximum(ev["dur_ns"].to_numpy()[gpu], 0)
     tf32 = category_flags(ev["name"], lambda n: bool(TF32_KERNELS.search(str(n))))[gpu]
-    return pd.DataFrame({"kernel": gpu, "op": owner, "dur_ns": dur, "tf32": tf32})
+    return pd.DataFrame({"kernel_row": gpu, "op_row": owner, "dur_ns": dur, "tf32": tf32})
 
 
 def _per_kernel(trace: Trace, owned: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
     """One row per GPU event under a counted op, with its duration's share of the op's FLOPs and bytes."""
-    cols = ["op", "name", "kind", "dtype", "input_dims", "flop", "bytes", "dur_ns", "gpu_events", "tf32"]
-    k = owned.drop(columns="tf32").merge(costs[cols], on="op", how="left", suffixes=("", "_op"))
+    cols = ["op_row", "name", "kind", "dtype", "input_dims", "flop", "bytes", "dur_ns", "gpu_events", "tf32"]
+    k = owned.drop(columns="tf32").merge(costs[cols], on="op_row", how="left", suffixes=("", "_op"))
     op_ns = k["dur_ns_op"].to_numpy()
     share = np.where(op_ns > 0, k["dur_ns"].to_numpy() / np.maximum(op_ns, 1), 1.0 / k["gpu_events"].to_numpy())
-    rows = k["kernel"].to_numpy()
+    rows = k["kernel_row"].to_numpy()
     return pd.DataFrame(
         {
-            "kernel": rows,
+            "kernel_row": rows,
             "name": trace.events["name"].astype(object).to_numpy()[rows],
-            "op": k["op"].to_numpy(),
+            "op_row": k["op_row"].to_numpy(),
             "op_name": k["name"].to_numpy(),
             **{c: k[c].to_numpy() for c in ("kind", "dtype", "input_dims")},
             "flop": k["flop"].to_numpy() * share,
@@ -152,7 +152,7 @@ def roofline_table(
     Returns
     -------
     pandas.DataFrame
-        ``op`` (row of the op), ``name`` (op name; per kernel: ``kernel`` row,
+        ``op_row`` (row of the op), ``name`` (op name; per kernel: ``kernel_row``,
         ``name`` the kernel's, ``op_name``), ``kind``, ``dtype``,
         ``input_dims``, ``flop``, ``bytes``, ``dur_ns``, ``timing``
         (``"gpu"``/``"cpu"``), ``gpu_events``, then the derived columns of the
@@ -169,17 +169,17 @@ def roofline_table(
         spec = trace_spec(trace)
     costs = op_costs(trace, default_dtype)
     costs = costs.loc[costs["counted"].astype(bool)].drop(columns=["counted", "formula_flop", "profiler_flop"])
-    costs = costs.reset_index(drop=True).astype({"op": np.int64})
-    kern = _owned_kernels(trace, costs["op"].to_numpy())
-    owned = kern[kern["op"] >= 0]
-    per_op = owned.groupby("op").agg(sum=("dur_ns", "sum"), size=("dur_ns", "size"), tf32=("tf32", "any"))
-    gpu_ns = per_op["sum"].reindex(costs["op"]).to_numpy()
-    n_k = per_op["size"].reindex(costs["op"]).fillna(0).to_numpy(np.int64)
-    cpu_ns = trace.events["dur_ns"].to_numpy()[costs["op"].to_numpy()]
+    costs = costs.reset_index(drop=True).astype({"op_row": np.int64})
+    kern = _owned_kernels(trace, costs["op_row"].to_numpy())
+    owned = kern[kern["op_row"] >= 0]
+    per_op = owned.groupby("op_row").agg(sum=("dur_ns", "sum"), size=("dur_ns", "size"), tf32=("tf32", "any"))
+    gpu_ns = per_op["sum"].reindex(costs["op_row"]).to_numpy()
+    n_k = per_op["size"].reindex(costs["op_row"]).fillna(0).to_numpy(np.int64)
+    cpu_ns = trace.events["dur_ns"].to_numpy()[costs["op_row"].to_numpy()]
     costs["dur_ns"] = np.where(n_k > 0, np.nan_to_num(gpu_ns), np.maximum(cpu_ns, 0)).astype(np.int64)
     costs["timing"] = np.where(n_k > 0, "gpu", "cpu")
     costs["gpu_events"] = n_k
-    auto = per_op["tf32"].reindex(costs["op"]).fillna(False).to_numpy(bool)
+    auto = per_op["tf32"].reindex(costs["op_row"]).fillna(False).to_numpy(bool)
     costs["tf32"] = auto if tf32 is None else np.full(len(costs), bool(tf32))
     out = _per_kernel(trace, owned, costs) if by == "kernel" else costs
     out = _derive(out.reset_index(drop=True), spec)

@@ -29,7 +29,8 @@ def profiler_steps(trace: Trace) -> pd.DataFrame:
         return steps.assign(gpu_events=np.int64(0), gpu_ns=np.int64(0), gpu_end_ns=np.int64(-1))
     links = gpu_links(trace)
     ts, dur = ev["ts_ns"].to_numpy(), np.maximum(ev["dur_ns"].to_numpy(), 0)
-    g = pd.DataFrame({"step": links["step"], "dur": dur[links["gpu"]], "end": ts[links["gpu"]] + dur[links["gpu"]]})
+    g = pd.DataFrame({"step": links["step"], "dur": dur[links["gpu_row"]],
+                      "end": ts[links["gpu_row"]] + dur[links["gpu_row"]]})
     agg = g[g["step"] >= 0].groupby("step").agg(gpu_events=("dur", "size"), gpu_ns=("dur", "sum"),
                                                  gpu_end_ns=("end", "max"))  # fmt: skip
     out = steps.merge(agg, left_on="step", right_index=True, how="left")

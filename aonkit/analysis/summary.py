@@ -96,7 +96,7 @@ def top_kernels(trace: Trace, n: int = 10) -> pd.DataFrame:
     return g
 
 
-def summarize(trace: Trace, n_kernels: int = 10) -> TraceSummary:
+def summarize(trace: Trace, n: int = 10) -> TraceSummary:
     """Headline facts of ``trace`` (see :class:`TraceSummary`)."""
     ev = trace.events
     cats = ev["cat"].astype(object).fillna("(none)").value_counts()
@@ -110,7 +110,7 @@ def summarize(trace: Trace, n_kernels: int = 10) -> TraceSummary:
         span_ns=_span_ns(ev),
         gpus=_gpus(trace),
         categories=categories,
-        top_kernels=top_kernels(trace, n_kernels),
+        top_kernels=top_kernels(trace, n),
         gpu_busy_ns=busy_ns(k),
         warnings=list(trace.warnings),
     )

@@ -51,7 +51,7 @@ def write_hta_report(traces: Mapping[int, Trace], out: Path, include_last_step: 
     ann = hc.gpu_user_annotation_breakdown(frames)
     if not ann.empty:
         tables["gpu_user_annotation_breakdown.csv"] = ann
-    tables["profiler_steps.csv"] = pd.DataFrame({"profiler_step": hc.profiler_steps(frames)})
+    tables["profiler_steps.csv"] = pd.DataFrame({"profiler_step": hc.profiler_step_numbers(frames)})
     tables["time_spent_blocked_on_full_queue.csv"] = hk.time_blocked_on_full_queue(frames)
     cupti = [cupti_counters(t).assign(rank=r) for r, t in traces.items()]
     cupti = [c for c in cupti if len(c)]

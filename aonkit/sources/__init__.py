@@ -6,7 +6,7 @@ import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 from .._filecheck import fingerprint, same_version
 from ..errors import AonkitWarning, JobError, TraceFormatError
@@ -165,3 +165,32 @@ def load(
     except JobError as exc:
         label = str(where) if where is not None else f"{len(files)} files"
         raise JobError(f"{label}: {exc}") from None
+
+
+def load_trace(path: PathLike, **options: Any) -> Trace:
+    """One trace file as a :class:`~aonkit.Trace` (options as :func:`load`); a directory or list is a TypeError."""
+    if isinstance(path, (list, tuple)) or Path(path).is_dir():
+        raise TypeError(f"load_trace reads one file; {path!r} is a directory or list: use load_job or load_each")
+    out = load(path, **options)
+    assert isinstance(out, Trace)
+    return out
+
+
+def load_job(path: PathLike | list[PathLike] | tuple[PathLike, ...], **options: Any) -> TraceSet:
+    """A job's directory, list of files, or one file as a :class:`~aonkit.TraceSet` keyed by rank.
+
+    Options as :func:`load` (``on_conflict`` included). One file gives a job of
+    one rank: its own, or 0 when it names none.
+    """
+    if not isinstance(path, (list, tuple)) and not Path(path).is_dir():
+        path = [path]
+    out = load(path, **options)
+    assert isinstance(out, TraceSet)
+    return out
+
+
+def load_each(path: PathLike | list[PathLike] | tuple[PathLike, ...], **options: Any) -> dict[str, Trace]:
+    """Every trace of a directory, list or one file on its own, keyed by file name (no job rules)."""
+    out = load(path, separate=True, **options)
+    assert isinstance(out, dict)
+    return out

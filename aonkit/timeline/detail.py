@@ -70,8 +70,8 @@ def tile_details(trace: Trace, index: TimelineIndex, tiles: pd.DataFrame,
     rows = tiles["row"].to_numpy()
     launch_of = np.full(len(ev), -1, np.int64)
     op_of = np.full(len(ev), -1, np.int64)
-    launch_of[links["gpu"].to_numpy()] = links["launch"].to_numpy()
-    op_of[links["gpu"].to_numpy()] = links["op"].to_numpy()
+    launch_of[links["gpu_row"].to_numpy()] = links["launch_row"].to_numpy()
+    op_of[links["gpu_row"].to_numpy()] = links["op_row"].to_numpy()
     launch, op = launch_of[rows], op_of[rows]
     gpu = (index.lanes["kind"].to_numpy() == "gpu")[tiles["lane"].to_numpy()]
     cpu_stack = stacks(trace, index, np.where(gpu, op, rows))

@@ -118,8 +118,8 @@ class _Coder:
         self.dur, self.corr = ev["dur_ns"].to_numpy(), ev["correlation"].to_numpy()
         links = gpu_links(trace)
         self.launch_of, self.op_of = np.full(len(ev), -1, np.int64), np.full(len(ev), -1, np.int64)
-        self.launch_of[links["gpu"].to_numpy()] = links["launch"].to_numpy()
-        self.op_of[links["gpu"].to_numpy()] = links["op"].to_numpy()
+        self.launch_of[links["gpu_row"].to_numpy()] = links["launch_row"].to_numpy()
+        self.op_of[links["gpu_row"].to_numpy()] = links["op_row"].to_numpy()
         self.tree = StackTree(index.parent_of, self.name_code)
         self.pairs: dict[tuple[int, int], int] = {}
         self.gpu_lane = slots["kind"].to_numpy() == "gpu"

@@ -146,7 +146,7 @@ def summary_cards(
     """
     kernels = top_card(ov.kernels["name"], ov.kernels["total_ns"], "top kernels by GPU time", "card_top_kernels", n,
                        width)  # fmt: skip
-    ops = top_card(ov.ops["op"], ov.ops["gpu_ns"], "top ops by GPU time launched", "card_top_ops", n, width)
+    ops = top_card(ov.ops["op_name"], ov.ops["gpu_ns"], "top ops by GPU time launched", "card_top_ops", n, width)
     layout = column(row(busy_card(ov, width), idle_card(ov, width), overlap_card(ov, width)), row(kernels, ops))
     found = {m.name: m for m in layout.select({"type": ColumnDataSource})}
     keys = {"busy": "card_busy", "idle": "card_idle", "classes": "card_classes", "top_kernels": "card_top_kernels",

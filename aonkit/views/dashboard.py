@@ -43,13 +43,13 @@ def dashboard(
     kt, ksrc = kernel_table(ov.kernels)
     ot, osrc = op_table(ov.ops)
     link_selection(sources["top_kernels"], ksrc, "name")
-    link_selection(sources["top_ops"], osrc, "name", "op")
+    link_selection(sources["top_ops"], osrc, "name", "op_name")
     tabs = [TabPanel(child=kt, title="kernels"), TabPanel(child=ot, title="ops")]
     sources.update(kernels=ksrc, ops=osrc)
     if roofline is not None:
         fig, psrc = roofline_figure(roofline)
         by_kernel = "op_name" in roofline.columns
-        link_selection(ksrc if by_kernel else osrc, psrc, "name" if by_kernel else "op", "name")
+        link_selection(ksrc if by_kernel else osrc, psrc, "name" if by_kernel else "op_name", "name")
         tabs.append(TabPanel(child=fig, title="roofline"))
         sources["roofline"] = psrc
     return column(cards, Tabs(tabs=tabs)), sources

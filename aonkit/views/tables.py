@@ -21,13 +21,21 @@ SHARE_FORMAT = "0.00%"
 """numbro format of share columns (fractions shown as percentages)."""
 
 
-def _time_column(df: pd.DataFrame, ns_col: str, field: str, label: str) -> TableColumn:
-    """Add ``field`` (``ns_col`` in one unit) to ``df`` and return its column, titled ``label (unit)``."""
-    values = df[ns_col].to_numpy(np.float64)
-    unit, scale = theme.time_unit(np.nanmax(values) if len(values) else 0.0)
-    df[field] = values / scale
+def _time_columns(df: pd.DataFrame, specs: list[tuple[str, str, str]]) -> list[TableColumn]:
+    """Add each ``field`` (``ns_col`` converted) to ``df``; return their columns titled ``label (unit)``.
+
+    ``specs`` holds (``ns_col``, ``field``, ``label``). One table uses one time
+    unit, chosen from the largest value of all its time columns.
+    """
+    peak = max((np.nanmax(df[c].to_numpy(np.float64)) for c, _, _ in specs if len(df)), default=0.0)
+    unit, scale = theme.time_unit(peak)
     digits = "0,0" if unit == "ns" else "0,0.000"
-    return TableColumn(field=field, title=f"{label} ({unit})", formatter=NumberFormatter(format=digits), width=90)
+    out = []
+    for ns_col, field, label in specs:
+        df[field] = df[ns_col].to_numpy(np.float64) / scale
+        out.append(TableColumn(field=field, title=f"{label} ({unit})", formatter=NumberFormatter(format=digits),
+                               width=90))
+    return out
 
 
 def _table(df: pd.DataFrame, columns: list[TableColumn], name: str, width: int, height: int) -> DataTable:
@@ -69,7 +77,7 @@ def kernel_table(
         TableColumn(field="name", title="kernel", formatter=StringFormatter(), width=420),
         TableColumn(field="class", title="class", formatter=StringFormatter(), width=90),
         TableColumn(field="count", title="count", formatter=NumberFormatter(format="0,0"), width=60),
-        *(_time_column(df, f"{s}_ns", s, s) for s in ("total", "mean", "min", "max")),
+        *_time_columns(df, [(f"{s}_ns", s, s) for s in ("total", "mean", "min", "max")]),
         TableColumn(field="share", title="share", formatter=NumberFormatter(format=SHARE_FORMAT), width=60),
     ]
     table = _table(df, columns, "kernel_table", width, height)
@@ -101,21 +109,20 @@ def op_table(
     -------
     table : bokeh.models.DataTable
     source : bokeh.models.ColumnDataSource
-        ``op``, ``calls``, ``gpu_events``, ``gpu_ns``, ``cpu_ns``, the
+        ``op_name``, ``calls``, ``gpu_events``, ``gpu_ns``, ``cpu_ns``, the
         displayed ``gpu_time``/``cpu_time`` (in the unit of the column's
         title) and ``share`` (of all GPU time attributed to ops).
     """
     ops = gpu_time_per_op(data, level=level) if isinstance(data, Trace) else data
-    df = ops[["op", "calls", "gpu_events", "gpu_ns", "cpu_ns"]].reset_index(drop=True)
+    df = ops[["op_name", "calls", "gpu_events", "gpu_ns", "cpu_ns"]].reset_index(drop=True)
     total = float(df["gpu_ns"].sum())
     df = df.assign(share=df["gpu_ns"] / total if total else 0.0)
     df = df.head(n).copy() if n is not None else df.copy()
     columns = [
-        TableColumn(field="op", title="op", formatter=StringFormatter(), width=420),
+        TableColumn(field="op_name", title="op", formatter=StringFormatter(), width=420),
         TableColumn(field="calls", title="calls", formatter=NumberFormatter(format="0,0"), width=60),
         TableColumn(field="gpu_events", title="GPU events", formatter=NumberFormatter(format="0,0"), width=80),
-        _time_column(df, "gpu_ns", "gpu_time", "GPU time"),
-        _time_column(df, "cpu_ns", "cpu_time", "CPU time"),
+        *_time_columns(df, [("gpu_ns", "gpu_time", "GPU time"), ("cpu_ns", "cpu_time", "CPU time")]),
         TableColumn(field="share", title="share", formatter=NumberFormatter(format=SHARE_FORMAT), width=60),
     ]
     table = _table(df, columns, "op_table", width, height)
