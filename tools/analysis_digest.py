@@ -5,7 +5,7 @@ Usage::
     PYTHONPATH=. python tools/analysis_digest.py --out bench/out/digests/BEFORE.json
     PYTHONPATH=. python tools/analysis_digest.py --out bench/out/digests/AFTER.json
     python tools/analysis_digest.py --compare bench/out/digests/BEFORE.json bench/out/digests/AFTER.json \\
-        [--rename gpu_links.op=op_row ...]
+        [--rename gpu_links.op=op_row ...] [--renames tools/renames-issue13.txt]
 
 A digest holds, per trace and analysis, the row count and a hash of each
 column's values (index dropped, floats to 17 significant digits), so a renamed
@@ -230,11 +230,13 @@ def main() -> int:
     ap.add_argument("--out", help="write the digest of the working tree here")
     ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
     ap.add_argument("--rename", action="append", default=[], help="analysis.old=new: a column renamed on purpose")
+    ap.add_argument("--renames", help="a file of analysis.old=new lines (e.g. tools/renames-issue13.txt)")
     ap.add_argument("--limit-mb", type=float, default=400.0, help="skip shared files larger than this")
     args = ap.parse_args()
     if args.compare:
         renames: dict[str, dict[str, str]] = {}
-        for r in args.rename:
+        lines = Path(args.renames).read_text().split() if args.renames else []
+        for r in [*args.rename, *lines]:
             key, new = r.split("=")
             name, old = key.split(".", 1)
             renames.setdefault(name, {})[old] = new
