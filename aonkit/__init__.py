@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from .errors import AonkitError, AonkitWarning, JobError, TraceFormatError, TraceTooLargeError
+from .profiling import Profile, profile, step
 from .schema import TS_MISSING
 from .sources import load, load_each, load_job, load_trace
 from .timeline import counter_tiles, timeline_index, timeline_tiles
@@ -15,6 +16,13 @@ from .trace import Trace, TraceMeta
 from .traceset import TraceSet
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext aonkit``: register the ``%aon_profile`` / ``%%aon_profile`` magics."""
+    from .magic import register
+
+    register(ipython)
 
 
 def to_html(trace: Trace, path: str | None = None, **kwargs: object) -> str:
@@ -35,6 +43,7 @@ __all__ = [
     "AonkitError",
     "AonkitWarning",
     "JobError",
+    "Profile",
     "TS_MISSING",
     "Trace",
     "TraceFormatError",
@@ -47,6 +56,8 @@ __all__ = [
     "load_each",
     "load_job",
     "load_trace",
+    "profile",
+    "step",
     "timeline_index",
     "timeline_tiles",
     "to_html",

@@ -116,6 +116,13 @@ SALVAGE_HELP = "keep the complete events of a truncated file (with a warning) in
 HTA_REPORT_OUT = "hta-report"
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Run a command under the samplers (and torch.profiler for Python) and write a bundle."""
+    from ._cli_profile import run_profile
+
+    return run_profile(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``aonkit`` argument parser."""
     ap = argparse.ArgumentParser(prog="aonkit", description="GPU and ML performance analysis of profiler traces.")
@@ -154,6 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="two files for one rank, or files naming no rank: fail (default), keep the newest file, "
                         "or key the files as ranks by file order")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("profile", help="run a command under aonkit's samplers (and torch.profiler for Python)")
+    p.add_argument("--out", help="bundle folder (default aon-profiles/<date>-<time>-<n>)")
+    p.add_argument("--interval", type=float, default=0.1, help="sampling interval in s (default 0.1)")
+    p.add_argument("--no-trace", action="store_true", help="samplers only, no torch.profiler")
+    p.add_argument("--no-gpu", action="store_true", help="do not sample GPUs through NVML")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- python train.py ARGS | -- python -m MOD | -- CMD")
+    p.set_defaults(func=cmd_profile)
     p = sub.add_parser("demo", help="summarise the bundled sample traces into an HTML page")
     p.add_argument("--out", default="aonkit-demo", help="output directory (default ./aonkit-demo)")
     p.add_argument("--traces", help="directory of traces (default: the repository's sample_traces/)")

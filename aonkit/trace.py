@@ -291,6 +291,8 @@ class Trace:
         self.samples: pd.DataFrame | None = samples
         """Metric samples, long form ``ts_ns, device, metric, value`` (see the class doc); None when none."""
         self.source: dict[str, Any] | None = None
+        self.bundle: dict[str, Any] | None = None
+        """The manifest of the profile bundle the trace was read from (:mod:`aonkit.sources.bundle`), else None."""
         """Name, path, size and mtime of the file read, taken before reading it (None when not read from a file)."""
 
     def __len__(self) -> int:

@@ -9,12 +9,16 @@ from nbclient import NotebookClient
 from .conftest import ROOT
 
 
-def run_cells(*sources: str, timeout: int = 300) -> list[list[dict]]:
-    """Execute ``sources`` as the cells of a fresh notebook in a new kernel; outputs per cell."""
+def run_cells(*sources: str, timeout: int = 300, allow_errors: bool = False) -> list[list[dict]]:
+    """Execute ``sources`` as the cells of a fresh notebook in a new kernel; outputs per cell.
+
+    With ``allow_errors`` a cell that raises leaves an ``error`` output and the next cells still run.
+    """
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
     km = KernelManager(kernel_name="python3", transport="ipc")  # local and owner-only, no TCP port
-    NotebookClient(nb, km=km, timeout=timeout, resources={"metadata": {"path": str(ROOT)}}).execute()
+    NotebookClient(nb, km=km, timeout=timeout, allow_errors=allow_errors,
+                   resources={"metadata": {"path": str(ROOT)}}).execute()
     return [c.outputs for c in nb.cells]
 
 

@@ -16,7 +16,7 @@ LAYERS = [
     "analysis|model|timeline.index|timeline.tiles|timeline.detail",
     "report|views|timeline",  # the timeline's views, and its __init__ (which re-exports them lazily)
     "widgets",
-    "cli|_cli_errors|demo|__init__",  # the shells: anything below
+    "cli|_cli_errors|_cli_profile|demo|profiling|magic|__init__",  # the shells: anything below
 ]
 
 

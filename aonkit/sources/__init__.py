@@ -12,6 +12,7 @@ from .._filecheck import fingerprint, same_version
 from ..errors import AonkitWarning, JobError, TraceFormatError
 from ..trace import Trace
 from ..traceset import TraceSet
+from .bundle import is_bundle, read_bundle
 from .cached import read_cache
 from .discover import CACHE_SUFFIXES, directory_files, pick
 from .nsys import REP_READER, SQLITE_READER
@@ -85,7 +86,8 @@ def load(
         A Kineto/Chrome-trace ``.json`` / ``.json.gz`` file (or a bare JSON
         array), an Nsight Systems ``.sqlite`` export (or ``.nsys-rep``, exported
         with ``nsys`` when it is on PATH), an aonkit ``.parquet`` cache, a
-        directory, or a list of files.
+        profile bundle folder (``aonkit.profile``, ``%%aon_profile``: one
+        trace with its samples), a directory, or a list of files.
     salvage : bool
         Keep the complete events of a truncated file (see ``trace.warnings``)
         instead of raising :class:`~aonkit.TraceFormatError`.
@@ -140,8 +142,9 @@ def load(
         p = Path(path)
         if not p.exists():
             raise FileNotFoundError(f"no such trace file or directory: {p}")
-        if not p.is_dir():
-            one = _read_one(p, salvage, max_decompressed_bytes, threads)
+        if not p.is_dir() or is_bundle(p):  # a file, or a profile bundle (one trace with its samples)
+            one = (read_bundle(p, lambda f: _read_one(f, salvage, max_decompressed_bytes, threads)) if p.is_dir()
+                   else _read_one(p, salvage, max_decompressed_bytes, threads))
             return {p.name: one} if separate else one
         where = p
         files, notes = directory_files(p)
@@ -169,7 +172,7 @@ def load(
 
 def load_trace(path: PathLike, **options: Any) -> Trace:
     """One trace file as a :class:`~aonkit.Trace` (options as :func:`load`); a directory or list is a TypeError."""
-    if isinstance(path, (list, tuple)) or Path(path).is_dir():
+    if isinstance(path, (list, tuple)) or (Path(path).is_dir() and not is_bundle(path)):
         raise TypeError(f"load_trace reads one file; {path!r} is a directory or list: use load_job or load_each")
     out = load(path, **options)
     assert isinstance(out, Trace)
@@ -182,8 +185,8 @@ def load_job(path: PathLike | list[PathLike] | tuple[PathLike, ...], **options: 
     Options as :func:`load` (``on_conflict`` included). One file gives a job of
     one rank: its own, or 0 when it names none.
     """
-    if not isinstance(path, (list, tuple)) and not Path(path).is_dir():
-        path = [path]
+    if not isinstance(path, (list, tuple)) and (not Path(path).is_dir() or is_bundle(path)):
+        return TraceSet.from_traces([load_trace(path, **options)])
     out = load(path, **options)
     assert isinstance(out, TraceSet)
     return out
