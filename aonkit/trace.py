@@ -428,6 +428,18 @@ class Trace:
         return self.events[self.events["ph"].isin(schema.FLOW_PHASES)]
 
     # -- persistence -----------------------------------------------------------------------
+    def with_samples(self, samples: Any, *, replace: bool = False) -> Trace:
+        """Add live samples taken beside this trace (a sampler or its long-form table); return the trace.
+
+        The samples must be on the trace's clock (``time.time_ns()``, as every
+        aonkit sampler and Kineto use). See
+        :func:`aonkit.sources.samplers.attach_samples`.
+        """
+        from .sources.samplers import attach_samples
+
+        attach_samples(self, samples, replace=replace)
+        return self
+
     def save(self, path: str | Path) -> Path:
         """Write the trace as Parquet plus a JSON sidecar (see :mod:`aonkit.cache`)."""
         from .cache import save_trace

@@ -139,3 +139,20 @@ def test_the_dashboard_shows_the_samples_under_the_timeline(tmp_path: Path) -> N
     assert {"cpu_percent (host)", "memory_percent (host)"} <= set(d.timeline.counters)
     assert sum(len(s.data["x"]) for s in d.timeline.counters.values()) > 0
     assert p.summary_text().startswith("aon_profile: ok, ") and str(p.path) in p.summary_text()
+
+
+def test_a_separate_recording_joins_its_trace(tmp_path: Path) -> None:
+    from torch.profiler import profile
+
+    from aonkit.sources.samplers import HostSampler
+
+    with HostSampler(0.01) as sampler, profile() as prof:
+        for _ in range(3):
+            torch.randn(64, 64) @ torch.randn(64, 64)
+            time.sleep(0.02)
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    t = aonkit.load(tmp_path / "t.json").with_samples(sampler)
+    assert t.samples is not None and len(t.samples) >= 3 * 3
+    span = t.events["ts_ns"].min(), (t.events["ts_ns"] + t.events["dur_ns"].clip(lower=0)).max()
+    inside = t.samples["ts_ns"].between(span[0], span[1])
+    assert inside.sum() >= 3 * 3  # same clock: samples taken while the trace ran fall on its span

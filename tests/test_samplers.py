@@ -81,3 +81,42 @@ def test_sampler_table_is_a_timeline_counter_lane(tmp_path) -> None:  # noqa: AN
     view = timeline_view(trace, width_px=400)
     assert "cpu_percent (host)" in view.counters and "memory_used_bytes (host)" in view.counters
     assert n >= 5 and len(view.counters["cpu_percent (host)"].data["value"]) >= 3
+
+
+class Flaky(RingSampler):
+    """Raises on every other sample, to check that the thread goes on."""
+
+    metrics = ("n",)
+
+    def __init__(self) -> None:
+        self.k = 0
+        super().__init__(interval_s=0.005, capacity=100)
+
+    def sample(self) -> np.ndarray:
+        self.k += 1
+        if self.k % 2 == 0:
+            raise OSError(f"sample {self.k} failed")
+        return np.array([self.k], float)
+
+
+def test_a_sample_that_raises_is_nan_and_the_thread_goes_on() -> None:
+    with Flaky() as s:
+        time.sleep(0.1)
+    frame, n = s.read()
+    v = frame["value"].to_numpy()
+    assert n >= 6 and np.isnan(v[1::2]).all() and (v[::2] == np.arange(1, n + 1, 2)).all()
+    assert isinstance(s.error, OSError) and s.cost_ns["n"] == n and s.cost_ns["max"] >= s.cost_ns["mean"] > 0
+
+
+def test_channels_put_each_column_on_its_device() -> None:
+    class TwoDevices(RingSampler):
+        def sample(self) -> np.ndarray:
+            return np.array([1.0, 2.0, 3.0])
+
+    s = TwoDevices(interval_s=0.01, channels=[(0, "a"), (0, "b"), (1, "a")])
+    with s:
+        time.sleep(0.05)
+    frame, n = s.read()
+    assert s.metrics == ("a", "b") and n >= 2
+    rows = list(zip(frame["device"], frame["metric"], frame["value"]))
+    assert rows == [(0, "a", 1.0), (0, "b", 2.0), (1, "a", 3.0)] * n

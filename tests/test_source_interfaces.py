@@ -108,8 +108,9 @@ def test_samples_table_needs_the_columns() -> None:
 def test_monitor_figures_come_from_views() -> None:
     from aonkit.views.monitor import monitor_view, wide
 
-    view = monitor_view(("load", "mem"))
-    assert set(view.source.data) == {"t", "load", "mem"} and len(view.figures) == 2
+    channels = [(-1, "load"), (-1, "mem")]
+    view = monitor_view(channels)
+    assert set(view.source.data) == {"t", "load@-1", "mem@-1"} and len(view.figures) == 2
     assert view.figures[1].x_range is view.figures[0].x_range
-    data = wide(Fixed([1_000_000, 2_000_000]).read(0)[0], ("load", "mem"))
-    assert data["t"].tolist() == [1.0, 2.0] and data["mem"].tolist() == [0.0, 10.0]
+    data = wide(Fixed([1_000_000, 2_000_000]).read(0)[0], channels)
+    assert data["t"].tolist() == [1.0, 2.0] and data["mem@-1"].tolist() == [0.0, 10.0]

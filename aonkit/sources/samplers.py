@@ -5,8 +5,9 @@ out new samples in the long form shared with nsys ``GPU_METRICS``
 (:data:`SAMPLE_COLUMNS`: ``ts_ns``, ``device``, ``metric``, ``value``;
 ``ts_ns`` on the ``time.time_ns()`` clock, which is the profiler traces'
 epoch clock). Readers keep a cursor, so several views can read one sampler.
-:class:`HostSampler` (CPU and memory) is the only implementation today; a GPU
-sampler (NVML) is planned behind the same :class:`Sampler` protocol.
+:class:`HostSampler` samples CPU and memory; :class:`aonkit.sources.nvml.NvmlSampler`
+samples GPUs through NVML behind the same :class:`Sampler` protocol (one ring
+column per (device, metric) channel).
 
 Samples reach a :class:`~aonkit.Trace` through ``trace.samples`` only, a
 table of that long form:
@@ -24,8 +25,11 @@ sampler's table while it runs (figures from :mod:`aonkit.views.monitor`).
 
 from __future__ import annotations
 
+import os
+import select
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -65,56 +69,111 @@ class RingSampler:
     interval_s : float
         Time between samples.
     capacity : int
-        Samples kept per metric; older ones are overwritten (a reader that falls
+        Samples kept per channel; older ones are overwritten (a reader that falls
         further behind than this loses the oldest, and the returned cursor says so).
+    channels : sequence of (int, str), optional
+        The ring's columns as (device, metric) pairs, in the order :meth:`sample`
+        returns values; by default one per name in ``metrics``, all on ``device``.
+        ``metrics`` becomes the distinct names, in order of first appearance.
+
+    Attributes
+    ----------
+    channel_devices : numpy.ndarray
+        The device of each channel (int64).
+    error : Exception or None
+        The last exception :meth:`sample` raised; that sample's values are NaN and
+        sampling goes on (the thread never raises).
     """
 
     metrics: tuple[str, ...] = ()
     device: int = HOST_DEVICE
 
-    def __init__(self, interval_s: float = 0.5, capacity: int = 7200) -> None:
+    def __init__(self, interval_s: float = 0.5, capacity: int = 7200,
+                 channels: Sequence[tuple[int, str]] | None = None) -> None:  # fmt: skip
         if interval_s <= 0 or capacity < 1:
             raise ValueError("interval_s must be > 0 and capacity >= 1")
+        if channels is None:
+            channels = [(self.device, m) for m in self.metrics]
+        names = list(dict.fromkeys(m for _, m in channels))
+        self.metrics = tuple(names)
+        self.channel_devices = np.array([d for d, _ in channels], np.int64)
+        self._channel_codes = np.array([names.index(m) for _, m in channels], np.int64)
         self.interval_s = interval_s
         self.capacity = capacity
         self._ts = np.zeros(capacity, np.int64)
-        self._values = np.zeros((capacity, len(self.metrics)), np.float64)
+        self._values = np.zeros((capacity, len(channels)), np.float64)
         self._count = 0  # samples ever taken: the cursor space
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._pipe: tuple[int, int] | None = None  # wakes the sleeping thread on stop (POSIX)
         self._thread: threading.Thread | None = None
+        self._cost = [0, 0, 0, 0]  # n, total, max, last (ns)
+        self.error: Exception | None = None
+
+    @property
+    def channels(self) -> list[tuple[int, str]]:
+        """The ring's columns as (device, metric) pairs."""
+        return [(int(d), self.metrics[c]) for d, c in zip(self.channel_devices, self._channel_codes)]
+
+    @property
+    def cost_ns(self) -> dict[str, float]:
+        """Time :meth:`sample` took on the thread: ``n`` samples, ``mean``, ``max``, ``last`` (ns)."""
+        n, total, most, last = self._cost
+        return {"n": n, "mean": total / n if n else 0.0, "max": float(most), "last": float(last)}
 
     def sample(self) -> np.ndarray:
-        """One value per metric (override)."""
+        """One value per channel (override)."""
         raise NotImplementedError
 
     def _run(self) -> None:
         next_t = time.monotonic()
         while not self._stop.is_set():
-            values = self.sample()
+            t0 = time.perf_counter_ns()
+            try:
+                values = self.sample()
+            except Exception as exc:  # the thread goes on; the error is kept
+                self.error, values = exc, np.nan
             now = time.time_ns()
+            cost = time.perf_counter_ns() - t0
             with self._lock:
                 slot = self._count % self.capacity
                 self._ts[slot] = now
                 self._values[slot] = values
                 self._count += 1
+                c = self._cost
+                c[0], c[1], c[2], c[3] = c[0] + 1, c[1] + cost, max(c[2], cost), cost
             next_t += self.interval_s
-            self._stop.wait(max(0.0, next_t - time.monotonic()))
+            self._sleep(max(0.0, next_t - time.monotonic()))
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait until the next tick or until :meth:`stop` (one ``select`` on a pipe: the cheapest wake-up)."""
+        if self._pipe is None:
+            self._stop.wait(seconds)
+        else:
+            select.select([self._pipe[0]], [], [], seconds)
 
     def start(self) -> None:
         """Start the sampling thread (a daemon; idempotent)."""
         if self._thread is not None and self._thread.is_alive():
             return
         self._stop.clear()
+        if os.name == "posix" and self._pipe is None:
+            self._pipe = os.pipe()
         self._thread = threading.Thread(target=self._run, name=f"aonkit-{type(self).__name__}", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop sampling and wait for the thread."""
         self._stop.set()
+        if self._pipe is not None:
+            os.write(self._pipe[1], b"x")
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        if self._pipe is not None:
+            for fd in self._pipe:
+                os.close(fd)
+            self._pipe = None
 
     def read(self, cursor: int = 0) -> tuple[pd.DataFrame, int]:
         """Samples taken after ``cursor``, oldest first, in long form; and the next cursor."""
@@ -124,10 +183,10 @@ class RingSampler:
             slots = np.arange(begin, end) % self.capacity
             ts = self._ts[slots].copy()
             values = self._values[slots].copy()
-        n, m = len(ts), len(self.metrics)
+        n, m = len(ts), len(self._channel_codes)
         frame = pd.DataFrame({
-            "ts_ns": np.repeat(ts, m), "device": np.full(n * m, self.device, np.int64),
-            "metric": pd.Categorical.from_codes(np.tile(np.arange(m), n), categories=list(self.metrics)),
+            "ts_ns": np.repeat(ts, m), "device": np.tile(self.channel_devices, n),
+            "metric": pd.Categorical.from_codes(np.tile(self._channel_codes, n), categories=list(self.metrics)),
             "value": values.reshape(-1),
         })  # fmt: skip
         return frame, end
@@ -141,21 +200,59 @@ class RingSampler:
 
 
 class HostSampler(RingSampler):
-    """Host CPU utilisation (%) and memory in use (%, bytes) through psutil."""
+    """Host CPU utilisation (%) and memory in use (%, bytes).
+
+    On Linux each sample is two ``pread`` calls on ``/proc/stat`` and
+    ``/proc/meminfo`` kept open (psutil's formulas: busy = total - idle -
+    iowait; used = MemTotal - MemAvailable), about a third of psutil's cost;
+    elsewhere psutil. ``bench/overhead.py`` measures the thread's CPU time.
+    """
 
     metrics = ("cpu_percent", "memory_percent", "memory_used_bytes")
 
     def __init__(self, interval_s: float = 0.5, capacity: int = 7200) -> None:
-        import psutil
+        self._fds: tuple[int, int] | None = None
+        try:
+            self._fds = (os.open("/proc/stat", os.O_RDONLY), os.open("/proc/meminfo", os.O_RDONLY))
+            self._last = self._cpu_times()
+        except (OSError, ValueError):
+            self._close_fds()
+            import psutil
 
-        self._psutil = psutil
-        psutil.cpu_percent(None)  # the first call only sets the reference point
+            self._psutil = psutil
+            psutil.cpu_percent(None)  # the first call only sets the reference point
         super().__init__(interval_s, capacity)
 
-    def sample(self) -> np.ndarray:
+    def _cpu_times(self) -> tuple[int, int]:
+        """(busy, total) jiffies of all CPUs from the first line of /proc/stat."""
+        assert self._fds is not None
+        f = os.pread(self._fds[0], 160, 0).split(None, 9)  # "cpu" user nice system idle iowait irq softirq steal
+        total = int(f[1]) + int(f[2]) + int(f[3]) + int(f[6]) + int(f[7]) + int(f[8])  # guest is inside user
+        idle = int(f[4]) + int(f[5])
+        return total, total + idle
+
+    def sample(self) -> tuple[float, float, float]:
         """CPU %, memory % and used bytes now."""
-        vm = self._psutil.virtual_memory()
-        return np.array([self._psutil.cpu_percent(None), vm.percent, float(vm.total - vm.available)])
+        if self._fds is None:
+            vm = self._psutil.virtual_memory()
+            return self._psutil.cpu_percent(None), vm.percent, float(vm.total - vm.available)
+        busy, total = self._cpu_times()
+        (b0, t0), self._last = self._last, (busy, total)
+        cpu = 100.0 * (busy - b0) / (total - t0) if total > t0 else 0.0
+        mem = os.pread(self._fds[1], 256, 0)
+        mem_total = int(mem[mem.index(b"MemTotal:") + 9 : mem.index(b"kB")]) * 1024
+        i = mem.index(b"MemAvailable:") + 13
+        avail = int(mem[i : mem.index(b"kB", i)]) * 1024
+        used = mem_total - avail
+        return cpu, 100.0 * used / mem_total, float(used)
+
+    def _close_fds(self) -> None:
+        for fd in self._fds or ():
+            os.close(fd)
+        self._fds = None
+
+    def __del__(self) -> None:
+        self._close_fds()
 
 
 def samples_table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,12 +1,15 @@
-"""``LiveMonitor``: a sampler's metrics streaming into the monitor figures, with rollover and pause.
+"""``LiveMonitor``: a sampler's metrics streaming into the monitor figures, with rollover, pause and export.
 
-The figures are built in :mod:`aonkit.views.monitor`; this widget adds the polling loop, the pause button and
-the status line.
+The figures are built in :mod:`aonkit.views.monitor` (one plot per metric, a line per GPU); this widget adds
+the polling loop, the pause button, the status line and :meth:`LiveMonitor.export` (the last minutes as a bundle).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
 
 import ipywidgets as w
 from jupyter_bokeh.widgets import BokehModel
@@ -29,15 +32,20 @@ class LiveMonitor(w.VBox):
     interval_s : float
         How often the plot pulls new samples.
     rollover : int
-        Points kept in the browser per metric.
+        Points kept in the browser per channel.
+    metrics : sequence of str, optional
+        The metrics to plot (default: all of the sampler's). Every metric is
+        still sampled and exported.
     """
 
-    def __init__(self, sampler: Sampler, interval_s: float = 0.5, rollover: int = 600) -> None:
+    def __init__(self, sampler: Sampler, interval_s: float = 0.5, rollover: int = 600,
+                 metrics: Sequence[str] | None = None) -> None:  # fmt: skip
         self.sampler = sampler
         self.interval_s = interval_s
         self.rollover = rollover
         self.cursor = 0
-        self.view = monitor_view(sampler.metrics)
+        channels = getattr(sampler, "channels", None) or [(-1, m) for m in sampler.metrics]
+        self.view = monitor_view(channels, metrics=metrics)
         self.source = self.view.source
         self.pause = w.ToggleButton(value=False, description="pause", icon="pause", tooltip="stop updating the plots")
         self.status = w.Label(value="")
@@ -51,7 +59,7 @@ class LiveMonitor(w.VBox):
         if self.pause.value:
             return 0
         frame, self.cursor = self.sampler.read(self.cursor)
-        data = wide(frame, self.sampler.metrics)
+        data = wide(frame, self.view.channels)
         if len(data["t"]):
             self.source.stream(data, rollover=self.rollover)
         self.status.value = f"{self.cursor:,} samples"
@@ -68,6 +76,26 @@ class LiveMonitor(w.VBox):
         except RuntimeError:
             return  # no kernel loop (a script): call poll() yourself
         self._task = loop.create_task(self._run())
+
+    def export(self, out: str | Path, minutes: float = 5.0) -> Path:
+        """Write the sampler's last ``minutes`` (all that its ring still holds) as a bundle folder; return it.
+
+        The bundle has no profiler trace: its trace is the exported span (see
+        :mod:`aonkit.sources.bundle`); ``aonkit.load(out)`` gives it with the samples.
+        """
+        from ..sources.bundle import write_bundle
+        from ..sources.samplers import samples_table
+
+        t1 = time.time_ns()
+        t0 = t1 - int(minutes * 60e9)
+        frame = samples_table(self.sampler.read(0)[0])
+        frame = frame[frame["ts_ns"] >= t0].reset_index(drop=True)
+        if len(frame):
+            t0 = int(frame["ts_ns"].iloc[0])
+        manifest = {"status": "ok", "t0_ns": t0, "t1_ns": t1, "traced": False, "clock": "time.time_ns",
+                    "source": "LiveMonitor.export", "samplers": [{"type": type(self.sampler).__name__,
+                                                                  "metrics": list(self.sampler.metrics)}]}
+        return write_bundle(Path(out), None, frame, manifest)
 
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
         ensure_bokehjs()

@@ -1,0 +1,150 @@
+"""GPM (GPU Performance Monitoring, Hopper and later) metrics of one GPU, from two NVML samples.
+
+``nvmlGpmSampleGet`` takes a snapshot of the GPU's counters; ``nvmlGpmMetricsGet`` turns two snapshots into the
+metrics over the time between them. NVML refreshes those counters every 100 ms, so a new value is computed only
+once at least ``min_interval_s`` (default 0.1 s) has passed since the last snapshot; reads in between repeat the
+last values.
+
+:data:`GPM_METRICS` lists what is read (``gpm_`` + the NVML name, with its unit): ``core`` by default, ``all``
+adds the media engines (NVDEC, NVJPG, NVOFA, NVENC), the memory caches and context switching. Left out: the
+per-link NVLink and C2C bandwidths (the totals are in), and the counters NVML returns as totals since boot or as
+cycle counts of the interval (``*_CYCLES_*``, ``*_CTXSW_REQUESTS``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .nvml_metrics import NAN, PartialRead, Unsupported
+
+MIB = 1024.0 * 1024.0
+
+# (name, NVML_GPM_METRIC_<suffix>, its id, scale to the unit in the name, group); ids are NVML's ABI (nvml.h),
+# written out so that an older pynvml without the constant still works
+GPM_METRICS: tuple[tuple[str, str, int, float, str], ...] = (
+    ("gpm_graphics_util_pct", "GRAPHICS_UTIL", 1, 1.0, "core"),  # time any context was active
+    ("gpm_sm_util_pct", "SM_UTIL", 2, 1.0, "core"),  # SM activity: share of SMs busy
+    ("gpm_sm_occupancy_pct", "SM_OCCUPANCY", 3, 1.0, "core"),  # active warps / max warps
+    ("gpm_integer_util_pct", "INTEGER_UTIL", 4, 1.0, "core"),
+    ("gpm_tensor_util_pct", "ANY_TENSOR_UTIL", 5, 1.0, "core"),
+    ("gpm_dfma_tensor_util_pct", "DFMA_TENSOR_UTIL", 6, 1.0, "core"),
+    ("gpm_hmma_tensor_util_pct", "HMMA_TENSOR_UTIL", 7, 1.0, "core"),
+    ("gpm_dmma_tensor_util_pct", "DMMA_TENSOR_UTIL", 8, 1.0, "core"),
+    ("gpm_imma_tensor_util_pct", "IMMA_TENSOR_UTIL", 9, 1.0, "core"),
+    ("gpm_dram_bw_util_pct", "DRAM_BW_UTIL", 10, 1.0, "core"),  # share of peak DRAM bandwidth
+    ("gpm_fp64_util_pct", "FP64_UTIL", 11, 1.0, "core"),
+    ("gpm_fp32_util_pct", "FP32_UTIL", 12, 1.0, "core"),
+    ("gpm_fp16_util_pct", "FP16_UTIL", 13, 1.0, "core"),
+    ("gpm_pcie_tx_bytes_per_s", "PCIE_TX_PER_SEC", 20, MIB, "core"),  # MiB/s in NVML
+    ("gpm_pcie_rx_bytes_per_s", "PCIE_RX_PER_SEC", 21, MIB, "core"),
+    ("gpm_nvlink_rx_bytes_per_s", "NVLINK_TOTAL_RX_PER_SEC", 60, MIB, "core"),
+    ("gpm_nvlink_tx_bytes_per_s", "NVLINK_TOTAL_TX_PER_SEC", 61, MIB, "core"),
+    ("gpm_c2c_tx_bytes_per_s", "C2C_TOTAL_TX_PER_SEC", 100, MIB, "core"),  # Grace Hopper's chip-to-chip link
+    ("gpm_c2c_rx_bytes_per_s", "C2C_TOTAL_RX_PER_SEC", 101, MIB, "core"),
+    ("gpm_c2c_data_tx_bytes_per_s", "C2C_DATA_TX_PER_SEC", 102, MIB, "all"),
+    ("gpm_c2c_data_rx_bytes_per_s", "C2C_DATA_RX_PER_SEC", 103, MIB, "all"),
+    *((f"gpm_nvdec_{i}_util_pct", f"NVDEC_{i}_UTIL", 30 + i, 1.0, "all") for i in range(8)),
+    *((f"gpm_nvjpg_{i}_util_pct", f"NVJPG_{i}_UTIL", 40 + i, 1.0, "all") for i in range(8)),
+    *((f"gpm_nvofa_{i}_util_pct", f"NVOFA_{i}_UTIL", 50 + i, 1.0, "all") for i in range(2)),
+    ("gpm_hostmem_cache_hit_pct", "HOSTMEM_CACHE_HIT", 160, 1.0, "all"),
+    ("gpm_hostmem_cache_miss_pct", "HOSTMEM_CACHE_MISS", 161, 1.0, "all"),
+    ("gpm_peermem_cache_hit_pct", "PEERMEM_CACHE_HIT", 162, 1.0, "all"),
+    ("gpm_peermem_cache_miss_pct", "PEERMEM_CACHE_MISS", 163, 1.0, "all"),
+    ("gpm_dram_cache_hit_pct", "DRAM_CACHE_HIT", 164, 1.0, "all"),
+    ("gpm_dram_cache_miss_pct", "DRAM_CACHE_MISS", 165, 1.0, "all"),
+    *((f"gpm_nvenc_{i}_util_pct", f"NVENC_{i}_UTIL", 166 + i, 1.0, "all") for i in range(4)),
+    *((f"gpm_gr{i}_ctxsw_active_pct", f"GR{i}_CTXSW_ACTIVE_PCT", 174 + 5 * i, 1.0, "all") for i in range(8)),
+)
+
+
+def gpm_metrics(which: bool | str) -> list[tuple[str, int, float]]:
+    """The (name, id, scale) rows for ``which``: True or ``"core"``, ``"all"``, or False (none)."""
+    if which not in (True, False, "core", "all"):
+        raise ValueError(f"gpm must be True, False, 'core' or 'all', not {which!r}")
+    groups = {"all": ("core", "all"), False: ()}.get(which, ("core",))
+    return [(n, i, s) for n, _, i, s, g in GPM_METRICS if g in groups]
+
+
+class Gpm:
+    """GPM reads of one GPU: :meth:`start`, then :meth:`probe` (drops what NVML refuses), then :meth:`read`.
+
+    Raises
+    ------
+    Unsupported
+        When ``nvmlGpmQueryDeviceSupport`` says the GPU has no GPM (before Hopper).
+    """
+
+    def __init__(self, nvml: Any, handle: Any, metrics: list[tuple[str, int, float]], min_interval_s: float) -> None:
+        if not nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
+            raise Unsupported("no GPM on this GPU (Hopper or later)")
+        self.nvml, self.rows, self.min_interval_s = nvml, list(metrics), min_interval_s
+        self.samples = [nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()]
+        self.request = nvml.c_nvmlGpmMetricsGet_t()
+        self.t = 0.0
+        self.values: tuple[float, ...] = (NAN,) * len(self.rows)
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """Names of the metrics read."""
+        return tuple(n for n, _, _ in self.rows)
+
+    def start(self, handle: Any) -> None:
+        """Take the first snapshot."""
+        self.nvml.nvmlGpmSampleGet(handle, self.samples[0])
+        self.t = time.monotonic()
+
+    def probe(self, handle: Any) -> dict[str, str]:
+        """Compute once (``min_interval_s`` after :meth:`start`); drop and return the metrics NVML refused."""
+        time.sleep(max(0.0, self.t + self.min_interval_s - time.monotonic()))
+        try:
+            self.read(handle)
+        except PartialRead as p:
+            keep = [r for r in self.rows if r[0] not in p.reasons]
+            self.values = tuple(v for r, v in zip(self.rows, p.values) if r[0] not in p.reasons)
+            self.rows = keep
+            return p.reasons
+        return {}
+
+    def read(self, handle: Any) -> tuple[float, ...]:
+        """The metrics since the last snapshot (the last values while that is under ``min_interval_s`` old)."""
+        now = time.monotonic()
+        if now - self.t < self.min_interval_s:
+            return self.values
+        nvml, req = self.nvml, self.request
+        nvml.nvmlGpmSampleGet(handle, self.samples[1])
+        req.version, req.numMetrics = nvml.NVML_GPM_METRICS_GET_VERSION, len(self.rows)
+        req.sample1, req.sample2 = self.samples
+        for k, (_, metric_id, _) in enumerate(self.rows):
+            req.metrics[k].metricId = metric_id
+        nvml.nvmlGpmMetricsGet(req)
+        self.samples.reverse()
+        self.t = now
+        values, reasons = [], {}
+        for k, (name, _, scale) in enumerate(self.rows):
+            m = req.metrics[k]
+            if m.nvmlReturn != nvml.NVML_SUCCESS:
+                values.append(NAN)
+                reasons[name] = _error_text(nvml, m.nvmlReturn)
+            else:
+                values.append(m.value * scale)
+        self.values = tuple(values)
+        if reasons:
+            raise PartialRead(self.values, reasons)
+        return self.values
+
+    def close(self) -> None:
+        """Free the snapshot buffers."""
+        for s in self.samples:
+            try:
+                self.nvml.nvmlGpmSampleFree(s)
+            except Exception:  # freeing is best effort (NVML may be shut down or the GPU gone)
+                pass
+        self.samples = []
+
+
+def _error_text(nvml: Any, code: int) -> str:
+    try:
+        return f"{nvml.NVMLError(code)} (NVML error {code})"
+    except Exception:  # an unknown code asks the library for its text, which may fail
+        return f"NVML error {code}"

@@ -1,0 +1,329 @@
+"""GPU metrics through NVML, sampled on a thread into the host sampler's long form.
+
+:class:`NvmlSampler` is a :class:`~aonkit.sources.samplers.Sampler`: ``read()`` gives ``ts_ns, device, metric,
+value`` rows with ``device`` the GPU index, so :func:`~aonkit.sources.samplers.attach_samples`, ``LiveMonitor``
+and the timeline's counter lanes take it as they take :class:`~aonkit.sources.samplers.HostSampler`. The metrics
+are listed in :mod:`aonkit.sources.nvml_metrics` (per GPU) and :mod:`aonkit.sources.gpm` (Hopper and later).
+
+Nothing here imports ``pynvml`` or starts NVML until a sampler is made. :func:`open_gpu_sampler` returns
+``(None, reason)`` where NVML cannot run (no driver, no GPU), so a caller can sample the host only.
+
+* Capabilities are probed once per GPU when the sampler is made: every reader is called; a metric NVML refuses
+  (or that costs more than ``max_call_s`` a read) is left out and listed in :attr:`NvmlSampler.unsupported`.
+* An error while sampling leaves that value NaN for the tick and is listed once in :attr:`NvmlSampler.gaps`
+  (again only after the metric worked in between). A lost GPU (``GPU_IS_LOST``, ``GPU_NOT_FOUND``,
+  ``RESET_REQUIRED``) gives NaN for all its metrics and one gap row with metric ``"*"``; it is tried again every
+  ``lost_retry_s``. The sampling thread never raises.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import AonkitError
+from .gpm import Gpm, gpm_metrics
+from .nvml_metrics import NAN, PartialRead, Reader, describe, device_readers
+from .samplers import RingSampler
+
+LOST_CODES = ("NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_GPU_NOT_FOUND", "NVML_ERROR_RESET_REQUIRED")
+NO_DRIVER_CODES = ("NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED")
+MAX_GAPS = 10_000
+"""Gap rows kept; later ones are counted in ``gaps_dropped``."""
+
+
+class NvmlUnavailable(AonkitError, RuntimeError):
+    """NVML cannot sample here (no nvidia-ml-py, no driver, no GPU); the message says why in one line."""
+
+
+@dataclass
+class _Gpu:
+    index: int
+    handle: Any
+    readers: list[tuple[Reader | Gpm, slice]] = field(default_factory=list)
+    lost: bool = False
+    retry_at: float = 0.0
+    failing: set[str] = field(default_factory=set)
+
+
+class NvmlSampler(RingSampler):
+    """Per-GPU NVML metrics (and GPM on Hopper and later) on a sampling thread; one ring column per (GPU, metric).
+
+    Parameters
+    ----------
+    devices : sequence of int, optional
+        GPU indices (NVML's order); all by default.
+    pids : sequence of int, optional
+        Processes whose GPU memory is sampled (``process_memory_bytes.<pid>`` on each GPU).
+    interval_s : float
+        Time between samples (default 0.1: 10 Hz).
+    capacity : int
+        Samples kept per channel (default 18,000: 30 min at 10 Hz; 8 bytes x channels x capacity of memory).
+    nvml : module, optional
+        An object with pynvml's API (default: ``pynvml``, imported here).
+    gpm : bool or {"core", "all"}
+        GPM metrics on GPUs that have them: True (``core``), ``"all"``, or False.
+    gpm_min_interval_s : float
+        Shortest time between two GPM snapshots (NVML refreshes them every 100 ms).
+    max_call_s : float
+        A reader slower than this at the probe is left out (listed in ``unsupported``).
+    lost_retry_s : float
+        How often a lost GPU is tried again.
+
+    Raises
+    ------
+    NvmlUnavailable
+        When NVML cannot start or sees no GPU.
+    ValueError
+        For a GPU index NVML does not have, or a bad ``gpm``.
+    """
+
+    def __init__(self, devices: list[int] | None = None, pids: list[int] | None = None, interval_s: float = 0.1,
+                 capacity: int = 18_000, nvml: Any = None, *, gpm: bool | str = True, gpm_min_interval_s: float = 0.1,
+                 max_call_s: float = 0.005, lost_retry_s: float = 30.0) -> None:  # fmt: skip
+        rows = gpm_metrics(gpm)
+        self.nvml = nvml if nvml is not None else _import_pynvml()
+        self.pids = tuple(int(p) for p in pids or ())
+        self.max_call_s, self.lost_retry_s = max_call_s, lost_retry_s
+        self._lost_codes = {getattr(self.nvml, c) for c in LOST_CODES if hasattr(self.nvml, c)}
+        self._unsupported: list[tuple[int, str, str]] = []
+        self._gaps: list[tuple[int, int, str, str]] = []
+        self.gaps_dropped = 0
+        self._open = False
+        _init(self.nvml)
+        self._open = True
+        try:
+            self._gpus = self._handles(devices)
+            channels = self._probe(rows, gpm_min_interval_s)
+        except BaseException:
+            self.close()
+            raise
+        self._width = len(channels)
+        super().__init__(interval_s, capacity, channels)
+
+    def _handles(self, devices: list[int] | None) -> list[_Gpu]:
+        n = self.nvml
+        try:
+            count = n.nvmlDeviceGetCount()
+        except n.NVMLError as exc:
+            raise NvmlUnavailable(f"NVML cannot count the GPUs ({describe(exc)})") from None
+        if count == 0:
+            raise NvmlUnavailable("no NVIDIA GPU found (NVML sees 0 devices)")
+        indices = list(range(count)) if devices is None else [int(d) for d in devices]
+        if bad := [d for d in indices if not 0 <= d < count]:
+            raise ValueError(f"no GPU {bad} here: NVML sees {count} (0 to {count - 1})")
+        gpus, self.device_names = [], {}
+        for i in indices:
+            try:
+                handle = n.nvmlDeviceGetHandleByIndex(i)
+                name = n.nvmlDeviceGetName(handle)
+            except n.NVMLError as exc:
+                self._unsupported.append((i, "*", f"cannot open the GPU: {describe(exc)}"))
+                continue
+            gpus.append(_Gpu(i, handle))
+            self.device_names[i] = name.decode() if isinstance(name, bytes) else str(name)
+        if not gpus:
+            raise NvmlUnavailable(f"no GPU could be opened ({self._unsupported[0][2]})")
+        self.devices = tuple(g.index for g in gpus)
+        return gpus
+
+    def _probe(self, rows: list[tuple[str, int, float]], gpm_min_interval_s: float) -> list[tuple[int, str]]:
+        channels: list[tuple[int, str]] = []
+
+        def add(gpu: _Gpu, reader: Reader | Gpm) -> None:
+            gpu.readers.append((reader, slice(len(channels), len(channels) + len(reader.metrics))))
+            channels.extend((gpu.index, m) for m in reader.metrics)
+
+        gpms = []
+        for gpu in self._gpus:
+            for group in device_readers(self.nvml, self.pids):
+                if (reader := self._pick(gpu, group)) is not None:
+                    add(gpu, reader)
+            if rows:
+                try:
+                    g = Gpm(self.nvml, gpu.handle, rows, gpm_min_interval_s)
+                    gpms.append((gpu, g))
+                    g.start(gpu.handle)
+                except Exception as exc:
+                    self._skip(gpu.index, [r[0] for r in rows], describe(exc))
+        for gpu, g in gpms:  # one wait of gpm_min_interval_s for all GPUs
+            try:
+                refused = g.probe(gpu.handle)
+            except Exception as exc:
+                g.close()
+                self._skip(gpu.index, g.metrics, describe(exc))
+                continue
+            for name, why in refused.items():
+                self._skip(gpu.index, [name], why)
+            if g.metrics:
+                add(gpu, g)
+        return channels
+
+    def _pick(self, gpu: _Gpu, group: list[Reader]) -> Reader | None:
+        """The first reader of ``group`` that works twice, fast enough; else list its metrics as unsupported."""
+        reasons = []
+        for reader in group:
+            try:
+                costs = []
+                for _ in range(2):  # the second read also gives rates their first value
+                    t0 = time.perf_counter()
+                    reader.read(gpu.handle)
+                    costs.append(time.perf_counter() - t0)
+            except Exception as exc:
+                reasons.append(describe(exc))
+                continue
+            if min(costs) <= self.max_call_s:
+                return reader
+            reasons.append(f"too slow to sample: {min(costs) * 1e3:.1f} ms a read (max_call_s={self.max_call_s:g})")
+        self._skip(gpu.index, group[0].metrics, "; ".join(reasons))
+        return None
+
+    def _skip(self, device: int, metrics: tuple[str, ...] | list[str], why: str) -> None:
+        self._unsupported.extend((device, m, why) for m in metrics)
+
+    def sample(self) -> np.ndarray:
+        """One value per channel now; NaN where a read failed (the failure goes to :attr:`gaps`)."""
+        out = np.full(self._width, NAN)
+        for gpu in self._gpus:
+            if gpu.lost and not self._revive(gpu):
+                continue
+            for reader, where in gpu.readers:
+                try:
+                    out[where] = reader.read(gpu.handle)
+                    gpu.failing.difference_update(reader.metrics)
+                except PartialRead as part:
+                    out[where] = part.values
+                    gpu.failing.difference_update(set(reader.metrics) - set(part.reasons))
+                    for metric, why in part.reasons.items():
+                        self._fail(gpu, metric, why)
+                except Exception as exc:
+                    if isinstance(exc, self.nvml.NVMLError) and getattr(exc, "value", None) in self._lost_codes:
+                        self._lose(gpu, exc)
+                        break
+                    for metric in reader.metrics:
+                        self._fail(gpu, metric, describe(exc))
+        return out
+
+    def _fail(self, gpu: _Gpu, metric: str, why: str) -> None:
+        if metric not in gpu.failing:
+            gpu.failing.add(metric)
+            self._gap(gpu.index, metric, why)
+
+    def _gap(self, device: int, metric: str, why: str) -> None:
+        if len(self._gaps) < MAX_GAPS:
+            self._gaps.append((time.time_ns(), device, metric, why))
+        else:
+            self.gaps_dropped += 1
+
+    def _lose(self, gpu: _Gpu, exc: Exception) -> None:
+        gpu.lost, gpu.retry_at = True, time.monotonic() + self.lost_retry_s
+        gpu.failing.clear()
+        self._gap(gpu.index, "*", f"{describe(exc)}; the GPU is tried again every {self.lost_retry_s:g} s")
+
+    def _revive(self, gpu: _Gpu) -> bool:
+        if time.monotonic() < gpu.retry_at:
+            return False
+        try:
+            handle = self.nvml.nvmlDeviceGetHandleByIndex(gpu.index)
+            if gpu.readers:
+                gpu.readers[0][0].read(handle)
+        except Exception:
+            gpu.retry_at = time.monotonic() + self.lost_retry_s
+            return False
+        gpu.handle, gpu.lost = handle, False
+        return True
+
+    @property
+    def unsupported(self) -> pd.DataFrame:
+        """Metrics left out at the probe: ``device``, ``metric`` (``"*"``: the whole GPU), ``reason``."""
+        return pd.DataFrame(self._unsupported, columns=["device", "metric", "reason"])
+
+    @property
+    def gaps(self) -> pd.DataFrame:
+        """Failures while sampling: ``ts_ns`` (first failed read), ``device``, ``metric`` (``"*"``: lost), why."""
+        return pd.DataFrame(list(self._gaps), columns=["ts_ns", "device", "metric", "reason"])
+
+    def time_readers(self, repeat: int = 20) -> pd.DataFrame:
+        """Time each reader now (sampler stopped): ``device``, ``metrics``, ``nvml_calls``, ``mean_us`` a read."""
+        if self._thread is not None:
+            raise RuntimeError("stop the sampler before timing its readers")
+        rows = []
+        for gpu in self._gpus:
+            for reader, _ in gpu.readers:
+                hold = getattr(reader, "min_interval_s", None)
+                if hold is not None:
+                    reader.min_interval_s = 0.0  # GPM: compute every time, as a due read does
+                t0 = time.perf_counter()
+                for _ in range(repeat):
+                    try:
+                        reader.read(gpu.handle)
+                    except Exception:  # timing only: the sampler records failures, not this
+                        pass
+                mean_us = (time.perf_counter() - t0) / repeat * 1e6
+                if hold is not None:
+                    reader.min_interval_s = hold
+                calls = getattr(reader, "calls", 2)  # GPM: a snapshot and a metrics computation
+                rows.append((gpu.index, ",".join(reader.metrics), calls, mean_us))
+        return pd.DataFrame(rows, columns=["device", "metrics", "nvml_calls", "mean_us"])
+
+    def close(self) -> None:
+        """Stop sampling, free GPM buffers and shut NVML down (the samples stay readable)."""
+        if getattr(self, "_thread", None) is not None:  # (not made yet when the probe failed)
+            self.stop()
+        for gpu in getattr(self, "_gpus", []):
+            for reader, _ in gpu.readers:
+                if isinstance(reader, Gpm):
+                    reader.close()
+        if self._open:
+            self._open = False
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:  # shutting down is best effort
+                pass
+
+    def __repr__(self) -> str:
+        return (f"NvmlSampler(GPUs {list(self.devices)}, {self._width} channels, "
+                f"{len(self._unsupported)} unsupported, every {self.interval_s:g} s)")  # fmt: skip
+
+
+def _import_pynvml() -> Any:
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError as exc:
+        raise NvmlUnavailable(f"nvidia-ml-py is not installed ({exc})") from None
+
+
+def _init(nvml: Any) -> None:
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:
+        no_driver = getattr(exc, "value", None) in {getattr(nvml, c, None) for c in NO_DRIVER_CODES}
+        raise NvmlUnavailable(f"no NVIDIA driver (NVML: {exc})" if no_driver
+                              else f"NVML failed to start ({describe(exc)})") from None  # fmt: skip
+
+
+def open_gpu_sampler(**kw: Any) -> tuple[NvmlSampler | None, str]:
+    """An :class:`NvmlSampler` and a one-line note, or None and why not (to sample the host only).
+
+    Parameters
+    ----------
+    **kw
+        :class:`NvmlSampler`'s parameters.
+
+    Returns
+    -------
+    tuple of (NvmlSampler or None, str)
+        E.g. ``(None, "no NVIDIA driver (NVML: NVML Shared Library Not Found); sampling the host only")``.
+    """
+    try:
+        sampler = NvmlSampler(**kw)
+    except NvmlUnavailable as exc:
+        return None, f"{exc}; sampling the host only"
+    n_off = len(sampler.unsupported)
+    return sampler, (f"sampling GPU {', '.join(map(str, sampler.devices))} through NVML: "
+                     f"{len(sampler.metrics)} metrics, {n_off} left out (see .unsupported)")  # fmt: skip

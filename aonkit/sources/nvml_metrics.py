@@ -1,0 +1,162 @@
+"""NVML readers: one NVML query on one GPU, giving one or more metrics, for :class:`~aonkit.sources.nvml.NvmlSampler`.
+
+Metrics (``device`` is the GPU index; a name carries its unit):
+
+=============================================  ===============================================================
+``gpu_util_pct``, ``memory_util_pct``          ``nvmlDeviceGetUtilizationRates`` (kernel time, memory R/W time)
+``memory_used_bytes``, ``memory_total_bytes``  ``nvmlDeviceGetMemoryInfo``
+``power_w``                                    ``nvmlDeviceGetPowerUsage`` (mW / 1000)
+``energy_j``                                   ``nvmlDeviceGetTotalEnergyConsumption`` (mJ since driver load / 1000)
+``sm_clock_mhz``, ``memory_clock_mhz``         ``nvmlDeviceGetClockInfo``
+``temperature_c``                              ``nvmlDeviceGetTemperatureV`` (else ``nvmlDeviceGetTemperature``)
+``clock_event_reasons_mask``                   ``nvmlDeviceGetCurrentClocksEventReasons`` (else ``...ThrottleReasons``):
+                                               the ``nvmlClocksEventReason*`` bits, as a number
+``pcie_tx_bytes_per_s``, ``pcie_rx_bytes_per_s``  rate of the ``NVML_FI_DEV_PCIE_COUNT_{TX,RX}_BYTES`` counters, else
+                                               ``nvmlDeviceGetPcieThroughput`` (KiB/s over NVML's 20 ms window)
+``nvlink_tx_bytes_per_s``, ``nvlink_rx_bytes_per_s``  rate of ``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_{TX,RX}`` (KiB
+                                               counters) summed over the active links
+``process_memory_bytes.<pid>``                 ``usedGpuMemory`` of that pid in ``nvmlDeviceGetComputeRunningProcesses``
+                                               (0 when the pid has no context on the GPU; NaN when NVML hides it)
+=============================================  ===============================================================
+
+Each entry of :func:`device_readers` is a list of alternatives, best first; the sampler keeps the first that works
+(GPM metrics: :mod:`aonkit.sources.gpm`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+NAN = math.nan
+_VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
+
+
+class Unsupported(Exception):
+    """A reader cannot work on this GPU; the message says why."""
+
+
+class PartialRead(Exception):
+    """Some metrics of a reader failed this time: ``values`` (NaN where failed) and ``reasons`` by metric."""
+
+    def __init__(self, values: tuple[float, ...], reasons: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{m}: {r}" for m, r in reasons.items()))
+        self.values, self.reasons = values, reasons
+
+
+@dataclass
+class Reader:
+    """One NVML query: ``read(handle)`` returns one float per name in ``metrics``; ``calls`` NVML calls per read."""
+
+    metrics: tuple[str, ...]
+    read: Callable[[Any], Sequence[float]]
+    calls: int = 1
+
+
+class Rate:
+    """Per-second rates of cumulative counters: ``counters(handle) -> (ts_us, values)``, times ``scale``.
+
+    The first read gives NaN (no earlier value); a counter that went back (reset, wrap) gives NaN; a read whose
+    timestamp did not move (NVML refreshes some counters less often than it is polled) repeats the last rates.
+    """
+
+    def __init__(self, counters: Callable[[Any], tuple[float, list[float]]], n: int, scale: float) -> None:
+        self.counters, self.scale = counters, scale
+        self.last: tuple[float, list[float]] | None = None
+        self.rates: tuple[float, ...] = (NAN,) * n
+
+    def __call__(self, handle: Any) -> tuple[float, ...]:
+        """The rates since the last read."""
+        ts, values = self.counters(handle)
+        last, self.last = self.last, (ts, values)
+        if last is not None and ts > last[0]:
+            dt = (ts - last[0]) / 1e6
+            self.rates = tuple((v - u) * self.scale / dt if v >= u else NAN for u, v in zip(last[1], values))
+        return self.rates
+
+
+def field_counters(nvml: Any, ids: Callable[[Any], list[tuple[int, int]]]) -> Callable[[Any], tuple]:
+    """``handle -> (ts_us, values)`` of the field values ``ids(handle)`` (``(fieldId, scopeId)`` pairs)."""
+
+    def read(handle: Any) -> tuple[float, list[float]]:
+        ts, out = 0, []
+        for v in nvml.nvmlDeviceGetFieldValues(handle, ids(handle)):
+            if v.nvmlReturn != nvml.NVML_SUCCESS:
+                raise nvml.NVMLError(v.nvmlReturn)
+            out.append(float(getattr(v.value, _VALUE_FIELDS[v.valueType])))
+            ts = max(ts, v.timestamp)
+        return (ts or time.time_ns() / 1e3), out
+
+    return read
+
+
+def _nvlink(nvml: Any) -> Reader:
+    links: list[int] = []
+
+    def ids(handle: Any) -> list[tuple[int, int]]:
+        if not links:
+            for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+                try:
+                    if nvml.nvmlDeviceGetNvLinkState(handle, link) == nvml.NVML_FEATURE_ENABLED:
+                        links.append(link)
+                except nvml.NVMLError:
+                    break
+            if not links:
+                raise Unsupported("no active NVLink")
+        return [(f, link) for f in (nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+                                    nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX) for link in links]  # fmt: skip
+
+    counters = field_counters(nvml, ids)
+
+    def summed(handle: Any) -> tuple[float, list[float]]:
+        ts, v = counters(handle)
+        return ts, [sum(v[: len(links)]), sum(v[len(links) :])]
+
+    return Reader(("nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"), Rate(summed, 2, 1024.0))
+
+
+def _processes(nvml: Any, pids: Sequence[int]) -> Reader:
+    def read(handle: Any) -> tuple[float, ...]:
+        used = {p.pid: p.usedGpuMemory for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+        return tuple(NAN if used.get(pid, 0) is None else float(used.get(pid, 0)) for pid in pids)
+
+    return Reader(tuple(f"process_memory_bytes.{pid}" for pid in pids), read)
+
+
+def device_readers(nvml: Any, pids: Sequence[int] = ()) -> list[list[Reader]]:
+    """Fresh readers for one GPU (rates keep state): per metric group, the alternatives, best first."""
+    n = nvml
+    pcie = (n.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0), (n.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0)
+    pcie_names = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
+    groups = [
+        [Reader(("gpu_util_pct", "memory_util_pct"),
+                lambda h: (lambda u: (float(u.gpu), float(u.memory)))(n.nvmlDeviceGetUtilizationRates(h)))],
+        [Reader(("memory_used_bytes", "memory_total_bytes"),
+                lambda h: (lambda m: (float(m.used), float(m.total)))(n.nvmlDeviceGetMemoryInfo(h)))],
+        [Reader(("power_w",), lambda h: (n.nvmlDeviceGetPowerUsage(h) / 1e3,))],
+        [Reader(("energy_j",), lambda h: (n.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3,))],
+        [Reader(("sm_clock_mhz",), lambda h: (float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),))],
+        [Reader(("memory_clock_mhz",), lambda h: (float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),))],
+        [Reader(("temperature_c",), lambda h: (float(n.nvmlDeviceGetTemperatureV(h, n.NVML_TEMPERATURE_GPU)),)),
+         Reader(("temperature_c",), lambda h: (float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),))],
+        [Reader(("clock_event_reasons_mask",), lambda h: (float(n.nvmlDeviceGetCurrentClocksEventReasons(h)),)),
+         Reader(("clock_event_reasons_mask",), lambda h: (float(n.nvmlDeviceGetCurrentClocksThrottleReasons(h)),))],
+        [Reader(pcie_names, Rate(field_counters(n, lambda h: list(pcie)), 2, 1.0)),
+         Reader(pcie_names, lambda h: tuple(n.nvmlDeviceGetPcieThroughput(h, c) * 1024.0
+                                            for c in (n.NVML_PCIE_UTIL_TX_BYTES, n.NVML_PCIE_UTIL_RX_BYTES)), 2)],
+        [_nvlink(n)],
+    ]  # fmt: skip
+    if pids:
+        groups.append([_processes(n, pids)])
+    return groups
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an NVML (or other) error: the NVML text and code, else the type and message."""
+    value = getattr(exc, "value", None)
+    if isinstance(value, int):
+        return f"{exc} (NVML error {value})"
+    return str(exc) if isinstance(exc, Unsupported) else f"{type(exc).__name__}: {exc}"

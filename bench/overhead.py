@@ -1,0 +1,147 @@
+"""What live sampling costs: CPU time of the sampling thread, and time per sample and per NVML call.
+
+Usage: ``PYTHONPATH=. python bench/overhead.py [--seconds 10] [--rates 10,100]``
+
+(a) ``HostSampler`` at each rate; (b) ``NvmlSampler`` on the real GPUs (when NVML starts; else it says why and
+skips), then each NVML reader timed on its own (``NvmlSampler.time_readers``): time a read and a call; (c) the
+sampler over the fake NVML of the tests (2 Hopper GPUs), i.e. the sampler's own Python cost without the driver;
+(d) ``aonkit.profile`` without tracing around a CPU-bound run (the magic's cost without torch), and its fixed cost.
+
+Thread CPU is ``time.thread_time()`` of the sampling thread, from its start to its end, over the same wall time:
+a percentage of one core. Cost a sample is the sampler's own ``cost_ns`` (wall time of ``sample()``).
+Prints markdown tables; record them yourself (this writes no file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from aonkit.sources.nvml import NvmlSampler, open_gpu_sampler  # noqa: E402
+from aonkit.sources.samplers import HostSampler, RingSampler  # noqa: E402
+
+
+def timed(cls: type) -> type:
+    """``cls`` whose thread keeps its CPU time (``thread_cpu_s``) and wall time (``thread_wall_s``)."""
+
+    class Timed(cls):
+        def _run(self) -> None:
+            c0, w0 = time.thread_time(), time.perf_counter()
+            try:
+                super()._run()
+            finally:
+                self.thread_cpu_s, self.thread_wall_s = time.thread_time() - c0, time.perf_counter() - w0
+
+    Timed.__name__ = cls.__name__
+    return Timed
+
+
+def run(sampler: RingSampler, seconds: float) -> dict:
+    sampler.start()
+    time.sleep(seconds)
+    sampler.stop()
+    c = sampler.cost_ns
+    return {"samples": c["n"], "mean_us": c["mean"] / 1e3, "max_us": c["max"] / 1e3,
+            "cpu_pct": 100 * sampler.thread_cpu_s / sampler.thread_wall_s, "channels": len(sampler.channel_devices)}
+
+
+def row(name: str, hz: float, r: dict) -> str:
+    return (f"| {name} | {hz:g} | {r['channels']} | {r['samples']} | {r['mean_us']:.1f} | {r['max_us']:.1f} | "
+            f"{r['cpu_pct']:.3f} |")
+
+
+def busy_loop(n: int) -> int:
+    """A CPU-bound 'cell': pure Python arithmetic."""
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+
+
+def profile_overhead(n: int, repeat: int) -> None:
+    """(d) ``aonkit.profile`` without tracing around a CPU-bound run, and its fixed cost on an empty run."""
+    import statistics
+    import tempfile
+
+    import aonkit
+
+    busy_loop(n // 100)
+    plain, profiled, empty = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(repeat):
+            t0 = time.perf_counter()
+            busy_loop(n)
+            plain.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            with aonkit.profile(f"{tmp}/b{k}", trace=False, gpu=False, interval_s=0.1):
+                busy_loop(n)
+            profiled.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            with aonkit.profile(f"{tmp}/e{k}", trace=False, gpu=False, interval_s=0.1):
+                pass
+            empty.append(time.perf_counter() - t0)
+    p, q = statistics.median(plain), statistics.median(profiled)
+    print(f"\naonkit.profile(trace=False) around a CPU-bound run, median of {repeat} alternating pairs:\n")
+    print("| run alone s | under aonkit.profile s | added | fixed cost of an empty run (start, stop, bundle) ms |")
+    print("|---|---|---|---|")
+    print(f"| {p:.3f} | {q:.3f} | {100 * (q - p) / p:+.2f}% | {1000 * statistics.median(empty):.1f} |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rates", default="10,100", help="host sampler rates, Hz")
+    ap.add_argument("--cell", type=int, default=40_000_000, help="iterations of the CPU-bound run for (d)")
+    ap.add_argument("--repeat", type=int, default=7, help="alternating runs for (d)")
+    args = ap.parse_args()
+    rates = [float(r) for r in args.rates.split(",")]
+
+    print("| sampler | Hz | channels | samples | cost a sample us (mean) | max us | thread CPU % of a core |")
+    print("|---|---|---|---|---|---|---|")
+    for hz in rates:  # (a)
+        print(row("HostSampler", hz, run(timed(HostSampler)(interval_s=1 / hz), args.seconds)), flush=True)
+
+    sampler, note = open_gpu_sampler()  # (b)
+    readers = None
+    if sampler is None:
+        print(f"| NvmlSampler | - | - | - | skipped: {note} | | |")
+    else:
+        sampler.close()
+        real = timed(NvmlSampler)(interval_s=0.1)
+        print(row(f"NvmlSampler ({len(real.devices)} GPU)", 10, run(real, args.seconds)), flush=True)
+        readers = real.time_readers(repeat=50)
+        left_out = real.unsupported
+        real.close()
+
+    try:  # (c)
+        from tests.fake_nvml import FakeGpu, FakeNvml
+    except ImportError as exc:
+        print(f"| NvmlSampler (fake NVML) | - | - | - | skipped: {exc} | | |")
+    else:
+        fake = timed(NvmlSampler)(interval_s=0.1, nvml=FakeNvml([FakeGpu(), FakeGpu()]), gpm_min_interval_s=0.1)
+        print(row("NvmlSampler (fake NVML, 2 GPU)", 10, run(fake, args.seconds)))
+        fake.close()
+
+    profile_overhead(args.cell, args.repeat)
+
+    if readers is not None:
+        print("\nNVML readers, timed alone (50 reads each):\n")
+        print("| GPU | metrics | NVML calls | us a read | us a call |")
+        print("|---|---|---|---|---|")
+        for r in readers.itertuples(index=False):
+            names = r.metrics if len(r.metrics) < 60 else r.metrics[:57] + "..."
+            print(f"| {r.device} | {names} | {r.nvml_calls} | {r.mean_us:.1f} | {r.mean_us / r.nvml_calls:.1f} |")
+        if len(left_out):
+            print("\nLeft out at the probe:\n")
+            for (device, reason), g in left_out.groupby(["device", "reason"], sort=False):
+                print(f"- GPU {device}: {', '.join(g['metric'])}: {reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

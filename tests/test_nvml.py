@@ -1,0 +1,379 @@
+"""The NVML sampler: probing, channels per GPU, GPM, gaps and lost GPUs on a fake NVML; the real one on a GPU."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pynvml
+import pytest
+
+from aonkit.sources.gpm import GPM_METRICS, gpm_metrics
+from aonkit.sources.nvml import NvmlSampler, NvmlUnavailable, open_gpu_sampler
+from aonkit.sources.samplers import attach_samples
+
+from .fake_nvml import GIB, FakeGpu, FakeNvml, gpm_value
+
+BASIC = ("gpu_util_pct", "memory_util_pct", "memory_used_bytes", "memory_total_bytes", "power_w", "energy_j",
+         "sm_clock_mhz", "memory_clock_mhz", "temperature_c", "clock_event_reasons_mask", "pcie_tx_bytes_per_s",
+         "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")  # fmt: skip
+
+
+def values_of(s: NvmlSampler, row: np.ndarray) -> dict[tuple[int, str], float]:
+    """One ``sample()`` row by (device, metric)."""
+    names = [s.metrics[c] for c in s._channel_codes]
+    return {(int(d), m): float(v) for d, m, v in zip(s.channel_devices, names, row)}
+
+
+def run_for(s: NvmlSampler, seconds: float) -> pd.DataFrame:
+    with s:
+        time.sleep(seconds)
+    return s.read()[0]
+
+
+def test_two_gpus_give_one_channel_per_gpu_and_metric_in_long_form() -> None:
+    # GIVEN two fake GPUs that support every basic metric (no GPM, to keep to the basics)
+    fake = FakeNvml([FakeGpu(), FakeGpu()])
+    s = NvmlSampler(nvml=fake, interval_s=0.02, gpm=False)
+    # THEN there is a channel for every (GPU, metric) and the metrics are the distinct names
+    assert s.metrics == BASIC and s.devices == (0, 1) and s.unsupported.empty
+    assert list(s.channel_devices) == [0] * len(BASIC) + [1] * len(BASIC)
+    # WHEN it samples on its thread
+    frame = run_for(s, 0.3)
+    n = len(frame) // (2 * len(BASIC))
+    assert n >= 5 and len(frame) == n * 2 * len(BASIC)
+    assert list(frame.columns) == ["ts_ns", "device", "metric", "value"] and frame["device"].dtype == np.int64
+    # THEN each row carries its GPU: the fake's values depend on the index
+    by = frame.groupby(["device", "metric"], observed=True)["value"]
+    assert (by.get_group((0, "temperature_c")) == 40).all() and (by.get_group((1, "temperature_c")) == 41).all()
+    assert (by.get_group((0, "power_w")) == 100).all() and (by.get_group((1, "power_w")) == 101).all()
+    assert (by.get_group((1, "sm_clock_mhz")) == 1979).all()
+    assert (by.get_group((0, "memory_total_bytes")) == 80 * GIB).all()
+    used = by.get_group((1, "memory_used_bytes")).to_numpy()
+    assert (used // GIB == 2).all() and (np.diff(used) > 0).all()  # grows a MiB a tick on the fake
+    assert (by.get_group((0, "clock_event_reasons_mask")) == pynvml.nvmlClocksEventReasonSwPowerCap).all()
+    # rates from counters: PCIe 1 MB and NVLink 4 links x 100 KiB every 0.1 s of the field clock
+    assert (by.get_group((0, "pcie_tx_bytes_per_s")) == 1e7).all()
+    assert (by.get_group((1, "nvlink_tx_bytes_per_s")) == 4 * 100 * 1024 / 0.1).all()
+    assert s.error is None and s.gaps.empty and s.cost_ns["n"] == n and s.cost_ns["mean"] > 0
+    s.close()
+    assert fake.inits == 0
+
+
+def test_unsupported_metrics_are_skipped_and_listed_with_the_reason() -> None:
+    # GIVEN GPU 1 without power, temperature, NVLink or PCIe counters; GPU 0 only without the newer temperature call
+    gpus = [FakeGpu(unsupported={"nvmlDeviceGetTemperatureV"}),
+            FakeGpu(nvlinks=0, pcie_counters=False, slow={"nvmlDeviceGetPcieThroughput": 0.004},
+                    unsupported={"nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"})]
+    s = NvmlSampler(nvml=FakeNvml(gpus), gpm=False, max_call_s=0.002)
+    off = {(d, m): why for d, m, why in s.unsupported.itertuples(index=False)}
+    # THEN GPU 1's refused metrics are listed with NVML's reason and have no channel; GPU 0 keeps them
+    assert off[(1, "power_w")] == "Not Supported (NVML error 3)"
+    assert off[(1, "temperature_c")] == "Not Supported (NVML error 3); Not Supported (NVML error 3)"
+    assert off[(1, "nvlink_tx_bytes_per_s")] == "no active NVLink"
+    assert off[(1, "pcie_tx_bytes_per_s")].startswith("Not Supported (NVML error 3); too slow to sample: ")
+    assert set(off) == {(1, m) for m in ("power_w", "temperature_c", "nvlink_tx_bytes_per_s",
+                                          "nvlink_rx_bytes_per_s", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")}
+    v = values_of(s, s.sample())
+    assert (1, "power_w") not in v and v[(0, "power_w")] == 100 and v[(1, "gpu_util_pct")] >= 0
+    assert v[(0, "temperature_c")] == 41  # the older call, when the newer one is refused
+    assert len(v) == 2 * len(BASIC) - 6 and s.gaps.empty
+
+
+def test_pcie_falls_back_to_the_throughput_call() -> None:
+    s = NvmlSampler(nvml=FakeNvml([FakeGpu(pcie_counters=False)]), gpm=False)
+    v = values_of(s, s.sample())
+    assert v[(0, "pcie_tx_bytes_per_s")] == 2000 * 1024 and v[(0, "pcie_rx_bytes_per_s")] == 1000 * 1024
+
+
+def test_gpm_metrics_come_from_two_snapshots_on_hopper_and_are_absent_before() -> None:
+    # GIVEN a Hopper GPU (refusing SM occupancy) and an older one
+    fake = FakeNvml([FakeGpu(gpm_unsupported={3}), FakeGpu(hopper=False)])
+    s = NvmlSampler(nvml=fake, gpm_min_interval_s=0.0)
+    core = [name for name, _, _ in gpm_metrics(True)]
+    off = {(d, m): why for d, m, why in s.unsupported.itertuples(index=False)}
+    assert off[(0, "gpm_sm_occupancy_pct")] == "Not Supported (NVML error 3)"
+    assert all(off[(1, m)] == "no GPM on this GPU (Hopper or later)" for m in core)
+    # WHEN it samples twice THEN every value is NVML's computation over the last two snapshots of that GPU
+    for _ in range(2):
+        v = values_of(s, s.sample())
+        k = fake.gpus[0].gpm_ticks
+        for name, metric_id, scale in gpm_metrics(True):
+            if metric_id == 3:
+                assert (0, name) not in v
+            else:
+                assert v[(0, name)] == gpm_value(0, metric_id, k - 1, k) * scale, name
+        assert not any(m.startswith("gpm_") for d, m in v if d == 1)
+    assert fake.gpus[1].calls["nvmlGpmSampleGet"] == 0
+    s.close()
+    assert fake.gpm_freed == 2 and fake.inits == 0
+
+
+def test_gpm_holds_its_values_between_snapshots_closer_than_the_minimum() -> None:
+    fake = FakeNvml([FakeGpu()])
+    s = NvmlSampler(nvml=fake, gpm_min_interval_s=0.2)  # the probe waits 0.2 s once
+    first, second = values_of(s, s.sample()), values_of(s, s.sample())
+    assert fake.gpus[0].gpm_ticks == 2  # no snapshot after the probe's two: under 0.2 s since the last
+    assert first[(0, "gpm_sm_util_pct")] == second[(0, "gpm_sm_util_pct")] == gpm_value(0, 2, 1, 2)
+    time.sleep(0.2)
+    assert values_of(s, s.sample())[(0, "gpm_sm_util_pct")] == gpm_value(0, 2, 2, 3)
+
+
+def test_a_gpu_lost_mid_run_is_nan_and_one_gap_and_the_other_gpu_goes_on() -> None:
+    # GIVEN GPU 1 lost after 2 probe reads and 3 ticks
+    fake = FakeNvml([FakeGpu(), FakeGpu(lost_after=5)])
+    s = NvmlSampler(nvml=fake, gpm_min_interval_s=0.0)
+    rows = [values_of(s, s.sample()) for _ in range(3)]
+    calls_before = sum(fake.gpus[1].calls.values())
+    rows += [values_of(s, s.sample()) for _ in range(4)]
+    # THEN GPU 1 has values for 3 ticks and NaN after; GPU 0 has values throughout
+    assert all(not math.isnan(r[(1, "power_w")]) for r in rows[:3])
+    assert all(math.isnan(v) for r in rows[3:] for (d, _), v in r.items() if d == 1)
+    assert all(not math.isnan(v) for r in rows for (d, _), v in r.items() if d == 0)
+    # AND one gap row says why; the lost GPU was not polled again (one call: the read that found it lost)
+    gaps = s.gaps
+    assert len(gaps) == 1 and tuple(gaps.loc[0, ["device", "metric"]]) == (1, "*")
+    assert gaps.loc[0, "reason"].startswith("GPU is lost (NVML error 15); the GPU is tried again every 30 s")
+    assert sum(fake.gpus[1].calls.values()) == calls_before + 1
+
+
+def test_a_lost_gpu_is_tried_again_without_new_gaps() -> None:
+    fake = FakeNvml([FakeGpu(lost_after=2)])
+    s = NvmlSampler(nvml=fake, gpm=False, lost_retry_s=0.0)
+    for _ in range(3):
+        s.sample()
+    assert fake.gpus[0].calls["nvmlDeviceGetHandleByIndex"] == 1 + 2  # at open, then once a tick after the loss
+    assert len(s.gaps) == 1
+
+
+def test_an_error_mid_run_is_nan_for_that_tick_and_a_gap_once_per_run_of_failures() -> None:
+    # GIVEN a GPU whose power reading fails for two ticks, works, then fails with a non-NVML error
+    gpu = FakeGpu()
+    s = NvmlSampler(nvml=FakeNvml([gpu]), gpm=False)
+    gpu.failing["nvmlDeviceGetPowerUsage"] = pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+    bad = [values_of(s, s.sample()) for _ in range(2)]
+    gpu.failing.clear()
+    good = values_of(s, s.sample())
+    gpu.failing["nvmlDeviceGetPowerUsage"] = ZeroDivisionError("boom")
+    worse = values_of(s, s.sample())
+    # THEN the failed ticks are NaN for that metric only, and each run of failures is one gap row
+    assert all(math.isnan(r[(0, "power_w")]) and r[(0, "gpu_util_pct")] >= 0 for r in [*bad, worse])
+    assert good[(0, "power_w")] == 100
+    assert list(s.gaps["metric"]) == ["power_w", "power_w"]
+    assert list(s.gaps["reason"]) == ["Unknown Error (NVML error 999)", "ZeroDivisionError: boom"]
+    assert s.gaps["ts_ns"].is_monotonic_increasing
+
+
+def test_the_sampling_thread_never_raises() -> None:
+    # GIVEN a sampler whose every read fails on its thread
+    gpu = FakeGpu()
+    s = NvmlSampler(nvml=FakeNvml([gpu]), gpm=False, interval_s=0.01)
+    gpu.failing = {fn: RuntimeError("bad driver") for fn in list(gpu.calls)}
+    frame = run_for(s, 0.15)
+    # THEN it kept sampling NaNs, and says why once per metric
+    assert len(frame) >= 5 * len(s.metrics) and frame["value"].isna().all()
+    assert s.error is None and len(s.gaps) == len(s.metrics)
+
+
+def test_watched_processes_memory_per_gpu() -> None:
+    gpus = [FakeGpu(processes={111: 3 * GIB, 222: None}), FakeGpu(processes={333: GIB, 444: 5})]
+    s = NvmlSampler(nvml=FakeNvml(gpus), pids=[111, 222, 333], gpm=False)
+    v = values_of(s, s.sample())
+    assert v[(0, "process_memory_bytes.111")] == 3 * GIB and v[(1, "process_memory_bytes.111")] == 0
+    assert math.isnan(v[(0, "process_memory_bytes.222")])  # NVML does not say (None)
+    assert v[(1, "process_memory_bytes.333")] == GIB and v[(0, "process_memory_bytes.333")] == 0
+    assert not any("444" in m for _, m in v)
+
+
+def test_a_gpu_that_cannot_be_opened_is_listed_and_the_others_sampled() -> None:
+    s = NvmlSampler(nvml=FakeNvml([FakeGpu(), FakeGpu(lost=True)]), gpm=False)
+    assert s.devices == (0,) and set(s.channel_devices) == {0}
+    assert s.unsupported.values.tolist() == [[1, "*", "cannot open the GPU: GPU is lost (NVML error 15)"]]
+    with pytest.raises(NvmlUnavailable, match=r"no GPU could be opened \(cannot open the GPU: GPU is lost"):
+        NvmlSampler(nvml=FakeNvml([FakeGpu(lost=True)]))
+
+
+def test_one_gpu_sampler_feeds_the_live_monitor_figures() -> None:
+    from aonkit.views.monitor import monitor_view, wide
+
+    s = NvmlSampler(nvml=FakeNvml([FakeGpu(processes={7: GIB})]), pids=[7], interval_s=0.02)
+    frame = run_for(s, 0.2)
+    view = monitor_view(s.channels)
+    data = wide(frame, s.channels)
+    assert len(view.figures) == len(s.metrics) and set(data) == {"t", *(f"{m}@0" for m in s.metrics)}
+    assert len(data["t"]) == s.read()[1] and (data["process_memory_bytes.7@0"] == GIB).all()
+    assert (data["temperature_c@0"] == 40).all() and np.isfinite(data["gpm_sm_util_pct@0"]).all()
+
+
+def test_two_gpus_are_two_lines_per_metric_and_export_as_a_bundle(tmp_path: Path) -> None:
+    import aonkit
+    from aonkit.views.monitor import monitor_view, wide
+    from aonkit.widgets import LiveMonitor
+
+    s = NvmlSampler(nvml=FakeNvml([FakeGpu(), FakeGpu(hopper=False)]), interval_s=0.02)
+    frame = run_for(s, 0.2)
+    view = monitor_view(s.channels, metrics=["temperature_c", "power_w"])
+    assert [str(f.title.text.text) for f in view.figures] == ["temperature_c", "power_w"]
+    assert [len(f.renderers) for f in view.figures] == [2, 2]  # a line per GPU
+    data = wide(frame, view.channels)
+    assert np.isfinite(data["temperature_c@0"]).all() and np.isfinite(data["temperature_c@1"]).all()
+    m = LiveMonitor(s, metrics=["temperature_c"])
+    m.poll()
+    out = m.export(tmp_path / "last", minutes=5)
+    t = aonkit.load(out)
+    assert set(t.samples["device"]) == {0, 1} and t.events["name"].tolist() == ["aon_profile"]
+    assert t.bundle["source"] == "LiveMonitor.export"
+    m.close()
+
+
+def test_open_gpu_sampler_says_why_it_cannot() -> None:
+    no_lib = FakeNvml([FakeGpu()], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    assert open_gpu_sampler(nvml=no_lib) == (
+        None, "no NVIDIA driver (NVML: NVML Shared Library Not Found); sampling the host only")
+    no_driver = FakeNvml([FakeGpu()], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+    assert open_gpu_sampler(nvml=no_driver)[1] == "no NVIDIA driver (NVML: Driver Not Loaded); sampling the host only"
+    denied = FakeNvml([FakeGpu()], init_error=pynvml.NVML_ERROR_NO_PERMISSION)
+    assert open_gpu_sampler(nvml=denied)[1] == (
+        "NVML failed to start (Insufficient Permissions (NVML error 4)); sampling the host only")
+    none = FakeNvml([])
+    assert open_gpu_sampler(nvml=none) == (None, "no NVIDIA GPU found (NVML sees 0 devices); sampling the host only")
+    assert none.inits == 0  # started, then shut down again
+    s, note = open_gpu_sampler(nvml=FakeNvml([FakeGpu(), FakeGpu()]), gpm=False)
+    assert isinstance(s, NvmlSampler)
+    assert note == "sampling GPU 0, 1 through NVML: 14 metrics, 0 left out (see .unsupported)"
+
+
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(ValueError, match=r"no GPU \[2\] here: NVML sees 2"):
+        NvmlSampler(nvml=FakeNvml([FakeGpu(), FakeGpu()]), devices=[0, 2])
+    with pytest.raises(ValueError, match="gpm must be"):
+        NvmlSampler(nvml=FakeNvml([FakeGpu()]), gpm="some")
+    with pytest.raises(NvmlUnavailable):
+        NvmlSampler(nvml=FakeNvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))
+
+
+def test_real_pynvml_without_a_driver_falls_back() -> None:
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        pass
+    else:
+        pynvml.nvmlShutdown()
+        pytest.skip("this machine has an NVIDIA driver")
+    sampler, why = open_gpu_sampler()
+    assert sampler is None and why.startswith("no NVIDIA driver (NVML: ") and why.endswith("; sampling the host only")
+
+
+def test_attach_samples_and_timeline_lanes_per_gpu(tmp_path) -> None:  # noqa: ANN001 - pytest fixture
+    import aonkit
+    from aonkit.timeline.view import timeline_view
+
+    s = NvmlSampler(nvml=FakeNvml([FakeGpu(), FakeGpu()]), interval_s=0.02, gpm=False)
+    with s:
+        t0 = time.time_ns()
+        time.sleep(0.3)
+        t1 = time.time_ns()
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "step", "pid": 1, "tid": 1, "ts": t0 / 1000, "dur": (t1 - t0) / 1000}]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": ev}))
+    trace = aonkit.load(tmp_path / "t.json")
+    samples = attach_samples(trace, s)
+    assert set(samples["device"]) == {0, 1} and len(samples) == len(s.read()[0])
+    view = timeline_view(trace, width_px=400)
+    assert {"gpu_util_pct (GPU 0)", "gpu_util_pct (GPU 1)", "power_w (GPU 1)"} <= set(view.counters)
+
+
+def test_time_readers_lists_every_reader() -> None:
+    s = NvmlSampler(nvml=FakeNvml([FakeGpu()]), gpm_min_interval_s=0.0)
+    t = s.time_readers(repeat=3)
+    assert len(t) == 11 and t["mean_us"].gt(0).all()  # 10 basic readers and GPM
+    assert t.loc[t["metrics"] == "gpu_util_pct,memory_util_pct", "nvml_calls"].item() == 1
+    assert t["metrics"].iloc[-1].startswith("gpm_graphics_util_pct,") and t["nvml_calls"].iloc[-1] == 2
+    s.start()
+    with pytest.raises(RuntimeError, match="stop the sampler"):
+        s.time_readers()
+    s.close()
+
+
+def test_gpm_ids_are_pynvml_constants() -> None:
+    assert all(getattr(pynvml, f"NVML_GPM_METRIC_{suffix}") == i for _, suffix, i, _, _ in GPM_METRICS)
+    assert len({name for name, *_ in GPM_METRICS}) == len(GPM_METRICS)
+
+
+def test_importing_the_sampler_does_not_import_pynvml() -> None:
+    code = "import sys, aonkit.sources.nvml, aonkit.sources.gpm; print('pynvml' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+# -- on a real GPU (skipped elsewhere)
+
+
+@pytest.mark.gpu
+def test_real_gpus_give_the_basic_metrics() -> None:
+    s = NvmlSampler(interval_s=0.05)
+    try:
+        frame = run_for(s, 0.6)
+    finally:
+        s.close()
+    assert s.error is None and s.gaps.empty, s.gaps
+    for device in s.devices:
+        d = frame[frame["device"] == device]
+        got = {m: g["value"].to_numpy() for m, g in d.groupby("metric", observed=True)}
+        assert {"gpu_util_pct", "memory_used_bytes", "memory_total_bytes", "sm_clock_mhz"} <= set(got), s.unsupported
+        assert ((got["gpu_util_pct"] >= 0) & (got["gpu_util_pct"] <= 100)).all()
+        assert ((got["memory_used_bytes"] > 0) & (got["memory_used_bytes"] <= got["memory_total_bytes"])).all()
+        assert (got["sm_clock_mhz"] > 0).all()
+        if "power_w" in got:
+            assert ((got["power_w"] > 0) & (got["power_w"] < 2000)).all()
+        if "temperature_c" in got:
+            assert ((got["temperature_c"] > 0) & (got["temperature_c"] < 120)).all()
+        if "energy_j" in got:
+            assert (np.diff(got["energy_j"]) >= 0).all()
+
+
+@pytest.mark.gpu
+def test_real_gpm_metrics_are_present_and_in_range() -> None:
+    pynvml.nvmlInit()
+    try:
+        n = pynvml.nvmlDeviceGetCount()
+        gpm = []
+        for i in range(n):
+            try:
+                if pynvml.nvmlGpmQueryDeviceSupport(pynvml.nvmlDeviceGetHandleByIndex(i)).isSupportedDevice:
+                    gpm.append(i)
+            except pynvml.NVMLError:
+                pass
+    finally:
+        pynvml.nvmlShutdown()
+    if not gpm:
+        pytest.skip("no GPU here supports GPM (Hopper or later)")
+    s = NvmlSampler(devices=gpm, interval_s=0.1)
+    try:
+        frame = run_for(s, 0.8)
+    finally:
+        s.close()
+    for device in gpm:
+        d = frame[(frame["device"] == device) & frame["metric"].astype(str).str.startswith("gpm_")]
+        got = {m: g["value"].to_numpy() for m, g in d.groupby("metric", observed=True)}
+        assert {"gpm_sm_util_pct", "gpm_sm_occupancy_pct", "gpm_dram_bw_util_pct"} <= set(got), s.unsupported
+        for m, v in got.items():
+            assert np.isfinite(v).all(), m
+            assert ((v >= 0) & (v <= 100.5)).all() if m.endswith("_pct") else (v >= 0).all(), (m, v)
+
+
+@pytest.mark.gpu
+def test_real_cost_per_sample_is_small() -> None:
+    s = NvmlSampler(interval_s=0.1)
+    try:
+        run_for(s, 1.5)
+        cost = s.cost_ns
+    finally:
+        s.close()
+    assert cost["n"] >= 10
+    assert cost["mean"] / len(s.devices) < 5e6, cost  # under 5 ms a GPU
