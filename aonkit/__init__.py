@@ -18,6 +18,18 @@ from .traceset import TraceSet
 __version__ = "0.1.0"
 
 
+def what_if(trace: Trace, rules: object = (), **options: object) -> object:
+    """Re-time ``trace`` with what-if ``rules`` (see :func:`aonkit.analysis.critical_path.what_if`).
+
+    This version takes one rank's trace; a job of several ranks is an open part of issue 15.
+    """
+    from .analysis.critical_path import what_if as _what_if
+
+    if isinstance(trace, TraceSet):
+        raise TypeError("what_if takes one rank's Trace in this version (a job's ranks: not yet)")
+    return _what_if(trace, rules, **options)  # type: ignore[arg-type]
+
+
 def load_ipython_extension(ipython: object) -> None:
     """``%load_ext aonkit``: register the ``%aon_profile`` / ``%%aon_profile`` magics."""
     from .magic import register
@@ -61,4 +73,5 @@ __all__ = [
     "timeline_index",
     "timeline_tiles",
     "to_html",
+    "what_if",
 ]

@@ -30,7 +30,8 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "correlation": {"enclosing_ops", "code_flags", "category_flags", "step_table", "step_numbers"},
     "collectives": {"collectives_from_tables", "stragglers_from"}, "diff": {"mann_whitney_p", "diff_summary"},
     "flops": {"parents", "nearest_marked"}, "kernels": {"kernel_class"}, "overview": {"idle_totals"},
-    "roofline": {"trace_spec"}, "summary": {"busy_ns"},
+    "roofline": {"trace_spec"}, "summary": {"busy_ns"}, "depgraph": {"build_graph"},
+    "critical_path": {"graph_of"},
 }  # fmt: skip
 
 
@@ -56,6 +57,8 @@ def _tables(obj: Any) -> list[pd.DataFrame]:
         return [t for o in obj for t in _tables(o)]
     if hasattr(obj, "__dataclass_fields__"):
         return [t for k in obj.__dataclass_fields__ for t in _tables(getattr(obj, k))]
+    if hasattr(obj, "critical_path"):  # WhatIf: its table
+        return [obj.critical_path]
     return []
 
 

@@ -45,6 +45,9 @@ def _columns(obj: Any) -> str:
         return "; ".join(f"({i + 1}) {_columns(o)}" for i, o in enumerate(obj))
     if hasattr(obj, "__dataclass_fields__"):
         return f"`{type(obj).__name__}`: " + ", ".join(f"`{k}`" for k in obj.__dataclass_fields__)
+    if hasattr(obj, "critical_path") and hasattr(obj, "step_time_ns"):
+        return ("`WhatIf`: `step_time_ns`, `model_ns`, `measured_ns`, `speedup`, `critical_path` ("
+                + _columns(obj.critical_path) + ")")
     return f"`{type(obj).__name__}`"
 
 

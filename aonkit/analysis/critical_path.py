@@ -1,0 +1,208 @@
+"""Critical path and what-if of one trace, on its dependency graph (:mod:`aonkit.analysis.depgraph`).
+
+>>> r = what_if(trace, [Rule(0.5, gpu_class="communication")], step=3)   # doctest: +SKIP
+>>> r.step_time_ns, r.speedup, r.critical_path.head()                   # doctest: +SKIP
+
+The graph is built once per trace and kept (weakly); a what-if re-times it in
+one pass of :func:`aonkit._kernels.dag.schedule` over nodes numbered in
+topological order. First version: one rank, the edges listed in
+:mod:`aonkit.analysis.depgraph`.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..trace import Trace
+from .columns import names_of
+from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_NAMES, DepGraph, build_graph
+
+_GRAPHS: weakref.WeakKeyDictionary[Trace, tuple[int, DepGraph]] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Scale the duration of the nodes that match every given condition.
+
+    Attributes
+    ----------
+    scale : float
+        Factor on the duration (0.5: twice as fast; 0: removed).
+    kind : {"gpu", "cpu", "gap"}, optional
+        GPU events, CPU self time, or untraced host time between top-level events.
+    gpu_class : str, optional
+        A kernel class of :func:`aonkit.analysis.kernels.kernel_class`
+        (``computation``, ``communication``, ``memory``); GPU nodes only.
+    name : str, optional
+        A regular expression searched in the owning event's name.
+    """
+
+    scale: float
+    kind: str | None = None
+    gpu_class: str | None = None
+    name: str | None = None
+
+
+def graph_of(trace: Trace) -> DepGraph:
+    """The trace's dependency graph, nodes renumbered in topological order; built once per events table."""
+    from .._kernels.dag import relabel
+
+    cached = _GRAPHS.get(trace)
+    if cached is None or cached[0] != id(trace.events):
+        g = build_graph(trace)
+        o = g.order
+        indptr, src, lat, edge_of = relabel(o, g.indptr, g.src, g.lat_ns)
+        g = DepGraph(g.kind[o], g.row[o], g.lane[o], g.start_ns[o], g.dur_ns[o], g.release_ns[o], indptr, src, lat,
+                     g.edge_kind[edge_of], np.arange(len(o), dtype=np.int64), g.dropped_edges)
+        cached = (id(trace.events), g)
+        _GRAPHS[trace] = cached
+    return cached[1]
+
+
+def _factors(trace: Trace, g: DepGraph, rules: Sequence[Rule | dict]) -> np.ndarray:
+    from .kernels import kernel_class
+
+    factor = np.ones(len(g), np.float64)
+    if not rules:
+        return factor
+    ev = trace.events
+    rules = [r if isinstance(r, Rule) else Rule(**r) for r in rules]
+    names = None
+    if any(r.name is not None or r.gpu_class is not None for r in rules):  # names only when a rule needs them
+        names = np.where(g.row >= 0, names_of(ev, np.maximum(g.row, 0)), "")
+    for r in rules:
+        hit = np.ones(len(g), bool)
+        if r.kind is not None:
+            hit &= g.kind == KIND_NAMES.index(r.kind)
+        if r.gpu_class is not None:
+            cats = ev["cat"].astype(object).to_numpy()[np.maximum(g.row, 0)]
+            klass = np.array([kernel_class(str(c), str(n)) for c, n in zip(cats, names)], dtype=object)
+            hit &= (g.kind == KIND_GPU) & (klass == r.gpu_class)
+        if r.name is not None:
+            pat = re.compile(r.name)
+            hit &= np.array([bool(pat.search(str(n))) for n in names], bool)
+        factor[hit] *= float(r.scale)
+    return factor
+
+
+class WhatIf:
+    """A re-timed trace.
+
+    Attributes
+    ----------
+    step_time_ns : int
+        Span of the window's nodes after the rules (first start to last finish).
+    model_ns : int
+        The same span with no rule: the graph's own reproduction of the window.
+    measured_ns : int
+        The window's span as measured.
+    start_ns, finish_ns : numpy.ndarray
+        Every node's re-timed start and finish.
+    """
+
+    def __init__(self, step_time_ns: int, model_ns: int, measured_ns: int, start_ns: np.ndarray,
+                 finish_ns: np.ndarray, path: Callable[[], pd.DataFrame]) -> None:  # fmt: skip
+        self.step_time_ns, self.model_ns, self.measured_ns = step_time_ns, model_ns, measured_ns
+        self.start_ns, self.finish_ns = start_ns, finish_ns
+        self._path = path
+        self._table: pd.DataFrame | None = None
+
+    @property
+    def speedup(self) -> float:
+        """``model_ns / step_time_ns``: above 1 when the rules make the window faster."""
+        return self.model_ns / self.step_time_ns if self.step_time_ns else float("inf")
+
+    @property
+    def critical_path(self) -> pd.DataFrame:
+        """The path after the rules, built on first use.
+
+        Columns: ``kind``, ``name``, ``lane``, ``row``, ``start_ns``,
+        ``dur_ns``, ``wait_ns`` (latency of the edge into it), ``share``.
+        """
+        if self._table is None:
+            self._table = self._path()
+        return self._table
+
+    def __repr__(self) -> str:
+        return (f"WhatIf(step_time_ns={self.step_time_ns:,}, model_ns={self.model_ns:,}, "
+                f"measured_ns={self.measured_ns:,}, speedup={self.speedup:.3f})")
+
+
+_BASE: weakref.WeakKeyDictionary[DepGraph, tuple] = weakref.WeakKeyDictionary()
+
+
+def _base_schedule(g: DepGraph) -> tuple:
+    """The identity schedule of a graph, computed once."""
+    from .._kernels.dag import schedule
+
+    if g not in _BASE:
+        _BASE[g] = schedule(g.order, g.indptr, g.src, g.lat_ns, g.dur_ns, g.release_ns)
+    return _BASE[g]
+
+
+def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int] | None) -> np.ndarray:
+    if step is not None:
+        from .steps import profiler_steps
+
+        s = profiler_steps(trace).set_index("step")
+        if step not in s.index:
+            raise ValueError(f"no ProfilerStep#{step} in the trace (steps: {s.index.tolist()[:10]})")
+        t0 = int(s.at[step, "ts_ns"])
+        window = (t0, t0 + int(s.at[step, "dur_ns"]))
+    if window is None:
+        return np.ones(len(g), bool)
+    return (g.start_ns >= window[0]) & (g.start_ns < window[1])
+
+
+def what_if(trace: Trace, rules: Sequence[Rule | dict] = (), *, step: int | None = None,
+            window: tuple[int, int] | None = None) -> WhatIf:  # fmt: skip
+    """Re-time ``trace`` with ``rules`` (``[]``: the identity) over a ProfilerStep, a window or all of it."""
+    from .._kernels.dag import critical_path as path_of
+    from .._kernels.dag import schedule
+
+    g = graph_of(trace)
+    inside = _window(trace, g, step, window)
+    if not inside.any():
+        raise ValueError("no node of the dependency graph starts in the window")
+    base = _base_schedule(g)
+    factor = _factors(trace, g, rules)
+    dur = np.rint(g.dur_ns * factor).astype(np.int64) if rules else g.dur_ns
+    start, finish, pred, edge = schedule(g.order, g.indptr, g.src, g.lat_ns, dur, g.release_ns) if rules else base
+    if inside.all():  # no window: whole arrays, no gathers (the slider's common case)
+        end = int(np.argmax(finish))
+        step_ns, model_ns = int(finish.max() - start.min()), int(base[1].max() - base[0].min())
+        measured = int((g.start_ns + g.dur_ns).max() - g.start_ns.min())
+    else:
+        idx = np.flatnonzero(inside)
+        end = int(idx[np.argmax(finish[idx])])
+        step_ns, model_ns = int(finish[idx].max() - start[idx].min()), int(base[1][idx].max() - base[0][idx].min())
+        measured = int((g.start_ns + g.dur_ns)[idx].max() - g.start_ns[idx].min())
+
+    def table() -> pd.DataFrame:
+        nodes = path_of(finish, pred, end)
+        nodes = nodes[inside[nodes]]
+        out = pd.DataFrame({
+            "kind": np.array(KIND_NAMES, dtype=object)[g.kind[nodes]],
+            "name": np.where(g.row[nodes] >= 0, names_of(trace.events, np.maximum(g.row[nodes], 0)), "(host gap)"),
+            "lane": g.lane[nodes], "row": g.row[nodes], "start_ns": start[nodes], "dur_ns": dur[nodes],
+            "wait_ns": (np.where(edge[nodes] >= 0, g.lat_ns[np.maximum(edge[nodes], 0)], 0) if len(g.lat_ns)
+                        else np.zeros(len(nodes), np.int64)),
+        })  # fmt: skip
+        out["share"] = out["dur_ns"] / (int(out["dur_ns"].sum()) or 1)
+        return out
+
+    return WhatIf(step_ns, model_ns, measured, start, finish, table)
+
+
+def critical_path(trace: Trace, *, step: int | None = None, window: tuple[int, int] | None = None) -> pd.DataFrame:
+    """The measured trace's critical path over a ProfilerStep, a window or all of it (see :class:`WhatIf`)."""
+    return what_if(trace, (), step=step, window=window).critical_path
+
+
+__all__ = ["KIND_CPU", "KIND_GAP", "KIND_GPU", "Rule", "WhatIf", "critical_path", "graph_of", "what_if"]

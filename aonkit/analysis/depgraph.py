@@ -1,0 +1,218 @@
+"""The dependency graph of one trace, for the critical path and what-if (first version: one rank).
+
+Nodes are pieces of time that take their measured length unless a what-if
+rule rescales them:
+
+- ``cpu``: a self-time segment of a CPU event (the innermost event open on its
+  thread; :func:`aonkit._kernels.segments.thread_segments`), ``gap``: time
+  between a thread's top-level events (untraced host work, kept as measured);
+- ``gpu``: a kernel, memcpy or memset on its stream.
+
+Edges, each with a latency; every edge holds in the measured trace, so the
+identity never starts a node later than it was measured:
+
+- **thread order**: consecutive segments of a thread (0);
+- **stream order**: consecutive GPU events of a (device, stream) (0, or the
+  overlap as a negative latency where clock noise makes them overlap);
+- **launch**: the launch call's last segment -> its GPU event. The latency is the
+  measured delay (GPU start - call end, negative when the GPU started before
+  the call returned) when the stream was idle; for an event queued behind the
+  previous one on its stream it is the smaller of the delay and the median
+  delay of the idle-stream launches, so a faster predecessor moves it earlier;
+- **host sync**: a blocking call (``*Synchronize``, or a call whose correlated
+  copy ends inside it, e.g. ``cudaMemcpy``) waits for the GPU event that ended
+  last while it waited, among those launched (launch call ended) before it;
+  its own segment becomes the wake-up instant (no length, measured at the
+  call's end) and the edge carries the measured wake-up delay.
+
+Nodes with nothing before them (a thread's first segment, a GPU event whose
+launch is outside the trace) are released at their measured start, so the
+identity re-times every node to its measured start when the edges explain
+the trace. Not yet modelled (each an open part of issue 15): cross-stream
+event waits (``cudaStreamWaitEvent``), collectives across ranks, per-stream
+sync targets; a GPU event held back by them keeps its measured launch delay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..trace import Trace
+from .columns import in_categories, names_of, op_stack
+from .correlation import gpu_links
+
+KIND_CPU, KIND_GAP, KIND_GPU = 0, 1, 2
+KIND_NAMES = ("cpu", "gap", "gpu")
+SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+                        "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize"})
+QUEUED_NS = 1000
+"""A GPU event that starts within this of its stream predecessor's end was queued behind it."""
+
+
+@dataclass(eq=False)
+class DepGraph:
+    """Nodes (arrays of equal length) and incoming-edge CSR of a trace's dependency graph.
+
+    Attributes
+    ----------
+    kind, row, lane, start_ns, dur_ns : numpy.ndarray
+        Per node: :data:`KIND_NAMES` code, owning event row (-1 for gaps),
+        lane (thread key for CPU nodes, ``device << 32 | stream`` for GPU),
+        measured start and duration.
+    release_ns : numpy.ndarray
+        Earliest start of nodes with no predecessor (else the kernels' no-release value).
+    indptr, src, lat_ns, edge_kind : numpy.ndarray
+        Incoming edges by destination; ``edge_kind``: 0 thread, 1 stream, 2 launch, 3 sync.
+    order : numpy.ndarray
+        A topological order of the nodes.
+    dropped_edges : int
+        Edges left out because they point back in measured time (clock skew between CPU and GPU).
+    """
+
+    kind: np.ndarray
+    row: np.ndarray
+    lane: np.ndarray
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+    release_ns: np.ndarray
+    indptr: np.ndarray
+    src: np.ndarray
+    lat_ns: np.ndarray
+    edge_kind: np.ndarray
+    order: np.ndarray
+    dropped_edges: int = 0
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    from .._kernels.segments import thread_segments
+
+    ev = trace.events
+    rows, _, order = op_stack(trace)
+    rows = rows[order]
+    thread = ((ev["pid"].cat.codes.to_numpy()[rows].astype(np.int64) << 32)
+              | ev["tid"].cat.codes.to_numpy()[rows].astype(np.int64))
+    ts = ev["ts_ns"].to_numpy()[rows]
+    end = ts + np.maximum(ev["dur_ns"].to_numpy()[rows], 0)
+    th, t0, t1, owner, _, last = thread_segments(thread, ts, end)
+    nodes = {"kind": np.where(owner >= 0, KIND_CPU, KIND_GAP), "row": np.where(owner >= 0, rows[owner], -1),
+             "lane": th, "start_ns": t0, "dur_ns": t1 - t0}
+    last_of_row = np.full(len(ev), -1, np.int64)
+    last_of_row[rows] = last
+    return nodes, last_of_row, th
+
+
+def build_graph(trace: Trace) -> DepGraph:
+    """The dependency graph of ``trace`` (see the module doc)."""
+    from .._kernels.dag import NO_RELEASE, csr_by_dst, topo_order
+
+    ev = trace.events
+    cpu, last_seg, _ = _cpu_nodes(trace)
+    n_cpu = len(cpu["kind"])
+    links = gpu_links(trace)
+    g_rows = links["gpu_row"].to_numpy()
+    ok = (ev["dur_ns"].to_numpy()[g_rows] >= 0) & (ev["ts_ns"].to_numpy()[g_rows] != schema.TS_MISSING)
+    links, g_rows = links[ok].reset_index(drop=True), g_rows[ok]
+    g_ts = ev["ts_ns"].to_numpy()[g_rows]
+    g_dur = ev["dur_ns"].to_numpy()[g_rows]
+    g_lane = (ev["device"].to_numpy()[g_rows] << 32) | (ev["stream"].to_numpy()[g_rows] & 0xFFFFFFFF)
+    g_order = np.lexsort((g_rows, g_ts, g_lane))
+    gpu_node = np.empty(len(g_rows), np.int64)
+    gpu_node[g_order] = n_cpu + np.arange(len(g_rows))
+    nodes = {k: np.concatenate([cpu[k], v]) for k, v in {
+        "kind": np.full(len(g_rows), KIND_GPU), "row": g_rows[g_order], "lane": g_lane[g_order],
+        "start_ns": g_ts[g_order], "dur_ns": g_dur[g_order]}.items()}  # fmt: skip
+    n = len(nodes["kind"])
+    srcs, dsts, lats, kinds = [], [], [], []
+
+    def chain(first: int, lane: np.ndarray, start: np.ndarray, dur: np.ndarray, kind: int) -> None:
+        """Consecutive nodes of one lane; an overlap (clock noise) becomes a negative latency, never a push."""
+        same = np.flatnonzero(lane[1:] == lane[:-1])
+        gap = start[same + 1] - (start[same] + dur[same])
+        srcs.append(first + same), dsts.append(first + same + 1), lats.append(np.minimum(gap, 0))
+        kinds.append(np.full(len(same), kind))
+
+    chain(0, cpu["lane"], cpu["start_ns"], cpu["dur_ns"], 0)
+    chain(n_cpu, nodes["lane"][n_cpu:], nodes["start_ns"][n_cpu:], nodes["dur_ns"][n_cpu:], 1)
+    # launch edges, with the queued-or-not latency rule
+    launch = links["launch_row"].to_numpy()
+    has = (launch >= 0) & (last_seg[np.maximum(launch, 0)] >= 0)
+    lr = np.maximum(launch, 0)
+    call_end = ev["ts_ns"].to_numpy()[lr] + np.maximum(ev["dur_ns"].to_numpy()[lr], 0)
+    delay = g_ts - call_end
+    prev_end = np.full(len(g_rows), np.iinfo(np.int64).min)
+    lane_sorted, end_sorted = g_lane[g_order], (g_ts + g_dur)[g_order]
+    same = np.flatnonzero(lane_sorted[1:] == lane_sorted[:-1])
+    prev_end[g_order[same + 1]] = end_sorted[same]
+    queued = prev_end >= g_ts - QUEUED_NS
+    idle_delays = delay[has & ~queued]
+    typical = int(np.median(idle_delays)) if len(idle_delays) else 0
+    lat = np.where(queued, np.minimum(delay, typical), delay)
+    srcs.append(last_seg[launch[has]]), dsts.append(gpu_node[has]), lats.append(lat[has])
+    kinds.append(np.full(int(has.sum()), 2))
+    dur = nodes["dur_ns"].copy()
+    _sync_edges(trace, nodes, last_seg, gpu_node, g_rows, g_ts + g_dur, launch, srcs, dsts, lats, kinds, dur)
+    src, dst, lat_all = (np.concatenate(x).astype(np.int64) for x in (srcs, dsts, lats))
+    kind_all = np.concatenate(kinds).astype(np.int8)
+    # every edge must go forward in measured (start, node) order: that makes the graph acyclic. An edge
+    # against it comes from clocks that disagree (a GPU event starting before the call that launched it)
+    st = nodes["start_ns"]
+    forward = (st[src] < st[dst]) | ((st[src] == st[dst]) & (src < dst))
+    dropped = int((~forward).sum())
+    src, dst, lat_all, kind_all = src[forward], dst[forward], lat_all[forward], kind_all[forward]
+    indptr, src_s, lat_s, eorder = csr_by_dst(n, src, dst, lat_all)
+    edge_kind = kind_all[eorder]
+    order, acyclic = topo_order(n, indptr, src_s)
+    assert acyclic  # guaranteed by the forward rule
+    release = np.full(n, NO_RELEASE, np.int64)
+    no_pred = indptr[1:] == indptr[:-1]
+    release[no_pred] = nodes["start_ns"][no_pred]
+    nodes["dur_ns"] = dur
+    return DepGraph(nodes["kind"], nodes["row"], nodes["lane"], nodes["start_ns"], nodes["dur_ns"], release,
+                    indptr, src_s, lat_s, edge_kind, order, dropped)
+
+
+def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.ndarray, g_rows: np.ndarray,
+                g_end: np.ndarray, launch: np.ndarray, srcs: list, dsts: list, lats: list, kinds: list,
+                dur: np.ndarray) -> None:  # fmt: skip
+    """Blocking calls wait for the latest-ending GPU event of their process launched before them."""
+    ev = trace.events
+    is_rt = in_categories(ev["cat"], schema.RUNTIME_CATS)
+    copy_of = np.full(len(ev), -1, np.int64)
+    copy_of[launch[launch >= 0]] = np.flatnonzero(launch >= 0)
+    cand = np.flatnonzero(is_rt & (last_seg >= 0))
+    name_set = pd.Index(ev["name"].cat.categories)
+    sync_code = np.append(name_set.isin(SYNC_CALLS), False)[ev["name"].cat.codes.to_numpy()[cand]]
+    calls = cand[sync_code | (copy_of[cand] >= 0)]
+    if not len(calls) or not len(g_rows):
+        return
+    blocking = np.append(name_set.isin(SYNC_CALLS), False)[ev["name"].cat.codes.to_numpy()[calls]]
+    c_ts = ev["ts_ns"].to_numpy()[calls]
+    c_end = c_ts + np.maximum(ev["dur_ns"].to_numpy()[calls], 0)
+    call_names = [str(x) for x in names_of(ev, calls)]
+    lr = np.maximum(launch, 0)
+    launch_end = np.where(launch >= 0, ev["ts_ns"].to_numpy()[lr] + np.maximum(ev["dur_ns"].to_numpy()[lr], 0),
+                          np.iinfo(np.int64).max)
+    for j, c in enumerate(calls):
+        i = int(copy_of[c])
+        if i >= 0 and "Async" not in call_names[j] and "Launch" not in call_names[j] \
+                and c_ts[j] < g_end[i] <= c_end[j]:
+            target = i  # a blocking copy: waits for its own GPU event
+        elif blocking[j]:  # what it waited for: the last GPU event launched before it that ended while it waited
+            running = np.flatnonzero((launch_end <= c_ts[j]) & (g_end > c_ts[j]) & (g_end <= c_end[j]))
+            if not len(running):
+                continue
+            target = int(running[np.argmax(g_end[running])])
+        else:
+            continue
+        seg = last_seg[c]
+        srcs.append(np.array([gpu_node[target]])), dsts.append(np.array([seg]))
+        lats.append(np.array([max(0, int(c_end[j] - g_end[target]))])), kinds.append(np.array([3]))
+        dur[seg] = 0  # the wait is the edge's; the call keeps no length of its own: its node is the wake-up
+        nodes["start_ns"][seg] = c_end[j]

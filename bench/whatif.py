@@ -1,0 +1,66 @@
+"""Critical path and what-if cost: graph build and re-time on a large synthetic trace and on real ones.
+
+Usage: ``PYTHONPATH=. python bench/whatif.py [--events 1000000] [--repeat 7]``
+
+Prints, per input: events, graph nodes and edges, the first build (graph and
+topological renumbering), and the median re-time after a rule change (the
+slider's path: rescale the durations, one schedule pass, the critical path
+table). HTA's ``critical_path_analysis`` side by side is left for the next
+version (see docs/critical-path-hta.md for its times on the HTA traces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+REAL = ["tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "hta/df_index_resolver/df_index_resolver.json.gz"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=7)
+    a = ap.parse_args()
+    warnings.simplefilter("ignore")
+    import aonkit
+    from aonkit.analysis.critical_path import Rule, graph_of, what_if
+
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = []
+        gen = SHARED / "tools" / "gen_trace.py"
+        if gen.exists():
+            syn = Path(tmp) / "syn.json"
+            subprocess.run([sys.executable, str(gen), "--events", str(a.events), str(syn)], check=True,
+                           capture_output=True)
+            inputs.append((f"synthetic {a.events:,}", syn))
+        inputs += [(Path(r).name[:32], SHARED / "traces" / r) for r in REAL if (SHARED / "traces" / r).exists()]
+        print("| input | events | nodes | edges | build s | re-time ms (median) | identity vs measured |")
+        print("|---|---|---|---|---|---|---|")
+        for label, path in inputs:
+            t = aonkit.load(path)
+            t0 = time.perf_counter()
+            g = graph_of(t)
+            build = time.perf_counter() - t0
+            base = what_if(t)
+            times = []
+            for k in range(a.repeat):
+                t0 = time.perf_counter()
+                what_if(t, [Rule(0.5 + 0.05 * k, kind="gpu")])
+                times.append(time.perf_counter() - t0)
+            err = (base.model_ns - base.measured_ns) / base.measured_ns
+            print(f"| {label} | {len(t):,} | {len(g):,} | {len(g.src):,} | {build:.2f} | "
+                  f"{1000 * statistics.median(times):.1f} | {100 * err:+.2f}% |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Dependency graph, critical path and what-if (first version: one rank), on hand-built and real traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aonkit
+from aonkit._kernels.segments import thread_segments
+from aonkit.analysis.critical_path import Rule, critical_path, graph_of, what_if
+
+from .conftest import load_events, require_shared
+
+
+def _x(name: str, cat: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: object) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def small_trace(tmp_path: Path) -> aonkit.Trace:
+    """Two launches on one thread, two kernels on one stream (the second queued), a device sync, an op after.
+
+    µs: L1 [0,10] -> K1 [20,120]; L2 [15,25] -> K2 [120,220] (queued behind K1);
+    cudaDeviceSynchronize [30,225] waits for K2; op [225,260].
+    """
+    ev = [
+        _x("step", "user_annotation", 0, 260),
+        _x("cudaLaunchKernel", "cuda_runtime", 0, 10, correlation=1),
+        _x("cudaLaunchKernel", "cuda_runtime", 15, 10, correlation=2),
+        _x("cudaDeviceSynchronize", "cuda_runtime", 30, 195),
+        _x("aten::add", "cpu_op", 225, 35),
+        _x("gemm", "kernel", 20, 100, tid=7, pid=0, correlation=1, device=0, stream=7),
+        _x("relu", "kernel", 120, 100, tid=7, pid=0, correlation=2, device=0, stream=7),
+    ]
+    return load_events(tmp_path, ev)
+
+
+def test_identity_reproduces_the_measured_trace(tmp_path: Path) -> None:
+    t = small_trace(tmp_path)
+    r = what_if(t)
+    assert r.model_ns == r.measured_ns == r.step_time_ns == 260_000
+    g = graph_of(t)
+    assert (r.start_ns == g.start_ns).all()  # every node re-timed to its measured start
+    path = r.critical_path
+    assert path["name"].tolist() == ["cudaLaunchKernel", "gemm", "relu", "cudaDeviceSynchronize", "aten::add"]
+    assert path["kind"].tolist() == ["cpu", "gpu", "gpu", "cpu", "cpu"]
+    assert path["wait_ns"].tolist() == [0, 10_000, 0, 5_000, 0]  # launch delay, queued, the sync's wake-up
+    assert path["dur_ns"].sum() + path["wait_ns"].sum() == r.step_time_ns
+
+
+def test_faster_kernels_move_the_queued_kernel_and_the_sync(tmp_path: Path) -> None:
+    t = small_trace(tmp_path)
+    r = what_if(t, [Rule(0.5, kind="gpu")])
+    # K1 [20,70]; K2 queued: max(K1 end 70, L2 end 25 + the idle-stream launch delay 10) = 70 -> [70,120];
+    # the sync wakes 5 us after K2 as measured: 125; then the op (35) and the step's own end
+    assert r.step_time_ns == 160_000 and r.speedup == pytest.approx(260 / 160)
+    assert what_if(t, [{"scale": 2.0, "name": "^gemm$"}]).step_time_ns == 360_000  # dict rules too
+    assert what_if(t, [Rule(0.0, kind="cpu", name="aten::add")]).step_time_ns == 225_000
+    assert critical_path(t)["name"].iloc[1] == "gemm"
+
+
+def test_a_step_window(tmp_path: Path) -> None:
+    ev = []
+    for k in range(3):
+        base = 1000.0 * k
+        ev += [_x(f"ProfilerStep#{k}", "user_annotation", base, 500), _x("cudaLaunchKernel", "cuda_runtime", base,
+               10, correlation=k + 1), _x("k", "kernel", base + 20, 300 + 100 * k, tid=7, pid=0, correlation=k + 1,
+                                          device=0, stream=7)]  # fmt: skip
+    t = load_events(tmp_path, ev)
+    r = what_if(t, step=1)
+    assert r.measured_ns == r.model_ns == 500_000  # the step annotation spans its kernel (20 + 400 us)
+    assert what_if(t, [Rule(2.0, kind="gpu")], step=2).step_time_ns == 20_000 + 1_000_000
+    with pytest.raises(ValueError, match="no ProfilerStep#7"):
+        what_if(t, step=7)
+
+
+def _reference_segments(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Self time by brute force: each elementary interval belongs to the innermost open event (or a gap)."""
+    out = []
+    for th in np.unique(thread):
+        idx = np.flatnonzero(thread == th)
+        cut = {}
+        stack: list[int] = []
+        for i in idx:  # cut each event at its parent's end, as the kernel does
+            while stack and cut[stack[-1]] <= ts[i]:
+                stack.pop()
+            cut[i] = min(max(end[i], ts[i]), cut[stack[-1]]) if stack else max(end[i], ts[i])
+            stack.append(i)
+        points = sorted({int(ts[i]) for i in idx} | {int(cut[i]) for i in idx})
+        for a, b in zip(points, points[1:]):
+            open_ = [i for i in idx if ts[i] <= a and cut[i] >= b]
+            owner = max(open_, key=lambda i: (ts[i], -cut[i], i)) if open_ else -1
+            if out and out[-1][0] == th and out[-1][3] == owner and out[-1][2] == a:
+                out[-1] = (th, out[-1][1], b, owner)
+            else:
+                out.append((int(th), a, b, owner))
+    return out
+
+
+def test_thread_segments_match_a_brute_force_reference(rng: np.random.Generator) -> None:
+    for _ in range(30):
+        n = int(rng.integers(1, 40))
+        thread = np.sort(rng.integers(0, 3, n)).astype(np.int64)
+        ts = rng.integers(0, 100, n).astype(np.int64)
+        end = ts + rng.integers(1, 60, n)
+        order = np.lexsort((-end, ts, thread))
+        thread, ts, end = thread[order], ts[order], end[order]
+        th, t0, t1, owner, first, last = thread_segments(thread, ts, end)
+        got = [(int(a), int(b), int(c), int(d)) for a, b, c, d in zip(th, t0, t1, owner) if c > b]
+        merged: list[tuple[int, int, int, int]] = []
+        for s in got:  # the kernel may split one owner's time where a child began and ended at one instant
+            if merged and merged[-1][0] == s[0] and merged[-1][3] == s[3] and merged[-1][2] == s[1]:
+                merged[-1] = (s[0], merged[-1][1], s[2], s[3])
+            else:
+                merged.append(s)
+        assert merged == _reference_segments(thread, ts, end)
+        assert (first >= 0).all() and (last >= first).all()  # every event has a segment, leaves included
+
+
+@pytest.mark.parametrize("rel", ["tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                                 "hta/nccl_parser_config/nccl_data.json.gz",
+                                 "kineto-tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+                                 "hta/critical_path/cuda_event_sync/event_sync_trace.json.gz"])  # fmt: skip
+def test_identity_on_real_traces(rel: str) -> None:
+    t = aonkit.load(require_shared("traces") / rel)
+    r = what_if(t)
+    assert abs(r.model_ns - r.measured_ns) <= 0.02 * r.measured_ns
+    faster = what_if(t, [Rule(0.5, kind="gpu")])
+    assert faster.step_time_ns <= r.model_ns  # halving GPU time never slows the trace down
+    assert (faster.critical_path["dur_ns"] >= 0).all() and faster.critical_path["share"].sum() == pytest.approx(1)
+
+
+def test_edges_against_measured_time_are_dropped_not_cycled() -> None:
+    t = aonkit.load(require_shared("traces") / "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    g = graph_of(t)  # ROCm clocks put a kernel before its launch call: that edge cannot be kept
+    assert g.dropped_edges > 0
+    r = what_if(t)
+    assert abs(r.model_ns - r.measured_ns) <= 0.02 * r.measured_ns
+
+
+def test_the_top_level_interface(tmp_path: Path) -> None:
+    t = small_trace(tmp_path)
+    r = aonkit.what_if(t, [])
+    assert r.step_time_ns == r.measured_ns and r.speedup == 1.0 and len(r.critical_path) == 5
+    with pytest.raises(TypeError, match="one rank"):
+        aonkit.what_if(aonkit.TraceSet({0: t, 1: t}))
