@@ -145,3 +145,23 @@ def test_the_top_level_interface(tmp_path: Path) -> None:
     assert r.step_time_ns == r.measured_ns and r.speedup == 1.0 and len(r.critical_path) == 5
     with pytest.raises(TypeError, match="one rank"):
         aonkit.what_if(aonkit.TraceSet({0: t, 1: t}))
+
+
+def test_a_stream_wait_passes_a_speedup_across_streams(tmp_path: Path) -> None:
+    # A on stream 7 [10,110]; B on stream 9 waits for it (cudaEventRecord + cudaStreamWaitEvent), runs [110,160]
+    ev = [
+        _x("cudaLaunchKernel", "cuda_runtime", 0, 5, correlation=1),
+        _x("cudaEventRecord", "cuda_runtime", 6, 2, correlation=3),
+        _x("cudaStreamWaitEvent", "cuda_runtime", 9, 2, correlation=4),
+        _x("cudaLaunchKernel", "cuda_runtime", 12, 3, correlation=2),
+        _x("A", "kernel", 10, 100, tid=7, pid=0, correlation=1, device=0, stream=7),
+        _x("Stream Wait Event", "cuda_sync", 11, 1, tid=9, pid=0, stream=9, wait_on_stream=7,
+           wait_on_cuda_event_record_corr_id=3, correlation=4, device=0),
+        _x("B", "kernel", 110, 50, tid=9, pid=0, correlation=2, device=0, stream=9),
+    ]
+    t = load_events(tmp_path, ev)
+    assert int((graph_of(t).edge_kind == 4).sum()) == 1
+    r = what_if(t, [Rule(0.5, name="^A$")])
+    assert r.model_ns == r.measured_ns == 160_000
+    assert r.step_time_ns == 110_000  # B follows A across streams instead of keeping its measured launch delay
+    assert r.critical_path["name"].tolist() == ["cudaLaunchKernel", "A", "B"]

@@ -28,9 +28,10 @@ identity never starts a node later than it was measured:
 Nodes with nothing before them (a thread's first segment, a GPU event whose
 launch is outside the trace) are released at their measured start, so the
 identity re-times every node to its measured start when the edges explain
-the trace. Not yet modelled (each an open part of issue 15): cross-stream
-event waits (``cudaStreamWaitEvent``), collectives across ranks, per-stream
-sync targets; a GPU event held back by them keeps its measured launch delay.
+the trace. Not yet modelled (each an open part of issue 15): collectives
+across ranks, per-stream and per-event sync targets (``Stream Sync`` /
+``Event Sync`` rows), GPU contention between streams; a GPU event held back by
+them keeps its measured launch delay.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class DepGraph:
     release_ns : numpy.ndarray
         Earliest start of nodes with no predecessor (else the kernels' no-release value).
     indptr, src, lat_ns, edge_kind : numpy.ndarray
-        Incoming edges by destination; ``edge_kind``: 0 thread, 1 stream, 2 launch, 3 sync.
+        Incoming edges by destination; ``edge_kind``: 0 thread, 1 stream, 2 launch, 3 sync, 4 stream wait.
     order : numpy.ndarray
         A topological order of the nodes.
     dropped_edges : int
@@ -150,6 +151,8 @@ def build_graph(trace: Trace) -> DepGraph:
     lane_sorted, end_sorted = g_lane[g_order], (g_ts + g_dur)[g_order]
     same = np.flatnonzero(lane_sorted[1:] == lane_sorted[:-1])
     prev_end[g_order[same + 1]] = end_sorted[same]
+    waited = _stream_wait_edges(trace, links, gpu_node, srcs, dsts, lats, kinds)
+    prev_end = np.maximum(prev_end, waited)  # a stream wait that ended at the start explains it like a queue
     queued = prev_end >= g_ts - QUEUED_NS
     idle_delays = delay[has & ~queued]
     typical = int(np.median(idle_delays)) if len(idle_delays) else 0
@@ -176,6 +179,50 @@ def build_graph(trace: Trace) -> DepGraph:
     nodes["dur_ns"] = dur
     return DepGraph(nodes["kind"], nodes["row"], nodes["lane"], nodes["start_ns"], nodes["dur_ns"], release,
                     indptr, src_s, lat_s, edge_kind, order, dropped)
+
+
+def _stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, srcs: list, dsts: list,
+                       lats: list, kinds: list) -> np.ndarray:  # fmt: skip
+    """``cudaStreamWaitEvent``: the waiting stream's next GPU event waits for the recorded stream's last one.
+
+    Returns, per GPU event (``links`` order), the latest end of a GPU event it waits for (int64 min: none).
+
+    From Kineto's ``Stream Wait Event`` rows (``cat`` ``cuda_sync``): the event was recorded by the
+    ``cudaEventRecord`` call whose correlation the row names, on stream ``wait_on_stream``; the source is
+    the GPU event on that stream whose launch call started last at or before the record; the destination
+    is the first GPU event on the waiting stream launched, from the waiting call's thread, after the call.
+    """
+    ev = trace.events
+    waited = np.full(len(links), np.iinfo(np.int64).min, np.int64)
+    waits = np.flatnonzero(((ev["cat"] == "cuda_sync") & (ev["name"] == "Stream Wait Event")).to_numpy())
+    if not len(waits) or not len(links):
+        return waited
+    a = trace.arg_ints_of(("stream", "wait_on_stream", "wait_on_cuda_event_record_corr_id", "correlation"), waits)
+    corr = ev["correlation"].to_numpy()
+    rt = np.flatnonzero(in_categories(ev["cat"], schema.RUNTIME_CATS) & (corr >= 0))
+    call_of = pd.Series(rt, index=corr[rt])
+    call_of = call_of[~call_of.index.duplicated(keep="first")]
+    g_rows, launch = links["gpu_row"].to_numpy(), links["launch_row"].to_numpy()
+    g_stream, g_dev = ev["stream"].to_numpy()[g_rows], ev["device"].to_numpy()[g_rows]
+    l_ts = np.where(launch >= 0, ev["ts_ns"].to_numpy()[np.maximum(launch, 0)], np.iinfo(np.int64).max)
+    thread = (ev["pid"].cat.codes.to_numpy().astype(np.int64) << 32) | ev["tid"].cat.codes.to_numpy()
+    dev_of_wait = ev["device"].to_numpy()[waits]
+    for k in range(len(waits)):
+        rec, call = call_of.get(a["wait_on_cuda_event_record_corr_id"][k]), call_of.get(a["correlation"][k])
+        if rec is None or call is None:
+            continue
+        on_src = (g_stream == a["wait_on_stream"][k]) & (g_dev == dev_of_wait[k]) & (l_ts <= ev["ts_ns"].iat[rec])
+        on_dst = (g_stream == a["stream"][k]) & (g_dev == dev_of_wait[k]) & (l_ts > ev["ts_ns"].iat[call])
+        on_dst &= (launch >= 0) & (thread[np.maximum(launch, 0)] == thread[call])
+        if not on_src.any() or not on_dst.any():
+            continue
+        s_i = int(np.flatnonzero(on_src)[np.argmax(l_ts[on_src])])
+        d_i = int(np.flatnonzero(on_dst)[np.argmin(l_ts[on_dst])])
+        srcs.append(np.array([gpu_node[s_i]])), dsts.append(np.array([gpu_node[d_i]]))
+        lats.append(np.array([0])), kinds.append(np.array([4]))
+        g_end = ev["ts_ns"].iat[int(g_rows[s_i])] + max(int(ev["dur_ns"].iat[int(g_rows[s_i])]), 0)
+        waited[d_i] = max(waited[d_i], g_end)
+    return waited
 
 
 def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.ndarray, g_rows: np.ndarray,
