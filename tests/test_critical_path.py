@@ -165,3 +165,20 @@ def test_a_stream_wait_passes_a_speedup_across_streams(tmp_path: Path) -> None:
     assert r.model_ns == r.measured_ns == 160_000
     assert r.step_time_ns == 110_000  # B follows A across streams instead of keeping its measured launch delay
     assert r.critical_path["name"].tolist() == ["cudaLaunchKernel", "A", "B"]
+
+
+def test_the_what_if_panel_updates_on_a_slider(tmp_path: Path) -> None:
+    from aonkit.widgets import WhatIfPanel
+
+    t = small_trace(tmp_path)
+    p = WhatIfPanel(t)
+    assert p.result.step_time_ns == 260_000 and "speed-up <b>1.000x" in p.summary.value
+    before = list(p.source.data["ms"])
+    p.sliders["GPU computation"].value = 0.5  # the observer re-times at once
+    assert p.result.step_time_ns == 160_000 and "1.625x" in p.summary.value
+    assert p.source.data["ms"] != before and p.source.data["part"][0] == "gpu computation"
+    p.pattern.value, p.pattern_scale.value = "^aten::add$", 0.0
+    assert p.result.step_time_ns == 125_000
+    p.pattern.value = "(["  # a bad pattern says so and keeps the last result
+    assert "cannot apply" in p.summary.value and p.result.step_time_ns == 125_000
+    assert p._repr_mimebundle_()["text/plain"].startswith("what-if: step 125,000 ns")

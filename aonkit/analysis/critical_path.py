@@ -122,7 +122,8 @@ class WhatIf:
     def critical_path(self) -> pd.DataFrame:
         """The path after the rules, built on first use.
 
-        Columns: ``kind``, ``name``, ``lane``, ``row``, ``start_ns``,
+        Columns: ``kind``, ``part`` (``gpu <kernel class>``, ``launch``,
+        ``cpu``, ``host gap``), ``name``, ``lane``, ``row``, ``start_ns``,
         ``dur_ns``, ``wait_ns`` (latency of the edge into it), ``share``.
         """
         if self._table is None:
@@ -132,6 +133,34 @@ class WhatIf:
     def __repr__(self) -> str:
         return (f"WhatIf(step_time_ns={self.step_time_ns:,}, model_ns={self.model_ns:,}, "
                 f"measured_ns={self.measured_ns:,}, speedup={self.speedup:.3f})")
+
+
+def _parts(trace: Trace, g: DepGraph, nodes: np.ndarray) -> np.ndarray:
+    """What each path node is, for the composition: ``gpu <kernel class>``, ``launch``, ``cpu``, ``host gap``."""
+    from .kernels import kernel_class
+
+    ev = trace.events
+    rows = np.maximum(g.row[nodes], 0)
+    names = names_of(ev, rows)
+    cats = ev["cat"].astype(object).to_numpy()[rows] if len(rows) else np.empty(0, object)
+    out = []
+    for k, n, c in zip(g.kind[nodes], names, cats):
+        if k == KIND_GPU:
+            out.append(f"gpu {kernel_class(str(c), str(n))}")
+        elif k == KIND_GAP:
+            out.append("host gap")
+        else:
+            out.append("launch" if "Launch" in str(n) else "cpu")
+    return np.array(out, dtype=object)
+
+
+def composition(path: pd.DataFrame) -> pd.DataFrame:
+    """Time of a critical path by part, waits (edge latencies) apart: ``part``, ``time_ns``, ``share``."""
+    by = path.groupby("part", sort=True)["dur_ns"].sum()
+    waits = int(path["wait_ns"].clip(lower=0).sum())
+    out = pd.DataFrame({"part": [*by.index, "waits"], "time_ns": [*by.to_numpy(np.int64), waits]})
+    out["share"] = out["time_ns"] / (int(out["time_ns"].sum()) or 1)
+    return out
 
 
 _BASE: weakref.WeakKeyDictionary[DepGraph, tuple] = weakref.WeakKeyDictionary()
@@ -194,6 +223,7 @@ def what_if(trace: Trace, rules: Sequence[Rule | dict] = (), *, step: int | None
             "wait_ns": (np.where(edge[nodes] >= 0, g.lat_ns[np.maximum(edge[nodes], 0)], 0) if len(g.lat_ns)
                         else np.zeros(len(nodes), np.int64)),
         })  # fmt: skip
+        out.insert(1, "part", _parts(trace, g, nodes))
         out["share"] = out["dur_ns"] / (int(out["dur_ns"].sum()) or 1)
         return out
 
@@ -205,4 +235,5 @@ def critical_path(trace: Trace, *, step: int | None = None, window: tuple[int, i
     return what_if(trace, (), step=step, window=window).critical_path
 
 
-__all__ = ["KIND_CPU", "KIND_GAP", "KIND_GPU", "Rule", "WhatIf", "critical_path", "graph_of", "what_if"]
+__all__ = ["KIND_CPU", "KIND_GAP", "KIND_GPU", "Rule", "WhatIf", "composition", "critical_path", "graph_of",
+           "what_if"]

@@ -2,7 +2,8 @@
 
 ``Dashboard(trace)`` shows the summary cards, tables, roofline and a timeline
 that re-queries its level of detail on zoom and pan; ``LiveMonitor(sampler)``
-streams a sampler's metrics with rollover and a pause button. Both render
+streams a sampler's metrics with rollover and a pause button; ``WhatIfPanel(trace)``
+re-times the trace's dependency graph as sliders move. Both render
 through jupyter_bokeh, whose JupyterLab extension carries BokehJS, so nothing
 is fetched from a CDN and no ``output_notebook`` call is needed first.
 Importing this package imports ipywidgets and bokeh; ``import aonkit`` does not.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Dashboard", "LiveMonitor"]
+__all__ = ["Dashboard", "LiveMonitor", "WhatIfPanel"]
 
 
 def __getattr__(name: str) -> Any:  # import each widget only when asked for
@@ -24,4 +25,8 @@ def __getattr__(name: str) -> Any:  # import each widget only when asked for
         from .monitor import LiveMonitor
 
         return LiveMonitor
+    if name == "WhatIfPanel":
+        from .whatif import WhatIfPanel
+
+        return WhatIfPanel
     raise AttributeError(name)
