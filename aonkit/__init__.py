@@ -19,14 +19,12 @@ __version__ = "0.1.0"
 
 
 def what_if(trace: Trace, rules: object = (), **options: object) -> object:
-    """Re-time ``trace`` with what-if ``rules`` (see :func:`aonkit.analysis.critical_path.what_if`).
+    """Re-time a trace or a job (a TraceSet) with what-if ``rules``.
 
-    This version takes one rank's trace; a job of several ranks is an open part of issue 15.
+    See :func:`aonkit.analysis.critical_path.what_if`.
     """
     from .analysis.critical_path import what_if as _what_if
 
-    if isinstance(trace, TraceSet):
-        raise TypeError("what_if takes one rank's Trace in this version (a job's ranks: not yet)")
     return _what_if(trace, rules, **options)  # type: ignore[arg-type]
 
 

@@ -2,8 +2,9 @@
 
 Usage: ``PYTHONPATH=. python bench/whatif.py [--events 1000000] [--repeat 7]``
 
-Prints, per input: events, graph nodes and edges, the first build (graph and
-topological renumbering), and the median re-time after a rule change (the
+Prints, per input (a synthetic trace, two real ones, a generated 64-rank job):
+events, graph nodes and edges, the first build (graph, for a job also combining
+the ranks and tying the collectives, and topological renumbering), and the median re-time after a rule change (the
 slider's path: rescale the durations, one schedule pass, the critical path
 table). HTA's ``critical_path_analysis`` side by side is left for the next
 version (see docs/critical-path-hta.md for its times on the HTA traces).
@@ -43,10 +44,16 @@ def main() -> int:
                            capture_output=True)
             inputs.append((f"synthetic {a.events:,}", syn))
         inputs += [(Path(r).name[:32], SHARED / "traces" / r) for r in REAL if (SHARED / "traces" / r).exists()]
+        job_dir = Path(tmp) / "job64"
+        sys.path.insert(0, str(ROOT))
+        from tests.gen_ranks import write_job
+
+        write_job(job_dir, ranks=64, steps=6, straggler=37, exposed_ranks=(), launches=True)
+        inputs.append(("64-rank job (gen_ranks, launches)", job_dir))
         print("| input | events | nodes | edges | build s | re-time ms (median) | identity vs measured |")
         print("|---|---|---|---|---|---|---|")
         for label, path in inputs:
-            t = aonkit.load(path)
+            t = aonkit.load_job(path) if path.is_dir() else aonkit.load(path)
             t0 = time.perf_counter()
             g = graph_of(t)
             build = time.perf_counter() - t0
@@ -57,7 +64,8 @@ def main() -> int:
                 what_if(t, [Rule(0.5 + 0.05 * k, kind="gpu")])
                 times.append(time.perf_counter() - t0)
             err = (base.model_ns - base.measured_ns) / base.measured_ns
-            print(f"| {label} | {len(t):,} | {len(g):,} | {len(g.src):,} | {build:.2f} | "
+            n_ev = sum(len(x) for x in t.values()) if isinstance(t, aonkit.TraceSet) else len(t)
+            print(f"| {label} | {n_ev:,} | {len(g):,} | {len(g.src):,} | {build:.2f} | "
                   f"{1000 * statistics.median(times):.1f} | {100 * err:+.2f}% |")
     return 0
 

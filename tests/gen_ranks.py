@@ -33,12 +33,16 @@ def _cpu(name: str, ts_ns: int, dur_ns: int, cat: str = "cpu_op", args: dict | N
 def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, exposed_ranks: tuple[int, ...] = (5,),
               seed: int = 7, *, args_on: str = "kernel", seq: bool = False, vary_sizes: bool = False,
               late_ranks: tuple[int, ...] = (), profiler_steps: bool = False,
-              collectives: bool = True) -> dict[int, int]:  # fmt: skip
+              collectives: bool = True, launches: bool = False) -> dict[int, int]:  # fmt: skip
     """Write ``rank{r}.json`` files into ``out``; return the true clock offset (ns) of each rank.
 
     ``args_on``: ``"kernel"``, ``"param_comms"`` (a ``record_param_comms`` op
     around a ``cudaLaunchKernel``) or ``"none"``. ``late_ranks`` miss the
-    first all-reduce (their window opened after it).
+    first all-reduce (their window opened after it). ``launches`` adds the
+    host side as PyTorch DDP has it: a ``cudaLaunchKernel`` per kernel, ahead
+    of the GPU, and before the all-reduce a ``cudaEventRecord`` on the compute
+    stream, a ``cudaStreamWaitEvent`` of the communication stream (with
+    Kineto's ``Stream Wait Event`` row) and the NCCL launch.
     """
     rng = np.random.default_rng(seed)
     offsets = {r: int(rng.integers(-3_000_000, 3_000_000)) for r in range(ranks)}
@@ -52,11 +56,16 @@ def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, e
                 events[r].append(_cpu(f"ProfilerStep#{100 + step}", t + offsets[r] + jitter, 1_000_000,
                                       "user_annotation"))  # fmt: skip
         ready = {}
+        host = {}
         for r in range(ranks):
             cur = t
-            for _k in range(8):
+            host[r] = t + offsets[r] - 100_000  # the host runs ahead of the GPU
+            for k in range(8):
                 d = int(rng.integers(180_000, 220_000) * (1.3 if r == straggler else 1.0))
                 events[r].append(_kernel(GEMM, 7, cur + offsets[r], d, corr))
+                if launches:
+                    events[r].append(_cpu("cudaLaunchKernel", host[r] + 5_000 * k, 3_000, "cuda_runtime",
+                                          {"correlation": corr}))  # fmt: skip
                 corr += 1
                 cur += d + 2_000
             ready[r] = cur
@@ -72,6 +81,16 @@ def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, e
                 pass
             elif args_on == "kernel":
                 events[r].append(_kernel(NCCL, 20, ready[r] + offsets[r], last + transfer - ready[r], corr, meta))
+                if launches:
+                    h, rec, wait = host[r] + 40_000, 10_000_000 + corr, 20_000_000 + corr
+                    events[r] += [
+                        _cpu("cudaEventRecord", h, 2_000, "cuda_runtime", {"correlation": rec}),
+                        _cpu("cudaStreamWaitEvent", h + 3_000, 2_000, "cuda_runtime", {"correlation": wait}),
+                        _cpu("cudaLaunchKernel", h + 6_000, 3_000, "cuda_runtime", {"correlation": corr}),
+                        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 20,
+                         "ts": (h + 4_000) / 1000, "dur": 1, "args": {"stream": 20, "wait_on_stream": 7, "device": 0,
+                         "wait_on_cuda_event_record_corr_id": rec, "correlation": wait}},
+                    ]  # fmt: skip
             else:
                 host = ready[r] + offsets[r] - 50_000
                 pc_args = meta if args_on == "param_comms" else {}
@@ -80,6 +99,9 @@ def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, e
                 events[r].append(_kernel(NCCL, 20, ready[r] + offsets[r], last + transfer - ready[r], corr))
             if r not in exposed_ranks:  # the next bucket's compute hides the all-reduce
                 events[r].append(_kernel(GEMM, 7, ready[r] + 10_000 + offsets[r], last + transfer - ready[r], corr + 1))
+                if launches:
+                    events[r].append(_cpu("cudaLaunchKernel", host[r] + 50_000, 3_000, "cuda_runtime",
+                                          {"correlation": corr + 1}))  # fmt: skip
             corr += 2
         t = last + transfer + 50_000
     out.mkdir(parents=True, exist_ok=True)

@@ -143,8 +143,7 @@ def test_the_top_level_interface(tmp_path: Path) -> None:
     t = small_trace(tmp_path)
     r = aonkit.what_if(t, [])
     assert r.step_time_ns == r.measured_ns and r.speedup == 1.0 and len(r.critical_path) == 5
-    with pytest.raises(TypeError, match="one rank"):
-        aonkit.what_if(aonkit.TraceSet({0: t, 1: t}))
+    assert aonkit.what_if(aonkit.TraceSet({0: t})).step_time_ns == r.step_time_ns  # a job of one rank
 
 
 def test_a_stream_wait_passes_a_speedup_across_streams(tmp_path: Path) -> None:
@@ -182,3 +181,27 @@ def test_the_what_if_panel_updates_on_a_slider(tmp_path: Path) -> None:
     p.pattern.value = "(["  # a bad pattern says so and keeps the last result
     assert "cannot apply" in p.summary.value and p.result.step_time_ns == 125_000
     assert p._repr_mimebundle_()["text/plain"].startswith("what-if: step 125,000 ns")
+
+
+def test_a_faster_straggler_shortens_the_job_by_the_planted_numbers(tmp_path: Path) -> None:
+    from .gen_ranks import GEMM, write_job
+
+    write_job(tmp_path, ranks=4, steps=1, straggler=2, exposed_ranks=(0, 1, 2, 3), seed=3, launches=True)
+    job = aonkit.load_job(tmp_path)
+    base = what_if(job)
+    assert base.model_ns == base.measured_ns  # the identity, across ranks on one clock
+    g = graph_of(job)
+    assert int((g.kind == 3).sum()) == 1 and int((g.edge_kind == 4).sum()) == 4  # one collective, 4 stream waits
+
+    def compute(rank: int, scale: float = 1.0) -> int:  # each rank's GEMMs, then 2 us each: its arrival
+        ev = job[rank].events
+        d = ev.loc[(ev["name"] == GEMM) & (ev["stream"] == 7), "dur_ns"].to_numpy()
+        return int(sum(int(np.rint(x * scale)) + 2_000 for x in d))
+
+    arrivals = {r: compute(r) for r in range(4)}
+    assert max(arrivals, key=arrivals.get) == 2  # the planted straggler arrives last
+    faster = what_if(job, [Rule(1 / 1.3, rank=2, name="gemm")])
+    new_last = max(max(v for r, v in arrivals.items() if r != 2), compute(2, 1 / 1.3))
+    assert base.step_time_ns - faster.step_time_ns == arrivals[2] - new_last > 0
+    half = what_if(job, [Rule(0.5, gpu_class="communication")])
+    assert base.step_time_ns - half.step_time_ns == 200_000  # every rank's transfer (400 us) halved

@@ -28,7 +28,8 @@ from .. import schema
 from ..trace import RawEvents, Trace, TraceMeta, join_spans, split_rows
 from .collectives import clock_offsets
 
-_ID_SHIFT = 40
+ID_SHIFT = 40
+"""Each rank's correlation, external and flow ids get ``(rank + 1) << ID_SHIFT`` added."""
 
 
 class _RanksText(RawEvents):
@@ -91,7 +92,7 @@ def combine_ranks(job: Mapping[int, Trace], align: bool = True) -> Trace:
         cols = {"ts_ns": np.where(ts != schema.TS_MISSING, ts - shift, ts), "dur_ns": ev["dur_ns"].to_numpy()}
         for c in ("correlation", "external_id", "id"):
             v = ev[c].to_numpy()
-            cols[c] = np.where(v >= 0, v + ((rank + 1) << _ID_SHIFT), v)
+            cols[c] = np.where(v >= 0, v + ((rank + 1) << ID_SHIFT), v)
         cols["stream"], cols["device"] = ev["stream"].to_numpy(), ev["device"].to_numpy()
         cols["rank"] = np.full(len(ev), rank, np.int64)
         frames.append(cols)

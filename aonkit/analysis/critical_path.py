@@ -3,17 +3,17 @@
 >>> r = what_if(trace, [Rule(0.5, gpu_class="communication")], step=3)   # doctest: +SKIP
 >>> r.step_time_ns, r.speedup, r.critical_path.head()                   # doctest: +SKIP
 
-The graph is built once per trace and kept (weakly); a what-if re-times it in
+The graph is built once per trace (or job) and kept; a what-if re-times it in
 one pass of :func:`aonkit._kernels.dag.schedule` over nodes numbered in
-topological order. First version: one rank, the edges listed in
-:mod:`aonkit.analysis.depgraph`.
+topological order. The edges are listed in :mod:`aonkit.analysis.depgraph`;
+a job's ranks are tied at their matched collectives (:mod:`aonkit.analysis.depgraph_job`).
 """
 
 from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..trace import Trace
 from .columns import names_of
-from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_NAMES, DepGraph, build_graph
+from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph, build_graph
 
 _GRAPHS: weakref.WeakKeyDictionary[Trace, tuple[int, DepGraph]] = weakref.WeakKeyDictionary()
 
@@ -41,28 +41,50 @@ class Rule:
         (``computation``, ``communication``, ``memory``); GPU nodes only.
     name : str, optional
         A regular expression searched in the owning event's name.
+    rank : int, optional
+        Only this rank's nodes (a job; host gaps, which belong to no event, are not matched).
     """
 
     scale: float
     kind: str | None = None
     gpu_class: str | None = None
     name: str | None = None
+    rank: int | None = None
 
 
-def graph_of(trace: Trace) -> DepGraph:
-    """The trace's dependency graph, nodes renumbered in topological order; built once per events table."""
+def graph_of(trace: Trace | Mapping[int, Trace]) -> DepGraph:
+    """The dependency graph, nodes renumbered in topological order; built once per events table (or job)."""
+    return _prepared(trace)[1]
+
+
+def _prepared(subject: Trace | Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
+    """(the trace the graph describes, its graph): a job is combined, its collectives tied across ranks."""
     from .._kernels.dag import relabel
 
-    cached = _GRAPHS.get(trace)
-    if cached is None or cached[0] != id(trace.events):
-        g = build_graph(trace)
-        o = g.order
-        indptr, src, lat, edge_of = relabel(o, g.indptr, g.src, g.lat_ns)
-        g = DepGraph(g.kind[o], g.row[o], g.lane[o], g.start_ns[o], g.dur_ns[o], g.release_ns[o], indptr, src, lat,
-                     g.edge_kind[edge_of], np.arange(len(o), dtype=np.int64), g.dropped_edges)
-        cached = (id(trace.events), g)
-        _GRAPHS[trace] = cached
-    return cached[1]
+    if isinstance(subject, Trace):
+        cached = _GRAPHS.get(subject)
+        if cached is not None and cached[0] == id(subject.events):
+            return subject, cached[1]
+        trace, g = subject, build_graph(subject)
+    else:
+        held = getattr(subject, "_aon_graph", None)
+        if held is not None:
+            return held
+        from .depgraph_job import build_job_graph
+
+        trace, g = build_job_graph(subject)
+    o = g.order
+    indptr, src, lat, edge_of = relabel(o, g.indptr, g.src, g.lat_ns)
+    g = DepGraph(g.kind[o], g.row[o], g.lane[o], g.start_ns[o], g.dur_ns[o], g.release_ns[o], indptr, src, lat,
+                 g.edge_kind[edge_of], np.arange(len(o), dtype=np.int64), g.dropped_edges)
+    if isinstance(subject, Trace):
+        _GRAPHS[subject] = (id(subject.events), g)
+    else:
+        try:
+            subject._aon_graph = (trace, g)  # type: ignore[attr-defined]
+        except AttributeError:  # a plain dict: no place to keep it
+            pass
+    return trace, g
 
 
 def _factors(trace: Trace, g: DepGraph, rules: Sequence[Rule | dict]) -> np.ndarray:
@@ -87,6 +109,9 @@ def _factors(trace: Trace, g: DepGraph, rules: Sequence[Rule | dict]) -> np.ndar
         if r.name is not None:
             pat = re.compile(r.name)
             hit &= np.array([bool(pat.search(str(n))) for n in names], bool)
+        if r.rank is not None:
+            rank = ev["rank"].to_numpy()[np.maximum(g.row, 0)] if "rank" in ev.columns else np.zeros(len(g), int)
+            hit &= (g.row >= 0) & (rank == r.rank)
         factor[hit] *= float(r.scale)
     return factor
 
@@ -149,6 +174,8 @@ def _parts(trace: Trace, g: DepGraph, nodes: np.ndarray) -> np.ndarray:
             out.append(f"gpu {kernel_class(str(c), str(n))}")
         elif k == KIND_GAP:
             out.append("host gap")
+        elif k == KIND_HUB:
+            out.append("collective wait")
         else:
             out.append("launch" if "Launch" in str(n) else "cpu")
     return np.array(out, dtype=object)
@@ -179,23 +206,29 @@ def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int]
     if step is not None:
         from .steps import profiler_steps
 
-        s = profiler_steps(trace).set_index("step")
-        if step not in s.index:
-            raise ValueError(f"no ProfilerStep#{step} in the trace (steps: {s.index.tolist()[:10]})")
-        t0 = int(s.at[step, "ts_ns"])
-        window = (t0, t0 + int(s.at[step, "dur_ns"]))
+        s = profiler_steps(trace)
+        s = s[s["step"] == step]
+        if s.empty:
+            steps = sorted(set(profiler_steps(trace)["step"].tolist()))
+            raise ValueError(f"no ProfilerStep#{step} in the trace (steps: {steps[:10]})")
+        window = (int(s["ts_ns"].min()), int((s["ts_ns"] + s["dur_ns"]).max()))  # every rank's, in a job
     if window is None:
         return np.ones(len(g), bool)
     return (g.start_ns >= window[0]) & (g.start_ns < window[1])
 
 
-def what_if(trace: Trace, rules: Sequence[Rule | dict] = (), *, step: int | None = None,
+def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (), *, step: int | None = None,
             window: tuple[int, int] | None = None) -> WhatIf:  # fmt: skip
-    """Re-time ``trace`` with ``rules`` (``[]``: the identity) over a ProfilerStep, a window or all of it."""
+    """Re-time a trace or a job with ``rules`` (``[]``: the identity) over a ProfilerStep, a window or all of it.
+
+    A job (a :class:`~aonkit.TraceSet` of ranks) is put on one clock and its
+    collectives are tied across ranks (:mod:`aonkit.analysis.depgraph_job`);
+    windows are on that clock (the lowest rank's).
+    """
     from .._kernels.dag import critical_path as path_of
     from .._kernels.dag import schedule
 
-    g = graph_of(trace)
+    trace, g = _prepared(trace)
     inside = _window(trace, g, step, window)
     if not inside.any():
         raise ValueError("no node of the dependency graph starts in the window")
@@ -235,5 +268,5 @@ def critical_path(trace: Trace, *, step: int | None = None, window: tuple[int, i
     return what_if(trace, (), step=step, window=window).critical_path
 
 
-__all__ = ["KIND_CPU", "KIND_GAP", "KIND_GPU", "Rule", "WhatIf", "composition", "critical_path", "graph_of",
+__all__ = ["KIND_CPU", "KIND_GAP", "KIND_GPU", "KIND_HUB", "Rule", "WhatIf", "composition", "critical_path", "graph_of",
            "what_if"]

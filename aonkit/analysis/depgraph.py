@@ -1,4 +1,4 @@
-"""The dependency graph of one trace, for the critical path and what-if (first version: one rank).
+"""The dependency graph of one trace, for the critical path and what-if (a job: :mod:`.depgraph_job`).
 
 Nodes are pieces of time that take their measured length unless a what-if
 rule rescales them:
@@ -13,7 +13,9 @@ identity never starts a node later than it was measured:
 
 - **thread order**: consecutive segments of a thread (0);
 - **stream order**: consecutive GPU events of a (device, stream) (0, or the
-  overlap as a negative latency where clock noise makes them overlap);
+  overlap as a negative latency where clock noise makes them overlap; the
+  measured gap when the later event's launch is not in the trace, e.g. a
+  GPU-only trace, since nothing else explains it);
 - **launch**: the launch call's last segment -> its GPU event. The latency is the
   measured delay (GPU start - call end, negative when the GPU started before
   the call returned) when the stream was idle; for an event queued behind the
@@ -28,14 +30,15 @@ identity never starts a node later than it was measured:
 Nodes with nothing before them (a thread's first segment, a GPU event whose
 launch is outside the trace) are released at their measured start, so the
 identity re-times every node to its measured start when the edges explain
-the trace. Not yet modelled (each an open part of issue 15): collectives
-across ranks, per-stream and per-event sync targets (``Stream Sync`` /
-``Event Sync`` rows), GPU contention between streams; a GPU event held back by
-them keeps its measured launch delay.
+the trace. Not yet modelled (open parts of issue 15): per-stream and
+per-event sync targets (``Stream Sync`` / ``Event Sync`` rows: the host-sync
+rule approximates them), GPU contention between streams; a GPU event held
+back by them keeps its measured launch delay.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,12 +49,13 @@ from ..trace import Trace
 from .columns import in_categories, names_of, op_stack
 from .correlation import gpu_links
 
-KIND_CPU, KIND_GAP, KIND_GPU = 0, 1, 2
-KIND_NAMES = ("cpu", "gap", "gpu")
+KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB = 0, 1, 2, 3
+KIND_NAMES = ("cpu", "gap", "gpu", "hub")
 SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
                         "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize"})
-QUEUED_NS = 1000
-"""A GPU event that starts within this of its stream predecessor's end was queued behind it."""
+QUEUED_NS = 5000
+"""A GPU event that starts within this of its predecessor's end (stream order or a stream wait) was queued
+behind it; the measured gap, the GPU's dispatch time, stays on the edge."""
 
 
 @dataclass(eq=False)
@@ -67,7 +71,8 @@ class DepGraph:
     release_ns : numpy.ndarray
         Earliest start of nodes with no predecessor (else the kernels' no-release value).
     indptr, src, lat_ns, edge_kind : numpy.ndarray
-        Incoming edges by destination; ``edge_kind``: 0 thread, 1 stream, 2 launch, 3 sync, 4 stream wait.
+        Incoming edges by destination; ``edge_kind``: 0 thread, 1 stream, 2 launch, 3 sync, 4 stream wait,
+        5 collective (a rank's arrival -> the hub -> every rank's transfer).
     order : numpy.ndarray
         A topological order of the nodes.
     dropped_edges : int
@@ -109,8 +114,15 @@ def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     return nodes, last_of_row, th
 
 
-def build_graph(trace: Trace) -> DepGraph:
-    """The dependency graph of ``trace`` (see the module doc)."""
+def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None = None) -> DepGraph:
+    """The dependency graph of ``trace`` (see the module doc).
+
+    ``hook(nodes, node_of_row, srcs, dsts, lats, kinds)`` may add nodes and
+    edges before the graph is closed (the job graph adds its collectives): it
+    gets the node arrays (``nodes["dur_ns"]`` as re-timing will use them), the
+    GPU node of each event row (-1: none) and the edge lists, and returns the
+    new ``nodes`` dict.
+    """
     from .._kernels.dag import NO_RELEASE, csr_by_dst, topo_order
 
     ev = trace.events
@@ -123,24 +135,35 @@ def build_graph(trace: Trace) -> DepGraph:
     g_ts = ev["ts_ns"].to_numpy()[g_rows]
     g_dur = ev["dur_ns"].to_numpy()[g_rows]
     g_lane = (ev["device"].to_numpy()[g_rows] << 32) | (ev["stream"].to_numpy()[g_rows] & 0xFFFFFFFF)
+    if "rank" in ev.columns:  # a combined job: streams are per rank
+        g_lane = g_lane | (ev["rank"].to_numpy()[g_rows] << 48)
     g_order = np.lexsort((g_rows, g_ts, g_lane))
     gpu_node = np.empty(len(g_rows), np.int64)
     gpu_node[g_order] = n_cpu + np.arange(len(g_rows))
     nodes = {k: np.concatenate([cpu[k], v]) for k, v in {
         "kind": np.full(len(g_rows), KIND_GPU), "row": g_rows[g_order], "lane": g_lane[g_order],
         "start_ns": g_ts[g_order], "dur_ns": g_dur[g_order]}.items()}  # fmt: skip
-    n = len(nodes["kind"])
     srcs, dsts, lats, kinds = [], [], [], []
 
     def chain(first: int, lane: np.ndarray, start: np.ndarray, dur: np.ndarray, kind: int) -> None:
-        """Consecutive nodes of one lane; an overlap (clock noise) becomes a negative latency, never a push."""
+        """Consecutive nodes of one lane.
+
+        An overlap (clock noise) is a negative latency, never a push; a gap up to
+        :data:`QUEUED_NS` (dispatch) is kept; a longer one is for another edge to explain.
+        """
         same = np.flatnonzero(lane[1:] == lane[:-1])
         gap = start[same + 1] - (start[same] + dur[same])
-        srcs.append(first + same), dsts.append(first + same + 1), lats.append(np.minimum(gap, 0))
+        srcs.append(first + same), dsts.append(first + same + 1), lats.append(np.where(gap <= QUEUED_NS, gap, 0))
         kinds.append(np.full(len(same), kind))
 
     chain(0, cpu["lane"], cpu["start_ns"], cpu["dur_ns"], 0)
     chain(n_cpu, nodes["lane"][n_cpu:], nodes["start_ns"][n_cpu:], nodes["dur_ns"][n_cpu:], 1)
+    # a GPU event whose launch is not in the trace keeps its measured gap after its stream predecessor
+    unlaunched = np.zeros(len(g_rows), bool)
+    unlaunched[gpu_node[links["launch_row"].to_numpy() < 0] - n_cpu] = True
+    keep_gap = unlaunched[dsts[-1] - n_cpu]
+    lats[-1] = np.where(keep_gap, np.maximum(lats[-1], 0) + np.maximum(
+        nodes["start_ns"][dsts[-1]] - (nodes["start_ns"][srcs[-1]] + nodes["dur_ns"][srcs[-1]]), 0), lats[-1])
     # launch edges, with the queued-or-not latency rule
     launch = links["launch_row"].to_numpy()
     has = (launch >= 0) & (last_seg[np.maximum(launch, 0)] >= 0)
@@ -161,6 +184,13 @@ def build_graph(trace: Trace) -> DepGraph:
     kinds.append(np.full(int(has.sum()), 2))
     dur = nodes["dur_ns"].copy()
     _sync_edges(trace, nodes, last_seg, gpu_node, g_rows, g_ts + g_dur, launch, srcs, dsts, lats, kinds, dur)
+    nodes["dur_ns"] = dur
+    if hook is not None:
+        node_of_row = np.full(len(ev), -1, np.int64)
+        node_of_row[g_rows] = gpu_node
+        nodes = hook(nodes, node_of_row, srcs, dsts, lats, kinds)
+        dur = nodes["dur_ns"]
+    n = len(nodes["kind"])
     src, dst, lat_all = (np.concatenate(x).astype(np.int64) for x in (srcs, dsts, lats))
     kind_all = np.concatenate(kinds).astype(np.int8)
     # every edge must go forward in measured (start, node) order: that makes the graph acyclic. An edge
@@ -176,7 +206,6 @@ def build_graph(trace: Trace) -> DepGraph:
     release = np.full(n, NO_RELEASE, np.int64)
     no_pred = indptr[1:] == indptr[:-1]
     release[no_pred] = nodes["start_ns"][no_pred]
-    nodes["dur_ns"] = dur
     return DepGraph(nodes["kind"], nodes["row"], nodes["lane"], nodes["start_ns"], nodes["dur_ns"], release,
                     indptr, src_s, lat_s, edge_kind, order, dropped)
 
@@ -198,6 +227,12 @@ def _stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, 
     if not len(waits) or not len(links):
         return waited
     a = trace.arg_ints_of(("stream", "wait_on_stream", "wait_on_cuda_event_record_corr_id", "correlation"), waits)
+    if "rank" in ev.columns:  # a combined job shifts each rank's correlations; the args keep the file's
+        from .combine import ID_SHIFT
+
+        shift = (ev["rank"].to_numpy()[waits] + 1) << ID_SHIFT
+        for key in ("wait_on_cuda_event_record_corr_id", "correlation"):
+            a[key] = np.where(a[key] >= 0, a[key] + shift, a[key])
     corr = ev["correlation"].to_numpy()
     rt = np.flatnonzero(in_categories(ev["cat"], schema.RUNTIME_CATS) & (corr >= 0))
     call_of = pd.Series(rt, index=corr[rt])
@@ -207,6 +242,9 @@ def _stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, 
     l_ts = np.where(launch >= 0, ev["ts_ns"].to_numpy()[np.maximum(launch, 0)], np.iinfo(np.int64).max)
     thread = (ev["pid"].cat.codes.to_numpy().astype(np.int64) << 32) | ev["tid"].cat.codes.to_numpy()
     dev_of_wait = ev["device"].to_numpy()[waits]
+    if "rank" in ev.columns:  # a combined job: a stream is (rank, device, stream)
+        g_dev = g_dev + (ev["rank"].to_numpy()[g_rows] << 32)
+        dev_of_wait = dev_of_wait + (ev["rank"].to_numpy()[waits] << 32)
     for k in range(len(waits)):
         rec, call = call_of.get(a["wait_on_cuda_event_record_corr_id"][k]), call_of.get(a["correlation"][k])
         if rec is None or call is None:
@@ -218,9 +256,10 @@ def _stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, 
             continue
         s_i = int(np.flatnonzero(on_src)[np.argmax(l_ts[on_src])])
         d_i = int(np.flatnonzero(on_dst)[np.argmin(l_ts[on_dst])])
-        srcs.append(np.array([gpu_node[s_i]])), dsts.append(np.array([gpu_node[d_i]]))
-        lats.append(np.array([0])), kinds.append(np.array([4]))
         g_end = ev["ts_ns"].iat[int(g_rows[s_i])] + max(int(ev["dur_ns"].iat[int(g_rows[s_i])]), 0)
+        gap = int(ev["ts_ns"].iat[int(g_rows[d_i])]) - g_end
+        srcs.append(np.array([gpu_node[s_i]])), dsts.append(np.array([gpu_node[d_i]]))
+        lats.append(np.array([gap if 0 <= gap <= QUEUED_NS else 0])), kinds.append(np.array([4]))
         waited[d_i] = max(waited[d_i], g_end)
     return waited
 

@@ -12,7 +12,7 @@ from . import theme
 PART_COLORS = {"gpu computation": theme.CLASS_COLORS["computation"],
                "gpu communication": theme.CLASS_COLORS["communication"],
                "gpu memory": theme.CLASS_COLORS["memory"], "launch": "#CC79A7", "cpu": "#56B4E9",
-               "host gap": "#999999", "waits": "#F0E442"}  # fmt: skip
+               "host gap": "#999999", "collective wait": "#D55E00", "waits": "#F0E442"}  # fmt: skip
 """Colour per part of :func:`aonkit.analysis.critical_path.composition`."""
 PARTS = tuple(PART_COLORS)
 
