@@ -205,3 +205,36 @@ def test_a_faster_straggler_shortens_the_job_by_the_planted_numbers(tmp_path: Pa
     assert base.step_time_ns - faster.step_time_ns == arrivals[2] - new_last > 0
     half = what_if(job, [Rule(0.5, gpu_class="communication")])
     assert base.step_time_ns - half.step_time_ns == 200_000  # every rank's transfer (400 us) halved
+
+
+def test_monte_carlo_redraws_kernels_from_their_names_durations(tmp_path: Path) -> None:
+    ev = [_x("cudaLaunchKernel", "cuda_runtime", 10.0 * k, 2, correlation=k + 1) for k in range(6)]
+    ev += [_x("k", "kernel", 100.0 * k + 5, d, tid=7, pid=0, correlation=k + 1, device=0, stream=7)
+           for k, d in enumerate([10, 10, 10, 10, 10, 60])]  # one slow instance of "k"
+    t = load_events(tmp_path, ev)
+    r = what_if(t, samples=400, seed=1)
+    assert r.samples_ns is not None and len(r.samples_ns) == 400
+    # the last kernel ends the trace: its duration is 10 us (5 of 6 draws) or 60 us (1 of 6)
+    values, counts = np.unique(r.samples_ns, return_counts=True)
+    assert values.tolist() == [r.step_time_ns - 50_000, r.step_time_ns]
+    assert 0.1 < counts[1] / 400 < 0.25
+    again = what_if(t, samples=400, seed=1).samples_ns
+    assert (again == r.samples_ns).all()  # seeded
+    half = what_if(t, [Rule(0.5, kind="gpu")], samples=50, seed=1).samples_ns
+    assert set(np.unique(half).tolist()) <= {r.step_time_ns - 55_000, r.step_time_ns - 30_000}
+
+
+def test_the_panel_takes_a_job_and_a_straggler(tmp_path: Path) -> None:
+    from aonkit.widgets import WhatIfPanel
+
+    from .gen_ranks import write_job
+
+    write_job(tmp_path, ranks=4, steps=1, straggler=2, exposed_ranks=(0, 1, 2, 3), seed=3, launches=True)
+    job = aonkit.load_job(tmp_path)
+    p = WhatIfPanel(job)
+    assert p.rank.options == (0, 1, 2, 3) and p.result.speedup == 1.0
+    p.rank.value = 2
+    p.rank_scale.value = 1 / 1.3
+    assert p.result.step_time_ns == what_if(job, [Rule(1 / 1.3, kind="gpu", gpu_class="computation",
+                                                       rank=2)]).step_time_ns < p.result.model_ns
+    assert "collective wait" in p.source.data["part"]

@@ -129,6 +129,8 @@ class WhatIf:
         The window's span as measured.
     start_ns, finish_ns : numpy.ndarray
         Every node's re-timed start and finish.
+    samples_ns : numpy.ndarray or None
+        With ``samples=``: step times with kernel durations redrawn per name.
     """
 
     def __init__(self, step_time_ns: int, model_ns: int, measured_ns: int, start_ns: np.ndarray,
@@ -137,6 +139,7 @@ class WhatIf:
         self.start_ns, self.finish_ns = start_ns, finish_ns
         self._path = path
         self._table: pd.DataFrame | None = None
+        self.samples_ns: np.ndarray | None = None  # Monte Carlo step times, when asked for
 
     @property
     def speedup(self) -> float:
@@ -218,12 +221,14 @@ def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int]
 
 
 def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (), *, step: int | None = None,
-            window: tuple[int, int] | None = None) -> WhatIf:  # fmt: skip
+            window: tuple[int, int] | None = None, samples: int = 0, seed: int = 0) -> WhatIf:  # fmt: skip
     """Re-time a trace or a job with ``rules`` (``[]``: the identity) over a ProfilerStep, a window or all of it.
 
     A job (a :class:`~aonkit.TraceSet` of ranks) is put on one clock and its
     collectives are tied across ranks (:mod:`aonkit.analysis.depgraph_job`);
-    windows are on that clock (the lowest rank's).
+    windows are on that clock (the lowest rank's). With ``samples``, also a
+    Monte Carlo spread (:mod:`aonkit.analysis.whatif_mc`): ``result.samples_ns``
+    holds that many step times with kernel durations redrawn per name (seeded).
     """
     from .._kernels.dag import critical_path as path_of
     from .._kernels.dag import schedule
@@ -260,7 +265,13 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
         out["share"] = out["dur_ns"] / (int(out["dur_ns"].sum()) or 1)
         return out
 
-    return WhatIf(step_ns, model_ns, measured, start, finish, table)
+    result = WhatIf(step_ns, model_ns, measured, start, finish, table)
+    if samples:
+        from .whatif_mc import step_time_samples
+
+        codes = trace.events["name"].cat.codes.to_numpy()
+        result.samples_ns = step_time_samples(g, codes, factor, inside, int(samples), seed)
+    return result
 
 
 def critical_path(trace: Trace, *, step: int | None = None, window: tuple[int, int] | None = None) -> pd.DataFrame:

@@ -9,6 +9,7 @@ composition bars (built in :mod:`aonkit.views.whatif`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import ipywidgets as w
@@ -32,18 +33,25 @@ SLIDERS: dict[str, dict[str, Any]] = {
 
 
 class WhatIfPanel(w.VBox):
-    """What-if sliders over one trace (one rank), optionally one ProfilerStep.
+    """What-if sliders over a trace or a job, optionally one ProfilerStep.
 
     Parameters
     ----------
-    trace : Trace
-        The trace.
+    trace : Trace or TraceSet
+        A trace, or a job's ranks (then a rank picker and its own GPU-compute
+        slider: what if that rank, e.g. the straggler, were faster).
     step : int, optional
         A ``ProfilerStep#N`` to time (default: the whole trace).
     """
 
-    def __init__(self, trace: Trace, step: int | None = None) -> None:
+    def __init__(self, trace: Trace | Mapping[int, Trace], step: int | None = None) -> None:
         self.trace, self.step = trace, step
+        ranks = sorted(trace) if not isinstance(trace, Trace) else []
+        self.rank = w.Dropdown(options=ranks, value=ranks[0] if ranks else None, description="rank",
+                               layout=w.Layout(display="" if ranks else "none"))
+        self.rank_scale = w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="its GPU compute",
+                                        readout_format=".2f", style={"description_width": "140px"},
+                                        layout=w.Layout(display="" if ranks else "none"))
         self.sliders = {name: w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description=name,
                                             continuous_update=True, readout_format=".2f",
                                             style={"description_width": "140px"}, layout=w.Layout(width="420px"))
@@ -55,12 +63,13 @@ class WhatIfPanel(w.VBox):
         self.result: WhatIf = what_if(trace, step=step)
         self.figure, self.source = composition_figure(composition(self.result.critical_path))
         self.summary = w.HTML()
-        for s in (*self.sliders.values(), self.pattern_scale):
+        for s in (*self.sliders.values(), self.pattern_scale, self.rank_scale, self.rank):
             s.observe(self._changed, names="value")
         self.pattern.observe(self._changed, names="value")
         self._show()
         super().__init__([w.HBox([w.VBox(list(self.sliders.values())),
-                                  w.VBox([self.pattern, self.pattern_scale, self.summary])]),
+                                  w.VBox([self.pattern, self.pattern_scale, self.rank, self.rank_scale,
+                                          self.summary])]),
                           BokehModel(self.figure)])
 
     def rules(self) -> list[Rule]:
@@ -68,6 +77,8 @@ class WhatIfPanel(w.VBox):
         out = [Rule(s.value, **SLIDERS[name]) for name, s in self.sliders.items() if s.value != 1.0]
         if self.pattern.value and self.pattern_scale.value != 1.0:
             out.append(Rule(self.pattern_scale.value, name=self.pattern.value))
+        if self.rank.value is not None and self.rank_scale.value != 1.0:
+            out.append(Rule(self.rank_scale.value, kind="gpu", gpu_class="computation", rank=self.rank.value))
         return out
 
     def update(self) -> WhatIf:
