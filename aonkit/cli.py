@@ -98,7 +98,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for label, trace in traces:
         t0 = time.perf_counter()
         path = out if len(traces) == 1 else out.with_name(f"{out.stem}-{label.replace(' ', '')}{out.suffix}")
-        write_report(trace, path, width_px=args.width)
+        write_report(trace, path, width_px=args.width, critical_path=args.critical_path)
         print(f"{label}: {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", help="a trace file (Kineto JSON, nsys .sqlite, .parquet) or a job directory")
     p.add_argument("-o", "--output", default="report.html", help="output file (one per rank for a job)")
     p.add_argument("--width", type=int, default=1400, help="timeline width in pixels (default 1400)")
+    p.add_argument("--critical-path", action="store_true",
+                   help="outline the critical path on the timeline (aonkit.analysis.critical_path)")
     p.add_argument("--combined", action="store_true",
                    help="a job's ranks in one report, on one clock, a lane set per rank (default: one file per rank)")
     p.add_argument("--salvage", action="store_true", help=SALVAGE_HELP)

@@ -238,3 +238,29 @@ def test_the_panel_takes_a_job_and_a_straggler(tmp_path: Path) -> None:
     assert p.result.step_time_ns == what_if(job, [Rule(1 / 1.3, kind="gpu", gpu_class="computation",
                                                        rank=2)]).step_time_ns < p.result.model_ns
     assert "collective wait" in p.source.data["part"]
+
+
+def test_the_path_is_outlined_on_the_dashboard_timeline(tmp_path: Path) -> None:
+    from aonkit.timeline import critical_boxes
+    from aonkit.widgets import Dashboard
+
+    t = small_trace(tmp_path)
+    d = Dashboard(t, width_px=600, critical_path=True)
+    boxes = d.critical.data
+    assert list(boxes["name"]) == ["cudaLaunchKernel", "gemm", "relu", "cudaDeviceSynchronize", "aten::add"]
+    assert boxes["left"][1] == pytest.approx(0.020) and boxes["right"][1] == pytest.approx(0.120)  # gemm, ms
+    gpu_slot = d.timeline.lanes.set_index("kind").loc["gpu", "slot"]
+    assert boxes["top"][1] > gpu_slot - 1 and boxes["bottom"][1] < gpu_slot + 2  # on the GPU lane
+    assert [r.name for r in d.timeline.figure.renderers].count("critical_path") == 1
+    assert len(critical_boxes(t, critical_path(t).iloc[:0])["left"]) == 0
+
+
+def test_the_report_outlines_the_path(tmp_path: Path) -> None:
+    from aonkit.cli import main
+
+    t = small_trace(tmp_path)
+    page = aonkit.to_html(t, critical_path=True)
+    assert "timeline_critical_path" in page and "timeline_critical_path" not in aonkit.to_html(t)
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "t.json"), "-o", str(out), "--critical-path"]) == 0
+    assert "timeline_critical_path" in out.read_text(encoding="utf-8")

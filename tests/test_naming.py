@@ -31,7 +31,7 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "collectives": {"collectives_from_tables", "stragglers_from"}, "diff": {"mann_whitney_p", "diff_summary"},
     "flops": {"parents", "nearest_marked"}, "kernels": {"kernel_class"}, "overview": {"idle_totals"},
     "roofline": {"trace_spec"}, "summary": {"busy_ns"}, "depgraph": {"build_graph"},
-    "critical_path": {"graph_of", "composition"}, "depgraph_job": {"build_job_graph"},
+    "critical_path": {"graph_of", "composition", "prepared"}, "depgraph_job": {"build_job_graph"},
 }  # fmt: skip
 
 

@@ -54,11 +54,14 @@ class Rule:
 
 def graph_of(trace: Trace | Mapping[int, Trace]) -> DepGraph:
     """The dependency graph, nodes renumbered in topological order; built once per events table (or job)."""
-    return _prepared(trace)[1]
+    return prepared(trace)[1]
 
 
-def _prepared(subject: Trace | Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
-    """(the trace the graph describes, its graph): a job is combined, its collectives tied across ranks."""
+def prepared(subject: Trace | Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
+    """(the trace the graph describes, its graph), kept: a job is combined, its collectives tied across ranks.
+
+    For a job the first is its combined trace, whose rows the critical path's ``row`` column refers to.
+    """
     from .._kernels.dag import relabel
 
     if isinstance(subject, Trace):
@@ -233,7 +236,7 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
     from .._kernels.dag import critical_path as path_of
     from .._kernels.dag import schedule
 
-    trace, g = _prepared(trace)
+    trace, g = prepared(trace)
     inside = _window(trace, g, step, window)
     if not inside.any():
         raise ValueError("no node of the dependency graph starts in the window")

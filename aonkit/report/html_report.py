@@ -40,21 +40,33 @@ def _header(trace: Trace, span_ns: int) -> Div:
     return Div(text=html.escape(text), disable_math=True)
 
 
-def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True) -> LayoutDOM:
-    """The report's bokeh layout: header, dashboard (cards, tables, roofline) and the static timeline."""
+def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True,
+                  critical_path: bool = False) -> LayoutDOM:  # fmt: skip
+    """The report's bokeh layout: header, dashboard (cards, tables, roofline) and the static timeline.
+
+    With ``critical_path`` the timeline outlines the trace's critical path
+    (:func:`aonkit.analysis.critical_path.critical_path`).
+    """
     ov = overview(trace)
     roof = roofline_table(trace)
     layout, _ = dashboard(ov, roof if len(roof) else None)
     parts: list[LayoutDOM] = [_header(trace, ov.summary.span_ns), layout]
     if timeline and len(trace.events):
-        parts.insert(1, static_timeline(trace, width_px=width_px))
+        critical = None
+        if critical_path:
+            from ..analysis.critical_path import critical_path as path_of
+
+            critical = path_of(trace)
+        parts.insert(1, static_timeline(trace, width_px=width_px, critical=critical))
     return column(*parts)
 
 
-def report_html(trace: Trace, *, title: str | None = None, width_px: int = 1400, timeline: bool = True) -> str:
+def report_html(trace: Trace, *, title: str | None = None, width_px: int = 1400, timeline: bool = True,
+                critical_path: bool = False) -> str:  # fmt: skip
     """The report page as a string (BokehJS inline, no network access when opened)."""
     name = Path(trace.meta.path).name if trace.meta.path else "trace"
-    return file_html(report_layout(trace, width_px=width_px, timeline=timeline), resources=INLINE,
+    layout = report_layout(trace, width_px=width_px, timeline=timeline, critical_path=critical_path)
+    return file_html(layout, resources=INLINE,
                      title=title or f"aonkit report: {name}")  # bokeh's template escapes the title
 
 

@@ -14,7 +14,8 @@ Views (bokeh; imported on first use so that ``import aonkit`` stays light)
     for tiles as you zoom, :mod:`.view`), :func:`static_timeline` (the
     self-contained view of the HTML report, :mod:`.static`) and
     :func:`timeline_pyramid` / :class:`Pyramid` (its precomputed levels,
-    :mod:`.pyramid`).
+    :mod:`.pyramid`), :func:`add_critical_path` / :func:`critical_boxes` (the
+    critical path outlined on either, :mod:`.critical`).
 
 The Numba kernels stay in :mod:`aonkit._kernels` (``pyramid``, ``binning``,
 ``counters``, ``nesting``). Inside the package the table modules never import
@@ -31,7 +32,8 @@ from .tiles import counter_tiles, index_of, timeline_tiles
 
 _VIEWS = {
     "timeline_view": ".view", "TimelineView": ".view", "static_timeline": ".static",
-    "timeline_pyramid": ".pyramid", "Pyramid": ".pyramid",
+    "timeline_pyramid": ".pyramid", "Pyramid": ".pyramid", "add_critical_path": ".critical",
+    "critical_boxes": ".critical",
 }  # fmt: skip
 
 
@@ -44,6 +46,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "STACK_SEPARATOR", "Pyramid", "TimelineIndex", "TimelineView", "counter_tiles", "index_of", "stacks",
+    "STACK_SEPARATOR", "Pyramid", "TimelineIndex", "TimelineView", "add_critical_path", "counter_tiles",
+    "critical_boxes", "index_of", "stacks",
     "static_timeline", "tile_details", "timeline_index", "timeline_pyramid", "timeline_tiles", "timeline_view",
 ]  # fmt: skip

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, CustomJS, DataRange1d, LayoutDOM
 from bokeh.plotting import figure
@@ -149,7 +150,7 @@ def fill_layers(fig: figure, palette: list[str]) -> list[ColumnDataSource]:
 
 
 def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 16,
-                    budget_bytes: int = 16_000_000) -> LayoutDOM:  # fmt: skip
+                    budget_bytes: int = 16_000_000, critical: pd.DataFrame | None = None) -> LayoutDOM:  # fmt: skip
     """A timeline that zooms with no Python kernel: its data precomputed at every level within a size budget.
 
     Parameters
@@ -164,6 +165,9 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
     budget_bytes : int
         Bound on the stored size of the glyphs, strings and counters (BokehJS, about 1.3 MB, comes on top). A
         tile holds at most ``rows x (2 x width_px + 2)`` glyphs, so level ``k`` at most ``2**k`` times that.
+    critical : pandas.DataFrame, optional
+        A critical path of ``trace`` (:func:`aonkit.analysis.critical_path.critical_path`), outlined on the
+        lanes (``trace`` must then be the Trace).
 
     Returns
     -------
@@ -195,4 +199,8 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
     groups = {g: [(lab, frame_source(pyr.counters[lab], f"timeline_counter_{k}_{i}")) for i, lab in enumerate(labs)]
               for k, (g, labs) in enumerate(pyr.counter_groups.items())}  # fmt: skip
     figs = counter_figures(groups, x_range, pyr.width_px)
+    if critical is not None and isinstance(trace, Trace):
+        from .critical import add_critical_path
+
+        add_critical_path(fig, trace, critical)
     return column(fig, *figs) if figs else fig

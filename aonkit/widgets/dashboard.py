@@ -13,7 +13,7 @@ from ..analysis.combine import combine_ranks
 from ..analysis.overview import Overview, overview
 from ..analysis.roofline import roofline_table
 from ..report.text import format_summary
-from ..timeline import TimelineView, timeline_view
+from ..timeline import TimelineView, add_critical_path, timeline_view
 from ..trace import Trace
 from ..views.dashboard import dashboard
 from ._bokehjs import ensure_bokehjs
@@ -42,10 +42,14 @@ class Dashboard(w.VBox):
         recorded shapes).
     debounce_s : float
         Quiet time after the last zoom/pan event before the timeline re-queries.
+    critical_path : bool
+        Outline the critical path (:func:`aonkit.analysis.critical_path.critical_path`; for a job, across
+        ranks) on the timeline.
     """
 
     def __init__(self, trace: Trace | Mapping[int, Trace], *, width_px: int = 1200, timeline: bool = True,
-                 roofline: bool = True, debounce_s: float = 0.15) -> None:
+                 roofline: bool = True, debounce_s: float = 0.15, critical_path: bool = False) -> None:
+        job = trace
         if not isinstance(trace, Trace):  # a job: every rank on one clock, lanes per rank
             trace = combine_ranks(trace)
         self.trace = trace
@@ -56,6 +60,12 @@ class Dashboard(w.VBox):
         self.timeline: TimelineView | None = None
         if timeline and len(trace.events):
             self.timeline = timeline_view(trace, width_px=width_px)
+            if critical_path:
+                from ..analysis.critical_path import critical_path as path_of
+                from ..analysis.critical_path import prepared
+
+                drawn, _ = prepared(job)  # for a job: the combined trace the path's rows refer to
+                self.critical = add_critical_path(self.timeline.figure, drawn, path_of(job))
             self._requery = Debounce(self.refresh_timeline, debounce_s)
             for attr in ("start", "end"):
                 self.timeline.figure.x_range.on_change(attr, self._on_range)
