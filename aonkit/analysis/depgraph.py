@@ -4,8 +4,10 @@ Nodes are pieces of time that take their measured length unless a what-if
 rule rescales them:
 
 - ``cpu``: a self-time segment of a CPU event (the innermost event open on its
-  thread; :func:`aonkit._kernels.segments.thread_segments`), ``gap``: time
-  between a thread's top-level events (untraced host work, kept as measured);
+  thread; :func:`aonkit._kernels.segments.thread_segments`); zero-length
+  pieces are dropped except a runtime call's; ``gap``: time between a thread's
+  top-level events, or an annotation's own time (``user_annotation``,
+  ``python_function``): untraced host work, kept as measured;
 - ``gpu``: a kernel, memcpy or memset on its stream.
 
 Edges, each with a latency; every edge holds in the measured trace, so the
@@ -22,7 +24,9 @@ identity never starts a node later than it was measured:
   previous one on its stream it is the smaller of the delay and the median
   delay of the idle-stream launches, so a faster predecessor moves it earlier;
 - **host sync**: a blocking call (``*Synchronize``, or a call whose correlated
-  copy ends inside it, e.g. ``cudaMemcpy``) waits for the GPU event that ended
+  copy runs entirely inside it: ``cudaMemcpy``, or a pageable
+  ``cudaMemcpyAsync`` that blocked; its launch edge then leaves from the node
+  before the call) waits for the GPU event that ended
   last while it waited, among those launched (launch call ended) before it;
   its own segment becomes the wake-up instant (no length, measured at the
   call's end) and the edge carries the measured wake-up delay.
@@ -53,6 +57,8 @@ KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB = 0, 1, 2, 3
 KIND_NAMES = ("cpu", "gap", "gpu", "hub")
 SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
                         "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize"})
+ANNOTATION_CATS = frozenset({"user_annotation", "python_function"})
+"""CPU categories whose own time is host work the trace does not break down: their pieces are ``gap`` nodes."""
 QUEUED_NS = 5000
 """A GPU event that starts within this of its predecessor's end (stream order or a stream wait) was queued
 behind it; the measured gap, the GPU's dispatch time, stays on the edge."""
@@ -107,10 +113,23 @@ def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     ts = ev["ts_ns"].to_numpy()[rows]
     end = ts + np.maximum(ev["dur_ns"].to_numpy()[rows], 0)
     th, t0, t1, owner, _, last = thread_segments(thread, ts, end)
-    nodes = {"kind": np.where(owner >= 0, KIND_CPU, KIND_GAP), "row": np.where(owner >= 0, rows[owner], -1),
-             "lane": th, "start_ns": t0, "dur_ns": t1 - t0}
+    row = np.where(owner >= 0, rows[np.maximum(owner, 0)], -1)
+    # a zero-length piece carries no time: only a call that launches GPU work or may wait keeps it
+    needed = np.zeros(len(ev), bool)
+    launch = gpu_links(trace)["launch_row"].to_numpy()
+    needed[launch[launch >= 0]] = True
+    needed |= in_categories(ev["cat"], schema.RUNTIME_CATS) & ev["name"].isin(SYNC_CALLS).to_numpy()
+    keep = (t1 > t0) | ((row >= 0) & needed[np.maximum(row, 0)])
+    renum = np.cumsum(keep) - 1
+    th, t0, t1, row = th[keep], t0[keep], t1[keep], row[keep]
+    # an annotation's own time (record_function, ProfilerStep) is untraced host work, like a gap
+    annotation = in_categories(ev["cat"], ANNOTATION_CATS)[np.maximum(row, 0)] & (row >= 0)
+    row = np.where(annotation, -1, row)
+    nodes = {"kind": np.where(row < 0, KIND_GAP, KIND_CPU), "row": row, "lane": th, "start_ns": t0,
+             "dur_ns": t1 - t0}
     last_of_row = np.full(len(ev), -1, np.int64)
-    last_of_row[rows] = last
+    last_of_row[rows] = np.where(keep[np.maximum(last, 0)] & (last >= 0), renum[np.maximum(last, 0)], -1)
+    last_of_row[rows[in_categories(ev["cat"], ANNOTATION_CATS)[rows]]] = -1  # an annotation is no node's owner
     return nodes, last_of_row, th
 
 
@@ -180,10 +199,13 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     idle_delays = delay[has & ~queued]
     typical = int(np.median(idle_delays)) if len(idle_delays) else 0
     lat = np.where(queued, np.minimum(delay, typical), delay)
+    k_launch = len(srcs)
     srcs.append(last_seg[launch[has]]), dsts.append(gpu_node[has]), lats.append(lat[has])
     kinds.append(np.full(int(has.sum()), 2))
     dur = nodes["dur_ns"].copy()
-    _sync_edges(trace, nodes, last_seg, gpu_node, g_rows, g_ts + g_dur, launch, srcs, dsts, lats, kinds, dur)
+    woken = _sync_edges(trace, nodes, last_seg, gpu_node, g_rows, g_ts, g_ts + g_dur, launch, srcs, dsts, lats,
+                        kinds, dur)
+    _relaunch(woken, cpu["lane"], k_launch, srcs, dsts, lats, kinds, nodes["start_ns"][n_cpu:], n_cpu)
     nodes["dur_ns"] = dur
     if hook is not None:
         node_of_row = np.full(len(ev), -1, np.int64)
@@ -264,10 +286,34 @@ def _stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, 
     return waited
 
 
+def _relaunch(woken: dict[int, int], cpu_lane: np.ndarray, k: int, srcs: list, dsts: list, lats: list,
+              kinds: list, gpu_start: np.ndarray, n_cpu: int) -> None:  # fmt: skip
+    """A blocking copy's call became its wake-up node: its launch edge leaves from the node before the call.
+
+    The latency is then the GPU start minus the call's start; a call first on its thread loses the edge.
+    """
+    if not woken:
+        return
+    src, dst, lat = srcs[k].copy(), dsts[k], lats[k].copy()
+    keep = np.ones(len(src), bool)
+    for e in np.flatnonzero(np.isin(src, list(woken))):
+        seg = int(src[e])
+        if seg > 0 and cpu_lane[seg - 1] == cpu_lane[seg]:
+            src[e], lat[e] = seg - 1, int(gpu_start[dst[e] - n_cpu]) - woken[seg]
+        else:
+            keep[e] = False
+    srcs[k], dsts[k], lats[k], kinds[k] = src[keep], dst[keep], lat[keep], kinds[k][keep]
+
+
 def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.ndarray, g_rows: np.ndarray,
-                g_end: np.ndarray, launch: np.ndarray, srcs: list, dsts: list, lats: list, kinds: list,
-                dur: np.ndarray) -> None:  # fmt: skip
-    """Blocking calls wait for the latest-ending GPU event of their process launched before them."""
+                g_ts: np.ndarray, g_end: np.ndarray, launch: np.ndarray, srcs: list, dsts: list, lats: list,
+                kinds: list, dur: np.ndarray) -> dict[int, int]:  # fmt: skip
+    """Blocking calls wait for the latest-ending GPU event of their process launched before them.
+
+    A call whose own copy ran entirely inside it (``cudaMemcpy``, or a pageable ``cudaMemcpyAsync`` that
+    blocked) waits for that copy. Returns ``{segment: call start}`` of the blocking copies' calls, whose
+    launch edges :func:`_relaunch` moves.
+    """
     ev = trace.events
     is_rt = in_categories(ev["cat"], schema.RUNTIME_CATS)
     copy_of = np.full(len(ev), -1, np.int64)
@@ -276,8 +322,9 @@ def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nd
     name_set = pd.Index(ev["name"].cat.categories)
     sync_code = np.append(name_set.isin(SYNC_CALLS), False)[ev["name"].cat.codes.to_numpy()[cand]]
     calls = cand[sync_code | (copy_of[cand] >= 0)]
+    woken: dict[int, int] = {}
     if not len(calls) or not len(g_rows):
-        return
+        return woken
     blocking = np.append(name_set.isin(SYNC_CALLS), False)[ev["name"].cat.codes.to_numpy()[calls]]
     c_ts = ev["ts_ns"].to_numpy()[calls]
     c_end = c_ts + np.maximum(ev["dur_ns"].to_numpy()[calls], 0)
@@ -287,9 +334,9 @@ def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nd
                           np.iinfo(np.int64).max)
     for j, c in enumerate(calls):
         i = int(copy_of[c])
-        if i >= 0 and "Async" not in call_names[j] and "Launch" not in call_names[j] \
-                and c_ts[j] < g_end[i] <= c_end[j]:
-            target = i  # a blocking copy: waits for its own GPU event
+        if i >= 0 and "Launch" not in call_names[j] and c_ts[j] <= g_ts[i] and g_end[i] <= c_end[j]:
+            target = i  # a blocking copy: its own GPU event ran inside it
+            woken[int(last_seg[c])] = int(c_ts[j])
         elif blocking[j]:  # what it waited for: the last GPU event launched before it that ended while it waited
             running = np.flatnonzero((launch_end <= c_ts[j]) & (g_end > c_ts[j]) & (g_end <= c_end[j]))
             if not len(running):
@@ -302,3 +349,4 @@ def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nd
         lats.append(np.array([max(0, int(c_end[j] - g_end[target]))])), kinds.append(np.array([3]))
         dur[seg] = 0  # the wait is the edge's; the call keeps no length of its own: its node is the wake-up
         nodes["start_ns"][seg] = c_end[j]
+    return woken
