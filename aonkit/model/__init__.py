@@ -1,13 +1,50 @@
 """Performance models: device ceilings, per-op FLOPs and bytes, the roofline.
 
 Pure functions and tables, no trace access: :mod:`aonkit.analysis.roofline`
-applies them to traces.
+applies them to traces. :mod:`aonkit.model.llm` models whole transformers
+(parameters, FLOPs, memory, training step time, inference latency).
 """
 
 from __future__ import annotations
 
 from .hardware import PEAK_KEYS, DeviceSpec, device_spec, devices
+from .llm import (
+    MLA,
+    Parallelism,
+    TrainingStepTime,
+    TransformerConfig,
+    activation_memory,
+    decode_time,
+    prefill_time,
+    training_flops,
+    training_memory,
+    training_step,
+)
 from .ops import is_modelled, op_cost
+from .queueing import (
+    QueueMetrics,
+    erlang_c,
+    ggc,
+    md1,
+    mg1,
+    mm1,
+    mm1_wait_quantile,
+    mmc,
+    mmc_servers_needed,
+    mmc_wait_quantile,
+)
+from .serving import ServingResult, serving_summary, simulate_serving
+from .serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, serving_sweep
+from .serving_inputs import ArrivalProcess, Lengths, StepTime
 from .shapes import OpCost, OpInputs
 
 __all__ = ["PEAK_KEYS", "DeviceSpec", "OpCost", "OpInputs", "device_spec", "devices", "is_modelled", "op_cost"]
+__all__ += [  # the serving queue model (docs/serving-model.md)
+    "ArrivalProcess", "Lengths", "QueueMetrics", "ReplicaPlan", "ServingResult", "StepTime", "erlang_c", "ggc", "md1",
+    "mg1", "mm1", "mm1_wait_quantile", "mmc", "mmc_servers_needed", "mmc_wait_quantile", "replicas_needed",
+    "saturation_knee", "serving_summary", "serving_sweep", "simulate_serving",
+]
+__all__ += [  # the analytic LLM model (docs/llm-model.md; everything else in aonkit.model.llm)
+    "MLA", "Parallelism", "TrainingStepTime", "TransformerConfig", "activation_memory", "decode_time", "prefill_time",
+    "training_flops", "training_memory", "training_step",
+]  # fmt: skip

@@ -1,0 +1,101 @@
+"""Inference latency: prefill (time to first token) and decode (time per output token) through the roofline.
+
+A forward pass over ``batch`` sequences with ``q`` new tokens each after a
+context of ``c`` tokens, on one of ``tp`` tensor-parallel GPUs: every op class
+of :mod:`~aonkit.model.llm.costs` goes through the roofline of the device, the
+layers' weights are read once per pass, the KV cache is read once (decode) and
+written for the new tokens, and each layer adds two all-reduces of the new
+tokens' hidden states over the tensor-parallel group (intra-node link).
+
+Prefill is ``q = c = prompt`` with causal attention, logits for the last token
+of each sequence only. Decode is ``q = 1`` at context ``c``: at small batch it
+is memory-bound, weights plus KV cache over bandwidth. A MoE layer in decode
+reads the experts that ``batch`` tokens route to: with uniform routing
+``E * (1 - (1 - k/E) ** batch)`` of ``E``. MLA decodes in the absorbed form
+(scores and values over the cached latent, ``2 * kv_lora_rank + rope`` per
+pair and head). ``batch`` and ``context`` may be numpy arrays (broadcast), for
+curves against either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hardware import DeviceSpec
+from .config import TransformerConfig
+from .costs import device_peak, layer_forward, logits_forward, roofline_time
+from .network import DGX_H100, Network, collective_time
+from .step import EFFICIENCY
+
+
+@dataclass(frozen=True)
+class InferenceTime:
+    """One forward pass: ``seconds`` and its parts by class, FLOPs and bytes per GPU (arrays when inputs are)."""
+
+    seconds: np.ndarray | float
+    parts: dict[str, np.ndarray | float]
+    flops: np.ndarray | float
+    bytes: np.ndarray | float
+    tokens_per_s: np.ndarray | float
+
+
+def _pass(config: TransformerConfig, device: DeviceSpec, batch: np.ndarray, q_len: np.ndarray,
+          kv_len: np.ndarray, tp: int, network: Network, efficiency: Mapping[str, float] | None, dtype: str,
+          weight_bytes: float, kv_bytes: float, decode: bool) -> InferenceTime:  # fmt: skip
+    eff = {**EFFICIENCY, **(efficiency or {})}
+    peak, bw = device_peak(device, dtype), device.memory_bandwidth
+    parts = {"matmul": 0.0, "attention": 0.0, "elementwise": 0.0, "logits": 0.0, "tp": 0.0}
+    flops = nbytes = 0.0
+    ceff = {"matmul": eff["matmul"], "attention": eff["attention"], "elementwise": 1.0}
+    tokens = batch * q_len
+    for moe, count in ((False, config.dense_layers), (True, config.moe_layers)):
+        if not count:
+            continue
+        read = None
+        if moe:
+            e, k = config.experts, config.top_k
+            read = e * (1 - (1 - k / e) ** tokens)
+        costs = layer_forward(config, moe, batch, q_len, kv_len, tp=tp, causal=True, experts_read=read,
+                              weight_bytes=weight_bytes, kv_bytes=kv_bytes, absorbed=decode)  # fmt: skip
+        for cls, (fl, by) in costs.items():
+            parts[cls] = parts[cls] + count * roofline_time(fl, by, peak, bw, ceff[cls], eff["memory"])
+            flops, nbytes = flops + count * fl, nbytes + count * by
+        if tp > 1:
+            link, where = network.link(tp)
+            ar = collective_time("all_reduce", 2.0 * tokens * config.hidden, tp, link, efficiency=eff[f"{where}_link"])
+            parts["tp"] = parts["tp"] + count * 2 * ar
+    lf, lb = logits_forward(config, batch, tp, weight_bytes)  # the last token of each sequence
+    parts["logits"] = roofline_time(lf, lb, peak, bw, eff["matmul"], eff["memory"])
+    seconds = sum(parts.values())
+    return InferenceTime(seconds, parts, flops + lf, nbytes + lb, tokens / seconds)
+
+
+def prefill_time(config: TransformerConfig, device: DeviceSpec, batch: float | np.ndarray = 1,
+                 prompt: float | np.ndarray | None = None, *, tp: int = 1, network: Network = DGX_H100,
+                 efficiency: Mapping[str, float] | None = None, dtype: str = "bf16", weight_bytes: float = 2,
+                 kv_bytes: float = 2) -> InferenceTime:  # fmt: skip
+    """Time to first token: one prefill pass over ``batch`` prompts of ``prompt`` tokens (default ``config.seq``).
+
+    ``weight_bytes``/``kv_bytes`` set the storage precision (1 for FP8 weights or cache);
+    ``dtype`` is the peak key the GEMMs run at. ``tokens_per_s`` counts prompt tokens.
+    """
+    b = np.asarray(batch, dtype=np.float64)
+    p = np.asarray(config.seq if prompt is None else prompt, dtype=np.float64)
+    return _pass(config, device, b, p, p, tp, network, efficiency, dtype, weight_bytes, kv_bytes, decode=False)
+
+
+def decode_time(config: TransformerConfig, device: DeviceSpec, batch: float | np.ndarray = 1,
+                context: float | np.ndarray | None = None, *, tp: int = 1, network: Network = DGX_H100,
+                efficiency: Mapping[str, float] | None = None, dtype: str = "bf16", weight_bytes: float = 2,
+                kv_bytes: float = 2) -> InferenceTime:  # fmt: skip
+    """Time per output token: one decode step of ``batch`` sequences at ``context`` cached tokens.
+
+    ``tokens_per_s`` is the batch's output tokens per second (``batch / seconds``).
+    """
+    b = np.asarray(batch, dtype=np.float64)
+    c = np.asarray(config.seq if context is None else context, dtype=np.float64)
+    return _pass(config, device, b, np.ones_like(c), c, tp, network, efficiency, dtype, weight_bytes, kv_bytes,
+                 decode=True)  # fmt: skip

@@ -1,0 +1,186 @@
+"""LLM serving as a queue: continuous batching on replicas, simulated event by event.
+
+:func:`simulate_serving` validates the workload and engine, draws what is random,
+and runs the Numba simulation (:mod:`aonkit._kernels.serving`; the policy is
+described there and in docs/serving-model.md). It returns one row per request
+(arrival, admission, first token, finish, and from them queueing time, TTFT,
+TPOT and end-to-end latency), one row per replica and a summary of percentiles
+and throughput (:func:`serving_summary`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .serving_inputs import ArrivalProcess, Lengths, StepTime
+
+ROUTINGS = ("jsq", "round_robin", "central")
+UNLIMITED = 2**62
+METRICS = ("queue", "ttft", "tpot", "e2e")
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    """What :func:`simulate_serving` returns.
+
+    Attributes
+    ----------
+    requests : pandas.DataFrame
+        One row per request, in input order: ``arrival_s``, ``prompt_tokens``, ``output_tokens``,
+        ``replica``, ``start_s`` (its first prefill step starts), ``first_token_s``, ``finish_s``,
+        ``queue_s`` (start - arrival), ``ttft_s``, ``tpot_s`` ((finish - first token) / (output - 1),
+        NaN for one output token) and ``e2e_s``.
+    replicas : pandas.DataFrame
+        One row per replica: ``requests``, ``steps``, ``busy_s``, ``busy_fraction`` (of the span from
+        the first arrival to the last finish), ``prefill_tokens``, ``decode_tokens``.
+    summary : dict
+        :func:`serving_summary` of ``requests``.
+    """
+
+    requests: pd.DataFrame
+    replicas: pd.DataFrame
+    summary: dict
+
+
+def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
+                     output_tokens: int | Lengths | object, *, step_time: StepTime, n_requests: int | None = None,
+                     replicas: int = 1, max_batch: int = 1, token_budget: int | None = None,
+                     chunked_prefill: bool = False, routing: str = "jsq", seed: int | None = None,
+                     warmup: float = 0.0, context_points: int = 513) -> ServingResult:
+    """Simulate requests served by ``replicas`` continuous-batching engines.
+
+    Parameters
+    ----------
+    arrivals : ArrivalProcess or array_like
+        A process (then ``n_requests`` is required) or recorded arrival times in seconds (any order).
+    prompt_tokens, output_tokens : int, Lengths or array_like
+        Fixed, a distribution to draw from, or one value per request (each at least 1).
+    step_time : StepTime
+        Engine step duration as a function of prompt tokens, decode batch and total context.
+    replicas, max_batch : int
+        Number of engines; sequences one engine runs at once.
+    token_budget : int, optional
+        Tokens one step may process (unlimited when None). Without chunking it bounds the prompt
+        tokens of a prefill step and must hold the longest prompt; with chunking it bounds decode
+        plus prefill tokens and must be at least ``max_batch``.
+    chunked_prefill : bool
+        Mix prompt chunks into decode steps (vLLM's chunked prefill, Sarathi) instead of running
+        whole prompts in prefill-only steps that pause decoding (the default).
+    routing : {"jsq", "round_robin", "central"}
+        Join-shortest-queue at arrival (fewest waiting plus running, lowest index on ties), round
+        robin in arrival order, or one shared FIFO that every replica admits from.
+    seed : int, optional
+        Seed of the draws (arrivals, then prompts, then outputs).
+    warmup : float
+        Fraction of the earliest arrivals left out of the summary.
+    context_points : int
+        Grid points of a ``decode_time_s`` function along total context (see :class:`StepTime`).
+    """
+    rng = np.random.default_rng(seed)
+    if isinstance(arrivals, ArrivalProcess):
+        if n_requests is None or int(n_requests) < 1:
+            raise ValueError("n_requests (>= 1) is required with an ArrivalProcess")
+        arr = arrivals.sample(int(n_requests), rng)
+    else:
+        arr = np.asarray(arrivals, dtype=np.float64)
+        if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
+            raise ValueError("arrivals must be a non-empty 1-D array of finite times (s)")
+        if n_requests is not None and int(n_requests) != arr.size:
+            raise ValueError(f"n_requests={n_requests} but {arr.size} arrival times")
+    n = arr.size
+    prompt = _lengths(prompt_tokens, n, rng, "prompt_tokens")
+    output = _lengths(output_tokens, n, rng, "output_tokens")
+    if routing not in ROUTINGS:
+        raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
+    for name, v in (("replicas", replicas), ("max_batch", max_batch), ("context_points", context_points)):
+        if int(v) != v or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    budget = UNLIMITED if token_budget is None else int(token_budget)
+    if budget < 1:
+        raise ValueError(f"token_budget must be >= 1, got {token_budget!r}")
+    if chunked_prefill and budget < max_batch:
+        raise ValueError(f"with chunked prefill token_budget ({budget}) must be >= max_batch ({max_batch})")
+    if not chunked_prefill and prompt.max() > budget:
+        raise ValueError(f"a {prompt.max()}-token prompt exceeds token_budget={budget} (no chunked prefill)")
+    if not 0 <= warmup < 1:
+        raise ValueError(f"warmup must be in [0, 1), got {warmup!r}")
+    k = min(int(max_batch), n)
+    max_tokens = min(budget, int(np.partition(prompt, n - k)[n - k:].sum()))
+    max_context = int(np.partition(prompt + output - 1, n - k)[n - k:].sum())
+    tabs = step_time.tables(max_tokens, int(max_batch), max_context, int(context_points))
+
+    from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN, simulate
+
+    order = np.argsort(arr, kind="stable")
+    code = {"jsq": JSQ, "round_robin": ROUND_ROBIN, "central": CENTRAL}[routing]
+    res = simulate(arr[order], prompt[order], output[order], int(replicas), int(max_batch), budget,
+                   bool(chunked_prefill), code, float(step_time.overhead_s), *tabs)
+    start, first, fin, rep = (np.empty_like(x) for x in res[:4])
+    for dst, src in zip((start, first, fin, rep), res[:4]):
+        dst[order] = src
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(output > 1, (fin - first) / (output - 1), np.nan)
+    requests = pd.DataFrame({
+        "arrival_s": arr, "prompt_tokens": prompt, "output_tokens": output, "replica": rep, "start_s": start,
+        "first_token_s": first, "finish_s": fin, "queue_s": start - arr, "ttft_s": first - arr, "tpot_s": tpot,
+        "e2e_s": fin - arr,
+    })
+    span = float(fin.max() - arr.min())
+    steps, busy, ptok, dtok = res[4:]
+    per_replica = pd.DataFrame({
+        "replica": np.arange(int(replicas)), "requests": np.bincount(rep, minlength=int(replicas)), "steps": steps,
+        "busy_s": busy, "busy_fraction": busy / span if span > 0 else np.nan, "prefill_tokens": ptok,
+        "decode_tokens": dtok,
+    })
+    return ServingResult(requests, per_replica, serving_summary(requests, warmup))
+
+
+def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tuple = (50, 90, 99)) -> dict:
+    """Percentiles and throughput of a :attr:`ServingResult.requests` table.
+
+    The earliest ``warmup`` fraction of arrivals is left out. For each of ``queue``, ``ttft``,
+    ``tpot`` and ``e2e``: ``<m>_mean_s`` and ``<m>_p<q>_s``. ``throughput_per_s`` and
+    ``output_tokens_per_s`` count the requests (their output tokens) that finish in ``window_s``, from
+    the first measured arrival to the last finish, per second: the arrival rate below saturation, the
+    service capacity above it (the replicas are then busy through the window).
+    """
+    arr = requests["arrival_s"].to_numpy()
+    fin = requests["finish_s"].to_numpy()
+    out = requests["output_tokens"].to_numpy()
+    order = np.argsort(arr, kind="stable")
+    measured = order[int(np.floor(warmup * arr.size)):]
+    t0, t1 = arr[measured[0]], fin.max()
+    done = fin >= t0
+    window = float(t1 - t0)
+    summary = {
+        "requests": int(arr.size), "measured": int(measured.size), "window_s": window,
+        "throughput_per_s": float(done.sum() / window) if window > 0 else np.nan,
+        "output_tokens_per_s": float(out[done].sum() / window) if window > 0 else np.nan,
+    }
+    for m in METRICS:
+        x = requests[f"{m}_s"].to_numpy()[measured]
+        x = x[np.isfinite(x)]
+        summary[f"{m}_mean_s"] = float(x.mean()) if x.size else np.nan
+        for q, v in zip(percentiles, np.percentile(x, percentiles) if x.size else [np.nan] * len(percentiles)):
+            summary[f"{m}_p{q:g}_s"] = float(v)
+    return summary
+
+
+def _lengths(spec: int | Lengths | object, n: int, rng: np.random.Generator, name: str) -> np.ndarray:
+    if isinstance(spec, Lengths):
+        v = spec.sample(n, rng)
+    elif np.ndim(spec) == 0:
+        v = np.full(n, int(spec), np.int64)
+    else:
+        v = np.asarray(spec)
+        if v.shape != (n,):
+            raise ValueError(f"{name}: {v.shape} values for {n} requests (use Lengths.empirical to draw from them)")
+        if not np.all(v == np.round(v)):
+            raise ValueError(f"{name} must be whole token counts")
+        v = v.astype(np.int64)
+    if v.min() < 1:
+        raise ValueError(f"{name} must be >= 1")
+    return np.ascontiguousarray(v, dtype=np.int64)

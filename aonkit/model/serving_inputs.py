@@ -1,0 +1,183 @@
+"""Inputs of the serving model: arrival processes, token-length distributions and engine step times.
+
+Step times are supplied as functions (an analytic LLM model, a fit to a measured
+trace) or as linear coefficients, and reach the simulation kernel as tables:
+``prefill_time_s(tokens)`` on a uniform grid of prompt tokens per step (every
+integer up to 65,536 tokens, exact there) and ``decode_time_s(batch, total_context)``
+at every batch size on a uniform grid of ``context_points`` total-context values,
+linearly interpolated between (exact for a function linear in context; linear
+coefficients are always exact).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+PREFILL_POINTS = 65_537
+
+
+@dataclass(frozen=True)
+class ArrivalProcess:
+    """Renewal arrivals at ``rate_per_s``: gamma inter-arrival times with coefficient of variation ``cv``.
+
+    ``cv=1`` is a Poisson process, ``cv=0`` evenly spaced arrivals, ``cv>1`` bursts.
+    The first request arrives after one inter-arrival time.
+    """
+
+    rate_per_s: float
+    cv: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.rate_per_s) and self.rate_per_s > 0):
+            raise ValueError(f"rate_per_s must be a positive number, got {self.rate_per_s!r}")
+        if not (np.isfinite(self.cv) and self.cv >= 0):
+            raise ValueError(f"cv must be >= 0, got {self.cv!r}")
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Arrival times (s) of ``n`` requests."""
+        mean = 1.0 / self.rate_per_s
+        if self.cv == 0:
+            gaps = np.full(n, mean)
+        else:
+            shape = 1.0 / self.cv**2
+            gaps = rng.standard_gamma(shape, n) * (mean / shape)
+        return np.cumsum(gaps)
+
+
+@dataclass(frozen=True, eq=False)
+class Lengths:
+    """A distribution of token counts (each at least 1); build one with the class methods (compared by identity)."""
+
+    kind: str
+    params: tuple = ()
+
+    @classmethod
+    def fixed(cls, tokens: int) -> Lengths:
+        """Always ``tokens``."""
+        return cls("fixed", (int(tokens),))
+
+    @classmethod
+    def empirical(cls, values: object) -> Lengths:
+        """Drawn uniformly, with replacement, from ``values`` (e.g. lengths recorded from production)."""
+        return cls("empirical", (np.asarray(values, dtype=np.int64),))
+
+    @classmethod
+    def geometric(cls, mean: float) -> Lengths:
+        """Geometric on 1, 2, ... with ``mean`` (the discrete exponential: memoryless)."""
+        return cls("geometric", (float(mean),))
+
+    @classmethod
+    def uniform(cls, low: int, high: int) -> Lengths:
+        """Integers ``low`` to ``high`` inclusive, equally likely."""
+        return cls("uniform", (int(low), int(high)))
+
+    @classmethod
+    def lognormal(cls, mean: float, cv: float) -> Lengths:
+        """Lognormal with ``mean`` and coefficient of variation ``cv``, rounded up to an integer."""
+        return cls("lognormal", (float(mean), float(cv)))
+
+    def __post_init__(self) -> None:
+        p = self.params
+        ok = {
+            "fixed": lambda: p[0] >= 1,
+            "empirical": lambda: p[0].ndim == 1 and p[0].size > 0 and p[0].min() >= 1,
+            "geometric": lambda: np.isfinite(p[0]) and p[0] >= 1,
+            "uniform": lambda: 1 <= p[0] <= p[1],
+            "lognormal": lambda: np.isfinite(p[0]) and p[0] >= 1 and np.isfinite(p[1]) and p[1] >= 0,
+        }.get(self.kind)
+        if ok is None:
+            raise ValueError(f"unknown length distribution {self.kind!r}")
+        if not ok():
+            raise ValueError(f"{self.kind} lengths need token counts >= 1, got {p!r}")
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` token counts (int64)."""
+        p = self.params
+        if self.kind == "fixed":
+            return np.full(n, p[0], np.int64)
+        if self.kind == "empirical":
+            return p[0][rng.integers(0, p[0].size, n)]
+        if self.kind == "geometric":
+            return rng.geometric(1.0 / p[0], n).astype(np.int64)
+        if self.kind == "uniform":
+            return rng.integers(p[0], p[1] + 1, n, dtype=np.int64)
+        sigma2 = np.log1p(p[1] ** 2)  # lognormal
+        return np.ceil(rng.lognormal(np.log(p[0]) - sigma2 / 2, np.sqrt(sigma2), n)).astype(np.int64)
+
+
+TimeSpec = Callable[..., object] | float | tuple
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Duration of one engine step.
+
+    ``overhead_s + prefill_time_s(P) [if P > 0] + decode_time_s(b, C) [if b > 0]`` for a step with
+    ``P`` prompt tokens and ``b`` decoding sequences attending to ``C`` tokens in all (prompt plus
+    tokens generated so far, summed over the batch). ``prefill_time_s`` is a function of tokens or
+    linear coefficients ``(a, b)`` for ``a + b*P``; ``decode_time_s`` a function of (batch, context)
+    or ``(a, b, c)`` for ``a + b*batch + c*context``. Functions should accept arrays (they are
+    called once on a grid); scalar-only functions are called point by point.
+    """
+
+    prefill_time_s: TimeSpec = (0.0, 0.0)
+    decode_time_s: TimeSpec = (0.0, 0.0, 0.0)
+    overhead_s: float = 0.0
+
+    def tables(self, max_tokens: int, max_batch: int, max_context: int,
+               context_points: int = 513) -> tuple[np.ndarray, float, float, np.ndarray, float, float]:
+        """(prefill table, x0, h, decode table (batch x context), x0, h) for the kernel."""
+        pf = self.prefill_time_s
+        if isinstance(pf, tuple):
+            a, b = _coeffs(pf, 2, "prefill_time_s")
+            x = _grid(max_tokens, 2)
+            pf_tab = a + b * x
+        else:
+            x = _grid(max_tokens, PREFILL_POINTS)
+            pf_tab = _evaluate(pf, (x,))
+        dc = self.decode_time_s
+        batch = np.arange(1, max_batch + 1, dtype=np.float64)[:, None]
+        if isinstance(dc, tuple):
+            a, b, c = _coeffs(dc, 3, "decode_time_s")
+            ctx = _grid(max_context, 2)
+            dc_tab = a + b * batch + c * ctx[None, :]
+        else:
+            ctx = _grid(max_context, max(2, context_points))
+            dc_tab = _evaluate(dc, (batch, ctx[None, :]))
+        for name, tab in (("prefill_time_s", pf_tab), ("decode_time_s", dc_tab)):
+            if not np.all(np.isfinite(tab)) or np.any(tab < 0):
+                raise ValueError(f"{name} must give finite times >= 0 on the range simulated")
+        if not (np.isfinite(self.overhead_s) and self.overhead_s >= 0):
+            raise ValueError(f"overhead_s must be >= 0, got {self.overhead_s!r}")
+        dc_tab = np.vstack([np.zeros((1, dc_tab.shape[1])), dc_tab])  # batch 0: never used
+        return (pf_tab[None, :], 1.0, float(x[1] - x[0]), np.ascontiguousarray(dc_tab), 1.0, float(ctx[1] - ctx[0]))
+
+
+def _grid(top: int, points: int) -> np.ndarray:
+    """Uniform grid from 1 to at least ``top``: every integer when it fits in ``points``."""
+    top = max(int(top), 2)
+    if top <= points:
+        return np.arange(1, top + 1, dtype=np.float64)
+    return np.linspace(1.0, float(top), points)
+
+
+def _coeffs(spec: tuple, k: int, name: str) -> tuple[float, ...]:
+    vals = tuple(float(v) for v in spec)
+    if len(vals) != k:
+        raise ValueError(f"{name} as coefficients takes {k} numbers, got {spec!r}")
+    return vals
+
+
+def _evaluate(f: TimeSpec, args: tuple[np.ndarray, ...]) -> np.ndarray:
+    """``f`` on a broadcast grid: vectorised if it can be, else point by point."""
+    shape = np.broadcast_shapes(*(a.shape for a in args))
+    if not callable(f):
+        return np.full(shape, float(f))  # a constant
+    try:
+        out = np.broadcast_to(np.asarray(f(*args), dtype=np.float64), shape).copy()
+    except (TypeError, ValueError):
+        out = np.vectorize(lambda *xs: float(f(*xs)), otypes=[np.float64])(*args)
+    return out
