@@ -3,7 +3,8 @@
 ``Dashboard(trace)`` shows the summary cards, tables, roofline and a timeline
 that re-queries its level of detail on zoom and pan; ``LiveMonitor(sampler)``
 streams a sampler's metrics with rollover and a pause button; ``WhatIfPanel(trace)``
-re-times the trace's dependency graph as sliders move. Both render
+re-times the trace's dependency graph as sliders move; ``LLMModelPanel()`` and
+``ServingPanel()`` put the analytic LLM model and the serving queue under sliders. All render
 through jupyter_bokeh, whose JupyterLab extension carries BokehJS, so nothing
 is fetched from a CDN and no ``output_notebook`` call is needed first.
 Importing this package imports ipywidgets and bokeh; ``import aonkit`` does not.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Dashboard", "LiveMonitor", "WhatIfPanel"]
+__all__ = ["Dashboard", "LLMModelPanel", "LiveMonitor", "ServingPanel", "WhatIfPanel"]
 
 
 def __getattr__(name: str) -> Any:  # import each widget only when asked for
@@ -29,4 +30,12 @@ def __getattr__(name: str) -> Any:  # import each widget only when asked for
         from .whatif import WhatIfPanel
 
         return WhatIfPanel
+    if name == "LLMModelPanel":
+        from .llm import LLMModelPanel
+
+        return LLMModelPanel
+    if name == "ServingPanel":
+        from .serving import ServingPanel
+
+        return ServingPanel
     raise AttributeError(name)

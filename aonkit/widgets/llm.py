@@ -1,0 +1,379 @@
+"""``LLMModelPanel``: sliders over the analytic LLM model, with live step-time, memory and latency plots.
+
+Every control (model preset and shape overrides, parallel layout, device,
+efficiency overrides, network, inference batch/context/TP) re-evaluates
+:func:`~aonkit.model.llm.training_step`, :func:`~aonkit.model.llm.training_memory` and the
+:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decode_time` curves (well under a
+millisecond of model time; see ``docs/llm-model.md``) and assigns the new columns to the figures'
+sources (built in :mod:`aonkit.views.llm`). A layout the model rejects (heads not divisible by TP, a
+global batch that is not a multiple of micro-batch x DP, ...) is reported and the last valid result kept.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ipywidgets as w
+from bokeh.layouts import row
+from jupyter_bokeh.widgets import BokehModel
+
+from ..model.hardware import DeviceSpec, devices
+from ..model.llm import (
+    DGX_A100,
+    DGX_H100,
+    EFFICIENCY,
+    PRESETS,
+    MemoryBreakdown,
+    Network,
+    Parallelism,
+    TrainingStepTime,
+    TransformerConfig,
+    training_memory,
+    training_step,
+)
+from ..views import theme
+from ..views.llm import (
+    capacity_data,
+    inference_data,
+    inference_figures,
+    inference_table,
+    memory_data,
+    memory_figure,
+    memory_table,
+    step_data,
+    step_figure,
+    step_table,
+)
+from ._bokehjs import ensure_bokehjs
+
+NETWORKS: dict[str, Network] = {n.name: n for n in (DGX_H100, DGX_A100)}
+"""Network presets by name."""
+OVERRIDES = ("layers", "hidden", "heads", "seq", "vocab", "experts", "top_k")
+"""Fields of the model the override controls set."""
+POW2 = [2**k for k in range(0, 11)]
+SEQS = [2**k for k in range(7, 19)]
+_STYLE = {"description_width": "110px"}
+_WIDE = w.Layout(width="330px")
+
+
+def parse_efficiency(text: str) -> dict[str, float]:
+    """Efficiency overrides from text: JSON (``{"matmul": 0.7}``) or ``key=value`` pairs (``matmul=0.7, memory=0.9``).
+
+    Raises ValueError for unknown keys (see :data:`~aonkit.model.llm.EFFICIENCY`) or values outside (0, 1].
+    """
+    text = text.strip()
+    if not text:
+        return {}
+    if text.startswith("{"):
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("efficiency JSON must be an object")
+    else:
+        raw = {}
+        for item in filter(None, (p.strip() for p in text.replace(";", ",").split(","))):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"efficiency: expected key=value, got {item!r}")
+            raw[key.strip()] = value.strip()
+    out = {str(k): float(v) for k, v in raw.items()}
+    unknown = sorted(set(out) - set(EFFICIENCY))
+    if unknown:
+        raise ValueError(f"unknown efficiency keys {unknown}; known: {sorted(EFFICIENCY)}")
+    bad = {k: v for k, v in out.items() if not (0 <= v <= 1 if k.endswith("_overlap") else 0 < v <= 1)}
+    if bad:
+        raise ValueError(f"efficiencies must be in (0, 1] (overlaps in [0, 1]): {bad}")
+    return out
+
+
+def _int_slider(name: str, value: int, lo: int, hi: int, step: int = 1) -> w.IntSlider:
+    return w.IntSlider(value=value, min=lo, max=max(hi, value), step=step, description=name, style=_STYLE,
+                       layout=_WIDE, continuous_update=True)  # fmt: skip
+
+
+def _dropdown(name: str, options: Sequence[Any], value: Any) -> w.Dropdown:
+    opts = list(options)
+    if value not in opts:
+        opts = sorted({*opts, value}) if all(isinstance(o, int) for o in opts) else [*opts, value]
+    return w.Dropdown(options=opts, value=value, description=name, style=_STYLE, layout=_WIDE)
+
+
+def _set(widget: w.ValueWidget, value: Any) -> None:
+    """Set a control's value, widening a slider's range or a selection's options to hold it."""
+    if isinstance(widget, w.IntSlider):
+        widget.max = max(widget.max, value)
+        widget.min = min(widget.min, value)
+    elif isinstance(widget, (w.Dropdown, w.SelectionSlider)) and value not in widget.options:
+        widget.options = sorted({*widget.options, value})
+    widget.value = value
+
+
+class LLMModelPanel(w.VBox):
+    """The analytic LLM model under sliders: training step time, MFU, tokens/s, memory per GPU, TTFT/TPOT.
+
+    Parameters
+    ----------
+    model : str or TransformerConfig
+        A preset name (:data:`~aonkit.model.llm.PRESETS`) or a config (added to the preset list under its name).
+    device : str or DeviceSpec
+        A name of :func:`aonkit.model.hardware.devices` or a spec of your own (added to the list).
+    parallel : Parallelism, optional
+        Initial layout (default: TP 8, PP 4, DP 8, SP, ZeRO 1, selective recomputation).
+    global_batch : int
+        Sequences per iteration.
+    network : str or Network
+        A name of :data:`NETWORKS` or a network of your own.
+    efficiency : mapping, optional
+        Overrides of :data:`~aonkit.model.llm.EFFICIENCY` (editable as text in the panel).
+    dtype : str
+        Peak key the GEMMs run at.
+    flash : bool
+        Fused (flash) attention in training; ``False`` charges the score matrix (Megatron-LM before 2022).
+    inference_batch, inference_context : int, optional
+        Batch of the latency-vs-context curves and context of the latency-vs-batch curves (default 1, ``seq``).
+    inference_tp : int
+        Tensor-parallel size of the inference curves.
+
+    Attributes
+    ----------
+    step : TrainingStepTime
+    memory : MemoryBreakdown
+    inference : DataFrame
+        :func:`aonkit.views.llm.inference_table` of the current settings.
+    sources : dict of str to ColumnDataSource
+        ``"step"``, ``"memory"``, ``"capacity"``, ``"batch"``, ``"context"``.
+    error : str
+        Why the last change could not be evaluated ("" when it could).
+    update_s : float
+        Wall time of the last :meth:`update` (model evaluation plus source updates).
+    """
+
+    def __init__(self, model: str | TransformerConfig = "Llama-3 70B", *, device: str | DeviceSpec = "H100 SXM",
+                 parallel: Parallelism | None = None, global_batch: int = 1024, network: str | Network = DGX_H100,
+                 efficiency: Mapping[str, float] | None = None, dtype: str = "bf16", flash: bool = True,
+                 inference_batch: int = 1, inference_context: int | None = None, inference_tp: int = 8) -> None:
+        self.presets: dict[str, TransformerConfig] = dict(PRESETS)
+        if isinstance(model, TransformerConfig):
+            key = model.name or "custom"
+            self.presets[key] = model
+            model = key
+        self.devices: dict[str, DeviceSpec] = {d.name: d for d in devices()}
+        if isinstance(device, DeviceSpec):
+            self.devices[device.name] = device
+            device = device.name
+        self.networks: dict[str, Network] = dict(NETWORKS)
+        if isinstance(network, Network):
+            self.networks.setdefault(network.name or "custom", network)
+            network = network.name or "custom"
+        if model not in self.presets:
+            raise KeyError(f"no preset {model!r}; known: {sorted(self.presets)}")
+        if device not in self.devices:
+            raise KeyError(f"no device {device!r}; known: {sorted(self.devices)}")
+        par = parallel or Parallelism(tp=8, pp=4, dp=8, sp=True, zero=1, recompute="selective")
+        cfg = self.presets[model]
+        self._hold = False
+
+        # model
+        self.preset = w.Dropdown(options=list(self.presets), value=model, description="model", style=_STYLE,
+                                 layout=_WIDE)  # fmt: skip
+        self.overrides: dict[str, w.ValueWidget] = {
+            "layers": _int_slider("layers", cfg.layers, 1, 256),
+            "hidden": _int_slider("hidden", cfg.hidden, 256, 32768, 64),
+            "heads": _int_slider("heads", cfg.heads, 1, 256),
+            "seq": w.SelectionSlider(options=sorted({*SEQS, cfg.seq}), value=cfg.seq, description="seq",
+                                     style=_STYLE, layout=_WIDE),  # fmt: skip
+            "vocab": w.BoundedIntText(value=cfg.vocab, min=1, max=10**7, description="vocab", style=_STYLE,
+                                      layout=_WIDE),  # fmt: skip
+            "experts": _int_slider("experts", cfg.experts, 1, 512),
+            "top_k": _int_slider("top-k", cfg.top_k, 1, 16),
+        }
+        # parallelism
+        self.tp = _dropdown("TP", POW2[:8], par.tp)
+        self.pp = _int_slider("PP", par.pp, 1, 128)
+        self.dp = _int_slider("DP", par.dp, 1, 4096)
+        self.micro_batch = _int_slider("micro-batch", par.micro_batch, 1, 64)
+        self.global_batch = _int_slider("global batch", global_batch, 1, 16384)
+        self.zero = _dropdown("ZeRO stage", [0, 1, 2, 3], par.zero)
+        self.recompute = w.ToggleButtons(options=["none", "selective", "full"], value=par.recompute,
+                                         description="recompute", style={**_STYLE, "button_width": "90px"})  # fmt: skip
+        self.vpp = _int_slider("VPP", par.vpp, 1, 16)
+        self.sp = w.Checkbox(value=par.sp, description="sequence parallel", indent=False)
+        self.ep = _dropdown("EP", POW2[:9], par.ep)
+        # hardware and network
+        self.device = w.Dropdown(options=list(self.devices), value=device, description="device", style=_STYLE,
+                                 layout=_WIDE)  # fmt: skip
+        self.dtype = _dropdown("dtype", ["bf16", "fp16", "fp8"], dtype)
+        self.efficiency = w.Text(value=", ".join(f"{k}={v:g}" for k, v in (efficiency or {}).items()),
+                                 placeholder="e.g. matmul=0.7, attention=0.5", description="efficiency",
+                                 continuous_update=False, style=_STYLE, layout=_WIDE)  # fmt: skip
+        self.flash = w.Checkbox(value=flash, description="flash attention (training)", indent=False)
+        self.network = w.Dropdown(options=list(self.networks), value=network, description="network", style=_STYLE,
+                                  layout=_WIDE)  # fmt: skip
+        # inference
+        self.inference_tp = _dropdown("TP (inference)", POW2[:8], inference_tp)
+        self.inference_batch = _int_slider("batch", inference_batch, 1, 512)
+        ctx = int(inference_context or cfg.seq)
+        self.inference_context = w.SelectionSlider(options=sorted({*SEQS, ctx}), value=ctx,
+                                                   description="context", style=_STYLE,
+                                                   layout=_WIDE)  # fmt: skip
+
+        self.error = ""
+        self.update_s = math.nan
+        self._evaluate()  # raises on an invalid initial setting: the caller passed it
+        fig_step, src_step = step_figure(step_table(self.step))
+        fig_mem, src_mem, src_cap = memory_figure(memory_table(self.memory), self._capacity())
+        inf_layout, inf_sources = inference_figures(self.inference)
+        self.sources = {"step": src_step, "memory": src_mem, "capacity": src_cap, **inf_sources}
+        self.summary = w.HTML()
+        self._show()
+
+        for c in self._controls():
+            c.observe(self._changed, names="value")
+        self.preset.observe(self._preset_changed, names="value")
+        head = {"model": [self.preset, *self.overrides.values()],
+                "parallelism": [self.tp, self.pp, self.dp, self.micro_batch, self.global_batch, self.zero,
+                                self.recompute, self.vpp, self.sp, self.ep],
+                "hardware": [self.device, self.dtype, self.efficiency, self.network, self.flash],
+                "inference": [self.inference_tp, self.inference_batch, self.inference_context,
+                              w.HTML("<small>TTFT/TPOT against batch at this context,<br>"
+                                     "and against context at this batch</small>")]}  # fmt: skip
+        columns = [w.VBox([w.HTML(f"<b>{name}</b>"), *ctrls]) for name, ctrls in head.items()]
+        self.tabs = w.Tab(children=[BokehModel(row(fig_step, fig_mem)), BokehModel(inf_layout)])
+        self.tabs.set_title(0, "training")
+        self.tabs.set_title(1, "inference")
+        super().__init__([w.HBox([columns[0], columns[1]]), w.HBox([columns[2], columns[3]]), self.summary,
+                          self.tabs])  # fmt: skip
+
+    # ---- the model's inputs from the controls ------------------------------------------------------------------
+    def config(self) -> TransformerConfig:
+        """The preset with the override controls that differ from it applied."""
+        base = self.presets[self.preset.value]
+        values = {k: int(self.overrides[k].value) for k in OVERRIDES}
+        changes = {k: v for k, v in values.items() if v != getattr(base, k)}
+        return base.replace(**changes) if changes else base
+
+    def parallel(self) -> Parallelism:
+        """The layout the controls set."""
+        return Parallelism(tp=int(self.tp.value), pp=int(self.pp.value), dp=int(self.dp.value), ep=int(self.ep.value),
+                           sp=bool(self.sp.value), vpp=int(self.vpp.value), micro_batch=int(self.micro_batch.value),
+                           zero=int(self.zero.value), recompute=self.recompute.value)  # fmt: skip
+
+    def device_spec(self) -> DeviceSpec:
+        """The chosen device."""
+        return self.devices[self.device.value]
+
+    def efficiencies(self) -> dict[str, float]:
+        """The efficiency overrides typed in (``{}``: the defaults)."""
+        return parse_efficiency(self.efficiency.value)
+
+    def inputs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`~aonkit.model.llm.training_step` as set now (``config``, ``device``, ...)."""
+        return {"config": self.config(), "device": self.device_spec(), "parallel": self.parallel(),
+                "global_batch": int(self.global_batch.value), "network": self.networks[self.network.value],
+                "efficiency": self.efficiencies() or None, "dtype": self.dtype.value,
+                "flash": bool(self.flash.value)}  # fmt: skip
+
+    # ---- evaluation and display ---------------------------------------------------------------------------------
+    def _evaluate(self) -> None:
+        kw = self.inputs()
+        step: TrainingStepTime = training_step(**kw)
+        memory: MemoryBreakdown = training_memory(kw["config"], kw["parallel"], kw["global_batch"], flash=kw["flash"])
+        inference = inference_table(kw["config"], kw["device"], batch=int(self.inference_batch.value),
+                                    context=int(self.inference_context.value), tp=int(self.inference_tp.value),
+                                    network=kw["network"], efficiency=kw["efficiency"], dtype=kw["dtype"])  # fmt: skip
+        self.kwargs, self.step, self.memory, self.inference = kw, step, memory, inference
+
+    def _capacity(self) -> float | None:
+        cap = self.kwargs["device"].memory_bytes
+        return float(cap) if cap else None
+
+    def update(self) -> TrainingStepTime:
+        """Re-evaluate with the controls' values and refresh numbers and plots; return the step time.
+
+        An invalid setting leaves the plots as they were and says why in the summary (:attr:`error`).
+        """
+        t0 = time.perf_counter()
+        try:
+            self._evaluate()
+        except (ValueError, KeyError, ZeroDivisionError) as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._show()
+            self.update_s = time.perf_counter() - t0
+            return self.step
+        self.error = ""
+        self.sources["step"].data = step_data(step_table(self.step))
+        self.sources["memory"].data = memory_data(memory_table(self.memory))
+        self.sources["capacity"].data = capacity_data(self.memory.total, self._capacity())
+        for sweep in ("batch", "context"):
+            self.sources[sweep].data = inference_data(self.inference, sweep)
+        self._show()
+        self.update_s = time.perf_counter() - t0
+        return self.step
+
+    def numbers(self) -> dict[str, float]:
+        """The headline numbers of the current result."""
+        st, cap = self.step, self._capacity()
+        cfg = self.kwargs["config"]
+        return {"step_s": st.step_s, "mfu": st.mfu, "hfu": st.hfu, "tokens_per_s": st.tokens_per_s,
+                "flops_per_gpu_s": st.flops_per_gpu_s, "gpus": st.gpus, "micro_batches": st.micro_batches,
+                "params": cfg.num_params(), "active_params": cfg.num_params(active=True),
+                "memory_bytes": self.memory.total, "capacity_bytes": cap if cap else math.nan,
+                "over_capacity": bool(cap and self.memory.total > cap)}  # fmt: skip
+
+    def text(self) -> str:
+        """A one-line plain-text summary (also the ``text/plain`` of the widget)."""
+        n, kw = self.numbers(), self.kwargs
+        cap = f" of {theme.fmt_bytes(n['capacity_bytes'])}" if math.isfinite(n["capacity_bytes"]) else ""
+        over = " (OVER CAPACITY)" if n["over_capacity"] else ""
+        return (f"{kw['config'].name or 'model'} ({n['params'] / 1e9:.1f} B params) on {n['gpus']} x "
+                f"{kw['device'].name}: step {theme.fmt_ns(n['step_s'] * 1e9)}, MFU {theme.fmt_pct(n['mfu'])}, "
+                f"{theme.fmt_si(n['tokens_per_s'], 'tokens/s')}, memory {theme.fmt_bytes(n['memory_bytes'])}"
+                f"{cap} per GPU{over}")  # fmt: skip
+
+    def _show(self) -> None:
+        n = self.numbers()
+        big = "font-size:1.4em;font-weight:600"
+        mem_color = "#D62728" if n["over_capacity"] else "inherit"
+        cells = [("step time", theme.fmt_ns(n["step_s"] * 1e9)), ("MFU", theme.fmt_pct(n["mfu"])),
+                 ("HFU", theme.fmt_pct(n["hfu"])), ("tokens/s", theme.fmt_si(n["tokens_per_s"], "")),
+                 ("model FLOP/s per GPU", theme.fmt_flop_rate(n["flops_per_gpu_s"])),
+                 ("GPUs", f"{n['gpus']:,}"), ("micro-batches", f"{n['micro_batches']:,}"),
+                 ("parameters", f"{n['params'] / 1e9:.2f} B"),
+                 ("memory per GPU", theme.fmt_bytes(n["memory_bytes"]))]  # fmt: skip
+        parts = [f"<div style='display:inline-block;margin-right:18px'><div style='color:#555;font-size:0.85em'>"
+                 f"{html.escape(k)}</div><div style='{big};color:{mem_color if k == 'memory per GPU' else 'inherit'}'>"
+                 f"{html.escape(v)}</div></div>" for k, v in cells]  # fmt: skip
+        status = (f"<div style='color:#D62728'>cannot evaluate this setting, showing the last valid one: "
+                  f"{html.escape(self.error)}</div>" if self.error else "")  # fmt: skip
+        self.summary.value = "".join(parts) + status
+
+    # ---- events ----------------------------------------------------------------------------------------------
+    def _controls(self) -> list[w.ValueWidget]:
+        return [*self.overrides.values(), self.tp, self.pp, self.dp, self.micro_batch, self.global_batch, self.zero,
+                self.recompute, self.vpp, self.sp, self.ep, self.device, self.dtype, self.efficiency, self.network,
+                self.flash, self.inference_tp, self.inference_batch, self.inference_context]  # fmt: skip
+
+    def _changed(self, change: dict) -> None:
+        if not self._hold:
+            self.update()
+
+    def _preset_changed(self, change: dict) -> None:
+        cfg = self.presets[change["new"]]
+        self._hold = True
+        try:
+            for k in OVERRIDES:
+                _set(self.overrides[k], getattr(cfg, k))
+            _set(self.inference_context, cfg.seq)
+        finally:
+            self._hold = False
+        self.update()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        ensure_bokehjs()
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = "LLM model: " + self.text()
+        return bundle

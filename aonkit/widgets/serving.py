@@ -1,0 +1,264 @@
+"""``ServingPanel``: the serving queue under sliders, latency percentiles against arrival rate and replicas needed.
+
+A change re-runs :func:`~aonkit.model.serving_sweep` over ``points`` arrival rates
+(from an eighth to twice the chosen rate; ``n_requests`` simulated requests each, common random
+numbers), finds its :func:`~aonkit.model.saturation_knee`, and asks
+:func:`~aonkit.model.replicas_needed` for the fewest replicas whose p99 TTFT meets the objective at the
+chosen rate; the figures come from :mod:`aonkit.views.serving`. Engine step times are either the analytic
+model's (:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decode_time` of a preset on a
+device with tensor parallelism) or linear coefficients. The defaults (20,000 requests, 8 rates) keep an
+update to a few tenths of a second; sliders act on release.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+import numpy as np
+import pandas as pd
+from jupyter_bokeh.widgets import BokehModel
+
+from ..model.hardware import DeviceSpec, devices
+from ..model.llm import PRESETS, TransformerConfig, decode_time, prefill_time
+from ..model.serving_analysis import replicas_needed, saturation_knee, serving_sweep
+from ..model.serving_inputs import Lengths, StepTime
+from ..views import theme
+from ..views.serving import knee_data, marker_data, slo_data, sweep_data, sweep_figures
+from ._bokehjs import ensure_bokehjs
+
+_STYLE = {"description_width": "130px"}
+_WIDE = w.Layout(width="360px")
+SWEEP_FRACTIONS = (0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+"""Default arrival rates of the sweep, as fractions of the chosen rate."""
+
+
+class _Memo:
+    """A step-time function that remembers its last grid: the tables of every simulation in a sweep are equal."""
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f, self.key, self.value = f, None, None
+
+    def __call__(self, *args: np.ndarray) -> np.ndarray:
+        key = tuple((a.shape, a.tobytes()) for a in map(np.asarray, args))
+        if key != self.key:
+            self.key, self.value = key, np.asarray(self.f(*args), dtype=np.float64)
+        return self.value
+
+
+def model_step_time(config: TransformerConfig, device: DeviceSpec, tp: int = 1) -> StepTime:
+    """Engine step times from the analytic model, as ``docs/llm-model.md`` wires them (``C``: summed context)."""
+    return StepTime(prefill_time_s=_Memo(lambda p: prefill_time(config, device, 1, p, tp=tp).seconds),
+                    decode_time_s=_Memo(lambda b, c: decode_time(config, device, b, c / b, tp=tp).seconds))  # fmt: skip
+
+
+def _slider(kind: type, name: str, value: float, lo: float, hi: float, step: float, **kw: Any) -> w.ValueWidget:
+    return kind(value=value, min=lo, max=max(hi, value), step=step, description=name, style=_STYLE, layout=_WIDE,
+                continuous_update=False, **kw)  # fmt: skip
+
+
+class ServingPanel(w.VBox):
+    """Sliders over the serving simulation: latency percentiles vs arrival rate, the knee, replicas for an SLO.
+
+    Parameters
+    ----------
+    rate_per_s : float
+        The chosen arrival rate (requests/s): the sweep spans ``SWEEP_FRACTIONS`` of it, and the replicas
+        needed for the objective are found at it.
+    step_time : {"model", "linear"}
+        Engine step times from the analytic LLM model or from linear coefficients.
+    model, device, tp : str, int
+        Preset, device (:func:`aonkit.model.hardware.devices`) and tensor-parallel size of ``"model"`` step times.
+    prefill, decode : tuple
+        Linear coefficients ``(a, b)`` (s, s/token) and ``(a, b, c)`` (s, s/sequence, s/context token).
+    n_requests : int
+        Requests simulated per point (keep it small for interactivity).
+    max_replicas : int
+        Upper bound of the replica search.
+    Other parameters set the initial slider values.
+
+    Attributes
+    ----------
+    sweep : DataFrame
+        The last :func:`~aonkit.model.serving_sweep`.
+    knee : dict
+        Its :func:`~aonkit.model.saturation_knee` (on p99 TTFT).
+    plan : ReplicaPlan or None
+        :func:`~aonkit.model.replicas_needed` at the chosen rate (None when over ``max_replicas``).
+    sources : dict of str to ColumnDataSource
+        ``"sweep"``, ``"knee"``, ``"rate"``, ``"slo"``.
+    error : str
+        Why the last change could not be simulated ("" when it could).
+    update_s : float
+        Wall time of the last :meth:`update`.
+    """
+
+    def __init__(self, rate_per_s: float = 20.0, *, cv: float = 1.0, replicas: int = 1, max_batch: int = 64,
+                 token_budget: int = 2048, prompt_tokens: int = 512, output_tokens: int = 128,
+                 lengths: str = "random", chunked_prefill: bool = True, slo_s: float = 0.5,
+                 step_time: str = "model", model: str = "Llama-3 8B", device: str = "H100 SXM", tp: int = 1,
+                 prefill: tuple[float, float] = (0.005, 2e-5), decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7),
+                 n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0) -> None:  # fmt: skip
+        self.n_requests, self.max_replicas, self.seed = int(n_requests), int(max_replicas), seed
+        self.devices = {d.name: d for d in devices()}
+        self.rate = w.FloatLogSlider(value=rate_per_s, base=10, min=-1, max=4, step=0.05,
+                                     description="arrival rate (/s)", style=_STYLE, layout=_WIDE,
+                                     continuous_update=False, readout_format=".3g")  # fmt: skip
+        self.cv = _slider(w.FloatSlider, "arrival CV", cv, 0.0, 4.0, 0.1)
+        self.replicas = _slider(w.IntSlider, "replicas", replicas, 1, 64, 1)
+        self.max_batch = _slider(w.IntSlider, "max batch", max_batch, 1, 512, 1)
+        self.token_budget = _slider(w.IntSlider, "token budget", token_budget, 64, 16384, 64)
+        self.prompt = _slider(w.IntSlider, "prompt tokens", prompt_tokens, 1, 16384, 1)
+        self.output = _slider(w.IntSlider, "output tokens", output_tokens, 1, 4096, 1)
+        self.lengths = w.ToggleButtons(options=["fixed", "random"], value=lengths, description="lengths",
+                                       tooltips=["every request has these lengths",
+                                                 "prompts lognormal (CV 1), outputs geometric, with these means"],
+                                       style={**_STYLE, "button_width": "80px"})  # fmt: skip
+        self.chunked = w.Checkbox(value=chunked_prefill, description="chunked prefill", indent=False)
+        self.slo = w.FloatLogSlider(value=slo_s, base=10, min=-2.5, max=1.5, step=0.05, description="p99 TTFT SLO (s)",
+                                    style=_STYLE, layout=_WIDE, continuous_update=False,
+                                    readout_format=".3g")  # fmt: skip
+        self.step_kind = w.ToggleButtons(options=["model", "linear"], value=step_time, description="step time",
+                                         style={**_STYLE, "button_width": "80px"})  # fmt: skip
+        self.model = w.Dropdown(options=list(PRESETS), value=model, description="model", style=_STYLE, layout=_WIDE)
+        self.device = w.Dropdown(options=list(self.devices), value=device, description="device", style=_STYLE,
+                                 layout=_WIDE)  # fmt: skip
+        self.tp = w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=_STYLE, layout=_WIDE)
+        fl = {"style": _STYLE, "layout": _WIDE}
+        self.coeffs = {
+            "prefill_a": w.BoundedFloatText(value=prefill[0], min=0, max=10, step=1e-3, description="prefill a (s)",
+                                            **fl),  # fmt: skip
+            "prefill_b": w.BoundedFloatText(value=prefill[1], min=0, max=1, step=1e-6,
+                                            description="prefill b (s/token)", **fl),  # fmt: skip
+            "decode_a": w.BoundedFloatText(value=decode[0], min=0, max=10, step=1e-3, description="decode a (s)", **fl),
+            "decode_b": w.BoundedFloatText(value=decode[1], min=0, max=1, step=1e-5, description="decode b (s/seq)",
+                                           **fl),  # fmt: skip
+            "decode_c": w.BoundedFloatText(value=decode[2], min=0, max=1, step=1e-8,
+                                           description="decode c (s/ctx token)", **fl),  # fmt: skip
+        }
+        self.model_box = w.VBox([self.model, self.device, self.tp])
+        self.linear_box = w.VBox(list(self.coeffs.values()))
+        self._toggle_step_boxes()
+        self._step_cache: tuple[tuple, StepTime] | None = None
+
+        self.error = ""
+        self.update_s = math.nan
+        self._evaluate()
+        layout, self.sources = sweep_figures(self.sweep, self.knee, self.rate.value, self.slo.value)
+        self.summary = w.HTML()
+        self._show()
+        for c in (self.rate, self.cv, self.replicas, self.max_batch, self.token_budget, self.prompt, self.output,
+                  self.lengths, self.chunked, self.slo, self.step_kind, self.model, self.device, self.tp,
+                  *self.coeffs.values()):  # fmt: skip
+            c.observe(self._changed, names="value")
+        load = w.VBox([w.HTML("<b>load</b>"), self.rate, self.cv, self.prompt, self.output, self.lengths, self.slo])
+        engine = w.VBox([w.HTML("<b>engine</b>"), self.replicas, self.max_batch, self.token_budget, self.chunked,
+                         self.step_kind, self.model_box, self.linear_box])  # fmt: skip
+        super().__init__([w.HBox([load, engine]), self.summary, BokehModel(layout)])
+
+    # ---- inputs ------------------------------------------------------------------------------------------------
+    def step_time(self) -> StepTime:
+        """The engine step times the controls choose (model ones cached per preset, device and TP)."""
+        if self.step_kind.value == "linear":
+            c = {k: float(v.value) for k, v in self.coeffs.items()}
+            return StepTime(prefill_time_s=(c["prefill_a"], c["prefill_b"]),
+                            decode_time_s=(c["decode_a"], c["decode_b"], c["decode_c"]))  # fmt: skip
+        key = (self.model.value, self.device.value, int(self.tp.value))
+        if self._step_cache is None or self._step_cache[0] != key:
+            self._step_cache = (key, model_step_time(PRESETS[key[0]], self.devices[key[1]], key[2]))
+        return self._step_cache[1]
+
+    def workload(self) -> tuple[int | Lengths, int | Lengths]:
+        """Prompt and output lengths: fixed, or lognormal prompts (CV 1) and geometric outputs with the slider means."""
+        p, o = int(self.prompt.value), int(self.output.value)
+        if self.lengths.value == "fixed":
+            return p, o
+        return Lengths.lognormal(p, 1.0), Lengths.geometric(o)
+
+    def engine(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the engine (not ``replicas``)."""
+        return {"step_time": self.step_time(), "max_batch": int(self.max_batch.value),
+                "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value)}  # fmt: skip
+
+    def rates(self) -> np.ndarray:
+        """Arrival rates of the sweep."""
+        return float(self.rate.value) * np.asarray(SWEEP_FRACTIONS)
+
+    # ---- evaluation ------------------------------------------------------------------------------------------
+    def _evaluate(self) -> None:
+        prompts, outputs = self.workload()
+        kw = {"n_requests": self.n_requests, "arrival_cv": float(self.cv.value), "seed": self.seed, **self.engine()}
+        sweep = serving_sweep(self.rates(), prompts, outputs, replicas=int(self.replicas.value), **kw)
+        knee = saturation_knee(sweep, "ttft_p99_s")
+        try:
+            plan = replicas_needed(float(self.rate.value), float(self.slo.value), prompts, outputs,
+                                   max_replicas=self.max_replicas, **kw)  # fmt: skip
+        except ValueError as exc:
+            if "not met with" not in str(exc):
+                raise
+            plan = None
+        self.sweep, self.knee, self.plan = sweep, knee, plan
+
+    def _toggle_step_boxes(self) -> None:
+        self.model_box.layout.display = "" if self.step_kind.value == "model" else "none"
+        self.linear_box.layout.display = "none" if self.step_kind.value == "model" else ""
+
+    def update(self) -> pd.DataFrame:
+        """Re-simulate with the controls' values, refresh the plots and numbers; return the sweep."""
+        t0 = time.perf_counter()
+        self._toggle_step_boxes()
+        try:
+            self._evaluate()
+        except (ValueError, KeyError, ZeroDivisionError) as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+        else:
+            self.error = ""
+            self.sources["sweep"].data = sweep_data(self.sweep)
+            self.sources["knee"].data = knee_data(self.knee)
+            self.sources["rate"].data = marker_data(float(self.rate.value), "arrival rate")
+            self.sources["slo"].data = slo_data(float(self.slo.value))
+        self.update_s = time.perf_counter() - t0
+        self._show()
+        return self.sweep
+
+    def replicas_for_slo(self) -> int | None:
+        """Fewest replicas meeting the p99 TTFT objective at the chosen rate (None: more than ``max_replicas``)."""
+        return None if self.plan is None else int(self.plan.replicas)
+
+    def numbers(self) -> dict[str, float]:
+        """Headline numbers: the knee, capacity, and the sweep row at the chosen rate."""
+        at = self.sweep.iloc[(self.sweep["arrival_rate_per_s"] - float(self.rate.value)).abs().argmin()]
+        need = self.replicas_for_slo()
+        return {"knee_rate_per_s": self.knee["knee_rate_per_s"], "capacity_per_s": self.knee["capacity_per_s"],
+                "ttft_p99_s": float(at["ttft_p99_s"]), "tpot_p50_s": float(at["tpot_p50_s"]),
+                "e2e_p99_s": float(at["e2e_p99_s"]), "replicas_needed": math.nan if need is None else need}  # fmt: skip
+
+    def text(self) -> str:
+        """A one-line plain-text summary (also the ``text/plain`` of the widget)."""
+        n = self.numbers()
+        need = self.replicas_for_slo()
+        need_text = f"{need}" if need is not None else f"more than {self.max_replicas}"
+        return (f"{self.replicas.value} replica(s) at {float(self.rate.value):.3g} req/s: p99 TTFT "
+                f"{theme.fmt_ns(n['ttft_p99_s'] * 1e9)}, p50 TPOT {theme.fmt_ns(n['tpot_p50_s'] * 1e9)}, p99 e2e "
+                f"{theme.fmt_ns(n['e2e_p99_s'] * 1e9)}; knee {n['knee_rate_per_s']:.3g} req/s, capacity "
+                f"{n['capacity_per_s']:.3g} req/s; replicas for p99 TTFT <= {float(self.slo.value):.3g} s: "
+                f"{need_text}")  # fmt: skip
+
+    def _show(self) -> None:
+        status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
+                  f"{html.escape(self.error)}</div>" if self.error else "")  # fmt: skip
+        took = f" (update {self.update_s * 1e3:.0f} ms)" if math.isfinite(self.update_s) else ""
+        self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{status}"
+
+    def _changed(self, change: dict) -> None:
+        self.update()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        ensure_bokehjs()
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = "serving: " + self.text()
+        return bundle

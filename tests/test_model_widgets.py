@@ -1,0 +1,272 @@
+"""The model widgets: ``LLMModelPanel`` and ``ServingPanel`` agree with direct calls of the model functions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aonkit.model import Lengths, StepTime, device_spec, replicas_needed, saturation_knee, serving_sweep
+from aonkit.model.llm import (
+    DGX_A100,
+    GPT3_175B,
+    LLAMA3_8B,
+    LLAMA3_70B,
+    LLAMA3_405B,
+    Parallelism,
+    decode_time,
+    gpt_config,
+    prefill_time,
+    training_memory,
+    training_step,
+)
+from aonkit.views.llm import (
+    CAPACITY_COLOR,
+    OVER_COLOR,
+    STEP_PARTS,
+    capacity_data,
+    inference_table,
+    memory_data,
+    memory_table,
+    step_data,
+    step_table,
+)
+from aonkit.views.serving import knee_data, sweep_data
+from aonkit.widgets import LLMModelPanel, ServingPanel
+from aonkit.widgets.llm import parse_efficiency
+from aonkit.widgets.serving import SWEEP_FRACTIONS, model_step_time
+
+H100 = device_spec("H100 SXM")
+
+
+def _direct(panel: LLMModelPanel):
+    kw = panel.inputs()
+    return training_step(**kw), training_memory(kw["config"], kw["parallel"], kw["global_batch"], flash=kw["flash"])
+
+
+# ---- the views' tables -------------------------------------------------------------------------------------------
+def test_step_table_adds_up_to_the_step_and_stacks_per_group() -> None:
+    st = training_step(LLAMA3_70B, H100, Parallelism(tp=8, pp=4, dp=8, vpp=2, sp=True, zero=1), 1024)
+    t = step_table(st)
+    assert list(t["part"]) == [p for _, p, _, _ in STEP_PARTS]
+    assert t["seconds"].sum() == pytest.approx(st.step_s, rel=1e-12)
+    d = step_data(t)
+    for group in ("compute", "communication"):
+        rows = [i for i, g in enumerate(d["group"]) if g == group]
+        assert d["left"][rows[0]] == 0.0
+        assert all(d["right"][a] == pytest.approx(d["left"][b]) for a, b in zip(rows, rows[1:]))
+        assert d["right"][rows[-1]] == pytest.approx(sum(getattr(st, group if group == "compute" else
+                                                                 "communication").values()))  # fmt: skip
+    assert d["right"][d["part"].index("bubble")] == pytest.approx(st.bubble_s)
+
+
+def test_capacity_line_is_red_only_when_memory_exceeds_it() -> None:
+    assert capacity_data(90e9, 80e9)["over"] == [True] and capacity_data(90e9, 80e9)["color"] == [OVER_COLOR]
+    assert capacity_data(70e9, 80e9)["over"] == [False] and capacity_data(70e9, 80e9)["color"] == [CAPACITY_COLOR]
+    assert capacity_data(70e9, None)["gb"] == []  # unknown capacity: nothing drawn
+    mem = training_memory(LLAMA3_8B, Parallelism(dp=8, zero=1), 8)
+    d = memory_data(memory_table(mem))
+    assert d["top"][-1] == pytest.approx(mem.total / 1e9)
+
+
+def test_inference_table_matches_prefill_and_decode() -> None:
+    t = inference_table(LLAMA3_70B, H100, batch=4, context=2048, tp=8, batches=[1, 16], contexts=[512, 8192])
+    by_batch, by_ctx = t[t["sweep"] == "batch"], t[t["sweep"] == "context"]
+    b, c = np.array([1, 16]), np.array([512, 8192])
+    np.testing.assert_allclose(by_batch["ttft_s"], prefill_time(LLAMA3_70B, H100, b, 2048, tp=8).seconds)
+    np.testing.assert_allclose(by_batch["tpot_s"], decode_time(LLAMA3_70B, H100, b, 2048, tp=8).seconds)
+    np.testing.assert_allclose(by_ctx["tpot_s"], decode_time(LLAMA3_70B, H100, 4, c, tp=8).seconds)
+    np.testing.assert_allclose(by_ctx["ttft_s"], prefill_time(LLAMA3_70B, H100, 4, c, tp=8).seconds)
+
+
+def test_parse_efficiency() -> None:
+    assert parse_efficiency("") == {}
+    assert parse_efficiency("matmul=0.7, attention = 0.5") == {"matmul": 0.7, "attention": 0.5}
+    assert parse_efficiency('{"memory": 0.9, "dp_overlap": 0}') == {"memory": 0.9, "dp_overlap": 0.0}
+    for bad in ("gemm=0.7", "matmul=1.5", "matmul", "matmul=0"):
+        with pytest.raises(ValueError):
+            parse_efficiency(bad)
+
+
+# ---- LLMModelPanel -----------------------------------------------------------------------------------------------
+def test_llm_panel_numbers_match_the_model() -> None:
+    # GIVEN the default panel (Llama-3 70B on H100, TP8 PP4 DP8, SP, ZeRO-1, selective recompute)
+    p = LLMModelPanel()
+    st, mem = _direct(p)
+    # THEN its numbers and sources are those of the model functions called directly
+    assert p.kwargs["config"] is LLAMA3_70B and p.kwargs["parallel"] == Parallelism(
+        tp=8, pp=4, dp=8, sp=True, zero=1, recompute="selective")
+    n = p.numbers()
+    assert n["step_s"] == pytest.approx(st.step_s, rel=1e-12) and n["mfu"] == pytest.approx(st.mfu, rel=1e-12)
+    assert n["tokens_per_s"] == pytest.approx(st.tokens_per_s, rel=1e-12) and n["gpus"] == 256
+    assert p.sources["step"].data["seconds"] == step_data(step_table(st))["seconds"]
+    assert p.sources["memory"].data["top"][-1] == pytest.approx(mem.total / 1e9)
+    assert p.sources["capacity"].data["gb"] == [80.0] and p.sources["capacity"].data["over"] == [False]
+    assert not p.error
+
+
+def test_llm_panel_slider_changes_re_evaluate() -> None:
+    p = LLMModelPanel()
+    before = list(p.sources["step"].data["seconds"])
+    # WHEN the pipeline, ZeRO stage, recomputation, device and network change one at a time
+    for ctrl, value in ((p.pp, 8), (p.zero, 3), (p.recompute, "full"), (p.vpp, 2), (p.device, "H200 SXM"),
+                        (p.network, DGX_A100.name), (p.micro_batch, 2), (p.dp, 16), (p.tp, 4)):  # fmt: skip
+        ctrl.value = value
+        st, mem = _direct(p)
+        # THEN every change is re-evaluated, equal to a direct call with the same inputs
+        assert not p.error, (ctrl.description, p.error)
+        assert p.sources["step"].data["seconds"] == pytest.approx(step_data(step_table(st))["seconds"], rel=1e-12)
+        assert p.sources["memory"].data["gb"] == pytest.approx(memory_data(memory_table(mem))["gb"], rel=1e-12)
+        assert p.numbers()["mfu"] == pytest.approx(st.mfu, rel=1e-12)
+        assert np.isfinite(p.update_s)
+    assert p.kwargs["parallel"] == Parallelism(tp=4, pp=8, dp=16, sp=True, vpp=2, micro_batch=2, zero=3,
+                                               recompute="full")  # fmt: skip
+    assert p.kwargs["device"].name == "H200 SXM" and p.kwargs["network"] is DGX_A100
+    assert p.sources["capacity"].data["gb"] == [141.0]
+    assert p.sources["step"].data["seconds"] != before
+
+
+def test_llm_panel_preset_and_overrides() -> None:
+    p = LLMModelPanel()
+    # WHEN the preset changes, the override controls take its values and the model is the preset itself
+    p.preset.value = "GPT-3 175B"
+    assert p.kwargs["config"] is GPT3_175B and p.overrides["hidden"].value == 12288
+    assert p.numbers()["params"] == GPT3_175B.num_params()
+    # WHEN an override moves, the model is the preset with that field replaced
+    p.overrides["layers"].value = 48
+    assert p.kwargs["config"] == GPT3_175B.replace(layers=48)
+    st, _ = _direct(p)
+    assert p.numbers()["step_s"] == pytest.approx(st.step_s, rel=1e-12)
+    p.overrides["seq"].value = 4096
+    assert p.kwargs["config"] == GPT3_175B.replace(layers=48, seq=4096)
+    # and the inference curves follow the model
+    t = p.inference
+    ctx = p.inference_context.value
+    np.testing.assert_allclose(p.sources["batch"].data["tpot_ms"],
+                               decode_time(p.kwargs["config"], H100, t[t["sweep"] == "batch"]["x"].to_numpy(), ctx,
+                                           tp=p.inference_tp.value).seconds * 1e3)  # fmt: skip
+    p.inference_batch.value = 32
+    t = p.inference
+    np.testing.assert_allclose(p.sources["context"].data["ttft_ms"],
+                               prefill_time(p.kwargs["config"], H100, 32, t[t["sweep"] == "context"]["x"].to_numpy(),
+                                            tp=p.inference_tp.value).seconds * 1e3)  # fmt: skip
+
+
+def test_llm_panel_reproduces_a_documented_config() -> None:
+    # GIVEN Korthikanti et al.'s 175B run with SP + selective recompute (docs/llm-model.md: 12.93 s, MFU 54.6%)
+    p = LLMModelPanel(gpt_config(96, 12288, 96), device="A100 SXM4 80GB", global_batch=64, network=DGX_A100,
+                      parallel=Parallelism(tp=8, pp=8, sp=True, recompute="selective"), dtype="fp16", flash=False)
+    n = p.numbers()
+    assert n["step_s"] == pytest.approx(12.93, abs=0.005) and n["mfu"] == pytest.approx(0.546, abs=0.0005)
+    # WHEN flash attention is switched on, the score matrix traffic goes and the step is shorter
+    p.flash.value = True
+    assert p.numbers()["step_s"] < n["step_s"] and not p.error
+
+
+def test_llm_panel_efficiency_overrides() -> None:
+    p = LLMModelPanel("Llama-3 8B", parallel=Parallelism(tp=1, dp=8, zero=1), global_batch=64)
+    base = p.numbers()["step_s"]
+    p.efficiency.value = "matmul=0.4"
+    st = training_step(LLAMA3_8B, H100, Parallelism(tp=1, dp=8, zero=1), 64, efficiency={"matmul": 0.4})
+    assert p.numbers()["step_s"] == pytest.approx(st.step_s, rel=1e-12) and st.step_s > base
+
+
+def test_llm_panel_memory_over_capacity_turns_the_line_red() -> None:
+    # GIVEN Llama-3 405B on TP8 PP4 DP8 (about 180 GB per GPU on an 80 GB H100)
+    p = LLMModelPanel("Llama-3 405B")
+    mem = training_memory(LLAMA3_405B, p.kwargs["parallel"], 1024)
+    assert mem.total > 80e9
+    cap = p.sources["capacity"].data
+    assert cap["over"] == [True] and cap["color"] == [OVER_COLOR] and p.numbers()["over_capacity"]
+    assert "OVER CAPACITY" in p.text()
+    # WHEN the pipeline is deep enough and ZeRO-3 shards the states, it fits and the line is no longer red
+    p.pp.value, p.zero.value, p.recompute.value = 16, 3, "full"
+    cap = p.sources["capacity"].data
+    assert cap["over"] == [False] and cap["color"] == [CAPACITY_COLOR] and not p.numbers()["over_capacity"]
+
+
+def test_llm_panel_invalid_setting_keeps_the_last_result() -> None:
+    p = LLMModelPanel()
+    good = dict(p.sources["step"].data)
+    p.global_batch.value = 1000  # a multiple of micro-batch x DP = 8
+    assert not p.error
+    p.global_batch.value = 1001
+    assert "global_batch" in p.error and "ValueError" in p.summary.value
+    p.device.value = "V100 SXM2"  # no bf16 peak (and the batch is still bad)
+    assert p.error
+    p.global_batch.value = 1024
+    assert "bf16" in p.error
+    p.dtype.value = "fp16"
+    assert not p.error and p.kwargs["device"].name == "V100 SXM2"
+    assert p.sources["step"].data["seconds"] != good["seconds"]
+
+
+def test_llm_panel_text_fallback_and_custom_inputs() -> None:
+    cfg = LLAMA3_8B.replace(layers=16, name="tiny llama")
+    dev = H100.with_ceilings(name="my H100", bf16=700e12)
+    p = LLMModelPanel(cfg, device=dev, parallel=Parallelism(dp=8), global_batch=64, efficiency={"matmul": 0.9})
+    assert p.preset.value == "tiny llama" and p.device.value == "my H100" and p.efficiency.value == "matmul=0.9"
+    st = training_step(cfg, dev, Parallelism(dp=8), 64, efficiency={"matmul": 0.9})
+    assert p.numbers()["step_s"] == pytest.approx(st.step_s, rel=1e-12)
+    bundle = p._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"].startswith("LLM model: tiny llama") and "MFU" in bundle["text/plain"]
+
+
+# ---- ServingPanel --------------------------------------------------------------------------------------------------
+N = 3000  # requests per point: small, the comparisons are exact (same seed)
+
+
+def test_serving_panel_matches_sweep_knee_and_replicas() -> None:
+    # GIVEN a panel with linear step times
+    p = ServingPanel(10.0, step_time="linear", n_requests=N, replicas=1, slo_s=0.5)
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    eng = {"step_time": st, "max_batch": 64, "token_budget": 2048, "chunked_prefill": True}
+    prompts, outputs = Lengths.lognormal(512, 1.0), Lengths.geometric(128)
+    # THEN its sweep, knee and replica count are those of the direct calls
+    sweep = serving_sweep(10.0 * np.asarray(SWEEP_FRACTIONS), prompts, outputs, n_requests=N, replicas=1, **eng)
+    pd.testing.assert_frame_equal(p.sweep, sweep)
+    assert p.knee == saturation_knee(sweep, "ttft_p99_s")
+    assert p.sources["sweep"].data["ttft_p99_ms"] == pytest.approx(sweep_data(sweep)["ttft_p99_ms"], nan_ok=True)
+    assert p.sources["knee"].data == knee_data(p.knee)
+    plan = replicas_needed(10.0, 0.5, prompts, outputs, n_requests=N, **eng)
+    assert p.replicas_for_slo() == plan.replicas
+    # WHEN the replicas and the objective change
+    p.replicas.value = 3
+    sweep3 = serving_sweep(10.0 * np.asarray(SWEEP_FRACTIONS), prompts, outputs, n_requests=N, replicas=3, **eng)
+    pd.testing.assert_frame_equal(p.sweep, sweep3)
+    assert p.sources["sweep"].data["e2e_p99_ms"] == pytest.approx(sweep_data(sweep3)["e2e_p99_ms"])
+    p.slo.value = 0.1
+    assert p.sources["slo"].data["ms"] == [pytest.approx(100.0)]
+    assert p.replicas_for_slo() == replicas_needed(10.0, 0.1, prompts, outputs, n_requests=N, **eng).replicas
+    assert not p.error and np.isfinite(p.update_s)
+
+
+def test_serving_panel_model_step_times() -> None:
+    p = ServingPanel(20.0, n_requests=N, lengths="fixed", model="Llama-3 8B", device="H100 SXM", tp=1)
+    eng = {"step_time": model_step_time(LLAMA3_8B, H100, 1), "max_batch": 64, "token_budget": 2048,
+           "chunked_prefill": True}  # fmt: skip
+    sweep = serving_sweep(20.0 * np.asarray(SWEEP_FRACTIONS), 512, 128, n_requests=N, replicas=1, **eng)
+    pd.testing.assert_frame_equal(p.sweep, sweep)
+    # the step times are the model's
+    pf = p.step_time().prefill_time_s(np.array([512.0]))
+    np.testing.assert_allclose(pf, prefill_time(LLAMA3_8B, H100, 1, 512).seconds)
+    # switching to linear coefficients and back changes the sweep, and hides the other boxes
+    p.step_kind.value = "linear"
+    assert p.model_box.layout.display == "none" and p.linear_box.layout.display == ""
+    assert not p.sweep["ttft_p50_s"].equals(sweep["ttft_p50_s"])
+    p.step_kind.value = "model"
+    pd.testing.assert_frame_equal(p.sweep, sweep)
+
+
+def test_serving_panel_bad_setting_and_text() -> None:
+    p = ServingPanel(10.0, n_requests=N, step_time="linear", lengths="fixed")
+    p.chunked.value = False
+    good = p.sweep
+    p.prompt.value = 4096  # a whole prompt larger than the 2048-token budget
+    assert "token_budget" in p.error and p.sweep is good
+    p.token_budget.value = 4096
+    assert not p.error
+    bundle = p._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"].startswith("serving: 1 replica(s) at 10 req/s") and "knee" in bundle["text/plain"]
