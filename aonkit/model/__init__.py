@@ -7,6 +7,7 @@ applies them to traces. :mod:`aonkit.model.llm` models whole transformers
 
 from __future__ import annotations
 
+from .calibration import Calibration, calibrate, calibration_table, compare_forward, transformer_from_trace
 from .hardware import PEAK_KEYS, DeviceSpec, device_spec, devices
 from .llm import (
     MLA,
@@ -47,4 +48,7 @@ __all__ += [  # the serving queue model (docs/serving-model.md)
 __all__ += [  # the analytic LLM model (docs/llm-model.md; everything else in aonkit.model.llm)
     "MLA", "Parallelism", "TrainingStepTime", "TransformerConfig", "activation_memory", "decode_time", "prefill_time",
     "training_flops", "training_memory", "training_step",
+]  # fmt: skip
+__all__ += [  # calibration of the efficiency factors from traces (docs/calibration.md)
+    "Calibration", "calibrate", "calibration_table", "compare_forward", "transformer_from_trace",
 ]  # fmt: skip
