@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from os import environ as _environ
+
 from .errors import AonkitError, AonkitWarning, JobError, TraceFormatError, TraceTooLargeError
 from .profiling import Profile, profile, step
 from .schema import TS_MISSING
@@ -48,6 +50,11 @@ def to_html(trace: Trace, path: str | None = None, **kwargs: object) -> str:
             f.write(page)
     return page
 
+
+if _environ.get("AONKIT_SERVE", "") not in ("", "0"):  # opt in to on-demand traces: aonkit.live.serve()
+    from .live.serve import serve_from_env
+
+    serve_from_env()
 
 __all__ = [
     "AonkitError",

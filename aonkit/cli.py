@@ -123,6 +123,20 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return run_profile(args)
 
 
+def cmd_daemon(args: argparse.Namespace) -> int:
+    """``aonkit daemon start|run|stop|status``: the always-on sampler (aonkit.live)."""
+    from .live.control import daemon_command
+
+    return daemon_command(args)
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    """``aonkit trace PID``: an on-demand torch.profiler trace of an opted-in process (aonkit.live)."""
+    from .live.trace import trace_command
+
+    return trace_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``aonkit`` argument parser."""
     ap = argparse.ArgumentParser(prog="aonkit", description="GPU and ML performance analysis of profiler traces.")
@@ -174,6 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="aonkit-demo", help="output directory (default ./aonkit-demo)")
     p.add_argument("--traces", help="directory of traces (default: the repository's sample_traces/)")
     p.set_defaults(func=cmd_demo)
+    from .live.options import add_daemon_arguments, add_trace_arguments
+
+    p = sub.add_parser("daemon", help="always-on host and GPU sampler: start, run, stop, status (docs/daemon.md)")
+    add_daemon_arguments(p)
+    p.set_defaults(func=cmd_daemon)
+    p = sub.add_parser("trace", help="on-demand torch.profiler trace of an opted-in process's next steps")
+    add_trace_arguments(p)
+    p.set_defaults(func=cmd_trace)
     return ap
 
 

@@ -13,7 +13,7 @@ LAYERS = [
     "_kernels",
     "errors|_config|schema|units|_filecheck",
     "trace|traceset|cache|_cache_read|jobcheck|sources",
-    "analysis|model|timeline.index|timeline.tiles|timeline.detail",
+    "analysis|model|timeline.index|timeline.tiles|timeline.detail|live",
     "report|views|timeline",  # the timeline's views, and its __init__ (which re-exports them lazily)
     "widgets",
     "cli|_cli_errors|_cli_profile|demo|profiling|magic|__init__",  # the shells: anything below

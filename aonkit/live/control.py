@@ -1,0 +1,97 @@
+"""``aonkit daemon start|run|stop|status``: the commands around :class:`aonkit.live.daemon.Daemon`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .paths import LOG, STATUS, LiveError, open_private, private_dir, runtime_dir
+from .status import read_json, running_pid, status_text
+
+
+def daemon_command(args: argparse.Namespace) -> int:
+    """Run ``aonkit daemon ACTION``; return the exit status (``status``: 0 running, 3 not running)."""
+    return {"start": start, "run": run, "stop": stop, "status": status}[args.action](args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Sample in the foreground until SIGTERM or SIGINT."""
+    from .daemon import daemon_from_args
+
+    return daemon_from_args(args).run()
+
+
+def _forwarded(args: argparse.Namespace) -> list[str]:
+    out = ["--interval", str(args.interval), "--flush", str(args.flush), "--capacity", str(args.capacity),
+           "--cap-bytes", str(args.cap_bytes), "--retention-hours", str(args.retention_hours)]  # fmt: skip
+    if args.root:
+        out += ["--root", str(Path(args.root).absolute())]
+    return out
+
+
+def start(args: argparse.Namespace, timeout_s: float = 60.0) -> int:
+    """Launch ``python -m aonkit.live.daemon run`` in a new session and wait until it samples."""
+    rdir = private_dir(runtime_dir())
+    if (pid := running_pid(rdir)) is not None:
+        raise LiveError(f"already running (pid {pid}); stop it with `aonkit daemon stop`")
+    log = open_private(rdir / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    env = {**os.environ, "AONKIT_RUNTIME_DIR": str(rdir.absolute())}
+    if env.get("AONKIT_DATA_DIR"):
+        env["AONKIT_DATA_DIR"] = str(Path(env["AONKIT_DATA_DIR"]).absolute())
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).absolute()) for p in env["PYTHONPATH"].split(os.pathsep))
+    env.pop("AONKIT_SERVE", None)
+    log_start = os.lseek(log, 0, os.SEEK_END)
+    proc = subprocess.Popen([sys.executable, "-m", "aonkit.live.daemon", "run", *_forwarded(args)],  # noqa: S603
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", env=env,
+                            start_new_session=True)  # fmt: skip
+    os.close(log)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            tail = (rdir / LOG).read_bytes()[log_start:].decode(errors="replace").strip().splitlines()
+            raise LiveError(f"the daemon exited at start (status {code}): {tail[-1] if tail else 'no message'} "
+                            f"(log: {rdir / LOG})")  # fmt: skip
+        st = read_json(rdir / STATUS, "daemon status file")
+        if st and st.get("pid") == proc.pid and st.get("state") == "running":
+            proc.returncode = 0  # it runs on its own now: no zombie warning for this handle
+            from .status import samplers_line
+
+            print(f"aonkit daemon: started (pid {proc.pid}), every {st['interval_s']:g} s\n"
+                  f"  samplers: {samplers_line(st)}\n  files: {st['root']}/host={st['host']}/")
+            return 0
+        time.sleep(0.05)
+    raise LiveError(f"the daemon (pid {proc.pid}) did not report within {timeout_s:g} s; see {rdir / LOG}")
+
+
+def stop(args: argparse.Namespace) -> int:
+    """SIGTERM the daemon and wait until it has written its last samples and released the lock."""
+    rdir = runtime_dir()
+    pid = running_pid(rdir) if rdir.is_dir() else None
+    if pid is None:
+        print("aonkit daemon: not running")
+        return 0
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout
+    while running_pid(rdir) is not None:
+        if time.monotonic() > deadline:
+            raise LiveError(f"the daemon (pid {pid}) did not stop within {args.timeout:g} s")
+        time.sleep(0.05)
+    st = read_json(rdir / STATUS, "daemon status file") or {}
+    print(f"aonkit daemon: stopped (pid {pid}); {st.get('samples', '?')} samples taken, "
+          f"{st.get('lost', '?')} lost, all others on disk under {st.get('root', '?')}")
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    """Print the status; 0 when running, 3 when not (as ``systemctl status``)."""
+    rdir = runtime_dir()
+    pid = running_pid(rdir) if rdir.is_dir() else None
+    print(status_text(rdir, pid))
+    return 0 if pid is not None else 3

@@ -1,0 +1,207 @@
+"""The always-on sampler: host and every GPU at 10 Hz into the shared ring and rolling Parquet files.
+
+Run it with ``aonkit daemon start`` (background) or ``aonkit daemon run`` (foreground, for systemd and
+containers); ``python -m aonkit.live.daemon run`` is what ``start`` launches. One runs per node and user: it holds
+an ``fcntl.flock`` on ``daemon.lock`` in the runtime directory for its whole life. The main thread samples and
+writes the ring (:mod:`.ring`); a flusher thread reads the ring like any reader and writes Parquet
+(:mod:`.store`) every ``flush_s`` seconds, or sooner when half the ring is unflushed. SIGTERM or SIGINT stops
+sampling, writes the last partial segment, marks the ring stopped and releases the lock.
+
+Test hook: ``AONKIT_FAKE_NVML=module:factory`` (read here only) samples GPUs through ``factory()``, an object
+with pynvml's API (e.g. the fake NVML of the tests), instead of ``pynvml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import importlib
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..sources.samplers import HostSampler
+from . import store
+from .options import DEFAULTS, add_run_arguments
+from .paths import LOCK, RING, STATUS, LiveError, data_root, hostname, open_private, private_dir, runtime_dir
+from .ring import STOPPED, Ring
+from .status import write_json
+
+
+def lock(rdir: Path, tries: int = 20) -> int:
+    """Hold the per-user daemon lock (an fd to keep open); :class:`LiveError` "already running (pid N)" if held."""
+    fd = open_private(rdir / LOCK, os.O_RDWR | os.O_CREAT)
+    for i in range(tries):  # a status check holds it shared for an instant
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if i == tries - 1:
+                pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise LiveError(f"already running (pid {pid}); stop it with `aonkit daemon stop`") from None
+            time.sleep(0.01)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _nvml_override() -> Any:
+    spec = os.environ.get("AONKIT_FAKE_NVML")
+    if not spec:
+        return None
+    module, _, factory = spec.partition(":")
+    return getattr(importlib.import_module(module), factory)()
+
+
+class Daemon:
+    """One daemon run; :meth:`run` returns when it was told to stop, after the final flush."""
+
+    def __init__(self, interval_s: float = DEFAULTS["interval"], flush_s: float = DEFAULTS["flush"],
+                 root: str | Path | None = None, capacity: int = 0, cap_bytes: int | None = DEFAULTS["cap_bytes"],
+                 retention_hours: float | None = DEFAULTS["retention_hours"]) -> None:  # fmt: skip
+        if interval_s <= 0 or flush_s <= 0:
+            raise ValueError("interval and flush must be > 0")
+        self.interval_s, self.flush_s = interval_s, flush_s
+        self.root = Path(root).absolute() if root else data_root().absolute()
+        self.capacity = capacity or max(int(300 / interval_s), int(2 * flush_s / interval_s) + 10)
+        self.cap_bytes, self.retention_hours = cap_bytes, retention_hours
+        self.host = hostname()
+        self.stats: dict[str, Any] = {"flushes": 0, "last_flush_ns": None, "last_flush_samples": 0, "lost": 0,
+                                      "deleted": 0, "flush_error": None}  # fmt: skip
+        self._stop = threading.Event()
+        self._flush_now = threading.Event()
+        self._wake = os.pipe()
+
+    def run(self) -> int:
+        """Sample until SIGTERM/SIGINT; return 0."""
+        self.rdir = private_dir(runtime_dir())
+        lock_fd = lock(self.rdir)
+        try:
+            self._open()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, self._on_signal)
+            flusher = threading.Thread(target=self._flush_loop, name="aonkit-flusher", daemon=True)
+            flusher.start()
+            self._sample_loop()
+            self._flush_now.set()
+            flusher.join()
+            self._flush()  # the last partial segment
+            self.ring.state = STOPPED
+            (self.rdir / RING).unlink(missing_ok=True)
+            self._write_status("stopped")
+        finally:
+            os.close(lock_fd)
+        return 0
+
+    def _open(self) -> None:
+        self.host_sampler = HostSampler(self.interval_s, capacity=1)
+        from ..sources.nvml import open_gpu_sampler
+
+        fake = _nvml_override()
+        self.gpu, self.gpu_note = open_gpu_sampler(interval_s=self.interval_s, capacity=1,
+                                                   **({"nvml": fake} if fake is not None else {}))  # fmt: skip
+        self.channels = self.host_sampler.channels + (self.gpu.channels if self.gpu else [])
+        self.n_host = len(self.host_sampler.channels)
+        self.hdir = private_dir(store.host_dir(private_dir(self.root), self.host))
+        store.remove_stale_temps(self.hdir)
+        self.ring = Ring.create(self.rdir / RING, self.channels, self.capacity, int(self.interval_s * 1e9))
+        self.started_ns, self.flushed = time.time_ns(), 0
+        self._write_status("running")
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self._stop.set()
+        os.write(self._wake[1], b"x")
+
+    def _sample_loop(self) -> None:
+        values = np.full(len(self.channels), np.nan)
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                values[: self.n_host] = self.host_sampler.sample()
+            except Exception:  # noqa: BLE001 - a bad tick is NaN, sampling goes on
+                values[: self.n_host] = np.nan
+            if self.gpu is not None:
+                try:
+                    values[self.n_host :] = self.gpu.sample()
+                except Exception:  # noqa: BLE001
+                    values[self.n_host :] = np.nan
+            self.ring.write(time.time_ns(), values)
+            if self.ring.count - self.flushed >= self.capacity // 2:
+                self._flush_now.set()
+            next_t += self.interval_s
+            now = time.monotonic()
+            if next_t < now - self.interval_s:  # fell behind (suspended): skip the missed ticks
+                next_t = now
+            select.select([self._wake[0]], [], [], max(0.0, next_t - now))
+
+    def _flush_loop(self) -> None:
+        while not self._stop.is_set():
+            self._flush_now.wait(self.flush_s)
+            if self._stop.is_set():
+                return
+            self._flush_now.clear()
+            self._flush()
+
+    def _flush(self) -> None:
+        end = self.ring.count
+        ts, values, _ = self.ring.read(self.flushed, end)
+        try:
+            files = store.write_segment(self.root, self.host, ts, values, self.channels) if len(ts) else []
+            gone = store.prune(self.hdir, self.cap_bytes,
+                               None if self.retention_hours is None else self.retention_hours * 3600)  # fmt: skip
+        except OSError as exc:  # disk full, removed root: keep the samples in the ring and try again
+            self.stats["flush_error"] = f"{type(exc).__name__}: {exc}"
+            self._write_status("running")
+            return
+        s = self.stats
+        s["lost"] += (end - self.flushed) - len(ts)
+        s["flushes"] += 1
+        s["last_flush_ns"], s["last_flush_samples"], s["last_flush_files"] = time.time_ns(), len(ts), len(files)
+        s["deleted"] += len(gone)
+        s["flush_error"] = None
+        self.flushed = self.ring.flushed = end
+        self._write_status("running")
+
+    def _write_status(self, state: str) -> None:
+        gpu = self.gpu
+        write_json(self.rdir / STATUS, {
+            "state": state, "pid": os.getpid(), "started_ns": self.started_ns, "host": self.host,
+            "interval_s": self.interval_s, "flush_s": self.flush_s, "root": str(self.root),
+            "ring": str(self.rdir / RING), "capacity": self.capacity, "channels": len(self.channels),
+            "cap_bytes": self.cap_bytes,
+            "retention_hours": self.retention_hours, "host_metrics": list(self.host_sampler.metrics),
+            "gpus": list(gpu.devices) if gpu else [], "gpu_names": getattr(gpu, "device_names", {}),
+            "gpu_metrics": len(gpu.metrics) if gpu else 0, "gpu_unsupported": len(gpu.unsupported) if gpu else 0,
+            "gpu_note": self.gpu_note, "samples": self.ring.count, **self.stats,
+        })  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m aonkit.live.daemon run [options]``."""
+    ap = argparse.ArgumentParser(prog="python -m aonkit.live.daemon")
+    sub = ap.add_subparsers(dest="action", required=True)
+    add_run_arguments(sub.add_parser("run"))
+    args = ap.parse_args(argv)
+    try:
+        return daemon_from_args(args).run()
+    except LiveError as exc:
+        print(f"aonkit daemon: {exc}", file=sys.stderr, flush=True)
+        return 1
+
+
+def daemon_from_args(args: argparse.Namespace) -> Daemon:
+    """A :class:`Daemon` with the command line's settings."""
+    return Daemon(args.interval, args.flush, args.root, args.capacity, args.cap_bytes or None,
+                  args.retention_hours or None)  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())

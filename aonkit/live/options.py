@@ -1,0 +1,45 @@
+"""Arguments of ``aonkit daemon`` and ``aonkit trace`` (no heavy imports: the parser is built on every command)."""
+
+from __future__ import annotations
+
+import argparse
+
+DEFAULTS = {"interval": 0.1, "flush": 60.0, "capacity": 0, "cap_bytes": 10 * 1024**3, "retention_hours": 168.0}
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The daemon's settings (``start`` and ``run``)."""
+    p.add_argument("--interval", type=float, default=DEFAULTS["interval"], help="sampling interval in s (0.1: 10 Hz)")
+    p.add_argument("--flush", type=float, default=DEFAULTS["flush"],
+                   help="seconds between Parquet files (also written when half the ring is new; default 60)")
+    p.add_argument("--root", help="root of the Parquet files (default $AONKIT_DATA_DIR, else "
+                                  "$XDG_STATE_HOME/aonkit/samples, else ~/.local/state/aonkit/samples)")
+    p.add_argument("--capacity", type=int, default=DEFAULTS["capacity"],
+                   help="samples the shared ring keeps (default: 5 min, and at least 2 flushes)")
+    p.add_argument("--cap-bytes", type=int, default=DEFAULTS["cap_bytes"],
+                   help="disk cap of this host's files; the oldest are deleted beyond it (default 10 GiB)")
+    p.add_argument("--retention-hours", type=float, default=DEFAULTS["retention_hours"],
+                   help="files older than this are deleted (default 168: a week)")
+
+
+def add_daemon_arguments(p: argparse.ArgumentParser) -> None:
+    """``aonkit daemon start|run|stop|status``."""
+    sub = p.add_subparsers(dest="action", required=True)
+    add_run_arguments(sub.add_parser("start", help="start the daemon in the background (one per node and user)"))
+    add_run_arguments(sub.add_parser("run", help="run the daemon in the foreground (systemd, containers)"))
+    stop = sub.add_parser("stop", help="stop it: the last samples are written to Parquet first")
+    stop.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it to stop (default 30)")
+    sub.add_parser("status", help="pid, uptime, samplers, ring, files on disk, last flush, opted-in processes")
+
+
+def add_trace_arguments(p: argparse.ArgumentParser) -> None:
+    """``aonkit trace PID``."""
+    p.add_argument("pid", type=int, help="a process that opted in (aonkit.live.serve() or AONKIT_SERVE=1)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--steps", type=int, help="trace the next N optimizer steps (default 3)")
+    what.add_argument("--duration", type=float, help="trace for S seconds (from one step boundary to the next)")
+    p.add_argument("--out", help="bundle folder; with --all-ranks the job folder (default aon-traces/<time>-...)")
+    p.add_argument("--all-ranks", action="store_true",
+                   help="trace every opted-in process of the same job id on this node: rank<N>.json.gz files")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="give up when the trace has not finished after this many seconds (default 600)")

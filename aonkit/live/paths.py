@@ -1,0 +1,94 @@
+"""Where the daemon keeps its files, and the owner-only rules every one of them follows.
+
+* Runtime directory (ring, lock, status, the registry of opted-in processes): ``$AONKIT_RUNTIME_DIR``, else
+  ``$XDG_RUNTIME_DIR/aonkit``, else ``/tmp/aonkit-<uid>``. Mode 0700, owned by the user.
+* Data root (rolling Parquet files): ``$AONKIT_DATA_DIR``, else ``$XDG_STATE_HOME/aonkit/samples``, else
+  ``~/.local/state/aonkit/samples``. Directories 0700, files 0600.
+
+A directory or file that is not the user's own, or that others may read or write, is refused
+(:class:`NotOwnerError`), never used: a runtime directory in ``/tmp`` could otherwise be planted by another user.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+from ..errors import AonkitError
+
+RING = "ring"
+LOCK = "daemon.lock"
+STATUS = "daemon.json"
+LOG = "daemon.log"
+PROCS = "procs"
+
+
+class LiveError(AonkitError, RuntimeError):
+    """The always-on daemon or an on-demand trace cannot do what was asked; the message says why."""
+
+
+class DaemonNotRunning(LiveError):
+    """No aonkit daemon of this user runs on this node (or its ring is gone)."""
+
+
+class NotOwnerError(LiveError, PermissionError):
+    """A daemon file or directory belongs to another user, or others may read or write it."""
+
+
+def runtime_dir() -> Path:
+    """The per-user runtime directory (not created here)."""
+    if os.environ.get("AONKIT_RUNTIME_DIR"):
+        return Path(os.environ["AONKIT_RUNTIME_DIR"])
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "aonkit"
+    return Path(f"/tmp/aonkit-{os.getuid()}")
+
+
+def data_root() -> Path:
+    """The default root of the Parquet files (not created here)."""
+    if os.environ.get("AONKIT_DATA_DIR"):
+        return Path(os.environ["AONKIT_DATA_DIR"])
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "aonkit" / "samples"
+
+
+def hostname() -> str:
+    """The node's name as used in the ``host=`` partition (a path separator would be replaced by ``_``)."""
+    return socket.gethostname().replace(os.sep, "_") or "localhost"
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) as needed; make it 0700; refuse one that is not the user's own."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotOwnerError(f"{path} is not a directory (a link?); aonkit keeps its files only in its own directory")
+    if st.st_uid != os.getuid():
+        raise NotOwnerError(f"{path} belongs to uid {st.st_uid}, not to this user (uid {os.getuid()}); "
+                            "set AONKIT_RUNTIME_DIR to a directory of your own")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def check_private(path: Path, what: str) -> os.stat_result:
+    """``path``'s stat when it is the user's own and owner-only; else :class:`NotOwnerError` saying why."""
+    try:
+        st = os.stat(path)
+    except PermissionError:
+        raise NotOwnerError(f"cannot open the {what} {path}: permission denied (another user's daemon?); "
+                            "aonkit attaches only to the current user's own daemon") from None
+    if st.st_uid != os.getuid():
+        raise NotOwnerError(f"the {what} {path} belongs to uid {st.st_uid}, not to this user (uid {os.getuid()}); "
+                            "aonkit attaches only to the current user's own daemon")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise NotOwnerError(f"the {what} {path} has mode {stat.S_IMODE(st.st_mode):#o}: others may read or write "
+                            "it, so aonkit does not trust it (it must be owner-only)")
+    return st
+
+
+def open_private(path: Path, flags: int) -> int:
+    """``os.open`` a file created 0600 (``O_NOFOLLOW``: never through a link)."""
+    return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)

@@ -1,0 +1,175 @@
+"""The daemon's shared ring: an mmap'd file of samples, written lock-free under a per-slot seqlock.
+
+Layout (little endian)::
+
+    0     magic "AONRING1", version u32, header bytes u32
+    16    channels u32, capacity u32, slot bytes u32, (pad)
+    32    interval ns u64, daemon pid u64, started ns i64
+    56    count u64          samples ever written (the readers' cursor space); set after each slot
+    64    flushed u64        samples already in Parquet files (the daemon's flusher sets it)
+    72    heartbeat ns i64   time.time_ns() of the last tick
+    80    state u64          1 running, 2 stopped cleanly
+    88    channels JSON bytes u32, then at 128 the JSON: [[device, metric], ...]
+    header bytes ...       capacity slots of (seq u64, ts_ns i64, value f64 x channels)
+
+Sample ``k`` goes to slot ``k % capacity``. The writer sets the slot's ``seq`` to ``2k + 1`` (odd: being
+written), writes the time and values, sets ``seq`` to ``2k + 2`` (even: done), then ``count`` to ``k + 1``.
+A reader copies the slots it wants and keeps sample ``k`` only when ``seq`` read before and after the copy is
+``2k + 2``; anything else is a torn read (retried) or a slot the writer has lapped (lost, and the cursor says so).
+Readers map the file read-only and take no lock, so a reader that dies or stalls never blocks the daemon.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"AONRING1"
+VERSION = 1
+_HEAD = struct.Struct("<8sII III4x QQq QQqQ I")
+_COUNT, _FLUSHED, _BEAT, _STATE = 56, 64, 72, 80
+RUNNING, STOPPED = 1, 2
+
+
+def _slot_dtype(n: int) -> np.dtype:
+    return np.dtype([("seq", "<u8"), ("ts", "<i8"), ("v", "<f8", (n,))])
+
+
+class Ring:
+    """A ring file mapped in this process: the daemon's (``create``, writable) or a reader's (``open``).
+
+    Attributes
+    ----------
+    channels : list of (int, str)
+        (device, metric) of each value column.
+    capacity, interval_ns, pid, started_ns : int
+        From the header.
+    """
+
+    def __init__(self, mm: mmap.mmap, path: Path) -> None:
+        self.mm, self.path = mm, path
+        (magic, version, head, n, cap, slot, self.interval_ns, self.pid, self.started_ns,
+         *_rest, jlen) = _HEAD.unpack_from(mm, 0)  # fmt: skip
+        if magic != MAGIC or version != VERSION:
+            raise ValueError(f"{path} is not an aonkit ring of version {VERSION}")
+        self.channels = [(int(d), str(m)) for d, m in json.loads(bytes(mm[128 : 128 + jlen]))]
+        self.capacity, self.header_bytes = cap, head
+        self.slots = np.ndarray(cap, _slot_dtype(n), buffer=mm, offset=head)
+        self._u64 = np.ndarray(4, "<u8", buffer=mm, offset=_COUNT)  # count, flushed, heartbeat, state
+
+    @classmethod
+    def create(cls, path: Path, channels: list[tuple[int, str]], capacity: int, interval_ns: int) -> Ring:
+        """A new ring file at ``path`` (0600), made beside it and renamed in: readers of an old one keep theirs."""
+        text = json.dumps([[d, m] for d, m in channels]).encode()
+        head = -(-(128 + len(text)) // 4096) * 4096
+        dtype = _slot_dtype(len(channels))
+        size = head + dtype.itemsize * capacity
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        _HEAD.pack_into(mm, 0, MAGIC, VERSION, head, len(channels), capacity, dtype.itemsize,
+                        interval_ns, os.getpid(), _now(), 0, 0, _now(), RUNNING, len(text))  # fmt: skip
+        mm[128 : 128 + len(text)] = text
+        os.replace(tmp, path)
+        return cls(mm, path)
+
+    @classmethod
+    def open(cls, path: Path) -> Ring:
+        """Map ``path`` read-only (owner checks are the caller's: :func:`aonkit.live.paths.check_private`)."""
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        return cls(mm, path)
+
+    # -- header fields (8-byte aligned loads and stores)
+    @property
+    def count(self) -> int:
+        """Samples written so far."""
+        return int(self._u64[0])
+
+    @property
+    def flushed(self) -> int:
+        """Samples already written to Parquet files."""
+        return int(self._u64[1])
+
+    @flushed.setter
+    def flushed(self, value: int) -> None:
+        self._u64[1] = value
+
+    @property
+    def heartbeat_ns(self) -> int:
+        """Time of the writer's last tick."""
+        return int(self._u64[2].view(np.int64))
+
+    @property
+    def state(self) -> int:
+        """:data:`RUNNING` or :data:`STOPPED`."""
+        return int(self._u64[3])
+
+    @state.setter
+    def state(self, value: int) -> None:
+        self._u64[3] = value
+
+    def write(self, ts_ns: int, values: np.ndarray) -> None:
+        """Publish one sample (the only writer: the daemon's sampling thread)."""
+        k = int(self._u64[0])
+        slot = self.slots[k % self.capacity : k % self.capacity + 1]
+        slot["seq"] = 2 * k + 1
+        slot["ts"] = ts_ns
+        slot["v"] = values
+        slot["seq"] = 2 * k + 2
+        self._u64[0] = k + 1
+        self._u64[2] = np.int64(ts_ns).view(np.uint64)
+
+    def read(self, cursor: int = 0, end: int | None = None, tries: int = 4) -> tuple[np.ndarray, np.ndarray, int]:
+        """Samples ``cursor`` up to ``end`` (default: all written) still in the ring: (ts, values, next cursor).
+
+        ``ts`` is (n,), ``values`` (n, channels), oldest first; samples the writer lapped are left out (the
+        cursor returned is still ``end``: the caller sees the jump in its own count).
+        """
+        end = self.count if end is None else end
+        begin = max(cursor, end - self.capacity, 0)
+        ks = np.arange(begin, end, dtype=np.int64)
+        keep = np.zeros(len(ks), bool)
+        ts = np.zeros(len(ks), np.int64)
+        vals = np.zeros((len(ks), len(self.channels)))
+        todo = np.arange(len(ks))
+        for _ in range(tries):
+            if not len(todo):
+                break
+            slots = ks[todo] % self.capacity
+            want = (2 * ks[todo] + 2).astype(np.uint64)
+            before = self.slots["seq"][slots]
+            rec = self.slots[slots]  # a copy
+            after = self.slots["seq"][slots]
+            ok = (before == want) & (after == want)
+            ts[todo[ok]], vals[todo[ok]], keep[todo[ok]] = rec["ts"][ok], rec["v"][ok], True
+            alive = ks[todo] >= self.count - self.capacity  # not yet lapped: worth another try
+            todo = todo[~ok & alive]
+        return ts[keep], vals[keep], end
+
+    def close(self) -> None:
+        """Unmap (views into the ring must be dropped first)."""
+        self.slots = self._u64 = None  # type: ignore[assignment]
+        try:
+            self.mm.close()
+        except BufferError:  # a numpy view still holds it: the mapping goes with the last one
+            pass
+
+
+def _now() -> int:
+    import time
+
+    return time.time_ns()

@@ -1,0 +1,114 @@
+"""What ``aonkit daemon status`` shows, and the small file helpers the daemon and its clients share."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .paths import LOCK, PROCS, RING, STATUS, check_private, open_private
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically, owner-only."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, what: str) -> dict[str, Any] | None:
+    """``path``'s JSON (after the owner checks), or None when it does not exist."""
+    if not path.exists():
+        return None
+    check_private(path, what)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def running_pid(rdir: Path) -> int | None:
+    """The pid of the daemon holding the lock in ``rdir``, or None when none holds it."""
+    try:
+        fd = os.open(rdir / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    except BlockingIOError:
+        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else -1
+    finally:
+        os.close(fd)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def _ago(ns: int | None) -> str:
+    if not ns:
+        return "never"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9))
+    return f"{stamp} ({(time.time_ns() - ns) / 1e9:.1f} s ago)"
+
+
+def samplers_line(st: dict[str, Any]) -> str:
+    """"host (...); GPU 0, 1 through NVML: ..." or "host only (why)"."""
+    host = f"host ({', '.join(st['host_metrics'])})"
+    if not st["gpus"]:
+        return f"{host} only: {st['gpu_note']}"
+    return (f"{host}; GPU {', '.join(map(str, st['gpus']))} through NVML: {st['gpu_metrics']} metrics, "
+            f"{st['gpu_unsupported']} left out")  # fmt: skip
+
+
+def status_text(rdir: Path, pid: int | None) -> str:
+    """The status report: running or not, samplers, ring, disk, last flush and opted-in processes."""
+    from . import store
+    from .registry import registered
+
+    st = read_json(rdir / STATUS, "daemon status file")
+    if pid is None:
+        lines = ["aonkit daemon: not running"]
+        if st:
+            lines.append(f"  last run: pid {st['pid']}, {st['state']}; last flush {_ago(st.get('last_flush_ns'))}")
+    elif st is None or st.get("pid") != pid:
+        return f"aonkit daemon: starting (pid {pid})"
+    else:
+        up = int((time.time_ns() - st["started_ns"]) / 1e9)
+        lines = [f"aonkit daemon: running (pid {pid}), up {up // 3600}:{up // 60 % 60:02d}:{up % 60:02d}",
+                 f"  samplers: {samplers_line(st)}"]
+        from .ring import Ring
+
+        check_private(rdir / RING, "daemon's ring")
+        ring = Ring.open(rdir / RING)
+        count, flushed = ring.count, ring.flushed
+        ring.close()
+        used = min(count, st["capacity"])
+        lines.append(f"  ring: {rdir / RING}: {st['channels']} channels every {st['interval_s']:g} s; "
+                     f"{used}/{st['capacity']} samples held ({100 * used / st['capacity']:.0f}% full), "
+                     f"{count - flushed} not yet on disk, {count} taken")
+        lines.append(f"  last flush: {_ago(st.get('last_flush_ns'))}, {st.get('last_flush_samples', 0)} samples; "
+                     f"{st['lost']} samples lost" + (f"; error: {st['flush_error']}" if st.get("flush_error") else ""))
+    if st:
+        hdir = store.host_dir(Path(st["root"]), st["host"])
+        files = store.list_files(hdir) if hdir.is_dir() else []
+        cap = f"cap {_size(st['cap_bytes'])}" if st.get("cap_bytes") else "no cap"
+        keep = f"retention {st['retention_hours']:g} h" if st.get("retention_hours") else "no retention limit"
+        lines.append(f"  disk: {hdir}: {len(files)} files, {_size(sum(f[3] for f in files))} ({cap}, {keep})")
+    procs = registered(rdir / PROCS)
+    lines.append(f"  opted-in processes: {len(procs)}" + "".join(
+        f"\n    pid {p['pid']}: job {p.get('job_id')}, rank {p.get('rank')}, {' '.join(p.get('argv', []))[:60]}"
+        for p in procs))  # fmt: skip
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""The daemon's rolling Parquet files: hive-partitioned, written whole or not at all, pruned by age and size.
+
+Layout (the fleet reader relies on it exactly)::
+
+    <root>/host=<hostname>/date=<YYYY-MM-DD>/hour=<HH>/part-<start_ns>-<pid>.parquet
+
+``date`` and ``hour`` are UTC, of every row in the file (a segment that crosses an hour is split); ``start_ns`` is
+the file's first ``ts_ns``; ``pid`` the daemon's. Columns: ``ts_ns`` int64, ``device`` int64 (-1: host),
+``metric`` dictionary<int32, string>, ``value`` float64; zstd; rows in time order, one row group. Each file is
+written to ``.part-...parquet.tmp`` in its directory, fsynced and renamed, so a crash leaves only complete files
+(and perhaps a dot-file that readers skip and the next daemon removes).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .paths import open_private, private_dir
+
+HOUR_NS = 3600 * 10**9
+SCHEMA = pa.schema([("ts_ns", pa.int64()), ("device", pa.int64()),
+                    ("metric", pa.dictionary(pa.int32(), pa.string())), ("value", pa.float64())])  # fmt: skip
+PART = re.compile(r"^part-(\d+)-(\d+)\.parquet$")
+TEMP = re.compile(r"^\.part-\d+-(\d+)\.parquet\.tmp$")
+
+
+def host_dir(root: Path, host: str) -> Path:
+    """``<root>/host=<host>``."""
+    return root / f"host={host}"
+
+
+def partition(root: Path, host: str, ts_ns: int) -> Path:
+    """The ``date=/hour=`` directory (UTC) of a time."""
+    t = time.gmtime(ts_ns // 10**9)
+    return host_dir(root, host) / f"date={t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}" / f"hour={t.tm_hour:02d}"
+
+
+def write_segment(root: Path, host: str, ts: np.ndarray, values: np.ndarray, channels: list[tuple[int, str]],
+                  pid: int | None = None) -> list[tuple[Path, int]]:  # fmt: skip
+    """Write samples (``ts`` (n,), ``values`` (n, channels)) as one file per UTC hour; return (path, bytes) each."""
+    pid = os.getpid() if pid is None else pid
+    names = list(dict.fromkeys(m for _, m in channels))
+    devices = np.array([d for d, _ in channels], np.int64)
+    codes = np.array([names.index(m) for _, m in channels], np.int32)
+    hours = ts // HOUR_NS
+    out = []
+    for hour in np.unique(hours):
+        sel = hours == hour
+        t, v = ts[sel], values[sel]
+        n, m = len(t), len(channels)
+        table = pa.table({
+            "ts_ns": np.repeat(t, m), "device": np.tile(devices, n),
+            "metric": pa.DictionaryArray.from_arrays(np.tile(codes, n), pa.array(names, pa.string())),
+            "value": v.reshape(-1),
+        }, schema=SCHEMA)  # fmt: skip
+        folder = partition(root, host, int(t[0]))
+        for p in (folder.parent.parent, folder.parent, folder):
+            private_dir(p)
+        final = folder / f"part-{int(t[0])}-{pid}.parquet"
+        tmp = folder / f".{final.name}.tmp"
+        fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pq.write_table(table, fh, compression="zstd")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(folder)
+        out.append((final, final.stat().st_size))
+    return out
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def list_files(hdir: Path) -> list[tuple[int, int, Path, int]]:
+    """The files of one host directory, oldest first: (start_ns, pid, path, bytes)."""
+    out = []
+    for dirpath, _, files in os.walk(hdir):
+        for name in files:
+            if m := PART.match(name):
+                path = Path(dirpath) / name
+                try:
+                    out.append((int(m[1]), int(m[2]), path, path.stat().st_size))
+                except FileNotFoundError:  # pruned meanwhile
+                    continue
+    return sorted(out)
+
+
+def remove_stale_temps(hdir: Path) -> int:
+    """Delete temporary files left by daemons that no longer run; return how many."""
+    n = 0
+    for dirpath, _, files in os.walk(hdir):
+        for name in files:
+            if (m := TEMP.match(name)) and not _alive(int(m[1])):
+                (Path(dirpath) / name).unlink(missing_ok=True)
+                n += 1
+    return n
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def prune(hdir: Path, cap_bytes: int | None, retention_s: float | None, now_ns: int | None = None) -> list[Path]:
+    """Delete this host's files that started over ``retention_s`` ago, then the oldest while over ``cap_bytes``.
+
+    The newest file is always kept. Emptied partition directories are removed. Returns the files deleted.
+    """
+    files = list_files(hdir)
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    gone = []
+    total = sum(f[3] for f in files)
+    for start, _, path, size in files[:-1]:
+        old = retention_s is not None and start < now_ns - retention_s * 1e9
+        if not old and (cap_bytes is None or total <= cap_bytes):
+            break
+        path.unlink(missing_ok=True)
+        gone.append(path)
+        total -= size
+    for folder in {p.parent for p in gone} | {p.parent.parent for p in gone}:
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            pass
+    return gone
+
+
+def read_window(root: Path, host: str, t0: int, t1: int) -> tuple[pd.DataFrame, dict[int, int]]:
+    """Rows of this host's files with ``t0 <= ts_ns <= t1`` (long form) and the latest ``ts_ns`` read per pid."""
+    hdir = host_dir(root, host)
+    tables, latest = [], {}
+    for start, pid, path, _ in list_files(hdir):
+        if start > t1 or not _hour_overlaps(path, t0, t1):
+            continue
+        try:
+            table = pq.read_table(path, filters=[("ts_ns", ">=", t0), ("ts_ns", "<=", t1)], schema=SCHEMA)
+        except FileNotFoundError:  # pruned meanwhile
+            continue
+        if table.num_rows:
+            tables.append(table)
+            latest[pid] = max(latest.get(pid, t0), int(pc.max(table["ts_ns"]).as_py()))
+    if not tables:
+        return SCHEMA.empty_table().to_pandas(), latest
+    return pa.concat_tables(tables).to_pandas(), latest
+
+
+def _hour_overlaps(path: Path, t0: int, t1: int) -> bool:
+    try:
+        day = path.parent.parent.name.removeprefix("date=")
+        hour = int(path.parent.name.removeprefix("hour="))
+        begin = int(pd.Timestamp(f"{day}T{hour:02d}:00", tz="UTC").value)
+    except ValueError:
+        return True
+    return begin <= t1 and begin + HOUR_NS > t0

@@ -1,0 +1,167 @@
+"""``aonkit trace PID``: ask an opted-in process for a torch.profiler trace of its next steps; keep a bundle.
+
+The process (:mod:`.serve`) traces and exports the Kineto JSON; this side adds the daemon's samples for the same
+window (:func:`aonkit.live.attach`, no NVML opened) and writes:
+
+* one process: a bundle folder (:mod:`aonkit.sources.bundle`): ``aonkit.load(out)`` gives the trace with samples;
+* ``--all-ranks``: a job folder of ``rank<N>.json.gz`` files, ``job.samples.parquet`` (the samples of the union
+  window; the directory scan skips ``*.samples.parquet``) and ``aonkit-trace.meta.json``:
+  ``aonkit.load_job(out)`` gives the ranks, :func:`load_traced_job` the ranks with the samples attached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .._filecheck import atomic_write
+from ..sources.bundle import write_bundle
+from ..sources.samplers import SAMPLE_COLUMNS, samples_table
+from .paths import DaemonNotRunning, LiveError, runtime_dir
+from .registry import job_members, lookup
+
+JOB_SAMPLES = "job.samples.parquet"
+JOB_MANIFEST = "aonkit-trace.meta.json"
+
+
+def request(entry: dict[str, Any], msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Send ``msg`` to a served process; return its final reply (raise :class:`LiveError` on refusal)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        try:
+            s.connect(entry["socket"])
+            s.sendall((json.dumps(msg) + "\n").encode())
+            lines = s.makefile("r")
+            while True:
+                line = lines.readline()
+                if not line:
+                    raise LiveError(f"process {entry['pid']} closed the connection (did it exit?)")
+                reply = json.loads(line)
+                if not reply.get("ok"):
+                    raise LiveError(reply.get("error", "refused"))
+                if reply.get("state") != "armed":
+                    return reply
+        except TimeoutError:
+            raise LiveError(f"process {entry['pid']} did not finish the trace within {timeout_s:g} s (does it reach "
+                            "an optimizer step? the request was withdrawn)") from None
+        except OSError as exc:
+            raise LiveError(f"cannot reach process {entry['pid']} ({exc})") from None
+
+
+def daemon_samples(t0_ns: int, t1_ns: int) -> tuple[pd.DataFrame, list[dict[str, Any]], list[str]]:
+    """The daemon's samples in [t0, t1], its sampler description and notes (no daemon: empty, and why)."""
+    from .reader import attach
+
+    try:
+        reader = attach()
+    except DaemonNotRunning as exc:
+        empty = samples_table(pd.DataFrame({c: [] for c in SAMPLE_COLUMNS}))
+        return empty, [], [f"{exc}: the bundle has no samples"]
+    deadline = time.monotonic() + 2 * reader.interval_s + 0.5
+    while reader.ring.heartbeat_ns < t1_ns and reader.alive and time.monotonic() < deadline:
+        time.sleep(reader.interval_s / 4)  # the sample just after the window, so the window is covered
+    frame = reader.window(t0_ns, t1_ns)
+    meta = [{"type": "aonkit daemon", "pid": reader.pid, "interval_s": reader.interval_s,
+             "metrics": list(reader.metrics), "root": str(reader.root)}]  # fmt: skip
+    reader.close()
+    return frame, meta, []
+
+
+def _default_out(tag: str) -> Path:
+    return Path("aon-traces") / f"{time.strftime('%Y%m%d-%H%M%S')}-{tag}"
+
+
+def run_trace(pid: int, steps: int | None = None, duration_s: float | None = None, out: str | Path | None = None,
+              all_ranks: bool = False, timeout_s: float = 600.0) -> Path:  # fmt: skip
+    """Trace ``pid`` (or its whole job on this node) and return the bundle or job folder."""
+    rdir = runtime_dir()
+    entry = lookup(rdir, pid)
+    members = job_members(rdir, entry) if all_ranks else [entry]
+    tag = f"job{entry['job_id']}" if all_ranks else f"pid{pid}"
+    out = Path(out if out is not None else _default_out(tag)).absolute()
+    made = not out.exists()
+    if made:
+        out.mkdir(mode=0o700, parents=True)
+    msg = {"cmd": "trace", "steps": steps if duration_s is None else None, "duration_s": duration_s}
+    replies: dict[int, Any] = {}
+
+    def one(e: dict[str, Any]) -> None:
+        try:
+            replies[e["pid"]] = request(e, {**msg, "trace_path": str(out / f".pid{e['pid']}.trace.json")}, timeout_s)
+        except LiveError as exc:
+            replies[e["pid"]] = exc
+
+    threads = [threading.Thread(target=one, args=(e,)) for e in members]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors := [r for r in replies.values() if isinstance(r, LiveError)]:
+        for r in replies.values():
+            if isinstance(r, dict):  # the ranks that did finish
+                Path(r["trace"]).unlink(missing_ok=True)
+        if made and not any(out.iterdir()):
+            out.rmdir()
+        raise errors[0]
+    done = [replies[e["pid"]] for e in members]
+    t0, t1 = min(r["t0_ns"] for r in done), max(r["t1_ns"] for r in done)
+    samples, samplers, notes = daemon_samples(t0, t1)
+    if not all_ranks:
+        r = done[0]
+        return write_bundle(out, Path(r["trace"]), samples, _manifest(r, t0, t1, samplers, notes))
+    for r in done:
+        src = Path(r["trace"])
+        data = gzip.compress(src.read_bytes(), compresslevel=6, mtime=0)
+        atomic_write(out / f"rank{r['rank']}.json.gz", lambda tmp, d=data: tmp.write_bytes(d), 0o600)
+        src.unlink()
+    atomic_write(out / JOB_SAMPLES, lambda tmp: samples.to_parquet(tmp, index=False), 0o600)
+    manifest = _manifest(done[0], t0, t1, samplers, notes)
+    manifest["ranks"] = [{k: r[k] for k in ("rank", "pid", "t0_ns", "t1_ns", "steps")} for r in done]
+    atomic_write(out / JOB_MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)), 0o600)
+    return out
+
+
+def _manifest(r: dict[str, Any], t0: int, t1: int, samplers: list, notes: list[str]) -> dict[str, Any]:
+    import platform
+
+    from .. import __version__
+
+    return {"status": "ok", "t0_ns": t0, "t1_ns": t1, "traced": True, "clock": "time.time_ns",
+            "source": "aonkit trace", "pid": r["pid"], "rank": r.get("rank"), "steps": r["steps"],
+            "armed_ns": r["armed_ns"], "versions": {"aonkit": __version__, "python": platform.python_version()},
+            "samplers": samplers, "messages": notes}  # fmt: skip
+
+
+def load_traced_job(folder: str | os.PathLike[str]) -> Any:
+    """An ``aonkit trace --all-ranks`` folder as a :class:`~aonkit.TraceSet`, each rank with the samples."""
+    from ..sources import load_job
+    from ..sources.samplers import attach_samples
+
+    job = load_job(folder)
+    path = Path(folder) / JOB_SAMPLES
+    samples = pd.read_parquet(path) if path.exists() else None
+    if samples is not None and len(samples):
+        for _, trace in job.items():
+            attach_samples(trace, samples)
+    return job
+
+
+def trace_command(args: argparse.Namespace) -> int:
+    """``aonkit trace PID [--steps N | --duration S] [--out DIR] [--all-ranks]``."""
+    steps = args.steps if args.steps is not None else (None if args.duration else 3)
+    if steps is not None and steps < 1 or args.duration is not None and args.duration <= 0:
+        raise LiveError("--steps must be >= 1 and --duration > 0")
+    t = time.monotonic()
+    out = run_trace(args.pid, steps, args.duration, args.out, args.all_ranks, args.timeout)
+    kind = "job folder (aonkit.load_job)" if args.all_ranks else "bundle (aonkit.load)"
+    print(f"aonkit trace: {kind}: {out} ({time.monotonic() - t:.1f} s)")
+    return 0

@@ -1,0 +1,22 @@
+"""Factories for ``AONKIT_FAKE_NVML=tests.fake_gpus:two_gpus``: the daemon samples these fake GPUs (no driver)."""
+
+from __future__ import annotations
+
+from tests.fake_nvml import FakeGpu, FakeNvml
+
+
+def two_gpus() -> FakeNvml:
+    """Two fake Hopper GPUs."""
+    return FakeNvml([FakeGpu(), FakeGpu()])
+
+
+def eight_gpus() -> FakeNvml:
+    """Eight fake Hopper GPUs (bench/daemon.py)."""
+    return FakeNvml([FakeGpu() for _ in range(8)])
+
+
+def no_driver() -> FakeNvml:
+    """An NVML whose init fails as it does without a driver: the daemon samples the host only."""
+    import pynvml
+
+    return FakeNvml([], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)

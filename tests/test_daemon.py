@@ -1,0 +1,270 @@
+"""The always-on daemon (aonkit.live) with real processes: readers, SIGKILL, SIGTERM, locks, permissions, files."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+import aonkit.live
+from aonkit.live import store
+from aonkit.live.ring import Ring
+from tests.live_helpers import Live, live_world, wait_line
+
+
+@pytest.fixture
+def live() -> Iterator[Live]:
+    yield from live_world()
+
+
+READER = r"""
+import os, sys, time
+import pandas as pd
+import aonkit.live
+r = aonkit.live.attach()
+out, stop = sys.argv[1], sys.argv[2]
+frames, cursor = [], 0
+while True:
+    done = os.path.exists(stop)
+    frame, cursor = r.read(cursor)
+    if len(frame):
+        frames.append(frame.astype({"metric": str}))
+        print("rows", cursor, flush=True)
+    if done:
+        break
+    time.sleep(0.02)
+pd.concat(frames, ignore_index=True).to_parquet(out)
+print("saved", cursor, "pynvml" in sys.modules, flush=True)
+"""
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def disk_table(root: Path) -> pd.DataFrame:
+    return ds.dataset(root, format="parquet", partitioning="hive").to_table().to_pandas()
+
+
+def keyed(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame[["ts_ns", "device", "metric", "value"]].astype({"metric": str})
+    return out.sort_values(["ts_ns", "device", "metric"], ignore_index=True)
+
+
+def test_readers_see_samples_and_sigterm_leaves_every_one_on_disk(live, tmp_path: Path) -> None:
+    pid = live.start_daemon()
+    script = tmp_path / "reader.py"
+    script.write_text(READER)
+    survivor = live.spawn([str(script), str(tmp_path / "a.parquet"), str(tmp_path / "stop-a")])
+    victim = live.spawn([str(script), str(tmp_path / "b.parquet"), str(tmp_path / "stop-b")])
+    wait_line(victim, "rows")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    at_kill = Ring.open(live.run_dir / "ring").count
+    live.wait(lambda: live.status().get("flushes", 0) >= 2 and Ring.open(live.run_dir / "ring").count > at_kill + 10)
+    assert live.daemon_pid() == pid  # a dead reader blocks nothing
+    os.kill(pid, signal.SIGTERM)
+    live.wait_stopped()
+    (tmp_path / "stop-a").touch()
+    assert survivor.wait(60) == 0, survivor.lines
+    assert wait_line(survivor, "saved").endswith("False")  # the reader never imported pynvml
+
+    seen = keyed(pd.read_parquet(tmp_path / "a.parquet"))
+    disk = keyed(disk_table(live.data))
+    status = live.status()
+    assert status["state"] == "stopped" and status["lost"] == 0
+    assert disk["ts_ns"].nunique() == status["samples"] > at_kill + 10
+    assert set(disk["device"]) == {-1, 0, 1} and disk.groupby("ts_ns").size().eq(status["channels"]).all()
+    # the survivor read everything after the daemon stopped: what it saw is exactly what is on disk
+    pd.testing.assert_frame_equal(seen, disk)
+    assert not (live.run_dir / "ring").exists()
+
+
+def test_parquet_layout_schema_and_permissions(live) -> None:
+    pid = live.start_daemon()
+    live.wait(lambda: live.status().get("flushes", 0) >= 1)
+    assert mode(live.run_dir) == 0o700
+    for name in ("ring", "daemon.lock", "daemon.json", "daemon.log"):
+        assert mode(live.run_dir / name) == 0o600, name
+    os.kill(pid, signal.SIGTERM)
+    live.wait_stopped()
+    files = sorted(p for p in live.data.rglob("*") if p.is_file())
+    assert files and all(mode(p) == 0o600 for p in files)
+    assert all(mode(p) == 0o700 for p in live.data.rglob("*") if p.is_dir())
+    for path in files:
+        rel = path.relative_to(live.data)
+        m = re.fullmatch(r"host=([^/]+)/date=(\d{4}-\d\d-\d\d)/hour=(\d\d)/part-(\d+)-(\d+)\.parquet", str(rel))
+        assert m, rel
+        meta = pq.ParquetFile(path).metadata
+        assert {meta.row_group(0).column(i).compression for i in range(4)} == {"ZSTD"}
+        table = pq.read_table(path)
+        assert table.schema.equals(pa.schema([("ts_ns", pa.int64()), ("device", pa.int64()),
+                                              ("metric", pa.dictionary(pa.int32(), pa.string())),
+                                              ("value", pa.float64())]))  # fmt: skip
+        ts = table["ts_ns"].to_numpy()
+        assert int(m[4]) == ts.min() and int(m[5]) == pid and np.all(np.diff(ts) >= 0)
+        utc = pd.to_datetime(ts, utc=True)
+        assert set(utc.strftime("%Y-%m-%d")) == {m[2]} and set(utc.hour) == {int(m[3])}
+
+
+def test_a_second_daemon_is_refused(live) -> None:
+    pid = live.start_daemon()
+    again = live.cli("daemon", "start")
+    assert again.returncode != 0 and f"already running (pid {pid})" in again.stderr
+    foreground = live.cli("daemon", "run")
+    assert foreground.returncode != 0 and f"already running (pid {pid})" in foreground.stderr
+    assert live.daemon_pid() == pid
+    r = live.cli("daemon", "status")
+    assert r.returncode == 0 and f"running (pid {pid})" in r.stdout and "GPU 0, 1 through NVML" in r.stdout
+    r = live.cli("daemon", "stop")
+    assert r.returncode == 0 and f"stopped (pid {pid})" in r.stdout and live.daemon_pid() is None
+    r = live.cli("daemon", "status")
+    assert r.returncode == 3 and "not running" in r.stdout
+
+
+def test_host_only_without_a_driver_says_so(live) -> None:
+    live.start_daemon(AONKIT_FAKE_NVML="tests.fake_gpus:no_driver")
+    r = live.cli("daemon", "status")
+    assert "host (cpu_percent, memory_percent, memory_used_bytes) only: no NVIDIA driver" in r.stdout, r.stdout
+    assert "sampling the host only" in r.stdout
+
+
+def test_attaching_to_another_users_or_an_open_ring_fails(live, monkeypatch) -> None:
+    live.start_daemon()
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    ring = live.run_dir / "ring"
+    aonkit.live.attach().close()  # the owner's own, owner-only ring: fine
+    os.chmod(ring, 0o644)
+    with pytest.raises(aonkit.live.NotOwnerError, match="mode 0o644: others may read"):
+        aonkit.live.attach()
+    os.chmod(ring, 0o600)
+    if os.getuid() == 0:  # root reads anything: the owner check is what refuses
+        os.chown(ring, 65534, 65534)
+        with pytest.raises(aonkit.live.NotOwnerError, match="belongs to uid 65534"):
+            aonkit.live.attach()
+        os.chown(ring, 0, 0)
+        os.chown(live.run_dir, 65534, 65534)
+        with pytest.raises(aonkit.live.NotOwnerError, match="runtime directory .* belongs to uid 65534"):
+            aonkit.live.attach()
+        os.chown(live.run_dir, 0, 0)
+    else:
+        os.chmod(ring, 0)
+        with pytest.raises(aonkit.live.NotOwnerError, match="permission denied"):
+            aonkit.live.attach()
+        os.chmod(ring, 0o600)
+    aonkit.live.attach().close()
+
+
+def test_window_joins_files_and_ring_without_gaps_or_duplicates(live, monkeypatch) -> None:
+    live.start_daemon("--flush", "0.5")
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    r = aonkit.live.attach()
+    live.wait(lambda: live.status().get("flushes", 0) >= 3 and r.ring.count > r.ring.flushed)
+    ring_all, end = r.read(0)  # the ring still holds every sample taken
+    window = r.window(int(ring_all["ts_ns"].min()), int(ring_all["ts_ns"].max()))
+    assert window["ts_ns"].nunique() == end and len(window) == end * len(r.channels)
+    pd.testing.assert_frame_equal(keyed(window), keyed(ring_all))
+    last = r.last(minutes=10)
+    assert last["ts_ns"].nunique() >= end and not last.duplicated(["ts_ns", "device", "metric"]).any()
+    r.close()
+
+
+def test_live_monitor_streams_the_daemon(live, monkeypatch) -> None:
+    from aonkit.widgets import LiveMonitor
+
+    live.start_daemon()
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    reader = aonkit.live.attach()
+    live.wait(lambda: reader.ring.count >= 3)
+    monitor = LiveMonitor(reader)
+    assert monitor.poll() >= 3 and monitor.cursor >= 3
+    assert set(monitor.view.channels) >= {(0, "gpu_util_pct"), (1, "gpu_util_pct"), (-1, "cpu_percent")}
+    monitor.close()
+    assert live.daemon_pid() is not None  # the monitor's stop() leaves the daemon sampling
+
+
+def test_sigkill_leaves_complete_files_and_a_restart_works(live) -> None:
+    pid = live.start_daemon("--flush", "0.3")
+    live.wait(lambda: live.status().get("flushes", 0) >= 2)
+    os.kill(pid, signal.SIGKILL)
+    live.wait_stopped()
+    for path in live.data.rglob("part-*.parquet"):
+        assert pq.read_table(path).num_rows > 0
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    folder = next(live.data.rglob("hour=*"))
+    stale = folder / f".part-1-{int(dead.stdout)}.parquet.tmp"
+    stale.write_bytes(b"half a file")
+    new = live.start_daemon()
+    assert new != pid and not stale.exists()
+    assert Ring.open(live.run_dir / "ring").pid == new
+
+
+def test_disk_cap_and_retention_delete_the_oldest(tmp_path: Path) -> None:
+    hour = 3600 * 10**9
+    now = 1_800_000_000 * 10**9
+    channels = [(-1, "cpu_percent"), (0, "gpu_util_pct")]
+    for k in range(6):  # six one-sample files, one per hour, the newest at now
+        ts = np.array([now - (5 - k) * hour])
+        store.write_segment(tmp_path, "h", ts, np.ones((1, 2)), channels, pid=7)
+    hdir = store.host_dir(tmp_path, "h")
+    size = store.list_files(hdir)[0][3]
+    gone = store.prune(hdir, cap_bytes=None, retention_s=2.5 * 3600, now_ns=now)
+    assert [p.name for p in gone] == [f"part-{now - k * hour}-7.parquet" for k in (5, 4, 3)]
+    gone = store.prune(hdir, cap_bytes=size, retention_s=None, now_ns=now)
+    assert len(gone) == 2 and [f[0] for f in store.list_files(hdir)] == [now]
+    assert store.prune(hdir, cap_bytes=1, retention_s=0, now_ns=now) == []  # the newest file stays
+    assert len(list(hdir.glob("date=*/hour=*"))) == 1  # emptied partitions are removed
+
+
+def test_the_running_daemon_enforces_its_cap(live) -> None:
+    pid = live.start_daemon("--flush", "0.2", "--cap-bytes", "1")
+    live.wait(lambda: live.status().get("deleted", 0) >= 2)
+    os.kill(pid, signal.SIGTERM)
+    live.wait_stopped()
+    assert len(list(live.data.rglob("part-*.parquet"))) == 1
+
+
+WRITER = r"""
+import sys, numpy as np
+from pathlib import Path
+from aonkit.live.ring import Ring
+ring = Ring.create(Path(sys.argv[1]), [(0, f"m{i}") for i in range(512)], 4, 1)
+print("ready", flush=True)
+k = 0
+while True:
+    ring.write(k, np.full(512, float(k)))
+    k += 1
+"""
+
+
+def test_seqlock_readers_never_see_a_torn_sample(tmp_path: Path) -> None:
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "ring")], stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+        ring = Ring.open(tmp_path / "ring")
+        got, cursor = 0, 0
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            ts, values, cursor = ring.read(cursor)
+            # a sample is whole: every value is its own index, which is also its time
+            assert (values == ts[:, None].astype(float)).all()
+            assert np.all(np.diff(ts) > 0) and (len(ts) == 0 or ts[-1] < cursor)
+            got += len(ts)
+        assert got > 100 and cursor > got  # the 4-slot ring was lapped: lost samples are left out, never torn
+    finally:
+        writer.kill()
+        writer.wait()

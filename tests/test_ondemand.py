@@ -1,0 +1,151 @@
+"""On-demand traces (aonkit trace PID) of real torch CPU training loops that keep running, with the daemon's samples."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import aonkit
+import aonkit.live
+from tests.live_helpers import Live, live_world, wait_line
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture
+def live() -> Iterator[Live]:
+    yield from live_world()
+
+
+TRAIN = r"""
+import os, sys, time
+import torch
+import aonkit, aonkit.live
+if os.environ.get("OPT_IN") == "call":
+    aonkit.live.serve()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(16, 32), torch.randint(0, 4, (16,))
+step = 0
+while not os.path.exists(sys.argv[1]) and step < 20000:
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    step += 1
+    print(f"step {step}", flush=True)
+    time.sleep(0.02)
+print("finished", step, flush=True)
+"""
+
+
+def steps(proc) -> int:
+    return max((int(x.split()[1]) for x in list(proc.lines) if x.startswith("step ")), default=0)
+
+
+def profiler_steps(trace: aonkit.Trace) -> list[str]:
+    names = trace.events["name"].astype(str)
+    return sorted(names[names.str.startswith("ProfilerStep#")])
+
+
+@pytest.fixture
+def train(live, tmp_path: Path):
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+
+    def start(**env: str):
+        proc = live.spawn([str(script), str(tmp_path / "stop")], **env)
+        wait_line(proc, "step 5", timeout=120)
+        return proc
+
+    yield start
+    (tmp_path / "stop").touch()
+
+
+def test_opted_in_loop_is_traced_for_three_steps_and_keeps_training(live, train, tmp_path: Path) -> None:
+    live.start_daemon("--interval", "0.02")  # 3 steps of >= 20 ms each span several samples
+    proc = train(AONKIT_SERVE="1")  # opted in at `import aonkit`
+    procs = live.run_dir / "procs"
+    assert stat.S_IMODE(os.stat(procs).st_mode) == 0o700
+    for suffix in (".json", ".sock"):
+        assert stat.S_IMODE(os.stat(procs / f"{proc.pid}{suffix}").st_mode) == 0o600
+    out = tmp_path / "bundle"
+    r = live.cli("trace", str(proc.pid), "--steps", "3", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert str(out) in r.stdout
+    after = steps(proc)
+    trace = aonkit.load(out)
+    assert profiler_steps(trace) == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
+    assert trace.bundle["steps"] == 3 and trace.bundle["pid"] == proc.pid
+    s = trace.samples
+    t0, t1 = trace.bundle["t0_ns"], trace.bundle["t1_ns"]
+    assert set(s["device"]) == {-1, 0, 1} and s["ts_ns"].between(t0, t1).all()
+    live.wait(lambda: steps(proc) > after + 10)  # it kept training past the trace
+    assert proc.poll() is None
+
+    out2 = tmp_path / "timed"  # a second trace of the same process, by time
+    r = live.cli("trace", str(proc.pid), "--duration", "0.3", "--out", str(out2))
+    assert r.returncode == 0, r.stderr
+    timed = aonkit.load(out2)
+    assert timed.bundle["t1_ns"] - timed.bundle["t0_ns"] >= 0.3e9
+    assert len(profiler_steps(timed)) == timed.bundle["steps"] >= 1
+    assert timed.samples["ts_ns"].nunique() >= 5
+    (tmp_path / "stop").touch()
+    assert proc.wait(60) == 0
+    assert not (procs / f"{proc.pid}.json").exists() and not (procs / f"{proc.pid}.sock").exists()
+
+
+def test_a_process_that_did_not_opt_in_is_refused(live) -> None:
+    plain = live.spawn(["-c", "import time; print('up', flush=True); time.sleep(60)"])
+    wait_line(plain, "up")
+    r = live.cli("trace", str(plain.pid), "--steps", "1")
+    assert r.returncode != 0 and f"process {plain.pid} has not opted in" in r.stderr
+    assert "aonkit.live.serve()" in r.stderr and plain.poll() is None
+    gone = live.spawn(["-c", "pass"])
+    gone.wait()
+    r = live.cli("trace", str(gone.pid))
+    assert r.returncode != 0 and f"no process {gone.pid}" in r.stderr
+
+
+def test_all_ranks_write_one_loadable_job_folder(live, train, tmp_path: Path) -> None:
+    live.start_daemon()
+    ranks = [train(OPT_IN="call", AONKIT_JOB_ID="job7", RANK=str(k), WORLD_SIZE="2") for k in (0, 1)]
+    out = tmp_path / "job"
+    r = live.cli("trace", str(ranks[1].pid), "--all-ranks", "--steps", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["aonkit-trace.meta.json", "job.samples.parquet",
+                                                    "rank0.json.gz", "rank1.json.gz"]  # fmt: skip
+    job = aonkit.load_job(out)
+    assert sorted(job.ranks) == [0, 1]
+    for rank in (0, 1):
+        assert profiler_steps(job[rank]) == ["ProfilerStep#0", "ProfilerStep#1"]
+    meta = json.loads((out / "aonkit-trace.meta.json").read_text())
+    assert sorted((m["rank"], m["pid"]) for m in meta["ranks"]) == [(0, ranks[0].pid), (1, ranks[1].pid)]
+    samples = pd.read_parquet(out / "job.samples.parquet")
+    assert set(samples["device"]) == {-1, 0, 1} and samples["ts_ns"].between(meta["t0_ns"], meta["t1_ns"]).all()
+    with_samples = aonkit.live.load_traced_job(out)
+    assert all(len(t.samples) == len(samples) for _, t in with_samples.items())
+    assert all(p.poll() is None for p in ranks)
+
+
+IDLE = r"""
+import time, torch, aonkit.live
+aonkit.live.serve()
+print("up", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_process_that_never_steps_times_out_and_can_be_asked_again(live, tmp_path: Path) -> None:
+    idle = live.spawn(["-c", IDLE])
+    wait_line(idle, "up", timeout=120)
+    for _ in range(2):  # the first request was withdrawn, so the second is not refused as "already running"
+        r = live.cli("trace", str(idle.pid), "--steps", "1", "--timeout", "1", "--out", str(tmp_path / "never"))
+        assert r.returncode != 0 and f"process {idle.pid} did not finish the trace within 1 s" in r.stderr
+    assert not (tmp_path / "never").exists() and idle.poll() is None
