@@ -60,6 +60,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AonkitWarning
@@ -300,7 +301,7 @@ def history_plan(
         """(files listed, the files kept with their spans) of one ``hour=`` directory."""
         files: list[tuple[int, int, str]] = []  # (start_ns, pid, path)
         for f in ls(hd):
-            if f.type != pafs.FileType.File or not f.base_name.endswith(".parquet") or f.base_name[0] in "._":
+            if f.type != pafs.FileType.File or Path(f.base_name).suffix != ".parquet" or f.base_name[0] in "._":
                 continue
             m = _FILE_RE.fullmatch(f.base_name)
             files.append((int(m[1]), int(m[2]), f.path) if m else (h * HOUR_NS, -1, f.path))  # off-pattern name
