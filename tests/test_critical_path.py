@@ -283,3 +283,32 @@ def test_a_blocking_copy_keeps_its_launch_and_its_wait(tmp_path: Path, call: str
     assert r.model_ns == r.measured_ns == 500_000  # the identity holds (the launch edge is not lost)
     assert "Memcpy HtoD (Pageable -> Device)" in r.critical_path["name"].tolist()
     assert what_if(t, [Rule(0.5, kind="gpu")]).step_time_ns == 500_000 - 120_000  # the host waits for the copy
+
+
+def test_the_retimed_trace_and_per_rank_times(tmp_path: Path) -> None:
+    from aonkit.analysis.kernels import kernel_stats
+
+    t = small_trace(tmp_path)
+    r = what_if(t, [Rule(0.5, kind="gpu")])
+    rt = r.retimed_trace()
+    ev = rt.events.set_index("name")
+    assert (int(ev.loc["gemm", "ts_ns"]), int(ev.loc["gemm", "dur_ns"])) == (20_000, 50_000)
+    assert (int(ev.loc["relu", "ts_ns"]), int(ev.loc["relu", "dur_ns"])) == (70_000, 50_000)
+    assert int(ev.loc["aten::add", "ts_ns"]) == 125_000  # after the sync woke at 125 us
+    assert int(kernel_stats(rt)["total_ns"].sum()) == 100_000 and "re-timed by aonkit.what_if" in rt.warnings[-1]
+    assert int(t.events.set_index("name").loc["relu", "ts_ns"]) == 120_000  # the measured trace is untouched
+    assert r.per_rank_ns.to_dict() == {0: 160_000} and r.critical_path["rank"].tolist() == [0] * 5
+    assert what_if(t, [Rule(0.0, tid=1)]).step_time_ns < 260_000  # the host thread's own time removed
+    assert what_if(t, [Rule(0.0, tid=99)]).step_time_ns == 260_000  # no such thread: nothing scaled
+
+
+def test_per_rank_times_of_a_job(tmp_path: Path) -> None:
+    from .gen_ranks import write_job
+
+    write_job(tmp_path, ranks=4, steps=1, straggler=2, exposed_ranks=(0, 1, 2, 3), seed=3, launches=True)
+    job = aonkit.load_job(tmp_path)
+    r = what_if(job)
+    spans = r.per_rank_ns
+    assert list(spans.index) == [0, 1, 2, 3] and spans.max() <= r.step_time_ns
+    assert set(r.critical_path["rank"]) <= {-1, 0, 1, 2, 3}
+    assert len(r.retimed_trace().events) == sum(len(x.events) for x in job.values())  # the combined trace

@@ -43,6 +43,8 @@ class Rule:
         A regular expression searched in the owning event's name.
     rank : int, optional
         Only this rank's nodes (a job; host gaps, which belong to no event, are not matched).
+    tid : int or str, optional
+        Only the CPU time and host gaps of this thread (its ``tid``).
     """
 
     scale: float
@@ -50,6 +52,7 @@ class Rule:
     gpu_class: str | None = None
     name: str | None = None
     rank: int | None = None
+    tid: int | str | None = None
 
 
 def graph_of(trace: Trace | Mapping[int, Trace]) -> DepGraph:
@@ -113,8 +116,14 @@ def _factors(trace: Trace, g: DepGraph, rules: Sequence[Rule | dict]) -> np.ndar
             pat = re.compile(r.name)
             hit &= np.array([bool(pat.search(str(n))) for n in names], bool)
         if r.rank is not None:
-            rank = ev["rank"].to_numpy()[np.maximum(g.row, 0)] if "rank" in ev.columns else np.zeros(len(g), int)
-            hit &= (g.row >= 0) & (rank == r.rank)
+            from .whatif_trace import rank_of_nodes
+
+            hit &= rank_of_nodes(trace, g) == r.rank
+        if r.tid is not None:  # a CPU thread's own time and gaps: the lane holds (pid code, tid code)
+            tids = np.asarray(ev["tid"].cat.categories, dtype=object)
+            codes = (g.lane & 0xFFFFFFFF).astype(np.int64)
+            on = (g.kind != KIND_GPU) & (g.kind != KIND_HUB) & (codes < len(tids))
+            hit &= on & np.array([str(tids[c]) == str(r.tid) if ok else False for c, ok in zip(codes, on)], bool)
         factor[hit] *= float(r.scale)
     return factor
 
@@ -143,6 +152,25 @@ class WhatIf:
         self._path = path
         self._table: pd.DataFrame | None = None
         self.samples_ns: np.ndarray | None = None  # Monte Carlo step times, when asked for
+        self._context: tuple | None = None  # (trace, graph, window mask), set by what_if
+
+    def retimed_trace(self) -> Trace:
+        """The trace re-timed by the rules (a job: its combined trace), to view and analyse like a measurement.
+
+        See :func:`aonkit.analysis.whatif_trace.retimed_trace`.
+        """
+        from .whatif_trace import retimed_trace
+
+        trace, g, _ = self._context  # type: ignore[misc]
+        return retimed_trace(trace, g, self.start_ns, self.finish_ns)
+
+    @property
+    def per_rank_ns(self) -> pd.Series:
+        """Each rank's span in the window after the rules (one entry for a single trace), by rank."""
+        from .whatif_trace import per_rank_ns
+
+        trace, g, inside = self._context  # type: ignore[misc]
+        return per_rank_ns(trace, g, self.start_ns, self.finish_ns, inside)
 
     @property
     def speedup(self) -> float:
@@ -154,7 +182,7 @@ class WhatIf:
         """The path after the rules, built on first use.
 
         Columns: ``kind``, ``part`` (``gpu <kernel class>``, ``launch``,
-        ``cpu``, ``host gap``), ``name``, ``lane``, ``row``, ``start_ns``,
+        ``cpu``, ``host gap``, ``collective wait``), ``rank``, ``name``, ``lane``, ``row``, ``start_ns``,
         ``dur_ns``, ``wait_ns`` (latency of the edge into it), ``share``.
         """
         if self._table is None:
@@ -257,8 +285,11 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
     def table() -> pd.DataFrame:
         nodes = path_of(finish, pred, end)
         nodes = nodes[inside[nodes]]
+        from .whatif_trace import rank_of_nodes
+
         out = pd.DataFrame({
             "kind": np.array(KIND_NAMES, dtype=object)[g.kind[nodes]],
+            "rank": rank_of_nodes(trace, g)[nodes],
             "name": np.where(g.row[nodes] >= 0, names_of(trace.events, np.maximum(g.row[nodes], 0)), "(host gap)"),
             "lane": g.lane[nodes], "row": g.row[nodes], "start_ns": start[nodes], "dur_ns": dur[nodes],
             "wait_ns": (np.where(edge[nodes] >= 0, g.lat_ns[np.maximum(edge[nodes], 0)], 0) if len(g.lat_ns)
@@ -269,6 +300,7 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
         return out
 
     result = WhatIf(step_ns, model_ns, measured, start, finish, table)
+    result._context = (trace, g, inside)
     if samples:
         from .whatif_mc import step_time_samples
 
