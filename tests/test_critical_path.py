@@ -312,3 +312,15 @@ def test_per_rank_times_of_a_job(tmp_path: Path) -> None:
     assert list(spans.index) == [0, 1, 2, 3] and spans.max() <= r.step_time_ns
     assert set(r.critical_path["rank"]) <= {-1, 0, 1, 2, 3}
     assert len(r.retimed_trace().events) == sum(len(x.events) for x in job.values())  # the combined trace
+
+
+def test_an_nsys_export_has_the_same_graph() -> None:
+    path = require_shared("nsys") / "hpcgroup__pipit" / "perlmutter-cloverleaf-cuda.sqlite"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    t = aonkit.load(path)
+    g = graph_of(t)
+    assert int((g.edge_kind == 3).sum()) > 1000 and int((g.edge_kind == 2).sum()) > 1000  # syncs and launches
+    r = what_if(t)
+    assert r.model_ns == r.measured_ns
+    assert what_if(t, [Rule(0.5, kind="gpu")]).speedup > 1.2  # a GPU-bound Cloverleaf: faster GPU, faster run
