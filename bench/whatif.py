@@ -67,7 +67,40 @@ def main() -> int:
             n_ev = sum(len(x) for x in t.values()) if isinstance(t, aonkit.TraceSet) else len(t)
             print(f"| {label} | {n_ev:,} | {len(g):,} | {len(g.src):,} | {build:.2f} | "
                   f"{1000 * statistics.median(times):.1f} | {100 * err:+.2f}% |")
+    hta_side_by_side()
     return 0
+
+
+def hta_side_by_side() -> None:
+    """aonkit's graph + critical path against HTA 0.5's ``critical_path_analysis`` wall time on its own traces.
+
+    HTA's times are those its run recorded (``bench/out/hta_critical_path/*.json``, made by the study behind
+    ``docs/critical-path-hta.md``); aonkit's are measured here, first call per trace (kernels compiled).
+    """
+    import json
+
+    import aonkit
+    from aonkit.analysis.critical_path import critical_path
+
+    runs = sorted((ROOT / "bench" / "out" / "hta_critical_path").glob("*.json"))
+    if not runs:
+        print("\n(no HTA results in bench/out/hta_critical_path: skipped the side by side)")
+        return
+    print("\n| HTA trace | HTA critical_path_analysis s | aonkit graph + critical path s (first call) | speed-up |")
+    print("|---|---|---|---|")
+    for run in runs:
+        d = json.loads(run.read_text())
+        files = sorted(Path(d["trace_dir"]).glob("*.json*")) if Path(d["trace_dir"]).is_dir() else []
+        if not files:
+            continue
+        path = files[0]
+        t = aonkit.load(path)
+        t0 = time.perf_counter()
+        critical_path(t)
+        ours = time.perf_counter() - t0
+        theirs = float(d["wall_s"]["critical_path_analysis"])
+        print(f"| {run.stem} | {theirs:.3f} | {ours:.4f} | {theirs / ours:.0f}x |")
+
 
 
 if __name__ == "__main__":
