@@ -12,7 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_inline
+
+
+@njit_inline
+def _close(top, th, cur, k, cut, first, last, s_thread, s_t0, s_t1, s_owner):
+    """End the open event ``top``: its last piece (or, a leaf with none yet, a zero-length one); new (k, cur)."""
+    if cut[top] > cur or last[top] < 0:
+        s_thread[k], s_t0[k], s_t1[k], s_owner[k] = th, cur, cut[top], top
+        if first[top] < 0:
+            first[top] = k
+        last[top] = k
+        return k + 1, cut[top]
+    return k, cur
 
 
 @njit
@@ -43,14 +55,7 @@ def thread_segments(thread, ts, end):
         while j < n and thread[j] == th:
             t = ts[j]
             while depth > 0 and cut[stack[depth - 1]] <= t:  # close what ended before j starts
-                top = stack[depth - 1]
-                if cut[top] > cur or last[top] < 0:
-                    s_thread[k], s_t0[k], s_t1[k], s_owner[k] = th, cur, cut[top], top
-                    if first[top] < 0:
-                        first[top] = k
-                    last[top] = k
-                    k += 1
-                    cur = cut[top]
+                k, cur = _close(stack[depth - 1], th, cur, k, cut, first, last, s_thread, s_t0, s_t1, s_owner)
                 depth -= 1
             if t > cur:  # the piece before j: the open event's, or a gap
                 owner = stack[depth - 1] if depth > 0 else -1
@@ -69,14 +74,7 @@ def thread_segments(thread, ts, end):
             depth += 1
             j += 1
         while depth > 0:
-            top = stack[depth - 1]
-            if cut[top] > cur or last[top] < 0:
-                s_thread[k], s_t0[k], s_t1[k], s_owner[k] = th, cur, cut[top], top
-                if first[top] < 0:
-                    first[top] = k
-                last[top] = k
-                k += 1
-                cur = cut[top]
+            k, cur = _close(stack[depth - 1], th, cur, k, cut, first, last, s_thread, s_t0, s_t1, s_owner)
             depth -= 1
         i = j
     return s_thread[:k], s_t0[:k], s_t1[:k], s_owner[:k], first, last
