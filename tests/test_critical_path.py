@@ -324,3 +324,22 @@ def test_an_nsys_export_has_the_same_graph() -> None:
     r = what_if(t)
     assert r.model_ns == r.measured_ns
     assert what_if(t, [Rule(0.5, kind="gpu")]).speedup > 1.2  # a GPU-bound Cloverleaf: faster GPU, faster run
+
+
+@pytest.mark.parametrize("with_row", [True, False])
+def test_a_stream_sync_waits_for_its_own_stream(tmp_path: Path, with_row: bool) -> None:
+    # cudaStreamSynchronize(stream 7) returns at 185 us: its kernel A ended at 180; B on stream 9 ended at 184
+    ev = [_x("cudaLaunchKernel", "cuda_runtime", 0, 5, correlation=1),
+          _x("cudaLaunchKernel", "cuda_runtime", 6, 5, correlation=2),
+          _x("cudaStreamSynchronize", "cuda_runtime", 12, 173, correlation=3),
+          _x("aten::add", "cpu_op", 185, 15),
+          _x("A", "kernel", 10, 170, tid=7, pid=0, correlation=1, device=0, stream=7),
+          _x("B", "kernel", 20, 164, tid=9, pid=0, correlation=2, device=0, stream=9)]  # fmt: skip
+    if with_row:
+        ev.append(_x("Stream Sync", "cuda_sync", 180, 5, tid=7, pid=0, stream=7, correlation=3, device=0))
+    t = load_events(tmp_path, ev)
+    r = what_if(t, [Rule(2.0, name="^B$")])
+    add = r.retimed_trace().events.set_index("name").loc["aten::add", "ts_ns"]
+    # with Kineto's row the host waits for A only, so a slower B does not hold it; without it, the latest
+    # kernel that ended while the call waited (B) is taken as the one it waited for
+    assert int(add) == (185_000 if with_row else 20_000 + 328_000 + 1_000)

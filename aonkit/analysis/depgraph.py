@@ -5,8 +5,8 @@ rule rescales them:
 
 - ``cpu``: a self-time segment of a CPU event (the innermost event open on its
   thread; :func:`aonkit._kernels.segments.thread_segments`); zero-length
-  pieces are dropped except a runtime call's; ``gap``: time between a thread's
-  top-level events, or an annotation's own time (``user_annotation``,
+  pieces are dropped except a launch or sync call's; ``gap``: time between a
+  thread's top-level events, or an annotation's own time (``user_annotation``,
   ``python_function``): untraced host work, kept as measured;
 - ``gpu``: a kernel, memcpy or memset on its stream.
 
@@ -14,30 +14,33 @@ Edges, each with a latency; every edge holds in the measured trace, so the
 identity never starts a node later than it was measured:
 
 - **thread order**: consecutive segments of a thread (0);
-- **stream order**: consecutive GPU events of a (device, stream) (0, or the
-  overlap as a negative latency where clock noise makes them overlap; the
-  measured gap when the later event's launch is not in the trace, e.g. a
-  GPU-only trace, since nothing else explains it);
+- **stream order**: consecutive GPU events of a (device, stream): the gap up to
+  :data:`QUEUED_NS` (dispatch), a negative latency where clock noise makes
+  them overlap, and the whole measured gap when the later event's launch is
+  not in the trace (e.g. a GPU-only trace), since nothing else explains it;
 - **launch**: the launch call's last segment -> its GPU event. The latency is the
   measured delay (GPU start - call end, negative when the GPU started before
-  the call returned) when the stream was idle; for an event queued behind the
-  previous one on its stream it is the smaller of the delay and the median
-  delay of the idle-stream launches, so a faster predecessor moves it earlier;
+  the call returned) when the stream was idle; for an event queued behind its
+  stream predecessor or a stream wait it is the smaller of the delay and the
+  median delay of the idle-stream launches, so a faster predecessor moves it;
 - **host sync**: a blocking call (``*Synchronize``, or a call whose correlated
   copy runs entirely inside it: ``cudaMemcpy``, or a pageable
   ``cudaMemcpyAsync`` that blocked; its launch edge then leaves from the node
-  before the call) waits for the GPU event that ended
-  last while it waited, among those launched (launch call ended) before it;
-  its own segment becomes the wake-up instant (no length, measured at the
-  call's end) and the edge carries the measured wake-up delay.
+  before the call) waits for the GPU event that ended last while it waited,
+  among those launched (launch call ended) before it, on the stream Kineto's
+  ``Stream Sync`` / ``Event Sync`` row names when there is one; the call's
+  segment becomes the wake-up instant (no length, at the call's end) and the
+  edge carries the measured wake-up delay;
+- **stream wait**: ``cudaStreamWaitEvent`` (Kineto's ``Stream Wait Event``
+  rows): the waiting stream's next GPU event after the call waits for the
+  recorded stream's last GPU event launched before the ``cudaEventRecord``.
 
 Nodes with nothing before them (a thread's first segment, a GPU event whose
 launch is outside the trace) are released at their measured start, so the
 identity re-times every node to its measured start when the edges explain
-the trace. Not yet modelled (open parts of issue 15): per-stream and
-per-event sync targets (``Stream Sync`` / ``Event Sync`` rows: the host-sync
-rule approximates them), GPU contention between streams; a GPU event held
-back by them keeps its measured launch delay.
+the trace. Not yet modelled (open parts of issue 15): GPU contention between
+streams, and nsys's own sync rows (the host-sync rule stands in); a GPU event
+held back by them keeps its measured launch delay.
 """
 
 from __future__ import annotations
@@ -305,6 +308,27 @@ def _relaunch(woken: dict[int, int], cpu_lane: np.ndarray, k: int, srcs: list, d
     srcs[k], dsts[k], lats[k], kinds[k] = src[keep], dst[keep], lat[keep], kinds[k][keep]
 
 
+def _sync_rows(trace: Trace, g_rows: np.ndarray) -> tuple[dict[int, int], np.ndarray]:
+    """From Kineto's ``cuda_sync`` rows: the stream each sync call waited on, by the call's correlation.
+
+    ``Stream Sync`` names the stream (``stream``), ``Event Sync`` the recorded one (``wait_on_stream``);
+    ``Context Sync`` waits for every stream and adds nothing. Streams are keyed as
+    ``(rank, device, stream)``; returns that key per GPU event too.
+    """
+    ev = trace.events
+    rank = ev["rank"].to_numpy() if "rank" in ev.columns else np.zeros(len(ev), np.int64)
+    key = (rank << 40) | ((ev["device"].to_numpy() & 0xFF) << 32) | (ev["stream"].to_numpy() & 0xFFFFFFFF)
+    rows = np.flatnonzero(((ev["cat"] == "cuda_sync") & ev["name"].isin(["Stream Sync", "Event Sync"])).to_numpy())
+    out: dict[int, int] = {}
+    if len(rows):
+        waited = trace.arg_ints("wait_on_stream", rows)
+        stream = np.where(ev["name"].to_numpy()[rows] == "Event Sync", waited, ev["stream"].to_numpy()[rows])
+        k = (rank[rows] << 40) | ((ev["device"].to_numpy()[rows] & 0xFF) << 32) | (stream & 0xFFFFFFFF)
+        corr = ev["correlation"].to_numpy()[rows]
+        out = {int(c): int(x) for c, x, s in zip(corr, k, stream) if c >= 0 and s >= 0}
+    return out, key[g_rows]
+
+
 def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.ndarray, g_rows: np.ndarray,
                 g_ts: np.ndarray, g_end: np.ndarray, launch: np.ndarray, srcs: list, dsts: list, lats: list,
                 kinds: list, dur: np.ndarray) -> dict[int, int]:  # fmt: skip
@@ -332,13 +356,18 @@ def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nd
     lr = np.maximum(launch, 0)
     launch_end = np.where(launch >= 0, ev["ts_ns"].to_numpy()[lr] + np.maximum(ev["dur_ns"].to_numpy()[lr], 0),
                           np.iinfo(np.int64).max)
+    sync_stream, g_lane_key = _sync_rows(trace, g_rows)
     for j, c in enumerate(calls):
         i = int(copy_of[c])
         if i >= 0 and "Launch" not in call_names[j] and c_ts[j] <= g_ts[i] and g_end[i] <= c_end[j]:
             target = i  # a blocking copy: its own GPU event ran inside it
             woken[int(last_seg[c])] = int(c_ts[j])
         elif blocking[j]:  # what it waited for: the last GPU event launched before it that ended while it waited
-            running = np.flatnonzero((launch_end <= c_ts[j]) & (g_end > c_ts[j]) & (g_end <= c_end[j]))
+            running = (launch_end <= c_ts[j]) & (g_end > c_ts[j]) & (g_end <= c_end[j])
+            on = sync_stream.get(int(ev["correlation"].iat[c]))
+            if on is not None:  # Kineto's Stream Sync / Event Sync row names the stream it waited on
+                running &= g_lane_key == on
+            running = np.flatnonzero(running)
             if not len(running):
                 continue
             target = int(running[np.argmax(g_end[running])])
