@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from . import schema
+from .event_text import EventText, RawEvents, all_spans, join_spans, split_rows  # noqa: F401 - re-exported
 
 
 @dataclass
@@ -114,137 +115,6 @@ def no_duration(dur_ns: np.ndarray, warnings: list[str]) -> None:
             f"{bad.shape[0]} event(s) have a negative dur (first: event {int(bad[0])}); their dur_ns is -1 "
             "(no duration) and no analysis counts them; trace.event_json(i) keeps the file's value"
         )
-
-
-class EventText(Protocol):
-    """Per-event JSON text: what a source gives a :class:`Trace` for lossless access to every field.
-
-    Event ``i`` is row ``i`` of the events table; its text is one JSON object
-    (Kineto-shaped for sources without JSON, such as nsys). ``event_json``,
-    ``event_args``, ``arg_values``/``arg_numbers`` and the Parquet cache read
-    it only through these two methods, so a source may build the text on
-    demand, for the rows asked for only.
-    """
-
-    def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(buffer, starts, ends, positions) holding the texts of ``rows`` (event numbers; None: every event).
-
-        ``buffer`` is a ``uint8`` array; the text of ``rows[k]`` is
-        ``buffer[starts[p]:ends[p]]`` with ``p = positions[k]``. For ``rows=None``
-        ``positions`` is ``0..n-1``. The buffer may hold other text too.
-        """
-        ...
-
-    def text(self, i: int) -> bytes:
-        """The JSON text of event ``i``."""
-        ...
-
-
-class RawEvents:
-    """Byte spans of each event's JSON text in one contiguous buffer: the :class:`EventText` of most sources.
-
-    A source provides per-event text through :class:`EventText`: ``select(rows)
-    -> (buffer, starts, ends, positions)`` and ``text(i) -> bytes``. This class
-    implements both for a source whose text sits in one buffer (the JSON file
-    itself, the cache's text column), given now or by ``loader`` on first use
-    (the Parquet cache reads the texts only when first asked). ``spans()``,
-    the whole buffer with every event's offsets, is only for such sources.
-
-    A source without JSON text does not have to make a whole buffer: it
-    implements :class:`EventText` (building the rows asked for in
-    ``select``), or subclasses this with a ``loader`` that builds everything
-    and overrides ``select`` to build only the rows asked for until then, as
-    nsys's ``PartsText`` (:mod:`aonkit.sources.nsys.sqlite`) does.
-
-    Parameters
-    ----------
-    buf : numpy.ndarray or None
-        ``uint8`` buffer holding the texts (None: made by ``loader``).
-    ev_start, ev_end : numpy.ndarray or None
-        int64 offsets of each event's text in ``buf``.
-    loader : callable, optional
-        Returns ``(buf, ev_start, ev_end)`` on first use when ``buf`` is None.
-    """
-
-    def __init__(
-        self,
-        buf: np.ndarray | None,
-        ev_start: np.ndarray | None,
-        ev_end: np.ndarray | None,
-        loader: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
-    ) -> None:
-        self._buf = buf
-        self._start = ev_start
-        self._end = ev_end
-        self._loader = loader
-
-    def _ensure(self) -> None:
-        if self._buf is None and self._loader is not None:
-            self._buf, self._start, self._end = self._loader()
-            self._loader = None
-
-    def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(buffer, start offsets, end offsets) of every event's text, in event order (contiguous sources only)."""
-        self._ensure()
-        assert self._buf is not None and self._start is not None and self._end is not None
-        return self._buf, self._start, self._end
-
-    def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(buffer, start offsets, end offsets, positions of ``rows`` in them); all events when ``rows`` is None.
-
-        Readers whose text is made on demand (nsys) override this to build only the rows asked for.
-        """
-        buf, start, end = self.spans()
-        idx = np.arange(len(start), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-        return buf, start, end, idx
-
-    def text(self, i: int) -> bytes:
-        """Raw JSON bytes of event ``i`` (through :meth:`select`, so on-demand readers build only that event)."""
-        buf, start, end, idx = self.select(None if self._buf is not None else np.array([i]))
-        j = i if self._buf is not None else int(idx[0])
-        return buf[int(start[j]) : int(end[j])].tobytes()
-
-
-def all_spans(text: EventText) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(buffer, starts, ends) of every event's text in event order, for any :class:`EventText`.
-
-    ``spans()`` of a :class:`RawEvents`; otherwise made from ``select(None)``.
-    """
-    if isinstance(text, RawEvents):
-        return text.spans()
-    buf, start, end, idx = text.select(None)
-    return buf, np.asarray(start, np.int64)[idx], np.asarray(end, np.int64)[idx]
-
-
-def split_rows(rows: np.ndarray, bounds: np.ndarray) -> tuple[list[tuple[int, np.ndarray]], np.ndarray]:
-    """Event rows grouped by the part holding them (``bounds``: cumulative part sizes from 0).
-
-    Returns (part, local rows ascending) pairs and, per input row, its position in that grouped order:
-    what an :meth:`EventText.select` made of parts needs.
-    """
-    rows = np.asarray(rows, dtype=np.int64)
-    if len(rows) and (rows.min() < 0 or rows.max() >= bounds[-1]):
-        raise IndexError(f"event rows out of range 0..{bounds[-1] - 1}")
-    order = np.argsort(rows, kind="stable")
-    ranked = rows[order]
-    groups = []
-    for k in range(len(bounds) - 1):
-        lo, hi = np.searchsorted(ranked, [bounds[k], bounds[k + 1]])
-        if hi > lo:
-            groups.append((k, ranked[lo:hi] - bounds[k]))
-    idx = np.empty(len(rows), np.int64)
-    idx[order] = np.arange(len(rows))
-    return groups, idx
-
-
-def join_spans(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One (buffer, starts, ends) from several, offsets shifted to the joined buffer."""
-    if not parts:
-        return np.empty(0, np.uint8), np.empty(0, np.int64), np.empty(0, np.int64)
-    bases = np.cumsum([0, *(len(b) for b, _, _ in parts[:-1])])
-    return (np.concatenate([b for b, _, _ in parts]),
-            np.concatenate([np.asarray(st, np.int64) + o for (_, st, _), o in zip(parts, bases)]),
-            np.concatenate([np.asarray(en, np.int64) + o for (_, _, en), o in zip(parts, bases)]))
 
 
 class Trace:

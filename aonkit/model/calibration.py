@@ -64,12 +64,13 @@ recv are costed as one point-to-point message.
 :func:`transformer_from_trace` reads a :class:`~aonkit.model.llm.TransformerConfig` off a
 traced transformer's op shapes, and :func:`compare_forward` sets the LLM model's forward
 pass, with default and calibrated efficiencies, beside the trace's measured time per class.
-Results on the shared traces: ``docs/calibration.md``.
+Results on the shared traces: ``docs/calibration.md``. The rows are built in
+:mod:`aonkit.model.calibration_table`, the forward-pass comparison lives in
+:mod:`aonkit.model.calibration_forward`; their public names are importable from here.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -77,224 +78,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .calibration_table import (  # noqa: F401 - calibration_table, per_op: importable from here too
+    CLASS_ORDER,
+    MEMORY_CLASSES,
+    METHODS,
+    MODEL_KEY,
+    calibration_table,
+    per_op,
+)
 from .hardware import DeviceSpec
-from .llm.config import TransformerConfig
-from .llm.costs import device_peak, layer_forward, roofline_time
-from .llm.network import DGX_A100, DGX_H100, Network, collective_time
-from .llm.step import EFFICIENCY
+from .llm.network import Network
 
 if TYPE_CHECKING:
     from ..trace import Trace
-
-KIND_CLASS = {"gemm": "gemm", "conv": "conv", "attention": "attention", "elementwise": "elementwise",
-              "norm": "norm", "reduction": "reduction", "copy": "copy"}  # fmt: skip
-"""Roofline op kind -> calibration class (host-device copies become ``host_copy``)."""
-MEMORY_CLASSES = ("elementwise", "norm", "reduction", "copy")
-"""Classes whose rows set the model's ``memory`` efficiency."""
-MODEL_KEY = {"gemm": "matmul", "attention": "attention", **dict.fromkeys(MEMORY_CLASSES, "memory"),
-             "communication.intra": "intra_link", "communication.inter": "inter_link"}  # fmt: skip
-"""Calibration class -> :data:`~aonkit.model.llm.step.EFFICIENCY` key (classes not listed set none)."""
-MODEL_CLASS = {"gemm": "matmul", "attention": "attention", **dict.fromkeys(MEMORY_CLASSES, "elementwise")}
-"""Calibration class -> op class of the LLM model (:data:`~aonkit.model.llm.costs.CLASSES`)."""
-METHODS = ("total", "median", "lstsq", "affine")
-
-_HOST_COPY = re.compile(r"HtoD|DtoH|HtoH|Pageable|Pinned", re.IGNORECASE)
-_COLLECTIVE = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
-               ("alltoall", "all_to_all"), ("broadcast", "send"), ("send", "send"), ("recv", "send"),
-               ("reduce", "send"))  # fmt: skip
-_TABLE_COLUMNS = ("op", "name", "class", "kind", "bound", "link", "op_row", "kernel_row", "step", "ts_ns", "kernels",
-                  "measured_ns", "flop", "bytes", "compute_ns", "memory_ns", "ideal_ns", "fixed_ns", "input_dims")
-_CLASS_ORDER = (*KIND_CLASS, "host_copy", "communication.intra", "communication.inter")
-
-
-def default_network(spec: DeviceSpec | None) -> Network | None:
-    """The network preset for a device spec: DGX H100 for H100/H200, DGX A100 for A100; else None."""
-    name = spec.name if spec is not None else ""
-    if re.search(r"H100|H200|H800", name):
-        return DGX_H100
-    if re.search(r"A100|A800", name):
-        return DGX_A100
-    return None
-
-
-def _collective_kind(name: object) -> str | None:
-    key = str(name or "").lower().replace("_", "")
-    return next((kind for pat, kind in _COLLECTIVE if pat in key), None)
-
-
-def _step_of(trace: Trace, ts: np.ndarray) -> np.ndarray:
-    """``ProfilerStep#N`` whose CPU span holds each time (-1: none)."""
-    from ..analysis.steps import profiler_steps
-
-    st = profiler_steps(trace).sort_values("ts_ns", kind="stable")
-    out = np.full(len(ts), -1, dtype=np.int64)
-    if not len(st) or not len(ts):
-        return out
-    start, end, num = (st[c].to_numpy(np.int64) for c in ("ts_ns", "dur_ns", "step"))
-    end = start + np.maximum(end, 0)
-    i = np.searchsorted(start, ts, side="right") - 1
-    inside = (i >= 0) & (ts < end[np.maximum(i, 0)])
-    out[inside] = num[i[inside]]
-    return out
-
-
-def calibration_table(trace: Trace, spec: DeviceSpec | str | None = None, *, by: str = "op",
-                      network: Network | None = None, tf32: bool | None = None,
-                      default_dtype: str | None = None) -> pd.DataFrame:  # fmt: skip
-    """One row per costed op call (or GPU event) and per sized collective: class, measured and ideal time.
-
-    Parameters
-    ----------
-    trace : Trace
-        Recorded with ``record_shapes=True`` (collectives need the ``In msg nelems`` args of
-        PyTorch 2.x, else they are left out).
-    spec : DeviceSpec or str, optional
-        Device ceilings (default: the trace's GPU, as in :func:`~aonkit.analysis.roofline.roofline_table`).
-    by : {"op", "kernel"}
-        Rows per op call (its GPU events summed) or per GPU event.
-    network : Network, optional
-        Links for the collectives (default :func:`default_network` of the spec).
-    tf32, default_dtype
-        As for :func:`~aonkit.analysis.roofline.roofline_table`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``op`` (op name; collective kind for collectives), ``name`` (kernel name; per op the op's),
-        ``class`` (see the module doc), ``kind``, ``bound``, ``link`` (``"intra"``/``"inter"`` for
-        collectives), ``op_row``, ``kernel_row`` (-1 per op), ``step`` (the ``ProfilerStep#N`` whose
-        CPU span holds the op's start or the collective's launch; -1 none), ``ts_ns`` (GPU start;
-        per op of its first GPU event), ``kernels`` (GPU events),
-        ``measured_ns``, ``flop``, ``bytes``, ``compute_ns`` (``flop / peak``), ``memory_ns``
-        (``bytes / bandwidth``), ``ideal_ns``, ``fixed_ns`` and ``input_dims``, in time order.
-        Rows with no GPU time or no roof are left out. ``attrs``: ``spec``, ``network``, ``by``,
-        ``gpu_ns`` (all GPU events of the trace), ``excluded_ns`` (GPU time under costed ops left
-        out), ``notes``.
-
-    Raises
-    ------
-    ValueError
-        When no spec is given and the trace's GPU is unknown, or ``by`` is neither value.
-    """
-    from ..analysis.correlation import gpu_launches
-    from ..analysis.kernels import kernel_class
-    from ..analysis.roofline import roofline_table
-
-    if by not in ("op", "kernel"):
-        raise ValueError(f"by must be 'op' or 'kernel', not {by!r}")
-    k = roofline_table(trace, spec, by="kernel", tf32=tf32, default_dtype=default_dtype)
-    spec = k.attrs["spec"]
-    if spec is None:
-        raise ValueError("the trace names no known GPU (deviceProperties); pass spec=DeviceSpec(...) or a name")
-    notes: list[str] = []
-    ev = trace.events
-    ts_all = ev["ts_ns"].to_numpy(np.int64)
-    cats = ev["cat"].astype(object).to_numpy()
-    rows = k["kernel_row"].to_numpy(np.int64)
-    op_rows = k["op_row"].to_numpy(np.int64)
-    names = k["name"].astype(str).to_numpy()
-    comm = np.array([kernel_class(str(c), n) == "communication" for c, n in zip(cats[rows], names)], dtype=bool)
-    host = np.array([c in ("gpu_memcpy", "Memcpy") and bool(_HOST_COPY.search(n))
-                     for c, n in zip(cats[rows], names)], dtype=bool)  # fmt: skip
-    flop, nbytes = k["flop"].to_numpy(np.float64), k["bytes"].to_numpy(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        compute_ns = np.where(flop > 0, flop / k["peak_flop_per_s"].to_numpy(np.float64) * 1e9, 0.0)
-    kind = k["kind"].astype(object).to_numpy()
-    klass = np.where(host & (kind == "copy"), "host_copy", np.array([KIND_CLASS.get(x, "") for x in kind], object))
-    kt = pd.DataFrame({
-        "op": k["op_name"].to_numpy(), "name": names, "class": klass, "kind": kind,
-        "bound": k["bound"].to_numpy(), "link": "", "op_row": op_rows, "kernel_row": rows,
-        "step": _step_of(trace, ts_all[op_rows]), "ts_ns": ts_all[rows], "kernels": 1,
-        "measured_ns": k["dur_ns"].to_numpy(np.float64), "flop": flop, "bytes": nbytes, "compute_ns": compute_ns,
-        "memory_ns": nbytes / spec.memory_bandwidth * 1e9, "ideal_ns": k["roofline_ns"].to_numpy(np.float64),
-        "fixed_ns": 0.0, "input_dims": k["input_dims"].to_numpy(),
-    })[~comm]  # fmt: skip
-    keep = (kt["measured_ns"] > 0) & np.isfinite(kt["ideal_ns"]) & (kt["ideal_ns"] > 0) & (kt["class"] != "")
-    excluded = float(kt.loc[~keep, "measured_ns"].sum())
-    parts = [kt[keep]]
-    net = network if network is not None else default_network(spec)
-    coll = _collective_rows(trace, net, notes)
-    if len(coll):
-        launch = gpu_launches(trace).set_index("gpu_row")["launch_row"].reindex(coll["kernel_row"].to_numpy())
-        launch = launch.fillna(-1).to_numpy(np.int64)
-        at = np.where(launch >= 0, ts_all[np.maximum(launch, 0)], coll["ts_ns"].to_numpy(np.int64))
-        parts.append(coll.assign(step=_step_of(trace, at)))
-    table = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else parts[0]
-    table = table.reindex(columns=list(_TABLE_COLUMNS)).sort_values("ts_ns", kind="stable", ignore_index=True)
-    table = table.astype({"op_row": np.int64, "kernel_row": np.int64, "step": np.int64, "kernels": np.int64})
-    table.attrs.update(spec=spec, network=net, by="kernel", gpu_ns=int(k.attrs["gpu_ns"]), excluded_ns=excluded,
-                       notes=notes)  # fmt: skip
-    return per_op(table) if by == "op" else table
-
-
-def per_op(table: pd.DataFrame) -> pd.DataFrame:
-    """A per-GPU-event :func:`calibration_table` (or its :func:`residual_table`) summed per op call.
-
-    Times, FLOPs, bytes and GPU event counts add up; an op's class is the class of most of its
-    time (a copy op timed mostly by host-device memcpys is ``host_copy``), ``ts_ns`` its first GPU start.
-    Collectives stay as they are. Tables already per op are returned unchanged.
-    """
-    if table.attrs.get("by") == "op":
-        return table
-    is_op = (table["op_row"] >= 0).to_numpy()
-    ops, rest = table[is_op], table[~is_op]
-    sums = [c for c in ("kernels", "measured_ns", "predicted_ns", "residual", "flop", "bytes", "compute_ns",
-                        "memory_ns", "ideal_ns", "fixed_ns") if c in table.columns]  # fmt: skip
-    g = ops.groupby("op_row", sort=False)
-    share = ops.groupby(["op_row", "class"], sort=False)["measured_ns"].sum().reset_index()
-    major = share.sort_values("measured_ns", kind="stable").drop_duplicates("op_row", keep="last")
-    out = g[["op", "kind", "bound", "link", "step", "input_dims"]].first().join(g[sums].sum())
-    out["class"] = major.set_index("op_row")["class"].reindex(out.index)
-    out = out.reset_index()
-    out["name"], out["kernel_row"] = out["op"], -1
-    out["ts_ns"] = g["ts_ns"].min().reindex(out["op_row"]).to_numpy()
-    if "fraction" in table.columns:
-        out["fraction"] = out["ideal_ns"] / np.maximum(out["measured_ns"] - out["fixed_ns"], 1e-3)
-    both = pd.concat([out, rest], ignore_index=True)[list(table.columns)]
-    both = both.sort_values("ts_ns", kind="stable", ignore_index=True).astype(table.dtypes.to_dict())
-    both.attrs.update({**table.attrs, "by": "op"})
-    return both
-
-
-def _collective_rows(trace: Trace, network: Network | None, notes: list[str]) -> pd.DataFrame:
-    """Rows of the communication kernels whose collective, group size and message size are known."""
-    from ..analysis.collectives import comm_kernels
-
-    c = comm_kernels(trace)
-    if not len(c):
-        return pd.DataFrame()
-    kinds = np.array([_collective_kind(x) for x in c["coll"]], dtype=object)
-    n = c["group_size"].to_numpy(np.float64)
-    nbytes = c["bytes"].to_numpy(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out_bytes = c["out_nelems"].to_numpy(np.float64) * nbytes / c["in_nelems"].to_numpy(np.float64)
-    msg = np.where(kinds == "all_gather", out_bytes, nbytes)  # all-gather: the gathered buffer
-    ok = np.array([x is not None for x in kinds]) & np.isfinite(n) & (n > 1) & np.isfinite(msg) & (msg >= 0)
-    ok &= c["dur_ns"].to_numpy() > 0
-    if (~ok).any():
-        notes.append(f"{int((~ok).sum())} communication kernels ({int(c['dur_ns'].to_numpy()[~ok].sum())} ns) left "
-                     "out: collective, group size or message size unknown")  # fmt: skip
-    if network is None and ok.any():
-        notes.append(f"{int(ok.sum())} collectives left out: no network for this device (pass network=)")
-        ok[:] = False
-    c, kinds, n, msg = c[ok], kinds[ok], n[ok].astype(np.int64), msg[ok]
-    if not len(c):
-        return pd.DataFrame()
-    ideal, fixed, where = [], [], []
-    for kind, size, m in zip(kinds, n.tolist(), msg.tolist()):
-        link, at = network.link(size)  # type: ignore[union-attr]
-        lat = collective_time(kind, 0.0, size, link)
-        ideal.append((collective_time(kind, m, size, link) - lat) * 1e9)
-        fixed.append(lat * 1e9)
-        where.append(at)
-    return pd.DataFrame({
-        "op": kinds, "name": c["name"].astype(str).to_numpy(), "class": [f"communication.{w}" for w in where],
-        "kind": "communication", "bound": "", "link": where, "op_row": -1, "kernel_row": c.index.to_numpy(np.int64),
-        "ts_ns": c["ts_ns"].to_numpy(np.int64), "kernels": 1, "measured_ns": c["dur_ns"].to_numpy(np.float64),
-        "flop": 0.0, "bytes": msg, "compute_ns": 0.0, "memory_ns": 0.0, "ideal_ns": ideal, "fixed_ns": fixed,
-        "input_dims": [f"group {s}" for s in n.tolist()],
-    })  # fmt: skip
-
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float = 0.5) -> float:
     """The first value (in sorted order) at which the cumulative weight reaches ``q`` of the total; NaN if none."""
@@ -378,7 +174,7 @@ def summarize(residuals: pd.DataFrame, factors: Mapping[str, float] | None = Non
     factors, overheads = factors or {}, overheads or {}
     m_all = float(residuals["measured_ns"].sum())
     groups = sorted(residuals.groupby("class", sort=False),
-                    key=lambda kv: _CLASS_ORDER.index(kv[0]) if kv[0] in _CLASS_ORDER else 99)  # fmt: skip
+                    key=lambda kv: CLASS_ORDER.index(kv[0]) if kv[0] in CLASS_ORDER else 99)  # fmt: skip
     out = []
     for cls, g in [*groups, ("all", residuals[np.isfinite(residuals["predicted_ns"])])]:
         m, p = g["measured_ns"].to_numpy(np.float64), g["predicted_ns"].to_numpy(np.float64)
@@ -517,123 +313,7 @@ def calibrate(source: Trace | pd.DataFrame, spec: DeviceSpec | str | None = None
                        notes=list(table.attrs.get("notes", [])))  # fmt: skip
 
 
-# --- the analytic LLM model against a traced forward pass --------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TracedTransformer:
-    """A transformer read off a trace's op shapes: its config and the batch and sequence it ran."""
-
-    config: TransformerConfig
-    batch: int
-    seq: int
-    causal: bool
-    how: dict[str, str] = field(default_factory=dict, repr=False)
-
-
-def _dims(trace: Trace, name_pattern: str) -> list[list]:
-    ev = trace.events
-    rows = np.flatnonzero(ev["name"].astype(str).str.fullmatch(name_pattern).to_numpy()
-                          & ev["cat"].isin(("cpu_op", "Operator")).to_numpy())  # fmt: skip
-    return [d for d in trace.arg_values("Input Dims", rows) if isinstance(d, list)] if len(rows) else []
-
-
-def transformer_from_trace(trace: Trace, vocab: int | None = None, name: str = "") -> TracedTransformer:
-    """The :class:`~aonkit.model.llm.TransformerConfig` of a traced transformer forward pass.
-
-    Read from the op shapes of ``aten::scaled_dot_product_attention`` (batch ``B``, heads ``a``,
-    KV heads ``g``, sequence ``s``, head size ``d``; one call per layer), ``aten::linear``
-    (hidden ``h``: the commonest input size; ``ffn``: the commonest output size of an ``h``-input
-    linear other than ``a*d``, ``g*d`` and ``h``; gated when there are twice as many ``h -> ffn``
-    as ``ffn -> h`` linears; biases when the query projection has one), ``aten::embedding``
-    (vocabulary: the table whose width is ``h`` and that has the most rows) and
-    ``aten::layer_norm`` (LayerNorm when present, else RMSNorm). Causal when the SDPA calls pass
-    ``is_causal=True`` (``Concrete Inputs``). One forward pass per trace (or per table window).
-
-    Raises
-    ------
-    ValueError
-        When the trace has no SDPA or linear ops with shapes, or no vocabulary is found or given.
-    """
-    ev = trace.events
-    sdpa_rows = np.flatnonzero((ev["name"] == "aten::scaled_dot_product_attention").to_numpy())
-    sdpa = [d for d in trace.arg_values("Input Dims", sdpa_rows) if isinstance(d, list) and len(d) >= 3]
-    if not sdpa:
-        raise ValueError("no aten::scaled_dot_product_attention with recorded shapes: cannot read the heads")
-    q, k = sdpa[0][0], sdpa[0][1]
-    if len(q) != 4 or len(k) != 4:
-        raise ValueError(f"SDPA query/key shapes {q}, {k} are not (batch, heads, seq, head_dim)")
-    b, a, s, d = (int(x) for x in q)
-    g = int(k[1])
-    conc = trace.arg_values("Concrete Inputs", sdpa_rows[:1])[0] or []
-    causal = len(conc) > 5 and str(conc[5]) == "True"
-    lin = [(int(x[0][-1]), int(x[1][0]), bool(len(x) > 2 and x[2])) for x in _dims(trace, "aten::linear")
-           if len(x) >= 2 and len(x[0]) >= 1 and len(x[1]) == 2]  # fmt: skip
-    if not lin:
-        raise ValueError("no aten::linear with recorded shapes: cannot read the hidden and MLP sizes")
-    ins = pd.Series([i for i, _, _ in lin])
-    h = int(ins.mode().iloc[0])
-    outs = pd.Series([o for i, o, _ in lin if i == h and o not in (a * d, g * d, h)])
-    ffn = int(outs.mode().iloc[0]) if len(outs) else 4 * h
-    up = sum(1 for i, o, _ in lin if i == h and o == ffn)
-    down = sum(1 for i, o, _ in lin if i == ffn and o == h)
-    gated = down > 0 and up == 2 * down
-    bias = any(bb for i, o, bb in lin if i == h and o == a * d)
-    if vocab is None:
-        tables = [int(x[0][0]) for x in _dims(trace, "aten::embedding") if len(x) and len(x[0]) == 2
-                  and int(x[0][1]) == h]  # fmt: skip
-        if not tables:
-            raise ValueError("no aten::embedding of width hidden: pass vocab=")
-        vocab = max(tables)
-    norm = "layernorm" if _dims(trace, "aten::layer_norm") else "rmsnorm"
-    cfg = TransformerConfig(layers=len(sdpa), hidden=h, heads=a, vocab=vocab, seq=s, kv_heads=g, ffn=ffn,
-                            gated_mlp=gated, head_dim=d, bias=bias, norm=norm, name=name)  # fmt: skip
-    how = {"layers": f"{len(sdpa)} SDPA calls", "heads": f"SDPA query {q}", "kv_heads": f"SDPA key {k}",
-           "hidden": f"commonest linear input ({int((ins == h).sum())} of {len(lin)})",
-           "ffn": f"{up} linears {h}->{ffn}, {down} {ffn}->{h}", "vocab": f"{vocab}", "norm": norm}  # fmt: skip
-    return TracedTransformer(cfg, b, s, causal, how)
-
-
-def compare_forward(calibration: Calibration, config: TransformerConfig, batch: int, seq: int, *,
-                    causal: bool = True, dtype: str = "bf16", device: DeviceSpec | None = None,
-                    efficiency: Mapping[str, float] | None = None) -> pd.DataFrame:  # fmt: skip
-    """The LLM model's forward pass (its layers, no logits) beside the calibrated trace's, per model class.
-
-    The trace's fitted rows map to the model's classes (``gemm`` -> ``matmul``, ``attention``,
-    the memory classes -> ``elementwise``; others are left out). The model's time per class is
-    :func:`~aonkit.model.llm.costs.roofline_time` of :func:`~aonkit.model.llm.costs.layer_forward`
-    times the layers, as :func:`~aonkit.model.llm.prefill_time` computes it, with the default
-    :data:`~aonkit.model.llm.step.EFFICIENCY` and with ``calibration.efficiency`` (or ``efficiency``).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Index ``matmul``, ``attention``, ``elementwise``, ``total``; columns ``trace_flop``,
-        ``model_flop``, ``trace_bytes``, ``model_bytes``, ``measured_ns``, ``default_ns``,
-        ``calibrated_ns``, ``default_error``, ``calibrated_error`` (``model / measured - 1``).
-    """
-    device = device or calibration.spec
-    if device is None:
-        raise ValueError("no device: pass device=")
-    peak, bw = device_peak(device, dtype), device.memory_bandwidth
-    costs = layer_forward(config, False, batch, seq, seq, causal=causal)
-    res = calibration.residuals
-    res = res.assign(model_class=res["class"].map(MODEL_CLASS))
-    tr = res.dropna(subset=["model_class"]).groupby("model_class")[["flop", "bytes", "measured_ns"]].sum()
-    cal_eff = dict(efficiency if efficiency is not None else calibration.efficiency)
-    rows = {}
-    for cls in ("matmul", "attention", "elementwise"):
-        fl, by = (config.layers * x for x in costs[cls])
-        times = []
-        for eff in (EFFICIENCY, {**EFFICIENCY, **cal_eff}):
-            ce = 1.0 if cls == "elementwise" else eff[cls]
-            times.append(float(roofline_time(fl, by, peak, bw, ce, eff["memory"])) * 1e9)
-        t = tr.loc[cls] if cls in tr.index else pd.Series({"flop": 0.0, "bytes": 0.0, "measured_ns": 0.0})
-        rows[cls] = {"trace_flop": t["flop"], "model_flop": fl, "trace_bytes": t["bytes"], "model_bytes": by,
-                     "measured_ns": t["measured_ns"], "default_ns": times[0], "calibrated_ns": times[1]}  # fmt: skip
-    out = pd.DataFrame.from_dict(rows, orient="index")
-    out.loc["total"] = out.sum()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["default_error"] = out["default_ns"] / out["measured_ns"] - 1
-        out["calibrated_error"] = out["calibrated_ns"] / out["measured_ns"] - 1
-    return out
+# the table and the forward-pass comparison live beside the fit; their names stay importable from here
+from .calibration_forward import TracedTransformer, compare_forward, transformer_from_trace  # noqa: E402, F401
