@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from . import schema
 from ._filecheck import atomic_write, crc32_buffer, crc32_file, dir_lock, fingerprint, same_version
@@ -99,6 +98,8 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     mode = 0o600 if source is None else _mode_of(source["path"])
     table = pa.table(columns)
     with dir_lock(path.parent):  # one writer at a time per folder: data and sidecar from the same one
+        import pyarrow.parquet as pq  # only when writing: keeps `import aonkit` light
+
         atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression=compression, use_dictionary=False), mode)
         samples = samples_path(path)
         if trace.samples is not None:

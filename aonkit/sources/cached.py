@@ -6,7 +6,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .._cache_read import read_checked
 from ..cache import cache_path_for, guess_source, read_sidecar, same_source, sidecar_path, source_file
 from ..errors import TraceFormatError
 from ..trace import Trace
@@ -46,6 +45,8 @@ def _stamp(path: Path) -> tuple:
 
 def _read_settled(path: Path, tries: int = 3) -> tuple[dict, Trace]:
     """Sidecar and checked trace; a failure caught while a writer was renaming files in is retried."""
+    from .._cache_read import read_checked  # pyarrow.parquet only when a cache is read: keeps `import aonkit` light
+
     for attempt in range(tries):
         before = _stamp(path)
         try:
