@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import nbformat
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
@@ -16,9 +19,12 @@ def run_cells(*sources: str, timeout: int = 300, allow_errors: bool = False) -> 
     """
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
-    km = KernelManager(kernel_name="python3", transport="ipc")  # local and owner-only, no TCP port
-    NotebookClient(nb, km=km, timeout=timeout, allow_errors=allow_errors,
-                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    # ipc: local and owner-only, no TCP port. Its socket files go in a private temporary
+    # folder (the default, ``kernel-ipc-N`` in the working directory, littered the checkout).
+    with tempfile.TemporaryDirectory(prefix="aonkit-kernel-") as sockets:
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "kernel-ipc"))
+        NotebookClient(nb, km=km, timeout=timeout, allow_errors=allow_errors,
+                       resources={"metadata": {"path": str(ROOT)}}).execute()
     return [c.outputs for c in nb.cells]
 
 
