@@ -79,6 +79,19 @@ def pair_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[np.nd
     return codes.astype(np.int64), lambda k: (first[k], second[k])
 
 
+def thread_keys(events: pd.DataFrame, rows: np.ndarray | None = None) -> np.ndarray:
+    """One int64 per event (or per one of ``rows``) naming its thread: ``pid code << 32 | tid code``.
+
+    The codes are those of the categorical ``pid`` and ``tid`` columns, so
+    equal keys mean the same (pid, tid) pair within one table.
+    """
+    pid = events["pid"].cat.codes.to_numpy().astype(np.int64)
+    tid = events["tid"].cat.codes.to_numpy().astype(np.int64)
+    if rows is not None:
+        pid, tid = pid[rows], tid[rows]
+    return (pid << 32) | tid
+
+
 def op_stack(trace: Trace, extra: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The CPU op stack: (rows, parent, order) of the CPU-side complete events plus ``extra`` rows as instants.
 
@@ -120,7 +133,7 @@ def _op_stack(trace: Trace, extra: np.ndarray | None) -> tuple[np.ndarray, np.nd
     if extra is not None:
         cpu[extra] = True
     rows = np.flatnonzero(cpu)
-    thread = (ev["pid"].cat.codes.to_numpy()[rows].astype(np.int64) << 32) | ev["tid"].cat.codes.to_numpy()[rows]
+    thread = thread_keys(ev, rows)
     ts = ev["ts_ns"].to_numpy()[rows]
     end = ts + np.maximum(ev["dur_ns"].to_numpy()[rows], 0)
     order = np.lexsort((-end, ts, thread))

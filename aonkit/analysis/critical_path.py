@@ -22,8 +22,7 @@ import pandas as pd
 from ..trace import Trace
 from .columns import names_of
 from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph, build_graph
-
-_GRAPHS: weakref.WeakKeyDictionary[Trace, tuple[int, DepGraph]] = weakref.WeakKeyDictionary()
+from .memo import remembered_object
 
 
 @dataclass(frozen=True)
@@ -64,33 +63,32 @@ def prepared(subject: Trace | Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
     """(the trace the graph describes, its graph), kept: a job is combined, its collectives tied across ranks.
 
     For a job the first is its combined trace, whose rows the critical path's ``row`` column refers to.
+    A trace's graph is kept in :mod:`aonkit.analysis.memo` (rebuilt when ``trace.events`` is replaced).
     """
+    if isinstance(subject, Trace):
+        return subject, remembered_object(subject, ("depgraph",), lambda: _relabelled(build_graph(subject)))
+    held = getattr(subject, "_aon_graph", None)
+    if held is not None:
+        return held
+    from .depgraph_job import build_job_graph
+
+    trace, g = build_job_graph(subject)
+    g = _relabelled(g)
+    try:
+        subject._aon_graph = (trace, g)  # type: ignore[attr-defined]
+    except AttributeError:  # a plain dict: no place to keep it
+        pass
+    return trace, g
+
+
+def _relabelled(g: DepGraph) -> DepGraph:
+    """``g`` with its nodes renumbered in topological order."""
     from .._kernels.dag import relabel
 
-    if isinstance(subject, Trace):
-        cached = _GRAPHS.get(subject)
-        if cached is not None and cached[0] == id(subject.events):
-            return subject, cached[1]
-        trace, g = subject, build_graph(subject)
-    else:
-        held = getattr(subject, "_aon_graph", None)
-        if held is not None:
-            return held
-        from .depgraph_job import build_job_graph
-
-        trace, g = build_job_graph(subject)
     o = g.order
     indptr, src, lat, edge_of = relabel(o, g.indptr, g.src, g.lat_ns)
-    g = DepGraph(g.kind[o], g.row[o], g.lane[o], g.start_ns[o], g.dur_ns[o], g.release_ns[o], indptr, src, lat,
-                 g.edge_kind[edge_of], np.arange(len(o), dtype=np.int64), g.dropped_edges)
-    if isinstance(subject, Trace):
-        _GRAPHS[subject] = (id(subject.events), g)
-    else:
-        try:
-            subject._aon_graph = (trace, g)  # type: ignore[attr-defined]
-        except AttributeError:  # a plain dict: no place to keep it
-            pass
-    return trace, g
+    return DepGraph(g.kind[o], g.row[o], g.lane[o], g.start_ns[o], g.dur_ns[o], g.release_ns[o], indptr, src, lat,
+                    g.edge_kind[edge_of], np.arange(len(o), dtype=np.int64), g.dropped_edges)
 
 
 def _factors(trace: Trace, g: DepGraph, rules: Sequence[Rule | dict]) -> np.ndarray:

@@ -53,7 +53,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .columns import in_categories, names_of, op_stack
+from .columns import in_categories, names_of, op_stack, thread_keys
 from .correlation import gpu_links
 
 KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB = 0, 1, 2, 3
@@ -111,8 +111,7 @@ def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     ev = trace.events
     rows, _, order = op_stack(trace)
     rows = rows[order]
-    thread = ((ev["pid"].cat.codes.to_numpy()[rows].astype(np.int64) << 32)
-              | ev["tid"].cat.codes.to_numpy()[rows].astype(np.int64))
+    thread = thread_keys(ev, rows)
     ts = ev["ts_ns"].to_numpy()[rows]
     end = ts + np.maximum(ev["dur_ns"].to_numpy()[rows], 0)
     th, t0, t1, owner, _, last = thread_segments(thread, ts, end)
@@ -265,7 +264,7 @@ def _stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, 
     g_rows, launch = links["gpu_row"].to_numpy(), links["launch_row"].to_numpy()
     g_stream, g_dev = ev["stream"].to_numpy()[g_rows], ev["device"].to_numpy()[g_rows]
     l_ts = np.where(launch >= 0, ev["ts_ns"].to_numpy()[np.maximum(launch, 0)], np.iinfo(np.int64).max)
-    thread = (ev["pid"].cat.codes.to_numpy().astype(np.int64) << 32) | ev["tid"].cat.codes.to_numpy()
+    thread = thread_keys(ev)
     dev_of_wait = ev["device"].to_numpy()[waits]
     if "rank" in ev.columns:  # a combined job: a stream is (rank, device, stream)
         g_dev = g_dev + (ev["rank"].to_numpy()[g_rows] << 32)

@@ -25,6 +25,14 @@ from ..trace import Trace
 _MEMO: weakref.WeakKeyDictionary[Trace, tuple[weakref.ref, dict[Hashable, Any]]] = weakref.WeakKeyDictionary()
 
 
+def _tables(trace: Trace) -> dict[Hashable, Any]:
+    entry = _MEMO.get(trace)
+    if entry is None or entry[0]() is not trace.events:
+        entry = (weakref.ref(trace.events), {})
+        _MEMO[trace] = entry
+    return entry[1]
+
+
 def remembered(trace: Trace, key: Hashable, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """``compute()`` for ``trace`` and ``key``, computed once per events table of the trace.
 
@@ -42,14 +50,18 @@ def remembered(trace: Trace, key: Hashable, compute: Callable[[], pd.DataFrame])
     pandas.DataFrame
         A shallow copy of the remembered table.
     """
-    entry = _MEMO.get(trace)
-    if entry is None or entry[0]() is not trace.events:
-        entry = (weakref.ref(trace.events), {})
-        _MEMO[trace] = entry
-    tables = entry[1]
+    tables = _tables(trace)
     if key not in tables:
         tables[key] = compute()
     return tables[key].copy(deep=False)
+
+
+def remembered_object(trace: Trace, key: Hashable, compute: Callable[[], Any]) -> Any:
+    """Like :func:`remembered` for a derived object that callers only read (a graph): returned as is."""
+    tables = _tables(trace)
+    if key not in tables:
+        tables[key] = compute()
+    return tables[key]
 
 
 def clear(trace: Trace | None = None) -> None:

@@ -45,11 +45,10 @@ def is_bundle(path: str | os.PathLike[str]) -> bool:
 def span_trace(path: Path, t0_ns: int, t1_ns: int, name: str = "aon_profile") -> Path:
     """Write a one-event Kineto-style trace: the run's span as a ``user_annotation`` (tracing off)."""
     dur_ns = t1_ns - t0_ns
-    event = {"ph": "X", "cat": "user_annotation", "name": name, "pid": os.getpid(), "tid": threading.get_ident(),
-             "ts": f"{t0_ns // 1000}.{t0_ns % 1000:03d}", "dur": f"{dur_ns // 1000}.{dur_ns % 1000:03d}"}
-    text = json.dumps({"schemaVersion": 1, "traceEvents": [event]})
-    for key in ("ts", "dur"):  # exact decimal µs: numbers, not strings
-        text = text.replace(f'"{key}": "{event[key]}"', f'"{key}": {event[key]}')
+    event = {"ph": "X", "cat": "user_annotation", "name": name, "pid": os.getpid(), "tid": threading.get_ident()}
+    # ts and dur in exact decimal µs, as JSON numbers (a float would round a ~1e15 µs epoch time)
+    times = f'"ts": {t0_ns // 1000}.{t0_ns % 1000:03d}, "dur": {dur_ns // 1000}.{dur_ns % 1000:03d}'
+    text = f'{{"schemaVersion": 1, "traceEvents": [{json.dumps(event)[:-1]}, {times}}}]}}'
     atomic_write(path, lambda tmp: tmp.write_bytes(gzip.compress(text.encode(), mtime=0)), 0o600)
     return path
 
