@@ -112,6 +112,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_warmup(args: argparse.Namespace) -> int:
+    """Compile every kernel ahead (for images and CI) into Numba's on-disk cache."""
+    from .warmup import warmup
+
+    warmup(Path(args.traces) if args.traces else None, jobs=args.jobs)
+    return 0
+
+
 SALVAGE_HELP = "keep the complete events of a truncated file (with a warning) instead of failing"
 HTA_REPORT_OUT = "hta-report"
 
@@ -188,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="aonkit-demo", help="output directory (default ./aonkit-demo)")
     p.add_argument("--traces", help="directory of traces (default: the repository's sample_traces/)")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("warmup", help="compile every kernel ahead (for images and CI); later first calls are fast")
+    p.add_argument("--jobs", type=int, default=1, help="processes to share the compilation (default 1)")
+    p.add_argument("--traces", help="directory of traces to exercise (default: the repository's sample_traces/)")
+    p.set_defaults(func=cmd_warmup)
     from .live.options import add_daemon_arguments, add_trace_arguments
 
     p = sub.add_parser("daemon", help="always-on host and GPU sampler: start, run, stop, status (docs/daemon.md)")

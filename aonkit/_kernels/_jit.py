@@ -10,6 +10,10 @@ import os
 
 import numba
 
+from ._notice import install
+
+install()  # a line on stderr while a first compilation takes long
+
 JIT_CACHE = os.environ.get("AONKIT_JIT_CACHE", "1") != "0"
 
 njit = numba.njit(cache=JIT_CACHE, nogil=True, boundscheck=False, error_model="numpy")

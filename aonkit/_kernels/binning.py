@@ -67,11 +67,11 @@ def tiles(tracks, t0, t1, width, min_px, level, track_off, ts, end, cmax, item_o
         b_count = 0
         b_cell = b_start = b_end = b_cur = b_busy = b_dom = b_dur = np.int64(0)
         if level == 0:
-            lo = search(cmax, track_off[t], track_off[t + 1], t0, True)
-            hi = search(ts, lo, track_off[t + 1], t1, False)
+            lo = search(cmax, track_off[t], track_off[t + 1], t0, np.bool_(True))
+            hi = search(ts, lo, track_off[t + 1], t1, np.bool_(False))
         else:
-            lo = search(icmax, item_off[level - 1, t], item_off[level - 1, t + 1], t0, True)
-            hi = search(first_ts, lo, item_off[level - 1, t + 1], t1, False)
+            lo = search(icmax, item_off[level - 1, t], item_off[level - 1, t + 1], t0, np.bool_(True))
+            hi = search(first_ts, lo, item_off[level - 1, t + 1], t1, np.bool_(False))
         for j in range(lo, hi + 1):
             whole = False
             a = b = j

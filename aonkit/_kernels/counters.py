@@ -26,8 +26,8 @@ def m4(ts, val, t0, t1, width):
         Sample indices of the first, last, minimum and maximum value (first
         occurrence on ties).
     """
-    lo = search(ts, 0, ts.shape[0], t0, False)
-    hi = search(ts, lo, ts.shape[0], t1, False)
+    lo = search(ts, np.int64(0), ts.shape[0], t0, np.bool_(False))
+    hi = search(ts, lo, ts.shape[0], t1, np.bool_(False))
     before = np.int64(-1)
     for i in range(lo - 1, -1, -1):
         if not np.isnan(val[i]):

@@ -97,7 +97,7 @@ def topo_order(n, indptr, nbr):
     out_ptr, succ, _, _ = csr_by_dst(n, dst, nbr, dst)  # the transpose: successors of each node
     indeg = indptr[1:] - indptr[:n]
     heap = np.empty(n, np.int64)
-    size = 0
+    size = np.int64(0)  # not Literal[int](0): one compilation of the heap helpers
     for v in range(n):
         if indeg[v] == 0:
             _heap_push(heap, size, v)

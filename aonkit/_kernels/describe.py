@@ -31,7 +31,7 @@ def pairwise_sum(vals, center, square, skip_first):
     """
     n = vals.shape[0]
     if n <= _BLOCK:
-        return _block_sum(vals, 0, n, center, square, skip_first)
+        return _block_sum(vals, np.int64(0), n, center, square, skip_first)
     f_lo = np.empty(64, np.int64)
     f_n = np.empty(64, np.int64)
     f_left = np.empty(64, np.float64)
@@ -75,14 +75,15 @@ def _block_sum(vals, lo, n, center, square, skip_first):
         for i in range(n):
             res += _term(seg, i, center, square, skip)
         return res
-    r0 = _term(seg, 0, center, square, skip)
-    r1 = _term(seg, 1, center, square, skip)
-    r2 = _term(seg, 2, center, square, skip)
-    r3 = _term(seg, 3, center, square, skip)
-    r4 = _term(seg, 4, center, square, skip)
-    r5 = _term(seg, 5, center, square, skip)
-    r6 = _term(seg, 6, center, square, skip)
-    r7 = _term(seg, 7, center, square, skip)
+    i0 = np.int64(0)  # not the literals 0..7: each would compile its own _term (18 in all)
+    r0 = _term(seg, i0, center, square, skip)
+    r1 = _term(seg, i0 + 1, center, square, skip)
+    r2 = _term(seg, i0 + 2, center, square, skip)
+    r3 = _term(seg, i0 + 3, center, square, skip)
+    r4 = _term(seg, i0 + 4, center, square, skip)
+    r5 = _term(seg, i0 + 5, center, square, skip)
+    r6 = _term(seg, i0 + 6, center, square, skip)
+    r7 = _term(seg, i0 + 7, center, square, skip)
     m = n - n % 8
     for i in range(8, m, 8):
         r0 += _term(seg, i, center, square, skip)
@@ -184,7 +185,7 @@ def _select(cur, k):
     """The ``k``-th smallest of ``cur`` (0-based), narrowing by radix buckets."""
     while True:
         if cur.shape[0] <= 32:
-            return np.sort(cur)[k]
+            return _small_select(cur, k)
         vmin = cur.min()
         vmax = cur.max()
         if vmin == vmax:
@@ -197,6 +198,20 @@ def _select(cur, k):
         if shift == np.uint64(0):
             return vmin + b
         cur = _in_bucket(cur, vmin, shift, b)
+
+
+@njit
+def _small_select(cur, k):
+    """The ``k``-th smallest of a few values: an insertion sort of a copy (compiles in a fraction of np.sort)."""
+    a = cur.copy()
+    for i in range(1, a.shape[0]):
+        x = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > x:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = x
+    return a[k]
 
 
 @njit
@@ -228,10 +243,10 @@ def describe(vals, skip_first):
     out[0] = count
     if count == 0:
         return out
-    mean = pairwise_sum(vals, 0.0, False, skip_first) / count
+    mean = pairwise_sum(vals, 0.0, np.bool_(False), skip_first) / count
     out[1] = mean
     if count > 1:
-        out[2] = np.sqrt(pairwise_sum(vals, mean, True, skip_first) / (count - 1))
+        out[2] = np.sqrt(pairwise_sum(vals, mean, np.bool_(True), skip_first) / (count - 1))
     out[3] = valid.min()
     out[7] = valid.max()
     ks = np.empty(6, np.int64)
@@ -244,7 +259,9 @@ def describe(vals, skip_first):
         ks[2 * j + 1] = min(below + 1, count - 1)
     order = np.argsort(ks)
     v = np.empty(6, np.int64)
-    v[order] = order_stats(valid, ks[order])
+    got = order_stats(valid, ks[order])
+    for q in range(6):  # a loop, not ``v[order] = got``: see arrays.copy_to
+        v[order[q]] = got[q]
     for j in range(3):
         a = float(v[2 * j])
         out[4 + j] = a if ts[j] == 0.0 else _lerp(a, float(v[2 * j + 1]), ts[j])

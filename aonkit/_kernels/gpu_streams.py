@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .arrays import copy_to
 from .describe import describe
 from .keys import stream_groups
 from .sorting import is_sorted, stable_argsort
@@ -25,7 +26,7 @@ def _by_stream(stream, ts, end, start, found):
 
     Returns (ts, end, start, found, offsets, stream values).
     """
-    slots, lo, group_of, offsets, streams = stream_groups(stream, False)
+    slots, lo, group_of, offsets, streams = stream_groups(stream, np.bool_(False))
     m = offsets[-1]
     g_ts = np.empty(m, np.int64)
     g_end = np.empty(m, np.int64)
@@ -45,10 +46,10 @@ def _by_stream(stream, ts, end, start, found):
         seg = slice(offsets[s], offsets[s + 1])
         if not is_sorted(g_ts[seg]):
             order = stable_argsort(g_ts[seg])
-            g_ts[seg] = g_ts[seg][order]
-            g_end[seg] = g_end[seg][order]
-            g_start[seg] = g_start[seg][order]
-            g_found[seg] = g_found[seg][order]
+            copy_to(g_ts[seg], g_ts[seg][order])
+            copy_to(g_end[seg], g_end[seg][order])
+            copy_to(g_start[seg], g_start[seg][order])
+            copy_to(g_found[seg], g_found[seg][order])
     return g_ts, g_end, g_start, g_found, offsets, streams
 
 
@@ -121,9 +122,10 @@ def idle_gaps(stream, ts, end, start, found, delay):
     for s in range(n_s):
         seg = slice(offsets[s], offsets[s + 1])
         runs = (spare[seg], start[seg], g_ts[seg])
-        count, total[s] = _stream_gaps(runs[2], g_end[seg], runs[1], found[seg], runs[0], delay)
+        count, tot = _stream_gaps(runs[2], g_end[seg], runs[1], found[seg], runs[0], delay)
+        copy_to(total[s], tot)
         for c in range(3):
             if count[c]:  # the stream's first (NaN) slot leads its OTHER run
                 present[s, c] = True
-                stats[s, c] = describe(runs[c][: count[c]], c == OTHER)
+                copy_to(stats[s, c], describe(runs[c][: count[c]], c == OTHER))
     return streams, present, total, stats

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .arrays import copy_to
 from .keys import key_groups
 from .sorting import is_sorted, stable_argsort
 
@@ -43,7 +44,7 @@ def lane_gaps(group, ts, end, launch, found, delay):
         One row per gap: lane (position in ``keys``), start, end, category,
         and the row (into the inputs) of the event that ends it.
     """
-    slots, lo, group_of, offsets, keys = key_groups(group, True)
+    slots, lo, group_of, offsets, keys = key_groups(group, np.bool_(True))
     n = group.shape[0]
     rows = np.empty(n, np.int64)
     fill = offsets[:-1].copy()
@@ -61,7 +62,7 @@ def lane_gaps(group, ts, end, launch, found, delay):
         seg = rows[offsets[s] : offsets[s + 1]]
         t = ts[seg]
         if not is_sorted(t):
-            seg[:] = seg[stable_argsort(t)]
+            copy_to(seg, seg[stable_argsort(t)])
         first = ts[seg[0]]
         reach = end[seg[0]]
         covered = reach - first  # the union, summed as it grows (not span minus gaps)

@@ -167,13 +167,13 @@ def stream_groups(stream, ascending):
     (groups + 1), stream values): row i (a GPU row) is in group
     ``group_of[slots[i] - lo]``; ``offsets`` sum the groups' sizes.
     """
-    return _groups(stream, ascending, True)
+    return _groups(stream, ascending, np.bool_(True))
 
 
 @njit
 def key_groups(keys, ascending):
     """:func:`stream_groups` for every key (-1 included): every row is in a group."""
-    return _groups(keys, ascending, False)
+    return _groups(keys, ascending, np.bool_(False))
 
 
 @njit
@@ -206,7 +206,7 @@ def group_rows(keys, ascending):
         return np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64)
     slots, lo, size = compact(keys)
     count = counts(slots, lo, size)
-    used, gkeys = _order_groups(keys, slots, lo, count, -1, ascending)
+    used, gkeys = _order_groups(keys, slots, lo, count, np.int64(-1), ascending)
     n_g = used.shape[0]
     offsets = np.zeros(n_g + 1, np.int64)
     for g in range(n_g):

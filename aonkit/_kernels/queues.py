@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .arrays import copy_to
 from .keys import first_match, group_rows, match_counts
 from .sorting import stable_argsort
 
@@ -58,7 +59,7 @@ def queue_events(stream, ts, corr, codes, is_api):
             e_stream[k] = a_stream[j]
             k += np.uintp(launched[j])
     else:  # a launch per GPU row of its correlation, each on that row's stream, in GPU row order
-        pos, offsets, keys = group_rows(g_corr, True)
+        pos, offsets, keys = group_rows(g_corr, np.bool_(True))
         group, _ = first_match(keys, np.arange(keys.shape[0]), a_corr)
         for j in range(q):
             if launched[j]:
@@ -79,7 +80,7 @@ def by_stream(order, e_stream):
 
     Returns (positions, offsets, stream values).
     """
-    pos, offsets, streams = group_rows(e_stream[order], True)
+    pos, offsets, streams = group_rows(e_stream[order], np.bool_(True))
     return order[pos], offsets, streams
 
 
@@ -92,7 +93,7 @@ def stable_time_order(e_ts, e_stream, e_step):
     returned order is incomplete (the caller takes HTA's instead).
     Returns (positions, offsets, stream values, mixed_ties).
     """
-    pos, offsets, streams = group_rows(e_stream, True)
+    pos, offsets, streams = group_rows(e_stream, np.bool_(True))
     for s in range(streams.shape[0]):
         seg = pos[offsets[s] : offsets[s + 1]]
         done = _merge_runs(e_ts, e_step, seg)
@@ -101,7 +102,7 @@ def stable_time_order(e_ts, e_stream, e_step):
         if done == 0:  # launches or starts out of order: a general stable sort
             t = e_ts[seg]
             order = stable_argsort(t)
-            seg[:] = seg[order]
+            copy_to(seg, seg[order])
             if _mixed_ties(t[order], e_step, seg):
                 return pos, offsets, streams, True
     return pos, offsets, streams, False

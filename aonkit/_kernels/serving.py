@@ -115,7 +115,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
         nc = 0
         while en > 0 and ek[0, 0] <= t:  # steps ending now
             r = ev[0, 0]
-            heap_pop(ek, ev, 0, en)
+            heap_pop(ek, ev, np.int64(0), en)
             en -= 1
             n_busy -= 1
             si[r, BUSY] = 0
@@ -210,7 +210,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
                 continue
             dur = overhead
             if tokens > 0:
-                dur += interp(pf_tab, 0, pf_x0, pf_h, tokens)
+                dur += interp(pf_tab, np.int64(0), pf_x0, pf_h, tokens)
             if decode:
                 ctx = si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ]
                 dur += interp(dc_tab, b, dc_x0, dc_h, ctx)
@@ -221,6 +221,6 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             si[r, BUSY] = 1
             busy_s[r] += dur
             n_busy += 1
-            heap_push(ek, ev, 0, en, t + dur, r)
+            heap_push(ek, ev, np.int64(0), en, t + dur, r)
             en += 1
     return start, first, fin, rep, si[:n_rep, STEPS].copy(), busy_s, si[:n_rep, PTOK].copy(), si[:n_rep, DTOK].copy()

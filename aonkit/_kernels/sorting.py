@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .arrays import copy_to
 
 
 @njit
@@ -138,4 +139,4 @@ def _merge(keys, idx, a, m, b):
         j += take
         i += 1 - take
         k += 1
-    idx[k : k + nl - i] = left[i:]
+    copy_to(idx[k : k + nl - i], left[i:])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .arrays import copy_to
 from .keys import group_rows, key_groups
 from .sorting import is_sorted, sort_values, stable_argsort
 
@@ -18,12 +19,12 @@ def group_time_order(keys, t):
 
     Returns (positions, offsets (groups + 1), group keys).
     """
-    pos, offsets, gkeys = group_rows(keys, True)
+    pos, offsets, gkeys = group_rows(keys, np.bool_(True))
     for g in range(gkeys.shape[0]):
         seg = pos[offsets[g] : offsets[g + 1]]
         tt = t[seg]
         if not is_sorted(tt):
-            seg[:] = seg[stable_argsort(tt)]
+            copy_to(seg, seg[stable_argsort(tt)])
     return pos, offsets, gkeys
 
 
@@ -136,7 +137,7 @@ def queue_levels(keys, up, down, flag, store):
     mean level per group from its first change to its last (NaN over 0 ns)).
     The peak and mean equal :func:`time_weighted` of the entries.
     """
-    slots, lo, group_of, offsets, gkeys = key_groups(keys, True)
+    slots, lo, group_of, offsets, gkeys = key_groups(keys, np.bool_(True))
     n = up.shape[0]
     n_g = gkeys.shape[0]
     cap = 2 * n if store else 0
@@ -163,8 +164,8 @@ def queue_levels(keys, up, down, flag, store):
         m = items[g]
         u = np.empty(m + 1, np.int64)
         d = np.empty(m + 1, np.int64)
-        u[:m] = gu[offsets[g] : offsets[g + 1]]
-        d[:m] = gd[offsets[g] : offsets[g + 1]]
+        copy_to(u, gu[offsets[g] : offsets[g + 1]])
+        copy_to(d, gd[offsets[g] : offsets[g + 1]])
         sort_values(u[:m])  # usually a few sorted runs: near O(m)
         sort_values(d[:m])
         u[m] = end

@@ -105,9 +105,12 @@ def reserve(ht, sym, symh, nsym, extra):
     if nsym + extra > sym.shape[0]:
         cap = max(sym.shape[0] * 2, nsym + extra)
         sym2 = np.empty((cap, 3), np.int64)
-        sym2[:nsym] = sym[:nsym]
         symh2 = np.empty(cap, np.uint64)
-        symh2[:nsym] = symh[:nsym]
+        for r in range(nsym):  # loops, not slices: see trace_scan._grow
+            sym2[r, 0] = sym[r, 0]
+            sym2[r, 1] = sym[r, 1]
+            sym2[r, 2] = sym[r, 2]
+            symh2[r] = symh[r]
         sym, symh = sym2, symh2
     if (nsym + extra) * 2 > ht.shape[0]:
         size = ht.shape[0]

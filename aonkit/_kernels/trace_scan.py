@@ -57,9 +57,14 @@ _TRACE_EVENTS = np.frombuffer(b'"traceEvents"', np.uint8).copy()
 def _grow(i64, i32, n_ev):
     cap = i64.shape[1] * 2
     a = np.empty((N64, cap), np.int64)
-    a[:, :n_ev] = i64[:, :n_ev]
     b = np.empty((N32, cap), np.int32)
-    b[:, :n_ev] = i32[:, :n_ev]
+    # element loops: a slice assignment compiles Numba's shape-mismatch error path (3 s)
+    for r in range(N64):
+        for c in range(n_ev):
+            a[r, c] = i64[r, c]
+    for r in range(N32):
+        for c in range(n_ev):
+            b[r, c] = i32[r, c]
     return a, b
 
 
@@ -67,6 +72,11 @@ def _grow(i64, i32, n_ev):
 REACHED = 100  # the next event starts exactly at ``stop``
 MISMATCH = 101  # the scan passed ``stop`` without an event starting there
 OVERFLOW = 102  # more events than the window ``[base, limit)`` of the output columns holds
+
+
+# Calls between kernels pass constants as ``np.int64(0)``/``np.bool_(...)``, not
+# bare literals: Numba compiles a callee once per distinct literal argument
+# (``Literal[int](0)``), and the big scan loops were compiled up to four times.
 
 
 @njit
@@ -81,7 +91,7 @@ def _events_loop(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, n
     ``end`` is after the ``]`` when status is OK. ``n_events`` counts only
     complete events, also on error.
     """
-    n_ev = 0
+    n_ev = np.int64(0)
     n_bad = 0
     while True:
         if i >= stop:
@@ -93,7 +103,7 @@ def _events_loop(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, n
                 i64, i32 = _grow(i64, i32, n_ev)
                 limit = i64.shape[1]
             if nsym + 6 > sym.shape[0] or (nsym + 6) * 2 > ht.shape[0]:
-                ht, sym, symh = reserve(ht, sym, symh, nsym, 6)
+                ht, sym, symh = reserve(ht, sym, symh, nsym, np.int64(6))
             i, err, nsym = parse_event(buf, i, n, stack, i64, i32, base + n_ev, ht, sym, symh, nsym, last)
             if err != OK:
                 return i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
@@ -131,7 +141,7 @@ def scan_chunk(buf, start, stop, i64, i32, base, limit):
     stack = np.empty(MAX_DEPTH, np.uint8)
     ht, sym, symh, last = new_table()
     i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad = _events_loop(
-        buf, start, n, stop, stack, i64, i32, base, limit, ht, sym, symh, 0, last
+        buf, start, n, stop, stack, i64, i32, base, limit, ht, sym, symh, np.int64(0), last
     )
     return i, err, n_ev, sym, nsym, n_bad
 
@@ -172,7 +182,7 @@ def _top_members(buf, i, n, stop, stack, i64, i32, limit, ht, sym, symh, nsym, l
 
     Returns (status, pos, n_events, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout).
     """
-    n_ev = 0
+    n_ev = np.int64(0)
     n_bad = 0
     layout = 0 if resume else 2
     while True:
@@ -183,7 +193,9 @@ def _top_members(buf, i, n, stop, stack, i64, i32, limit, ht, sym, symh, nsym, l
                 return err, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout
             if ntop >= top.shape[0]:
                 top2 = np.empty((top.shape[0] * 2, 4), np.int64)
-                top2[:ntop] = top[:ntop]
+                for r in range(ntop):
+                    for c in range(4):
+                        top2[r, c] = top[r, c]
                 top = top2
             top[ntop, 0] = ks
             top[ntop, 1] = ks + kl + 2
@@ -199,7 +211,7 @@ def _top_members(buf, i, n, stop, stack, i64, i32, limit, ht, sym, symh, nsym, l
             if is_events and buf[i] == 91:
                 layout = 0
                 i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad = _scan_events(
-                    buf, i, n, stop, stack, i64, i32, 0, limit, ht, sym, symh, nsym, last
+                    buf, i, n, stop, stack, i64, i32, np.int64(0), limit, ht, sym, symh, nsym, last
                 )
             else:
                 i, err = skip_value(buf, i, n, stack)
@@ -254,7 +266,7 @@ def scan_trace(buf, i64, i32, limit, stop):
         return E_EOF, n, 0, i64, i32, sym, 0, top, 0, 0, 2
     if buf[i] == 91:
         i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad = _scan_events(
-            buf, i, n, stop, stack, i64, i32, 0, limit, ht, sym, symh, 0, last
+            buf, i, n, stop, stack, i64, i32, np.int64(0), limit, ht, sym, symh, np.int64(0), last
         )
         if err == OK:
             i = skip_ws(buf, i, n)
@@ -270,7 +282,7 @@ def scan_trace(buf, i64, i32, limit, stop):
         i = skip_ws(buf, i + 1, n)
         return (E_TRAILING if i < n else OK), i, 0, i64, i32, sym, 0, top, 0, 0, 2
     err, i, n_ev, i64, i32, ht, sym, symh, nsym, top, ntop, n_bad, layout = _top_members(
-        buf, i, n, stop, stack, i64, i32, limit, ht, sym, symh, 0, last, top, 0, False
+        buf, i, n, stop, stack, i64, i32, limit, ht, sym, symh, np.int64(0), last, top, np.int64(0), np.bool_(False)
     )
     return err, i, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout
 
@@ -291,7 +303,7 @@ def scan_tail(buf, i, top, ntop, layout):
     i32 = np.empty((N32, 1), np.int32)
     ht, sym, symh, last = new_table()
     err, i, _, _, _, _, _, _, _, top, ntop, _, _ = _top_members(
-        buf, i, n, n, stack, i64, i32, 1, ht, sym, symh, 0, last, top, ntop, True
+        buf, i, n, n, stack, i64, i32, np.int64(1), ht, sym, symh, np.int64(0), last, top, ntop, np.bool_(True)
     )
     return err, i, top, ntop
 

@@ -1,0 +1,177 @@
+"""``aonkit warmup``: compile every Numba kernel ahead, into Numba's on-disk cache.
+
+A new machine (a fresh image, a CI runner) otherwise pays each kernel's
+compilation on its first use: about 20 s for the trace parser alone on a
+2-core machine. Warm-up runs the user entry points (load on one and on
+several threads, every catalogued analysis, the job analyses, what-if,
+the timeline, the report and the serving model) on the bundled sample traces,
+so the kernels are compiled with the argument types real calls use. After it,
+a new process compiles nothing for these entry points
+(``tests/test_warmup.py`` counts Numba's compile events to check it).
+
+Several processes (``jobs``) split the work; each compiles what its share
+needs, and the kernel cache is shared through the file system.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .demo import SAMPLE_DIR
+from .errors import AonkitError
+
+STEPS = ("parse", "analyses", "job", "whatif", "views", "models")
+
+
+def _samples(src: Path) -> dict[str, Any]:
+    from .sources import load_each
+
+    if not src.is_dir():
+        raise AonkitError(f"sample traces not found at {src}; run from a source checkout or pass --traces DIR")
+    return load_each(src)
+
+
+def _quiet(fn: Callable[[], Any]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fn()
+        except (AonkitError, ValueError, KeyError):  # an analysis that does not apply to this trace
+            pass
+
+
+def _parse(src: Path) -> None:
+    from .sources import _parallel, load_each
+
+    load_each(src)  # one thread per file: the small samples
+    from .sources._io import read_buffer
+
+    for path in sorted(src.glob("*.json*")):
+        buf, _ = read_buffer(path)
+        _parallel.scan(buf, threads=2)  # the parallel scan of large files (pieces, tail, merge)
+
+
+def _analyses(src: Path) -> None:
+    from .analysis import hta_compat
+    from .analysis.catalog import ENTRIES
+    from .timeline import timeline_index, timeline_tiles
+
+    for trace in _samples(src).values():
+        frames = None
+        for e in ENTRIES:
+            if e.takes == "trace":
+                _quiet(lambda e=e, t=trace: e.run(t))
+            elif e.takes == "frames":
+                frames = frames if frames is not None else hta_compat.hta_frames(trace)
+                _quiet(lambda e=e, f=frames: e.run(f))
+        idx = timeline_index(trace)
+        if len(idx.ts):
+            _quiet(lambda idx=idx: timeline_tiles(idx, int(idx.ts.min()), int(idx.end.max()) + 1, 800))
+        _quiet(lambda t=trace: [t.arg_numbers("Bytes"), t.arg_ints("External id"), t.event_args(0)])
+
+
+def _ranks(src: Path) -> dict[int, Any]:
+    return {t.meta.rank: t for t in _samples(src).values() if t.meta.rank is not None}
+
+
+def _job(src: Path) -> None:
+    from .analysis.catalog import ENTRIES
+    from .sources import load
+
+    files = sorted(p for p in src.glob("*.json*") if "rank" in p.name)
+    if len(files) < 2:
+        return
+    job = load(files)
+    for e in ENTRIES:
+        if e.takes == "job":
+            _quiet(lambda e=e: e.run(job))
+
+
+def _whatif(src: Path) -> None:
+    from .analysis.critical_path import critical_path, what_if
+
+    for trace in _samples(src).values():
+        _quiet(lambda t=trace: critical_path(t))
+        _quiet(lambda t=trace: what_if(t, [{"kind": "gpu", "scale": 0.5}], samples=4))
+    ranks = _ranks(src)
+    if len(ranks) > 1:
+        _quiet(lambda: what_if(ranks, [{"gpu_class": "communication", "scale": 0.5}]))
+
+
+def _views(src: Path) -> None:
+    from .report.html_report import report_html
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, trace in _samples(src).items():
+            _quiet(lambda t=trace: report_html(t))
+            _quiet(lambda t=trace, n=name: t.save(Path(tmp) / f"{n}.aon.parquet"))
+            from .sources import load
+
+            _quiet(lambda n=name: load(Path(tmp) / f"{n}.aon.parquet"))
+
+
+def _models(src: Path) -> None:
+    from .model import StepTime, simulate_serving
+
+    st = StepTime(prefill_time_s=(0.004, 2e-5), decode_time_s=(0.01, 1e-4, 1e-8))
+    _quiet(lambda: simulate_serving([0.0, 0.1, 0.15, 0.2], [10, 20, 30, 40], [3, 2, 1, 4], max_batch=2,
+                                    token_budget=100, step_time=st, replicas=2))
+
+
+_RUN = {"parse": _parse, "analyses": _analyses, "job": _job, "whatif": _whatif, "views": _views,
+        "models": _models}
+
+
+def run_steps(steps: list[str], src: Path, quiet: bool = False) -> None:
+    """Run the named warm-up steps in this process."""
+    for s in steps:
+        t = time.perf_counter()
+        _RUN[s](src)
+        if not quiet:
+            print(f"warmup: {s} ({time.perf_counter() - t:.1f} s)", flush=True)
+
+
+def warmup(traces_dir: Path | None = None, *, jobs: int = 1, quiet: bool = False) -> float:
+    """Compile aonkit's kernels for this machine ahead of use; returns the seconds it took.
+
+    Parameters
+    ----------
+    traces_dir : Path, optional
+        Sample traces to exercise the kernels on (default: the bundled ``sample_traces/``).
+    jobs : int
+        Processes to share the work (default 1: this process). The parser is
+        compiled first (every other step loads a trace), then the other
+        steps are spread over the processes.
+    quiet : bool
+        No progress lines.
+    """
+    src = traces_dir or SAMPLE_DIR
+    t0 = time.perf_counter()
+    run_steps(["parse"], src, quiet)
+    rest = [s for s in STEPS if s != "parse"]
+    if jobs <= 1:
+        run_steps(rest, src, quiet)
+    else:
+        shares = [rest[k::jobs] for k in range(jobs)]
+        procs = [subprocess.Popen([sys.executable, "-m", "aonkit.warmup", str(src), *share],
+                                  env={**os.environ, "AONKIT_COMPILE_NOTICE": "0"},
+                                  stdout=subprocess.DEVNULL if quiet else None)
+                 for share in shares if share]
+        bad = [p.args for p in procs if p.wait() != 0]
+        if bad:
+            raise AonkitError(f"warm-up processes failed: {bad}")
+    if not quiet:
+        print(f"warmup: done in {time.perf_counter() - t0:.1f} s", flush=True)
+    return time.perf_counter() - t0
+
+
+if __name__ == "__main__":  # a share of the work, for warmup(jobs=N)
+    run_steps(sys.argv[2:], Path(sys.argv[1]))

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Cold start: what a new user's first calls cost, from an empty Numba cache.
+
+Usage::
+
+    PYTHONPATH=. python bench/coldstart.py [--trace PATH] [--skip-demo] [--skip-warmup]
+
+Every phase runs in a fresh process with its own empty ``NUMBA_CACHE_DIR`` (so
+nothing compiled earlier on this machine helps), and a Numba event listener
+counts and times every compilation:
+
+* ``import``: ``import aonkit`` (and whether it imported numba);
+* ``load``: the first ``aonkit.load`` of a 54 MB trace (``gen_trace.py
+  --events 185000`` unless ``--trace`` is given), then the same load again in
+  the same process (warm);
+* each analysis's first call, in catalogue order, after the load (each
+  analysis pays only for kernels that no earlier call compiled), then the
+  same call warm;
+* ``demo``: ``aonkit demo`` from an empty cache;
+* ``warmup``: ``aonkit warmup`` from an empty cache, then the demo and the
+  54 MB load in new processes on that cache: what they still compile.
+
+Printed, and written as Markdown to ``bench/out/coldstart.md``; the per-kernel
+compile table (top-level compilations, which include the helpers they
+compile) goes to ``bench/out/coldstart_kernels.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+GEN = ROOT.parent / "shared" / "tools" / "gen_trace.py"
+
+# Runs in the child. Installs the compile listener before aonkit is imported.
+CHILD = r"""
+import json, sys, time, warnings
+t0 = time.perf_counter()
+from numba.core import event
+depth = []; compiles = []
+class _L(event.Listener):
+    def on_start(self, ev):
+        depth.append(time.perf_counter())
+    def on_end(self, ev):
+        t = depth.pop()
+        if not depth:
+            d = ev.data["dispatcher"]
+            compiles.append([PHASE[0], d.py_func.__module__ + "." + d.py_func.__qualname__, time.perf_counter() - t])
+event.register("numba:compile", _L())
+PHASE = ["import"]
+t_import = time.perf_counter()
+import aonkit
+out = {"import_s": time.perf_counter() - t_import, "numba_at_import": False}
+mode, arg = sys.argv[1], sys.argv[2]
+
+def timed(name, fn):
+    PHASE[0] = name
+    n0 = len(compiles)
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fn()
+            ok = True
+        except Exception as e:  # an analysis that does not apply to this trace
+            ok = type(e).__name__
+    first = time.perf_counter() - t
+    c = compiles[n0:]
+    return {"first_s": first, "compile_s": sum(x[2] for x in c), "n_compiles": len(c), "ok": ok}
+
+if mode == "analyses":
+    sys.path.insert(0, sys.argv[3])
+    from tools.analysis_digest import trace_analyses
+    res = {"load": timed("load", lambda: aonkit.load(arg))}
+    trace = aonkit.load(arg)
+    t = time.perf_counter(); aonkit.load(arg); res["load"]["warm_s"] = time.perf_counter() - t
+    for name, fn in trace_analyses().items():
+        res[name] = timed(name, lambda: fn(trace))
+        from aonkit.analysis.memo import clear
+        clear(trace)
+        t = time.perf_counter()
+        try:
+            fn(trace)
+        except Exception:
+            pass
+        res[name]["warm_s"] = time.perf_counter() - t
+    res["report"] = timed("report", lambda: aonkit.to_html(trace))
+    out["entries"] = res
+elif mode == "demo":
+    from aonkit.demo import run_demo
+    import contextlib, io
+    with contextlib.redirect_stdout(io.StringIO()):
+        out["entries"] = {"demo": timed("demo", lambda: run_demo(__import__("pathlib").Path(arg)))}
+elif mode == "warmup":
+    from aonkit.warmup import warmup
+    out["entries"] = {"warmup": timed("warmup", lambda: warmup(quiet=True))}
+out["compiles"] = compiles
+print("@@" + json.dumps(out))
+"""
+
+
+def child(mode: str, arg: str, cache: str) -> dict:
+    """Run one phase in a new interpreter on the Numba cache ``cache``; its report."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT), "AONKIT_COMPILE_NOTICE": "0"}
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", CHILD, mode, arg, str(ROOT)], env=env, capture_output=True,
+                       text=True, check=False)
+    wall = time.perf_counter() - t
+    line = [x for x in p.stdout.splitlines() if x.startswith("@@")]
+    if p.returncode or not line:
+        raise RuntimeError(f"{mode} child failed:\n{p.stderr[-3000:]}")
+    res = json.loads(line[-1][2:])
+    res["wall_s"] = wall
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", help="trace to load (default: 54 MB from gen_trace.py --events 185000)")
+    ap.add_argument("--skip-demo", action="store_true")
+    ap.add_argument("--skip-warmup", action="store_true")
+    a = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    trace = a.trace
+    if trace is None:
+        trace = str(OUT / "coldstart_185k.json")
+        if not Path(trace).exists():
+            subprocess.run([sys.executable, str(GEN), trace, "--events", "185000"], check=True)
+    size_mb = os.path.getsize(trace) / 1e6
+    rows, kernels = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        r = child("analyses", trace, f"{tmp}/c1")
+        kernels += r["compiles"]
+        for name, e in r["entries"].items():
+            rows.append((name, e))
+        imp = r["import_s"]
+        if not a.skip_demo:
+            d = child("demo", f"{tmp}/demo", f"{tmp}/c2")
+            rows.append(("demo (own process, empty cache)", {**d["entries"]["demo"], "wall": d["wall_s"]}))
+        if not a.skip_warmup:
+            w = child("warmup", "", f"{tmp}/c3")
+            rows.append(("aonkit warmup (empty cache)", {**w["entries"]["warmup"], "wall": w["wall_s"]}))
+            d = child("demo", f"{tmp}/demo2", f"{tmp}/c3")
+            rows.append(("demo after warmup", {**d["entries"]["demo"], "wall": d["wall_s"]}))
+            r2 = child("analyses", trace, f"{tmp}/c3")
+            after = r2["entries"]
+            rows.append((f"load {size_mb:.0f} MB after warmup", after["load"]))
+            left = sum(e["n_compiles"] for k, e in after.items() if k != "load")
+            rows.append(("every analysis after warmup", {
+                "first_s": sum(e["first_s"] for k, e in after.items() if k != "load"),
+                "compile_s": sum(e["compile_s"] for k, e in after.items() if k != "load"), "n_compiles": left}))
+    lines = [f"import aonkit: {imp:.2f} s", "",
+             f"| entry point ({size_mb:.0f} MB trace) | first call s | of which compiling s | compilations | "
+             "warm s | process wall s |", "|---|---|---|---|---|---|"]
+    for name, e in rows:
+        warm = f"{e['warm_s']:.3f}" if "warm_s" in e else ""
+        wall = f"{e['wall']:.1f}" if "wall" in e else ""
+        note = "" if e.get("ok", True) is True else f" ({e['ok']})"
+        lines.append(f"| {name}{note} | {e['first_s']:.2f} | {e['compile_s']:.2f} | {e['n_compiles']} | {warm} | "
+                     f"{wall} |")
+    text = "\n".join(lines)
+    print(text)
+    (OUT / "coldstart.md").write_text(text + "\n")
+    by: dict[str, list[float]] = {}
+    for phase, name, s in kernels:
+        by.setdefault(name, [0.0, 0, phase])
+        by[name][0] += s
+        by[name][1] += 1
+    kt = ["| kernel (top-level compile) | first needed by | s | specializations |", "|---|---|---|---|"]
+    for name, (s, n, phase) in sorted(by.items(), key=lambda kv: -kv[1][0]):
+        kt.append(f"| {name.removeprefix('aonkit._kernels.')} | {phase} | {s:.2f} | {n} |")
+    (OUT / "coldstart_kernels.md").write_text("\n".join(kt) + "\n")
+    print(f"\nkernels: {len(by)} compiled at top level, {sum(v[0] for v in by.values()):.1f} s; "
+          f"table in {OUT / 'coldstart_kernels.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Cold start: ``aonkit warmup`` compiles ahead, and a long first compilation says what it is doing.
+
+Numba reports every compilation as a ``numba:compile`` event (a load from its
+on-disk cache is not one), so a process that compiles nothing is counted,
+not timed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import numba
+import pytest
+from numba.core import event
+
+from aonkit._kernels._notice import CompileNotice
+
+from .conftest import ROOT, SAMPLE_TRACES
+
+COUNT_DEMO = r"""
+import contextlib, io, sys
+from pathlib import Path
+from numba.core import event
+names = []
+class Count(event.Listener):
+    def on_start(self, ev):
+        names.append(ev.data["dispatcher"].py_func.__qualname__)
+    def on_end(self, ev):
+        pass
+event.register("numba:compile", Count())
+from aonkit.demo import run_demo
+with contextlib.redirect_stdout(io.StringIO()):
+    run_demo(Path(sys.argv[1]))
+print("COMPILED", len(names), sorted(set(names)))
+"""
+
+
+@pytest.mark.slow
+def test_warmup_leaves_nothing_for_the_demo_to_compile(tmp_path):
+    if not SAMPLE_TRACES.is_dir():
+        pytest.skip("sample_traces/ is not in this checkout")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), "AONKIT_COMPILE_NOTICE": "1",
+           "PYTHONPATH": str(ROOT)}
+    w = subprocess.run([sys.executable, "-m", "aonkit.cli", "warmup"], env=env, capture_output=True, text=True,
+                       timeout=1500, cwd=tmp_path)
+    assert w.returncode == 0, w.stderr[-3000:]
+    assert "warmup: done in" in w.stdout
+    # from an empty cache the parser takes seconds: the notice names it, then says how long it took
+    assert "aonkit: compiling the trace parser" in w.stderr and "aonkit: compiled in" in w.stderr
+    d = subprocess.run([sys.executable, "-c", COUNT_DEMO, str(tmp_path / "demo")], env=env, capture_output=True,
+                       text=True, timeout=600, cwd=tmp_path)
+    assert d.returncode == 0, d.stderr[-3000:]
+    assert "COMPILED 0 []" in d.stdout, d.stdout
+    assert (tmp_path / "demo" / "summary.html").is_file()
+
+
+def test_the_notice_names_a_compilation_that_takes_long_and_says_how_long():
+    out = io.StringIO()
+    notice = CompileNotice(after_s=0.001, stream=out)
+    event.register("numba:compile", notice)
+    try:
+        @numba.njit(cache=False)
+        def freshly_defined(a):
+            return a.sum() * 2
+
+        import numpy as np
+
+        assert freshly_defined(np.arange(4)) == 12
+    finally:
+        event.unregister("numba:compile", notice)
+    text = out.getvalue()
+    assert "aonkit: compiling test_warmup.freshly_defined for this machine" in text
+    assert "aonkit: compiled in" in text
+    assert notice.depth == 0
+
+
+def test_no_notice_for_a_quick_compilation():
+    out = io.StringIO()
+    notice = CompileNotice(after_s=60.0, stream=out)
+    event.register("numba:compile", notice)
+    try:
+        @numba.njit(cache=False)
+        def quick(x):
+            return x + 1
+
+        assert quick(1) == 2
+    finally:
+        event.unregister("numba:compile", notice)
+    assert out.getvalue() == ""
+    assert notice.timer is None
