@@ -116,7 +116,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     """Compile every kernel ahead (for images and CI) into Numba's on-disk cache."""
     from .warmup import warmup
 
-    warmup(Path(args.traces) if args.traces else None, jobs=args.jobs)
+    warmup(Path(args.traces) if args.traces else None)
     return 0
 
 
@@ -197,7 +197,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--traces", help="directory of traces (default: the repository's sample_traces/)")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("warmup", help="compile every kernel ahead (for images and CI); later first calls are fast")
-    p.add_argument("--jobs", type=int, default=1, help="processes to share the compilation (default 1)")
     p.add_argument("--traces", help="directory of traces to exercise (default: the repository's sample_traces/)")
     p.set_defaults(func=cmd_warmup)
     from .live.options import add_daemon_arguments, add_trace_arguments

@@ -8,16 +8,10 @@ the timeline, the report and the serving model) on the bundled sample traces,
 so the kernels are compiled with the argument types real calls use. After it,
 a new process compiles nothing for these entry points
 (``tests/test_warmup.py`` counts Numba's compile events to check it).
-
-Several processes (``jobs``) split the work; each compiles what its share
-needs, and the kernel cache is shared through the file system.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -139,39 +133,25 @@ def run_steps(steps: list[str], src: Path, quiet: bool = False) -> None:
             print(f"warmup: {s} ({time.perf_counter() - t:.1f} s)", flush=True)
 
 
-def warmup(traces_dir: Path | None = None, *, jobs: int = 1, quiet: bool = False) -> float:
+def warmup(traces_dir: Path | None = None, *, quiet: bool = False) -> float:
     """Compile aonkit's kernels for this machine ahead of use; returns the seconds it took.
 
     Parameters
     ----------
     traces_dir : Path, optional
         Sample traces to exercise the kernels on (default: the bundled ``sample_traces/``).
-    jobs : int
-        Processes to share the work (default 1: this process). The parser is
-        compiled first (every other step loads a trace), then the other
-        steps are spread over the processes.
     quiet : bool
         No progress lines.
+
+    Notes
+    -----
+    One process: splitting the steps over two processes took longer on 2 cores
+    (84 s against 76 s, ``bench/RESULTS.md``), as each compiled the shared
+    helpers again.
     """
     src = traces_dir or SAMPLE_DIR
     t0 = time.perf_counter()
-    run_steps(["parse"], src, quiet)
-    rest = [s for s in STEPS if s != "parse"]
-    if jobs <= 1:
-        run_steps(rest, src, quiet)
-    else:
-        shares = [rest[k::jobs] for k in range(jobs)]
-        procs = [subprocess.Popen([sys.executable, "-m", "aonkit.warmup", str(src), *share],
-                                  env={**os.environ, "AONKIT_COMPILE_NOTICE": "0"},
-                                  stdout=subprocess.DEVNULL if quiet else None)
-                 for share in shares if share]
-        bad = [p.args for p in procs if p.wait() != 0]
-        if bad:
-            raise AonkitError(f"warm-up processes failed: {bad}")
+    run_steps(list(STEPS), src, quiet)
     if not quiet:
         print(f"warmup: done in {time.perf_counter() - t0:.1f} s", flush=True)
     return time.perf_counter() - t0
-
-
-if __name__ == "__main__":  # a share of the work, for warmup(jobs=N)
-    run_steps(sys.argv[2:], Path(sys.argv[1]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -49,3 +50,19 @@ def test_job_directory_gives_one_report_per_rank(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     names = sorted(p.name for p in tmp_path.glob("job-*.html"))
     assert names == ["job-cpu_mlp.html", "job-rank0.html", "job-rank1.html"]  # a CPU run with no rank: by name
+
+
+def test_header_says_when_there_is_no_gpu_event_and_lists_the_reader_warnings(tmp_path: Path) -> None:
+    from aonkit.report.html_report import NO_GPU, report_layout
+
+    cpu = aonkit.load(SAMPLE_TRACES / "cpu_mlp.pt.trace.json.gz")
+    cpu.warnings.append("a <b>made-up</b> warning")  # escaped, shown as text
+    head = report_layout(cpu, timeline=False).children[0].text
+    assert html.escape(NO_GPU) in head
+    assert "1 reader warning(s)" in head and "a &lt;b&gt;made-up&lt;/b&gt; warning" in head and "<b>made-up" not in head
+    gpu = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    head = report_layout(gpu, timeline=False).children[0].text
+    assert html.escape(NO_GPU) not in head and "34,374 events" in head
+    gpu.warnings.extend(f"w{i}" for i in range(12))
+    head = report_layout(gpu, timeline=False).children[0].text
+    assert head.count("<li>") == 11 and "2 more" in head  # ten shown, then a count

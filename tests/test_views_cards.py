@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bokeh.embed import file_html
-from bokeh.models import Div
+from bokeh.models import Div, GlyphRenderer
 from bokeh.resources import INLINE
 
 import aonkit
@@ -17,7 +17,7 @@ from aonkit.analysis.idle import IDLE_CATEGORIES, idle_summary
 from aonkit.analysis.kernels import gpu_time_per_op, kernel_stats
 from aonkit.analysis.overview import Overview, idle_totals, overview
 from aonkit.analysis.roofline import roofline_table
-from aonkit.views import theme
+from aonkit.views import cards, theme
 from aonkit.views.cards import summary_cards
 from aonkit.views.dashboard import dashboard
 
@@ -70,8 +70,14 @@ def test_cards_hold_the_overview(gpu_overview: Overview) -> None:
     top = src["top_kernels"].data
     assert list(top["name"]) == ov.kernels["name"].head(5).tolist()
     np.testing.assert_allclose(top["share"], ov.kernels["share"].head(5))
-    assert all(len(label) <= 44 for label in top["label"]) and top["label"][0].endswith("…")
+    assert all(len(label) <= cards.LABEL_CHARS for label in top["label"]) and top["label"][0].endswith("…")
     assert top["time_text"][0] == aonkit.units.fmt_ns(ov.kernels["total_ns"].iloc[0])
+    # every bar shows its time and share on its row, not only on hover
+    assert list(idle["value_text"]) == [f"{aonkit.units.fmt_ns(v)} · {theme.fmt_pct(s)}"
+                                        for v, s in zip(ov.idle["idle_ns"], ov.idle["share"])]
+    drawn = {getattr(r.glyph.text, "field", r.glyph.text) for r in layout.select({"type": GlyphRenderer})
+             if hasattr(r.glyph, "text")}
+    assert {"label", "value_text"} <= drawn
     ops = src["top_ops"].data
     assert list(ops["name"]) == ov.ops["op_name"].head(5).tolist()
     heads = [d.text for d in layout.select({"type": Div})]

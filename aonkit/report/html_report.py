@@ -31,13 +31,24 @@ from ..trace import Trace
 from ..units import fmt_ns
 from ..views.dashboard import dashboard
 
-_NOTE = "aonkit report: {n:,} events over {span}; {w} reader warning(s). Hover for details; drag to pan, wheel to zoom."
+_NOTE = "aonkit report: {n:,} events over {span}. Hover for details; drag to pan, wheel to zoom."
+NO_GPU = ("No GPU events in this trace (a CPU-only profile, or GPU activities were not recorded): the GPU cards and "
+          "the kernel table stay empty.")
+MAX_WARNINGS = 10
 
 
-def _header(trace: Trace, span_ns: int) -> Div:
-    # numbers only, and fixed text: names from the trace never go into HTML
-    text = _NOTE.format(n=len(trace.events), span=fmt_ns(span_ns), w=len(trace.warnings))
-    return Div(text=html.escape(text), disable_math=True)
+def _header(trace: Trace, span_ns: int, n_gpu: int) -> Div:
+    # fixed text, numbers and aonkit's own reader warnings, escaped: no name or metadata from the trace
+    parts = [html.escape(_NOTE.format(n=len(trace.events), span=fmt_ns(span_ns)))]
+    if n_gpu == 0:
+        parts.append(f"<b>{html.escape(NO_GPU)}</b>")
+    if trace.warnings:
+        shown = [f"<li>{html.escape(str(w))}</li>" for w in trace.warnings[:MAX_WARNINGS]]
+        more = len(trace.warnings) - len(shown)
+        if more > 0:
+            shown.append(f"<li>{more} more (see <code>trace.warnings</code>)</li>")
+        parts.append(f"{len(trace.warnings)} reader warning(s):<ul style='margin:2px 0'>{''.join(shown)}</ul>")
+    return Div(text="<br>".join(parts), disable_math=True)
 
 
 def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True,
@@ -50,7 +61,7 @@ def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True,
     ov = overview(trace)
     roof = roofline_table(trace)
     layout, _ = dashboard(ov, roof if len(roof) else None)
-    parts: list[LayoutDOM] = [_header(trace, ov.summary.span_ns), layout]
+    parts: list[LayoutDOM] = [_header(trace, ov.summary.span_ns, len(ov.kernels)), layout]
     if timeline and len(trace.events):
         critical = None
         if critical_path:

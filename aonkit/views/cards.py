@@ -22,8 +22,8 @@ from ._data import frame_source
 from .theme import fmt_ns, fmt_pct
 
 BAR_TOOLTIPS = [("", "@name"), ("time", "@time_text"), ("share", "@share_text")]
-LABEL_CHARS = 44
-"""Bar labels longer than this are cut (the hover shows the whole name)."""
+LABEL_CHARS = 34
+"""Bar labels longer than this are cut (the hover shows the whole name); the bar's numbers take the right side."""
 
 
 def headline(title: str, value: str, detail: str = "", width: int = theme.CARD_WIDTH) -> Div:
@@ -36,7 +36,10 @@ def headline(title: str, value: str, detail: str = "", width: int = theme.CARD_W
 
 
 def bar_data(names: list[str], values: np.ndarray, shares: np.ndarray, colors: list[str]) -> pd.DataFrame:
-    """Rows of a bar card: ``pos``, ``name``, ``label`` (cut), ``value_ns``, ``share`` and their display text."""
+    """Rows of a bar card: ``pos``, ``name``, ``label`` (cut), ``value_ns``, ``share`` and their display text.
+
+    The display text is ``time_text``, ``share_text`` (for the hover) and ``value_text`` (both, drawn on the bar's row).
+    """
     values = np.asarray(values, dtype=np.float64)
     shares = np.asarray(shares, dtype=np.float64)
     return pd.DataFrame(
@@ -48,6 +51,7 @@ def bar_data(names: list[str], values: np.ndarray, shares: np.ndarray, colors: l
             "share": shares,
             "time_text": [fmt_ns(v) for v in values],
             "share_text": [fmt_pct(s) for s in shares],
+            "value_text": [f"{fmt_ns(v)} · {fmt_pct(s)}" for v, s in zip(values, shares)],
             "color": colors,
         }
     )
@@ -56,13 +60,16 @@ def bar_data(names: list[str], values: np.ndarray, shares: np.ndarray, colors: l
 def bar_figure(data: pd.DataFrame, name: str, width: int = theme.CARD_WIDTH, rows: int | None = None) -> figure:
     """Horizontal bars of :func:`bar_data`, first row on top, labels drawn in the plot; source named ``name``."""
     n = max(rows if rows is not None else len(data), 1)
+    top = max(float(data["value_ns"].max()) if len(data) else 0.0, 1.0) * 1.02
     fig = figure(width=width, height=max(60, 22 * n + 30), toolbar_location=None, tools="",
-                 y_range=Range1d(n - 0.5, -0.5), x_range=Range1d(0, max(float(data["value_ns"].max()) if len(data)
-                                                                          else 0.0, 1.0) * 1.02))  # fmt: skip
+                 y_range=Range1d(n - 0.5, -0.5), x_range=Range1d(0, top))  # fmt: skip
     src = frame_source(data, name)
     bars = fig.hbar(y="pos", right="value_ns", height=0.75, source=src, fill_color="color", line_color=None,
                     fill_alpha=0.6)  # fmt: skip
     fig.text(x=0, y="pos", text="label", source=src, x_offset=3, text_baseline="middle", text_font_size="8pt")
+    # each bar's time and share, right-aligned at the card's edge (readable without hovering)
+    fig.text(x=top, y="pos", text="value_text", source=src, x_offset=-3, text_align="right", text_baseline="middle",
+             text_font_size="8pt", text_color="#333333")
     fig.add_tools(HoverTool(renderers=[bars], tooltips=BAR_TOOLTIPS))
     fig.yaxis.visible = False
     fig.xaxis.visible = False
