@@ -7,17 +7,35 @@
 
 from __future__ import annotations
 
+import importlib as _importlib
 from os import environ as _environ
+from typing import TYPE_CHECKING
+from typing import Any as _Any
 
 from .errors import AonkitError, AonkitWarning, JobError, TraceFormatError, TraceTooLargeError
-from .profiling import Profile, profile, step
 from .schema import TS_MISSING
-from .sources import load, load_each, load_job, load_trace
-from .timeline import counter_tiles, timeline_index, timeline_tiles
-from .trace import Trace, TraceMeta
-from .traceset import TraceSet
+
+if TYPE_CHECKING:
+    from .trace import Trace
 
 __version__ = "0.1.0"
+
+# The rest is imported on first use: ``import aonkit`` loads neither pandas nor
+# numba, so it is quick, and the daemon (``aonkit daemon run``) never loads pandas.
+_LAZY = {
+    "Profile": "profiling", "profile": "profiling", "step": "profiling",
+    "load": "sources", "load_each": "sources", "load_job": "sources", "load_trace": "sources",
+    "counter_tiles": "timeline", "timeline_index": "timeline", "timeline_tiles": "timeline",
+    "Trace": "trace", "TraceMeta": "trace", "TraceSet": "traceset",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> _Any:
+    if name in _LAZY:
+        value = getattr(_importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value  # the next look-up is a plain attribute
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def what_if(trace: Trace, rules: object = (), **options: object) -> object:

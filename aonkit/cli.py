@@ -7,11 +7,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from ._cli_errors import error_line
-from .sources import load_each, load_job, load_trace
-from .trace import Trace
+
+if TYPE_CHECKING:
+    from .trace import Trace
+
+# Subcommands import what they use when they run: `aonkit daemon run` never loads pandas.
 
 
 def _traces(paths: list[str], salvage: bool) -> list[tuple[str, Trace]]:
@@ -21,6 +25,7 @@ def _traces(paths: list[str], salvage: bool) -> list[tuple[str, Trace]]:
     """
     from .cache import CACHE_SUFFIX, cache_path_for
     from .jobcheck import claimed_rank
+    from .sources import load_each
 
     found: list[Trace] = []
     for p in paths:
@@ -47,6 +52,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_cache(args: argparse.Namespace) -> int:
     """Save each trace (files, or every trace file of a directory) as a verified Parquet cache."""
     from .cache import cache_path_for, is_fresh
+    from .sources import load_trace
     from .sources.discover import CACHE_SUFFIXES, directory_files
 
     files: list[Path] = []
@@ -74,6 +80,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 def cmd_hta_report(args: argparse.Namespace) -> int:
     """Write HTA 0.5.0-compatible CSVs for one job (files or a directory of ranks)."""
     from .report.hta_report import write_hta_report
+    from .sources import load_job
 
     job = load_job(args.inputs if len(args.inputs) > 1 else args.inputs[0], salvage=args.salvage,
                    on_conflict=args.on_conflict)
@@ -86,6 +93,7 @@ def cmd_hta_report(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Write a self-contained HTML report per trace (one file, or one per rank for a job)."""
     from .report.html_report import write_report
+    from .sources import load_job
 
     if args.combined:
         from .analysis.combine import combine_ranks

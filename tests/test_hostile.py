@@ -102,4 +102,4 @@ def test_a_checkout_named_aonkit_does_not_shadow_the_package(tmp_path: Path) -> 
     code = "import aonkit; print(aonkit.load.__module__, aonkit.__file__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split()[0] == "aonkit.sources"
+    assert out.stdout.split()[0] == "aonkit.sources.loading"

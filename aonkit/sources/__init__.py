@@ -1,54 +1,18 @@
-"""Readers: files in, traces out. ``load`` reads a path with the reader :mod:`.registry` picks for it."""
+"""Readers: files in, traces out. ``load`` reads a path with the reader :mod:`.registry` picks for it.
+
+Importing this package registers the built-in readers and nothing heavier:
+:func:`load` and its variants (:mod:`.loading`, which needs pandas) are
+imported on first use, so that the live samplers (:mod:`.samplers`,
+:mod:`.nvml`) can run in a process that never loads pandas (the daemon).
+"""
 
 from __future__ import annotations
 
-import os
-import warnings
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any, Union
+import importlib
+from typing import Any
 
-from .._filecheck import fingerprint, same_version
-from ..errors import AonkitWarning, JobError, TraceFormatError
-from ..trace import Trace
-from ..traceset import TraceSet
-from .bundle import is_bundle, read_bundle
-from .cached import read_cache
-from .discover import CACHE_SUFFIXES, directory_files, pick
 from .nsys import REP_READER, SQLITE_READER
-from .registry import Reader, lazy, reader_for, register
-
-PathLike = Union[str, "os.PathLike[str]"]
-
-
-def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None, threads: int | None = None) -> Trace:
-    """Read one file (a cache falls back to its source when unusable or stale); OS errors name the file."""
-    try:
-        if path.name.lower().endswith(CACHE_SUFFIXES):
-            trace, why = read_cache(path, lambda src: _read_one(src, salvage, max_decompressed_bytes, threads))
-            if why:
-                _note(trace, why)
-            return trace
-        before = fingerprint(path)
-        trace = _read_source(path, salvage, max_decompressed_bytes, threads)
-        if not same_version(path, before):
-            _note(trace, f"{path.name} changed while it was read; read it again when its writer is done")
-        trace.source = before
-        return trace
-    except OSError as exc:
-        raise TraceFormatError(f"cannot read the file ({exc.strerror or exc})", path=str(path)) from None
-
-
-def _read_source(path: Path, salvage: bool, max_decompressed_bytes: int | None, threads: int | None) -> Trace:
-    """Read ``path`` with the reader the registry picks, passing the options that reader takes."""
-    reader = reader_for(path)
-    given = {"salvage": salvage, "max_decompressed_bytes": max_decompressed_bytes, "threads": threads}
-    return reader.read(path, **{k: v for k, v in given.items() if k in reader.options})
-
-
-def _note(trace: Trace, text: str) -> None:
-    trace.warnings.append(text)
-    warnings.warn(text, AonkitWarning, stacklevel=4)
+from .registry import Reader, lazy, register
 
 
 def _json_or_gzip(head: bytes) -> bool:
@@ -67,133 +31,13 @@ register(REP_READER)
 register(SQLITE_READER)
 register(CHROME_READER, fallback=True)
 
-
-def load(
-    path: PathLike | list[PathLike] | tuple[PathLike, ...],
-    *,
-    salvage: bool = False,
-    max_decompressed_bytes: int | None = None,
-    workers: int | None = None,
-    threads: int | None = None,
-    on_conflict: str = "error",
-    separate: bool = False,
-) -> Trace | TraceSet | dict[str, Trace]:
-    """Load a trace file, a job's directory of traces or a list of files.
-
-    Parameters
-    ----------
-    path : path-like or list of path-like
-        A Kineto/Chrome-trace ``.json`` / ``.json.gz`` file (or a bare JSON
-        array), an Nsight Systems ``.sqlite`` export (or ``.nsys-rep``, exported
-        with ``nsys`` when it is on PATH), an aonkit ``.parquet`` cache, a
-        profile bundle folder (``aonkit.profile``, ``%%aon_profile``: one
-        trace with its samples), a directory, or a list of files.
-    salvage : bool
-        Keep the complete events of a truncated file (see ``trace.warnings``)
-        instead of raising :class:`~aonkit.TraceFormatError`.
-    max_decompressed_bytes : int, optional
-        Cap on the size of decompressed gzip input (decompression-bomb guard;
-        default: see :func:`aonkit.sources._io.default_cap`).
-    workers : int, optional
-        Threads used to read several files (the parser releases the GIL).
-    threads : int, optional
-        Threads used to scan one large file (default: one per core, up to 8,
-        for files of 16 MB and more). The result does not depend on it.
-    on_conflict : {"error", "newest", "file-order"}
-        For a directory or list: what to do when two files claim one rank or
-        some name none (see :meth:`aonkit.TraceSet.from_traces`).
-    separate : bool
-        For a directory or list: return each file's trace on its own, keyed by
-        file name, without treating them as one job.
-
-    Returns
-    -------
-    Trace, TraceSet or dict of str to Trace
-        A :class:`~aonkit.Trace` for one file; a :class:`~aonkit.TraceSet`
-        keyed by rank for a directory or a list (one job); with ``separate``,
-        a dict keyed by file name.
-
-    Raises
-    ------
-    TraceFormatError
-        A file is unreadable, malformed or holds no events (the message names it).
-    JobError
-        The files of a directory or list are not one job (different runs, two
-        files for one rank): the message names them and says what to pass.
-
-    Notes
-    -----
-    A file's reader is chosen by :func:`aonkit.sources.registry.reader_for`:
-    by suffix, then by its first bytes; a file no reader claims is read as
-    Chrome-trace JSON. :func:`aonkit.sources.registry.register` adds formats.
-
-    In a directory, an aonkit cache (``*.aon.parquet``) stands in for its
-    source: the cache is read when fresh, else the source, never both. A
-    cache that fails its checksum falls back to its source with a warning.
-    """
-    where = None
-    notes: list[str] = []
-    if isinstance(path, (list, tuple)):
-        files = [Path(p) for p in path]
-        for f in files:
-            if not f.is_file():
-                raise FileNotFoundError(f"no such trace file: {f}")
-    else:
-        p = Path(path)
-        if not p.exists():
-            raise FileNotFoundError(f"no such trace file or directory: {p}")
-        if not p.is_dir() or is_bundle(p):  # a file, or a profile bundle (one trace with its samples)
-            one = (read_bundle(p, lambda f: _read_one(f, salvage, max_decompressed_bytes, threads)) if p.is_dir()
-                   else _read_one(p, salvage, max_decompressed_bytes, threads))
-            return {p.name: one} if separate else one
-        where = p
-        files, notes = directory_files(p)
-    picks = pick(files)
-    n = workers or min(len(picks), os.cpu_count() or 1, 8)
-    read = lambda f: _read_one(f, salvage, max_decompressed_bytes, threads if len(picks) == 1 else None)  # noqa: E731
-    if n <= 1 or len(picks) == 1:
-        traces = [read(f) for f, _ in picks]
-    else:
-        with ThreadPoolExecutor(n) as pool:
-            traces = list(pool.map(read, [f for f, _ in picks]))
-    for (_, extra), t in zip(picks, traces):
-        for text in extra:
-            _note(t, text)
-    for text in notes:
-        _note(traces[0], text)
-    if separate:
-        return {(f.name if where is not None else str(f)): t for (f, _), t in zip(picks, traces)}
-    try:
-        return TraceSet.from_traces(traces, on_conflict)
-    except JobError as exc:
-        label = str(where) if where is not None else f"{len(files)} files"
-        raise JobError(f"{label}: {exc}") from None
+_LOADING = ("load", "load_trace", "load_job", "load_each", "PathLike")
 
 
-def load_trace(path: PathLike, **options: Any) -> Trace:
-    """One trace file as a :class:`~aonkit.Trace` (options as :func:`load`); a directory or list is a TypeError."""
-    if isinstance(path, (list, tuple)) or (Path(path).is_dir() and not is_bundle(path)):
-        raise TypeError(f"load_trace reads one file; {path!r} is a directory or list: use load_job or load_each")
-    out = load(path, **options)
-    assert isinstance(out, Trace)
-    return out
+def __getattr__(name: str) -> Any:
+    if name in _LOADING:
+        return getattr(importlib.import_module(f"{__name__}.loading"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def load_job(path: PathLike | list[PathLike] | tuple[PathLike, ...], **options: Any) -> TraceSet:
-    """A job's directory, list of files, or one file as a :class:`~aonkit.TraceSet` keyed by rank.
-
-    Options as :func:`load` (``on_conflict`` included). One file gives a job of
-    one rank: its own, or 0 when it names none.
-    """
-    if not isinstance(path, (list, tuple)) and (not Path(path).is_dir() or is_bundle(path)):
-        return TraceSet.from_traces([load_trace(path, **options)])
-    out = load(path, **options)
-    assert isinstance(out, TraceSet)
-    return out
-
-
-def load_each(path: PathLike | list[PathLike] | tuple[PathLike, ...], **options: Any) -> dict[str, Trace]:
-    """Every trace of a directory, list or one file on its own, keyed by file name (no job rules)."""
-    out = load(path, separate=True, **options)
-    assert isinstance(out, dict)
-    return out
+__all__ = ["CHROME_READER", "load", "load_each", "load_job", "load_trace"]
