@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aonkit.live import store
+
 PKG = Path(__file__).resolve().parent.parent / "aonkit"
 # a module may import only from its own layer or lower ones
 LAYERS = [
@@ -76,11 +78,31 @@ def test_kernels_import_only_numpy_and_numba() -> None:
 def test_import_aonkit_is_light() -> None:
     code = (
         "import sys, aonkit\n"
-        "heavy = [m for m in ('numba', 'IPython', 'bokeh', 'ipywidgets', 'pynvml') if m in sys.modules]\n"
+        "heavy = [m for m in ('numba', 'pandas', 'pyarrow', 'IPython', 'bokeh', 'ipywidgets', 'pynvml')"
+        " if m in sys.modules]\n"
         "print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_daemons_sampling_and_writing_never_load_pandas(tmp_path: Path) -> None:
+    # pandas is 40 MB of the daemon's RSS; the samplers and the Parquet writer work without it
+    code = (
+        "import sys, time, numpy as np\n"
+        "from pathlib import Path\n"
+        "from aonkit.live import daemon, store\n"
+        "from aonkit.sources.samplers import HostSampler\n"
+        "h = HostSampler(0.1, capacity=1)\n"
+        "v = np.array([h.sample() for _ in range(3)], dtype=np.float64)\n"
+        "ts = time.time_ns() + np.arange(3) * 10**8\n"
+        "out = store.write_segment(Path(sys.argv[1]), 'node', ts, v, h.channels)\n"
+        "print(len(out), 'pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "False"]
+    frame, _ = store.read_window(tmp_path, "node", 0, 2**62)  # and a reader gets the samples back
+    assert len(frame) == 3 * 3 and set(frame["device"]) == {-1}
 
 
 def test_no_module_imports_another_modules_private_name() -> None:

@@ -179,7 +179,7 @@ class Daemon:
             "cap_bytes": self.cap_bytes,
             "retention_hours": self.retention_hours, "host_metrics": list(self.host_sampler.metrics),
             "gpus": list(gpu.devices) if gpu else [], "gpu_names": getattr(gpu, "device_names", {}),
-            "gpu_metrics": len(gpu.metrics) if gpu else 0, "gpu_unsupported": len(gpu.unsupported) if gpu else 0,
+            "gpu_metrics": len(gpu.metrics) if gpu else 0, "gpu_unsupported": gpu.n_unsupported if gpu else 0,
             "gpu_note": self.gpu_note, "samples": self.ring.count, **self.stats,
         })  # fmt: skip
 

@@ -13,20 +13,29 @@ written to ``.part-...parquet.tmp`` in its directory, fsynced and renamed, so a 
 
 from __future__ import annotations
 
+import calendar
 import os
 import re
 import time
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .paths import open_private, private_dir
 
+if TYPE_CHECKING:
+    import pandas as pd  # the daemon writes without pandas; readers get tables
+
 HOUR_NS = 3600 * 10**9
+DICTIONARY_COLUMNS = ["ts_ns", "device", "metric"]
+"""Dictionary-encoded columns (their values repeat). ``value`` is byte-stream-split instead: a dictionary of
+float samples (pyarrow's default, every column) took 16-80 MB more RSS to write a minute of 8 GPUs and gave
+larger files (1 minute, 267 channels, telemetry-like values: 451 KB against 361 KB)."""
 SCHEMA = pa.schema([("ts_ns", pa.int64()), ("device", pa.int64()),
                     ("metric", pa.dictionary(pa.int32(), pa.string())), ("value", pa.float64())])  # fmt: skip
 PART = re.compile(r"^part-(\d+)-(\d+)\.parquet$")
@@ -44,9 +53,26 @@ def partition(root: Path, host: str, ts_ns: int) -> Path:
     return host_dir(root, host) / f"date={t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}" / f"hour={t.tm_hour:02d}"
 
 
+def _column(typ: pa.DataType, a: np.ndarray) -> pa.Array:
+    """An Arrow array over ``a``'s buffer (no copy; unlike ``pa.array``, it does not import pandas)."""
+    a = np.ascontiguousarray(a, dtype=typ.to_pandas_dtype())
+    return pa.Array.from_buffers(typ, len(a), [None, pa.py_buffer(a)])
+
+
+def _strings(names: list[str]) -> pa.Array:
+    """An Arrow string array of ``names``, built from its buffers (``pa.array`` would import pandas)."""
+    data = [name.encode() for name in names]
+    offsets = np.zeros(len(data) + 1, np.int32)
+    offsets[1:] = np.cumsum([len(d) for d in data])
+    return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+
+
 def write_segment(root: Path, host: str, ts: np.ndarray, values: np.ndarray, channels: list[tuple[int, str]],
                   pid: int | None = None) -> list[tuple[Path, int]]:  # fmt: skip
-    """Write samples (``ts`` (n,), ``values`` (n, channels)) as one file per UTC hour; return (path, bytes) each."""
+    """Write samples (``ts`` (n,), ``values`` (n, channels)) as one file per UTC hour; return (path, bytes) each.
+
+    Made without pandas: the daemon, which calls this, never imports it (about 40 MB of RSS).
+    """
     pid = os.getpid() if pid is None else pid
     names = list(dict.fromkeys(m for _, m in channels))
     devices = np.array([d for d, _ in channels], np.int64)
@@ -57,11 +83,11 @@ def write_segment(root: Path, host: str, ts: np.ndarray, values: np.ndarray, cha
         sel = hours == hour
         t, v = ts[sel], values[sel]
         n, m = len(t), len(channels)
-        table = pa.table({
-            "ts_ns": np.repeat(t, m), "device": np.tile(devices, n),
-            "metric": pa.DictionaryArray.from_arrays(np.tile(codes, n), pa.array(names, pa.string())),
-            "value": v.reshape(-1),
-        }, schema=SCHEMA)  # fmt: skip
+        table = pa.Table.from_arrays([
+            _column(pa.int64(), np.repeat(t, m)), _column(pa.int64(), np.tile(devices, n)),
+            pa.DictionaryArray.from_arrays(_column(pa.int32(), np.tile(codes, n)), _strings(names)),
+            _column(pa.float64(), v.reshape(-1)),
+        ], schema=SCHEMA)  # fmt: skip
         folder = partition(root, host, int(t[0]))
         for p in (folder.parent.parent, folder.parent, folder):
             private_dir(p)
@@ -70,7 +96,8 @@ def write_segment(root: Path, host: str, ts: np.ndarray, values: np.ndarray, cha
         fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             with os.fdopen(fd, "wb") as fh:
-                pq.write_table(table, fh, compression="zstd")
+                pq.write_table(table, fh, compression="zstd", use_dictionary=DICTIONARY_COLUMNS,
+                               column_encoding={"value": "BYTE_STREAM_SPLIT"})
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
@@ -172,7 +199,7 @@ def _hour_overlaps(path: Path, t0: int, t1: int) -> bool:
     try:
         day = path.parent.parent.name.removeprefix("date=")
         hour = int(path.parent.name.removeprefix("hour="))
-        begin = int(pd.Timestamp(f"{day}T{hour:02d}:00", tz="UTC").value)
+        begin = (calendar.timegm(datetime.strptime(day, "%Y-%m-%d").timetuple()) + 3600 * hour) * 1_000_000_000
     except ValueError:
         return True
     return begin <= t1 and begin + HOUR_NS > t0

@@ -21,15 +21,17 @@ from __future__ import annotations
 import importlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..errors import AonkitError
 from .gpm import Gpm, gpm_metrics
 from .nvml_metrics import NAN, PartialRead, Reader, describe, device_readers
 from .samplers import RingSampler
+
+if TYPE_CHECKING:
+    import pandas as pd  # tables are made on request: the daemon samples without pandas
 
 LOST_CODES = ("NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_GPU_NOT_FOUND", "NVML_ERROR_RESET_REQUIRED")
 NO_DRIVER_CODES = ("NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED")
@@ -239,13 +241,22 @@ class NvmlSampler(RingSampler):
         return True
 
     @property
+    def n_unsupported(self) -> int:
+        """How many (device, metric) pairs the probe left out (:attr:`unsupported` lists them)."""
+        return len(self._unsupported)
+
+    @property
     def unsupported(self) -> pd.DataFrame:
         """Metrics left out at the probe: ``device``, ``metric`` (``"*"``: the whole GPU), ``reason``."""
+        import pandas as pd
+
         return pd.DataFrame(self._unsupported, columns=["device", "metric", "reason"])
 
     @property
     def gaps(self) -> pd.DataFrame:
         """Failures while sampling: ``ts_ns`` (first failed read), ``device``, ``metric`` (``"*"``: lost), why."""
+        import pandas as pd
+
         return pd.DataFrame(list(self._gaps), columns=["ts_ns", "device", "metric", "reason"])
 
     def time_readers(self, repeat: int = 20) -> pd.DataFrame:
@@ -269,6 +280,8 @@ class NvmlSampler(RingSampler):
                     reader.min_interval_s = hold
                 calls = getattr(reader, "calls", 2)  # GPM: a snapshot and a metrics computation
                 rows.append((gpu.index, ",".join(reader.metrics), calls, mean_us))
+        import pandas as pd
+
         return pd.DataFrame(rows, columns=["device", "metrics", "nvml_calls", "mean_us"])
 
     def close(self) -> None:
@@ -324,6 +337,6 @@ def open_gpu_sampler(**kw: Any) -> tuple[NvmlSampler | None, str]:
         sampler = NvmlSampler(**kw)
     except NvmlUnavailable as exc:
         return None, f"{exc}; sampling the host only"
-    n_off = len(sampler.unsupported)
+    n_off = sampler.n_unsupported
     return sampler, (f"sampling GPU {', '.join(map(str, sampler.devices))} through NVML: "
                      f"{len(sampler.metrics)} metrics, {n_off} left out (see .unsupported)")  # fmt: skip

@@ -33,11 +33,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import pandas as pd
-from pandas.api.types import union_categoricals
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from ..trace import Trace
+
+# pandas is imported where a table is made (read, samples_table, attach_samples), not here: the daemon
+# samples with this module in a process that never loads pandas.
 
 HOST_DEVICE = -1
 """``device`` of host metrics (GPUs use their index)."""
@@ -177,6 +180,8 @@ class RingSampler:
 
     def read(self, cursor: int = 0) -> tuple[pd.DataFrame, int]:
         """Samples taken after ``cursor``, oldest first, in long form; and the next cursor."""
+        import pandas as pd
+
         with self._lock:
             end = self._count
             begin = max(cursor, end - self.capacity, 0)
@@ -263,6 +268,8 @@ def samples_table(frame: pd.DataFrame) -> pd.DataFrame:
     ValueError
         When a column is missing.
     """
+    import pandas as pd
+
     missing = [c for c in SAMPLE_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"a samples table needs the columns {list(SAMPLE_COLUMNS)}; missing {missing}")
@@ -302,6 +309,9 @@ def attach_samples(trace: Trace, samples: pd.DataFrame | Sampler, *, replace: bo
     ValueError
         When the table lacks a column of :data:`SAMPLE_COLUMNS`.
     """
+    import pandas as pd
+    from pandas.api.types import union_categoricals
+
     new = samples_table(samples if isinstance(samples, pd.DataFrame) else samples.read(0)[0])
     if trace.samples is not None and not replace:
         old = samples_table(trace.samples)
