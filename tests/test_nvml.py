@@ -377,3 +377,20 @@ def test_real_cost_per_sample_is_small() -> None:
         s.close()
     assert cost["n"] >= 10
     assert cost["mean"] / len(s.devices) < 5e6, cost  # under 5 ms a GPU
+
+
+def test_slow_metrics_are_read_once_per_slow_interval_and_repeat_their_value_between() -> None:
+    # GIVEN a sampler at 10 Hz whose slow metrics (temperature, energy, memory clock) are read every 0.3 s
+    gpu = FakeGpu()
+    s = NvmlSampler(nvml=FakeNvml([gpu]), gpm=False, interval_s=0.1, slow_interval_s=0.3)
+    assert s.slow_every == 3
+    energy0, util0 = gpu.calls["nvmlDeviceGetTotalEnergyConsumption"], gpu.calls["nvmlDeviceGetUtilizationRates"]
+    rows = [values_of(s, s.sample()) for _ in range(7)]
+    # THEN the energy counter is read at samples 0, 3 and 6 and repeated between; utilization at every sample
+    assert gpu.calls["nvmlDeviceGetTotalEnergyConsumption"] - energy0 == 3
+    assert gpu.calls["nvmlDeviceGetUtilizationRates"] - util0 == 7
+    energy = [r[(0, "energy_j")] for r in rows]
+    assert energy[0] == energy[1] == energy[2] < energy[3] == energy[4] == energy[5] < energy[6]
+    assert all(r[(0, "temperature_c")] == 40 for r in rows)
+    # a slow interval at or under the sampling interval reads everything at every sample
+    assert NvmlSampler(nvml=FakeNvml([FakeGpu()]), gpm=False, interval_s=0.1, slow_interval_s=0.05).slow_every == 1

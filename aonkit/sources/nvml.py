@@ -72,6 +72,10 @@ class NvmlSampler(RingSampler):
         GPM metrics on GPUs that have them: True (``core``), ``"all"``, or False.
     gpm_min_interval_s : float
         Shortest time between two GPM snapshots (NVML refreshes them every 100 ms).
+    slow_interval_s : float
+        How often the slow metrics are read (``temperature_c``, ``energy_j``, ``memory_clock_mhz``,
+        ``process_memory_bytes.*``: default 1 s); the samples between repeat the last value. At most
+        ``interval_s`` reads them at every sample.
     max_call_s : float
         A reader slower than this at the probe is left out (listed in ``unsupported``).
     lost_retry_s : float
@@ -87,7 +91,8 @@ class NvmlSampler(RingSampler):
 
     def __init__(self, devices: list[int] | None = None, pids: list[int] | None = None, interval_s: float = 0.1,
                  capacity: int = 18_000, nvml: Any = None, *, gpm: bool | str = True, gpm_min_interval_s: float = 0.1,
-                 max_call_s: float = 0.005, lost_retry_s: float = 30.0) -> None:  # fmt: skip
+                 max_call_s: float = 0.005, lost_retry_s: float = 30.0,
+                 slow_interval_s: float = 1.0) -> None:  # fmt: skip
         rows = gpm_metrics(gpm)
         self.nvml = nvml if nvml is not None else _import_pynvml()
         self.pids = tuple(int(p) for p in pids or ())
@@ -106,6 +111,9 @@ class NvmlSampler(RingSampler):
             self.close()
             raise
         self._width = len(channels)
+        self.slow_every = max(1, round(slow_interval_s / interval_s)) if interval_s > 0 else 1
+        self._tick = 0
+        self._last = np.full(self._width, NAN)  # the slow readers' values between their reads
         super().__init__(interval_s, capacity, channels)
 
     def _handles(self, devices: list[int] | None) -> list[_Gpu]:
@@ -191,13 +199,19 @@ class NvmlSampler(RingSampler):
     def sample(self) -> np.ndarray:
         """One value per channel now; NaN where a read failed (the failure goes to :attr:`gaps`)."""
         out = np.full(self._width, NAN)
+        fresh = self._tick % self.slow_every == 0  # the slow readers read at this sample
+        self._tick += 1
         for gpu in self._gpus:
             if gpu.lost and not self._revive(gpu):
                 continue
             for reader, where in gpu.readers:
+                if not fresh and getattr(reader, "slow", False):
+                    out[where] = self._last[where]
+                    continue
                 try:
                     out[where] = reader.read(gpu.handle)
-                    gpu.failing.difference_update(reader.metrics)
+                    if gpu.failing:
+                        gpu.failing.difference_update(reader.metrics)
                 except PartialRead as part:
                     out[where] = part.values
                     gpu.failing.difference_update(set(reader.metrics) - set(part.reasons))
@@ -209,6 +223,8 @@ class NvmlSampler(RingSampler):
                         break
                     for metric in reader.metrics:
                         self._fail(gpu, metric, describe(exc))
+        if fresh:
+            self._last = out.copy()
         return out
 
     def _fail(self, gpu: _Gpu, metric: str, why: str) -> None:

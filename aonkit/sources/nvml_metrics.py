@@ -20,7 +20,9 @@ Metrics (``device`` is the GPU index; a name carries its unit):
 =============================================  ===============================================================
 
 Each entry of :func:`device_readers` is a list of alternatives, best first; the sampler keeps the first that works
-(GPM metrics: :mod:`aonkit.sources.gpm`).
+(GPM metrics: :mod:`aonkit.sources.gpm`). ``temperature_c``, ``energy_j``, ``memory_clock_mhz`` and
+``process_memory_bytes.*`` are *slow*: the sampler reads them every ``slow_interval_s`` (1 s by default) and
+repeats the last value at the samples between.
 """
 
 from __future__ import annotations
@@ -49,11 +51,16 @@ class PartialRead(Exception):
 
 @dataclass
 class Reader:
-    """One NVML query: ``read(handle)`` returns one float per name in ``metrics``; ``calls`` NVML calls per read."""
+    """One NVML query: ``read(handle)`` returns one float per name in ``metrics``; ``calls`` NVML calls per read.
+
+    ``slow``: the metric changes over seconds (temperature, a cumulative counter, the memory clock, which
+    processes hold memory), so the sampler may read it less often (``slow_interval_s``) and repeat its last value.
+    """
 
     metrics: tuple[str, ...]
     read: Callable[[Any], Sequence[float]]
     calls: int = 1
+    slow: bool = False
 
 
 class Rate:
@@ -123,7 +130,7 @@ def _processes(nvml: Any, pids: Sequence[int]) -> Reader:
         used = {p.pid: p.usedGpuMemory for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
         return tuple(NAN if used.get(pid, 0) is None else float(used.get(pid, 0)) for pid in pids)
 
-    return Reader(tuple(f"process_memory_bytes.{pid}" for pid in pids), read)
+    return Reader(tuple(f"process_memory_bytes.{pid}" for pid in pids), read, slow=True)
 
 
 def device_readers(nvml: Any, pids: Sequence[int] = ()) -> list[list[Reader]]:
@@ -137,11 +144,13 @@ def device_readers(nvml: Any, pids: Sequence[int] = ()) -> list[list[Reader]]:
         [Reader(("memory_used_bytes", "memory_total_bytes"),
                 lambda h: (lambda m: (float(m.used), float(m.total)))(n.nvmlDeviceGetMemoryInfo(h)))],
         [Reader(("power_w",), lambda h: (n.nvmlDeviceGetPowerUsage(h) / 1e3,))],
-        [Reader(("energy_j",), lambda h: (n.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3,))],
+        [Reader(("energy_j",), lambda h: (n.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3,), slow=True)],
         [Reader(("sm_clock_mhz",), lambda h: (float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),))],
-        [Reader(("memory_clock_mhz",), lambda h: (float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),))],
-        [Reader(("temperature_c",), lambda h: (float(n.nvmlDeviceGetTemperatureV(h, n.NVML_TEMPERATURE_GPU)),)),
-         Reader(("temperature_c",), lambda h: (float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),))],
+        [Reader(("memory_clock_mhz",), lambda h: (float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),), slow=True)],
+        [Reader(("temperature_c",), lambda h: (float(n.nvmlDeviceGetTemperatureV(h, n.NVML_TEMPERATURE_GPU)),),
+                slow=True),
+         Reader(("temperature_c",), lambda h: (float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),),
+                slow=True)],
         [Reader(("clock_event_reasons_mask",), lambda h: (float(n.nvmlDeviceGetCurrentClocksEventReasons(h)),)),
          Reader(("clock_event_reasons_mask",), lambda h: (float(n.nvmlDeviceGetCurrentClocksThrottleReasons(h)),))],
         [Reader(pcie_names, Rate(field_counters(n, lambda h: list(pcie)), 2, 1.0)),
