@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
+from .analysis.findings import COLUMNS, findings
 from .analysis.summary import summarize
 from .cache import CACHE_SUFFIX, cache_path_for
-from .errors import AonkitError
+from .errors import AonkitError, JobError
 from .report.html_report import write_report
 from .report.html_summary import summary_html
 from .report.text import format_summary
 from .sources import load_each
+from .trace import Trace
+from .traceset import TraceSet
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_traces"
 
@@ -38,10 +43,36 @@ def run_demo(out_dir: Path, traces_dir: Path | None = None) -> Path:
         s = summarize(trace)
         print(format_summary(s, label))
         print()
-        sections.append((label, s))
         cache = trace.save(cache_path_for(name, out_dir))
         report = write_report(trace, cache.with_name(cache.name.removesuffix(CACHE_SUFFIX) + ".report.html"))
         print(f"interactive report: {report}\n")
+        sections.append((label, s, report.name))
+    found = what_to_look_at(traces)
+    if len(found):
+        print("What to look at first (aonkit.analysis.findings):")
+        for text in found["text"]:
+            print(f"  - {text}")
     page = out_dir / "summary.html"
-    page.write_text(summary_html(sections, f"aonkit demo: {src.name}"), encoding="utf-8")
+    page.write_text(summary_html(sections, f"aonkit demo: {src.name}", found), encoding="utf-8")
     return page
+
+
+def what_to_look_at(traces: dict[str, Trace]) -> pd.DataFrame:
+    """:func:`~aonkit.analysis.findings.findings` of the traces that form a job (by rank), then of each other one.
+
+    A trace outside the job has its file name before its findings' text.
+    """
+    ranked = {n: t for n, t in traces.items() if t.meta.rank is not None}
+    rest = {n: t for n, t in traces.items() if t.meta.rank is None}
+    parts = []
+    if len(ranked) >= 2:
+        try:
+            parts.append(findings(TraceSet.from_traces(list(ranked.values()))))
+        except JobError:  # ranks of different jobs: each on its own
+            rest.update(ranked)
+    else:
+        rest.update(ranked)
+    for name, t in rest.items():
+        f = findings(t)
+        parts.append(f.assign(text=[f"{name}: {x}" for x in f["text"]]))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
