@@ -35,8 +35,8 @@ def chromium_path() -> str:
 def browser_page(allow_hosts: tuple[str, ...] = ()) -> Iterator[tuple[Any, list[str]]]:
     """A page whose requests to anything but ``file:``, ``data:``, ``blob:`` and ``allow_hosts`` are refused.
 
-    Yields (page, blocked URLs); the page also records console errors and
-    dialogs in ``page.aonkit_errors`` / ``page.aonkit_dialogs``.
+    Yields (page, blocked URLs); the page also records console errors, warnings
+    and dialogs in ``page.aonkit_errors`` / ``page.aonkit_warnings`` / ``page.aonkit_dialogs``.
     """
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency (.[test])")
     exe = chromium_path()
@@ -45,8 +45,9 @@ def browser_page(allow_hosts: tuple[str, ...] = ()) -> Iterator[tuple[Any, list[
         browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1100})
-            page.aonkit_errors, page.aonkit_dialogs = [], []
+            page.aonkit_errors, page.aonkit_dialogs, page.aonkit_warnings = [], [], []
             page.on("console", lambda m: m.type == "error" and page.aonkit_errors.append(m.text))
+            page.on("console", lambda m: m.type == "warning" and page.aonkit_warnings.append(m.text))
             page.on("pageerror", lambda e: page.aonkit_errors.append(f"page error: {e}"))
             page.on("dialog", lambda d: (page.aonkit_dialogs.append(d.message), d.dismiss()))
 

@@ -69,6 +69,32 @@ def test_report_of_real_sample_traces(tmp_path: Path, name: str) -> None:
         assert not page.aonkit_errors, page.aonkit_errors
 
 
+def test_report_tables_filter_by_name_and_show_whole_names_on_hover(tmp_path: Path) -> None:
+    from aonkit.analysis.kernels import kernel_stats
+
+    trace = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    names = kernel_stats(trace)["name"].astype(str)
+    page_path = write_report(trace, tmp_path / "r.html", timeline=False)
+    count = ("Array.from(Bokeh.documents[0].all_models)"  # the table (its source has the same name)
+             ".find((m) => m.name === 'kernel_table' && 'reorderable' in m).view.filter.indices.length")
+    with browser_page() as (page, blocked):
+        page.goto(page_path.as_uri())
+        page.wait_for_selector("canvas", timeout=30_000)
+        page.wait_for_timeout(1000)
+        assert page.evaluate(count) == len(names)
+        page.get_by_placeholder("filter kernels and ops by name").fill("GEMM")  # any case
+        page.wait_for_timeout(500)
+        assert page.evaluate(count) == names.str.lower().str.contains("gemm").sum() > 0
+        # a cut name keeps the whole name as the cell's tooltip
+        longest = max((n for n in names if "gemm" in n), key=len)
+        assert page.locator(f"span[title={json.dumps(longest)}]").count() >= 1
+        page.get_by_placeholder("filter kernels and ops by name").fill("")
+        page.wait_for_timeout(300)
+        assert page.evaluate(count) == len(names)
+        assert not any("jquery" in w.lower() for w in page.aonkit_warnings), page.aonkit_warnings
+        assert not page.aonkit_errors and not blocked
+
+
 @pytest.mark.slow
 def test_dashboard_widget_is_the_first_output_in_jupyterlab(tmp_path: Path) -> None:
     # GIVEN a notebook whose first aonkit output is the dashboard widget (no output_notebook, no CDN)

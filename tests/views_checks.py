@@ -72,7 +72,7 @@ def data_strings(root: Model) -> list[str]:
 
 
 def assert_markup_only_in_data(root: Model, *names: str) -> None:
-    """``names`` are in source data, nowhere else; no raw-HTML path (``{safe}``, HTML template cells) exists."""
+    """``names`` are in source data, nowhere else; no raw-HTML path (``{safe}``, raw template cells) exists."""
     raw = raw_strings(root)
     data = data_strings(root)
     for name in names:
@@ -81,7 +81,10 @@ def assert_markup_only_in_data(root: Model, *names: str) -> None:
     assert not any("<img" in s or "<script" in s for s in raw)
     for hover in root.select({"type": HoverTool}):
         assert "{safe}" not in str(hover.tooltips)
-    for table in root.select({"type": DataTable}):
-        assert not any(isinstance(c.formatter, HTMLTemplateFormatter) for c in table.columns)
+    for table in root.select({"type": DataTable}):  # a template cell interpolates only escaped (<%- %>), never raw
+        for c in table.columns:
+            if isinstance(c.formatter, HTMLTemplateFormatter):
+                t = c.formatter.template
+                assert "<%=" not in t and "<%-" in t and "<%" not in t.replace("<%-", ""), t
     for div in root.select({"type": Div}):
         assert div.disable_math and not div.render_as_text  # escaped HTML by construction, no TeX

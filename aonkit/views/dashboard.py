@@ -10,7 +10,7 @@ from ..analysis.overview import Overview
 from .cards import summary_cards
 from .linking import link_selection
 from .roofline import roofline_figure
-from .tables import kernel_table, op_table
+from .tables import kernel_table, name_filter, op_table
 
 
 def dashboard(
@@ -18,7 +18,8 @@ def dashboard(
 ) -> tuple[LayoutDOM, dict[str, ColumnDataSource]]:
     """Cards over tabs of kernels, ops and (given a roofline table) the roofline.
 
-    Selecting kernels in the top-kernels card or the kernel table selects them
+    A search box above the tabs keeps the kernel and op rows whose name contains
+    what is typed. Selecting kernels in the top-kernels card or the kernel table selects them
     in the other, and in a per-kernel roofline; a per-op roofline links to the
     op table by op name (``gpu_time_per_op`` names the top-level ops, the
     roofline the outermost op with a cost model, so only ops that are both link).
@@ -52,4 +53,5 @@ def dashboard(
         link_selection(ksrc if by_kernel else osrc, psrc, "name" if by_kernel else "op_name", "name")
         tabs.append(TabPanel(child=fig, title="roofline"))
         sources["roofline"] = psrc
-    return column(cards, Tabs(tabs=tabs)), sources
+    search = name_filter([(kt, "name"), (ot, "op_name")])
+    return column(cards, search, Tabs(tabs=tabs)), sources

@@ -1,16 +1,28 @@
 """Sortable tables of kernels and ops: bokeh ``DataTable`` over the analyses' ns tables.
 
-Times are shown in one unit per column (chosen from the column's largest
-value) as numbers, so sorting stays numeric; the exact ns columns stay in the
-source. Names go through ``StringFormatter``, which BokehJS writes as text, not
-HTML.
+Times are shown in one unit per table (chosen from the largest value of its
+time columns) as numbers, so sorting stays numeric; the exact ns columns stay
+in the source. Names go through an escaping template (``<%- value %>``): text,
+not HTML, with the whole name as the cell's tooltip. :func:`name_filter` makes
+a search box for the tables.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from bokeh.models import ColumnDataSource, DataTable, NumberFormatter, StringFormatter, TableColumn
+from bokeh.models import (
+    CDSView,
+    ColumnDataSource,
+    CustomJS,
+    DataTable,
+    HTMLTemplateFormatter,
+    IndexFilter,
+    NumberFormatter,
+    StringFormatter,
+    TableColumn,
+    TextInput,
+)
 
 from ..analysis.kernels import gpu_time_per_op, kernel_stats
 from ..trace import Trace
@@ -38,10 +50,48 @@ def _time_columns(df: pd.DataFrame, specs: list[tuple[str, str, str]]) -> list[T
     return out
 
 
+NAME_TEMPLATE = '<span title="<%- value %>"><%- value %></span>'
+"""A name cell: the text, and the whole name as the cell's tooltip; ``<%- %>`` HTML-escapes both."""
+
+FILTER_JS = """
+const q = cb_obj.value_input.trim().toLowerCase();
+for (const [src, flt, col] of tables) {
+  const names = src.data[col];
+  const keep = [];
+  for (let i = 0; i < names.length; i++) {
+    if (q === "" || String(names[i]).toLowerCase().includes(q)) keep.push(i);
+  }
+  flt.indices = keep;
+}
+"""
+"""Body of the name filter; arg ``tables``: (source, IndexFilter, name column) per table. Fixed text: names are data."""
+
+
+def name_column(field: str, title: str, width: int) -> TableColumn:
+    """A column of names: shown as text (escaped), the full name on hover when the cell cuts it."""
+    return TableColumn(field=field, title=title, formatter=HTMLTemplateFormatter(template=NAME_TEMPLATE), width=width)
+
+
 def _table(df: pd.DataFrame, columns: list[TableColumn], name: str, width: int, height: int) -> DataTable:
     source = frame_source(df, name)
-    return DataTable(source=source, columns=columns, width=width, height=height, sortable=True,
-                     index_position=None, name=name)  # fmt: skip
+    view = CDSView(filter=IndexFilter(indices=list(range(len(df)))))
+    # reorderable=False: column dragging needs jquery-ui, which BokehJS does not ship (a console warning)
+    return DataTable(source=source, columns=columns, width=width, height=height, sortable=True, reorderable=False,
+                     index_position=None, name=name, view=view)  # fmt: skip
+
+
+def name_filter(tables: list[tuple[DataTable, str]], width: int = 400) -> TextInput:
+    """A text box that keeps, in each table, the rows whose name column contains the typed text (any case).
+
+    Parameters
+    ----------
+    tables : list of (DataTable, str)
+        Tables made here (their view holds an ``IndexFilter``) and the column to match.
+    """
+    args = [(t.source, t.view.filter, col) for t, col in tables]
+    box = TextInput(placeholder="filter kernels and ops by name", width=width, name="name_filter")
+    box.js_on_change("value_input", CustomJS(args={"tables": args}, code=FILTER_JS))
+    return box
 
 
 def kernel_table(
@@ -74,7 +124,7 @@ def kernel_table(
     df = stats.head(n).reset_index(drop=True) if n is not None else stats.reset_index(drop=True)
     df = df[["name", "class", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share"]].copy()
     columns = [
-        TableColumn(field="name", title="kernel", formatter=StringFormatter(), width=420),
+        name_column("name", "kernel", 420),
         TableColumn(field="class", title="class", formatter=StringFormatter(), width=90),
         TableColumn(field="count", title="count", formatter=NumberFormatter(format="0,0"), width=60),
         *_time_columns(df, [(f"{s}_ns", s, s) for s in ("total", "mean", "min", "max")]),
@@ -119,7 +169,7 @@ def op_table(
     df = df.assign(share=df["gpu_ns"] / total if total else 0.0)
     df = df.head(n).copy() if n is not None else df.copy()
     columns = [
-        TableColumn(field="op_name", title="op", formatter=StringFormatter(), width=420),
+        name_column("op_name", "op", 420),
         TableColumn(field="calls", title="calls", formatter=NumberFormatter(format="0,0"), width=60),
         TableColumn(field="gpu_events", title="GPU events", formatter=NumberFormatter(format="0,0"), width=80),
         *_time_columns(df, [("gpu_ns", "gpu_time", "GPU time"), ("cpu_ns", "cpu_time", "CPU time")]),
