@@ -358,3 +358,14 @@ def test_tile_details_on_sample_trace() -> None:
         assert r.stack == " > ".join(names[idx.stack(r.launch_op)])
     cpu = got[idx.lanes["kind"].to_numpy()[got["lane"]] == "cpu"].head(50)
     assert [s.split(" > ")[-1] for s in cpu["stack"]] == cpu["name"].tolist()
+
+
+def test_cpu_lane_labels_name_threads_and_kinetos_own_markers() -> None:
+    from aonkit.timeline.index import cpu_label
+
+    assert cpu_label(9001, 9001) == "CPU 9001 thread 9001"
+    assert cpu_label("48213", "48332") == "CPU 48213 thread 48332"
+    assert cpu_label("Spans", "PyTorch Profiler") == "Spans: PyTorch Profiler"  # not "CPU Spans thread ..."
+    assert cpu_label("", "") == "events without pid and tid"  # not "CPU  thread"
+    labels = aonkit.timeline_index(aonkit.load(SAMPLE_TRACES / "cpu_mlp.pt.trace.json.gz")).lanes["label"].tolist()
+    assert labels[0].startswith("CPU ") and not any(lb.startswith("CPU  ") or "CPU Spans" in lb for lb in labels)

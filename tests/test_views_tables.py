@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from bokeh.embed import file_html
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, NumberFormatter, StringFormatter
+from bokeh.models import ColumnDataSource, HTMLTemplateFormatter, NumberFormatter
 from bokeh.resources import INLINE
 
 import aonkit
@@ -19,7 +19,7 @@ from aonkit.analysis.kernels import gpu_time_per_op, kernel_stats
 from aonkit.analysis.roofline import roofline_table
 from aonkit.views.linking import LINK_JS, link_selection, selection_callback
 from aonkit.views.roofline import roofline_figure
-from aonkit.views.tables import SHARE_FORMAT, kernel_table, op_table
+from aonkit.views.tables import NAME_TEMPLATE, SHARE_FORMAT, kernel_table, op_table
 
 from .conftest import SAMPLE_TRACES, require_shared
 from .views_checks import MARKUP_KERNEL, MARKUP_OP, TEX_KERNEL, assert_markup_only_in_data, markup_trace
@@ -41,7 +41,9 @@ def test_kernel_table_holds_kernel_stats() -> None:
     unit = titles["min"].split("(")[1].rstrip(")")
     np.testing.assert_allclose(d["min"], stats["min_ns"] / {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[unit])
     fmt = {c.field: c.formatter for c in table.columns}
-    assert isinstance(fmt["name"], StringFormatter) and fmt["share"].format == SHARE_FORMAT
+    # names: escaped text with the whole name as the tooltip (tables.NAME_TEMPLATE interpolates with <%- %> only)
+    assert isinstance(fmt["name"], HTMLTemplateFormatter) and fmt["name"].template == NAME_TEMPLATE
+    assert fmt["share"].format == SHARE_FORMAT
     assert isinstance(fmt["total"], NumberFormatter)  # numbers, so sorting is numeric
     assert table.sortable and table.source is src
     top, top_src = kernel_table(stats, n=5)

@@ -164,6 +164,25 @@ def _int_in(v: object) -> int:
     return int(m.group()) if m else -1
 
 
+def _numeric(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) or (isinstance(v, str) and v.strip().lstrip("-").isdigit())
+
+
+def cpu_label(pid: object, tid: object) -> str:
+    """A CPU lane's label: ``CPU <pid> thread <tid>`` for a process and thread, else what the file named it.
+
+    Kineto also writes the profiler's own markers under names (pid ``Spans``, tid ``PyTorch Profiler``) or
+    under empty ones; those read ``Spans: PyTorch Profiler`` and ``events without pid and tid``.
+    """
+    p = "" if pid is None else str(pid).strip()
+    t = "" if tid is None else str(tid).strip()
+    if not p and not t:
+        return "events without pid and tid"
+    if _numeric(pid) or not p:
+        return f"CPU {p or '?'} thread {t or '?'}"
+    return f"{p}: {t}" if t else p
+
+
 def _lane_table(keys: np.ndarray, n_pid: int, n_tid: int, pid_vals: list, tid_vals: list, device: np.ndarray,
                 stream: np.ndarray, rank: int | None, ranks: np.ndarray | None = None,
                 ) -> tuple[pd.DataFrame, np.ndarray]:  # fmt: skip
@@ -194,7 +213,7 @@ def _lane_table(keys: np.ndarray, n_pid: int, n_tid: int, pid_vals: list, tid_va
         "tid": pd.Series([tids[i] for i in sort], dtype=object),
         "device": np.array([dev[i] for i in sort], np.int64),
         "stream": np.array([stm[i] for i in sort], np.int64),
-        "label": [prefix(i) + (f"GPU {dev[i]} stream {stm[i]}" if gpu[i] else f"CPU {shown[i]} thread {tids[i]}")
+        "label": [prefix(i) + (f"GPU {dev[i]} stream {stm[i]}" if gpu[i] else cpu_label(shown[i], tids[i]))
                   for i in sort],
     })  # fmt: skip
     return lanes, np.argsort(np.array(sort, np.int64), kind="stable")
