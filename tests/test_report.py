@@ -66,3 +66,26 @@ def test_header_says_when_there_is_no_gpu_event_and_lists_the_reader_warnings(tm
     gpu.warnings.extend(f"w{i}" for i in range(12))
     head = report_layout(gpu, timeline=False).children[0].text
     assert head.count("<li>") == 11 and "2 more" in head  # ten shown, then a count
+
+
+def test_timeline_has_a_colour_key_and_the_memory_legend_sits_above_the_plot() -> None:
+    from bokeh.models import Div, Legend
+
+    from aonkit.report.html_report import report_layout
+    from aonkit.views import theme
+
+    lay = report_layout(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"))
+    key = [d for d in lay.select({"type": Div}) if d.name == "timeline_legend"]
+    assert len(key) == 1
+    text = key[0].text
+    for label, cls in (("GPU: computation", "computation"), ("GPU: communication", "communication")):
+        assert label in text and theme.CLASS_COLORS[cls] in text
+    assert "CPU op" in text and "Python function" not in text  # only the colours this trace uses
+    from bokeh.plotting import figure
+
+    def is_counter(leg: object) -> bool:  # a counter chart's legend: its labels come from the series field
+        return isinstance(leg, Legend) and any(getattr(i.label, "field", None) == "series" for i in leg.items)
+
+    counter_legends = [leg for f in lay.select({"type": figure}) for leg in f.above + f.center if is_counter(leg)]
+    assert counter_legends and all(leg in f.above for f in lay.select({"type": figure}) for leg in counter_legends
+                                   if leg in f.above + f.center)

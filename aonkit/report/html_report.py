@@ -26,7 +26,7 @@ from bokeh.resources import INLINE
 
 from ..analysis.overview import overview
 from ..analysis.roofline import roofline_table
-from ..timeline import static_timeline
+from ..timeline import color_legend, static_timeline
 from ..trace import Trace
 from ..units import fmt_ns
 from ..views.dashboard import dashboard
@@ -68,7 +68,10 @@ def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True,
             from ..analysis.critical_path import critical_path as path_of
 
             critical = path_of(trace)
-        parts.insert(1, static_timeline(trace, width_px=width_px, critical=critical))
+        tl = static_timeline(trace, width_px=width_px, critical=critical)
+        lanes = tl.children[0] if hasattr(tl, "children") else tl
+        used = [r.glyph.fill_color for r in lanes.renderers if isinstance(getattr(r.glyph, "fill_color", None), str)]
+        parts[1:1] = [color_legend(used), tl]  # the colour key, then the timeline
     return column(*parts)
 
 

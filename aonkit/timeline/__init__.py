@@ -33,7 +33,7 @@ from .tiles import counter_tiles, index_of, timeline_tiles
 _VIEWS = {
     "timeline_view": ".view", "TimelineView": ".view", "static_timeline": ".static",
     "timeline_pyramid": ".pyramid", "Pyramid": ".pyramid", "add_critical_path": ".critical",
-    "critical_boxes": ".critical",
+    "critical_boxes": ".critical", "color_legend": ".view_figs",
 }  # fmt: skip
 
 
@@ -47,6 +47,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "STACK_SEPARATOR", "Pyramid", "TimelineIndex", "TimelineView", "add_critical_path", "counter_tiles",
-    "critical_boxes", "index_of", "stacks",
+    "critical_boxes", "color_legend", "index_of", "stacks",
     "static_timeline", "tile_details", "timeline_index", "timeline_pyramid", "timeline_tiles", "timeline_view",
 ]  # fmt: skip

@@ -8,12 +8,15 @@ the highlight callback is the fixed text :data:`HIGHLIGHT_JS`.
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 from bokeh.models import (
     BoxAnnotation,
     CDSView,
     ColumnDataSource,
     CustomJS,
+    Div,
     FixedTicker,
     GroupFilter,
     HoverTool,
@@ -27,7 +30,7 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from ..views import theme
-from .view_data import BIN_TOOLTIPS, COUNTER_TOOLTIPS, EVENT_TOOLTIPS, TARGETS
+from .view_data import BIN_TOOLTIPS, CAT_COLORS, COUNTER_TOOLTIPS, EVENT_TOOLTIPS, OTHER_COLOR, TARGETS
 
 ROW_PX = 16
 """Screen height of one lane row."""
@@ -131,9 +134,33 @@ def counter_figures(groups: dict[str, list[tuple[str, ColumnDataSource]]], x_ran
             r = fig.step(x="x", y="value", source=src, mode="after", line_color=color, line_dash=dash)
             items.append(LegendItem(label={"field": "series"}, renderers=[r], index=0))
             fig.add_tools(HoverTool(renderers=[r], tooltips=COUNTER_TOOLTIPS, mode="vline"))
-        fig.add_layout(Legend(items=items, location="top_left", label_text_font_size="7pt", background_fill_alpha=0.6))
+        # above the plot, in a row: inside it, the legend hid the first peak
+        fig.add_layout(Legend(items=items, orientation="horizontal", location="top_left", label_text_font_size="7pt",
+                              padding=2, margin=0, border_line_alpha=0), "above")
         if group == "memory":
             fig.yaxis.formatter = NumeralTickFormatter(format="0.0 b")
         fig.xaxis.visible = False
         figs.append(fig)
     return figs
+
+
+_LEGEND = (("GPU: computation", theme.CLASS_COLORS["computation"]),
+           ("GPU: communication", theme.CLASS_COLORS["communication"]),
+           ("GPU: memory copy / set", theme.CLASS_COLORS["memory"]),
+           ("CPU op", CAT_COLORS["cpu_op"]), ("annotation", CAT_COLORS["user_annotation"]),
+           ("runtime / driver call", CAT_COLORS["cuda_runtime"]), ("Python function", CAT_COLORS["python_function"]),
+           ("other", OTHER_COLOR))  # fmt: skip
+
+
+def color_legend(palette: list[str] | None = None) -> Div:
+    """The timeline's colour key as a row of swatches; only the colours in ``palette`` (all when None).
+
+    Fixed labels and theme colours only: nothing from the trace.
+    """
+    used = None if palette is None else {c.lower() for c in palette}
+    items = [(label, color) for label, color in _LEGEND if used is None or color.lower() in used]
+    cells = "".join(f"<span style='margin-right:14px;white-space:nowrap'><span style='display:inline-block;width:11px;"
+                    f"height:11px;margin-right:4px;vertical-align:-1px;background:{html.escape(color)}'></span>"
+                    f"{html.escape(label)}</span>" for label, color in items)  # fmt: skip
+    return Div(text=f"<div style='font-size:0.8em;color:#444'>{cells}</div>", disable_math=True, name="timeline_legend")
+
