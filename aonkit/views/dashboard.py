@@ -7,6 +7,7 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, LayoutDOM, TabPanel, Tabs
 
 from ..analysis.overview import Overview
+from . import theme
 from .cards import summary_cards
 from .linking import link_selection
 from .roofline import roofline_figure
@@ -48,7 +49,7 @@ def dashboard(
     tabs = [TabPanel(child=kt, title="kernels"), TabPanel(child=ot, title="ops")]
     sources.update(kernels=ksrc, ops=osrc)
     if roofline is not None:
-        fig, psrc = roofline_figure(roofline)
+        fig, psrc = roofline_figure(roofline, width=theme.TABLE_WIDTH)  # as wide as the tables beside it
         by_kernel = "op_name" in roofline.columns
         link_selection(ksrc if by_kernel else osrc, psrc, "name" if by_kernel else "op_name", "name")
         tabs.append(TabPanel(child=fig, title="roofline"))
