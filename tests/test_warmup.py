@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import numba
+import numpy as np
 import pytest
 from numba.core import event
 
@@ -57,37 +58,33 @@ def test_warmup_leaves_nothing_for_the_demo_to_compile(tmp_path):
     assert (tmp_path / "demo" / "summary.html").is_file()
 
 
-def test_the_notice_names_a_compilation_that_takes_long_and_says_how_long():
+def _with_notice(after_s: float, call) -> tuple[CompileNotice, str]:  # noqa: ANN001 - a callable that compiles
+    """Run ``call`` with a notice registered; the notice and what it wrote."""
     out = io.StringIO()
-    notice = CompileNotice(after_s=0.001, stream=out)
+    notice = CompileNotice(after_s=after_s, stream=out)
     event.register("numba:compile", notice)
     try:
-        @numba.njit(cache=False)
-        def freshly_defined(a):
-            return a.sum() * 2
-
-        import numpy as np
-
-        assert freshly_defined(np.arange(4)) == 12
+        call()
     finally:
         event.unregister("numba:compile", notice)
-    text = out.getvalue()
+    return notice, out.getvalue()
+
+
+def test_the_notice_names_a_compilation_that_takes_long_and_says_how_long():
+    @numba.njit(cache=False)
+    def freshly_defined(a):
+        return a.sum() * 2
+
+    notice, text = _with_notice(0.001, lambda: freshly_defined(np.arange(4)) == 12 or pytest.fail("wrong sum"))
     assert "aonkit: compiling test_warmup.freshly_defined for this machine" in text
     assert "aonkit: compiled in" in text
     assert notice.depth == 0
 
 
 def test_no_notice_for_a_quick_compilation():
-    out = io.StringIO()
-    notice = CompileNotice(after_s=60.0, stream=out)
-    event.register("numba:compile", notice)
-    try:
-        @numba.njit(cache=False)
-        def quick(x):
-            return x + 1
+    @numba.njit(cache=False)
+    def quick(x):
+        return x + 1
 
-        assert quick(1) == 2
-    finally:
-        event.unregister("numba:compile", notice)
-    assert out.getvalue() == ""
-    assert notice.timer is None
+    notice, text = _with_notice(60.0, lambda: quick(1) == 2 or pytest.fail("wrong sum"))
+    assert text == "" and notice.timer is None
