@@ -103,6 +103,8 @@ ENTRIES: tuple[Entry, ...] = (
     E("The top kernels by total time", "summary.top_kernels"),
     E("The dashboard's first tables in one pass", "overview.overview"),
     E("What should I look at first (straggler, exposed communication, GPU idle, slow steps)?", "findings.findings"),
+    E("Which CPU call paths take the time, and how much GPU time does each launch (an icicle)?", "op_tree.op_tree",
+      counterpart="TraceLens Trace2Tree"),
     E("What should I look at first in a job?", "findings.findings", takes="job"),
     E("One trace of all ranks on one clock", "combine.combine_ranks", takes="job"),
     E("What got faster or slower between two runs?", "diff.trace_diff", takes="pair",

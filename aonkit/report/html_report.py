@@ -24,12 +24,14 @@ from bokeh.layouts import column
 from bokeh.models import Div, LayoutDOM
 from bokeh.resources import INLINE
 
+from ..analysis.op_tree import op_tree
 from ..analysis.overview import overview
 from ..analysis.roofline import roofline_table
 from ..timeline import color_legend, static_timeline
 from ..trace import Trace
 from ..units import fmt_ns
 from ..views.dashboard import dashboard
+from ..views.icicle import icicle_figure
 
 _NOTE = "aonkit report: {n:,} events over {span}. Hover for details; drag to pan, wheel to zoom."
 NO_GPU = ("No GPU events in this trace (a CPU-only profile, or GPU activities were not recorded): the GPU cards and "
@@ -62,6 +64,9 @@ def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True,
     roof = roofline_table(trace)
     layout, _ = dashboard(ov, roof if len(roof) else None)
     parts: list[LayoutDOM] = [_header(trace, ov.summary.span_ns, len(ov.kernels)), layout]
+    tree = op_tree(trace)
+    if len(tree):
+        parts.append(icicle_figure(tree, width=min(width_px, 1400))[0])
     if timeline and len(trace.events):
         critical = None
         if critical_path:
