@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bokeh.embed import file_html
-from bokeh.models import Div, GlyphRenderer
+from bokeh.models import Div, GlyphRenderer, Tabs
 from bokeh.resources import INLINE
 
 import aonkit
@@ -135,6 +135,9 @@ def test_dashboard_links_cards_tables_and_roofline(tmp_path: Path, by: str) -> N
         (table[0], "roofline_points", table[1], "name"), ("roofline_points", table[0], "name", table[1]),
     }  # fmt: skip
     assert_markup_only_in_data(layout, MARKUP_KERNEL, MARKUP_OP)
+    # the tables are as tall as the roofline in the same tabs: no blank band under them
+    tabs = [p.child for t in layout.select({"type": Tabs}) for p in t.tabs]
+    assert len({c.height for c in tabs}) == 1
     page = file_html(layout, INLINE, "dashboard")
     assert MARKUP_KERNEL not in page and "cdn.bokeh.org" not in page
     layout, src = dashboard(overview(t))

@@ -42,8 +42,11 @@ def dashboard(
         ``kernels``, ``ops`` and, with a roofline, ``roofline``.
     """
     cards, sources = summary_cards(ov, n)
-    kt, ksrc = kernel_table(ov.kernels)
-    ot, osrc = op_table(ov.ops)
+    # with a roofline tab the tabs are as tall as the roofline: the tables fill that height instead of leaving
+    # a blank band under them
+    height = theme.FIG_HEIGHT if roofline is not None else theme.TABLE_HEIGHT
+    kt, ksrc = kernel_table(ov.kernels, height=height)
+    ot, osrc = op_table(ov.ops, height=height)
     link_selection(sources["top_kernels"], ksrc, "name")
     link_selection(sources["top_ops"], osrc, "name", "op_name")
     tabs = [TabPanel(child=kt, title="kernels"), TabPanel(child=ot, title="ops")]
