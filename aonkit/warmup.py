@@ -42,23 +42,23 @@ def _quiet(fn: Callable[[], Any]) -> None:
             pass
 
 
-def _parse(src: Path) -> None:
-    from .sources import _parallel, load_each
-
-    load_each(src)  # one thread per file: the small samples
+def _parse(src: Path) -> dict[str, Any]:
+    from .sources import _parallel
     from .sources._io import read_buffer
 
+    traces = _samples(src)  # one thread per file: the small samples
     for path in sorted(src.glob("*.json*")):
         buf, _ = read_buffer(path)
         _parallel.scan(buf, threads=2)  # the parallel scan of large files (pieces, tail, merge)
+    return traces
 
 
-def _analyses(src: Path) -> None:
+def _analyses(traces: dict[str, Any]) -> None:
     from .analysis import hta_compat
     from .analysis.catalog import ENTRIES
     from .timeline import timeline_index, timeline_tiles
 
-    for trace in _samples(src).values():
+    for trace in traces.values():
         frames = None
         for e in ENTRIES:
             if e.takes == "trace":
@@ -72,47 +72,46 @@ def _analyses(src: Path) -> None:
         _quiet(lambda t=trace: [t.arg_numbers("Bytes"), t.arg_ints("External id"), t.event_args(0)])
 
 
-def _ranks(src: Path) -> dict[int, Any]:
-    return {t.meta.rank: t for t in _samples(src).values() if t.meta.rank is not None}
+def _job_of(traces: dict[str, Any]) -> Any:
+    """The samples that form a job (by rank), as a TraceSet; None with fewer than two ranks."""
+    from .traceset import TraceSet
+
+    ranked = [t for t in traces.values() if t.meta.rank is not None]
+    return TraceSet.from_traces(ranked) if len(ranked) > 1 else None
 
 
-def _job(src: Path) -> None:
+def _job(traces: dict[str, Any]) -> None:
     from .analysis.catalog import ENTRIES
-    from .sources import load
 
-    files = sorted(p for p in src.glob("*.json*") if "rank" in p.name)
-    if len(files) < 2:
-        return
-    job = load(files)
-    for e in ENTRIES:
+    job = _job_of(traces)
+    for e in ENTRIES if job is not None else ():
         if e.takes == "job":
             _quiet(lambda e=e: e.run(job))
 
 
-def _whatif(src: Path) -> None:
+def _whatif(traces: dict[str, Any]) -> None:
     from .analysis.critical_path import critical_path, what_if
 
-    for trace in _samples(src).values():
+    for trace in traces.values():
         _quiet(lambda t=trace: critical_path(t))
         _quiet(lambda t=trace: what_if(t, [{"kind": "gpu", "scale": 0.5}], samples=4))
-    ranks = _ranks(src)
-    if len(ranks) > 1:
-        _quiet(lambda: what_if(ranks, [{"gpu_class": "communication", "scale": 0.5}]))
+    job = _job_of(traces)
+    if job is not None:
+        _quiet(lambda: what_if(job, [{"gpu_class": "communication", "scale": 0.5}]))
 
 
-def _views(src: Path) -> None:
+def _views(traces: dict[str, Any]) -> None:
     from .report.html_report import report_html
+    from .sources import load
 
     with tempfile.TemporaryDirectory() as tmp:
-        for name, trace in _samples(src).items():
+        for name, trace in traces.items():
             _quiet(lambda t=trace: report_html(t))
             _quiet(lambda t=trace, n=name: t.save(Path(tmp) / f"{n}.aon.parquet"))
-            from .sources import load
-
             _quiet(lambda n=name: load(Path(tmp) / f"{n}.aon.parquet"))
 
 
-def _models(src: Path) -> None:
+def _models(traces: dict[str, Any]) -> None:
     from .model import StepTime, simulate_serving
 
     st = StepTime(prefill_time_s=(0.004, 2e-5), decode_time_s=(0.01, 1e-4, 1e-8))
@@ -120,15 +119,20 @@ def _models(src: Path) -> None:
                                     token_budget=100, step_time=st, replicas=2))
 
 
-_RUN = {"parse": _parse, "analyses": _analyses, "job": _job, "whatif": _whatif, "views": _views,
+_RUN = {"analyses": _analyses, "job": _job, "whatif": _whatif, "views": _views,
         "models": _models}
 
 
 def run_steps(steps: list[str], src: Path, quiet: bool = False) -> None:
-    """Run the named warm-up steps in this process."""
+    """Run the named warm-up steps in this process; the samples are loaded once (by ``parse``, or first needed)."""
+    traces = None
     for s in steps:
         t = time.perf_counter()
-        _RUN[s](src)
+        if s == "parse":
+            traces = _parse(src)
+        else:
+            traces = traces if traces is not None else _samples(src)
+            _RUN[s](traces)
         if not quiet:
             print(f"warmup: {s} ({time.perf_counter() - t:.1f} s)", flush=True)
 

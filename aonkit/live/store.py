@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 HOUR_NS = 3600 * 10**9
 DICTIONARY_COLUMNS = ["ts_ns", "device", "metric"]
 """Dictionary-encoded columns (their values repeat). ``value`` is byte-stream-split instead: a dictionary of
-float samples (pyarrow's default, every column) took 16-80 MB more RSS to write a minute of 8 GPUs and gave
-larger files (1 minute, 267 channels, telemetry-like values: 451 KB against 361 KB)."""
+float samples (pyarrow's default, every column) took 16-64 MB more RSS to write a minute of 8 GPUs
+(telemetry-like and random values) and gave larger files (1 minute, 267 channels, telemetry-like values:
+451 KB against 361 KB)."""
 SCHEMA = pa.schema([("ts_ns", pa.int64()), ("device", pa.int64()),
                     ("metric", pa.dictionary(pa.int32(), pa.string())), ("value", pa.float64())])  # fmt: skip
 PART = re.compile(r"^part-(\d+)-(\d+)\.parquet$")

@@ -42,6 +42,7 @@ def bar_data(names: list[str], values: np.ndarray, shares: np.ndarray, colors: l
     """
     values = np.asarray(values, dtype=np.float64)
     shares = np.asarray(shares, dtype=np.float64)
+    times, pcts = [fmt_ns(v) for v in values], [fmt_pct(s) for s in shares]
     return pd.DataFrame(
         {
             "pos": np.arange(len(names), dtype=np.float64),
@@ -49,9 +50,9 @@ def bar_data(names: list[str], values: np.ndarray, shares: np.ndarray, colors: l
             "label": [n if len(n) <= LABEL_CHARS else n[: LABEL_CHARS - 1] + "…" for n in map(str, names)],
             "value_ns": values,
             "share": shares,
-            "time_text": [fmt_ns(v) for v in values],
-            "share_text": [fmt_pct(s) for s in shares],
-            "value_text": [f"{fmt_ns(v)} · {fmt_pct(s)}" for v, s in zip(values, shares)],
+            "time_text": times,
+            "share_text": pcts,
+            "value_text": [f"{t} · {p}" for t, p in zip(times, pcts)],
             "color": colors,
         }
     )
