@@ -43,12 +43,16 @@ def rank_columns(df: pd.DataFrame, *cols: str) -> list[np.ndarray]:
 
 
 def name_codes(col: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    """(codes, categories) of a name column: a categorical's own (-1: missing), else factorized."""
+    """(codes, categories) of a name column: a categorical's own (-1: missing), else factorized.
+
+    The codes are int32 whatever pandas chose (int8, int16 or int32 by the number of categories), so a
+    kernel that takes them has one specialization, which ``aonkit warmup`` compiles on any trace.
+    """
     arr = col.array
     if isinstance(arr, pd.Categorical):
-        return np.ascontiguousarray(arr.codes), pd.Index(arr.categories)
+        return np.ascontiguousarray(arr.codes, dtype=np.int32), pd.Index(arr.categories)
     codes, cats = pd.factorize(col.to_numpy(), use_na_sentinel=True)
-    return np.ascontiguousarray(codes), pd.Index(cats)
+    return np.ascontiguousarray(codes, dtype=np.int32), pd.Index(cats)
 
 
 def name_flags(col: pd.Series, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:

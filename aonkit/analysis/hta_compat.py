@@ -194,8 +194,6 @@ def profiler_step_numbers(frames: Mapping[int, pd.DataFrame]) -> list[int]:
         codes, names = name_codes(df["name"])
         nums = step_table(names)  # N per name code
         wanted = np.r_[False, nums >= 0]  # per code + 1
-        # int32 codes whatever pandas chose (int8/int16/int32 by category count): one kernel specialization,
-        # so `aonkit warmup` covers every trace (bench/coldstart.py found the int8 one compiled on first use)
-        seen = codes_seen(codes.astype(np.int32), wanted, np.ascontiguousarray(df["stream"].to_numpy(), dtype=np.int64))
+        seen = codes_seen(codes, wanted, np.ascontiguousarray(df["stream"].to_numpy(), dtype=np.int64))
         steps.update(nums[seen[1:]].tolist())
     return sorted(steps)
