@@ -144,6 +144,19 @@ def test_update_replaces_the_data_in_place(sample) -> None:  # noqa: ANN001
     assert mem["x"][0] <= 40.0 and mem["x"][-1] == pytest.approx(43.0)  # value before the window, held to its end
 
 
+def test_show_zooms_the_axis_to_the_window_it_draws(sample) -> None:  # noqa: ANN001
+    # GIVEN the whole-trace view, WHEN a cell zooms to 2 ms from Python
+    v = timeline_view(sample, width_px=800)
+    a = v.origin_ns + 40_000_000
+    v.show(a, a + 2_000_000)
+    # THEN the axis shows that window (update() alone leaves the axis: the notebook drew 1% under a 100% axis)
+    xr = v.figure.x_range
+    assert (xr.start, xr.end) == pytest.approx((40.0, 42.0)) and v.range_window() == (a, a + 2_000_000)
+    assert v.window == (a, a + 2_000_000, 800) and max(v.source.data["right"]) <= 43.0 + 1e-9
+    with pytest.raises(ValueError, match="t0_ns < t1_ns"):
+        v.show(a, a)
+
+
 def test_counters_memory_and_samples(sample) -> None:  # noqa: ANN001
     from aonkit.analysis.memory import memory_events
 

@@ -14,11 +14,17 @@ def test_live_monitor_streams_and_pauses() -> None:
         "m.pause.value = True\nawait asyncio.sleep(0.3)\nk = len(m.source.data['t']); c = m.cursor\n"
         "await asyncio.sleep(0.6)\nprint('paused', c == m.cursor, len(m.source.data['t']) == k)\n"
         "m.close(); print('stopped', m.sampler._thread is None)",
+        "s = LiveMonitor(HostSampler(interval_s=0.05), interval_s=0.1)\nawait asyncio.sleep(0.5)\ns.stop()\n"
+        "n = s.cursor\nawait asyncio.sleep(0.3)\n"
+        "print('kept', s.sampler._thread is None, n == s.cursor > 0, s.status.value.startswith('stopped'),"
+        " s.comm is not None)",
     )
     # THEN it displays as a widget, keeps at most `rollover` points, and pausing stops the updates
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in out[0])
     assert text_of(out[1]).split() == ["points", "5", "True"]
     assert text_of(out[2]).split() == ["paused", "True", "True", "stopped", "True"]
+    # and stop() ends sampling but leaves the widget open (its plot stays on the page)
+    assert text_of(out[3]).split() == ["kept", "True", "True", "True", "True"]
 
 
 def test_dashboard_displays_and_timeline_requeries_on_zoom() -> None:
@@ -34,9 +40,12 @@ def test_dashboard_displays_and_timeline_requeries_on_zoom() -> None:
         "print('individual', int((tv.source.data['count'] == 1).sum()) > 0)",
     )
     bundle = next(o["data"] for o in out[0] if "application/vnd.jupyter.widget-view+json" in o.get("data", {}))
-    loader = next(o["data"]["application/javascript"] for o in out[0] if "application/javascript" in o.get("data", {}))
-    # THEN BokehJS is put on the page first, inline (no CDN), then the widget with a text fallback
-    assert len(loader) > 500_000 and "cdn.bokeh.org" not in loader
+    mime = "application/vnd.bokehjs_load.v0+json"
+    loaders = [o["data"] for o in out[0] if mime in o.get("data", {})]
+    # THEN BokehJS is put on the page first, inline (no CDN), once (not also as application/javascript),
+    # then the widget with a text fallback
+    assert len(loaders) == 1 and len(loaders[0][mime]) > 500_000 and "cdn.bokeh.org" not in loaders[0][mime]
+    assert not any("application/javascript" in o.get("data", {}) for o in out[0])
     assert "GPU busy" in bundle["text/plain"]
     # and the zoom re-queries once the burst settles
     assert text_of(out[1]).split() == ["before", "True", "after", "True", "True", "individual", "True"]

@@ -108,6 +108,19 @@ class TimelineView:
             self.counters[label].data = dict(frame_source(frame, "tmp").data)
         self.window = (int(t0_ns), int(t1_ns), width)
 
+    def show(self, t0_ns: int, t1_ns: int, width_px: int | None = None) -> None:
+        """Zoom to ``[t0_ns, t1_ns)`` (absolute ns): set the figure's x range and draw that window.
+
+        What a notebook cell calls to zoom; :meth:`update` alone refills the
+        glyphs and leaves the axis where the user's zoom put it.
+        """
+        t0, t1 = int(t0_ns), int(t1_ns)
+        if not t0 < t1:
+            raise ValueError(f"the window must have t0_ns < t1_ns, got {t0} and {t1}")
+        self.update(t0, t1, width_px)
+        xr = self.figure.x_range
+        xr.update(start=(t0 - self.origin_ns) / 1e6, end=(t1 - self.origin_ns) / 1e6)
+
     def range_window(self) -> tuple[int, int]:
         """The figure's current x range as absolute ns (what a widget passes to :meth:`update`)."""
         xr = self.figure.x_range
@@ -140,7 +153,7 @@ def timeline_view(trace: Trace, width_px: int = 1200, t0_ns: int | None = None, 
     if t0 >= t1:
         raise ValueError(f"the window must have t0_ns < t1_ns, got {t0} and {t1}")
     slots = lane_slots(index)
-    x_range = Range1d((t0 - origin) / 1e6, (t1 - origin) / 1e6, bounds=(0.0, (end - origin) / 1e6))
+    x_range = Range1d((t0 - origin) / 1e6, (t1 - origin) / 1e6, bounds=(0.0, (end - origin) / 1e6), name="timeline_x")
     fig = lane_figure(slots, x_range, int(width_px))
     view = TimelineView(figure=fig, layout=fig, source=ColumnDataSource(name="timeline_quads"),
                         highlight=ColumnDataSource(empty_highlight(), name="timeline_highlight"), counters={},

@@ -26,6 +26,7 @@ from bokeh.models import (
     Range,
     Range1d,
     TapTool,
+    WheelZoomTool,
 )
 from bokeh.plotting import figure
 
@@ -64,6 +65,17 @@ def empty_highlight() -> dict[str, list]:
     return {c: [] for c in HIGHLIGHT_COLUMNS}
 
 
+def edge_zoom(fig: figure) -> None:
+    """Let the wheel zoom out at the trace's edge: the range stops at its bound instead of refusing to move.
+
+    With bokeh's default (``maintain_focus``), a zoom that would pass a bound is
+    dropped whole, so zooming out of a window that starts at the trace's start
+    did nothing.
+    """
+    for tool in fig.select(type=WheelZoomTool):
+        tool.maintain_focus = False
+
+
 def lane_figure(slots: pd.DataFrame, x_range: Range, width: int) -> figure:
     """A figure with one band per lane (alternately shaded), its label at its middle, lane 0 on top."""
     n = max(int(slots["rows"].clip(lower=1).sum()), 1)
@@ -72,6 +84,7 @@ def lane_figure(slots: pd.DataFrame, x_range: Range, width: int) -> figure:
     fig.yaxis.ticker = FixedTicker(ticks=[float(c) for c in slots["center"]])
     fig.yaxis.major_label_overrides = {float(c): theme.plain(lab) for c, lab in zip(slots["center"], slots["label"])}
     fig.ygrid.visible = False
+    edge_zoom(fig)
     for k, (slot, rows) in enumerate(zip(slots["slot"], slots["rows"].clip(lower=1))):
         if k % 2:
             fig.add_layout(BoxAnnotation(top=float(slot), bottom=float(slot + rows), fill_color="#000000",
@@ -127,6 +140,7 @@ def counter_figures(groups: dict[str, list[tuple[str, ColumnDataSource]]], x_ran
     for group, series in groups.items():
         fig = figure(width=width, height=COUNTER_HEIGHT, x_range=x_range, tools="xpan,xwheel_zoom,reset",
                      active_scroll="xwheel_zoom")  # fmt: skip
+        edge_zoom(fig)
         items = []
         for k, (label, src) in enumerate(series):
             color = theme.ROOF_COLORS[(k // 2 if group == "memory" else k) % len(theme.ROOF_COLORS)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, DatetimeTickFormatter, LayoutDOM
+from bokeh.models import ColumnDataSource, DatetimeTickFormatter, LayoutDOM, NumeralTickFormatter
 from bokeh.plotting import figure
 
 from . import theme
@@ -93,6 +93,10 @@ def monitor_view(channels: Sequence[Channel], width: int = theme.CARD_WIDTH * 2,
                      legend_label=device_label(d))
         fig.legend.location = "top_left"
         fig.legend.visible = len(devices) > 1
-        fig.xaxis.formatter = DatetimeTickFormatter(seconds="%H:%M:%S", minsec="%H:%M:%S")
+        # sub-second ticks with their second (bokeh's default drew "800ms 000ms 200ms" across a second)
+        fig.xaxis.formatter = DatetimeTickFormatter(milliseconds="%H:%M:%S.%1N", seconds="%H:%M:%S",
+                                                    minsec="%H:%M:%S")  # fmt: skip
+        if metric.endswith("_bytes"):
+            fig.yaxis.formatter = NumeralTickFormatter(format="0.0 ib")  # 1.7 GiB, not 1.784e+9
         plots.append(fig)
     return MonitorView(source, shown, plots, column(*plots))

@@ -1,30 +1,81 @@
 """Make sure BokehJS is on the notebook page before a bokeh widget renders, loaded inline (never a CDN).
 
 jupyter_bokeh's widget view calls ``window.Bokeh``; it does not bring BokehJS
-itself. So the first aonkit widget shown in a kernel session first displays
-bokeh's notebook loader with ``INLINE`` resources (the same output as
-``bokeh.io.output_notebook(INLINE)``), in the same cell, just before the
-widget. Later widgets find BokehJS already there.
+itself. So the first aonkit widget shown to a front end first displays
+BokehJS inline, in the same cell, just before the widget. Later widgets find
+BokehJS already there. A front end is known by the session id in the header
+of the request that displays the widget: a reloaded page, or a second tab on
+the same kernel, is a new session and gets BokehJS again (the kernel cannot
+know that the old page is gone).
+
+``bokeh.io.output_notebook`` publishes the 4 MB BokehJS bundle twice in one
+output (as ``application/javascript`` for the classic notebook and as
+jupyter_bokeh's ``application/vnd.bokehjs_load.v0+json`` for JupyterLab), so a
+saved notebook carries it twice. aonkit's widgets need jupyter_bokeh, whose
+JupyterLab extension renders the second form, so only that one is published.
+Where bokeh's internals differ from what this expects, it falls back to
+``output_notebook``.
 """
 
 from __future__ import annotations
 
-_loaded = False
+from typing import Any
+
+_loaded: set[str] = set()
+"""The front-end sessions BokehJS has been displayed to."""
+
+LOAD_MIME = "application/vnd.bokehjs_load.v0+json"
+"""The mime type jupyter_bokeh's JupyterLab extension evaluates to load BokehJS."""
+
+
+def bokehjs_load_bundle() -> dict[str, Any] | None:
+    """The display data that loads BokehJS inline in JupyterLab, once; ``None`` where bokeh cannot make it."""
+    try:
+        from bokeh.embed.bundle import bundle_for_objs_and_resources
+        from bokeh.io import notebook as nb
+        from bokeh.resources import INLINE
+
+        js = nb._loading_js(bundle_for_objs_and_resources(None, INLINE), None, 5000, register_mime=False)
+    except (ImportError, AttributeError, TypeError):
+        return None
+    if getattr(nb, "LOAD_MIME_TYPE", LOAD_MIME) != LOAD_MIME:
+        return None
+    nb._NOTEBOOK_LOADED = INLINE  # bokeh's own show() then knows BokehJS is on the page
+    return {LOAD_MIME: js}
+
+
+def client_session(shell: Any) -> str:
+    """The session id of the front end whose request the kernel is running ("" when there is none)."""
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None or not hasattr(kernel, "get_parent"):
+        return ""
+    try:
+        parent = kernel.get_parent("shell")
+    except TypeError:  # ipykernel < 6.9 takes no channel
+        parent = kernel.get_parent()
+    return str(((parent or {}).get("header") or {}).get("session") or "")
 
 
 def ensure_bokehjs() -> None:
-    """Display the inline BokehJS loader once per kernel session (no-op outside IPython)."""
-    global _loaded
-    if _loaded:
-        return
+    """Display the inline BokehJS loader once per front-end session (no-op outside IPython)."""
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - widgets need IPython anyway
         return
-    if get_ipython() is None:
+    shell = get_ipython()
+    if shell is None:
         return
-    from bokeh.io import output_notebook
-    from bokeh.resources import INLINE
+    session = client_session(shell)
+    if session in _loaded:
+        return
+    from IPython.display import publish_display_data
 
-    output_notebook(resources=INLINE, hide_banner=True)
-    _loaded = True
+    data = bokehjs_load_bundle()
+    if data is None:
+        from bokeh.io import output_notebook
+        from bokeh.resources import INLINE
+
+        output_notebook(resources=INLINE, hide_banner=True)
+    else:
+        publish_display_data(data)
+    _loaded.add(session)

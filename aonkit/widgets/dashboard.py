@@ -79,7 +79,16 @@ class Dashboard(w.VBox):
     def refresh_timeline(self) -> None:
         """Re-query the timeline for its current x range (what a zoom or pan triggers)."""
         if self.timeline is not None:
-            self.timeline.update(*self.timeline.range_window())
+            t0, t1 = self.timeline.range_window()
+            w0, w1, _ = self.timeline.window
+            if abs(t0 - w0) > 1 or abs(t1 - w1) > 1:  # :meth:`zoom` has drawn this window already
+                self.timeline.update(t0, t1)
+
+    def zoom(self, t0_ns: int, t1_ns: int) -> None:
+        """Zoom the timeline to ``[t0_ns, t1_ns)`` (absolute ns), as a wheel zoom would, from Python."""
+        if self.timeline is None:
+            raise ValueError("this dashboard has no timeline (timeline=False or a trace with no events)")
+        self.timeline.show(t0_ns, t1_ns)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         ensure_bokehjs()

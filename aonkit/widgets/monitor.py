@@ -101,10 +101,17 @@ class LiveMonitor(w.VBox):
         ensure_bokehjs()
         return super()._repr_mimebundle_(**kwargs)
 
-    def close(self) -> None:
-        """Stop polling and the sampler, and close the widget."""
+    def stop(self) -> None:
+        """Stop polling and the sampler; the plots stay on the page with what they have drawn."""
         if self._task is not None:
             self._task.cancel()
             self._task = None
+            self.poll()  # the samples that arrived since the last poll
         self.sampler.stop()
+        self.pause.disabled = True
+        self.status.value = f"stopped · {self.cursor:,} samples"
+
+    def close(self) -> None:
+        """Stop polling and the sampler, and close the widget (it leaves the page)."""
+        self.stop()
         super().close()
