@@ -86,10 +86,16 @@ def jupyter_lab(root: Path, timeout_s: float = 90.0) -> Iterator[str]:
     if shutil.which("jupyter-lab") is None and shutil.which("jupyter") is None:
         pytest.skip("jupyterlab is not installed (pip install -e .[test])")
     port, token = free_port(), os.urandom(12).hex()
+    settings = root / ".lab-settings"  # the tests' own settings: no news pop-up over the screenshots
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True, exist_ok=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false", "checkForUpdates": false}')
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0",
            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--KernelManager.transport=ipc", "--LabApp.extension_manager=readonly"]
+           "--KernelManager.transport=ipc", "--LabApp.extension_manager=readonly",
+           "--LabApp.expose_app_in_browser=True",
+           f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={settings / 'workspaces'}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # CI containers run as root
     log = open(root / "lab.log", "w")  # noqa: SIM115 - closed below

@@ -1,0 +1,148 @@
+"""Every gallery notebook, run by "Run All" in a real JupyterLab in headless Chromium, as a newcomer would.
+
+nbval (``pytest --nbval-lax notebooks/``) checks the cells' outputs in a kernel;
+this checks what the person sees: every code cell ran without an error in the
+page, every bokeh output drew something, and the dashboard notebook's timeline
+shows the window its cell zoomed to and answers the mouse wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .browser import browser_page, jupyter_lab, not_blank
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb"))
+SHOTS = os.environ.get("AONKIT_SHOTS")
+"""A folder to keep the screenshots in (default: the test's temporary folder)."""
+
+pytestmark = pytest.mark.slow
+
+NOTEBOOK = """name => Array.from(window.jupyterapp.shell.widgets('main'))
+  .find(w => w.context && w.context.path === 'notebooks/' + name && w.content && w.content.model)"""
+"""The notebook panel of ``notebooks/<name>`` in the page (JupyterLab may restore other tabs around it)."""
+
+CELL_STATE = """name => {
+  const nb = (""" + NOTEBOOK + """)(name);
+  const cells = [];
+  for (let i = 0; i < nb.content.model.cells.length; i++) {
+    const c = nb.content.model.cells.get(i);
+    if (c.type !== 'code') continue;
+    const outs = c.outputs.toJSON();
+    cells.push({count: c.executionCount, errors: outs.filter(o => o.output_type === 'error')
+                .map(o => o.ename + ': ' + o.evalue)});
+  }
+  return {cells, kernel: nb.sessionContext.session.kernel.status};
+}"""
+
+TIMELINE_STATE = """() => {
+  for (const d of window.Bokeh.documents) {
+    const xr = d.get_model_by_name('timeline_x'), src = d.get_model_by_name('timeline_quads');
+    if (xr && src) {
+      const l = Array.from(src.data.left), r = Array.from(src.data.right);
+      return {start: xr.start, end: xr.end, n: l.length, min_left: Math.min(...l), max_right: Math.max(...r)};
+    }
+  }
+  return null;
+}"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
+    """One JupyterLab over a copy of ``notebooks/`` (the checkout is never written) next to ``sample_traces/``."""
+    root = tmp_path_factory.mktemp("gallery")
+    shutil.copytree(REPO / "notebooks", root / "notebooks")
+    (root / "sample_traces").symlink_to(REPO / "sample_traces", target_is_directory=True)
+    with jupyter_lab(root) as server:
+        base, token = server.split("|")
+        yield base, token, root
+
+
+def run_all(page: Any, base: str, token: str, name: str, timeout_s: float = 400.0) -> dict:
+    """Open ``notebooks/name``, wait for its kernel, run all cells; return the cells' state when done.
+
+    Runs JupyterLab's own ``notebook:run-all-cells`` command, the one behind Run ▸ Run All Cells (a click on the
+    menu can land before the notebook has focus, when the item is still disabled).
+    """
+    workspace = Path(name).stem.replace("_", "-")  # a workspace of its own: no tabs restored from another test
+    page.goto(f"{base}/lab/workspaces/{workspace}/tree/notebooks/{name}?reset&token={token}")
+    page.wait_for_function(f"() => {{ const w = window.jupyterapp && ({NOTEBOOK})({name!r});"
+                           " return w && w.sessionContext && w.sessionContext.session"
+                           " && w.sessionContext.session.kernel"
+                           " && w.sessionContext.session.kernel.status === 'idle'; }", timeout=120_000)
+    page.evaluate(f"() => {{ const w = ({NOTEBOOK})({name!r}); window.jupyterapp.shell.activateById(w.id); }}")
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        page.wait_for_timeout(1000)
+        state = page.evaluate(CELL_STATE, name)
+        done = state["kernel"] == "idle" and all(c["count"] for c in state["cells"])
+        if done or any(c["errors"] for c in state["cells"]) or time.monotonic() > deadline:
+            return state
+
+
+def bokeh_outputs(page: Any) -> list[Any]:
+    """The output areas holding a bokeh canvas, each scrolled into view once."""
+    areas = []
+    for area in page.query_selector_all(".jp-CodeCell .jp-OutputArea"):
+        if area.query_selector("canvas") is not None:
+            areas.append(area)
+    return areas
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_all_and_renders_in_jupyterlab(lab: tuple[str, str, Path], tmp_path: Path, name: str) -> None:
+    base, token, _ = lab
+    shots = Path(SHOTS) if SHOTS else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    with browser_page(allow_hosts=(base,)) as (page, blocked):
+        # WHEN the newcomer opens the notebook and runs every cell from the Run menu
+        state = run_all(page, base, token, name)
+        # THEN every code cell ran, none with an error
+        errors = [c["errors"] for c in state["cells"] if c["errors"]]
+        assert not errors, f"{name}: {errors}"
+        assert all(c["count"] for c in state["cells"]), f"{name} did not finish: {state}"
+        page.wait_for_timeout(2000)  # the last widgets draw
+        # AND every bokeh output drew something (not a blank box)
+        for i, area in enumerate(bokeh_outputs(page)):
+            area.scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+            png = area.screenshot()
+            (shots / f"{Path(name).stem}_{i}.png").write_bytes(png)
+            assert not_blank(png) > 10, f"{name}: bokeh output {i} is blank"
+        assert not blocked, blocked
+        assert not [e for e in page.aonkit_errors if e.startswith("page error")], page.aonkit_errors
+
+
+def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple[str, str, Path]) -> None:
+    base, token, _ = lab
+    name = "01_dashboard.ipynb"
+    if name not in NOTEBOOKS:
+        pytest.skip(f"{name} is not in the gallery")
+    with browser_page(allow_hosts=(base,)) as (page, _blocked):
+        state = run_all(page, base, token, name)
+        assert all(c["count"] and not c["errors"] for c in state["cells"]), state
+        page.wait_for_timeout(1500)
+        # THEN the axis shows the window the zoom cell asked for (the first 1%), and the glyphs are of that window
+        tl = page.evaluate(TIMELINE_STATE)
+        assert tl is not None and tl["n"] > 0
+        span = tl["end"] - tl["start"]
+        assert tl["start"] == pytest.approx(0.0, abs=1e-9) and 0 < span < 10.0, tl  # 1% of a 338 ms trace
+        assert tl["max_right"] <= tl["end"] + span, tl  # drawn for this window (its margin), not the whole trace
+        # WHEN the wheel turns over the timeline
+        canvas = page.query_selector(".jp-CodeCell .jp-OutputArea canvas")
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 40)
+        page.mouse.wheel(0, 400)  # zoom out, at the trace's start (bokeh refused this by default)
+        # THEN the axis moves and the kernel re-queries the new window (the glyphs reach past the old one)
+        page.wait_for_function(f"() => {{ const t = ({TIMELINE_STATE})(); return t && t.end - t.start > {span} * 1.05 "
+                               f"&& t.max_right > {tl['end'] + span}; }}", timeout=30_000)
