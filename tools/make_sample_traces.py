@@ -54,6 +54,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO_ROOT / "sample_traces"
 CPU_FILE = "cpu_mlp.pt.trace.json.gz"
 GPU_FILE = "gpu_synthetic_rank{rank}.json.gz"
+NSYS_FILE = "nsys/synthetic_2proc.sqlite"
 DEFAULT_SEED = 2024
 
 # --------------------------------------------------------------------------------------------
@@ -1238,7 +1239,7 @@ Small traces bundled with aonkit for examples, docs and tests. Every file here i
 
     python tools/make_sample_traces.py
 
-(`--seed N` changes the synthetic traces, `--skip-cpu` / `--skip-gpu` make only one kind.)
+(`--seed N` changes the synthetic traces, `--skip-cpu` / `--skip-gpu` / `--skip-nsys` leave one kind out.)
 
 | file | bytes (gzip) | events | what |
 |---|---:|---:|---|
@@ -1290,6 +1291,17 @@ Built-in behaviours to find:
   window run at its start; their correlation ids have no runtime event and they have no
   `External id` ({pre} of rank 0's GPU events, {pre_pct:.1f}%);
 * kernels start at least a launch delay after their runtime call and never overlap on a stream.
+
+## `{nsys_file}`
+
+Synthetic, not measured: an Nsight Systems SQLite export written by `tools/gen_nsys.py`
+(seed 7) with the tables and columns of real exports (`nsys` 2024.6, schema 3.16):
+{nsys_kernels:,} kernels in two processes on two H100s (one stream each), one
+`cudaLaunchKernel_v7000` per kernel with the same correlation id (both processes reuse the
+same ids, as real ones do), NVTX push/pop ranges around every ten launches, and
+`GPU_METRICS` samples (SM Active, DRAM Read Bandwidth, GR Active). It lives in a folder of its
+own so that loading `sample_traces/` as a job leaves it out. `notebooks/07_nsight_systems.ipynb`
+reads it (and a real export from `../shared/nsys` when that is present).
 """
 
 
@@ -1322,13 +1334,37 @@ def write_readme(out_dir: Path, seed: int, torch_version: str | None) -> None:
         path = out_dir / name
         if path.exists():
             rows.append(f"| `{name}` | {path.stat().st_size:,} | {_count_events(path)[0]:,} | {text} |")
+    nsys = out_dir / NSYS_FILE
+    nsys_kernels = _nsys_rows(nsys, "CUPTI_ACTIVITY_KIND_KERNEL") if nsys.exists() else 0
+    if nsys.exists():
+        n = sum(_nsys_rows(nsys, t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                                               "NVTX_EVENTS"))  # fmt: skip
+        rows.append(f"| `{NSYS_FILE}` | {nsys.stat().st_size:,} (SQLite) | {n:,} | synthetic Nsight Systems export |")
     rank0 = out_dir / GPU_FILE.format(rank=0)
     pre, pct = _pre_window_stats(rank0) if rank0.exists() else (0, 0.0)
     cfg = SynthConfig(seed=seed)
     readme.write_text(README_TEMPLATE.format(
         rows="\n".join(rows), cpu_file=CPU_FILE, torch_version=torch_version or "(unknown)", seed=seed,
         pre=pre, pre_pct=pct, layers=cfg.layers, loader_ms=cfg.loader_ms, slow_loader_ms=cfg.slow_loader_ms,
-        slow_step=cfg.slow_loader_step, slow_pct=100 * (cfg.straggler_slowdown - 1)))  # fmt: skip
+        slow_step=cfg.slow_loader_step, slow_pct=100 * (cfg.straggler_slowdown - 1), nsys_file=NSYS_FILE,
+        nsys_kernels=nsys_kernels))  # fmt: skip
+
+
+def _nsys_rows(path: Path, table: str) -> int:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+        return int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def make_nsys_sample(out_dir: Path) -> Path:
+    """The synthetic Nsight Systems export (``tools/gen_nsys.py``, seed 7): 3,000 kernels, 2 processes."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gen_nsys import generate
+
+    path = out_dir / NSYS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return generate(path, 3000, processes=2, nvtx=True, metrics=True, seed=7)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1338,12 +1374,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the synthetic GPU traces")
     parser.add_argument("--skip-cpu", action="store_true", help="do not make the torch.profiler CPU trace")
     parser.add_argument("--skip-gpu", action="store_true", help="do not make the synthetic GPU traces")
+    parser.add_argument("--skip-nsys", action="store_true", help="do not make the synthetic Nsight Systems export")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     torch_version = None if args.skip_cpu else make_cpu_trace(args.out, args.seed)
     if not args.skip_gpu:
         for path in make_gpu_traces(args.out, args.seed):
             print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    if not args.skip_nsys:
+        path = make_nsys_sample(args.out)
+        print(f"wrote {path} ({path.stat().st_size:,} bytes)")
     if torch_version is not None:
         print(f"wrote {args.out / CPU_FILE} ({(args.out / CPU_FILE).stat().st_size:,} bytes, torch {torch_version})")
     write_readme(args.out, args.seed, torch_version)
