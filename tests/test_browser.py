@@ -69,6 +69,58 @@ def test_report_of_real_sample_traces(tmp_path: Path, name: str) -> None:
         assert not page.aonkit_errors, page.aonkit_errors
 
 
+LABELS_STATE = """() => {
+  for (const d of Bokeh.documents) {
+    const lab = d.get_model_by_name('timeline_labels'), q = d.get_model_by_name('timeline_quads');
+    const names = d.get_model_by_name('timeline_names');
+    if (!lab || !q) continue;
+    const xr = d.get_model_by_name('timeline_x');
+    return {text: Array.from(lab.data.text), x: Array.from(lab.data.x), names: Array.from(names.data.name),
+            left: Array.from(q.data.left), right: Array.from(q.data.right), count: Array.from(q.data.count),
+            code: Array.from(q.data.name), start: xr.start, end: xr.end};
+  }
+  return null;
+}"""
+
+
+def check_labels(st: dict) -> set[str]:
+    """Each label is its event's name or a cut of it that fits the bar's visible part; returns the whole names."""
+    from aonkit.timeline.labels import CHAR_PX
+
+    scale = 1600 / (st["end"] - st["start"])  # report width: at most this many px per ms
+    whole = set()
+    for text, x in zip(st["text"], st["x"]):
+        bars = [g for g in range(len(st["left"])) if st["count"][g] == 1 and max(st["left"][g], st["start"]) == x]
+        named = [g for g in bars if st["names"][st["code"][g]] == text
+                 or (text.endswith("\u2026") and st["names"][st["code"][g]].startswith(text[:-1]))]
+        fits = [g for g in named if len(text) * CHAR_PX <= (min(st["right"][g], st["end"]) - x) * scale + 1e-6]
+        assert fits, f"label {text!r} at {x} names no bar starting there wide enough to hold it"
+        if not text.endswith("\u2026"):
+            whole.add(text)
+    return whole
+
+
+def test_report_timeline_draws_names_on_wide_bars_at_every_zoom(tmp_path: Path) -> None:
+    # GIVEN the report of the sample GPU trace
+    page_path = write_report(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"), tmp_path / "r.html")
+    with browser_page() as (page, blocked):
+        page.goto(page_path.as_uri())
+        page.wait_for_selector("canvas", timeout=30_000)
+        page.wait_for_timeout(1500)
+        # THEN the whole-trace view names the steps and the long ops, each label fitting its bar
+        st = page.evaluate(LABELS_STATE)
+        assert "ProfilerStep#2" in check_labels(st) and len(st["text"]) < 100
+        # WHEN zoomed to 2 ms (the range set as a wheel zoom would) THEN the labels are recomputed for that view
+        page.evaluate("""() => { for (const d of Bokeh.documents) { const xr = d.get_model_by_name('timeline_x');
+                          if (xr) { xr.have_updated_interactively = true; xr.setv({start: 145.0, end: 147.0}); } } }""")
+        page.wait_for_timeout(800)
+        zoomed = page.evaluate(LABELS_STATE)
+        assert zoomed["start"] == pytest.approx(145.0) and zoomed["text"] != st["text"]
+        assert any(t.startswith("ncclDevKernel_AllReduce") for t in zoomed["text"])
+        check_labels(zoomed)
+        assert not blocked and not page.aonkit_errors, page.aonkit_errors
+
+
 def test_report_tables_filter_by_name_and_show_whole_names_on_hover(tmp_path: Path) -> None:
     from aonkit.analysis.kernels import kernel_stats
 

@@ -48,7 +48,9 @@ TIMELINE_STATE = """() => {
     const xr = d.get_model_by_name('timeline_x'), src = d.get_model_by_name('timeline_quads');
     if (xr && src) {
       const l = Array.from(src.data.left), r = Array.from(src.data.right);
-      return {start: xr.start, end: xr.end, n: l.length, min_left: Math.min(...l), max_right: Math.max(...r)};
+      const lab = d.get_model_by_name('timeline_labels');
+      return {start: xr.start, end: xr.end, n: l.length, min_left: Math.min(...l), max_right: Math.max(...r),
+              labels: lab ? Array.from(lab.data.text) : null};
     }
   }
   return null;
@@ -137,6 +139,7 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
         span = tl["end"] - tl["start"]
         assert tl["start"] == pytest.approx(0.0, abs=1e-9) and 0 < span < 10.0, tl  # 1% of a 338 ms trace
         assert tl["max_right"] <= tl["end"] + span, tl  # drawn for this window (its margin), not the whole trace
+        assert tl["labels"], tl  # names on the bars wide enough at this zoom
         # WHEN the wheel turns over the timeline
         canvas = page.query_selector(".jp-CodeCell .jp-OutputArea canvas")
         canvas.scroll_into_view_if_needed()

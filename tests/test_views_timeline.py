@@ -22,6 +22,7 @@ import aonkit
 from aonkit import schema
 from aonkit.analysis.correlation import gpu_links
 from aonkit.timeline.detail import tile_details
+from aonkit.timeline.labels import LABEL_JS
 from aonkit.timeline.pyramid import timeline_pyramid
 from aonkit.timeline.static import (
     DECODED_COLUMNS,
@@ -490,8 +491,12 @@ def test_static_layout_sources_and_callback(sample) -> None:  # noqa: ANN001
     (hl,) = view.selected.js_property_callbacks["change:indices"]
     assert hl.code == LINK_HIGHLIGHT_JS and hl.args["links"] is lay.select_one({"name": "timeline_links"})
     cbs = fig.x_range.js_property_callbacks
-    (lod,) = cbs["change:start"]
-    assert cbs["change:end"] == [lod] and lod.code == LOD_JS
+    lod, names = cbs["change:start"]  # the level of detail, then the names on wide bars
+    assert cbs["change:end"] == [lod, names] and lod.code == LOD_JS and names.code == LABEL_JS
+    assert view.js_property_callbacks["change:data"] == [names] and names.args["quads"] is view
+    assert names.args["names"] is lay.select_one({"name": "timeline_names"})
+    labels = lay.select_one({"name": "timeline_labels"})
+    assert names.args["labels"] is labels and labels.data == {"x": [], "y": [], "text": []}  # filled in the browser
     assert fig.x_range.renderers[0].name == "timeline_frame" and list(fig.x_range.bounds) == [0, pyr.span_ns / 1e6]
     assert all(isinstance(f, ColumnDataSource) for f in lod.args["fills"])
     texts = [v for k, v in lod.args.items() if k != "fills" and not hasattr(v, "id")]

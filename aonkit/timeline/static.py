@@ -31,6 +31,7 @@ from bokeh.plotting import figure
 from ..trace import Trace
 from ..views import theme
 from ..views._data import frame_source
+from .labels import add_bar_labels
 from .pyramid import Pyramid, timeline_pyramid
 from .stacks import stack_texts
 from .static_hover import STATIC_BIN_TOOLTIPS, STATIC_EVENT_TOOLTIPS, hover_formatters, link_highlight
@@ -178,7 +179,7 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
     """
     pyr = trace if isinstance(trace, Pyramid) else timeline_pyramid(trace, width_px, levels, budget_bytes)
     span_ms = pyr.span_ns / 1e6
-    x_range = DataRange1d(range_padding=0, bounds=(0.0, span_ms))
+    x_range = DataRange1d(range_padding=0, bounds=(0.0, span_ms), name="timeline_x")
     fig = lane_figure(pyr.lanes, x_range, pyr.width_px)
     frame = fig.scatter(x=[0.0, span_ms], y=[0.0, 0.0], alpha=0, size=0, name="timeline_frame")
     x_range.renderers = [frame]
@@ -196,6 +197,7 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
                          "pad": GLYPH_PAD}, code=LOD_JS)  # fmt: skip
     x_range.js_on_change("start", lod)
     x_range.js_on_change("end", lod)
+    add_bar_labels(fig, view, x_range, pyr.width_px, srcs["names"])
     groups = {g: [(lab, frame_source(pyr.counters[lab], f"timeline_counter_{k}_{i}")) for i, lab in enumerate(labs)]
               for k, (g, labs) in enumerate(pyr.counter_groups.items())}  # fmt: skip
     figs = counter_figures(groups, x_range, pyr.width_px)

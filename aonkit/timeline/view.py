@@ -25,6 +25,7 @@ from ..trace import Trace
 from ..views._data import frame_source
 from .detail import tile_details
 from .index import TimelineIndex
+from .labels import add_bar_labels
 from .tiles import index_of, timeline_tiles
 from .view_data import counter_frame, counter_points, counter_series, glyph_frame, lane_slots, span
 from .view_figs import add_quads, counter_figures, empty_highlight, lane_figure
@@ -162,6 +163,7 @@ def timeline_view(trace: Trace, width_px: int = 1200, t0_ns: int | None = None, 
     glyphs, counters = view.query(t0, t1, int(width_px))
     view.source.data = dict(frame_source(glyphs, "tmp").data)
     add_quads(fig, view.source, view.highlight)
+    add_bar_labels(fig, view.source, x_range, int(width_px))
     groups: dict[str, list[tuple[str, ColumnDataSource]]] = {}
     for group, label, *_ in view._series:
         view.counters[label] = frame_source(counters[label], f"timeline_counter_{len(view.counters)}")
