@@ -111,6 +111,27 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Print what changed from one trace (or job) to another, and write the picture as an HTML page."""
+    from .analysis.diff import trace_diff
+    from .report.diff_report import write_diff_report
+    from .sources import load
+    from .units import fmt_ns
+    from .views.diff import short_name
+
+    base, new = (load(p, salvage=args.salvage) for p in (args.base, args.new))
+    d = trace_diff(base, new, by=args.by)
+    labels = [Path(p).name for p in (args.base, args.new)]
+    print(f"{labels[0]} -> {labels[1]}: {len(d):,} {args.by} names, {int(d['significant'].sum()):,} significant")
+    for r in d.head(args.top).itertuples():
+        pct = "only in one" if r.delta_mean_pct != r.delta_mean_pct else f"{r.delta_mean_pct:+6.1f}%"
+        print(f"  {fmt_ns(r.delta_total_ns):>10} total  {pct:>11} per call  {'*' if r.significant else ' '}  "
+              f"{short_name(str(r.name), 70)}")
+    path = write_diff_report(d, args.output, *labels, top=args.top)
+    print(f"picture: {path}  (* = significant change of the mean per call)")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the summary on the bundled sample traces and write an HTML page."""
     from .demo import run_demo
@@ -193,6 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="two files for one rank, or files naming no rank: fail (default), keep the newest file, "
                         "or key the files as ranks by file order")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("diff", help="what got slower or faster from one trace (or job) to another, as a picture")
+    p.add_argument("base", help="the trace (or job directory) to compare against")
+    p.add_argument("new", help="the trace (or job directory) that changed")
+    p.add_argument("-o", "--output", default="diff.html", help="HTML page of the picture (default diff.html)")
+    p.add_argument("--by", choices=("kernel", "op"), default="kernel", help="compare kernels (default) or CPU ops")
+    p.add_argument("--top", type=int, default=15, help="rows printed and drawn (default 15)")
+    p.add_argument("--salvage", action="store_true", help=SALVAGE_HELP)
+    p.set_defaults(func=cmd_diff)
     p = sub.add_parser("profile", help="run a command under aonkit's samplers (and torch.profiler for Python)")
     p.add_argument("--out", help="bundle folder (default aon-profiles/<date>-<time>-<n>)")
     p.add_argument("--interval", type=float, default=0.1, help="sampling interval in s (default 0.1)")

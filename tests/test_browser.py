@@ -69,6 +69,25 @@ def test_report_of_real_sample_traces(tmp_path: Path, name: str) -> None:
         assert not page.aonkit_errors, page.aonkit_errors
 
 
+def test_diff_page_renders_offline_and_shows_markup_as_text(tmp_path: Path) -> None:
+    from aonkit.analysis.diff import trace_diff
+    from aonkit.report.diff_report import write_diff_report
+
+    # GIVEN a diff whose kernel and page labels hold markup
+    t = aonkit.load(markup_trace(tmp_path / "m.json"))
+    page_path = write_diff_report(trace_diff(t, t), tmp_path / "d.html", MARKUP, "b.json")
+    with browser_page() as (page, blocked):
+        page.goto(page_path.as_uri())
+        page.wait_for_selector("canvas", timeout=30_000)
+        page.wait_for_timeout(1500)
+        # THEN the picture and the table render, the markup shows as text and never runs
+        assert not_blank(page.screenshot(full_page=True)) > 10
+        for text in ("aonkit diff", "volta_sgemm_128x64_nn", MARKUP):
+            assert page.get_by_text(text, exact=False).count() >= 1, text
+        assert page.evaluate("window.__xss") is None and not page.aonkit_dialogs
+        assert not blocked and not page.aonkit_errors, page.aonkit_errors
+
+
 LABELS_STATE = """() => {
   for (const d of Bokeh.documents) {
     const lab = d.get_model_by_name('timeline_labels'), q = d.get_model_by_name('timeline_quads');

@@ -49,3 +49,19 @@ def test_dashboard_displays_and_timeline_requeries_on_zoom() -> None:
     assert "GPU busy" in bundle["text/plain"]
     # and the zoom re-queries once the burst settles
     assert text_of(out[1]).split() == ["before", "True", "after", "True", "True", "individual", "True"]
+
+
+def test_show_displays_any_bokeh_figure_with_bokehjs_once() -> None:
+    # GIVEN two figures shown in one kernel session
+    out = run_cells(
+        "from bokeh.plotting import figure\nfrom aonkit.widgets import show\n"
+        "f = figure(); f.line([0, 1], [0, 1])\nshow(f)",
+        "g = figure(); g.scatter([0], [0])\nshow(g)",
+        "try:\n    show('not a figure')\nexcept TypeError as e:\n    print('refused', 'str' in str(e))",
+    )
+    mime = "application/vnd.bokehjs_load.v0+json"
+    # THEN each displays as a widget, and BokehJS comes once, with the first
+    for cell in out[:2]:
+        assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell)
+    assert [sum(mime in o.get("data", {}) for o in cell) for cell in out[:2]] == [1, 0]
+    assert text_of(out[2]).split() == ["refused", "True"]

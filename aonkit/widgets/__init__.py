@@ -4,9 +4,10 @@
 that re-queries its level of detail on zoom and pan; ``LiveMonitor(sampler)``
 streams a sampler's metrics with rollover and a pause button; ``WhatIfPanel(trace)``
 re-times the trace's dependency graph as sliders move; ``LLMModelPanel()`` and
-``ServingPanel()`` put the analytic LLM model and the serving queue under sliders. All render
-through jupyter_bokeh, whose JupyterLab extension carries BokehJS, so nothing
-is fetched from a CDN and no ``output_notebook`` call is needed first.
+``ServingPanel()`` put the analytic LLM model and the serving queue under sliders; ``show(fig)``
+shows any bokeh figure (e.g. :func:`aonkit.views.diff.diff_figure`). All render through
+jupyter_bokeh; the first one shown to a front end puts BokehJS on the page inline, once, so
+nothing is fetched from a CDN and no ``output_notebook`` call is needed first.
 Importing this package imports ipywidgets and bokeh; ``import aonkit`` does not.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Dashboard", "LLMModelPanel", "LiveMonitor", "ServingPanel", "WhatIfPanel"]
+__all__ = ["Dashboard", "LLMModelPanel", "LiveMonitor", "Plot", "ServingPanel", "WhatIfPanel", "show"]
 
 
 def __getattr__(name: str) -> Any:  # import each widget only when asked for
@@ -38,4 +39,8 @@ def __getattr__(name: str) -> Any:  # import each widget only when asked for
         from .serving import ServingPanel
 
         return ServingPanel
+    if name in ("Plot", "show"):
+        from . import plot
+
+        return getattr(plot, name)
     raise AttributeError(name)

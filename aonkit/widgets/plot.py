@@ -1,0 +1,38 @@
+"""``show(fig)``: any bokeh model as a notebook widget, with BokehJS loaded inline once per front end.
+
+``bokeh.io.show`` after ``output_notebook(INLINE)`` puts the 4 MB BokehJS
+bundle into the notebook twice per call site; this puts it on the page once
+(shared with aonkit's other widgets, :mod:`aonkit.widgets._bokehjs`) and
+displays the model through jupyter_bokeh, so Python can still change it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as w
+from bokeh.models import LayoutDOM
+from jupyter_bokeh.widgets import BokehModel
+
+from ._bokehjs import ensure_bokehjs
+
+__all__ = ["Plot", "show"]
+
+
+class Plot(w.VBox):
+    """A bokeh model (a figure or a layout) as a widget; ``model`` is the model shown."""
+
+    def __init__(self, model: LayoutDOM) -> None:
+        self.model = model
+        super().__init__([BokehModel(model)])
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        ensure_bokehjs()
+        return super()._repr_mimebundle_(**kwargs)
+
+
+def show(model: LayoutDOM) -> Plot:
+    """The widget showing ``model`` (the last expression of a cell displays it)."""
+    if not isinstance(model, LayoutDOM):
+        raise TypeError(f"show() takes a bokeh figure or layout, not {type(model).__name__}")
+    return Plot(model)
