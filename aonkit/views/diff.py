@@ -29,7 +29,7 @@ from bokeh.plotting import figure
 
 from . import theme
 from ._data import frame_source
-from .tables import _table, _time_columns, name_column
+from .tables import data_table, name_column, time_columns
 
 __all__ = ["DIFF_COLORS", "diff_figure", "diff_frame", "diff_table", "short_name"]
 
@@ -140,7 +140,7 @@ def diff_table(diff: pd.DataFrame, width: int = 1100, height: int = 320) -> Data
     Counts, totals and means in one time unit, the change of the mean in percent, p and whether it is significant.
     """
     df = diff.reset_index(drop=True).copy()
-    times = _time_columns(df, [("total_base_ns", "total_base", "total base"),
+    times = time_columns(df, [("total_base_ns", "total_base", "total base"),
                                ("total_new_ns", "total_new", "total new"), ("mean_base_ns", "mean_base", "mean base"),
                                ("mean_new_ns", "mean_new", "mean new")])  # fmt: skip
     df["significant"] = df["significant"].map({True: "yes", False: "no"})
@@ -153,4 +153,4 @@ def diff_table(diff: pd.DataFrame, width: int = 1100, height: int = 320) -> Data
             TableColumn(field="significant", title="significant", width=70)]  # fmt: skip
     keep = ["name", "count_base", "count_new", "total_base", "total_new", "mean_base", "mean_new", "delta_mean_pct",
             "p", "significant"]  # fmt: skip
-    return _table(df[keep], cols, "diff_table", width, height)
+    return data_table(df[keep], cols, "diff_table", width, height)

@@ -33,7 +33,7 @@ SHARE_FORMAT = "0.00%"
 """numbro format of share columns (fractions shown as percentages)."""
 
 
-def _time_columns(df: pd.DataFrame, specs: list[tuple[str, str, str]]) -> list[TableColumn]:
+def time_columns(df: pd.DataFrame, specs: list[tuple[str, str, str]]) -> list[TableColumn]:
     """Add each ``field`` (``ns_col`` converted) to ``df``; return their columns titled ``label (unit)``.
 
     ``specs`` holds (``ns_col``, ``field``, ``label``). One table uses one time
@@ -72,7 +72,8 @@ def name_column(field: str, title: str, width: int) -> TableColumn:
     return TableColumn(field=field, title=title, formatter=HTMLTemplateFormatter(template=NAME_TEMPLATE), width=width)
 
 
-def _table(df: pd.DataFrame, columns: list[TableColumn], name: str, width: int, height: int) -> DataTable:
+def data_table(df: pd.DataFrame, columns: list[TableColumn], name: str, width: int, height: int) -> DataTable:
+    """A sortable table of ``df`` (source named ``name``) whose view holds an ``IndexFilter`` for :func:`name_filter`."""
     source = frame_source(df, name)
     view = CDSView(filter=IndexFilter(indices=list(range(len(df)))))
     # reorderable=False: column dragging needs jquery-ui, which BokehJS does not ship (a console warning)
@@ -127,10 +128,10 @@ def kernel_table(
         name_column("name", "kernel", 420),
         TableColumn(field="class", title="class", formatter=StringFormatter(), width=90),
         TableColumn(field="count", title="count", formatter=NumberFormatter(format="0,0"), width=60),
-        *_time_columns(df, [(f"{s}_ns", s, s) for s in ("total", "mean", "min", "max")]),
+        *time_columns(df, [(f"{s}_ns", s, s) for s in ("total", "mean", "min", "max")]),
         TableColumn(field="share", title="share", formatter=NumberFormatter(format=SHARE_FORMAT), width=60),
     ]
-    table = _table(df, columns, "kernel_table", width, height)
+    table = data_table(df, columns, "kernel_table", width, height)
     return table, table.source
 
 
@@ -172,8 +173,8 @@ def op_table(
         name_column("op_name", "op", 420),
         TableColumn(field="calls", title="calls", formatter=NumberFormatter(format="0,0"), width=60),
         TableColumn(field="gpu_events", title="GPU events", formatter=NumberFormatter(format="0,0"), width=80),
-        *_time_columns(df, [("gpu_ns", "gpu_time", "GPU time"), ("cpu_ns", "cpu_time", "CPU time")]),
+        *time_columns(df, [("gpu_ns", "gpu_time", "GPU time"), ("cpu_ns", "cpu_time", "CPU time")]),
         TableColumn(field="share", title="share", formatter=NumberFormatter(format=SHARE_FORMAT), width=60),
     ]
-    table = _table(df, columns, "op_table", width, height)
+    table = data_table(df, columns, "op_table", width, height)
     return table, table.source
