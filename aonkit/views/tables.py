@@ -73,7 +73,7 @@ def name_column(field: str, title: str, width: int) -> TableColumn:
 
 
 def data_table(df: pd.DataFrame, columns: list[TableColumn], name: str, width: int, height: int) -> DataTable:
-    """A sortable table of ``df`` (source named ``name``) whose view holds an ``IndexFilter`` for :func:`name_filter`."""
+    """A sortable table of ``df`` (source ``name``); its view holds an ``IndexFilter`` for :func:`name_filter`."""
     source = frame_source(df, name)
     view = CDSView(filter=IndexFilter(indices=list(range(len(df)))))
     # reorderable=False: column dragging needs jquery-ui, which BokehJS does not ship (a console warning)
