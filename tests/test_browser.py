@@ -8,6 +8,7 @@ event name holding HTML/JavaScript markup is shown as text and never runs.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,21 @@ def test_dashboard_widget_is_the_first_output_in_jupyterlab(tmp_path: Path) -> N
             assert page.evaluate("window.__xss") is None and not page.aonkit_dialogs
             assert not blocked, blocked
             assert not [e for e in page.aonkit_errors if e.startswith("page error")], page.aonkit_errors
+
+
+def test_readme_screenshot_script_renders_the_report(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from .browser import chromium_path
+
+    # GIVEN the script that makes the README's picture, WHEN it runs against a fresh output path
+    env = {**os.environ, "AONKIT_CHROMIUM": chromium_path()}
+    out = tmp_path / "shot.png"
+    proc = subprocess.run([sys.executable, "tools/readme_screenshot.py", "--out", str(out)], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+    # THEN it writes a picture of a rendered page (not a blank one), at the size the README shows
+    assert proc.returncode == 0, proc.stderr
+    from PIL import Image
+
+    assert Image.open(out).size == (1400, 980) and not_blank(out.read_bytes()) > 20
