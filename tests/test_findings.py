@@ -9,6 +9,7 @@ import aonkit
 from aonkit.analysis.collectives import exposed_communication, stragglers
 from aonkit.analysis.findings import COLUMNS, findings
 from aonkit.analysis.idle import idle_summary
+from aonkit.analysis.roofline import roofline_table
 from aonkit.analysis.steps import profiler_steps
 
 from .conftest import SAMPLE_TRACES, load_events
@@ -40,6 +41,13 @@ def test_the_sample_jobs_planted_problems_are_found(job) -> None:
         steps = profiler_steps(job[rank])
         assert mine.loc["slow_step", "value"] == pytest.approx(steps["dur_ns"].max() / np.median(steps["dur_ns"]))
         assert "step 4 " in mine.loc["slow_step", "text"]  # the planted 30 ms stall
+        # the planted slow log_softmax: the one op far below its roof, at its roofline table's fraction
+        roof = roofline_table(job[rank])
+        soft = roof[roof["name"] == "aten::log_softmax"]
+        below = f[(f["rank"] == rank) & (f["finding"] == "below_roof")]
+        assert len(below) == 1 and "memory-bound reduction op" in below["text"].iloc[0]
+        assert below["value"].iloc[0] == pytest.approx(soft["roofline_ns"].sum() / soft["dur_ns"].sum())
+        assert below["value"].iloc[0] < 0.1
     # rank 0 waits for rank 1 at the all-reduces: more of its communication is exposed
     exposed = f[f["finding"] == "exposed_communication"].set_index("rank")["value"]
     assert exposed[0] > exposed[1]

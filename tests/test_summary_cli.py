@@ -110,10 +110,12 @@ def test_demo_command_writes_an_openable_page(tmp_path: Path) -> None:
     for name in ("gpu_synthetic_rank0", "gpu_synthetic_rank1", "cpu_mlp"):
         assert f"<a href='{name}.report.html'>" in page
     assert "85 GB" in page and "85018279936" not in page and " %</td>" in page
-    # the demo says what the samples plant: the straggler, exposed communication, host-bound idle, the slow step
+    # the demo says what the samples plant: the straggler, exposed communication, host-bound idle, the slow step,
+    # the memory-bound kernel far below its roof
     out = proc.stdout[proc.stdout.index("What to look at first"):]
     assert "rank 1 arrives last at 95% of 132 collectives" in out
-    assert "rank 0: 25% of the communication" in out and "waiting for the host" in out and "step 4 takes" in out
+    assert "rank 0: 26% of the communication" in out and "waiting for the host" in out and "step 4 takes" in out
+    assert "rank 0: 4 calls of one memory-bound reduction op run at 9% of the memory roof" in out
     assert "What to look at first" in page and "rank 1 arrives last" in page
 
 

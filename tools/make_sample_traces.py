@@ -23,9 +23,10 @@ It writes:
     (``numpy.random.default_rng``) places every event, so the bytes are the same
     on every run for a given ``--seed``. Built in: host-bound GPU idle gaps
     (data loading), a straggler (rank 1 computes ~15% slower, so its
-    all-reduces start later and rank 0's NCCL kernels wait), and kernels
-    launched before the profiling window (GPU events whose correlation has no
-    runtime event, ~5%).
+    all-reduces start later and rank 0's NCCL kernels wait), a memory-bound
+    kernel far below its roof (the loss's log_softmax forward at ~300 GB/s),
+    and kernels launched before the profiling window (GPU events whose
+    correlation has no runtime event, ~5%).
 
 ``README.md``
     Describes the files (sizes, event counts, torch version).
@@ -279,6 +280,7 @@ class SynthConfig:
     loader_ms: float = 15.0  # host time of data loading per step
     slow_loader_step: int = 4  # ProfilerStep whose data loading stalls (a long host-bound gap)
     slow_loader_ms: float = 30.0
+    slow_kernel_gbps: float = 300.0  # the loss's log_softmax forward: an unvectorised path far below the roof
 
     @property
     def tokens(self) -> int:
@@ -827,7 +829,9 @@ class RankSim(Recorder):
             with self.fwd_op("aten::log_softmax", [logits, [], []], ["float", "Scalar", ""]):
                 with self.op("aten::_log_softmax", [logits, [], []], ["float", "Scalar", "Scalar"]):
                     out = self.malloc(cfg.tokens * cfg.vocab * 4)
-                    self.kernel("log_softmax", mem_ns(cfg.tokens * cfg.vocab * 8), (cfg.tokens, 1, 1))
+                    # planted: a memory-bound kernel far below its roof (~9% of the H100's 3.35 TB/s)
+                    self.kernel("log_softmax", cfg.tokens * cfg.vocab * 8 / cfg.slow_kernel_gbps + 2_200,
+                                (cfg.tokens, 1, 1))  # fmt: skip
             soft = ("log_softmax", self.tape_seq, 0, [out])
             with self.fwd_op("aten::nll_loss_nd", [logits, [cfg.tokens], [], [], []]):
                 with self.op("aten::nll_loss_forward", [logits, [cfg.tokens], [], [], []]):
@@ -1287,6 +1291,10 @@ Built-in behaviours to find:
   A collective ends on both ranks at about the same time, so rank 0's NCCL kernels are much longer
   (they wait for rank 1), and rank 0's compute stream idles at the end of each backward until the
   last all-reduce is done;
+* **a memory-bound kernel far below its roof**: the loss's `log_softmax` forward (`cunn_SoftMaxForward`, once
+  per step) moves its bytes at ~{slow_gbps:.0f} GB/s, about a tenth of the H100's memory bandwidth (the other
+  memory-bound kernels run at 65-80% of it), so `roofline_table` puts `aten::log_softmax` under 10% of its
+  roof and `findings` lists it (`below_roof`);
 * **launches before the window**: the gradient-scaling and optimizer kernels of the step before the
   window run at its start; their correlation ids have no runtime event and they have no
   `External id` ({pre} of rank 0's GPU events, {pre_pct:.1f}%);
@@ -1347,6 +1355,7 @@ def write_readme(out_dir: Path, seed: int, torch_version: str | None) -> None:
         rows="\n".join(rows), cpu_file=CPU_FILE, torch_version=torch_version or "(unknown)", seed=seed,
         pre=pre, pre_pct=pct, layers=cfg.layers, loader_ms=cfg.loader_ms, slow_loader_ms=cfg.slow_loader_ms,
         slow_step=cfg.slow_loader_step, slow_pct=100 * (cfg.straggler_slowdown - 1), nsys_file=NSYS_FILE,
+        slow_gbps=cfg.slow_kernel_gbps,
         nsys_kernels=nsys_kernels))  # fmt: skip
 
 

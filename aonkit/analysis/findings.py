@@ -11,7 +11,12 @@ event name or metadata from the trace. Checks, in order:
 * ``gpu_idle``: the GPU's idle share of its span and its main cause, per rank
   (:func:`~aonkit.analysis.idle.idle_summary`);
 * ``slow_step``: profiler steps much longer than the rank's median step
-  (:func:`~aonkit.analysis.steps.profiler_steps`).
+  (:func:`~aonkit.analysis.steps.profiler_steps`);
+* ``below_roof``: an op (all its calls) that takes a fair share of the GPU
+  time at a small fraction of its roofline bound, memory or compute
+  (:func:`~aonkit.analysis.roofline.roofline_table`; needs recorded shapes).
+  The text gives the op's kind and bound, not its name: the name is the
+  table's ``name`` for that op.
 
 A finding is listed when it passes its threshold (the ``*_MIN`` constants).
 """
@@ -35,6 +40,10 @@ IDLE_MIN = 0.05
 """GPU idle listed from this share of the GPU span."""
 SLOW_STEP_MIN = 1.10
 """A step is slow from this multiple of the rank's median step time."""
+BELOW_ROOF_MAX = 0.25
+"""An op is far below its roof when its calls reach at most this fraction of it (time-weighted)."""
+BELOW_ROOF_SHARE_MIN = 0.02
+"""... and take at least this share of the rank's kernel time."""
 
 _CAUSES = {"host_wait_ns": "waiting for the host (launches came late)",
            "kernel_wait_ns": "short gaps between kernels", "other_ns": "other gaps"}  # fmt: skip
@@ -74,6 +83,28 @@ def _per_trace(trace: Trace, rank: int | None) -> list[dict]:
                 ratio = s.dur_ns / median
                 text = f"{who}step {s.step} takes {fmt_ns(s.dur_ns)}, {ratio:.2f}x the median ({fmt_ns(median)})"
                 out.append(_row("slow_step", rank, ratio, text, "steps.profiler_steps"))
+    out += _below_roof(trace, who, rank)
+    return out
+
+
+def _below_roof(trace: Trace, who: str, rank: int | None) -> list[dict]:
+    from .roofline import roofline_table
+
+    roof = roofline_table(trace)
+    kernel_ns = float(trace.kernels["dur_ns"].clip(lower=0).sum())
+    if not len(roof) or kernel_ns <= 0:
+        return []
+    roof = roof[roof["bound"].isin(["memory", "compute"]) & (roof["dur_ns"] > 0) & (roof["roofline_ns"] > 0)]
+    by = roof.groupby(["name", "bound"], observed=True).agg(
+        calls=("dur_ns", "size"), dur_ns=("dur_ns", "sum"), roof_ns=("roofline_ns", "sum"), kind=("kind", "first"))
+    by = by[(by["roof_ns"] <= BELOW_ROOF_MAX * by["dur_ns"]) & (by["dur_ns"] >= BELOW_ROOF_SHARE_MIN * kernel_ns)]
+    out = []
+    for (_, bound), r in by.sort_values("dur_ns", ascending=False).iterrows():
+        frac = r["roof_ns"] / r["dur_ns"]
+        text = (f"{who}{r['calls']} calls of one {bound}-bound {r['kind']} op run at {100 * frac:.0f}% of the "
+                f"{bound} roof: {fmt_ns(r['dur_ns'])} ({100 * r['dur_ns'] / kernel_ns:.0f}% of the kernel time) "
+                f"where the roof allows {fmt_ns(r['roof_ns'])}")  # fmt: skip
+        out.append(_row("below_roof", rank, frac, text, "roofline.roofline_table"))
     return out
 
 
