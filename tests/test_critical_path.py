@@ -11,7 +11,7 @@ import aonkit
 from aonkit._kernels.segments import thread_segments
 from aonkit.analysis.critical_path import Rule, critical_path, graph_of, what_if
 
-from .conftest import load_events, require_shared
+from .conftest import SAMPLE_TRACES, load_events, require_shared
 
 
 def _x(name: str, cat: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: object) -> dict:
@@ -186,6 +186,32 @@ def test_the_what_if_panel_updates_on_a_slider(tmp_path: Path) -> None:
     p.pattern.value = "(["  # a bad pattern says so and keeps the last result
     assert "cannot apply" in p.summary.value and p.result.step_time_ns == 125_000
     assert p._repr_mimebundle_()["text/plain"].startswith("what-if: step 125,000 ns")
+
+
+def test_the_panel_redraws_the_retimed_timeline(tmp_path: Path) -> None:
+    from aonkit.widgets import WhatIfPanel
+
+    # GIVEN the panel over a small trace (no event loop here: the debounced redraw runs at once)
+    t = small_trace(tmp_path)
+    p = WhatIfPanel(t, width_px=800)
+    src, fig = p.timeline.source, p.timeline.figure
+
+    def gpu_bars() -> dict[str, float]:  # each kernel's drawn width (ms), by name
+        d = src.data
+        return {n: r - lo for n, r, lo in zip(d["name"], d["right"], d["left"]) if n in ("gemm", "relu")}
+
+    before = gpu_bars()
+    # WHEN GPU computation is made twice as fast
+    p.sliders["GPU computation"].value = 0.5
+    # THEN the same figure and source now draw the re-timed kernels: each half as long as measured
+    after = gpu_bars()
+    assert p.timeline.source is src and p.timeline.figure is fig and set(after) == set(before) == {"gemm", "relu"}
+    for name, width in after.items():
+        assert width == pytest.approx(before[name] / 2, rel=1e-6), name
+    assert p.timeline.trace.warnings[-1].startswith("re-timed by aonkit.what_if")
+    # and a trace with other lanes is refused rather than drawn wrong
+    with pytest.raises(ValueError, match="lanes differ"):
+        p.timeline.retime(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"))
 
 
 def test_a_faster_straggler_shortens_the_job_by_the_planted_numbers(tmp_path: Path) -> None:

@@ -122,6 +122,27 @@ class TimelineView:
         xr = self.figure.x_range
         xr.update(start=(t0 - self.origin_ns) / 1e6, end=(t1 - self.origin_ns) / 1e6)
 
+    def retime(self, trace: Trace) -> None:
+        """Draw ``trace``, the same events at other times, in place of the current one.
+
+        For :meth:`aonkit.analysis.critical_path.WhatIf.retimed_trace`: the
+        same figure, lanes and sources, and the same window from the origin.
+
+        Raises ``ValueError`` when its lanes differ from the drawn ones (then build a new :func:`timeline_view`).
+        """
+        index = index_of(trace)
+        slots = lane_slots(index)
+        if not slots[["label", "rows"]].equals(self.lanes[["label", "rows"]]):
+            raise ValueError("the trace's lanes differ from the drawn ones: build a new timeline_view for it")
+        w0, w1, width = self.window
+        rel0, rel1 = w0 - self.origin_ns, w1 - self.origin_ns  # the window, from the origin
+        origin, end = span(trace, index)
+        self.trace, self.index, self.origin_ns, self.end_ns = trace, index, origin, end
+        self._series = counter_series(trace)  # the event rows (and so the GPU links) are the same: _links stays
+        self.figure.x_range.bounds = (0.0, (end - origin) / 1e6)
+        t0 = origin + max(rel0, 0)
+        self.update(t0, max(min(origin + rel1, end), t0 + 1), width)
+
     def range_window(self) -> tuple[int, int]:
         """The figure's current x range as absolute ns (what a widget passes to :meth:`update`)."""
         xr = self.figure.x_range

@@ -4,7 +4,10 @@ Each slider scales one part of the work (GPU computation, communication,
 copies, launch calls, other CPU time, untraced host gaps); a free row scales
 the events whose name matches a pattern. A change re-times the graph in one
 pass (10 ms on 1M nodes, ``bench/RESULTS.md``) and updates the numbers and the
-composition bars (built in :mod:`aonkit.views.whatif`).
+composition bars (built in :mod:`aonkit.views.whatif`) at once, and, once the
+sliders rest, the re-timed timeline (:meth:`WhatIf.retimed_trace` drawn by the
+live timeline; events outside the graph, such as ``ProfilerStep`` annotations,
+keep their measured times there).
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import ipywidgets as w
 from jupyter_bokeh.widgets import BokehModel
 
 from ..analysis.critical_path import Rule, WhatIf, composition, what_if
+from ..timeline import TimelineView, timeline_view
 from ..trace import Trace
 from ..units import fmt_ns
 from ..views.whatif import composition_data, composition_figure
 from ._bokehjs import ensure_bokehjs
+from ._loop import Debounce
 
 SLIDERS: dict[str, dict[str, Any]] = {
     "GPU computation": {"kind": "gpu", "gpu_class": "computation"},
@@ -42,9 +47,16 @@ class WhatIfPanel(w.VBox):
         slider: what if that rank, e.g. the straggler, were faster).
     step : int, optional
         A ``ProfilerStep#N`` to time (default: the whole trace).
+    timeline : bool
+        Show the re-timed trace under the bars (``self.timeline``), redrawn after the sliders rest.
+    width_px : int
+        Width of the timeline.
+    debounce_s : float
+        Quiet time after the last slider move before the timeline is redrawn.
     """
 
-    def __init__(self, trace: Trace | Mapping[int, Trace], step: int | None = None) -> None:
+    def __init__(self, trace: Trace | Mapping[int, Trace], step: int | None = None, *, timeline: bool = True,
+                 width_px: int = 1000, debounce_s: float = 0.3) -> None:  # fmt: skip
         self.trace, self.step = trace, step
         ranks = sorted(trace) if not isinstance(trace, Trace) else []
         self.rank = w.Dropdown(options=ranks, value=ranks[0] if ranks else None, description="rank",
@@ -67,10 +79,16 @@ class WhatIfPanel(w.VBox):
             s.observe(self._changed, names="value")
         self.pattern.observe(self._changed, names="value")
         self._show()
-        super().__init__([w.HBox([w.VBox(list(self.sliders.values())),
-                                  w.VBox([self.pattern, self.pattern_scale, self.rank, self.rank_scale,
-                                          self.summary])]),
-                          BokehModel(self.figure)])
+        parts = [w.HBox([w.VBox(list(self.sliders.values())),
+                         w.VBox([self.pattern, self.pattern_scale, self.rank, self.rank_scale, self.summary])]),
+                 BokehModel(self.figure)]  # fmt: skip
+        self.timeline: TimelineView | None = None
+        if timeline:
+            self.timeline = timeline_view(self.result.retimed_trace(), width_px=width_px)
+            self.timeline.figure.title.text = "re-timed timeline (a model, not a measurement)"
+            self._redraw = Debounce(self.refresh_timeline, debounce_s)
+            parts.append(BokehModel(self.timeline.layout))
+        super().__init__(parts)
 
     def rules(self) -> list[Rule]:
         """The rules the widgets set now (sliders left at 1 add none)."""
@@ -90,7 +108,14 @@ class WhatIfPanel(w.VBox):
             return self.result
         self.source.data = composition_data(composition(self.result.critical_path))
         self._show()
+        if self.timeline is not None:
+            self._redraw()
         return self.result
+
+    def refresh_timeline(self) -> None:
+        """Draw the current result's re-timed trace in the timeline now (slider moves do it once they rest)."""
+        if self.timeline is not None:
+            self.timeline.retime(self.result.retimed_trace())
 
     def _changed(self, change: dict) -> None:
         self.update()
