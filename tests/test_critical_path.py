@@ -183,6 +183,8 @@ def test_the_what_if_panel_updates_on_a_slider(tmp_path: Path) -> None:
     assert p.source.data["ms"] != before and p.source.data["part"][0] == "gpu computation"
     p.pattern.value, p.pattern_scale.value = "^aten::add$", 0.0
     assert p.result.step_time_ns == 125_000
+    # the op scaled to nothing changes the lanes: a new re-timed timeline takes the old one's place
+    assert p.children[-1]._model is p.timeline.layout and "re-timed" in p.timeline.trace.warnings[-1]
     p.pattern.value = "(["  # a bad pattern says so and keeps the last result
     assert "cannot apply" in p.summary.value and p.result.step_time_ns == 125_000
     assert p._repr_mimebundle_()["text/plain"].startswith("what-if: step 125,000 ns")
@@ -326,6 +328,29 @@ def test_the_retimed_trace_and_per_rank_times(tmp_path: Path) -> None:
     assert r.per_rank_ns.to_dict() == {0: 160_000} and r.critical_path["rank"].tolist() == [0] * 5
     assert what_if(t, [Rule(0.0, tid=1)]).step_time_ns < 260_000  # the host thread's own time removed
     assert what_if(t, [Rule(0.0, tid=99)]).step_time_ns == 260_000  # no such thread: nothing scaled
+
+
+def test_the_retimed_trace_moves_blocking_calls_and_annotations_with_the_work(tmp_path: Path) -> None:
+    t = small_trace(tmp_path)
+    cols = ["name", "ts_ns", "dur_ns"]
+    # the identity gives the measured trace back, the sync call from where its thread reached it to its wake-up
+    same = what_if(t).retimed_trace().events[cols]
+    assert same.equals(t.events[cols])
+    # GPU x0.5: the sync waits 95 us instead of 195, and the step annotation ends with the op after it
+    ev = what_if(t, [Rule(0.5, kind="gpu")]).retimed_trace().events.set_index("name")
+    assert (int(ev.loc["cudaDeviceSynchronize", "ts_ns"]), int(ev.loc["cudaDeviceSynchronize", "dur_ns"])) == (
+        30_000, 95_000)
+    assert (int(ev.loc["step", "ts_ns"]), int(ev.loc["step", "dur_ns"])) == (0, 160_000)
+
+
+def test_the_identity_retimed_sample_is_the_measured_one_for_nearly_every_event() -> None:
+    t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    a, b = t.events, what_if(t).retimed_trace().events
+    same = (a["ts_ns"].to_numpy() == b["ts_ns"].to_numpy()) & (a["dur_ns"].to_numpy() == b["dur_ns"].to_numpy())
+    assert same.mean() > 0.98
+    syncs = (a["name"] == "cudaStreamSynchronize").to_numpy()
+    steps = a["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()
+    assert syncs.sum() == 4 and same[syncs].all() and steps.sum() == 4 and same[steps].all()
 
 
 def test_per_rank_times_of_a_job(tmp_path: Path) -> None:

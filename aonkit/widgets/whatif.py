@@ -84,8 +84,7 @@ class WhatIfPanel(w.VBox):
                  BokehModel(self.figure)]  # fmt: skip
         self.timeline: TimelineView | None = None
         if timeline:
-            self.timeline = timeline_view(self.result.retimed_trace(), width_px=width_px)
-            self.timeline.figure.title.text = "re-timed timeline (a model, not a measurement)"
+            self.timeline = self._new_timeline(self.result.retimed_trace(), width_px)
             self._redraw = Debounce(self.refresh_timeline, debounce_s)
             parts.append(BokehModel(self.timeline.layout))
         super().__init__(parts)
@@ -114,8 +113,21 @@ class WhatIfPanel(w.VBox):
 
     def refresh_timeline(self) -> None:
         """Draw the current result's re-timed trace in the timeline now (slider moves do it once they rest)."""
-        if self.timeline is not None:
-            self.timeline.retime(self.result.retimed_trace())
+        if self.timeline is None:
+            return
+        trace = self.result.retimed_trace()
+        try:
+            self.timeline.retime(trace)
+        except ValueError:  # the lanes changed (e.g. an op scaled to nothing): a new timeline in its place
+            width = self.timeline.window[2]
+            self.timeline = self._new_timeline(trace, width)
+            self.children = (*self.children[:-1], BokehModel(self.timeline.layout))
+
+    @staticmethod
+    def _new_timeline(trace: Trace, width_px: int) -> TimelineView:
+        view = timeline_view(trace, width_px=width_px)
+        view.figure.title.text = "re-timed timeline (a model, not a measurement)"
+        return view
 
     def _changed(self, change: dict) -> None:
         self.update()
