@@ -62,6 +62,9 @@ class RawEvents:
         int64 offsets of each event's text in ``buf``.
     loader : callable, optional
         Returns ``(buf, ev_start, ev_end)`` on first use when ``buf`` is None.
+    args_at : numpy.ndarray, optional
+        int64 offset in ``buf`` of each event's ``args`` object (-1: none), as the JSON scanner records it;
+        otherwise found on the first arg look-up (:meth:`args_offsets`).
     """
 
     def __init__(
@@ -70,11 +73,13 @@ class RawEvents:
         ev_start: np.ndarray | None,
         ev_end: np.ndarray | None,
         loader: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+        args_at: np.ndarray | None = None,
     ) -> None:
         self._buf = buf
         self._start = ev_start
         self._end = ev_end
         self._loader = loader
+        self._args_at = args_at
 
     def _ensure(self) -> None:
         if self._buf is None and self._loader is not None:
@@ -86,6 +91,22 @@ class RawEvents:
         self._ensure()
         assert self._buf is not None and self._start is not None and self._end is not None
         return self._buf, self._start, self._end
+
+    def args_offsets(self) -> np.ndarray | None:
+        """Offset in the buffer of every event's ``args`` object (-1: none): arg look-ups start there.
+
+        Recorded by the JSON scanner while it loads; for other texts (a cache's) found by one pass on first use.
+        ``None`` for subclasses that build their text on demand (their buffers differ per selection).
+        """
+        if type(self).select is not RawEvents.select:
+            return None
+        if self._args_at is None:
+            from ._kernels.args import args_starts
+
+            buf, start, end = self.spans()
+            self._args_at = args_starts(buf, np.ascontiguousarray(start, np.int64),
+                                        np.ascontiguousarray(end, np.int64))  # fmt: skip
+        return self._args_at
 
     def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(buffer, start offsets, end offsets, positions of ``rows`` in them); all events when ``rows`` is None.

@@ -123,3 +123,37 @@ def test_args_walk_takes_the_last_args_and_skips_malformed(tmp_path) -> None:
     assert t.arg_ints("bytes").tolist() == [1, -1, -1, 7]
     np.testing.assert_array_equal(t.arg_numbers("x"), [2.5, 0.25, np.nan, np.nan])
     assert t.arg_numbers("z")[3] == np.inf  # json's value for an overflowing float
+
+
+def _args_objects(trace: aonkit.Trace) -> np.ndarray:
+    """Each event's args offset relative to its text's start (-1: none)."""
+    buf, start, _ = trace._raw.spans()
+    at = trace._raw.args_offsets()
+    return np.where(at >= 0, at - start, -1)
+
+
+@pytest.mark.parametrize("name", ["gpu_synthetic_rank0.json.gz", "cpu_mlp.pt.trace.json.gz"])
+def test_scanner_records_each_args_object_where_a_walk_finds_it(tmp_path, name: str) -> None:
+    from aonkit._kernels.args import args_starts, find_args
+
+    # GIVEN a trace loaded from JSON (offsets recorded by the scanner) and from its cache (found on first use)
+    t = aonkit.load(SAMPLE_TRACES / name)
+    recorded = t._raw._args_at
+    assert recorded is not None
+    cached = aonkit.load(t.save(tmp_path / "c.aon.parquet"))
+    assert cached._raw._args_at is None
+    # THEN both give the same args objects, each at a '{' right after an "args" key (a separate walk agrees)
+    buf, start, end = t._raw.spans()
+    np.testing.assert_array_equal(recorded, args_starts(buf, start, end))
+    np.testing.assert_array_equal(_args_objects(t), _args_objects(cached))
+    have = recorded >= 0
+    assert have.mean() > 0.5 and (buf[recorded[have]] == ord("{")).all()
+    # AND a look-up from there equals the walk of the whole event, for present and absent keys
+    keys = ["External id", "correlation", "Input Dims", "Bytes", "no such key"]
+    quoted = [np.frombuffer(json.dumps(k).encode(), np.uint8) for k in keys]
+    off = np.concatenate([[0], np.cumsum([len(q) for q in quoted])]).astype(np.int64)
+    rows = np.arange(len(start), dtype=np.int64)
+    whole = find_args(buf, start, end, rows, np.concatenate(quoted), off)
+    spans, _ = t._arg_spans_of(keys, None)
+    np.testing.assert_array_equal(spans, whole)
+    assert (whole[:, -1, 0] == -1).all() and (whole[:, 0, 0] >= 0).any()

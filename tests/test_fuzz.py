@@ -132,8 +132,8 @@ def test_deep_nesting_is_an_error_not_a_crash(tmp_path: Path) -> None:
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=mutated(), cuts=st.lists(st.integers(0, 6000), min_size=2, max_size=40))
 def test_args_kernels_on_unchecked_bytes(data: bytes, cuts: list[int]) -> None:
-    """find_args and span_floats on any bytes and spans (not only scanned events): in bounds, never a crash."""
-    from aonkit._kernels.args import find_args, span_floats
+    """find_args, args_starts, find_args_at and span_floats on any bytes and spans: in bounds, never a crash."""
+    from aonkit._kernels.args import args_starts, find_args, find_args_at, span_floats
 
     buf = np.frombuffer(data, np.uint8).copy()
     n = len(buf)
@@ -146,6 +146,13 @@ def test_args_kernels_on_unchecked_bytes(data: bytes, cuts: list[int]) -> None:
     hit = out[:, :, 0] >= 0
     assert np.all(~hit | ((start[:, None] <= out[:, :, 0]) & (out[:, :, 0] <= out[:, :, 1])
                           & (out[:, :, 1] <= end[:, None])))  # fmt: skip
+    at = args_starts(buf, start, end)  # each an args object's '{' inside its event, or -1
+    found = at >= 0
+    assert np.all(~found | ((start <= at) & (at < end))) and (buf[at[found]] == ord("{")).all()
+    direct = find_args_at(buf, end, at, np.arange(len(start)), flat, key_off)
+    hit = direct[:, :, 0] >= 0
+    assert np.all(~hit | ((start[:, None] <= direct[:, :, 0]) & (direct[:, :, 0] <= direct[:, :, 1])
+                          & (direct[:, :, 1] <= end[:, None])))  # fmt: skip
     vals, ok = span_floats(buf, np.stack([start, end], axis=1))
     for s_, e_, v, good in zip(start.tolist(), end.tolist(), vals.tolist(), ok.tolist()):
         if good:

@@ -104,6 +104,50 @@ def find_args(buf, ev_start, ev_end, rows, keys, key_off):
 
 
 @njit
+def args_starts(buf, ev_start, ev_end):
+    """Offset of each event's ``args`` object in ``buf`` (its last ``args`` member), -1 where it has none.
+
+    What the trace scanner records while it loads (``R_ARGS``), found for
+    texts that come without it (a cache's); :func:`find_args_at` starts there.
+    """
+    stack = np.empty(MAX_DEPTH, np.uint8)
+    out = np.full(ev_start.shape[0], -1, np.int64)
+    for e in range(ev_start.shape[0]):
+        n = ev_end[e]
+        i = skip_ws(buf, ev_start[e] + 1, n)
+        while i < n and buf[i] == 34:
+            i, ks, kl, err = key_at(buf, i, n)
+            if err != OK:
+                break
+            if _is(buf, ks - 1, ks + kl + 1, _ARGS):
+                out[e] = i if buf[i] == 123 else -1
+            i, err = value_end(buf, i, n, stack)
+            if err != OK:
+                out[e] = -1
+                break
+            i, closed, err = next_member(buf, i, n)
+            if err != OK or closed:
+                break
+    return out
+
+
+@njit
+def find_args_at(buf, ev_end, args_at, rows, keys, key_off):
+    """:func:`find_args` starting at each event's recorded ``args`` object (``args_at``; -1: none)."""
+    stack = np.empty(MAX_DEPTH, np.uint8)
+    out = np.full((rows.shape[0], key_off.shape[0] - 1, 2), -1, np.int64)
+    for r in range(rows.shape[0]):
+        ev = rows[r]
+        a = args_at[ev]
+        if a < 0:
+            continue
+        i, ok = _members(buf, a, ev_end[ev], stack, keys, key_off, out, r)
+        if not ok:
+            out[r, :, :] = -1
+    return out
+
+
+@njit
 def span_ints(buf, spans):
     """Integer value of each JSON token span; ``ok`` False where absent or not a plain int64 integer."""
     n = spans.shape[0]

@@ -18,9 +18,9 @@ from .json_fast import WS, key_at, next_member, value_end
 from .json_lex import E_EOF, OK, scan_scaled, skip_any
 from .symbols import intern
 
-# rows of the int64 matrix
-R_EV_START, R_EV_END, R_TS, R_DUR, R_CORR, R_EXT, R_STREAM, R_DEVICE, R_ID = range(9)
-N64 = 9
+# rows of the int64 matrix (R_ARGS: offset of the event's args object, -1 when it has none)
+R_EV_START, R_EV_END, R_TS, R_DUR, R_CORR, R_EXT, R_STREAM, R_DEVICE, R_ID, R_ARGS = range(10)
+N64 = 10
 # rows of the int32 matrix (symbol ids in kind order, then flags)
 S_PH, S_CAT, S_NAME, S_PID, S_TID, S_BP, S_FLAGS = range(7)
 N32 = 7
@@ -227,6 +227,7 @@ def parse_event(buf, i, n, stack, i64, i32, row, ht, sym, symh, nsym, last):
         elif key == 9 and buf[i] == 123:
             for r in range(R_CORR, R_ID):
                 i64[r, row] = -1
+            i64[R_ARGS, row] = i  # later arg look-ups start here (the last args member counts)
             i, err = _parse_args(buf, i, n, stack, i64, i32, row)
             if err != OK:
                 return i, err, nsym
@@ -241,6 +242,7 @@ def parse_event(buf, i, n, stack, i64, i32, row, ht, sym, symh, nsym, last):
             if key == 9:
                 for r in range(R_CORR, R_ID):
                     i64[r, row] = -1
+                i64[R_ARGS, row] = -1
             elif key == 8:
                 i64[R_ID, row] = -1
             i, err = value_end(buf, i, n, stack)

@@ -30,6 +30,7 @@ from .trace_event import (  # noqa: F401 - the column layout, re-exported for th
     K_TID,
     N32,
     N64,
+    R_ARGS,
     R_CORR,
     R_DEVICE,
     R_DUR,

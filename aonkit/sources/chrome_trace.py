@@ -114,7 +114,7 @@ def parse_buffer(
         ts = events["ts_ns"][events["ts_ns"] != schema.TS_MISSING]
         if len(ts) and ts.max() < 10**15:  # < ~11 days of ns: relative times without their base
             warnings.append("timestamps look relative and baseTimeNanoseconds was lost with the cut")
-    raw = RawEvents(buf, i64[ks.R_EV_START, :n_ev], i64[ks.R_EV_END, :n_ev])
+    raw = RawEvents(buf, i64[ks.R_EV_START, :n_ev], i64[ks.R_EV_END, :n_ev], args_at=i64[ks.R_ARGS, :n_ev])
     top_level.pop("traceEvents", None)
     return Trace(events, meta, raw, metadata=top_level, warnings=warnings)
 
