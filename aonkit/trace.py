@@ -261,6 +261,7 @@ class Trace:
     def _arg_spans_of(self, keys: Sequence[str], rows: np.ndarray | pd.Index | None) -> tuple[np.ndarray, np.ndarray]:
         """Value spans of ``args[key]`` for each key, shape (rows, keys, 2) (-1: absent), and the text buffer."""
         from ._kernels.args import find_args, find_args_at
+        from ._kernels.inputs import frozen
 
         quoted = [np.frombuffer(json.dumps(k).encode(), np.uint8) for k in keys]
         key_off = np.concatenate([[0], np.cumsum([len(q) for q in quoted])]).astype(np.int64)
@@ -269,7 +270,7 @@ class Trace:
         if at is not None:  # straight to each event's args object (recorded by the scanner, or found once)
             buf, _, end = self._raw.spans()
             idx = np.arange(len(end), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-            return find_args_at(buf, np.ascontiguousarray(end), np.ascontiguousarray(at), idx, flat, key_off), buf
+            return find_args_at(buf, frozen(end), frozen(at), frozen(idx), flat, key_off), buf
         buf, start, end, idx = self._raw.select(None if rows is None else np.asarray(rows, dtype=np.int64))
         return find_args(buf, np.ascontiguousarray(start), np.ascontiguousarray(end), idx, flat, key_off), buf
 

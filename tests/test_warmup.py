@@ -38,6 +38,21 @@ with contextlib.redirect_stdout(io.StringIO()):
 print("COMPILED", len(names), sorted(set(names)))
 """
 
+TWICE = r"""
+import contextlib, importlib, io, pkgutil
+import aonkit._kernels as K
+from numba.core.registry import CPUDispatcher
+from aonkit.warmup import warmup
+with contextlib.redirect_stdout(io.StringIO()):
+    warmup(None)
+twice = []
+for m in pkgutil.iter_modules(K.__path__):
+    mod = importlib.import_module(f"aonkit._kernels.{m.name}")
+    twice += [f"{m.name}.{n}" for n, f in vars(mod).items()
+              if isinstance(f, CPUDispatcher) and f.__module__ == mod.__name__ and len(f.signatures) > 1]
+print("TWICE", sorted(twice))
+"""
+
 
 @pytest.mark.slow
 def test_warmup_leaves_nothing_for_the_demo_to_compile(tmp_path):
@@ -56,6 +71,12 @@ def test_warmup_leaves_nothing_for_the_demo_to_compile(tmp_path):
     assert d.returncode == 0, d.stderr[-3000:]
     assert "COMPILED 0 []" in d.stdout, d.stdout
     assert (tmp_path / "demo" / "summary.html").is_file()
+    # and no kernel of the warm-up is compiled for two argument types (int8 vs int32 codes, read-only or not):
+    # one specialization per kernel is what a trace of other dtypes finds compiled
+    t = subprocess.run([sys.executable, "-c", TWICE], env=env, capture_output=True, text=True, timeout=600,
+                       cwd=tmp_path)  # fmt: skip
+    assert t.returncode == 0, t.stderr[-3000:]
+    assert "TWICE []" in t.stdout, t.stdout
 
 
 def _with_notice(after_s: float, call) -> tuple[CompileNotice, str]:  # noqa: ANN001 - a callable that compiles

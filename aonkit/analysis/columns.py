@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import schema
+from .._kernels.inputs import frozen
 from ..trace import Trace
 
 _CPU_SIDE_EXCLUDED = schema.GPU_CATS | {"gpu_user_annotation", "Trace", "cuda_sync", "overhead", "cuda_profiler_range"}
@@ -75,7 +76,7 @@ def pair_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[np.nd
     """One int64 key per (a, b) pair, ordered like the pairs; and a function from keys back to (a, b)."""
     from .._kernels.keys import pair_codes
 
-    keys, a_lo, b_lo, width, ok = pair_codes(np.ascontiguousarray(a), np.ascontiguousarray(b))
+    keys, a_lo, b_lo, width, ok = pair_codes(frozen(a), frozen(b))
     if ok:
         return keys, lambda k: (k // width + a_lo, k % width + b_lo)
     codes, uniq = pd.MultiIndex.from_arrays([a, b]).factorize(sort=True)

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .. import schema
+from .._kernels.inputs import frozen
 from ..trace import Trace
 from .columns import category_flags, code_flags, op_stack
 
@@ -43,7 +44,7 @@ def enclosing_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
     is_op = category_flags(trace.events["cat"], lambda c: c in schema.CPU_OP_CATS)[all_rows]
     pos = np.searchsorted(all_rows, rows)
     is_op[pos] = False  # an event is not its own op
-    near, _ = ancestors(parent, is_op, order)
+    near, _ = ancestors(frozen(parent), frozen(is_op), frozen(order))
     found = near[pos]
     return np.where(found >= 0, all_rows[np.maximum(found, 0)], -1)
 
@@ -111,9 +112,10 @@ def _gpu_links(trace: Trace) -> pd.DataFrame:
     steps = step_numbers(ev["name"])
     is_step = steps[rows] >= 0
     is_ann = category_flags(ev["cat"], lambda c: c == "user_annotation")[rows] & ~is_step
-    op_near, op_top = ancestors(parent_local, is_op, order)
-    ann_near, _ = ancestors(parent_local, is_ann, order)
-    step_near, _ = ancestors(parent_local, is_step, order)
+    parent_local, order = frozen(parent_local), frozen(order)
+    op_near, op_top = ancestors(parent_local, frozen(is_op), order)
+    ann_near, _ = ancestors(parent_local, frozen(is_ann), order)
+    step_near, _ = ancestors(parent_local, frozen(is_step), order)
 
     found = np.searchsorted(rows, launch)
     if len(rows):

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import schema
+from .._kernels.inputs import frozen
 from ..trace import Trace
 from .columns import names_of
 from .correlation import gpu_launches, gpu_links
@@ -57,8 +58,8 @@ def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
     ev = trace.events
     name_col, cat_col = ev["name"].array, ev["cat"].array
     rows, ts, dur, device, stream, name_codes, cat_codes = gpu_columns(
-        gpu_launches(trace)["gpu_row"].to_numpy(), ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy(),
-        ev["device"].to_numpy(), ev["stream"].to_numpy(), np.asarray(name_col.codes), np.asarray(cat_col.codes),
+        frozen(gpu_launches(trace)["gpu_row"]), frozen(ev["ts_ns"]), frozen(ev["dur_ns"]), frozen(ev["device"]),
+        frozen(ev["stream"]), frozen(name_col.codes, np.int32), frozen(cat_col.codes, np.int32),
     )
     names, cats = name_col.categories, cat_col.categories
     width = len(names) + 1
@@ -118,7 +119,7 @@ def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] =
         named = n_codes >= 0
         keys = (n_codes * len(klass.categories) + k_codes)[named]
     dur = g["dur_ns"].to_numpy()
-    gkeys, count, total, vmin, vmax, mean, std = group_stats(keys, dur if by == "class" else dur[named])
+    gkeys, count, total, vmin, vmax, mean, std = group_stats(frozen(keys), frozen(dur if by == "class" else dur[named]))
     classes = np.asarray(klass.categories, dtype=object)
     if by == "class":
         out = pd.DataFrame({"class": classes[gkeys].astype(str)})
@@ -203,8 +204,8 @@ def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNC
     api_of = {name: k for k, name in enumerate(apis)}
     api_code = np.array([api_of.get(c, -1) for c in ev["name"].array.categories] + [-1], np.int64)
     gpu, launch, code, corr, cpu_dur, gpu_dur, delay = launch_columns(
-        links["gpu_row"].to_numpy(), links["launch_row"].to_numpy(), np.asarray(ev["name"].array.codes), api_code,
-        ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy(), ev["correlation"].to_numpy())  # fmt: skip
+        frozen(links["gpu_row"]), frozen(links["launch_row"]), frozen(ev["name"].array.codes, np.int32),
+        frozen(api_code), frozen(ev["ts_ns"]), frozen(ev["dur_ns"]), frozen(ev["correlation"]))  # fmt: skip
     delay = np.where(cpu_dur < 0, delay + cpu_dur, delay)  # a call without a duration: from its start
     skew = delay + np.maximum(cpu_dur, 0) < 0
     if skew.any():

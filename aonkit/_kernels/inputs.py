@@ -1,0 +1,22 @@
+"""The one array type a kernel input is compiled for (plain numpy: importing this loads no Numba)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def frozen(a: object, dtype: object = None) -> np.ndarray:
+    """``a`` as a C-contiguous, read-only array (a view; a copy only to change the dtype or layout).
+
+    Numba compiles a kernel once per argument type, and a read-only array is
+    another type: pandas hands out read-only arrays from some columns (copy on
+    write, Arrow-backed data) and writable ones from others, so the same
+    kernel was compiled twice, and a trace whose arrays came the other way
+    than in ``aonkit warmup`` compiled again on first use. Pure inputs pass
+    through here: one type, whatever pandas chose, at no copy.
+    """
+    v = np.ascontiguousarray(a, dtype=dtype)
+    if v.flags.writeable:
+        v = v.view()
+        v.flags.writeable = False
+    return v
