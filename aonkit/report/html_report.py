@@ -27,7 +27,7 @@ from bokeh.resources import INLINE
 from ..analysis.op_tree import op_tree
 from ..analysis.overview import overview
 from ..analysis.roofline import roofline_table
-from ..timeline import color_legend, static_timeline
+from ..timeline import color_legend, static_timeline, timeline_pyramid
 from ..trace import Trace
 from ..units import fmt_ns
 from ..views.dashboard import dashboard
@@ -73,10 +73,9 @@ def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True,
             from ..analysis.critical_path import critical_path as path_of
 
             critical = path_of(trace)
-        tl = static_timeline(trace, width_px=width_px, critical=critical)
-        lanes = tl.children[0] if hasattr(tl, "children") else tl
-        used = [r.glyph.fill_color for r in lanes.renderers if isinstance(getattr(r.glyph, "fill_color", None), str)]
-        parts[1:1] = [color_legend(used), tl]  # the colour key, then the timeline
+        pyr = timeline_pyramid(trace, width_px)
+        tl = static_timeline(pyr, critical=critical, source=trace)
+        parts[1:1] = [color_legend(list(pyr.palette)), tl]  # the colour key (the colours drawn), then the timeline
     return column(*parts)
 
 

@@ -151,7 +151,8 @@ def fill_layers(fig: figure, palette: list[str]) -> list[ColumnDataSource]:
 
 
 def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 16,
-                    budget_bytes: int = 16_000_000, critical: pd.DataFrame | None = None) -> LayoutDOM:  # fmt: skip
+                    budget_bytes: int = 16_000_000, critical: pd.DataFrame | None = None, *,
+                    source: Trace | None = None) -> LayoutDOM:  # fmt: skip
     """A timeline that zooms with no Python kernel: its data precomputed at every level within a size budget.
 
     Parameters
@@ -167,8 +168,10 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
         Bound on the stored size of the glyphs, strings and counters (BokehJS, about 1.3 MB, comes on top). A
         tile holds at most ``rows x (2 x width_px + 2)`` glyphs, so level ``k`` at most ``2**k`` times that.
     critical : pandas.DataFrame, optional
-        A critical path of ``trace`` (:func:`aonkit.analysis.critical_path.critical_path`), outlined on the
-        lanes (``trace`` must then be the Trace).
+        A critical path of the trace (:func:`aonkit.analysis.critical_path.critical_path`), outlined on the
+        lanes (``trace`` must then be the Trace, or ``source`` the Trace of the pyramid passed).
+    source : Trace, optional
+        The trace a pyramid passed as ``trace`` was made from (needed only with ``critical``).
 
     Returns
     -------
@@ -201,8 +204,9 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
     groups = {g: [(lab, frame_source(pyr.counters[lab], f"timeline_counter_{k}_{i}")) for i, lab in enumerate(labs)]
               for k, (g, labs) in enumerate(pyr.counter_groups.items())}  # fmt: skip
     figs = counter_figures(groups, x_range, pyr.width_px)
-    if critical is not None and isinstance(trace, Trace):
+    owner = trace if isinstance(trace, Trace) else source
+    if critical is not None and owner is not None:
         from .critical import add_critical_path
 
-        add_critical_path(fig, trace, critical)
+        add_critical_path(fig, owner, critical)
     return column(fig, *figs) if figs else fig
