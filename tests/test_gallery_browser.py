@@ -149,3 +149,38 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
         # THEN the axis moves and the kernel re-queries the new window (the glyphs reach past the old one)
         page.wait_for_function(f"() => {{ const t = ({TIMELINE_STATE})(); return t && t.end - t.start > {span} * 1.05 "
                                f"&& t.max_right > {tl['end'] + span}; }}", timeout=30_000)
+
+
+def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path]) -> None:
+    import re
+
+    base, token, _ = lab
+    name = "03_models.ipynb"
+    if name not in NOTEBOOKS:
+        pytest.skip(f"{name} is not in the gallery")
+    with browser_page(allow_hosts=(base,)) as (page, _blocked):
+        state = run_all(page, base, token, name)
+        assert all(c["count"] and not c["errors"] for c in state["cells"]), state
+        page.wait_for_timeout(1500)
+        # GIVEN the LLM model panel as Run All left it (Llama-3 405B on H100s, the notebook's last change)
+        panel = page.locator(".jp-OutputArea-output").filter(has_text="memory per GPU").first
+        panel.scroll_into_view_if_needed()
+
+        def shown() -> dict[str, str]:
+            text = panel.inner_text()
+            return {k: re.search(rf"{k}\s*\n\s*([^\n]+)", text).group(1) for k in ("step time", "MFU",
+                                                                                  "model FLOP/s per GPU")}
+
+        before = shown()
+        device = next(s for s in panel.locator("select").all()
+                      if s.evaluate("e => e.value") == "H100 SXM")  # fmt: skip
+        # WHEN the person picks another GPU in the page
+        device.select_option(label="A100 SXM4 80GB")
+        # THEN the kernel re-evaluates the model and the page shows the new numbers (an A100 is slower)
+        deadline = time.monotonic() + 30
+        while shown() == before and time.monotonic() < deadline:
+            page.wait_for_timeout(300)
+        after = shown()
+        rate = {k: float(v["model FLOP/s per GPU"].split()[0]) for k, v in (("h100", before), ("a100", after))}
+        assert after["step time"] != before["step time"] and rate["a100"] < rate["h100"], (before, after)
+        assert not [e for e in page.aonkit_errors if e.startswith("page error")], page.aonkit_errors
