@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,19 @@ def run_all(page: Any, base: str, token: str, name: str, timeout_s: float = 400.
             return state
 
 
+@contextmanager
+def ran(lab: tuple[str, str, Path], name: str) -> Iterator[Any]:
+    """A page where ``notebooks/name`` ran by Run All without an error (the test skips when it is not there)."""
+    base, token, _ = lab
+    if name not in NOTEBOOKS:
+        pytest.skip(f"{name} is not in the gallery")
+    with browser_page(allow_hosts=(base,)) as (page, _blocked):
+        state = run_all(page, base, token, name)
+        assert all(c["count"] and not c["errors"] for c in state["cells"]), state
+        page.wait_for_timeout(1500)
+        yield page
+
+
 def bokeh_outputs(page: Any) -> list[Any]:
     """The output areas holding a bokeh canvas, each scrolled into view once."""
     areas = []
@@ -125,14 +139,7 @@ def test_notebook_runs_all_and_renders_in_jupyterlab(lab: tuple[str, str, Path],
 
 
 def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple[str, str, Path]) -> None:
-    base, token, _ = lab
-    name = "01_dashboard.ipynb"
-    if name not in NOTEBOOKS:
-        pytest.skip(f"{name} is not in the gallery")
-    with browser_page(allow_hosts=(base,)) as (page, _blocked):
-        state = run_all(page, base, token, name)
-        assert all(c["count"] and not c["errors"] for c in state["cells"]), state
-        page.wait_for_timeout(1500)
+    with ran(lab, "01_dashboard.ipynb") as page:
         # THEN the axis shows the window the zoom cell asked for (the first 1%), and the glyphs are of that window
         tl = page.evaluate(TIMELINE_STATE)
         assert tl is not None and tl["n"] > 0
@@ -154,14 +161,7 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
 def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path]) -> None:
     import re
 
-    base, token, _ = lab
-    name = "03_models.ipynb"
-    if name not in NOTEBOOKS:
-        pytest.skip(f"{name} is not in the gallery")
-    with browser_page(allow_hosts=(base,)) as (page, _blocked):
-        state = run_all(page, base, token, name)
-        assert all(c["count"] and not c["errors"] for c in state["cells"]), state
-        page.wait_for_timeout(1500)
+    with ran(lab, "03_models.ipynb") as page:
         # GIVEN the LLM model panel as Run All left it (Llama-3 405B on H100s, the notebook's last change)
         panel = page.locator(".jp-OutputArea-output").filter(has_text="memory per GPU").first
         panel.scroll_into_view_if_needed()
