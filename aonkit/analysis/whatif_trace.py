@@ -7,6 +7,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
+from .columns import thread_keys
 from .depgraph import DepGraph
 
 
@@ -55,9 +56,7 @@ def enclosing_times(ev: pd.DataFrame, moved: np.ndarray, t0: np.ndarray, t1: np.
     span = ~moved & (dur > 0) & (ts != schema.TS_MISSING)
     if not span.any() or not moved.any():
         return
-    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
-    key = pd.MultiIndex.from_arrays([pid, tid])
-    codes = pd.factorize(key)[0]
+    codes = thread_keys(ev)
     mv = np.flatnonzero(moved)
     mv = mv[np.lexsort((ts[mv], codes[mv]))]  # moved events by thread, then measured start
     mcode, mts = codes[mv], ts[mv]
