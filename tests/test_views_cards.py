@@ -142,3 +142,13 @@ def test_dashboard_links_cards_tables_and_roofline(tmp_path: Path, by: str) -> N
     assert MARKUP_KERNEL not in page and "cdn.bokeh.org" not in page
     layout, src = dashboard(overview(t))
     assert "roofline" not in src
+
+
+def test_busy_card_says_when_its_span_is_summed_over_gpus() -> None:
+    # GIVEN an nsys export of two processes on two GPUs (each ~8.4 ms), and the one-GPU sample
+    two = overview(aonkit.load(SAMPLE_TRACES / "nsys" / "synthetic_2proc.sqlite"))
+    one = overview(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"))
+    # THEN the busy card's note says the GPU span is a sum (it reads longer than the trace's own span)
+    note = next(d.text for d in cards.busy_card(two).select({"type": Div}) if "GPU span" in d.text)
+    assert len(two.gpu) == 2 and two.gpu_span_ns > two.summary.span_ns and "summed over 2 GPUs" in note
+    assert not any("summed over" in d.text for d in cards.busy_card(one).select({"type": Div}))

@@ -87,7 +87,9 @@ def busy_card(ov: Overview, width: int = theme.CARD_WIDTH) -> LayoutDOM:
     data = bar_data(["GPU work running", "GPU idle"], np.array([busy, idle]), share,
                     [theme.CLASS_COLORS["computation"], theme.IDLE_COLORS["other"]])  # fmt: skip
     value = fmt_pct(ov.gpu_busy_fraction) if span > 0 else "no GPU kernels"
-    note = f"of the GPU span {fmt_ns(span)} (first to last GPU event); trace span {fmt_ns(ov.summary.span_ns)}"
+    n = len(ov.gpu)  # one row per device (per rank and device in a job)
+    where = "first to last GPU event" + (f", summed over {n} GPUs" if n > 1 else "")
+    note = f"of the GPU span {fmt_ns(span)} ({where}); trace span {fmt_ns(ov.summary.span_ns)}"
     head = headline("GPU busy", value, note, width)
     return column(head, bar_figure(data, "card_busy", width))
 

@@ -81,7 +81,7 @@ def _ns(v: float) -> str:
     return theme.fmt_ns(float(v)) if np.isfinite(v) else theme.MISSING
 
 
-def diff_figure(diff: pd.DataFrame, top: int = 15, width_px: int = 1100, title: str = "") -> LayoutDOM:
+def diff_figure(diff: pd.DataFrame, top: int = 15, width_px: int = 1000, title: str = "") -> LayoutDOM:
     """Picture of a trace diff: total time base vs new, and the change per call with its interval.
 
     Parameters
