@@ -27,6 +27,18 @@ SHOTS = os.environ.get("AONKIT_SHOTS")
 
 pytestmark = pytest.mark.slow
 
+EXPECTED = {
+    "00_quickstart.ipynb": ["34,374 events", "gpu_synthetic_rank0.json.gz"],
+    "01_dashboard.ipynb": ["GPU busy", "top kernels by GPU time", "stopped ·"],
+    "02_profile_and_whatif.ipynb": ["step time", "speed-up"],
+    "03_models.ipynb": ["memory per GPU", "tokens/s"],
+    "04_trace_analysis.ipynb": ["host_wait_ns", "delta_mean_pct"],
+    "05_multi_rank.ipynb": ["arrives last", "algbw_gbps", "share_last"],
+    "06_roofline.ipynb": ["memory-bound reduction op", "fraction"],
+    "07_nsight_systems.ipynb": ["launching process", "SM Active", "GPU busy"],
+}
+"""Text each notebook's outputs must show in the page (from its widgets, tables and prints)."""
+
 NOTEBOOK = """name => Array.from(window.jupyterapp.shell.widgets('main'))
   .find(w => w.context && w.context.path === 'notebooks/' + name && w.content && w.content.model)"""
 """The notebook panel of ``notebooks/<name>`` in the page (JupyterLab may restore other tabs around it)."""
@@ -127,6 +139,10 @@ def test_notebook_runs_all_and_renders_in_jupyterlab(lab: tuple[str, str, Path],
         assert not errors, f"{name}: {errors}"
         assert all(c["count"] for c in state["cells"]), f"{name} did not finish: {state}"
         page.wait_for_timeout(2000)  # the last widgets draw
+        # AND its outputs show what the notebook is about (widgets, tables and prints, not only no error)
+        outputs = page.locator(".jp-OutputArea")
+        for text in EXPECTED.get(name, []):
+            assert outputs.get_by_text(text, exact=False).count() >= 1, f"{name}: no output shows {text!r}"
         # AND every bokeh output drew something (not a blank box)
         for i, area in enumerate(bokeh_outputs(page)):
             area.scroll_into_view_if_needed()
