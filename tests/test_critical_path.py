@@ -211,6 +211,13 @@ def test_the_panel_redraws_the_retimed_timeline(tmp_path: Path) -> None:
     for name, width in after.items():
         assert width == pytest.approx(before[name] / 2, rel=1e-6), name
     assert p.timeline.trace.warnings[-1].startswith("re-timed by aonkit.what_if")
+    # and the outline follows the new critical path: its boxes are the re-timed path's events where they now lie
+    from aonkit.timeline import critical_boxes
+
+    want = critical_boxes(p.timeline.trace, p.result.critical_path)
+    assert list(p.critical.data["name"]) == list(want["name"]) and "relu" in list(want["name"])
+    np.testing.assert_allclose(p.critical.data["right"], want["right"])
+    assert max(p.critical.data["right"]) == pytest.approx(p.result.step_time_ns / 1e6)  # the path ends the step
     # and a trace with other lanes is refused rather than drawn wrong
     with pytest.raises(ValueError, match="lanes differ"):
         p.timeline.retime(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"))

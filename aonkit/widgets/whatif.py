@@ -19,7 +19,7 @@ import ipywidgets as w
 from jupyter_bokeh.widgets import BokehModel
 
 from ..analysis.critical_path import Rule, WhatIf, composition, what_if
-from ..timeline import TimelineView, timeline_view
+from ..timeline import TimelineView, add_critical_path, critical_boxes, timeline_view
 from ..trace import Trace
 from ..units import fmt_ns
 from ..views.whatif import composition_data, composition_figure
@@ -48,7 +48,8 @@ class WhatIfPanel(w.VBox):
     step : int, optional
         A ``ProfilerStep#N`` to time (default: the whole trace).
     timeline : bool
-        Show the re-timed trace under the bars (``self.timeline``), redrawn after the sliders rest.
+        Show the re-timed trace under the bars (``self.timeline``, its critical path outlined from the source
+        ``self.critical``), redrawn after the sliders rest.
     width_px : int
         Width of the timeline.
     debounce_s : float
@@ -118,15 +119,17 @@ class WhatIfPanel(w.VBox):
         trace = self.result.retimed_trace()
         try:
             self.timeline.retime(trace)
+            self.critical.data = critical_boxes(trace, self.result.critical_path)
         except ValueError:  # the lanes changed (e.g. an op scaled to nothing): a new timeline in its place
             width = self.timeline.window[2]
             self.timeline = self._new_timeline(trace, width)
             self.children = (*self.children[:-1], BokehModel(self.timeline.layout))
 
-    @staticmethod
-    def _new_timeline(trace: Trace, width_px: int) -> TimelineView:
+    def _new_timeline(self, trace: Trace, width_px: int) -> TimelineView:
+        """The re-timed trace's timeline, with the current critical path outlined (``self.critical``)."""
         view = timeline_view(trace, width_px=width_px)
-        view.figure.title.text = "re-timed timeline (a model, not a measurement)"
+        view.figure.title.text = "re-timed timeline (a model, not a measurement); critical path outlined"
+        self.critical = add_critical_path(view.figure, trace, self.result.critical_path)
         return view
 
     def _changed(self, change: dict) -> None:
