@@ -140,10 +140,19 @@ def collectives_from_tables(
 def stragglers(traces: Mapping[int, Trace], reference: int | None = None) -> pd.DataFrame:
     """Per rank: how often it arrived last, its median lateness and the wait it imposed on the others.
 
-    Columns: ``rank``, ``collectives``, ``times_last``, ``share_last``,
-    ``median_late_ns``, ``imposed_wait_ns`` (others' waiting in collectives
-    where this rank arrived last), ``own_wait_ns``; sorted most late first.
-    Empty, with a warning, for a job without collectives (see :func:`collectives`).
+    Parameters
+    ----------
+    traces : TraceSet or mapping of int to Trace
+        A job's ranks (collectives matched across them by :func:`collectives`).
+    reference : int, optional
+        The rank whose clock the others are aligned to (default: the lowest).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank``, ``collectives``, ``times_last``, ``share_last``, ``median_late_ns``, ``imposed_wait_ns``
+        (others' waiting in collectives where this rank arrived last), ``own_wait_ns``; sorted most late first.
+        Empty, with a warning, for a job without collectives.
     """
     coll, part = collectives(traces, reference)
     return stragglers_from(coll, part)
@@ -164,7 +173,19 @@ def stragglers_from(coll: pd.DataFrame, part: pd.DataFrame) -> pd.DataFrame:
 
 
 def exposed_communication(trace: Trace) -> pd.DataFrame:
-    """Per device: communication time, and the part of it not hidden behind computation (ns)."""
+    """Per device: communication time, and the part of it not hidden behind computation.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace with GPU kernels (communication kernels are told by name, as in :func:`kernel_stats`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``device``, ``comm_ns``, ``exposed_comm_ns`` (communication time with no computation kernel running on
+        the device) and ``exposed_share``.
+    """
     from .._kernels.intervals import intersection_length
     from .hta_compat import hta_merge
 

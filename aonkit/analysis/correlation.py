@@ -69,10 +69,22 @@ def step_numbers(col: pd.Series) -> np.ndarray:
 
 
 def gpu_links(trace: Trace) -> pd.DataFrame:
-    """One row per GPU event with its launch, op stack, annotation and step (see module doc).
+    """One row per GPU event with its launch, op stack, annotation and step.
 
     Remembered per trace (:mod:`aonkit.analysis.memo`): the analyses that
     need it share one computation.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace (Kineto or nsys); launches are matched by ``correlation`` within a process.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``gpu_row``, ``launch_row``, ``op_row``, ``top_op_row``, ``annotation_row`` (rows of ``trace.events``;
+        -1 where there is none) and ``step`` (N of the enclosing ``ProfilerStep#N``; -1 when none). The module
+        doc says what each one is.
     """
     from .memo import remembered
 

@@ -258,6 +258,33 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
     windows are on that clock (the lowest rank's). With ``samples``, also a
     Monte Carlo spread (:mod:`aonkit.analysis.whatif_mc`): ``result.samples_ns``
     holds that many step times with kernel durations redrawn per name (seeded).
+
+    Parameters
+    ----------
+    trace : Trace or TraceSet
+        A trace, or a job's ranks.
+    rules : sequence of Rule or dict
+        Each scales the durations of the nodes it matches (kernel class, name pattern, kind, rank, thread, host
+        gaps; see :class:`Rule`); a node matched by several rules takes their product. ``[]`` is the identity.
+    step : int, optional
+        Time only ``ProfilerStep#step``.
+    window : tuple of int, optional
+        Time only the nodes that start in ``[t0_ns, t1_ns)`` (absolute ns).
+    samples : int
+        Monte Carlo draws of the step time (0: none).
+    seed : int
+        Seed of those draws.
+
+    Returns
+    -------
+    WhatIf
+        ``step_time_ns`` after the rules, ``model_ns`` (the identity's) and ``measured_ns``, ``speedup``,
+        ``critical_path``, ``per_rank_ns``, ``retimed_trace()`` and, with ``samples``, ``samples_ns``.
+
+    Raises
+    ------
+    ValueError
+        When no node of the dependency graph starts in the step or window.
     """
     from .._kernels.dag import critical_path as path_of
     from .._kernels.dag import schedule

@@ -69,14 +69,28 @@ def trace_diff(
     reps: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Per-name change from ``base`` to ``new`` (``by``: ``"kernel"`` or ``"op"``).
+    """Per-name change from ``base`` to ``new``, with how sure it is.
 
-    Columns: ``name``, ``count_base``, ``count_new``, ``total_base_ns``,
-    ``total_new_ns``, ``delta_total_ns``, ``mean_base_ns``, ``mean_new_ns``,
-    ``delta_mean_ns``, ``delta_mean_pct``, ``ci_low_ns``/``ci_high_ns`` (95%
-    bootstrap interval of the change of the mean), ``p_value`` and
-    ``significant`` (p < ``alpha`` and the interval excludes 0). Sorted by
-    ``|delta_total_ns|``.
+    Parameters
+    ----------
+    base, new : Trace or TraceSet
+        The two traces (or jobs: their ranks' events pooled per name).
+    by : {"kernel", "op"}
+        Compare GPU kernels, or CPU ops.
+    alpha : float
+        Significance level of the Mann-Whitney test.
+    reps : int
+        Bootstrap resamples for the interval of the change of the mean.
+    seed : int
+        Seed of the bootstrap (the result is reproducible).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``name``, ``count_base``, ``count_new``, ``total_base_ns``, ``total_new_ns``, ``delta_total_ns``,
+        ``mean_base_ns``, ``mean_new_ns``, ``delta_mean_ns``, ``delta_mean_pct``, ``ci_low_ns``/``ci_high_ns``
+        (95% bootstrap interval of the change of the mean), ``p_value`` and ``significant`` (p < ``alpha`` and
+        the interval excludes 0), sorted by ``|delta_total_ns|``. :func:`aonkit.views.diff.diff_figure` draws it.
     """
     sa, sb = _samples(base, by), _samples(new, by)
     rng = np.random.default_rng(seed)

@@ -105,6 +105,21 @@ def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] =
     One Numba pass over the GPU events (:func:`aonkit._kernels.describe.group_stats`,
     pandas' groupby figures bit for bit); events without a name are left out
     of the by-name table. Rows by total, descending (ties: first seen first).
+
+    Parameters
+    ----------
+    trace : Trace
+        Any loaded trace (kernels, memcpys and memsets count as GPU events).
+    by : {"name", "class"}
+        One row per event name, or per kernel class (computation, communication, memory).
+    comm_pattern : re.Pattern
+        Names that make a kernel communication (NCCL/RCCL/gloo and the like by default).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``name`` (by name only), ``class``, ``count``, ``total_ns``, ``min_ns``, ``max_ns``, ``mean_ns``,
+        ``std_ns`` and ``share`` (of the total GPU event time).
     """
     from .._kernels.describe import group_stats
 
@@ -135,13 +150,22 @@ def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] =
 
 
 def gpu_time_per_op(trace: Trace, level: str = "top_op") -> pd.DataFrame:
-    """GPU time of the events each CPU op launched (``level``: ``op`` innermost or ``top_op``).
+    """GPU time of the events each CPU op launched.
 
-    Columns: ``op_name``, ``calls`` (distinct op instances), ``gpu_events``,
-    ``gpu_ns`` (sum of their durations), ``cpu_ns`` (sum of the op instances'
-    durations). GPU events whose launch is outside the window are reported
-    under ``"(launched before the trace)"``; those with no enclosing op under
-    ``"(no op)"``.
+    Parameters
+    ----------
+    trace : Trace
+        A trace with CPU ops and GPU events linked by correlation (:func:`gpu_links`).
+    level : {"top_op", "op"}
+        Attribute each GPU event to its outermost CPU op, or to the innermost one.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``op_name``, ``calls`` (distinct op instances), ``gpu_events``, ``gpu_ns`` (sum of their durations),
+        ``cpu_ns`` (sum of the op instances' durations), by ``gpu_ns`` descending. GPU events whose launch is
+        outside the window are reported under ``"(launched before the trace)"``; those with no enclosing op
+        under ``"(no op)"``.
     """
     links = gpu_links(trace)
     ev = trace.events

@@ -18,11 +18,17 @@ from .correlation import enclosing_ops
 def memory_events(trace: Trace) -> pd.DataFrame:
     """One row per ``[memory]`` event, in time order.
 
-    Columns: ``row`` (in ``trace.events``), ``ts_ns``, ``device`` (-1 for
-    host memory, else the GPU id), ``bytes`` (signed), ``addr``,
-    ``allocated_bytes`` and ``reserved_bytes`` (the allocator's totals after
-    the event; when a trace lacks them, allocated is the running sum of
-    ``bytes`` per device and reserved is -1).
+    Parameters
+    ----------
+    trace : Trace
+        A trace recorded with ``profile_memory=True`` (no rows otherwise).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``row`` (in ``trace.events``), ``ts_ns``, ``device`` (-1 for host memory, else the GPU id), ``bytes``
+        (signed), ``addr``, ``allocated_bytes`` and ``reserved_bytes`` (the allocator's totals after the event;
+        when a trace lacks them, allocated is the running sum of ``bytes`` per device and reserved is -1).
     """
     ev = trace.events
     rows = np.flatnonzero((ev["name"] == "[memory]").to_numpy())

@@ -12,9 +12,16 @@ from .correlation import gpu_links, step_numbers
 def profiler_steps(trace: Trace) -> pd.DataFrame:
     """One row per ``ProfilerStep#N`` annotation, with the GPU work launched inside it.
 
-    Columns: ``step``, ``ts_ns``, ``dur_ns``, and of the GPU events launched in
-    the step ``gpu_events``, ``gpu_ns`` (sum of durations) and ``gpu_end_ns``
-    (when the last one finished; -1 when none).
+    Parameters
+    ----------
+    trace : Trace
+        A torch.profiler trace (no rows when it has no ``ProfilerStep#N`` annotations).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``step``, ``ts_ns``, ``dur_ns``, and of the GPU events launched in the step ``gpu_events``, ``gpu_ns``
+        (sum of durations) and ``gpu_end_ns`` (when the last one finished; -1 when none).
     """
     ev = trace.events
     nums = step_numbers(ev["name"])

@@ -84,7 +84,21 @@ def busy_ns(events: pd.DataFrame) -> int:
 
 
 def top_kernels(trace: Trace, n: int = 10) -> pd.DataFrame:
-    """The ``n`` kernel names with the most total GPU time."""
+    """The ``n`` kernel names with the most total GPU time.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace (kernels with a negative duration are left out).
+    n : int
+        Rows kept.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``name``, ``count``, ``total_ns``, ``mean_ns`` and ``share`` (of all kernel time), by ``total_ns``
+        descending (ties: first seen first).
+    """
     k = trace.kernels
     k = k[k["dur_ns"] >= 0]
     total = float(k["dur_ns"].sum())
@@ -97,7 +111,21 @@ def top_kernels(trace: Trace, n: int = 10) -> pd.DataFrame:
 
 
 def summarize(trace: Trace, n: int = 10) -> TraceSummary:
-    """Headline facts of ``trace`` (see :class:`TraceSummary`)."""
+    """Headline facts of ``trace``.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any loaded trace.
+    n : int
+        Kernels listed in ``top_kernels`` (:func:`top_kernels`).
+
+    Returns
+    -------
+    TraceSummary
+        GPUs, rank, span, events per category, GPU busy time, top kernels and the reader's warnings;
+        :func:`aonkit.report.format_summary` prints it.
+    """
     ev = trace.events
     cats = ev["cat"].astype(object).fillna("(none)").value_counts()
     categories = pd.DataFrame({"cat": cats.index.astype(str), "events": cats.to_numpy()})

@@ -32,7 +32,23 @@ class Plot(w.VBox):
 
 
 def show(model: LayoutDOM) -> Plot:
-    """The widget showing ``model`` (the last expression of a cell displays it)."""
+    """The widget showing ``model`` (the last expression of a cell displays it).
+
+    Parameters
+    ----------
+    model : bokeh.models.LayoutDOM
+        A bokeh figure or layout, e.g. :func:`aonkit.views.diff.diff_figure`.
+
+    Returns
+    -------
+    Plot
+        The widget; BokehJS is put on the page first, inline, once per front end.
+
+    Raises
+    ------
+    TypeError
+        When ``model`` is not a bokeh figure or layout.
+    """
     if not isinstance(model, LayoutDOM):
         raise TypeError(f"show() takes a bokeh figure or layout, not {type(model).__name__}")
     return Plot(model)
