@@ -56,36 +56,28 @@ def _members(buf, i, n, stack, keys, key_off, out, r):
 
 
 @njit
-def _event_args(buf, i, n, stack, keys, key_off, out, r):
-    """Walk the event object at ``i`` and look the wanted keys up in its ``args`` object.
+def _args_offset(buf, i, n, stack):
+    """Offset of the ``args`` object of the event object at ``i`` (its last ``args`` member), -1 where none.
 
-    The ``args`` object is walked once, its members' spans recorded on the
-    way (the other members are skipped); the last ``args`` member counts,
-    and one that is not a well-formed object leaves the row at -1.
+    An ``args`` member that is not an object, or malformed text, gives -1.
     """
+    at = -1
     i = skip_ws(buf, i + 1, n)
     while i < n and buf[i] == 34:
         i, ks, kl, err = key_at(buf, i, n)
         if err != OK:
-            return
+            return -1
         if _is(buf, ks - 1, ks + kl + 1, _ARGS):
-            out[r, :, :] = -1
-            if buf[i] == 123:
-                i, ok = _members(buf, i, n, stack, keys, key_off, out, r)
-                if not ok:
-                    out[r, :, :] = -1
-                    return
-            else:
-                i, err = value_end(buf, i, n, stack)
-                if err != OK:
-                    return
-        else:
-            i, err = value_end(buf, i, n, stack)
-            if err != OK:
-                return
+            at = i if buf[i] == 123 else -1
+        i, err = value_end(buf, i, n, stack)
+        if err != OK:
+            return -1
         i, closed, err = next_member(buf, i, n)
-        if err != OK or closed:
-            return
+        if err != OK:
+            return -1
+        if closed:
+            break
+    return at
 
 
 @njit
@@ -99,7 +91,11 @@ def find_args(buf, ev_start, ev_end, rows, keys, key_off):
     out = np.full((rows.shape[0], key_off.shape[0] - 1, 2), -1, np.int64)
     for r in range(rows.shape[0]):
         ev = rows[r]
-        _event_args(buf, ev_start[ev], ev_end[ev], stack, keys, key_off, out, r)
+        a = _args_offset(buf, ev_start[ev], ev_end[ev], stack)
+        if a >= 0:
+            _, ok = _members(buf, a, ev_end[ev], stack, keys, key_off, out, r)
+            if not ok:
+                out[r, :, :] = -1
     return out
 
 
@@ -113,21 +109,7 @@ def args_starts(buf, ev_start, ev_end):
     stack = np.empty(MAX_DEPTH, np.uint8)
     out = np.full(ev_start.shape[0], -1, np.int64)
     for e in range(ev_start.shape[0]):
-        n = ev_end[e]
-        i = skip_ws(buf, ev_start[e] + 1, n)
-        while i < n and buf[i] == 34:
-            i, ks, kl, err = key_at(buf, i, n)
-            if err != OK:
-                break
-            if _is(buf, ks - 1, ks + kl + 1, _ARGS):
-                out[e] = i if buf[i] == 123 else -1
-            i, err = value_end(buf, i, n, stack)
-            if err != OK:
-                out[e] = -1
-                break
-            i, closed, err = next_member(buf, i, n)
-            if err != OK or closed:
-                break
+        out[e] = _args_offset(buf, ev_start[e], ev_end[e], stack)
     return out
 
 
