@@ -159,10 +159,22 @@ def roofline_table(
         module doc plus ``achieved_bytes_per_s``, ``roof`` (peak key used) and
         ``peak_flop_per_s``. ``attrs["spec"]`` is the spec used;
         ``attrs["gpu_ns"]`` and ``attrs["gpu_ns_modelled"]`` the total GPU
-        event time and the part launched under counted ops.
+        event time and the part launched under counted ops. Remembered per trace and arguments
+        (:mod:`aonkit.analysis.memo`) unless ``spec`` is a :class:`DeviceSpec`: the dashboard, the report and
+        :func:`~aonkit.analysis.findings.findings` share one computation.
     """
     if by not in ("op", "kernel"):
         raise ValueError(f"by must be 'op' or 'kernel', not {by!r}")
+    if spec is None or isinstance(spec, str):
+        from .memo import remembered
+
+        key = ("roofline_table", spec, by, tf32, default_dtype)
+        return remembered(trace, key, lambda: _roofline_table(trace, spec, by, tf32, default_dtype))
+    return _roofline_table(trace, spec, by, tf32, default_dtype)
+
+
+def _roofline_table(trace: Trace, spec: DeviceSpec | str | None, by: str, tf32: bool | None,
+                    default_dtype: str | None) -> pd.DataFrame:  # fmt: skip
     if isinstance(spec, str):
         spec = device_spec(spec)
     elif spec is None:
