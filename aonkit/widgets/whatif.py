@@ -6,8 +6,8 @@ the events whose name matches a pattern. A change re-times the graph in one
 pass (10 ms on 1M nodes, ``bench/RESULTS.md``) and updates the numbers and the
 composition bars (built in :mod:`aonkit.views.whatif`) at once, and, once the
 sliders rest, the re-timed timeline (:meth:`WhatIf.retimed_trace` drawn by the
-live timeline; events outside the graph, such as ``ProfilerStep`` annotations,
-keep their measured times there).
+live timeline, the critical path outlined; annotations such as ``ProfilerStep``
+move with the work they enclose, instants keep their measured times).
 """
 
 from __future__ import annotations
