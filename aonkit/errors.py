@@ -49,6 +49,12 @@ class TraceFormatError(AonkitError, ValueError):
         self.reason = message
         super().__init__(f"{message} ({', '.join(where)})" if where else message)
 
+    def __reduce__(self) -> tuple:
+        """Pickle with its fields, so an error raised in a worker process arrives whole."""
+        fields = {"path": self.path, "offset": self.offset, "line": self.line, "column": self.column,
+                  "event_index": self.event_index}  # fmt: skip
+        return (_rebuild, (type(self), self.reason, fields))
+
 
 class TraceTooLargeError(TraceFormatError):
     """A compressed trace expands beyond the configured cap."""
@@ -60,3 +66,7 @@ class JobError(AonkitError, ValueError):
 
 class AonkitWarning(UserWarning):
     """Data was dropped, altered or chosen on the user's behalf (the message says what and where)."""
+
+
+def _rebuild(cls: type, message: str, fields: dict) -> TraceFormatError:
+    return cls(message, **fields)

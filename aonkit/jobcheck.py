@@ -18,6 +18,7 @@ can hold secrets), except world sizes.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from .errors import JobError
@@ -33,6 +34,32 @@ _HINT = ("Load them one at a time, with separate=True (a dict of traces by file)
          "on_conflict='file-order' (aonkit CLI: --on-conflict file-order) to key them as ranks by file order.")
 
 
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """What the job rules read of one trace: enough to check a job without holding its events.
+
+    Built by :meth:`of_trace` from a loaded trace, or from a cache's sidecar by
+    :mod:`aonkit.lazyjob` (a lazily loaded job checks its ranks this way).
+    """
+
+    name: str
+    rank: int | None
+    world_size: int | None
+    distributed_info: dict
+    run_ids: dict
+    start_ns: int
+    mtime_ns: int = 0
+
+    @classmethod
+    def of_trace(cls, t: Trace) -> Member:
+        """The member record of a loaded trace."""
+        ts = t.events["ts_ns"].to_numpy()
+        ts = ts[ts != TS_MISSING]
+        return cls(_name(t), claimed_rank(t), t.meta.world_size, dict(t.meta.distributed_info or {}),
+                   {k: repr(t.metadata.get(k)) for k in RUN_ID_KEYS}, int(ts.min()) if len(ts) else TS_MISSING,
+                   int((t.source or {}).get("mtime_ns", 0)))  # fmt: skip
+
+
 def _name(t: Trace) -> str:
     return Path(t.meta.path).name if t.meta.path else "<memory>"
 
@@ -44,70 +71,105 @@ def claimed_rank(t: Trace) -> int | None:
     return t.meta.rank if t.meta.rank is not None else rank_from_name(t.meta.path)
 
 
-def rank_conflicts(traces: list[Trace], ranks: list[int | None]) -> str:
-    """One sentence per rank claimed by several traces ("rank 0 is claimed by a.json and b.json."), joined."""
+def rank_conflicts(names: list[str], ranks: list[int | None]) -> str:
+    """One sentence per rank claimed by several files ("rank 0 is claimed by a.json and b.json."), joined."""
     by_rank: dict[int, list[str]] = {}
-    for t, r in zip(traces, ranks):
+    for n, r in zip(names, ranks):
         if r is not None:
-            by_rank.setdefault(r, []).append(_name(t))
-    return " ".join(f"rank {r} is claimed by {' and '.join(names)}." for r, names in by_rank.items()
-                    if len(names) > 1)
+            by_rank.setdefault(r, []).append(n)
+    return " ".join(f"rank {r} is claimed by {' and '.join(ns)}." for r, ns in by_rank.items() if len(ns) > 1)
 
 
 def check_one_job(traces: list[Trace]) -> None:
     """Raise :class:`~aonkit.JobError` when ``traces`` are not one job (see the module docstring)."""
-    if len(traces) <= 1:
+    if len(traces) > 1:
+        check_members([Member.of_trace(t) for t in traces])
+
+
+def check_members(members: list[Member]) -> None:
+    """:func:`check_one_job` on member records (see :class:`Member`)."""
+    if len(members) <= 1:
         return
-    problem = _rank_problem(traces) or _world_problem(traces) or _run_problem(traces) or _time_problem(traces)
+    problem = _rank_problem(members) or _world_problem(members) or _run_problem(members) or _time_problem(members)
     if problem:
         raise JobError(f"not one job: {problem} {_HINT}")
 
 
-def _rank_problem(traces: list[Trace]) -> str:
-    unranked = [_name(t) for t in traces if claimed_rank(t) is None]
-    if len(unranked) == len(traces):
-        return (f"none of the {len(traces)} traces names a rank (no distributedInfo, no rank in the file name), "
+def assign_ranks(members: list[Member], on_conflict: str = "error") -> tuple[dict[int, int], list[tuple[int, str]]]:
+    """Rank -> index into ``members``, by the rules of :meth:`aonkit.TraceSet.from_traces`.
+
+    Returns the mapping and notes ``(index, text)`` to attach to the member at
+    ``index`` (a file dropped or keyed by file order). Raises
+    :class:`~aonkit.JobError` when the members are not one job.
+    """
+    if on_conflict not in ("error", "newest", "file-order"):
+        raise ValueError(f"on_conflict must be 'error', 'newest' or 'file-order', not {on_conflict!r}")
+    if on_conflict == "file-order":
+        return ({k: k for k in range(len(members))},
+                [(k, f"{m.name} keyed as rank {k} by file order (on_conflict='file-order')")
+                 for k, m in enumerate(members)])  # fmt: skip
+    check_members(members)
+    ranks = [m.rank for m in members]
+    if len(members) == 1 and ranks[0] is None:
+        ranks = [0]  # a job of one trace that names no rank
+    conflicts = rank_conflicts([m.name for m in members], ranks)
+    if conflicts and on_conflict == "error":
+        raise JobError(conflicts + " Pass on_conflict='newest' (CLI: --on-conflict newest) to keep the newest "
+                       "file of each rank, or on_conflict='file-order' to key the traces by file order.")
+    out: dict[int, int] = {}
+    notes: list[tuple[int, str]] = []
+    for k in sorted(range(len(members)), key=lambda k: -members[k].mtime_ns):
+        r = ranks[k]
+        assert r is not None  # check_members refused members that name no rank
+        if r in out:
+            notes.append((out[r], f"rank {r}: kept the newer file {members[out[r]].name}, dropped "
+                                  f"{members[k].name} (on_conflict='newest')"))  # fmt: skip
+            continue
+        out[r] = k
+    return dict(sorted(out.items())), notes
+
+
+def _rank_problem(members: list[Member]) -> str:
+    unranked = [m.name for m in members if m.rank is None]
+    if len(unranked) == len(members):
+        return (f"none of the {len(members)} traces names a rank (no distributedInfo, no rank in the file name), "
                 "so they look like separate runs.")
     if unranked:
         return f"{', '.join(unranked[:4])}{' ...' if len(unranked) > 4 else ''} name(s) no rank while the others do."
     return ""
 
 
-def _world_problem(traces: list[Trace]) -> str:
-    with_info = [t for t in traces if t.meta.distributed_info]
-    if with_info and len(with_info) != len(traces):
-        bare = next(t for t in traces if not t.meta.distributed_info)
-        return f"{_name(with_info[0])} has distributedInfo and {_name(bare)} has none."
-    sizes = {t.meta.world_size for t in traces if t.meta.world_size is not None}
+def _world_problem(members: list[Member]) -> str:
+    with_info = [m for m in members if m.distributed_info]
+    if with_info and len(with_info) != len(members):
+        bare = next(m for m in members if not m.distributed_info)
+        return f"{with_info[0].name} has distributedInfo and {bare.name} has none."
+    sizes = {m.world_size for m in members if m.world_size is not None}
     if len(sizes) > 1:
-        eg = {t.meta.world_size: _name(t) for t in traces if t.meta.world_size is not None}
+        eg = {m.world_size: m.name for m in members if m.world_size is not None}
         return "different world sizes (" + ", ".join(f"{w} in {n}" for w, n in sorted(eg.items())) + ")."
-    for t in traces:
-        r, w = claimed_rank(t), t.meta.world_size
-        if r is not None and w is not None and not 0 <= r < w:
-            return f"{_name(t)} claims rank {r}, outside its world of {w}."
-    backends = {str(t.meta.distributed_info.get("backend")) for t in with_info}
+    for m in members:
+        if m.rank is not None and m.world_size is not None and not 0 <= m.rank < m.world_size:
+            return f"{m.name} claims rank {m.rank}, outside its world of {m.world_size}."
+    backends = {str(m.distributed_info.get("backend")) for m in with_info}
     if len(backends) > 1:
         return "their distributedInfo.backend differs."
     return ""
 
 
-def _run_problem(traces: list[Trace]) -> str:
+def _run_problem(members: list[Member]) -> str:
     for key in RUN_ID_KEYS:
-        values = {repr(t.metadata.get(key)) for t in traces}
-        if len(values) > 1:
+        if len({m.run_ids.get(key, "None") for m in members}) > 1:
             return f"their run ids ({key}) differ."
     return ""
 
 
-def _time_problem(traces: list[Trace]) -> str:
+def _time_problem(members: list[Member]) -> str:
     starts = []
-    for t in traces:
-        ts = t.events["ts_ns"].to_numpy()
-        ts = ts[ts != TS_MISSING]
-        if not len(ts) or ts.min() < _EPOCH_2001_NS:
+    for m in members:
+        if m.start_ns == TS_MISSING or m.start_ns < _EPOCH_2001_NS:
             return ""
-        starts.append((int(ts.min()), _name(t)))
+        starts.append((m.start_ns, m.name))
     lo, hi = min(starts), max(starts)
     if hi[0] - lo[0] > MAX_START_GAP_NS:
         return f"{hi[1]} starts {(hi[0] - lo[0]) / 86400e9:.1f} days after {lo[1]}."

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
-from .errors import AonkitWarning, JobError
+from .errors import AonkitWarning
 from .trace import Trace
 
 
@@ -65,43 +66,33 @@ class TraceSet(Mapping[int, Trace]):
             dropped, with a warning); or key every trace by its position in
             ``traces`` (with a warning).
         """
-        from .jobcheck import check_one_job, claimed_rank, rank_conflicts
+        from .jobcheck import Member, assign_ranks
 
-        if on_conflict not in ("error", "newest", "file-order"):
-            raise ValueError(f"on_conflict must be 'error', 'newest' or 'file-order', not {on_conflict!r}")
-        if on_conflict == "file-order":
-            return cls(_by_file_order(traces))
-        check_one_job(traces)
-        ranks = [claimed_rank(t) for t in traces]
-        if len(traces) == 1 and ranks[0] is None:
-            ranks = [0]  # a job of one trace that names no rank
-        conflicts = rank_conflicts(traces, ranks)
-        if conflicts and on_conflict == "error":
-            raise JobError(conflicts + " Pass on_conflict='newest' (CLI: --on-conflict newest) to keep the newest "
-                           "file of each rank, or on_conflict='file-order' to key the traces by file order.")
-        out: dict[int, Trace] = {}
-        for t, r in sorted(zip(traces, ranks), key=lambda tr: -_mtime(tr[0])):
-            if r in out:
-                dropped = _name(t)
-                msg = f"rank {r}: kept the newer file {_name(out[r])}, dropped {dropped} (on_conflict='newest')"
-                out[r].warnings.append(msg)
-                _warn(msg)
-                continue
-            out[r] = t  # type: ignore[index]
-        return cls(out)
+        members = [Member.of_trace(t) for t in traces] if on_conflict != "file-order" else [
+            Member(_name(t), None, None, {}, {}, 0) for t in traces]
+        chosen, notes = assign_ranks(members, on_conflict)
+        for k, text in notes:
+            traces[k].warnings.append(text)
+            if on_conflict == "newest":
+                _warn(text)
+        if on_conflict == "file-order" and traces:
+            _warn(f"{len(traces)} trace(s) keyed as ranks by file order, not by the ranks they claim")
+        return cls({r: traces[k] for r, k in chosen.items()})
 
+    def map(self, fn: Callable[[Trace], Any]) -> dict[int, Any]:
+        """``{rank: fn(trace)}`` for every rank (a lazily loaded job runs ``fn`` in worker processes).
 
-def _by_file_order(traces: list[Trace]) -> dict[int, Trace]:
-    for k, t in enumerate(traces):
-        msg = f"{_name(t)} keyed as rank {k} by file order (on_conflict='file-order')"
-        t.warnings.append(msg)
-    if traces:
-        _warn(f"{len(traces)} trace(s) keyed as ranks by file order, not by the ranks they claim")
-    return dict(enumerate(traces))
+        Parameters
+        ----------
+        fn : callable
+            A function of one :class:`~aonkit.Trace`.
 
-
-def _mtime(t: Trace) -> int:
-    return int((t.source or {}).get("mtime_ns", 0))
+        Returns
+        -------
+        dict of int to object
+            ``fn``'s result per rank, in rank order.
+        """
+        return {r: fn(t) for r, t in self._traces.items()}
 
 
 def _name(t: Trace) -> str:
@@ -122,3 +113,10 @@ def rank_from_name(path: str | None) -> int | None:
 
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_ ]?(\d+)", re.IGNORECASE)
 
+
+
+def each_rank(traces: Mapping[int, Trace], fn: Callable[[Trace], Any]) -> dict[int, Any]:
+    """``{rank: fn(trace)}``: through :meth:`TraceSet.map` for a TraceSet (a lazy job: in worker processes)."""
+    if isinstance(traces, TraceSet):
+        return traces.map(fn)
+    return {r: fn(t) for r, t in traces.items()}
