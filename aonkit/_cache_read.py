@@ -16,6 +16,7 @@ from .errors import TraceFormatError
 from .trace import RawEvents, Trace, TraceMeta
 
 _TEXT = "event_json"
+_ARGS = "args_rel"
 
 
 def _mapped(path: Path, check: Any, what: str) -> pa.Buffer:
@@ -94,9 +95,12 @@ def _read(path: Path, side: dict[str, Any]) -> Trace:
 def _text_loader(path: Path, data: pa.Buffer, n: int):  # noqa: ANN202 - closure for RawEvents
     """Reads the event texts from the very bytes that were checked (the mapping outlives a rename)."""
 
-    def load() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def load() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         try:
-            arr = pq.read_table(pa.BufferReader(data), columns=[_TEXT]).column(_TEXT).combine_chunks()
+            pf = pq.ParquetFile(pa.BufferReader(data))
+            cols = [_TEXT, _ARGS] if _ARGS in pf.schema_arrow.names else [_TEXT]
+            table = pf.read(columns=cols)
+            arr = table.column(_TEXT).combine_chunks()
         except pa.ArrowException as exc:
             raise TraceFormatError(f"unreadable event text in the cache ({exc})", path=str(path)) from None
         if len(arr) != n:
@@ -104,6 +108,13 @@ def _text_loader(path: Path, data: pa.Buffer, n: int):  # noqa: ANN202 - closure
         _, off_buf, data_buf = arr.buffers()
         offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
         raw = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
-        return raw, offsets[:-1], offsets[1:]
+        start, end = offsets[:-1], offsets[1:]
+        at = None
+        if _ARGS in cols:
+            rel = table.column(_ARGS).to_numpy()
+            if rel.dtype != np.int64 or len(rel) != n or np.any((rel < -1) | (rel >= end - start)):
+                raise TraceFormatError("the cache's args offsets do not fit its event text", path=str(path))
+            at = np.where(rel >= 0, start + rel, -1)
+        return raw, start, end, at
 
     return load

@@ -6,13 +6,15 @@ with :func:`cache_path_for`; ``trace.save(path)`` takes any ``*.parquet``):
 ``run.pt.trace.aon.parquet``
     One row per event. Category columns are stored as their int32 codes,
     integer columns as int64, and ``event_json`` holds each event's original
-    JSON text (zstd-compressed); it is read only when first needed.
+    JSON text (zstd-compressed); it is read only when first needed. ``args_rel``
+    (when present) is where each event's ``args`` object starts in that text
+    (-1: none), so arg look-ups need not walk every event.
 ``run.pt.trace.aon.samples.parquet``
     Only when the trace carries metric samples (``trace.samples``, e.g. nsys
     ``GPU_METRICS``): that table as it is.
 ``run.pt.trace.aon.meta.json``
     The sidecar: format version, size and CRC-32 of each Parquet file, the
-    source's name, size and mtime, the categories of each category column,
+    source's name, size and mtime, the first timestamp, the categories of each category column,
     ``TraceMeta``, the file's top-level keys and warnings, and last a CRC-32
     of its own text without that key.
 
@@ -37,12 +39,14 @@ import pyarrow as pa
 from . import schema
 from ._filecheck import atomic_write, crc32_buffer, crc32_file, dir_lock, fingerprint, same_version
 from .errors import TraceFormatError
+from .event_text import RawEvents
 from .trace import Trace, all_spans
 
 FORMAT = "aonkit-trace"
 VERSION = 2
 CACHE_SUFFIX = ".aon.parquet"
 _TEXT = "event_json"
+_ARGS = "args_rel"
 _SOURCE_SUFFIXES = (".pt.trace.json", ".json", ".sqlite3", ".sqlite", ".db", ".nsys-rep", ".qdrep")
 
 
@@ -92,8 +96,10 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     columns[_TEXT] = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(ev), [None, pa.py_buffer(offsets), pa.py_buffer(blob)]
     )
-    compression = {name: "none" for name in columns}
-    compression[_TEXT] = "zstd"
+    at = trace._raw.args_offsets() if isinstance(trace._raw, RawEvents) else None
+    if at is not None:  # where each event's args object starts, from its text's start (-1: none)
+        columns[_ARGS] = pa.array(np.where(at >= 0, at - np.asarray(start, np.int64), -1).astype(np.int64))
+    compression = {name: "zstd" if name in (_TEXT, _ARGS) else "none" for name in columns}
     source = trace.source if trace.source is not None else _source_of(trace)
     mode = 0o600 if source is None else _mode_of(source["path"])
     table = pa.table(columns)
@@ -108,6 +114,7 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
             "format": FORMAT,
             "version": VERSION,
             "n_events": len(ev),
+            "start_ns": _start_ns(ev["ts_ns"].to_numpy()),
             "data": _check(path),
             "samples": _check(samples) if trace.samples is not None else None,
             "source": source,
@@ -122,6 +129,12 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
         if trace.samples is None:
             samples.unlink(missing_ok=True)
     return path
+
+
+def _start_ns(ts: np.ndarray) -> int:
+    """The first timestamp (``TS_MISSING`` when none): a job is checked from sidecars without reading events."""
+    ts = ts[ts != schema.TS_MISSING]
+    return int(ts.min()) if len(ts) else schema.TS_MISSING
 
 
 def _check(path: Path) -> dict[str, int]:

@@ -61,7 +61,8 @@ class RawEvents:
     ev_start, ev_end : numpy.ndarray or None
         int64 offsets of each event's text in ``buf``.
     loader : callable, optional
-        Returns ``(buf, ev_start, ev_end)`` on first use when ``buf`` is None.
+        Returns ``(buf, ev_start, ev_end)`` on first use when ``buf`` is None,
+        or ``(buf, ev_start, ev_end, args_at)`` when it knows the args offsets.
     args_at : numpy.ndarray, optional
         int64 offset in ``buf`` of each event's ``args`` object (-1: none), as the JSON scanner records it;
         otherwise found on the first arg look-up (:meth:`args_offsets`).
@@ -83,7 +84,10 @@ class RawEvents:
 
     def _ensure(self) -> None:
         if self._buf is None and self._loader is not None:
-            self._buf, self._start, self._end = self._loader()
+            made = self._loader()
+            self._buf, self._start, self._end = made[:3]
+            if len(made) > 3 and made[3] is not None:  # a cache's loader brings the args offsets it stored
+                self._args_at = made[3]
             self._loader = None
 
     def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,11 +99,12 @@ class RawEvents:
     def args_offsets(self) -> np.ndarray | None:
         """Offset in the buffer of every event's ``args`` object (-1: none): arg look-ups start there.
 
-        Recorded by the JSON scanner while it loads; for other texts (a cache's) found by one pass on first use.
+        Recorded by the JSON scanner while it loads, and stored in caches; otherwise found by one pass on first use.
         ``None`` for subclasses that build their text on demand (their buffers differ per selection).
         """
         if type(self).select is not RawEvents.select:
             return None
+        self._ensure()
         if self._args_at is None:
             from ._kernels.args import args_starts
 
