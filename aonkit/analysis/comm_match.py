@@ -97,10 +97,8 @@ def profiler_step_starts(trace: Trace) -> dict[int, int]:
     return {int(k): int(t) for k, t in zip(n[cpu], ev["ts_ns"].to_numpy()[cpu])}
 
 
-def _signature(df: pd.DataFrame) -> np.ndarray | None:
-    """A hash of (collective, in size, out size) per kernel; None when the sizes are unknown."""
-    if df["in_nelems"].isna().all() and df["out_nelems"].isna().all():
-        return None
+def _signature(df: pd.DataFrame) -> np.ndarray:
+    """A hash of (collective, in size, out size) per kernel."""
     parts = [df["coll"].astype(str), df["in_nelems"].fillna(-1).astype(str), df["out_nelems"].fillna(-1).astype(str)]
     return pd.util.hash_pandas_object(parts[0] + "|" + parts[1] + "|" + parts[2], index=False).to_numpy()
 
@@ -133,18 +131,25 @@ def assign_keys(per: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     allk["match_by"] = np.where(by_seq, "seq", "order")
     order = allk.groupby(["rank", "group"]).cumcount().to_numpy()
     allk["seq"] = np.where(by_seq, allk["seq"].fillna(-1), order).astype(np.int64)
-    for _, g in allk[~by_seq].groupby("group"):
-        ranks = sorted(g["rank"].unique())
-        ref = _signature(g[g["rank"] == ranks[0]])
-        for r in ranks[1:]:
-            mine = g[g["rank"] == r]
-            sig = _signature(mine)
-            if ref is None or sig is None:
-                continue
-            s = best_shift(ref, sig)
-            if s:
-                allk.loc[mine.index, "seq"] -= s
-                allk.loc[mine.index, "match_by"] = "order+shift"
+    rest = allk[~by_seq]
+    if len(rest):
+        sig = _signature(rest)  # per kernel, hashed once for the whole job
+        known = ~(rest["in_nelems"].isna() & rest["out_nelems"].isna()).to_numpy()
+        seq, how = allk["seq"].to_numpy().copy(), allk["match_by"].to_numpy().copy()
+        for rows in rest.groupby("group", sort=True).indices.values():  # positions in `rest`, rank then time order
+            ranks = rest["rank"].to_numpy()[rows]
+            cut = np.flatnonzero(np.diff(ranks)) + 1
+            parts = np.split(rows, cut)
+            ref = parts[0] if known[parts[0]].any() else None
+            for mine in parts[1:]:
+                if ref is None or not known[mine].any() or np.array_equal(sig[ref], sig[mine]):
+                    continue
+                s = best_shift(sig[ref], sig[mine])
+                if s:
+                    at = rest.index[mine]  # allk's index is 0..n-1 (reset above)
+                    seq[at] -= s
+                    how[at] = "order+shift"
+        allk["seq"], allk["match_by"] = seq, how
     return allk
 
 
@@ -165,15 +170,22 @@ def offsets(m: pd.DataFrame, steps: Mapping[int, dict[int, int]], reference: int
     off: dict[int, int] = {reference: 0}
     method = {reference: "reference"}
     frontier = [reference]
+    cols = {r: k for k, r in enumerate(ends.columns)} if ends is not None else {}
+    e = ends.to_numpy(np.float64) if ends is not None else None
     while frontier:  # breadth-first through ranks that share matched collectives
         nxt = []
         for a in frontier:
-            for b in ranks:
-                if b in off or ends is None or a not in ends or b not in ends:
-                    continue
-                d = (ends[b] - ends[a]).dropna()
-                if len(d):
-                    off[b] = off[a] + int(round(float(d.median())))
+            todo = [b for b in ranks if b not in off and b in cols]
+            if a not in cols or not todo:
+                continue
+            d = e[:, [cols[b] for b in todo]] - e[:, [cols[a]]]  # type: ignore[index]
+            shared = (~np.isnan(d)).any(axis=0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # columns without a shared collective
+                med = np.nanmedian(d, axis=0)
+            for b, ok, m in zip(todo, shared, med):
+                if ok:
+                    off[b] = off[a] + int(round(float(m)))
                     method[b] = "collectives"
                     nxt.append(b)
         frontier = nxt
