@@ -59,3 +59,47 @@ def test_cache_without_sidecar_is_a_clear_error(tmp_path: Path) -> None:
     sidecar_path(out).unlink()
     with pytest.raises(aonkit.TraceFormatError, match="sidecar"):
         aonkit.load(out)
+
+
+@pytest.mark.parametrize("rel", CASES)
+def test_cache_keeps_args_offsets(tmp_path: Path, rel: str) -> None:
+    """The cache stores where each event's args start: equal to a fresh walk of the text, so look-ups skip it."""
+    import numpy as np
+
+    from aonkit._kernels.args import args_starts
+
+    src = SHARED_TRACES / rel
+    if not src.exists():
+        pytest.skip(f"shared trace {src} not found")
+    t, c = _roundtrip(src, tmp_path)
+    c._raw._ensure()  # the text is read: the offsets come with it, no walk
+    assert c._raw._args_at is not None
+    at = c._raw.args_offsets()
+    buf, start, end = c._raw.spans()
+    assert np.array_equal(at, args_starts(buf, np.ascontiguousarray(start), np.ascontiguousarray(end)))
+    rows = np.arange(0, len(t), max(1, len(t) // 200))
+    for key in ("correlation", "External id", "stream"):
+        assert c.arg_values(key, rows) == t.arg_values(key, rows)
+
+
+def test_cache_without_args_offsets_still_reads(tmp_path: Path) -> None:
+    """A cache written before ``args_rel`` existed (rewritten here without it, its sidecar re-signed) reads the same."""
+    import pyarrow.parquet as pq
+
+    from aonkit._filecheck import crc32_buffer
+    from aonkit.cache import _check
+
+    t, _ = _roundtrip(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz", tmp_path)
+    path = tmp_path / "c.parquet"
+    pq.write_table(pq.read_table(path).drop_columns(["args_rel"]), path)
+    side = json.loads(sidecar_path(path).read_text())
+    side.pop("check")
+    side.pop("start_ns")
+    side["data"] = _check(path)
+    side["check"] = crc32_buffer(json.dumps(side).encode())
+    sidecar_path(path).write_text(json.dumps(side))
+    old = aonkit.load(path)
+    old._raw._ensure()
+    assert old.equals(t) and old._raw._args_at is None  # found by a walk on the first look-up
+    rows = t.kernels.index.to_numpy()
+    assert old.arg_values("correlation", rows) == t.arg_values("correlation", rows)
