@@ -60,6 +60,20 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], mo
     is removed when ``write`` fails. ``mode``: permission bits of the result
     (default owner-only: a trace can hold secrets).
     """
+    tmp = staged_write(path, write, mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def staged_write(path: str | os.PathLike[str], write: Callable[[Path], None], mode: int = 0o600) -> Path:
+    """The first half of :func:`atomic_write`: a complete, synced temporary file beside ``path``, not yet renamed.
+
+    The caller renames it over ``path`` with ``os.replace`` (or removes it), so
+    a slow write can happen before a lock is taken and only the rename inside it.
+    """
     path = Path(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -69,11 +83,10 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], mo
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
+    return tmp
 
 
 @contextmanager

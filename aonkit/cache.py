@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import schema
-from ._filecheck import atomic_write, crc32_buffer, crc32_file, dir_lock, fingerprint, same_version
+from ._filecheck import atomic_write, crc32_buffer, crc32_file, dir_lock, fingerprint, same_version, staged_write
 from .errors import TraceFormatError
 from .event_text import RawEvents
 from .trace import Trace, all_spans
@@ -103,32 +103,46 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     source = trace.source if trace.source is not None else _source_of(trace)
     mode = 0o600 if source is None else _mode_of(source["path"])
     table = pa.table(columns)
-    with dir_lock(path.parent):  # one writer at a time per folder: data and sidecar from the same one
-        import pyarrow.parquet as pq  # only when writing: keeps `import aonkit` light
+    import pyarrow.parquet as pq  # only when writing: keeps `import aonkit` light
 
-        atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression=compression, use_dictionary=False), mode)
-        samples = samples_path(path)
-        if trace.samples is not None:
-            atomic_write(samples, lambda tmp: trace.samples.to_parquet(tmp, index=False), mode)  # type: ignore[union-attr]
-        side = {
-            "format": FORMAT,
-            "version": VERSION,
-            "n_events": len(ev),
-            "start_ns": _start_ns(ev["ts_ns"].to_numpy()),
-            "data": _check(path),
-            "samples": _check(samples) if trace.samples is not None else None,
-            "source": source,
-            "categories": categories,
-            "meta": trace.meta.to_dict(),
-            "metadata": trace.metadata,
-            "warnings": trace.warnings,
-        }
-        side["check"] = crc32_buffer(json.dumps(side).encode())  # of the rest: a flipped category name is caught
-        text = json.dumps(side)
-        atomic_write(sidecar_path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"), mode)
-        if trace.samples is None:
-            samples.unlink(missing_ok=True)
+    # The data file is written and synced under a temporary name first; only the renames and the small files
+    # happen under the folder lock, so writers of different caches in one folder overlap their slow part.
+    staged = staged_write(path, lambda tmp: pq.write_table(table, tmp, compression=compression,
+                                                           use_dictionary=False), mode)  # fmt: skip
+    try:
+        data_check = _check(staged)
+        with dir_lock(path.parent):  # one writer at a time per folder: data and sidecar from the same one
+            os.replace(staged, path)
+            _finish(trace, path, mode, {
+                "format": FORMAT,
+                "version": VERSION,
+                "n_events": len(ev),
+                "start_ns": _start_ns(ev["ts_ns"].to_numpy()),
+                "data": data_check,
+                "source": source,
+                "categories": categories,
+                "meta": trace.meta.to_dict(),
+                "metadata": trace.metadata,
+                "warnings": trace.warnings,
+            })
+    finally:
+        staged.unlink(missing_ok=True)
     return path
+
+
+def _finish(trace: Trace, path: Path, mode: int, side: dict[str, Any]) -> None:
+    """Write the samples table and the sidecar of cache ``path`` (under the folder lock)."""
+    samples = samples_path(path)
+    if trace.samples is not None:
+        atomic_write(samples, lambda tmp: trace.samples.to_parquet(tmp, index=False), mode)  # type: ignore[union-attr]
+    side = {**side, "samples": _check(samples) if trace.samples is not None else None}
+    side = {k: side[k] for k in ("format", "version", "n_events", "start_ns", "data", "samples", "source",
+                                 "categories", "meta", "metadata", "warnings")}  # fmt: skip
+    side["check"] = crc32_buffer(json.dumps(side).encode())  # of the rest: a flipped category name is caught
+    text = json.dumps(side)
+    atomic_write(sidecar_path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"), mode)
+    if trace.samples is None:
+        samples.unlink(missing_ok=True)
 
 
 def _start_ns(ts: np.ndarray) -> int:
