@@ -26,7 +26,7 @@ _LAZY = {
     "Profile": "profiling", "profile": "profiling", "step": "profiling",
     "load": "sources", "load_each": "sources", "load_job": "sources", "load_trace": "sources",
     "counter_tiles": "timeline", "timeline_index": "timeline", "timeline_tiles": "timeline",
-    "Trace": "trace", "TraceMeta": "trace", "TraceSet": "traceset",
+    "Trace": "trace", "TraceMeta": "trace", "TraceSet": "traceset", "LazyTraceSet": "lazyset", "open_job": "lazyset",
 }  # fmt: skip
 
 
@@ -78,6 +78,7 @@ __all__ = [
     "AonkitError",
     "AonkitWarning",
     "JobError",
+    "LazyTraceSet",
     "Profile",
     "TS_MISSING",
     "Trace",
@@ -91,6 +92,7 @@ __all__ = [
     "load_each",
     "load_job",
     "load_trace",
+    "open_job",
     "profile",
     "step",
     "timeline_index",

@@ -84,6 +84,8 @@ ENTRIES: tuple[Entry, ...] = (
     E("Which collectives match across ranks, and how long does each rank wait?", "collectives.collectives",
       takes="job", counterpart="HTA NCCL collective analysis"),
     E("Which ranks straggle?", "collectives.stragglers", takes="job"),
+    E("Which kernels take the GPU time over the whole job, and how do the ranks differ?",
+      "job_stats.job_kernel_stats", takes="job"),
     E("How much GPU time does each annotation range launch?", "projection.range_projection",
       counterpart="HTA get_gpu_user_annotation_breakdown"),
     E("The annotation ranges' GPU time, summarised per name", "projection.range_projection_summary",

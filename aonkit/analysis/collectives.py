@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
+from ..traceset import each_rank
 from ._warn import warn
 from .comm_match import assign_keys, comm_args, matched, offsets, profiler_step_starts
 from .kernels import gpu_table
@@ -66,7 +67,7 @@ def clock_offsets(traces: Mapping[int, Trace], reference: int | None = None) -> 
     From matched collectives' ends, else ``ProfilerStep#N`` starts (see the
     module doc); ``.attrs["method"]`` tells which, per rank.
     """
-    return _offsets({r: comm_kernels(t) for r, t in traces.items()}, reference)
+    return _offsets(each_rank(traces, comm_kernels), reference)
 
 
 def _offsets(per: Mapping[int, pd.DataFrame], reference: int | None) -> pd.Series:
@@ -100,7 +101,7 @@ def collectives(traces: Mapping[int, Trace], reference: int | None = None) -> tu
     Both are empty, with these columns, and an :class:`~aonkit.errors.AonkitWarning`
     says so, when no communication kernel is matched across ranks.
     """
-    return collectives_from_tables({r: comm_kernels(t) for r, t in traces.items()}, reference)
+    return collectives_from_tables(each_rank(traces, comm_kernels), reference)
 
 
 def collectives_from_tables(

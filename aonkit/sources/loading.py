@@ -63,6 +63,8 @@ def load(
     threads: int | None = None,
     on_conflict: str = "error",
     separate: bool = False,
+    lazy: bool = False,
+    cache_dir: PathLike | None = None,
 ) -> Trace | TraceSet | dict[str, Trace]:
     """Load a trace file, a job's directory of traces or a list of files.
 
@@ -91,6 +93,13 @@ def load(
     separate : bool
         For a directory or list: return each file's trace on its own, keyed by
         file name, without treating them as one job.
+    lazy : bool
+        For a directory or list: return a :class:`~aonkit.lazyset.LazyTraceSet`
+        that holds no rank until asked; ranks without a fresh cache are parsed
+        once, in ``workers`` processes, and cached (see :func:`aonkit.open_job`).
+    cache_dir : path-like, optional
+        With ``lazy``: where the caches go (default: beside the traces when
+        their folder is writable, else a per-user cache folder).
 
     Returns
     -------
@@ -117,6 +126,11 @@ def load(
     source: the cache is read when fresh, else the source, never both. A
     cache that fails its checksum falls back to its source with a warning.
     """
+    if lazy and not separate and (isinstance(path, (list, tuple)) or (Path(path).is_dir() and not is_bundle(path))):
+        from ..lazyset import open_job
+
+        return open_job(path if isinstance(path, (list, tuple)) else Path(path), processes=workers,
+                        cache_dir=cache_dir, salvage=salvage, on_conflict=on_conflict)  # fmt: skip
     where = None
     notes: list[str] = []
     if isinstance(path, (list, tuple)):

@@ -1,0 +1,205 @@
+"""A job loaded lazily: each rank indexed by its Parquet cache, read on first use, its work done in worker processes.
+
+:func:`open_job` (``aonkit.load(job_dir, lazy=True)``) reads each rank's
+trace once, in worker processes, writes its Parquet cache (see
+:mod:`aonkit.cache`) and keeps only a small record of it: its rank, world,
+run ids and first timestamp, enough to check that the files are one job. A
+rank with a fresh cache is not parsed at all: its sidecar is the record.
+
+The :class:`LazyTraceSet` it returns is a :class:`~aonkit.TraceSet`:
+``job[r]`` reads rank ``r`` from its cache and keeps the last ``keep``
+ranks read, so a loop over the ranks holds a few of them at a time; and
+``job.map(fn)`` runs ``fn`` on every rank in worker processes (or on a Dask
+cluster) and brings back only its results. The cross-rank analyses
+(:func:`~aonkit.analysis.collectives.collectives`, ``stragglers``,
+``clock_offsets``, :func:`~aonkit.analysis.kernels.job_kernel_stats`) take
+each rank's small table that way, so their peak memory is a few ranks', not
+the job's.
+
+Where caches go: ``cache_dir`` when given, else beside each trace when its
+folder is writable, else (a folder without write bits, even for root) in
+``$AONKIT_CACHE_DIR``, ``$XDG_CACHE_HOME/aonkit/traces`` or
+``~/.cache/aonkit/traces``, one owner-only sub-folder per trace folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .cache import cache_path_for, read_sidecar, same_source, source_file
+from .errors import TraceFormatError
+from .jobcheck import RUN_ID_KEYS, Member
+from .schema import TS_MISSING
+from .trace import Trace, TraceMeta
+from .traceset import rank_from_name
+
+
+@dataclasses.dataclass(frozen=True)
+class RankFile:
+    """One rank of a lazily loaded job: the file to read it from and its job record.
+
+    Attributes
+    ----------
+    path : str
+        The file :meth:`LazyTraceSet.__getitem__` reads: the rank's cache, or
+        its source when no cache could be written.
+    source : str
+        The trace file the rank came from.
+    member : aonkit.jobcheck.Member
+        What the job rules check (rank, world, run ids, start).
+    n_events : int
+        Events in the trace.
+    notes : tuple of str
+        Warnings about this rank from opening the job (added to the trace's own).
+    """
+
+    path: str
+    source: str
+    member: Member
+    n_events: int
+    notes: tuple[str, ...] = ()
+
+
+def default_cache_dir(trace_dir: str | Path) -> Path:
+    """Where caches of the traces in read-only folder ``trace_dir`` go (see the module doc)."""
+    root = os.environ.get("AONKIT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "aonkit", "traces")
+    key = hashlib.sha256(str(Path(trace_dir).resolve()).encode()).hexdigest()[:16]
+    return Path(root) / key
+
+
+def cache_for(source: str | Path, cache_dir: str | Path | None = None) -> Path:
+    """The cache file of trace ``source``: in ``cache_dir``, else beside it when writable, else the default dir."""
+    source = Path(source)
+    if cache_dir is not None:
+        return cache_path_for(source, cache_dir)
+    if _writable(source.parent):
+        return cache_path_for(source)
+    return cache_path_for(source, default_cache_dir(source.parent))
+
+
+def _writable(folder: Path) -> bool:
+    """Whether caches may go in ``folder``: writable to us, and not marked read-only (root may write anywhere)."""
+    try:
+        return os.access(folder, os.W_OK) and bool(os.stat(folder).st_mode & 0o222)
+    except OSError:
+        return False
+
+
+def _member(meta: TraceMeta, metadata: dict, start_ns: int, mtime_ns: int) -> Member:
+    name = Path(meta.path).name if meta.path else "<memory>"
+    rank = meta.rank if meta.rank is not None else rank_from_name(meta.path)
+    return Member(name, rank, meta.world_size, dict(meta.distributed_info or {}),
+                  {k: repr(metadata.get(k)) for k in RUN_ID_KEYS}, start_ns, mtime_ns)  # fmt: skip
+
+
+def record_of_cache(cache: str | Path, source: str | Path | None = None) -> RankFile | None:
+    """The rank record of a cache from its sidecar alone, or None when it is unusable or not fresh for ``source``."""
+    try:
+        side = read_sidecar(cache)
+    except TraceFormatError:
+        return None
+    src = source_file(side, cache)
+    if source is not None and (src is None or src.resolve() != Path(source).resolve() or not same_source(src, side)):
+        return None
+    start = side.get("start_ns")
+    if not isinstance(start, int):
+        start = _start_from_columns(cache)
+    meta = TraceMeta(**side["meta"])
+    mtime = int((side.get("source") or {}).get("mtime_ns", 0))
+    return RankFile(str(cache), str(src if src is not None else cache), _member(meta, side["metadata"], start, mtime),
+                    int(side["n_events"]))  # fmt: skip
+
+
+def _start_from_columns(cache: str | Path) -> int:
+    """First timestamp of a cache written before sidecars recorded it (read from its ``ts_ns`` column)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        ts = pq.read_table(str(cache), columns=["ts_ns"]).column("ts_ns")
+        low = pc.min(pc.filter(ts, pc.not_equal(ts, TS_MISSING))).as_py()
+    except Exception:  # noqa: BLE001 - a damaged cache: the rank's load will name the problem
+        return TS_MISSING
+    return TS_MISSING if low is None else int(low)
+
+
+def index_file(source: str, cache: str | None, salvage: bool = False,
+               summaries: Sequence[Callable[[Trace], Any]] = ()) -> tuple[RankFile, list[Any]]:  # fmt: skip
+    """Read trace ``source`` (in a worker), write its cache to ``cache``; its record and ``summaries`` of it.
+
+    When the cache cannot be written, the record points at the source (read
+    again on use) and says why in its notes. ``summaries`` are functions of
+    the trace run while it is in memory (their results are small: a rank's
+    table for a cross-rank analysis), so the job's first analyses need not
+    read the rank again. Each result comes as ``(True, value)``, or
+    ``(False, None)`` when the function raised (the map that needs it then
+    runs it again and raises there).
+    """
+    from .sources import load
+
+    trace = load(source, salvage=salvage, threads=1)
+    assert isinstance(trace, Trace)
+    notes: tuple[str, ...] = ()
+    path = source
+    if cache is not None:
+        try:
+            Path(cache).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            path = str(trace.save(cache))
+        except OSError as exc:
+            notes = (f"could not write the cache of {Path(source).name} ({exc.strerror or exc}); "
+                     "the rank is parsed again on each use",)  # fmt: skip
+    ts = trace.events["ts_ns"].to_numpy()
+    ts = ts[ts != TS_MISSING]
+    mtime = int((trace.source or {}).get("mtime_ns", 0))
+    member = _member(trace.meta, trace.metadata, int(ts.min()) if len(ts) else TS_MISSING, mtime)
+    return RankFile(path, source, member, len(trace.events), notes), [_try(fn, trace) for fn in summaries]
+
+
+def _try(fn: Callable[[Trace], Any], trace: Trace) -> tuple[bool, Any]:
+    """(True, fn(trace)), or (False, None) when it raises: a summary is a head start, its failure is the map's."""
+    try:
+        return True, fn(trace)
+    except Exception:  # noqa: BLE001 - the same call in LazyTraceSet.map raises it where the user asked
+        return False, None
+
+
+def fn_key(fn: Callable[..., Any]) -> Any:
+    """A hashable identity of ``fn`` (a function, or a ``functools.partial`` of one by value); None when it has none."""
+    from functools import partial
+
+    key: Any = fn
+    if isinstance(fn, partial):
+        key = (fn_key(fn.func), fn.args, tuple(sorted(fn.keywords.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _each(func: Callable, items: Sequence[Any], pool: Any, client: Any, **kw: Any) -> list[Any]:
+    """``[func(item, **kw)]`` on a Dask ``client``, in ``pool`` (a process pool), or here when both are None."""
+    if client is not None:
+        return client.gather(client.map(func, list(items), pure=False, **kw))
+    if pool is None or len(items) <= 1:
+        return [func(it, **kw) for it in items]
+    from functools import partial
+
+    workers = getattr(pool, "_max_workers", 1)
+    return list(pool.map(partial(func, **kw), items, chunksize=max(1, len(items) // (4 * workers))))
+
+
+def new_pool(n_items: int, processes: int | None) -> Any:
+    """A process pool of ``processes`` (default: one per core) workers, at most ``n_items``; None for one worker."""
+    n = min(n_items, processes or os.cpu_count() or 1)
+    if n <= 1:
+        return None
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=n)

@@ -1,0 +1,328 @@
+"""``LazyTraceSet`` and :func:`open_job`: a job whose ranks are read on first use (see :mod:`aonkit.lazyjob`)."""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .cache import CACHE_SUFFIX
+from .errors import JobError
+from .jobcheck import assign_ranks
+from .lazyjob import RankFile, _each, cache_for, fn_key, index_file, new_pool, record_of_cache
+from .trace import Trace
+from .traceset import TraceSet, _warn
+
+
+def _fresh(value: Any) -> Any:
+    """A remembered result as the caller's own (tables copied; they are small)."""
+    return value.copy() if hasattr(value, "copy") and hasattr(value, "attrs") else value
+
+
+def default_summaries() -> list[Callable[[Trace], Any]]:
+    """What :func:`open_job` computes per rank while parsing: the inputs of the cross-rank analyses.
+
+    ``comm_kernels`` (collectives, stragglers, clock offsets) and ``kernel_stats``
+    by name (:func:`~aonkit.analysis.job_stats.job_kernel_stats`); each a few
+    ms on a rank already in memory.
+    """
+    from .analysis.collectives import comm_kernels
+    from .analysis.job_stats import rank_kernel_stats
+
+    return [comm_kernels, rank_kernel_stats()]
+
+
+def _read(path: str, salvage: bool = False) -> Trace:
+    from .sources import load
+
+    trace = load(path, salvage=salvage, threads=1)
+    assert isinstance(trace, Trace)
+    return trace
+
+
+def _apply(item: tuple[str, tuple[str, ...]], fn: Callable[[Trace], Any], salvage: bool) -> Any:
+    """Worker: read one rank and return ``fn`` of it (only the result travels back)."""
+    path, notes = item
+    trace = _read(path, salvage)
+    trace.warnings.extend(notes)
+    return fn(trace)
+
+
+class LazyTraceSet(TraceSet):
+    """A :class:`~aonkit.TraceSet` whose ranks are read from their caches on first use.
+
+    Made by :func:`open_job` (``aonkit.load(job_dir, lazy=True)``). Indexing
+    reads a rank and keeps the ``keep`` most recently read; :meth:`map` runs a
+    function on every rank in worker processes, or on ``client`` (Dask). The
+    worker processes stay up for the next :meth:`map` until :meth:`close` (or
+    the end of a ``with`` block, or the set being dropped).
+
+    Parameters
+    ----------
+    files : mapping of int to RankFile
+        Rank -> where to read it.
+    keep : int
+        Ranks held in memory after reading (least recently used dropped first).
+    processes : int, optional
+        Worker processes for :meth:`map` (default: one per core; 1 works here).
+    client : dask.distributed.Client, optional
+        Run :meth:`map` on this Dask cluster instead.
+    salvage : bool
+        Read truncated files as :func:`aonkit.load` does with ``salvage=True``.
+    notes : sequence of str
+        Warnings about the job as a whole (files skipped, caches ignored).
+    pool : concurrent.futures.ProcessPoolExecutor, optional
+        Worker processes to use for :meth:`map` (the set shuts them down).
+    """
+
+    def __init__(self, files: Mapping[int, RankFile], *, keep: int = 2, processes: int | None = None,
+                 client: Any = None, salvage: bool = False, notes: Sequence[str] = (),
+                 pool: Any = None) -> None:  # fmt: skip
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, not {keep}")
+        self._files = dict(sorted(files.items()))
+        self._held: OrderedDict[int, Trace] = OrderedDict()
+        self.keep, self.processes, self.client, self.salvage = keep, processes, client, salvage
+        self._notes = list(notes)
+        self._memo: dict[Any, dict[int, Any]] = {}
+        self._pool: Any = None
+        self._finalizer: Any = None
+        if pool is not None:
+            self._adopt(pool)
+
+    def _adopt(self, pool: Any) -> None:
+        self._pool = pool
+        self._finalizer = weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Stop the worker processes (a later :meth:`map` starts new ones) and drop the ranks held."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._pool = self._finalizer = None
+        self._held.clear()
+
+    def __enter__(self) -> LazyTraceSet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getitem__(self, rank: int) -> Trace:
+        if rank in self._held:
+            self._held.move_to_end(rank)
+            return self._held[rank]
+        f = self._files[rank]
+        trace = _read(f.path, self.salvage)
+        trace.warnings.extend(f.notes)
+        self._held[rank] = trace
+        while len(self._held) > self.keep:
+            self._held.popitem(last=False)
+        return trace
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    @property
+    def ranks(self) -> list[int]:
+        """Ranks in ascending order."""
+        return list(self._files)
+
+    @property
+    def files(self) -> dict[int, RankFile]:
+        """Rank -> :class:`~aonkit.lazyjob.RankFile` (where each rank is read from)."""
+        return dict(self._files)
+
+    @property
+    def held(self) -> list[int]:
+        """Ranks in memory now, least recently used first."""
+        return list(self._held)
+
+    @property
+    def n_events(self) -> int:
+        """Events in the whole job (from the ranks' records; nothing is read)."""
+        return sum(f.n_events for f in self._files.values())
+
+    @property
+    def warnings(self) -> list[str]:
+        """The job's notes and each rank's notes from opening (the ranks' own warnings: ``job[r].warnings``)."""
+        return self._notes + [f"rank {r}: {w}" for r, f in self._files.items() for w in f.notes]
+
+    def map(self, fn: Callable[[Trace], Any], *, processes: int | None = None, client: Any = None) -> dict[int, Any]:
+        """``{rank: fn(trace)}``, each rank read and ``fn`` run in a worker; only the results come back.
+
+        Parameters
+        ----------
+        fn : callable
+            A module-level function of one :class:`~aonkit.Trace` (it is pickled to the workers).
+        processes, client : optional
+            Override the set's own (see the class parameters).
+
+        Returns
+        -------
+        dict of int to object
+            ``fn``'s result per rank, in rank order. Results are remembered per
+            function (a ``functools.partial`` counts by its arguments), so a
+            second call, or one whose results :func:`open_job` computed while
+            it parsed the ranks, reads nothing; tables come back as copies.
+        """
+        key = fn_key(fn)
+        known = self._memo.get(key, {}) if key is not None else {}
+        todo = [r for r in self._files if r not in known]
+        got = dict(zip(todo, self._run(fn, todo, processes, client))) if todo else {}
+        if key is not None:
+            self._memo.setdefault(key, {}).update(got)
+        return {r: _fresh(known[r]) if r in known else got[r] for r in self._files}
+
+    def remember(self, fn: Callable[[Trace], Any], results: Mapping[int, Any]) -> None:
+        """Take ``results`` as ``fn``'s, per rank (e.g. computed while parsing); :meth:`map` reuses them."""
+        if (key := fn_key(fn)) is not None:
+            self._memo.setdefault(key, {}).update({r: v for r, v in results.items() if r in self._files})
+
+    def _run(self, fn: Callable[[Trace], Any], ranks: list[int], processes: int | None, client: Any) -> list[Any]:
+        client = client if client is not None else self.client
+        items = [(self._files[r].path, self._files[r].notes) for r in ranks]
+        if client is not None:
+            pool = None
+        elif processes is not None and processes != self.processes:
+            pool = new_pool(len(items), processes)  # a one-off pool of another size
+        else:
+            if self._pool is None and (p := new_pool(len(items), self.processes)) is not None:
+                self._adopt(p)
+            pool = self._pool
+        try:
+            return _each(_apply, items, pool, client, fn=fn, salvage=self.salvage)
+        finally:
+            if pool is not None and pool is not self._pool:
+                pool.shutdown()
+
+    def eager(self) -> TraceSet:
+        """Every rank read into memory, as a plain :class:`~aonkit.TraceSet`."""
+        return TraceSet({r: self[r] for r in self._files})
+
+    def __repr__(self) -> str:
+        rs = self.ranks
+        return (f"<aonkit.LazyTraceSet {len(self)} rank(s) {rs[:8]}{'...' if len(rs) > 8 else ''}: "
+                f"{self.n_events:,} events, {len(self._held)} in memory>")
+
+
+def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None = None, client: Any = None,
+             cache_dir: str | Path | None = None, keep: int = 2, salvage: bool = False,
+             on_conflict: str = "error", summaries: Sequence[Callable[[Trace], Any]] | None = None,
+             ) -> LazyTraceSet:  # fmt: skip
+    """A job as a :class:`LazyTraceSet`: every rank cached and checked, none held.
+
+    Parameters
+    ----------
+    paths : path or sequence of paths
+        A job's directory (its fresh caches stand in for their sources, as
+        :func:`aonkit.load` picks them) or its trace files.
+    processes : int, optional
+        Worker processes that parse the ranks without a fresh cache (default:
+        one per core), and the set's default for :meth:`LazyTraceSet.map`.
+    client : dask.distributed.Client, optional
+        Parse, and later map, on this Dask cluster instead (the workers must
+        see the same files, e.g. a shared file system).
+    cache_dir : path, optional
+        Where to write caches (default: see :mod:`aonkit.lazyjob`).
+    keep : int
+        Ranks held in memory after ``job[r]``.
+    salvage : bool
+        Keep the complete events of truncated files (see :func:`aonkit.load`).
+    on_conflict : {"error", "newest", "file-order"}
+        As :meth:`aonkit.TraceSet.from_traces`.
+    summaries : sequence of callables, optional
+        Functions run on each rank parsed here while it is in memory; their
+        results are remembered for :meth:`LazyTraceSet.map` (default:
+        :func:`default_summaries`, so collectives, stragglers and job kernel
+        stats need no second read of a newly parsed rank). ``[]`` for none.
+
+    Returns
+    -------
+    LazyTraceSet
+
+    Raises
+    ------
+    TraceFormatError
+        A file is unreadable or malformed (the message names it).
+    JobError
+        The files are not one job.
+    """
+    from .sources.discover import directory_files, pick
+
+    notes: list[str] = []
+    where = None
+    if isinstance(paths, (str, Path)):
+        where = Path(paths)
+        if not where.is_dir():
+            raise NotADirectoryError(f"open_job takes a job's directory or a list of files, not {where}")
+        files, notes = directory_files(where)
+    else:
+        files = [Path(p) for p in paths]
+        for f in files:
+            if not f.is_file():
+                raise FileNotFoundError(f"no such trace file: {f}")
+    picks = pick(files)
+    records: list[RankFile | None] = []
+    todo: list[tuple[int, str, str | None]] = []
+    for k, (f, extra) in enumerate(picks):
+        notes += extra
+        if f.name.lower().endswith(CACHE_SUFFIX):  # a fresh cache pick() chose, or a cache on its own
+            cache, rec = None, record_of_cache(f)
+        else:
+            cache = cache_for(f, cache_dir)
+            rec = record_of_cache(cache, f) if cache.exists() else None
+        records.append(rec)
+        if rec is None:
+            todo.append((k, str(f), None if cache is None else str(cache)))
+    pool = new_pool(len(todo), processes) if client is None and len(todo) > 1 else None
+    fns = default_summaries() if summaries is None else list(summaries)
+    try:
+        done = _each(_index_item, [(src, cache) for _, src, cache in todo], pool, client, salvage=salvage,
+                     summaries=fns)  # fmt: skip
+    except BaseException:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+        raise
+    for (k, _, _), (rec, _) in zip(todo, done):
+        records[k] = rec
+    ready = [r for r in records if r is not None]
+    assert len(ready) == len(records)  # every file has its record now: from its cache, or parsed above
+    try:
+        chosen, extra_notes = assign_ranks([r.member for r in ready], on_conflict)
+    except JobError as exc:
+        if pool is not None:
+            pool.shutdown()
+        label = str(where) if where is not None else f"{len(files)} files"
+        raise JobError(f"{label}: {exc}") from None
+    by_index: dict[int, list[str]] = {}
+    for k, text in extra_notes:
+        by_index.setdefault(k, []).append(text)
+        if on_conflict == "newest":
+            _warn(text)
+    if on_conflict == "file-order" and ready:
+        _warn(f"{len(ready)} trace(s) keyed as ranks by file order, not by the ranks they claim")
+    for text in notes:
+        _warn(text)
+    out = {r: _with_notes(ready[k], by_index.get(k, [])) for r, k in chosen.items()}
+    job = LazyTraceSet(out, keep=keep, processes=processes, client=client, salvage=salvage, notes=notes, pool=pool)
+    rank_of = {k: r for r, k in chosen.items()}  # a file dropped by on_conflict='newest' has no rank
+    for j, fn in enumerate(fns):
+        job.remember(fn, {rank_of[k]: res[j][1] for (k, _, _), (_, res) in zip(todo, done)
+                          if k in rank_of and res[j][0]})  # fmt: skip
+    return job
+
+
+def _index_item(item: tuple[str, str | None], salvage: bool = False,
+                summaries: Sequence[Callable[[Trace], Any]] = ()) -> tuple[RankFile, list[Any]]:  # fmt: skip
+    return index_file(item[0], item[1], salvage, summaries)
+
+
+def _with_notes(rec: RankFile, more: list[str]) -> RankFile:
+    if not more:
+        return rec
+    return RankFile(rec.path, rec.source, rec.member, rec.n_events, rec.notes + tuple(more))
