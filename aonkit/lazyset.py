@@ -213,7 +213,7 @@ class LazyTraceSet(TraceSet):
 def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None = None, client: Any = None,
              cache_dir: str | Path | None = None, keep: int = 2, salvage: bool = False,
              on_conflict: str = "error", summaries: Sequence[Callable[[Trace], Any]] | None = None,
-             ) -> LazyTraceSet:  # fmt: skip
+             write_caches: bool = True) -> LazyTraceSet:  # fmt: skip
     """A job as a :class:`LazyTraceSet`: every rank cached and checked, none held.
 
     Parameters
@@ -240,6 +240,10 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
         results are remembered for :meth:`LazyTraceSet.map` (default:
         :func:`default_summaries`, so collectives, stragglers and job kernel
         stats need no second read of a newly parsed rank). ``[]`` for none.
+    write_caches : bool
+        Write a cache for each rank parsed (default). ``False`` writes nothing
+        (fresh caches are still used): a rank is then parsed again whenever it
+        is read, which suits a job looked at once through the summaries.
 
     Returns
     -------
@@ -278,7 +282,7 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
             rec = record_of_cache(cache, f) if cache.exists() else None
         records.append(rec)
         if rec is None:
-            todo.append((k, str(f), None if cache is None else str(cache)))
+            todo.append((k, str(f), None if cache is None or not write_caches else str(cache)))
     pool = new_pool(len(todo), processes) if client is None and len(todo) > 1 else None
     fns = default_summaries() if summaries is None else list(summaries)
     try:

@@ -212,3 +212,12 @@ def test_a_failing_summary_does_not_stop_the_open(tmp_path: Path) -> None:
 
 def _fails(trace: aonkit.Trace) -> float:
     return 1 / 0
+
+
+def test_without_caches_nothing_is_written(tmp_path: Path) -> None:
+    write_job(tmp_path, ranks=3, straggler=1)
+    lazy = aonkit.load(tmp_path, lazy=True, write_caches=False)
+    assert not list(tmp_path.glob("*.aon.*"))
+    assert {Path(f.path).name for f in lazy.files.values()} == {f"rank{r}.json" for r in range(3)}
+    pd.testing.assert_frame_equal(stragglers(lazy), stragglers(aonkit.load(tmp_path)))
+    assert lazy[1].events.equals(aonkit.load(tmp_path / "rank1.json").events)

@@ -65,6 +65,7 @@ def load(
     separate: bool = False,
     lazy: bool = False,
     cache_dir: PathLike | None = None,
+    write_caches: bool = True,
 ) -> Trace | TraceSet | dict[str, Trace]:
     """Load a trace file, a job's directory of traces or a list of files.
 
@@ -100,6 +101,9 @@ def load(
     cache_dir : path-like, optional
         With ``lazy``: where the caches go (default: beside the traces when
         their folder is writable, else a per-user cache folder).
+    write_caches : bool
+        With ``lazy``: ``False`` writes no cache (each rank is parsed again
+        when read; fresh caches are still used).
 
     Returns
     -------
@@ -130,7 +134,8 @@ def load(
         from ..lazyset import open_job
 
         return open_job(path if isinstance(path, (list, tuple)) else Path(path), processes=workers,
-                        cache_dir=cache_dir, salvage=salvage, on_conflict=on_conflict)  # fmt: skip
+                        cache_dir=cache_dir, salvage=salvage, on_conflict=on_conflict,
+                        write_caches=write_caches)  # fmt: skip
     where = None
     notes: list[str] = []
     if isinstance(path, (list, tuple)):
