@@ -200,6 +200,10 @@ def new_pool(n_items: int, processes: int | None) -> Any:
     n = min(n_items, processes or os.cpu_count() or 1)
     if n <= 1:
         return None
+    import multiprocessing
+    import sys
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(max_workers=n)
+    # forked on Linux (Python 3.14 defaults to forkserver): workers start at once, with the kernels loaded
+    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    return ProcessPoolExecutor(max_workers=n, mp_context=ctx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -48,6 +49,28 @@ def _apply(item: tuple[str, tuple[str, ...]], fn: Callable[[Trace], Any], salvag
     trace = _read(path, salvage)
     trace.warnings.extend(notes)
     return fn(trace)
+
+
+def _how_to_send(fn: Callable[..., Any]) -> str:
+    """Where :meth:`LazyTraceSet.map` can run ``fn``.
+
+    ``"pool"``: the kept workers can import it; ``"fork"``: it lives in
+    ``__main__`` (a notebook cell), which workers forked earlier lack, so
+    workers are forked for this call; ``"here"``: it cannot be pickled (a
+    lambda, a closure), so it runs in this process.
+    """
+    import pickle
+
+    try:
+        pickle.dumps(fn)
+    except Exception:  # noqa: BLE001 - any pickling failure: run it here
+        return "here"
+    base = fn
+    while hasattr(base, "func"):  # functools.partial
+        base = base.func
+    if getattr(base, "__module__", None) != "__main__":
+        return "pool"
+    return "fork" if sys.platform.startswith("linux") else "here"  # only forked workers have __main__'s functions
 
 
 class LazyTraceSet(TraceSet):
@@ -158,7 +181,9 @@ class LazyTraceSet(TraceSet):
         Parameters
         ----------
         fn : callable
-            A module-level function of one :class:`~aonkit.Trace` (it is pickled to the workers).
+            A function of one :class:`~aonkit.Trace`. One defined in a module runs in the kept
+            workers; one defined in a notebook cell (``__main__``) in workers forked for the call;
+            a lambda or closure, which cannot be pickled, in this process.
         processes, client : optional
             Override the set's own (see the class parameters).
 
@@ -186,10 +211,11 @@ class LazyTraceSet(TraceSet):
     def _run(self, fn: Callable[[Trace], Any], ranks: list[int], processes: int | None, client: Any) -> list[Any]:
         client = client if client is not None else self.client
         items = [(self._files[r].path, self._files[r].notes) for r in ranks]
-        if client is not None:
-            pool = None
-        elif processes is not None and processes != self.processes:
-            pool = new_pool(len(items), processes)  # a one-off pool of another size
+        how = _how_to_send(fn) if client is None else "pool"
+        if client is not None or how == "here":
+            pool = None  # Dask pickles by value; a lambda or closure runs here
+        elif how == "fork" or (processes is not None and processes != self.processes):
+            pool = new_pool(len(items), processes or self.processes)  # one-off workers forked now
         else:
             if self._pool is None and (p := new_pool(len(items), self.processes)) is not None:
                 self._adopt(p)

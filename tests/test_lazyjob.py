@@ -221,3 +221,24 @@ def test_without_caches_nothing_is_written(tmp_path: Path) -> None:
     assert {Path(f.path).name for f in lazy.files.values()} == {f"rank{r}.json" for r in range(3)}
     pd.testing.assert_frame_equal(stragglers(lazy), stragglers(aonkit.load(tmp_path)))
     assert lazy[1].events.equals(aonkit.load(tmp_path / "rank1.json").events)
+
+
+def test_map_takes_functions_from_a_notebook_cell_and_lambdas(tmp_path: Path) -> None:
+    """A function defined after the workers started (in ``__main__``, as in a notebook) and a lambda both work."""
+    import subprocess
+    import sys
+
+    write_job(tmp_path, ranks=3, straggler=1)
+    script = tmp_path / "cell.py"
+    script.write_text(
+        "import aonkit\n"
+        f"job = aonkit.open_job({str(tmp_path)!r}, processes=2)\n"
+        "def n_kernels(t):\n    return len(t.kernels)\n"
+        "k = 1\n"
+        "print(job.map(n_kernels), job.map(lambda t: len(t) + k))\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    eager = aonkit.load(tmp_path)
+    want = f"{ {r: len(t.kernels) for r, t in eager.items()} } { {r: len(t) + 1 for r, t in eager.items()} }"
+    assert out.stdout.strip() == want
