@@ -401,3 +401,20 @@ def test_a_stream_sync_waits_for_its_own_stream(tmp_path: Path, with_row: bool) 
     # with Kineto's row the host waits for A only, so a slower B does not hold it; without it, the latest
     # kernel that ended while the call waited (B) is taken as the one it waited for
     assert int(add) == (185_000 if with_row else 20_000 + 328_000 + 1_000)
+
+
+def test_a_sync_does_not_wait_for_another_process(tmp_path: Path) -> None:
+    """Process 1's device sync waits for its own kernel, not for process 2's that ended later inside the call."""
+    ev = [_x("cudaLaunchKernel", "cuda_runtime", 0, 5, correlation=1),
+          _x("cudaDeviceSynchronize", "cuda_runtime", 6, 94),
+          _x("aten::add", "cpu_op", 100, 10),
+          _x("cudaLaunchKernel", "cuda_runtime", 1, 5, pid=2, tid=2, correlation=2),
+          _x("mine", "kernel", 6, 80, tid=7, pid=0, correlation=1, device=0, stream=7),
+          _x("theirs", "kernel", 7, 92, tid=9, pid=0, correlation=2, device=0, stream=9)]  # fmt: skip
+    t = load_events(tmp_path, ev)
+    r = what_if(t, [Rule(2.0, name="^theirs$")])
+    add = r.retimed_trace().events.set_index("name").loc["aten::add", "ts_ns"]
+    assert int(add) == 100_000  # a slower kernel of another process does not hold this one's host
+    r = what_if(t, [Rule(0.5, name="^mine$")])
+    add = r.retimed_trace().events.set_index("name").loc["aten::add", "ts_ns"]
+    assert int(add) == 100_000 - 40_000  # its own kernel does

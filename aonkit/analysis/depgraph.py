@@ -38,9 +38,11 @@ identity never starts a node later than it was measured:
 Nodes with nothing before them (a thread's first segment, a GPU event whose
 launch is outside the trace) are released at their measured start, so the
 identity re-times every node to its measured start when the edges explain
-the trace. Not yet modelled (open parts of issue 15): GPU contention between
-streams, and nsys's own sync rows (the host-sync rule stands in); a GPU event
-held back by them keeps its measured launch delay.
+the trace. nsys's ``Stream Sync`` rows name their stream as Kineto's do; its
+``Event Sync`` rows do not name the recorded stream (the host-sync rule stands
+in) and its ``Stream Wait Event`` rows are not used. Not yet modelled (open
+parts of issue 15): GPU contention between streams; a GPU event held back by
+it keeps its measured launch delay.
 """
 
 from __future__ import annotations
@@ -355,6 +357,8 @@ def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nd
     lr = np.maximum(launch, 0)
     launch_end = np.where(launch >= 0, ev["ts_ns"].to_numpy()[lr] + np.maximum(ev["dur_ns"].to_numpy()[lr], 0),
                           np.iinfo(np.int64).max)
+    pid = ev["pid"].cat.codes.to_numpy()
+    launch_pid = np.where(launch >= 0, pid[lr], -2)  # a sync waits for work its own process launched
     sync_stream, g_lane_key = _sync_rows(trace, g_rows)
     for j, c in enumerate(calls):
         i = int(copy_of[c])
@@ -362,7 +366,7 @@ def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nd
             target = i  # a blocking copy: its own GPU event ran inside it
             woken[int(last_seg[c])] = int(c_ts[j])
         elif blocking[j]:  # what it waited for: the last GPU event launched before it that ended while it waited
-            running = (launch_end <= c_ts[j]) & (g_end > c_ts[j]) & (g_end <= c_end[j])
+            running = (launch_end <= c_ts[j]) & (g_end > c_ts[j]) & (g_end <= c_end[j]) & (launch_pid == pid[c])
             on = sync_stream.get(int(ev["correlation"].iat[c]))
             if on is not None:  # Kineto's Stream Sync / Event Sync row names the stream it waited on
                 running &= g_lane_key == on
