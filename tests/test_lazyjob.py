@@ -69,7 +69,8 @@ def test_lazy_equals_eager_on_shared_folders(name: str, on_conflict: str, tmp_pa
     if len(eager) > 1:
         for fn in (clock_offsets, stragglers):
             got, want = _outcome(fn, lazy), _outcome(fn, eager)
-            (pd.testing.assert_series_equal if isinstance(want, pd.Series) else pd.testing.assert_frame_equal)(got, want)
+            same = pd.testing.assert_series_equal if isinstance(want, pd.Series) else pd.testing.assert_frame_equal
+            same(got, want)
     assert not list(folder.glob("*.aon.*")), "caches written into a read-only folder"
     lazy.close()
 
