@@ -303,3 +303,18 @@ def test_text_of_some_rows_equals_the_whole_text(tmp_path: Path, rng: np.random.
         buf, start, end = t._raw.spans()
         assert some == [json_obj(buf[start[i]:end[i]].tobytes().decode()[1:-1]) for i in rows]
         assert shapes == t.arg_values("grid", rows)  # now read from the full text
+
+
+def test_event_text_of_a_removed_export_is_a_clear_error(tmp_path: Path) -> None:
+    """The kernel text reads the export again on first use: gone by then, the error names the file."""
+    import shutil
+
+    from .conftest import SAMPLE_TRACES
+
+    copy = tmp_path / "run.sqlite"
+    shutil.copy(SAMPLE_TRACES / "nsys" / "synthetic_2proc.sqlite", copy)
+    t = aonkit.load(copy)
+    copy.unlink()
+    with pytest.raises(aonkit.TraceFormatError, match="gone or changed since it was loaded") as err:
+        t.event_args(int(t.kernels.index[0]))
+    assert err.value.path == str(copy)

@@ -17,12 +17,14 @@ lazily). Conventions, chosen to match Kineto so every analysis works unchanged:
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ...errors import TraceFormatError
 from .db import NsysDB
@@ -130,8 +132,17 @@ def _lazy_select(path: Path, table: str, wanted: list[str], rowids: np.ndarray) 
 
     def get() -> dict[str, np.ndarray]:
         if not cache:
-            with NsysDB(path) as db:
-                c = db.int_columns(f'SELECT rowid AS _rowid, {_exprs(db, table, wanted)} FROM "{table}" ORDER BY rowid')
+            try:
+                with NsysDB(path) as db:
+                    c = db.int_columns(f'SELECT rowid AS _rowid, {_exprs(db, table, wanted)} FROM "{table}" '
+                                       "ORDER BY rowid")  # fmt: skip
+            except TraceFormatError as exc:
+                raise TraceFormatError(f"reading the rest of {table} for the event text: {exc.reason}",
+                                       path=str(path)) from None  # fmt: skip
+            except (OSError, sqlite3.Error, pa.ArrowException) as exc:
+                raise TraceFormatError(f"the export is gone or changed since it was loaded, and the event text "
+                                       f"reads the rest of {table} from it ({type(exc).__name__}: {exc})",
+                                       path=str(path)) from None  # fmt: skip
             pos = np.minimum(np.searchsorted(c["_rowid"], rowids), max(len(c["_rowid"]) - 1, 0))
             if len(rowids) and (len(c["_rowid"]) == 0 or not np.array_equal(c["_rowid"][pos], rowids)):
                 raise TraceFormatError(f"{table} changed since the export was loaded", path=str(path))
