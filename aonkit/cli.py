@@ -6,11 +6,13 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
 from ._cli_errors import error_line
+from .errors import AonkitWarning
 
 if TYPE_CHECKING:
     from .trace import Trace
@@ -43,7 +45,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
     from .analysis.summary import summarize
     from .report.text import format_summary
 
-    for label, trace in _traces(args.paths, args.salvage):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AonkitWarning)  # each summary lists its trace's warnings itself
+        found = _traces(args.paths, args.salvage)
+    for label, trace in found:
         print(format_summary(summarize(trace, args.top), label))
         print()
     return 0
@@ -250,6 +255,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``aonkit`` command."""
     args = build_parser().parse_args(argv)
+    shown = warnings.showwarning
+
+    def one_line(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+        if issubclass(category, AonkitWarning):  # what the reader said about the input: no source line
+            print(f"aonkit: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = one_line
     try:
         return int(args.func(args))
     except BrokenPipeError:  # stdout's reader left (`aonkit summary ... | head`): nothing to report
@@ -262,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"aonkit: error: {line}", file=sys.stderr)
         return 2
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -207,3 +208,21 @@ def test_error_line_for_os_and_parquet_errors() -> None:
     assert error_line(TraceFormatError("cannot read the file (Permission denied)", path="t.json")).endswith(
         "(t.json); check that it exists and is readable")  # fmt: skip
     assert error_line(KeyError("a bug in aonkit")) is None  # bugs keep their traceback
+
+
+def test_reader_warnings_are_raised_and_the_cli_says_each_once(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """What a reader says about its input is an AonkitWarning and in trace.warnings; the CLI prints one line of it."""
+    import aonkit
+
+    path = tmp_path / "neg.json"
+    path.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "a", "ts": i, "dur": -1} for i in range(3)]}))
+    with pytest.warns(aonkit.AonkitWarning, match="negative dur") as got:
+        trace = aonkit.load(path)
+    assert [str(w.message) for w in got] == trace.warnings and len(trace.warnings) == 1
+    assert main(["summary", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.count("negative dur") == 1 and "negative dur" not in err  # the summary lists it itself
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0  # no lane to draw: still a page
+    out, err = capsys.readouterr()
+    assert err.count("aonkit: warning: 3 event(s) have a negative dur") == 1 and "Traceback" not in err

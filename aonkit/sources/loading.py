@@ -31,9 +31,12 @@ def _read_one(path: Path, salvage: bool, max_decompressed_bytes: int | None, thr
             trace, why = read_cache(path, lambda src: _read_one(src, salvage, max_decompressed_bytes, threads))
             if why:
                 _note(trace, why)
+            else:
+                _raise(trace.warnings)
             return trace
         before = fingerprint(path)
         trace = _read_source(path, salvage, max_decompressed_bytes, threads)
+        _raise(trace.warnings)
         if not same_version(path, before):
             _note(trace, f"{path.name} changed while it was read; read it again when its writer is done")
         trace.source = before
@@ -47,6 +50,12 @@ def _read_source(path: Path, salvage: bool, max_decompressed_bytes: int | None, 
     reader = reader_for(path)
     given = {"salvage": salvage, "max_decompressed_bytes": max_decompressed_bytes, "threads": threads}
     return reader.read(path, **{k: v for k, v in given.items() if k in reader.options})
+
+
+def _raise(texts: list[str]) -> None:
+    """Say each of a reader's warnings as an :class:`~aonkit.AonkitWarning` too (they are in ``trace.warnings``)."""
+    for text in texts:
+        warnings.warn(text, AonkitWarning, stacklevel=4)
 
 
 def _note(trace: Trace, text: str) -> None:

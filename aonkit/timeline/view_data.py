@@ -42,7 +42,7 @@ def lane_slots(index: TimelineIndex) -> pd.DataFrame:
     """``index.lanes`` plus ``slot`` (first y slot of the lane) and ``center`` (where its label goes)."""
     lanes = index.lanes.copy()
     rows = np.maximum(lanes["rows"].to_numpy(np.int64), 1)
-    lanes["slot"] = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
+    lanes["slot"] = (np.cumsum(rows) - rows).astype(np.int64)  # each lane starts where those above end (none: empty)
     lanes["center"] = lanes["slot"] + rows / 2
     return lanes
 
