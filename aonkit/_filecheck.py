@@ -108,3 +108,25 @@ def dir_lock(directory: str | os.PathLike[str]) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def writable_folder(folder: str | os.PathLike[str]) -> bool:
+    """Whether aonkit may write in ``folder``: writable to us, and not marked read-only (root may write anywhere)."""
+    try:
+        return os.access(folder, os.W_OK) and bool(os.stat(folder).st_mode & 0o222)
+    except OSError:
+        return False
+
+
+def user_cache_dir(for_folder: str | os.PathLike[str]) -> Path:
+    """The per-user folder for what aonkit derives from files in read-only ``for_folder`` (caches, nsys exports).
+
+    ``$AONKIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/aonkit/traces``, else
+    ``~/.cache/aonkit/traces``; one sub-folder per source folder, named by a hash
+    of its path. Not created here (callers create it owner-only).
+    """
+    import hashlib
+
+    root = os.environ.get("AONKIT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "aonkit", "traces")
+    return Path(root) / hashlib.sha256(str(Path(for_folder).resolve()).encode()).hexdigest()[:16]

@@ -25,12 +25,12 @@ folder is writable, else (a folder without write bits, even for root) in
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._filecheck import user_cache_dir, writable_folder
 from .cache import cache_path_for, read_sidecar, same_source, source_file
 from .errors import TraceFormatError
 from .jobcheck import RUN_ID_KEYS, Member
@@ -67,10 +67,7 @@ class RankFile:
 
 def default_cache_dir(trace_dir: str | Path) -> Path:
     """Where caches of the traces in read-only folder ``trace_dir`` go (see the module doc)."""
-    root = os.environ.get("AONKIT_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "aonkit", "traces")
-    key = hashlib.sha256(str(Path(trace_dir).resolve()).encode()).hexdigest()[:16]
-    return Path(root) / key
+    return user_cache_dir(trace_dir)
 
 
 def cache_for(source: str | Path, cache_dir: str | Path | None = None) -> Path:
@@ -78,17 +75,9 @@ def cache_for(source: str | Path, cache_dir: str | Path | None = None) -> Path:
     source = Path(source)
     if cache_dir is not None:
         return cache_path_for(source, cache_dir)
-    if _writable(source.parent):
+    if writable_folder(source.parent):
         return cache_path_for(source)
     return cache_path_for(source, default_cache_dir(source.parent))
-
-
-def _writable(folder: Path) -> bool:
-    """Whether caches may go in ``folder``: writable to us, and not marked read-only (root may write anywhere)."""
-    try:
-        return os.access(folder, os.W_OK) and bool(os.stat(folder).st_mode & 0o222)
-    except OSError:
-        return False
 
 
 def _member(meta: TraceMeta, metadata: dict, start_ns: int, mtime_ns: int) -> Member:

@@ -318,3 +318,42 @@ def test_event_text_of_a_removed_export_is_a_clear_error(tmp_path: Path) -> None
     with pytest.raises(aonkit.TraceFormatError, match="gone or changed since it was loaded") as err:
         t.event_args(int(t.kernels.index[0]))
     assert err.value.path == str(copy)
+
+
+def test_a_report_in_a_read_only_folder_is_exported_once_to_the_user_cache(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _copy(FUSER, tmp_path / "src.sqlite")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "nsys"
+    script.write_text(f'#!/bin/sh\nwhile [ "$1" != --output ]; do shift; done\ncp "{src}" "$2"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AONKIT_CACHE_DIR", str(tmp_path / "cache"))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    rep = runs / "run.nsys-rep"
+    rep.write_bytes(b"report")
+    runs.chmod(0o555)  # no write bit: even root's export goes to the cache folder
+    try:
+        assert len(aonkit.load(rep).kernels) == 19
+        exports = list((tmp_path / "cache").rglob("run.sqlite"))
+        assert len(exports) == 1 and not (runs / "run.sqlite").exists()
+        script.write_text("#!/bin/sh\nexit 3\n")  # the next load reuses the export, no nsys needed
+        assert len(aonkit.load(rep).kernels) == 19
+    finally:
+        runs.chmod(0o755)
+
+
+def test_a_report_and_its_export_in_one_folder_are_one_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _copy(FUSER, tmp_path / "run.sqlite")
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"report")
+    os.utime(rep, (1, 1))  # older than its export: the export stands for it
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # and nsys is not needed
+    job = aonkit.load(tmp_path)
+    assert len(job) == 1 and len(job[0].kernels) == 19
+    assert list(aonkit.load(tmp_path, separate=True)) == ["run.sqlite"]
+    os.utime(rep, None)  # newer than its export: the report is exported again (here: no nsys, a clear error)
+    with pytest.raises(TraceFormatError, match="nsys export"):
+        aonkit.load(tmp_path)

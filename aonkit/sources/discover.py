@@ -3,7 +3,8 @@
 A Parquet cache (:mod:`aonkit.cache`) and the file it was made from are one
 trace. The cache is read when it is fresh (the source still has the size and
 mtime its sidecar records); otherwise the source is read and the stale cache
-left alone, with a warning. Never both.
+left alone, with a warning. Never both. Likewise an Nsight Systems report
+(``run.nsys-rep``) and its export beside it (``run.sqlite``) are one trace.
 """
 
 from __future__ import annotations
@@ -73,7 +74,45 @@ def pick(files: list[Path]) -> list[Pick]:
         else:
             drop.add(f)
             notes[src].append(f"ignored the cache {f.name}: {why}; read the source instead")
+    drop |= _reports_with_exports(files, notes)
     return [(f, notes[f]) for f in files if f not in drop]
+
+
+_REPORTS = (".nsys-rep", ".qdrep")
+_EXPORTS = (".sqlite", ".sqlite3")
+
+
+def _reports_with_exports(files: list[Path], notes: dict[Path, list[str]]) -> set[Path]:
+    """An Nsight Systems report and its SQLite export beside it are one trace: the files to leave out.
+
+    The export stands for the report when it is not older (the rule of
+    :func:`aonkit.sources.nsys.rep.read_nsys_rep`); an older one is left out
+    with a note, and the report is exported again.
+    """
+    by_stem: dict[tuple[Path, str], list[Path]] = {}
+    for f in files:
+        low = f.name.lower()
+        for suffix in (*_REPORTS, *_EXPORTS):
+            if low.endswith(suffix):
+                by_stem.setdefault((f.parent, f.name[: -len(suffix)]), []).append(f)
+    drop: set[Path] = set()
+    for group in by_stem.values():
+        reports = [f for f in group if f.name.lower().endswith(_REPORTS)]
+        exports = [f for f in group if f.name.lower().endswith(_EXPORTS)]
+        if len(reports) != 1 or not exports:
+            continue
+        rep = reports[0]
+        for exp in exports:
+            try:
+                fresh = exp.stat().st_mtime >= rep.stat().st_mtime
+            except OSError:
+                continue
+            if fresh:
+                drop.add(rep)
+            else:
+                drop.add(exp)
+                notes[rep].append(f"ignored {exp.name}: older than its report {rep.name}, which is exported again")
+    return drop
 
 
 def _source_among(cache: Path, resolved: dict[Path, Path]) -> tuple[Path | None, str]:

@@ -2,19 +2,19 @@
 
 An ``.nsys-rep`` report is a binary format only Nsight Systems reads. When
 ``nsys`` is on PATH, the report is exported next to it as ``<name>.sqlite``
-(what ``nsys stats`` does too), or into a temporary folder when that folder
-is not writable; an export newer than the report is reused. Without ``nsys``
+(what ``nsys stats`` does too), or, when that folder is read-only, into the
+per-user cache folder (:func:`aonkit._filecheck.user_cache_dir`); an export
+not older than the report is reused from either place. Without ``nsys``
 the error names the command to run.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
+from ..._filecheck import user_cache_dir, writable_folder
 from ...errors import TraceFormatError
 from ...trace import Trace
 from .sqlite import read_nsys_sqlite
@@ -26,10 +26,11 @@ def export_command(report: Path, output: Path) -> list[str]:
 
 
 def _target(report: Path) -> Path:
+    """Where the export goes: beside the report, else (a read-only folder) the per-user cache folder, kept for reuse."""
     beside = report.with_suffix(".sqlite")
-    if os.access(report.parent, os.W_OK):
+    if writable_folder(report.parent):
         return beside
-    return Path(tempfile.mkdtemp(prefix="aonkit-nsys-")) / beside.name
+    return user_cache_dir(report.parent) / beside.name
 
 
 def read_nsys_rep(path: str | Path, timeout_s: float = 3600.0) -> Trace:
@@ -43,14 +44,16 @@ def read_nsys_rep(path: str | Path, timeout_s: float = 3600.0) -> Trace:
     """
     report = Path(path)
     beside = report.with_suffix(".sqlite")
-    if beside.exists() and beside.stat().st_mtime >= report.stat().st_mtime:
-        return read_nsys_sqlite(beside)
+    target = _target(report)
+    for done_before in dict.fromkeys((beside, target)):
+        if done_before.exists() and done_before.stat().st_mtime >= report.stat().st_mtime:
+            return read_nsys_sqlite(done_before)
     exe = shutil.which("nsys")
     if exe is None:
         cmd = " ".join(export_command(report, beside))
         raise TraceFormatError(f"an .nsys-rep report needs Nsight Systems to export it, and `nsys` is not on PATH; "
                                f"run `{cmd}` where nsys is installed, then load the .sqlite file", path=str(report))
-    target = _target(report)
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     argv = [exe, *export_command(report, target)[1:]]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
