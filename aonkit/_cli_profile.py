@@ -18,15 +18,28 @@ from pathlib import Path
 
 from .profiling import Profile
 
+_FLAG_WITH_VALUE = ("-W", "-X")
+"""Interpreter options followed by a value (``-W error``, ``-X importtime``); others stand alone (``-u``, ``-O``)."""
 
-def _python_target(cmd: list[str]) -> tuple[str, str, list[str]] | None:
-    """("path" | "module", target, argv) for a Python run, else None."""
+
+def _python_target(cmd: list[str]) -> tuple[str, str, list[str], list[str]] | None:
+    """("path" | "module", target, argv, interpreter options) for a Python run, else None.
+
+    Interpreter options before the script (``python -u -W error train.py``)
+    are skipped, since the script runs in this interpreter, and returned so
+    the caller can say so; ``-c`` code runs as a child process.
+    """
+    flags: list[str] = []
     if cmd and Path(cmd[0]).name.startswith("python") and len(cmd) > 1:
         cmd = cmd[1:]
-        if cmd[0] == "-m" and len(cmd) > 1:
-            return "module", cmd[1], cmd[1:]
+        while cmd and cmd[0].startswith("-") and cmd[0] not in ("-m", "-c", "-"):
+            flags.append(cmd.pop(0))
+            if flags[-1] in _FLAG_WITH_VALUE and cmd:
+                flags.append(cmd.pop(0))
+        if cmd and cmd[0] == "-m" and len(cmd) > 1:
+            return "module", cmd[1], cmd[1:], flags
     if cmd and Path(cmd[0]).suffix == ".py":  # a script, not a trace format: no reader involved
-        return "path", cmd[0], cmd
+        return "path", cmd[0], cmd, flags
     return None
 
 
@@ -43,7 +56,10 @@ def run_profile(args: argparse.Namespace) -> int:
         with prof:
             status = child.wait()
     else:
-        kind, name, argv = target
+        kind, name, argv, flags = target
+        if flags:
+            print(f"aonkit profile: {name} runs in this interpreter, traced; its interpreter options "
+                  f"{' '.join(flags)} are not applied", file=sys.stderr)
         prof = Profile(args.out, interval_s=args.interval, trace=not args.no_trace, gpu=not args.no_gpu,
                        pids=[os.getpid()])
         saved = sys.argv[:]

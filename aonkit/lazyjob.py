@@ -172,7 +172,7 @@ def fn_key(fn: Callable[..., Any]) -> Any:
     return key
 
 
-def _each(func: Callable, items: Sequence[Any], pool: Any, client: Any, **kw: Any) -> list[Any]:
+def run_each(func: Callable, items: Sequence[Any], pool: Any, client: Any, **kw: Any) -> list[Any]:
     """``[func(item, **kw)]`` on a Dask ``client``, in ``pool`` (a process pool), or here when both are None."""
     if client is not None:
         return client.gather(client.map(func, list(items), pure=False, **kw))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -10,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from .cache import CACHE_SUFFIX
-from .errors import JobError
+from .errors import AonkitWarning, JobError
 from .jobcheck import assign_ranks
-from .lazyjob import RankFile, _each, cache_for, fn_key, index_file, new_pool, record_of_cache
+from .lazyjob import RankFile, cache_for, fn_key, index_file, new_pool, record_of_cache, run_each
 from .trace import Trace
-from .traceset import TraceSet, _warn
+from .traceset import TraceSet
 
 
 def _fresh(value: Any) -> Any:
@@ -22,17 +23,23 @@ def _fresh(value: Any) -> Any:
     return value.copy() if hasattr(value, "copy") and hasattr(value, "attrs") else value
 
 
+DEFAULT_SUMMARIES: tuple[str, ...] = ("aonkit.analysis.collectives:comm_kernels",
+                                      "aonkit.analysis.job_stats:rank_kernel_stats()")  # fmt: skip
+"""What :func:`open_job` computes per rank while parsing, by name (the analyses sit a layer above this module):
+``comm_kernels`` (collectives, stragglers, clock offsets) and ``kernel_stats`` by name (``job_kernel_stats``);
+a few ms each on a rank already in memory. ``name()`` is a factory called once."""
+
+
 def default_summaries() -> list[Callable[[Trace], Any]]:
-    """What :func:`open_job` computes per rank while parsing: the inputs of the cross-rank analyses.
+    """The functions :data:`DEFAULT_SUMMARIES` names, imported now."""
+    import importlib
 
-    ``comm_kernels`` (collectives, stragglers, clock offsets) and ``kernel_stats``
-    by name (:func:`~aonkit.analysis.job_stats.job_kernel_stats`); each a few
-    ms on a rank already in memory.
-    """
-    from .analysis.collectives import comm_kernels
-    from .analysis.job_stats import rank_kernel_stats
-
-    return [comm_kernels, rank_kernel_stats()]
+    out = []
+    for spec in DEFAULT_SUMMARIES:
+        module, name = spec.split(":")
+        fn = getattr(importlib.import_module(module), name.removesuffix("()"))
+        out.append(fn() if name.endswith("()") else fn)
+    return out
 
 
 def _read(path: str, salvage: bool = False) -> Trace:
@@ -49,6 +56,10 @@ def _apply(item: tuple[str, tuple[str, ...]], fn: Callable[[Trace], Any], salvag
     trace = _read(path, salvage)
     trace.warnings.extend(notes)
     return fn(trace)
+
+
+def _warn(msg: str) -> None:
+    warnings.warn(msg, AonkitWarning, stacklevel=4)
 
 
 def _how_to_send(fn: Callable[..., Any]) -> str:
@@ -221,7 +232,7 @@ class LazyTraceSet(TraceSet):
                 self._adopt(p)
             pool = self._pool
         try:
-            return _each(_apply, items, pool, client, fn=fn, salvage=self.salvage)
+            return run_each(_apply, items, pool, client, fn=fn, salvage=self.salvage)
         finally:
             if pool is not None and pool is not self._pool:
                 pool.shutdown()
@@ -312,7 +323,7 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
     pool = new_pool(len(todo), processes) if client is None and len(todo) > 1 else None
     fns = default_summaries() if summaries is None else list(summaries)
     try:
-        done = _each(_index_item, [(src, cache) for _, src, cache in todo], pool, client, salvage=salvage,
+        done = run_each(_index_item, [(src, cache) for _, src, cache in todo], pool, client, salvage=salvage,
                      summaries=fns)  # fmt: skip
     except BaseException:
         if pool is not None:

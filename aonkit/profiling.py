@@ -16,9 +16,11 @@ propagates after it is written. ``%%aon_profile`` (:mod:`aonkit.magic`) and
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -66,12 +68,14 @@ class Profile:
                  wait: int | None = None, warmup: int | None = None, active: int | None = None, gpu: bool = True,
                  pids: list[int] | None = None) -> None:  # fmt: skip
         self.path = Path(out) if out is not None else _default_out()
-        self.interval_s, self.tracing, self.gpu, self.pids = interval_s, trace, gpu, pids
+        self.interval_s, self.tracing, self.gpu = interval_s, trace, gpu
+        self.pids = list(pids) if pids is not None else [os.getpid()]
         self.schedule = (wait, warmup, active)
         self.messages: list[str] = []
         self.status = "not started"
         self.value: Any = None
         self._samplers: list[Any] = []
+        self._drained: _Drain | None = None
         self._prof: Any = None
         self._tmp_json: Path | None = None
         self._trace: Trace | None = None
@@ -88,6 +92,7 @@ class Profile:
             self._samplers += self._gpu_sampler()
         for s in self._samplers:
             s.start()
+        self._drained = _Drain(self._samplers, self.messages)
         if self.tracing:
             self._start_torch()
         self.status = "running"
@@ -100,10 +105,8 @@ class Profile:
         except ImportError:  # pragma: no cover - the module ships with aonkit
             return []
         sampler, why = open_gpu_sampler(interval_s=self.interval_s, pids=self.pids)
-        if sampler is None:
-            self.messages.append(why)
-            return []
-        return [sampler]
+        self.messages.append(why)  # which GPUs and metrics, or why none
+        return [sampler] if sampler is not None else []
 
     def _start_torch(self) -> None:
         try:
@@ -137,14 +140,18 @@ class Profile:
         if self._prof is not None:
             try:
                 self._prof.__exit__(None, None, None)
-                self.path.mkdir(parents=True, exist_ok=True)
+                self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
                 trace_json = Path(tempfile.mkstemp(suffix=".json", dir=self.path)[1])
                 self._prof.export_chrome_trace(str(trace_json))
             except Exception as exc:  # noqa: BLE001 - a profiler failure must not lose the samples
                 self.messages.append(f"torch.profiler failed ({type(exc).__name__}: {exc}); samples only")
+                if trace_json is not None:
+                    trace_json.unlink(missing_ok=True)  # no half-written export left in the bundle
                 trace_json = None
         for s in self._samplers:
             s.stop()
+        if self._drained is not None:
+            self._drained.stop()
         self.status = "ok" if error is None else f"raised {type(error).__name__}"
         write_bundle(self.path, trace_json, self.samples, self._manifest())
         return self.path
@@ -153,7 +160,8 @@ class Profile:
     @property
     def samples(self) -> pd.DataFrame:
         """Every sample of the run, long form, in time order."""
-        parts = [samples_table(s.read(0)[0]) for s in self._samplers]
+        raw = self._drained.frames() if self._drained is not None else []
+        parts = [samples_table(f) for f in raw]
         parts = [p for p in parts if len(p)]
         if not parts:
             return samples_table(pd.DataFrame({c: [] for c in ("ts_ns", "device", "metric", "value")}))
@@ -225,3 +233,57 @@ def step() -> None:
     """Advance the schedule of the innermost running profile (no-op when none runs)."""
     if _ACTIVE:
         _ACTIVE[-1].step()
+
+
+class _Drain:
+    """Copies each sampler's new samples out of its ring now and then, so a run longer than a ring loses none.
+
+    A ring holds ``capacity`` samples (12 min of the host's at 10 Hz); this
+    thread reads each ring at a quarter of its span (at most a minute apart)
+    and once more at the end. Samples a ring overwrote all the same (a
+    stalled process) are counted in ``messages``.
+    """
+
+    def __init__(self, samplers: list[Any], messages: list[str]) -> None:
+        self.samplers, self.messages = samplers, messages
+        self.cursors = [0] * len(samplers)
+        self.parts: list[list[pd.DataFrame]] = [[] for _ in samplers]
+        self.lost = [0] * len(samplers)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        spans = [s.capacity * s.interval_s for s in samplers] or [60.0]
+        self.every_s = max(0.05, min(60.0, min(spans) / 4))
+        self._thread = threading.Thread(target=self._run, name="aonkit-profile-drain", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.drain()
+
+    def drain(self) -> None:
+        """Read every ring from where the last read stopped."""
+        with self._lock:
+            for k, s in enumerate(self.samplers):
+                frame, end = s.read(self.cursors[k])
+                got = len(frame) // max(1, len(s.channels))
+                self.lost[k] += (end - self.cursors[k]) - got
+                self.cursors[k] = end
+                if len(frame):
+                    self.parts[k].append(frame)
+
+    def stop(self) -> None:
+        """Stop the thread, read the rest, and say what was lost."""
+        self._stop.set()
+        self._thread.join()
+        self.drain()
+        for s, n in zip(self.samplers, self.lost):
+            if n:
+                self.messages.append(f"{type(s).__name__}: {n} sample(s) were overwritten in its ring before "
+                                     "they could be saved (the process stalled)")
+
+    def frames(self) -> list[pd.DataFrame]:
+        """Each sampler's samples so far, one frame per sampler."""
+        if not self._stop.is_set():
+            self.drain()
+        with self._lock:
+            return [pd.concat(p, ignore_index=True) if len(p) > 1 else p[0] for p in self.parts if p]

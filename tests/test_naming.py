@@ -32,7 +32,7 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "flops": {"parents", "nearest_marked"}, "kernels": {"kernel_class"}, "overview": {"idle_totals"},
     "roofline": {"trace_spec"}, "summary": {"busy_ns"}, "depgraph": {"build_graph"},
     "critical_path": {"graph_of", "composition", "prepared"}, "depgraph_job": {"build_job_graph"},
-    "whatif_mc": "*", "whatif_trace": "*", "job_stats": {"merge_kernel_stats"},
+    "whatif_mc": "*", "whatif_trace": "*", "job_stats": {"merge_kernel_stats", "rank_kernel_stats"},
 }  # fmt: skip
 
 

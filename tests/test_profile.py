@@ -106,7 +106,8 @@ def test_magic_in_a_real_kernel(tmp_path: Path) -> None:
     assert a.bundle["traced"] and (a.events["cat"] == "cpu_op").any() and len(a.samples) > 0
     assert c.bundle["status"] == "raised ZeroDivisionError"
     assert d.bundle["status"] == "ok" and (d.bundle["t1_ns"] - d.bundle["t0_ns"]) > 0.1e9
-    assert np.isfinite(d.samples["value"]).all()
+    first = d.samples.index[d.samples["metric"] == "cpu_percent"][0]
+    assert np.isnan(d.samples.at[first, "value"]) and np.isfinite(d.samples["value"].drop(first)).all()
 
 
 def test_cli_profiles_a_script_in_process_and_other_commands_as_children(tmp_path: Path) -> None:
@@ -156,3 +157,50 @@ def test_a_separate_recording_joins_its_trace(tmp_path: Path) -> None:
     span = t.events["ts_ns"].min(), (t.events["ts_ns"] + t.events["dur_ns"].clip(lower=0)).max()
     inside = t.samples["ts_ns"].between(span[0], span[1])
     assert inside.sum() >= 3 * 3  # same clock: samples taken while the trace ran fall on its span
+
+
+def test_samples_outlive_the_ring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run longer than a sampler's ring keeps every sample (drained as it goes); a stall is counted, not hidden."""
+    from aonkit.profiling import _Drain
+    from aonkit.sources.samplers import HostSampler
+
+    with HostSampler(interval_s=0.01, capacity=20) as s:  # a 0.2 s ring
+        drain = _Drain([s], messages := [])
+        time.sleep(0.6)
+    drain.stop()
+    frame = drain.frames()[0]
+    n = len(frame) // 3
+    assert n > 40 and n == s._count and not messages  # more than twice the ring, none lost
+    assert (np.diff(frame["ts_ns"].to_numpy()[::3]) > 0).all()
+    with HostSampler(interval_s=0.005, capacity=2) as s:  # a 10 ms ring read every 50 ms: samples are lost
+        drain = _Drain([s], messages := [])
+        time.sleep(0.3)
+    drain.stop()
+    assert drain.lost[0] > 0 and messages and "overwritten" in messages[0]
+    assert len(drain.frames()[0]) // 3 + drain.lost[0] == s._count
+
+
+def test_the_profile_watches_its_own_process_by_default(tmp_path: Path) -> None:
+    import os
+
+    assert aonkit.Profile(tmp_path / "x").pids == [os.getpid()]
+    assert aonkit.Profile(tmp_path / "y", pids=[1, 2]).pids == [1, 2]
+
+
+def test_interpreter_options_before_a_script_still_run_it_in_process() -> None:
+    from aonkit._cli_profile import _python_target
+
+    assert _python_target(["python", "-u", "-W", "error", "train.py", "--lr", "1"]) == (
+        "path", "train.py", ["train.py", "--lr", "1"], ["-u", "-W", "error"])
+    assert _python_target(["python3", "-X", "importtime", "-m", "pkg.mod", "a"]) == (
+        "module", "pkg.mod", ["pkg.mod", "a"], ["-X", "importtime"])
+    assert _python_target(["python", "train.py"]) == ("path", "train.py", ["train.py"], [])
+    assert _python_target(["python", "-c", "print(1)"]) is None  # code on the command line: a child process
+    assert _python_target(["bash", "run.sh"]) is None
+
+
+def test_a_new_bundle_folder_is_owner_only(tmp_path: Path) -> None:
+    with aonkit.profile(tmp_path / "runs" / "b", interval_s=0.02, gpu=False, trace=False):
+        time.sleep(0.05)
+    assert oct((tmp_path / "runs" / "b").stat().st_mode & 0o777) == "0o700"
+    assert {oct(f.stat().st_mode & 0o777) for f in (tmp_path / "runs" / "b").iterdir()} == {"0o600"}

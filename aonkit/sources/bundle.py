@@ -54,8 +54,11 @@ def span_trace(path: Path, t0_ns: int, t1_ns: int, name: str = "aon_profile") ->
 
 
 def write_bundle(out: Path, trace_json: Path | None, samples: pd.DataFrame, manifest: dict[str, Any]) -> Path:
-    """Finish bundle ``out``: gzip the profiler's JSON (or write the span trace), the samples and the manifest."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Finish bundle ``out``: gzip the profiler's JSON (or write the span trace), the samples and the manifest.
+
+    A new bundle folder is owner-only (0700), as its files are (0600): a trace can hold secrets.
+    """
+    out.mkdir(parents=True, exist_ok=True, mode=0o700)
     trace_path = out / TRACE_FILE
     if trace_json is not None and trace_json.exists():
         data = trace_json.read_bytes()

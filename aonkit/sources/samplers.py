@@ -207,6 +207,9 @@ class RingSampler:
 class HostSampler(RingSampler):
     """Host CPU utilisation (%) and memory in use (%, bytes).
 
+    CPU % is the share of the interval since the previous sample, so the
+    first sample's is NaN: there is no interval before it to measure.
+
     On Linux each sample is two ``pread`` calls on ``/proc/stat`` and
     ``/proc/meminfo`` kept open (psutil's formulas: busy = total - idle -
     iowait; used = MemTotal - MemAvailable), about a third of psutil's cost;
@@ -217,6 +220,7 @@ class HostSampler(RingSampler):
 
     def __init__(self, interval_s: float = 0.5, capacity: int = 7200) -> None:
         self._fds: tuple[int, int] | None = None
+        self._sampled = False  # the first sample's CPU % would cover only the ms since this point
         try:
             self._fds = (os.open("/proc/stat", os.O_RDONLY), os.open("/proc/meminfo", os.O_RDONLY))
             self._last = self._cpu_times()
@@ -237,13 +241,15 @@ class HostSampler(RingSampler):
         return total, total + idle
 
     def sample(self) -> tuple[float, float, float]:
-        """CPU %, memory % and used bytes now."""
+        """CPU %, memory % and used bytes now; the first CPU % is NaN (no interval to measure it over yet)."""
+        first, self._sampled = not self._sampled, True
         if self._fds is None:
             vm = self._psutil.virtual_memory()
-            return self._psutil.cpu_percent(None), vm.percent, float(vm.total - vm.available)
+            cpu = self._psutil.cpu_percent(None)
+            return (np.nan if first else cpu), vm.percent, float(vm.total - vm.available)
         busy, total = self._cpu_times()
         (b0, t0), self._last = self._last, (busy, total)
-        cpu = 100.0 * (busy - b0) / (total - t0) if total > t0 else 0.0
+        cpu = np.nan if first else 100.0 * (busy - b0) / (total - t0) if total > t0 else 0.0
         mem = os.pread(self._fds[1], 256, 0)
         mem_total = int(mem[mem.index(b"MemTotal:") + 9 : mem.index(b"kB")]) * 1024
         i = mem.index(b"MemAvailable:") + 13
