@@ -152,3 +152,15 @@ def test_busy_card_says_when_its_span_is_summed_over_gpus() -> None:
     note = next(d.text for d in cards.busy_card(two).select({"type": Div}) if "GPU span" in d.text)
     assert len(two.gpu) == 2 and two.gpu_span_ns > two.summary.span_ns and "summed over 2 GPUs" in note
     assert not any("summed over" in d.text for d in cards.busy_card(one).select({"type": Div}))
+
+
+def test_cut_text_at_the_end_in_the_middle_and_when_too_narrow() -> None:
+    from aonkit.units import cut_text
+
+    name = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32"
+    assert cut_text(name, 100) == name and cut_text("", 0) == ""
+    assert cut_text(name, 10) == "sm90_xmma…" and len(cut_text(name, 10)) == 10
+    mid = cut_text(name, 11, middle=True)
+    assert len(mid) == 11 and mid.startswith("sm90_x") and mid.endswith("x32") and "…" in mid
+    assert cut_text(name, 10, mark="...") == "sm90_xm..."
+    assert cut_text(name, 3, min_chars=4) == "" and cut_text("abc", 3, min_chars=4) == "abc"

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..analysis.summary import TraceSummary
-from ..units import fmt_ns
+from ..units import cut_text, fmt_ns
 
 
 def _short(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[: width - 3] + "..."
+    return cut_text(name, width, mark="...")
 
 
 def _paren(name: str) -> str:

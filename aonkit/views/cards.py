@@ -17,6 +17,7 @@ from bokeh.models import ColumnDataSource, Div, HoverTool, LayoutDOM, Range1d
 from bokeh.plotting import figure
 
 from ..analysis.overview import Overview
+from ..units import cut_text
 from . import theme
 from ._data import frame_source
 from .theme import fmt_ns, fmt_pct
@@ -47,7 +48,7 @@ def bar_data(names: list[str], values: np.ndarray, shares: np.ndarray, colors: l
         {
             "pos": np.arange(len(names), dtype=np.float64),
             "name": [str(n) for n in names],
-            "label": [n if len(n) <= LABEL_CHARS else n[: LABEL_CHARS - 1] + "…" for n in map(str, names)],
+            "label": [cut_text(n, LABEL_CHARS) for n in map(str, names)],
             "value_ns": values,
             "share": shares,
             "time_text": times,

@@ -27,6 +27,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from ..units import cut_text
 from . import theme
 from ._data import frame_source
 from .tables import data_table, name_column, time_columns
@@ -71,10 +72,7 @@ def diff_frame(diff: pd.DataFrame, top: int = 15) -> pd.DataFrame:
 
 def short_name(name: str, chars: int = NAME_CHARS) -> str:
     """``name`` cut in the middle to ``chars`` characters (kernel names differ as often at the end as at the start)."""
-    if len(name) <= chars:
-        return name
-    head = (chars - 1) * 3 // 5
-    return name[:head] + "…" + name[len(name) - (chars - 1 - head):]
+    return cut_text(name, chars, middle=True)
 
 
 def _ns(v: float) -> str:

@@ -13,6 +13,7 @@ import pandas as pd
 from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.plotting import figure
 
+from ..units import cut_text
 from . import theme
 from ._data import frame_source
 from .theme import fmt_ns, fmt_pct
@@ -34,7 +35,7 @@ def icicle_data(tree: pd.DataFrame, width_px: int, max_nodes: int = 4000) -> pd.
     bucket = np.where(df["gpu_ns"] > 0, np.searchsorted(_EDGES, share, side="left").clip(1, 5), 0)
     fits = ((df["x1_ns"] - df["x0_ns"]) / span * width_px / CHAR_PX).astype(int).to_numpy()
     names = df["name"].astype(str).tolist()
-    labels = [n if len(n) <= k else (n[: k - 1] + "…" if k >= 4 else "") for n, k in zip(names, fits)]
+    labels = [cut_text(n, k, min_chars=4) for n, k in zip(names, fits)]
     return pd.DataFrame({
         "left": df["x0_ns"].to_numpy() / 1e6, "right": df["x1_ns"].to_numpy() / 1e6,
         "top": df["depth"].to_numpy() + 0.05, "bottom": df["depth"].to_numpy() + 0.95, "name": names,
