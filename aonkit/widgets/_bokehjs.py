@@ -79,3 +79,24 @@ def ensure_bokehjs() -> None:
     else:
         publish_display_data(data)
     _loaded.add(session)
+
+
+class BokehWidget:
+    """Mixin for an ipywidget that shows bokeh models: BokehJS goes out before the widget's first display.
+
+    Put it first among the bases (``class Dashboard(BokehWidget, w.VBox)``).
+    :meth:`plain_text`, when it returns text, is the ``text/plain`` form
+    (what a terminal, a log or a notebook without widgets shows).
+    """
+
+    def plain_text(self) -> str | None:
+        """The widget in one line of text (None: ipywidgets' default)."""
+        return None
+
+    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+        ensure_bokehjs()
+        bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
+        text = self.plain_text()
+        if text is not None and bundle is not None:
+            bundle["text/plain"] = text
+        return bundle

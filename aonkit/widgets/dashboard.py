@@ -16,11 +16,11 @@ from ..report.text import format_summary
 from ..timeline import TimelineView, add_critical_path, timeline_view
 from ..trace import Trace
 from ..views.dashboard import dashboard
-from ._bokehjs import ensure_bokehjs
+from ._bokehjs import BokehWidget
 from ._loop import Debounce
 
 
-class Dashboard(w.VBox):
+class Dashboard(BokehWidget, w.VBox):
     """Summary cards, timeline, kernel/op tables and roofline of ``trace``, selections linked.
 
     Zooming or panning the timeline re-queries :func:`aonkit.timeline_tiles`
@@ -90,8 +90,6 @@ class Dashboard(w.VBox):
             raise ValueError("this dashboard has no timeline (timeline=False or a trace with no events)")
         self.timeline.show(t0_ns, t1_ns)
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        ensure_bokehjs()
-        bundle = super()._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = format_summary(self.overview.summary)
-        return bundle
+    def plain_text(self) -> str:
+        """The trace's summary as text."""
+        return format_summary(self.overview.summary)

@@ -49,7 +49,7 @@ from ..views.llm import (
     step_figure,
     step_table,
 )
-from ._bokehjs import ensure_bokehjs
+from ._bokehjs import BokehWidget
 
 NETWORKS: dict[str, Network] = {n.name: n for n in (DGX_H100, DGX_A100)}
 """Network presets by name."""
@@ -112,7 +112,7 @@ def _set(widget: w.ValueWidget, value: Any) -> None:
     widget.value = value
 
 
-class LLMModelPanel(w.VBox):
+class LLMModelPanel(BokehWidget, w.VBox):
     """The analytic LLM model under sliders: training step time, MFU, tokens/s, memory per GPU, TTFT/TPOT.
 
     Parameters
@@ -372,8 +372,6 @@ class LLMModelPanel(w.VBox):
             self._hold = False
         self.update()
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        ensure_bokehjs()
-        bundle = super()._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = "LLM model: " + self.text()
-        return bundle
+    def plain_text(self) -> str:
+        """The model's answer, in one line."""
+        return "LLM model: " + self.text()

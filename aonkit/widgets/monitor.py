@@ -16,12 +16,12 @@ from jupyter_bokeh.widgets import BokehModel
 
 from ..sources.samplers import Sampler
 from ..views.monitor import monitor_view, wide
-from ._bokehjs import ensure_bokehjs
+from ._bokehjs import BokehWidget
 
 __all__ = ["LiveMonitor", "wide"]
 
 
-class LiveMonitor(w.VBox):
+class LiveMonitor(BokehWidget, w.VBox):
     """Stream ``sampler``'s metrics, one small plot per metric on a shared time axis.
 
     Parameters
@@ -97,9 +97,6 @@ class LiveMonitor(w.VBox):
                                                                   "metrics": list(self.sampler.metrics)}]}
         return write_bundle(Path(out), None, frame, manifest)
 
-    def _repr_mimebundle_(self, **kwargs: object) -> dict:
-        ensure_bokehjs()
-        return super()._repr_mimebundle_(**kwargs)
 
     def stop(self) -> None:
         """Stop polling and the sampler; the plots stay on the page with what they have drawn."""

@@ -8,27 +8,22 @@ displays the model through jupyter_bokeh, so Python can still change it.
 
 from __future__ import annotations
 
-from typing import Any
-
 import ipywidgets as w
 from bokeh.models import LayoutDOM
 from jupyter_bokeh.widgets import BokehModel
 
-from ._bokehjs import ensure_bokehjs
+from ._bokehjs import BokehWidget
 
 __all__ = ["Plot", "show"]
 
 
-class Plot(w.VBox):
+class Plot(BokehWidget, w.VBox):
     """A bokeh model (a figure or a layout) as a widget; ``model`` is the model shown."""
 
     def __init__(self, model: LayoutDOM) -> None:
         self.model = model
         super().__init__([BokehModel(model)])
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        ensure_bokehjs()
-        return super()._repr_mimebundle_(**kwargs)
 
 
 def show(model: LayoutDOM) -> Plot:

@@ -29,7 +29,7 @@ from ..model.serving_analysis import replicas_needed, saturation_knee, serving_s
 from ..model.serving_inputs import Lengths, StepTime
 from ..views import theme
 from ..views.serving import knee_data, marker_data, slo_data, sweep_data, sweep_figures
-from ._bokehjs import ensure_bokehjs
+from ._bokehjs import BokehWidget
 
 _STYLE = {"description_width": "130px"}
 _WIDE = w.Layout(width="360px")
@@ -61,7 +61,7 @@ def _slider(kind: type, name: str, value: float, lo: float, hi: float, step: flo
                 continuous_update=False, **kw)  # fmt: skip
 
 
-class ServingPanel(w.VBox):
+class ServingPanel(BokehWidget, w.VBox):
     """Sliders over the serving simulation: latency percentiles vs arrival rate, the knee, replicas for an SLO.
 
     Parameters
@@ -257,8 +257,6 @@ class ServingPanel(w.VBox):
     def _changed(self, change: dict) -> None:
         self.update()
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        ensure_bokehjs()
-        bundle = super()._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = "serving: " + self.text()
-        return bundle
+    def plain_text(self) -> str:
+        """The serving model's answer, in one line."""
+        return "serving: " + self.text()

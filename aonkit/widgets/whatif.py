@@ -23,7 +23,7 @@ from ..timeline import TimelineView, add_critical_path, critical_boxes, timeline
 from ..trace import Trace
 from ..units import fmt_ns
 from ..views.whatif import composition_data, composition_figure
-from ._bokehjs import ensure_bokehjs
+from ._bokehjs import BokehWidget
 from ._loop import Debounce
 
 SLIDERS: dict[str, dict[str, Any]] = {
@@ -37,7 +37,7 @@ SLIDERS: dict[str, dict[str, Any]] = {
 """The sliders and the rule each one sets (its value is the scale)."""
 
 
-class WhatIfPanel(w.VBox):
+class WhatIfPanel(BokehWidget, w.VBox):
     """What-if sliders over a trace or a job, optionally one ProfilerStep.
 
     Parameters
@@ -140,9 +140,7 @@ class WhatIfPanel(w.VBox):
         self.summary.value = (f"step time <b>{fmt_ns(r.step_time_ns)}</b> (model {fmt_ns(r.model_ns)}, measured "
                               f"{fmt_ns(r.measured_ns)}); speed-up <b>{r.speedup:.3f}x</b>")
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        ensure_bokehjs()
-        bundle = super()._repr_mimebundle_(**kwargs)
+    def plain_text(self) -> str:
+        """The re-timed step and the speed-up, in one line."""
         r = self.result
-        bundle["text/plain"] = f"what-if: step {r.step_time_ns:,} ns, speed-up {r.speedup:.3f}x"
-        return bundle
+        return f"what-if: step {r.step_time_ns:,} ns, speed-up {r.speedup:.3f}x"
