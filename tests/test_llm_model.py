@@ -401,3 +401,10 @@ def test_moe_decode_reads_only_routed_experts() -> None:
     # uniform routing, top 2 of 8: batch 1 reads 2 experts per layer, batch 2 8 * (1 - (6/8)^2) = 3.5, batch 256 all 8
     assert two.bytes - one.bytes == pytest.approx(32 * 1.5 * expert, rel=0.01)
     assert many.bytes - one.bytes == pytest.approx(32 * 6 * expert, rel=0.1)
+
+
+def test_inference_refuses_a_misspelt_efficiency_key() -> None:
+    with pytest.raises(ValueError, match="unknown efficiency keys"):
+        prefill_time(LLAMA3_8B, H100, 1, 128, efficiency={"matmull": 0.5})
+    with pytest.raises(ValueError, match="unknown efficiency keys"):
+        decode_time(LLAMA3_8B, H100, 1, 128, efficiency={"memroy": 0.5})

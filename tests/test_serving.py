@@ -385,3 +385,16 @@ def test_invalid_input(kwargs, match):
     args = dict(arrivals=[0.0, 1.0, 2.0], prompt_tokens=10, output_tokens=2, token_budget=4096, step_time=SERVICE)
     with pytest.raises(ValueError, match=match):
         simulate_serving(**{**args, **kwargs})
+
+
+def test_quantile_and_objective_arguments_are_checked() -> None:
+    import math
+
+    for q in (1.0, 1.5, -0.1, math.nan):
+        with pytest.raises(ValueError, match="quantile q"):
+            mmc_wait_quantile(10, 0.05, 2, q)
+        with pytest.raises(ValueError, match="quantile q"):
+            mmc_servers_needed(10, 1.0, 0.6, q)
+    with pytest.raises(ValueError, match="wait_s must be >= 0"):
+        mmc_servers_needed(10, 1.0, -1.0)  # refused at once, not after counting to max_servers
+    assert mmc_wait_quantile(10, 0.05, 2, 0.0) == 0.0

@@ -210,25 +210,33 @@ def _model_efficiency(res: pd.DataFrame, factors: Mapping[str, float]) -> dict[s
 class Calibration:
     """Fitted efficiency factors of one trace (see the module doc).
 
-    Attributes
+    Built by :func:`calibrate`; the fields are its constructor parameters and attributes.
+
+    Parameters
     ----------
-    factors : dict
-        Class -> fitted fraction of the ideal (roofline or link) time.
-    overheads : dict
-        Class -> fitted ns per GPU event (non-zero only with ``method="affine"``).
-    efficiency : dict
+    factors : dict of str to float
+        Class -> fitted efficiency ``e``: the fraction of the ideal (roofline or link bandwidth) time
+        the class reaches, dimensionless. Only classes with at least ``min_rows`` rows have one.
+    overheads : dict of str to float
+        Class -> fitted overhead ``t0`` in ns per GPU event (non-zero only with ``method="affine"``,
+        and 0 for collectives, which ``"affine"`` fits with ``"total"``).
+    efficiency : dict of str to float
         :data:`~aonkit.model.llm.step.EFFICIENCY` keys set by the fit, in the model's terms; pass as
         ``efficiency=`` to :func:`~aonkit.model.llm.training_step`, :func:`~aonkit.model.llm.prefill_time`
-        or :func:`~aonkit.model.llm.decode_time`.
+        or :func:`~aonkit.model.llm.decode_time`. Keys without rows are absent.
     residuals : pandas.DataFrame
         :func:`residual_table` of the fitted rows: ``op``, ``class``, ``measured_ns``,
-        ``predicted_ns``, ``residual``...
+        ``predicted_ns``, ``residual`` (ns), ``fraction``, then the columns of :func:`calibration_table`.
     summary : pandas.DataFrame
-        :func:`summarize` of the residuals.
-    method : str
-    spec : DeviceSpec
-    network : Network or None
-    notes : list of str
+        :func:`summarize` of the residuals, one row per class and a last row ``all``.
+    method : {"affine", "total", "median", "lstsq"}, default "affine"
+        The fit used (see the module doc).
+    spec : DeviceSpec or None, default None
+        Device whose ceilings gave the ideal times (the table's ``attrs["spec"]``).
+    network : Network or None, default None
+        Links the collectives were costed with (the table's ``attrs["network"]``); None when none was
+        given or defaulted.
+    notes : list of str, default []
         Rows left out and why.
     """
 

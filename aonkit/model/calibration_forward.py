@@ -55,10 +55,31 @@ def transformer_from_trace(trace: Trace, vocab: int | None = None, name: str = "
     ``aten::layer_norm`` (LayerNorm when present, else RMSNorm). Causal when the SDPA calls pass
     ``is_causal=True`` (``Concrete Inputs``). One forward pass per trace (or per table window).
 
+    Parameters
+    ----------
+    trace : Trace
+        A trace of one forward pass recorded with ``record_shapes=True``. Every SDPA call counts as
+        a layer, so a trace of several passes overstates ``layers``. Batch, heads, sequence and causality
+        are read from the first SDPA call.
+    vocab : int, optional
+        Vocabulary size; default None reads it off the ``aten::embedding`` shapes.
+    name : str, default ""
+        Name given to the config.
+
+    Returns
+    -------
+    TracedTransformer
+        ``config`` (the :class:`~aonkit.model.llm.TransformerConfig`, ``seq`` = the SDPA sequence
+        length), ``batch`` and ``seq`` (sequences and tokens per sequence of the traced pass),
+        ``causal`` and ``how`` (field -> where in the trace it was read). When no ``h``-input linear
+        has another output size, ``ffn`` defaults to ``4 * h``.
+
     Raises
     ------
     ValueError
-        When the trace has no SDPA or linear ops with shapes, or no vocabulary is found or given.
+        When the trace has no SDPA or linear ops with shapes, the SDPA query or key shape is not
+        4-D ``(batch, heads, seq, head_dim)``, or no vocabulary is found or given; also when the
+        sizes read make an invalid :class:`~aonkit.model.llm.TransformerConfig`.
     """
     ev = trace.events
     sdpa_rows = np.flatnonzero((ev["name"] == "aten::scaled_dot_product_attention").to_numpy())
@@ -110,12 +131,41 @@ def compare_forward(calibration: Calibration, config: TransformerConfig, batch: 
     times the layers, as :func:`~aonkit.model.llm.prefill_time` computes it, with the default
     :data:`~aonkit.model.llm.step.EFFICIENCY` and with ``calibration.efficiency`` (or ``efficiency``).
 
+    Parameters
+    ----------
+    calibration : Calibration
+        A :func:`~aonkit.model.calibration.calibrate` result; its ``residuals`` give the trace side.
+    config : TransformerConfig
+        The model's transformer (e.g. :func:`transformer_from_trace`'s ``config``). Every layer is
+        costed as a dense layer on one GPU (no tensor parallelism), with 2-byte weights and KV cache.
+    batch : int
+        Sequences in the traced forward pass.
+    seq : int
+        Tokens per sequence (queries and keys alike).
+    causal : bool, default True
+        Count causal attention pairs only.
+    dtype : str, default "bf16"
+        Peak key of the device the model's matmul and attention classes run at.
+    device : DeviceSpec, optional
+        Device ceilings of the model; default None uses ``calibration.spec``.
+    efficiency : mapping of str to float, optional
+        Efficiency keys for the calibrated column, over :data:`~aonkit.model.llm.step.EFFICIENCY`;
+        default None uses ``calibration.efficiency``. Only ``matmul``, ``attention`` and ``memory``
+        are used.
+
     Returns
     -------
     pandas.DataFrame
-        Index ``matmul``, ``attention``, ``elementwise``, ``total``; columns ``trace_flop``,
-        ``model_flop``, ``trace_bytes``, ``model_bytes``, ``measured_ns``, ``default_ns``,
-        ``calibrated_ns``, ``default_error``, ``calibrated_error`` (``model / measured - 1``).
+        Index ``matmul``, ``attention``, ``elementwise``, ``total`` (the sum of the three); columns
+        ``trace_flop`` and ``trace_bytes`` (summed over the trace's rows of the class), ``model_flop``
+        and ``model_bytes`` (all layers), ``measured_ns``, ``default_ns`` and ``calibrated_ns`` (ns),
+        ``default_error`` and ``calibrated_error`` (``model / measured - 1``; inf or NaN for a class
+        without measured time).
+
+    Raises
+    ------
+    ValueError
+        When neither ``device`` nor ``calibration.spec`` is set, or the device has no ``dtype`` peak.
     """
     device = device or calibration.spec
     if device is None:

@@ -36,7 +36,20 @@ def base_name(name: str) -> str:
 
 
 def is_modelled(name: str) -> bool:
-    """True when :func:`op_cost` has a formula for ops of this name."""
+    """True when :func:`op_cost` has a formula for ops of this name.
+
+    Parameters
+    ----------
+    name : str
+        Op name as in the trace (``"aten::addmm"``, ``"aten::add_"``); the ``aten::`` namespace and an
+        in-place ``_`` suffix are dropped as in :func:`base_name`.
+
+    Returns
+    -------
+    bool
+        Whether the name has a formula; a modelled op can still get no cost from :func:`op_cost`
+        when its recorded shapes do not fit the formula.
+    """
     return base_name(name) in FORMULAS
 
 

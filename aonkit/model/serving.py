@@ -26,18 +26,23 @@ METRICS = ("queue", "ttft", "tpot", "e2e")
 class ServingResult:
     """What :func:`simulate_serving` returns.
 
-    Attributes
+    The fields are the constructor parameters and attributes; times are in seconds from the
+    simulation's time origin (that of the arrival times).
+
+    Parameters
     ----------
     requests : pandas.DataFrame
         One row per request, in input order: ``arrival_s``, ``prompt_tokens``, ``output_tokens``,
-        ``replica``, ``start_s`` (its first prefill step starts), ``first_token_s``, ``finish_s``,
-        ``queue_s`` (start - arrival), ``ttft_s``, ``tpot_s`` ((finish - first token) / (output - 1),
-        NaN for one output token) and ``e2e_s``.
+        ``replica`` (index of the engine that served it), ``start_s`` (its first prefill step starts),
+        ``first_token_s``, ``finish_s``, ``queue_s`` (start - arrival), ``ttft_s`` (first token - arrival),
+        ``tpot_s`` ((finish - first token) / (output - 1), NaN for one output token) and ``e2e_s``
+        (finish - arrival).
     replicas : pandas.DataFrame
-        One row per replica: ``requests``, ``steps``, ``busy_s``, ``busy_fraction`` (of the span from
-        the first arrival to the last finish), ``prefill_tokens``, ``decode_tokens``.
+        One row per replica: ``replica`` (index), ``requests`` (served), ``steps``, ``busy_s``,
+        ``busy_fraction`` (of the span from the first arrival to the last finish), ``prefill_tokens``,
+        ``decode_tokens``.
     summary : dict
-        :func:`serving_summary` of ``requests``.
+        :func:`serving_summary` of ``requests`` with the call's ``warmup``.
     """
 
     requests: pd.DataFrame
@@ -146,6 +151,27 @@ def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tu
     ``output_tokens_per_s`` count the requests (their output tokens) that finish in ``window_s``, from
     the first measured arrival to the last finish, per second: the arrival rate below saturation, the
     service capacity above it (the replicas are then busy through the window).
+
+    Parameters
+    ----------
+    requests : pandas.DataFrame
+        A :attr:`ServingResult.requests` table; uses ``arrival_s``, ``finish_s``, ``output_tokens``,
+        ``queue_s``, ``ttft_s``, ``tpot_s`` and ``e2e_s`` (seconds). Must have at least one row.
+    warmup : float, default 0.0
+        Fraction of the earliest arrivals left out of the latency statistics and of the window, in
+        ``[0, 1)`` (not validated here; :func:`simulate_serving` checks it).
+    percentiles : tuple of float, default (50, 90, 99)
+        Percentiles (0 to 100) reported per metric, by :func:`numpy.percentile` (linear interpolation).
+
+    Returns
+    -------
+    dict
+        ``requests`` (rows in the table), ``measured`` (rows after the warm-up), ``window_s``,
+        ``throughput_per_s`` (requests per second) and ``output_tokens_per_s`` (NaN for an empty
+        window), then per metric ``<m>_mean_s`` and ``<m>_p<q>_s`` in seconds (``q`` formatted with
+        ``:g``, e.g. ``ttft_p99_s``), over the measured rows' finite values (NaN when there are none).
+        Requests that finish in the window count towards throughput even when they arrived during the
+        warm-up.
     """
     arr = requests["arrival_s"].to_numpy()
     fin = requests["finish_s"].to_numpy()

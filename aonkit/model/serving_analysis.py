@@ -27,6 +27,39 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
     ``engine`` holds the other arguments of :func:`simulate_serving` (``step_time``, ``replicas``,
     ``max_batch``, ``token_budget``, ``chunked_prefill``, ``routing``). Arrivals are a renewal process
     with gamma gaps of coefficient of variation ``arrival_cv`` (1: Poisson).
+
+    Parameters
+    ----------
+    rates_per_s : float or array_like
+        Arrival rates in requests per second, each positive; simulated in the order given.
+    prompt_tokens, output_tokens : int, Lengths or array_like
+        Tokens per request, as for :func:`simulate_serving`: fixed, a
+        :class:`~aonkit.model.serving_inputs.Lengths` to draw from, or one value per request
+        (then ``n_requests`` values).
+    n_requests : int
+        Requests simulated per run, at least 1.
+    arrival_cv : float, default 1.0
+        Coefficient of variation of the gamma inter-arrival times (1: Poisson, 0: evenly spaced).
+    seed : int, default 0
+        Seed of every simulation (common random numbers).
+    warmup : float, default 0.1
+        Fraction of the earliest arrivals left out of each summary, in ``[0, 1)``.
+    **engine
+        Keyword arguments of :func:`simulate_serving`; ``step_time`` is required.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rate: ``arrival_rate_per_s``, the :func:`~aonkit.model.serving.serving_summary` keys
+        (``requests``, ``measured``, ``window_s``, ``throughput_per_s``, ``output_tokens_per_s``,
+        ``<m>_mean_s`` and ``<m>_p50_s``/``_p90_s``/``_p99_s`` for ``queue``, ``ttft``, ``tpot``, ``e2e``) and
+        ``busy_fraction`` (mean over the replicas).
+
+    Raises
+    ------
+    ValueError
+        As :func:`simulate_serving` and :class:`~aonkit.model.serving_inputs.ArrivalProcess` raise it
+        (a rate that is not positive, a bad engine argument...).
     """
     rows = []
     for rate in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64)):
@@ -46,6 +79,29 @@ def saturation_knee(sweep: pd.DataFrame, metric: str = "ttft_p99_s", factor: flo
     ``efficiency`` times the arrival rate (NaN if even the lowest rate fails). ``capacity_per_s`` is
     the highest throughput in the sweep: the saturation throughput once the sweep goes past the knee
     (otherwise a lower bound). ``knee_metric_s`` is ``metric`` at the knee.
+
+    Parameters
+    ----------
+    sweep : pandas.DataFrame
+        A :func:`serving_sweep` table (any row order; sorted by ``arrival_rate_per_s`` here); needs
+        ``arrival_rate_per_s``, ``throughput_per_s`` and ``metric``.
+    metric : str, default "ttft_p99_s"
+        Latency column to watch, in seconds.
+    factor : float, default 2.0
+        Allowed growth of ``metric`` over its value at the lowest rate.
+    efficiency : float, default 0.95
+        Least throughput, as a fraction of the arrival rate, that still follows the load.
+
+    Returns
+    -------
+    dict
+        ``knee_rate_per_s`` (requests per second), ``knee_metric_s`` (seconds), ``capacity_per_s``
+        (requests per second) and ``saturated`` (True when some swept rate fails either test).
+
+    Raises
+    ------
+    KeyError
+        When ``metric`` is not a column of ``sweep``.
     """
     s = sweep.sort_values("arrival_rate_per_s")
     rate = s["arrival_rate_per_s"].to_numpy()
@@ -76,6 +132,45 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
     Doubles the count until the objective holds, then bisects; this assumes ``metric`` does not grow
     with more replicas (true of the routings here up to sampling noise, which common random numbers
     keep small). Raises ValueError past ``max_replicas``.
+
+    Parameters
+    ----------
+    rate_per_s : float
+        Arrival rate in requests per second, positive.
+    slo_s : float
+        Objective: the largest acceptable ``metric``, in seconds.
+    prompt_tokens, output_tokens : int, Lengths or array_like
+        Tokens per request, as for :func:`simulate_serving`: fixed, a
+        :class:`~aonkit.model.serving_inputs.Lengths` to draw from, or one value per request
+        (then ``n_requests`` values).
+    n_requests : int
+        Requests simulated per run, at least 1.
+    metric : str, default "ttft_p99_s"
+        :func:`~aonkit.model.serving.serving_summary` key compared with ``slo_s``.
+    arrival_cv : float, default 1.0
+        Coefficient of variation of the gamma inter-arrival times (1: Poisson, 0: evenly spaced).
+    seed : int, default 0
+        Seed of every simulation (common random numbers).
+    warmup : float, default 0.1
+        Fraction of the earliest arrivals left out of each summary, in ``[0, 1)``.
+    max_replicas : int, default 4096
+        Largest replica count tried.
+    **engine
+        Keyword arguments of :func:`simulate_serving` other than ``replicas``; ``step_time`` is required.
+
+    Returns
+    -------
+    ReplicaPlan
+        ``replicas``: the fewest replicas found to meet the objective; ``tried``: one row per count
+        simulated, sorted by ``replicas``, with the summary keys and ``busy_fraction``.
+
+    Raises
+    ------
+    ValueError
+        When ``max_replicas`` replicas do not meet the objective, or as
+        :class:`~aonkit.model.serving_inputs.ArrivalProcess` and :func:`simulate_serving` raise it.
+    KeyError
+        When ``metric`` is not a summary key.
     """
     tried: dict[int, dict] = {}
 

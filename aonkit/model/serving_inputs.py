@@ -25,6 +25,19 @@ class ArrivalProcess:
 
     ``cv=1`` is a Poisson process, ``cv=0`` evenly spaced arrivals, ``cv>1`` bursts.
     The first request arrives after one inter-arrival time.
+
+    Parameters
+    ----------
+    rate_per_s : float
+        Mean arrival rate in requests per second (mean gap ``1 / rate_per_s`` seconds); positive and finite.
+    cv : float, default 1.0
+        Coefficient of variation of the inter-arrival times (standard deviation over mean); finite, at
+        least 0.
+
+    Raises
+    ------
+    ValueError
+        When ``rate_per_s`` is not positive and finite, or ``cv`` is negative or not finite.
     """
 
     rate_per_s: float
@@ -49,7 +62,22 @@ class ArrivalProcess:
 
 @dataclass(frozen=True, eq=False)
 class Lengths:
-    """A distribution of token counts (each at least 1); build one with the class methods (compared by identity)."""
+    """A distribution of token counts (each at least 1); build one with the class methods (compared by identity).
+
+    Parameters
+    ----------
+    kind : {"fixed", "empirical", "geometric", "uniform", "lognormal"}
+        The distribution.
+    params : tuple, default ()
+        Its parameters, as the class methods set them: ``(tokens,)`` for ``fixed``, ``(values,)`` (a 1-D
+        int64 array) for ``empirical``, ``(mean,)`` for ``geometric``, ``(low, high)`` for ``uniform`` and
+        ``(mean, cv)`` for ``lognormal``; token counts and means at least 1, ``low <= high``, ``cv >= 0``.
+
+    Raises
+    ------
+    ValueError
+        When ``kind`` is unknown or ``params`` break its constraints.
+    """
 
     kind: str
     params: tuple = ()
@@ -121,6 +149,21 @@ class StepTime:
     linear coefficients ``(a, b)`` for ``a + b*P``; ``decode_time_s`` a function of (batch, context)
     or ``(a, b, c)`` for ``a + b*batch + c*context``. Functions should accept arrays (they are
     called once on a grid); scalar-only functions are called point by point.
+
+    Nothing is checked at construction: :meth:`tables` (run by
+    :func:`~aonkit.model.serving.simulate_serving`) raises ValueError when coefficients have the wrong
+    count, a time is negative or not finite on the simulated range, or ``overhead_s`` is negative.
+
+    Parameters
+    ----------
+    prefill_time_s : callable, float or tuple of 2 floats, default (0.0, 0.0)
+        Seconds of a step's prefill part as a function of its prompt tokens ``P``, a constant in
+        seconds, or coefficients ``(a, b)`` of ``a + b*P`` (``a`` in s, ``b`` in s per token).
+    decode_time_s : callable, float or tuple of 3 floats, default (0.0, 0.0, 0.0)
+        Seconds of a step's decode part as a function of (batch, total context), a constant in seconds,
+        or coefficients ``(a, b, c)`` of ``a + b*batch + c*context`` (s, s per sequence, s per token).
+    overhead_s : float, default 0.0
+        Fixed seconds added to every step, at least 0.
     """
 
     prefill_time_s: TimeSpec = (0.0, 0.0)

@@ -127,7 +127,10 @@ class OpInputs:
 class OpCost:
     """Work and compulsory memory traffic of one op call.
 
-    Attributes
+    Built by the cost formulas (:func:`~aonkit.model.ops.op_cost`); the fields are the constructor
+    parameters and attributes.
+
+    Parameters
     ----------
     flops : float
         Floating-point operations (a multiply-add counts 2).
@@ -135,10 +138,9 @@ class OpCost:
         Bytes read plus bytes written, each tensor once (no cache reuse or
         spills counted: the compulsory traffic).
     dtype : str
-        Short dtype label of the main input (``"bf16"``...).
-    kind : str
-        ``gemm``, ``conv``, ``attention``, ``elementwise``, ``reduction``,
-        ``norm`` or ``copy``.
+        Short dtype label of the main input (``"bf16"``...; ``""`` when its dtype is unknown).
+    kind : {"gemm", "conv", "attention", "elementwise", "reduction", "norm", "copy"}
+        Op class.
     """
 
     flops: float

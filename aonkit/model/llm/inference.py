@@ -5,7 +5,8 @@ context of ``c`` tokens, on one of ``tp`` tensor-parallel GPUs: every op class
 of :mod:`~aonkit.model.llm.costs` goes through the roofline of the device, the
 layers' weights are read once per pass, the KV cache is read once (decode) and
 written for the new tokens, and each layer adds two all-reduces of the new
-tokens' hidden states over the tensor-parallel group (intra-node link).
+tokens' hidden states over the tensor-parallel group (the intra-node link, or
+the inter-node one when ``tp`` spans more GPUs than a node has).
 
 Prefill is ``q = c = prompt`` with causal attention, logits for the last token
 of each sequence only. Decode is ``q = 1`` at context ``c``: at small batch it
@@ -45,6 +46,9 @@ class InferenceTime:
 def _pass(config: TransformerConfig, device: DeviceSpec, batch: np.ndarray, q_len: np.ndarray,
           kv_len: np.ndarray, tp: int, network: Network, efficiency: Mapping[str, float] | None, dtype: str,
           weight_bytes: float, kv_bytes: float, decode: bool) -> InferenceTime:  # fmt: skip
+    unknown = set(efficiency or {}) - set(EFFICIENCY)
+    if unknown:  # a misspelt key would otherwise change nothing, silently
+        raise ValueError(f"unknown efficiency keys {sorted(unknown)}; known: {sorted(EFFICIENCY)}")
     eff = {**EFFICIENCY, **(efficiency or {})}
     peak, bw = device_peak(device, dtype), device.memory_bandwidth
     parts = {"matmul": 0.0, "attention": 0.0, "elementwise": 0.0, "logits": 0.0, "tp": 0.0}
@@ -81,6 +85,47 @@ def prefill_time(config: TransformerConfig, device: DeviceSpec, batch: float | n
 
     ``weight_bytes``/``kv_bytes`` set the storage precision (1 for FP8 weights or cache);
     ``dtype`` is the peak key the GEMMs run at. ``tokens_per_s`` counts prompt tokens.
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        The model; MoE layers are costed with the experts their tokens route to (module doc).
+    device : DeviceSpec
+        Its ``dtype`` peak and memory bandwidth bound every op class.
+    batch : float or numpy.ndarray, default 1
+        Sequences in the pass.
+    prompt : float or numpy.ndarray, optional
+        Prompt tokens per sequence; default None uses ``config.seq``.
+    tp : int, default 1
+        Tensor-parallel GPUs; times, FLOPs and bytes are per GPU. With ``tp > 1`` each layer adds two
+        all-reduces of the new tokens' hidden states over ``network``'s intra-node link (its inter-node link
+        when ``tp`` exceeds the GPUs per node).
+    network : Network, default DGX_H100
+        Link figures of the tensor-parallel all-reduces (:data:`~aonkit.model.llm.network.DGX_H100`).
+    efficiency : mapping of str to float, optional
+        Overrides of :data:`~aonkit.model.llm.step.EFFICIENCY` (e.g.
+        :attr:`~aonkit.model.calibration.Calibration.efficiency`). ``matmul``, ``attention``, ``memory`` and
+        the ``*_link`` keys are used, the ``*_overlap`` keys ignored; an unknown key is a ``ValueError``.
+    dtype : str, default "bf16"
+        Peak key of ``device`` that every op class's FLOPs are timed against (``"bf16"``, ``"fp16"``,
+        ``"fp8"``...).
+    weight_bytes : float, default 2
+        Bytes per stored weight (1 for FP8 weights).
+    kv_bytes : float, default 2
+        Bytes per KV-cache element (1 for an FP8 cache).
+
+    Returns
+    -------
+    InferenceTime
+        ``seconds`` (s), ``parts`` (s per class: ``matmul``, ``attention``, ``elementwise``,
+        ``logits``, ``tp``; they sum to ``seconds``), ``flops`` and ``bytes`` per GPU, and
+        ``tokens_per_s`` (prompt tokens ``batch * prompt`` per second); numpy arrays broadcast over
+        ``batch`` and ``prompt`` when either is an array.
+
+    Raises
+    ------
+    ValueError
+        When ``device`` has no ``dtype`` peak.
     """
     b = np.asarray(batch, dtype=np.float64)
     p = np.asarray(config.seq if prompt is None else prompt, dtype=np.float64)
@@ -94,6 +139,47 @@ def decode_time(config: TransformerConfig, device: DeviceSpec, batch: float | np
     """Time per output token: one decode step of ``batch`` sequences at ``context`` cached tokens.
 
     ``tokens_per_s`` is the batch's output tokens per second (``batch / seconds``).
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        The model; MoE layers are costed with the experts their tokens route to (module doc).
+    device : DeviceSpec
+        Its ``dtype`` peak and memory bandwidth bound every op class.
+    batch : float or numpy.ndarray, default 1
+        Sequences decoding one token each.
+    context : float or numpy.ndarray, optional
+        Tokens already in each sequence's KV cache; default None uses ``config.seq``.
+    tp : int, default 1
+        Tensor-parallel GPUs; times, FLOPs and bytes are per GPU. With ``tp > 1`` each layer adds two
+        all-reduces of the new tokens' hidden states over ``network``'s intra-node link (its inter-node link
+        when ``tp`` exceeds the GPUs per node).
+    network : Network, default DGX_H100
+        Link figures of the tensor-parallel all-reduces (:data:`~aonkit.model.llm.network.DGX_H100`).
+    efficiency : mapping of str to float, optional
+        Overrides of :data:`~aonkit.model.llm.step.EFFICIENCY` (e.g.
+        :attr:`~aonkit.model.calibration.Calibration.efficiency`). ``matmul``, ``attention``, ``memory`` and
+        the ``*_link`` keys are used, the ``*_overlap`` keys ignored; an unknown key is a ``ValueError``.
+    dtype : str, default "bf16"
+        Peak key of ``device`` that every op class's FLOPs are timed against (``"bf16"``, ``"fp16"``,
+        ``"fp8"``...).
+    weight_bytes : float, default 2
+        Bytes per stored weight (1 for FP8 weights).
+    kv_bytes : float, default 2
+        Bytes per KV-cache element (1 for an FP8 cache).
+
+    Returns
+    -------
+    InferenceTime
+        ``seconds`` (s), ``parts`` (s per class: ``matmul``, ``attention``, ``elementwise``,
+        ``logits``, ``tp``; they sum to ``seconds``), ``flops`` and ``bytes`` per GPU, and
+        ``tokens_per_s`` (``batch / seconds``); numpy arrays broadcast over ``batch`` and ``context``
+        when either is an array.
+
+    Raises
+    ------
+    ValueError
+        When ``device`` has no ``dtype`` peak.
     """
     b = np.asarray(batch, dtype=np.float64)
     c = np.asarray(config.seq if context is None else context, dtype=np.float64)

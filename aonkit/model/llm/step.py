@@ -70,6 +70,44 @@ class TrainingStepTime:
     """One training iteration; times in seconds, ``compute``/``communication`` on the critical rank.
 
     ``step_s == sum(compute.values()) + sum(communication.values()) + bubble_s + optimizer_s``.
+    Returned by :func:`training_step`; the fields are its constructor parameters and attributes.
+
+    Parameters
+    ----------
+    step_s : float
+        Seconds per iteration.
+    compute : dict of str to float
+        Seconds of each op class (``matmul``, ``attention``, ``elementwise``, ``logits``) over all
+        micro-batches on the last pipeline rank (``ceil(layers / pp)`` layers and the logits), forward,
+        backward and recomputation included.
+    communication : dict of str to float
+        Exposed seconds (after the ``*_overlap`` factors) of ``tp``, ``cp``, ``ep`` and ``pp``
+        communication over all micro-batches, and ``dp``: the data-parallel gradient reduction of the
+        iteration (with ZeRO 3, its per-micro-batch gathers and reduce-scatters).
+    bubble_s : float
+        Seconds of pipeline bubble, ``(pp - 1) / vpp`` times the mean per-micro-batch time of a rank
+        (the logits averaged over the ``pp`` ranks); 0 without pipeline parallelism.
+    optimizer_s : float
+        Seconds of the memory-bound optimizer step.
+    micro_batches : int
+        Micro-batches per pipeline per iteration, ``global_batch / (micro_batch * dp)``.
+    model_flops : float
+        FLOPs of the iteration over all GPUs without recomputation
+        (:func:`~aonkit.model.llm.flops.training_flops` with ``"none"``).
+    hardware_flops : float
+        FLOPs of the iteration over all GPUs with the layout's recomputation.
+    mfu : float
+        Model FLOPs utilisation, ``model_flops / (step_s * gpus * peak)``, a fraction.
+    hfu : float
+        Hardware FLOPs utilisation, ``hardware_flops / (step_s * gpus * peak)``.
+    tokens_per_s : float
+        Training tokens per second, ``global_batch * seq / step_s``.
+    flops_per_gpu_s : float
+        Model FLOP/s per GPU, ``model_flops / (step_s * gpus)``.
+    gpus : int
+        GPUs in the layout, ``tp * cp * dp * pp``.
+    efficiency : mapping of str to float, default {}
+        The efficiency factors used: :data:`EFFICIENCY` with the caller's overrides.
     """
 
     step_s: float
