@@ -62,7 +62,38 @@ def _nvml_override() -> Any:
 
 
 class Daemon:
-    """One daemon run; :meth:`run` returns when it was told to stop, after the final flush."""
+    """One daemon run; :meth:`run` returns when it was told to stop, after the final flush.
+
+    The constructor only checks and stores the settings; :meth:`run` takes the lock, opens the samplers, creates
+    the ring and the data directories, and samples.
+
+    Parameters
+    ----------
+    interval_s : float
+        Sampling interval in seconds (default 0.1: 10 Hz). Must be > 0.
+    flush_s : float
+        Seconds between Parquet writes (default 60.0); a write also comes sooner when half the ring is
+        unflushed. Must be > 0.
+    root : str or pathlib.Path, optional
+        Root of the Parquet files, made absolute. Default (also for an empty string):
+        :func:`aonkit.live.paths.data_root`, i.e. ``$AONKIT_DATA_DIR``, else ``$XDG_STATE_HOME/aonkit/samples``,
+        else ``~/.local/state/aonkit/samples``.
+    capacity : int
+        Samples (ticks of every channel) the shared ring holds. 0 (default) picks
+        ``max(int(300 / interval_s), int(2 * flush_s / interval_s) + 10)``: five minutes, and at least two flush
+        intervals.
+    cap_bytes : int or None
+        Disk cap, in bytes, of this host's files: after each write the oldest are deleted while over it (the
+        newest file is always kept). Default 10 GiB; None: no cap.
+    retention_hours : float or None
+        After each write, files that started more than this many hours ago are deleted (the newest file is
+        always kept). Default 168.0 (a week); None: no age limit.
+
+    Raises
+    ------
+    ValueError
+        If ``interval_s <= 0`` or ``flush_s <= 0``.
+    """
 
     def __init__(self, interval_s: float = DEFAULTS["interval"], flush_s: float = DEFAULTS["flush"],
                  root: str | Path | None = None, capacity: int = 0, cap_bytes: int | None = DEFAULTS["cap_bytes"],

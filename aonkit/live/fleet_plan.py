@@ -197,10 +197,42 @@ def history_plan(
 ) -> Plan:
     """What :func:`history` would read, without reading it (the same arguments; see there).
 
+    Only directories are listed; no file is opened.
+
+    Parameters
+    ----------
+    path_or_url : str or path
+        The data root (``<root>/host=.../date=.../hour=.../part-*.parquet``): a local path, a ``file://`` URL, or
+        a URL that ``pyarrow.fs.FileSystem.from_uri`` takes (``s3://bucket/prefix``, ...).
+    hosts : str or iterable of str, optional
+        Host names (the ``host=`` values); default every ``host=`` directory under the root.
+    start, end : int or timestamp, optional
+        The window ``[start, end)``: int ns since the epoch, or anything ``pandas.Timestamp`` takes (a naive one
+        is UTC). Default unbounded. ``start == end`` gives an empty plan.
+    metrics : str or iterable of str, optional
+        Metric names; kept on the plan (``plan.metrics``, a tuple, or None for all) for the reader. They do not
+        change which files are planned.
+    devices : int or iterable of int, optional
+        Devices (-1 the host, else the GPU index); kept on the plan (``plan.devices``) like ``metrics``.
+    filesystem : pyarrow.fs.FileSystem, optional
+        Read ``path_or_url`` from this filesystem; for a URL only its path part is used.
+
     Returns
     -------
     Plan
-        ``plan.files`` are the files that will be opened; ``plan.listed`` the directory listings it took.
+        ``plan.units`` by host, then hour: one :class:`Unit` per host and UTC hour that has files overlapping
+        the window, its ``lo_ns``/``hi_ns`` the window clipped to the hour. ``plan.files`` are the files that
+        will be opened; ``plan.listed`` the directory listings it took; ``plan.candidates`` the files found
+        before pruning.
+
+    Raises
+    ------
+    TypeError
+        ``start`` or ``end`` is a bool or a float.
+    ValueError
+        ``end`` before ``start``.
+    FileNotFoundError
+        The root does not exist (not checked when ``start == end``).
     """
     import pyarrow.fs as pafs
 

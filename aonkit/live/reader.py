@@ -24,6 +24,18 @@ from .status import read_json
 class LiveReader:
     """The daemon's samples: the ring (live, :meth:`read`) and the Parquet files (history, :meth:`window`).
 
+    Made by :func:`attach`, which finds all three arguments from the daemon's runtime directory.
+
+    Parameters
+    ----------
+    ring : Ring
+        The daemon's ring, mapped in this process (:meth:`Ring.open <aonkit.live.ring.Ring.open>`: read-only).
+        The reader takes it over: :meth:`close` unmaps it.
+    root : pathlib.Path
+        Root of the daemon's Parquet files.
+    host : str
+        The ``host=`` partition of this node's files under ``root``.
+
     Attributes
     ----------
     metrics : tuple of str

@@ -82,7 +82,47 @@ def _default_out(tag: str) -> Path:
 
 def run_trace(pid: int, steps: int | None = None, duration_s: float | None = None, out: str | Path | None = None,
               all_ranks: bool = False, timeout_s: float = 600.0) -> Path:  # fmt: skip
-    """Trace ``pid`` (or its whole job on this node) and return the bundle or job folder."""
+    """Trace ``pid`` (or its whole job on this node) and return the bundle or job folder.
+
+    The samples of the daemon of this user and node over the traced window are added; with no daemon running
+    the folder has an empty samples table and the manifest says why.
+
+    Parameters
+    ----------
+    pid : int
+        A process on this node that opted in (``aonkit.live.serve()`` or ``AONKIT_SERVE=1``), same user and
+        runtime directory.
+    steps : int, optional
+        Trace the next ``steps`` optimizer steps. Not sent when ``duration_s`` is given; with neither, the
+        served process traces 3 steps. Not checked here (``aonkit trace`` requires >= 1).
+    duration_s : float, optional
+        Trace for this many seconds instead: from a step boundary to the first boundary after that time. Not
+        checked here (``aonkit trace`` requires > 0; the served process treats 0 as not given: 3 steps).
+    out : str or pathlib.Path, optional
+        The bundle folder, or with ``all_ranks`` the job folder; made absolute and, when missing, created
+        (mode 0700) with any missing parents. Default ``aon-traces/<YYYYmmdd-HHMMSS>-pid<pid>`` (with ``all_ranks``:
+        ``-job<job id>``) under the current directory.
+    all_ranks : bool
+        Trace every opted-in process on this node with the same job id as ``pid``, at once (default False).
+    timeout_s : float
+        Socket timeout in seconds for each process's request: connecting, and each wait for a reply,
+        including the wait for the finished trace (default 600.0).
+
+    Returns
+    -------
+    pathlib.Path
+        ``out``, absolute. One process: a bundle folder (``aonkit.load(out)``). With ``all_ranks``: a job folder
+        of ``rank<N>.json.gz``, :data:`JOB_SAMPLES` and :data:`JOB_MANIFEST` (:func:`load_traced_job`).
+
+    Raises
+    ------
+    LiveError
+        No process ``pid`` on this node, or it did not opt in; with ``all_ranks``, it has no job id or the
+        job's processes do not each have their own rank; a process refused, closed the connection, timed out
+        or could not be reached (the first error recorded is raised; the finished ranks' traces are deleted
+        and an ``out`` created here is removed when empty). Also :class:`~aonkit.live.paths.NotOwnerError` (a
+        ``LiveError``) when the daemon's runtime directory or ring is not private to this user.
+    """
     rdir = runtime_dir()
     entry = lookup(rdir, pid)
     members = job_members(rdir, entry) if all_ranks else [entry]
@@ -142,7 +182,20 @@ def _manifest(r: dict[str, Any], t0: int, t1: int, samplers: list, notes: list[s
 
 
 def load_traced_job(folder: str | os.PathLike[str]) -> Any:
-    """An ``aonkit trace --all-ranks`` folder as a :class:`~aonkit.TraceSet`, each rank with the samples."""
+    """An ``aonkit trace --all-ranks`` folder as a :class:`~aonkit.TraceSet`, each rank with the samples.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The job folder :func:`run_trace` wrote with ``all_ranks=True``.
+
+    Returns
+    -------
+    TraceSet
+        :func:`aonkit.load_job` of ``folder``, keyed by rank. When ``folder`` holds a non-empty
+        :data:`JOB_SAMPLES`, every rank's trace gets those samples added to ``trace.samples``
+        (:func:`~aonkit.sources.samplers.attach_samples`); without it the traces are as loaded.
+    """
     from ..sources import load_job
     from ..sources.samplers import attach_samples
 

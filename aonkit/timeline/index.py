@@ -39,28 +39,42 @@ or at most 1/LEVEL_KEEP**2 of the events (coarse levels cost little memory and b
 class TimelineIndex:
     """Lanes, rows and sorted per-track arrays of one trace (see the module doc).
 
+    Built by :func:`timeline_index` (from a trace) or :func:`build_index` (from lane ids); the fields are not
+    meant to be filled by hand. Times are the trace's absolute ns; "events" below are the events on lanes.
+
+    Parameters
+    ----------
+    lanes : pandas.DataFrame
+    track_lane, track_depth, track_off, ts, end, row, cmax, level_ns, item_off, items : numpy.ndarray
+    lane_of, depth_of, parent_of : numpy.ndarray
+        The fields, in this order, as described under Attributes.
+
     Attributes
     ----------
     lanes : pandas.DataFrame
-        One row per lane in display order: ``lane`` (its id), ``kind``
-        (``"gpu"``/``"cpu"``), ``rank``, ``pid``, ``tid``, ``device``,
-        ``stream`` (-1 when unknown), ``label``, ``rows`` (nesting depth + 1),
-        ``events``.
+        One row per lane in display order: ``lane`` (its id, 0..n-1), ``kind``
+        (``"gpu"``/``"cpu"``), ``rank`` (-1 when the trace names none), ``pid``, ``tid``,
+        ``device``, ``stream`` (-1 on CPU lanes and when unknown), ``label``,
+        ``rows`` (deepest nesting depth + 1), ``events``.
     track_lane, track_depth : int64[tracks]
         Lane and row of each track; tracks are ordered by (lane, row).
     track_off : int64[tracks + 1]
         Each track's range in the flat arrays below.
     ts, end, row : int64[events]
-        Start, end and ``trace.events`` row of each event, by track then start.
+        Start, end (ns) and ``trace.events`` row of each event, by track then start.
     cmax : int64[events]
         Running max of ``max(end, ts + 1)`` within each track.
     level_ns : int64[levels]
-        Bucket size of each coarser level.
-    item_off, items : int64 arrays
-        Items of the coarser levels (see :mod:`aonkit._kernels.pyramid`).
-    lane_of, depth_of, parent_of : int64[len(trace.events)]
-        Lane, row and enclosing event (a row of ``trace.events``) of every
-        event; -1 where the event is on no lane or has no parent.
+        Bucket size (ns) of each coarser level.
+    item_off : int64[levels, tracks + 1]
+        Each track's range of items, per level, in ``items``.
+    items : int64[8, items]
+        Items of the coarser levels, all levels side by side (see :mod:`aonkit._kernels.pyramid`).
+    lane_of, depth_of : int32[len(trace.events)]
+        Lane and row of every event; -1 where the event is on no lane.
+    parent_of : int64[len(trace.events)]
+        Enclosing event (a row of ``trace.events``) of every event; -1 where
+        the event is on no lane or has no parent.
     """
 
     lanes: pd.DataFrame
@@ -225,6 +239,21 @@ def timeline_index(trace: Trace, instants: bool = True) -> TimelineIndex:
     Complete events (``ph == "X"``) with a start and a duration go on lanes;
     with ``instants``, instant events too (as zero-length events) except the
     allocator's ``[memory]`` events, which are a counter lane of their own.
+
+    Parameters
+    ----------
+    trace : Trace
+        A single trace, or a combined job (a ``rank`` column in ``trace.events``: lanes per rank, by rank).
+    instants : bool
+        Put instant events (``ph`` ``"i"`` or ``"I"`` with a start) on the lanes as zero-length events
+        (default True).
+
+    Returns
+    -------
+    TimelineIndex
+        Events of GPU-side categories (kernels, memcpys, memsets, ``gpu_user_annotation``, ``cuda_sync``) go
+        on GPU stream lanes, the others on CPU thread lanes; complete events with a negative duration are left
+        out.
     """
     ev = trace.events
     ph, ts, dur = ev["ph"], ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy()

@@ -48,6 +48,14 @@ COUNTER_ZOOM = 4
 class Pyramid:
     """Tiles of every level, concatenated (see the module doc).
 
+    Built by :func:`timeline_pyramid`; the fields are not meant to be filled by hand.
+
+    Parameters
+    ----------
+    glyphs, rows, tiles, names, cats, palette, stack_parent, stack_name, links, counters, counter_groups
+    lanes, origin_ns, span_ns, width_px, levels, truncated, nbytes
+        The fields, in this order, as described under Attributes.
+
     Attributes
     ----------
     glyphs : dict of str to numpy.ndarray
@@ -196,6 +204,28 @@ def timeline_pyramid(trace: Trace, width_px: int = 1600, levels: int = 16, budge
 
     When a whole level does not fit, its tiles that hide the most events in bins are kept while they fit
     (a partial deepest level); elsewhere the view falls back to their parents.
+
+    Parameters
+    ----------
+    trace : Trace
+        The trace to draw.
+    width_px : int
+        Width in pixels each tile is queried at (:func:`~aonkit.timeline.tiles.timeline_tiles`), default
+        1600. Counters are decimated at ``COUNTER_ZOOM * width_px`` pixels over the whole span.
+    levels : int
+        Most levels to compute (level ``k`` has ``2**k`` tiles), default 16; below 1 counts as 1.
+    budget_bytes : int
+        Limit, in bytes, of the measured stored size (:attr:`Pyramid.nbytes`), default 16,000,000. The
+        counters and level 0 are always kept, so ``nbytes`` can exceed it when they alone do.
+    index : TimelineIndex, optional
+        ``timeline_index(trace)`` when already built; default :func:`~aonkit.timeline.tiles.index_of` (built
+        once per events table and kept with the trace).
+
+    Returns
+    -------
+    Pyramid
+        Tiles of levels 0 .. ``levels - 1`` at most; a tile's children are computed only when it holds bins.
+        ``truncated`` is True when the budget stopped it.
     """
     index = index_of(trace) if index is None else index
     slots = lane_slots(index)

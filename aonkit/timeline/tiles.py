@@ -26,6 +26,22 @@ def index_of(source: TimelineIndex | Trace) -> TimelineIndex:
     """The trace's :func:`~aonkit.timeline.index.timeline_index`, built once per events table.
 
     It is kept weakly, with the trace; an index passed in is returned as it is.
+
+    Parameters
+    ----------
+    source : TimelineIndex or Trace
+        An index, or a trace. A trace's index is built with the default options (``instants=True``) on first
+        use and rebuilt when ``trace.events`` has been replaced by another table since (changes made in
+        place to the table are not noticed).
+
+    Returns
+    -------
+    TimelineIndex
+
+    Raises
+    ------
+    TypeError
+        ``source`` is neither a :class:`TimelineIndex` nor a :class:`~aonkit.trace.Trace`.
     """
     if isinstance(source, TimelineIndex):
         return source

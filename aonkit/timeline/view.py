@@ -37,6 +37,24 @@ __all__ = ["TimelineView", "timeline_view"]
 class TimelineView:
     """A timeline figure and the sources :meth:`update` refills.
 
+    Built by :func:`timeline_view`, which makes the figures and sources and fills them; constructing one
+    directly stores the arguments and draws nothing.
+
+    Parameters
+    ----------
+    figure, layout, source, highlight, counters, counter_figures, lanes, index, trace, origin_ns, end_ns
+        The fields of the same names, described under Attributes.
+    window : tuple of (int, int, int)
+        ``(t0_ns, t1_ns, width_px)`` of the last drawn window; default ``(0, 1, 1)``.
+    margin : float
+        Default 0.5; see Attributes.
+    _links : pandas.DataFrame, optional
+        Private: :func:`~aonkit.analysis.correlation.gpu_links` of ``trace``, computed on the first query when
+        None (default).
+    _series : list
+        Private: the counter series (:func:`~aonkit.timeline.view_data.counter_series` of ``trace``) the
+        queries decimate; default empty (no counters).
+
     Attributes
     ----------
     figure : bokeh.plotting.figure

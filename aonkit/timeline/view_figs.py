@@ -170,6 +170,20 @@ def color_legend(palette: list[str] | None = None) -> Div:
     """The timeline's colour key as a row of swatches; only the colours in ``palette`` (all when None).
 
     Fixed labels and theme colours only: nothing from the trace.
+
+    Parameters
+    ----------
+    palette : list of str, optional
+        CSS colours the drawn glyphs use (e.g. :attr:`Pyramid.palette <aonkit.timeline.pyramid.Pyramid.palette>`),
+        compared case-insensitively with the key's colours. None (default) shows every entry; an empty list
+        shows none.
+
+    Returns
+    -------
+    bokeh.models.Div
+        Named ``"timeline_legend"`` (math rendering off): one swatch and label per entry kept, in the key's
+        fixed order (GPU computation, communication, memory copy / set, CPU op, annotation, runtime / driver
+        call, Python function, other).
     """
     used = None if palette is None else {c.lower() for c in palette}
     items = [(label, color) for label, color in _LEGEND if used is None or color.lower() in used]
