@@ -42,6 +42,30 @@ def what_if(trace: Trace, rules: object = (), **options: object) -> object:
     """Re-time a trace or a job (a TraceSet) with what-if ``rules``.
 
     See :func:`aonkit.analysis.critical_path.what_if`.
+
+    Parameters
+    ----------
+    trace : Trace or TraceSet
+        A trace, or a job's ranks.
+    rules : sequence of Rule or dict
+        Each scales the durations of the dependency-graph nodes it matches (see
+        :class:`aonkit.analysis.critical_path.Rule`); default ``()``, the identity.
+    **options
+        Passed on: ``step`` (int, time only ``ProfilerStep#step``), ``window`` (``(t0_ns, t1_ns)``, absolute ns,
+        time only the nodes starting in ``[t0_ns, t1_ns)``), ``samples`` (int, Monte Carlo draws of the step
+        time; default 0: none) and ``seed`` (int, seed of those draws; default 0).
+
+    Returns
+    -------
+    WhatIf
+        ``step_time_ns``, ``model_ns``, ``measured_ns``, ``speedup``, ``critical_path``, ``per_rank_ns``,
+        ``retimed_trace()`` and, with ``samples``, ``samples_ns``.
+
+    Raises
+    ------
+    ValueError
+        ``step`` names no ``ProfilerStep`` of the trace, or no node of the dependency graph starts in the step
+        or window.
     """
     from .analysis.critical_path import what_if as _what_if
 
@@ -59,6 +83,28 @@ def to_html(trace: Trace, path: str | None = None, **kwargs: object) -> str:
     """Self-contained HTML report of ``trace`` (see :mod:`aonkit.report.html_report`); written to ``path`` if given.
 
     Returns the page text. BokehJS is inlined; the page needs no network.
+
+    Parameters
+    ----------
+    trace : Trace
+        The trace to report on.
+    path : str, optional
+        File to write the page to (UTF-8; an existing file is overwritten). Default None: nothing is written.
+    **kwargs
+        Passed to :func:`aonkit.report.html_report.report_html`: ``title`` (str; default
+        ``"aonkit report: <file name>"``), ``width_px`` (int, width of the timeline in pixels, also of the
+        icicle up to 1400; default 1400), ``timeline`` (bool, include the timeline; default True) and
+        ``critical_path`` (bool, outline the critical path on the timeline; default False).
+
+    Returns
+    -------
+    str
+        The HTML page.
+
+    Raises
+    ------
+    OSError
+        ``path`` cannot be opened for writing.
     """
     from .report.html_report import report_html
 

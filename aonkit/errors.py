@@ -10,6 +10,22 @@ class AonkitError(Exception):
 class TraceFormatError(AonkitError, ValueError):
     """A trace file is malformed, truncated or not a trace at all.
 
+    The message is ``message`` followed by the given locations in parentheses, e.g. ``"bad JSON (t.json, byte
+    12, line 1, column 13, event 0)"``.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong; kept as ``reason``.
+    path : str, optional
+        The file that was read.
+    offset : int, optional
+        Byte offset (in the decompressed text) where the problem was found.
+    line, column : int, optional
+        1-based line and column of ``offset``; ``column`` is shown only when ``line`` is given.
+    event_index : int, optional
+        Index of the event being read when the problem was found.
+
     Attributes
     ----------
     path : str or None
@@ -20,6 +36,8 @@ class TraceFormatError(AonkitError, ValueError):
         1-based line and column of ``offset``.
     event_index : int or None
         Index of the event being read when the problem was found.
+    reason : str
+        ``message`` without the locations.
     """
 
     def __init__(

@@ -225,7 +225,25 @@ def _plain(value: Any) -> Any:
 
 
 def profile(out: str | Path | None = None, **options: Any) -> Profile:
-    """A :class:`Profile` to use as ``with aonkit.profile(...) as p:`` (options as :class:`Profile`)."""
+    """A :class:`Profile` to use as ``with aonkit.profile(...) as p:`` (options as :class:`Profile`).
+
+    Parameters
+    ----------
+    out : str or path-like, optional
+        Bundle folder. Default None: ``aon-profiles/<date>-<time>-<n>``.
+    **options
+        Keywords of :class:`Profile`: ``interval_s`` (float, sampling interval in seconds; default 0.1),
+        ``trace`` (bool, run torch.profiler when torch is importable; default True), ``wait``, ``warmup``,
+        ``active`` (int, a torch.profiler schedule over ``aonkit.step()`` calls; default None: the whole run is
+        traced), ``gpu`` (bool, sample GPUs through NVML; default True) and ``pids`` (list of int, processes
+        whose GPU memory is watched; default: this one).
+
+    Returns
+    -------
+    Profile
+        Not started: entering the ``with`` block (or :meth:`Profile.start`) starts it, leaving it (or
+        :meth:`Profile.stop`) writes the bundle.
+    """
     return Profile(out, **options)
 
 

@@ -19,6 +19,21 @@ from .event_text import EventText, RawEvents, all_spans, join_spans, split_rows 
 class TraceMeta:
     """Trace-level facts parsed from the file's top-level keys.
 
+    Each parameter sets the attribute of the same name (see Attributes).
+
+    Parameters
+    ----------
+    path, trace_id, display_time_unit : str, optional
+        Default None.
+    schema_version, base_time_ns, rank, world_size : int, optional
+        Default None.
+    distributed_info, profiler_options, versions : dict, optional
+        Default: a new empty dict.
+    device_properties : list of dict, optional
+        Default: a new empty list.
+    layout : str, optional
+        Default ``"object"``.
+
     Attributes
     ----------
     path : str or None
@@ -26,7 +41,8 @@ class TraceMeta:
     schema_version : int or None
         ``schemaVersion``.
     base_time_ns : int or None
-        ``baseTimeNanoseconds`` (already added to ``ts_ns``).
+        ``baseTimeNanoseconds`` (already added to ``ts_ns``); for an Nsight Systems export, the session's start
+        (ns since the Unix epoch), likewise added.
     rank, world_size : int or None
         From ``distributedInfo``.
     distributed_info : dict
@@ -37,11 +53,13 @@ class TraceMeta:
         ``record_shapes``, ``profile_memory``, ``with_stack``, ``with_flops``,
         ``with_modules`` when present.
     versions : dict
-        CUDA/CUPTI/ROCm version keys when present.
+        CUDA/CUPTI/ROCm version keys when present (an Nsight Systems export: ``nsys`` and
+        ``nsys_export_schema``).
     trace_id, display_time_unit : str or None
         As in the file.
     layout : str
-        ``"object"`` (a ``traceEvents`` object) or ``"array"`` (bare array).
+        ``"object"`` (a ``traceEvents`` object), ``"array"`` (bare array) or ``"nsys-sqlite"`` (an Nsight
+        Systems SQLite export).
     """
 
     path: str | None = None

@@ -27,6 +27,21 @@ def copies(trace: Trace) -> pd.DataFrame:
     ``gbps`` (NaN for 0 ns or no size). Remembered per trace
     (:mod:`aonkit.analysis.memo`): the summary and the series read the
     sizes from the events' text once.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace; events of the memcpy and memset categories (``gpu_memcpy``, ``Memcpy``, ``gpu_memset``,
+        ``Memset``) count, except those without a timestamp or a duration (``dur_ns`` -1).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per copy, in ``trace.events`` order: ``row`` (int, row in ``trace.events``), ``device``,
+        ``stream``, ``kind`` (str: the name up to `` (``, e.g. ``Memcpy HtoD``; ``""`` for an unnamed event),
+        ``ts_ns`` and ``dur_ns`` (int, ns), ``bytes`` (float, the event's ``bytes`` arg; NaN when absent or not
+        a number) and ``gbps`` (float, ``bytes / dur_ns`` in GB/s, 1 byte/ns = 1 GB/s; NaN when ``dur_ns`` is 0
+        or the size is unknown).
     """
     from .memo import remembered
 
@@ -72,6 +87,19 @@ def memory_bandwidth_series(trace: Trace) -> pd.DataFrame:
 
     One row per instant of change: ``ts_ns``, ``copies`` (running) and
     ``gbps`` (sum of their rates); sorted by device, kind, time.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace. Only copies with a rate count (:func:`copies` rows whose ``gbps`` is not NaN: a known size
+        and ``dur_ns > 0``); each runs over ``[ts_ns, ts_ns + dur_ns)``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``device``, ``kind``, ``ts_ns`` (int, ns), ``copies`` (int, copies with a rate running after every
+        change at that instant) and ``gbps`` (float, GB/s, the sum of their :func:`copies` rates; exactly 0
+        when none runs). Kinds are in sorted order within a device.
     """
     t, count, level, out_off, devices, kinds = _levels(copies(trace))
     reps = np.diff(out_off)
@@ -87,6 +115,22 @@ def memory_bandwidth_summary(trace: Trace) -> pd.DataFrame:
     / their copies' ns), ``effective_gbps`` (bytes / union_ns) and
     ``peak_gbps`` (most bandwidth in flight at once). Sizes and rates use the
     copies with a known size.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace; its copies are those of :func:`copies`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (``device``, ``kind``), sorted by device then kind: ``device``, ``kind``, ``copies`` (int,
+        every copy, 0-ns and unsized ones included), ``bytes`` (float, sum of the known sizes; 0.0 when none is
+        known), ``busy_ns`` (int, ns, sum of all the copies' durations), ``union_ns`` (int, ns, length of the
+        union of their ``[ts_ns, ts_ns + dur_ns)`` intervals), ``mean_gbps`` (float, GB/s: ``bytes`` over the
+        summed duration of the copies with a known size; NaN when that is 0), ``effective_gbps`` (float, GB/s:
+        ``bytes / union_ns``; NaN when ``union_ns`` is 0) and ``peak_gbps`` (float, GB/s: the highest ``gbps``
+        of :func:`memory_bandwidth_series` for the pair; 0.0 when none of its copies has a rate).
     """
     from .._kernels.intervals import segment_unions
     from .._kernels.step_series import time_weighted

@@ -50,6 +50,26 @@ def comm_kernels(trace: Trace) -> pd.DataFrame:
     ``bytes`` (message bytes, -1 unknown); in time order. ``attrs
     ["profiler_steps"]`` holds the rank's ``ProfilerStep#N`` starts, for
     clock alignment when ranks share no collective.
+
+    Parameters
+    ----------
+    trace : Trace
+        One rank's trace. Communication kernels are the GPU events other than memcpys and memsets whose name
+        matches :data:`~aonkit.analysis.kernels.COMM_PATTERN` (``class == "communication"`` in ``gpu_table``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by row of ``trace.events``, sorted by ``ts_ns`` (stable): ``name``, ``class``, ``device``,
+        ``stream``, ``ts_ns``, ``dur_ns``, ``end_ns`` (ns), then the args ``coll`` (``Collective name``),
+        ``in_nelems`` (``In msg nelems``), ``out_nelems`` (``Out msg nelems``), ``group_size``
+        (``Group size``), ``pg`` (``Process Group Name``), ``dtype`` and ``seq`` (``Seq`` or ``seq``), and
+        ``bytes``. ``coll``, ``pg`` and ``dtype`` are str, None when absent; ``in_nelems``, ``out_nelems``,
+        ``group_size`` and ``seq`` are float, NaN when absent; ``bytes`` (float) is ``in_nelems`` times the
+        size of ``dtype``, -1 when either is unknown. A kernel without any of these args takes those of the
+        ``record_param_comms`` op around its launch call, when there is one.
+        ``attrs["profiler_steps"]`` is a dict of N to the start (ns) of the rank's CPU-side
+        ``ProfilerStep#N``.
     """
     g = gpu_table(trace)
     g = g[g["class"] == "communication"]
@@ -66,6 +86,21 @@ def clock_offsets(traces: Mapping[int, Trace], reference: int | None = None) -> 
 
     From matched collectives' ends, else ``ProfilerStep#N`` starts (see the
     module doc); ``.attrs["method"]`` tells which, per rank.
+
+    Parameters
+    ----------
+    traces : TraceSet or mapping of int to Trace
+        A job's ranks (a :class:`~aonkit.TraceSet` runs :func:`comm_kernels` through :meth:`aonkit.TraceSet.map`).
+    reference : int, optional
+        The rank whose clock the others are measured against (offset 0). Default None: the lowest rank.
+
+    Returns
+    -------
+    pandas.Series
+        ``offset_ns`` (int64, ns) indexed by ``rank`` (ascending): a rank's offset to subtract from its
+        timestamps to put them on the reference's clock. ``attrs["method"]`` maps each rank to
+        ``"reference"``, ``"collectives"``, ``"profiler_steps"`` or ``"none"`` (not aligned: offset 0, and a
+        :class:`UserWarning` names such ranks).
     """
     return _offsets(each_rank(traces, comm_kernels), reference)
 
@@ -86,13 +121,23 @@ _PART_DTYPES = {"group": "str", "seq": np.int64, "rank": np.int64, "arrival_ns":
 def collectives(traces: Mapping[int, Trace], reference: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Matched collectives and per-rank participation, on the aligned clock.
 
+    Parameters
+    ----------
+    traces : TraceSet or mapping of int to Trace
+        A job's ranks (a :class:`~aonkit.TraceSet` runs :func:`comm_kernels` through :meth:`aonkit.TraceSet.map`).
+    reference : int, optional
+        The rank whose clock the others are aligned to (:func:`clock_offsets`). Default None: the lowest rank.
+
     Returns
     -------
     coll : pandas.DataFrame
         One row per collective: ``group``, ``seq``, ``name``, ``first_arrival_ns``,
         ``last_arrival_ns``, ``skew_ns``, ``last_rank``, ``transfer_ns``,
         ``bytes``, ``algbw_gbps``, ``match_by`` (``seq``, ``order`` or
-        ``order+shift``).
+        ``order+shift``). Times in ns on the reference rank's clock; ``transfer_ns`` is the median end minus
+        the last arrival, rounded, at least 0; ``bytes`` is the largest of the ranks' message bytes (-1:
+        unknown); ``algbw_gbps`` is ``bytes / transfer_ns`` in GB/s (NaN unless both are positive). Sorted by
+        ``first_arrival_ns``.
     part : pandas.DataFrame
         One row per (collective, rank): ``group``, ``seq``, ``rank``,
         ``arrival_ns``, ``end_ns``, ``wait_ns``, ``late_ns`` (arrival minus the

@@ -50,7 +50,23 @@ def enclosing_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 
 def cpu_stack(trace: Trace) -> pd.Series:
-    """Parent event row of every CPU-side complete event (-1 for roots), indexed by event row."""
+    """Parent event row of every CPU-side complete event (-1 for roots), indexed by event row.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace. CPU-side complete events are those with ``ph == "X"``, a category other than the GPU ones,
+        ``gpu_user_annotation``, ``Trace``, ``cuda_sync``, ``overhead`` and ``cuda_profiler_range``, a
+        timestamp and a duration (``dur_ns >= 0``).
+
+    Returns
+    -------
+    pandas.Series
+        ``parent_row`` (int64): the row of the innermost such event on the same thread (``pid``, ``tid``)
+        that starts no later and ends no earlier than the event (partial overlaps are not nesting), -1 for a
+        root; indexed by the event's row in ``trace.events``, ascending. Of events starting together, the
+        longer encloses the shorter.
+    """
     rows, parent, _ = op_stack(trace)
     return pd.Series(np.where(parent >= 0, rows[np.maximum(parent, 0)], -1), index=rows, name="parent_row")
 
@@ -97,6 +113,20 @@ def gpu_launches(trace: Trace) -> pd.DataFrame:
     The correlation join alone, without the CPU op stack of :func:`gpu_links`,
     for analyses that need only the launch call (queue lengths, launch
     statistics). Remembered per trace, and shared with :func:`gpu_links`.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace. GPU events are those of the kernel, memcpy and memset categories; launch calls those of
+        the runtime/driver categories (``cuda_runtime``, ``cuda_driver``, ``Runtime``, ``Driver``,
+        ``mtia_runtime``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``gpu_row`` and ``launch_row`` (int64, rows of ``trace.events``), one row per GPU event in
+        ``trace.events`` order. ``launch_row`` is the first launch call (in ``trace.events`` order) with the
+        GPU event's ``correlation``; -1 when there is none or the correlation is negative.
     """
     from .memo import remembered
 

@@ -24,6 +24,23 @@ def cupti_counters(trace: Trace) -> pd.DataFrame:
     Columns: ``row`` (the range event), ``name``, ``ts_ns``, ``dur_ns``, every counter,
     ``index_runtime`` (the launch call), ``op_stack`` (outermost first),
     ``top_level_op`` and ``bottom_level_op``.
+
+    Parameters
+    ----------
+    trace : Trace
+        A CUPTI range-profiler trace (``cuda_profiler_range`` events). Launch calls are the runtime/driver
+        events named ``cudaLaunchKernel``, ``cudaLaunchKernelExC``, ``cuLaunchKernel`` or ``cuLaunchKernelEx``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per range, in ``ts_ns`` order (stable): ``row`` (row of the range in ``trace.events``),
+        ``name`` (str), ``ts_ns`` and ``dur_ns`` (ns), one column per arg key of the ranges (the counters;
+        NaN where a range lacks one), ``index_runtime`` (row of the k-th launch call in time order for the
+        k-th range; -1 when there are fewer launch calls than ranges), ``op_stack`` (list of the names of
+        the CPU ops (``cpu_op``/``Operator``) enclosing the launch call, outermost first; empty when none),
+        ``top_level_op`` and ``bottom_level_op`` (first and last of ``op_stack``; ``""`` when it is empty).
+        An empty frame without columns when the trace has no ``cuda_profiler_range`` event.
     """
     ev = trace.events
     ranges = np.flatnonzero((ev["cat"] == "cuda_profiler_range").to_numpy())

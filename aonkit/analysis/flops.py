@@ -60,15 +60,29 @@ def op_costs(trace: Trace, default_dtype: str | None = None) -> pd.DataFrame:
     ``Input type``, as PyTorch's ``emit_nvtx`` ranges in Nsight Systems exports
     do; without it such ops get no cost.
 
+    Parameters
+    ----------
+    trace : Trace
+        A trace recorded with ``record_shapes=True``; its CPU ops (``cpu_op``/``Operator`` events) whose name
+        has a formula (:func:`aonkit.model.is_modelled`) are costed.
+    default_dtype : str, optional
+        ``"bf16"``, ``"fp16"``, ``"fp32"``, ``"fp64"`` (read as ``c10::BFloat16``, ``c10::Half``, ``float``,
+        ``double``) or a Kineto type name, used as the type of every input of an op that has ``Input Dims``
+        but no ``Input type``. Default None: such ops get no cost.
+
     Returns
     -------
     pandas.DataFrame
+        One row per such op, in ``trace.events`` order:
         ``op_row`` (row in ``trace.events``), ``name``, ``kind`` (``gemm``,
         ``conv``, ``attention``, ``elementwise``, ``reduction``, ``norm``,
-        ``copy``; ``""`` when the shapes did not fit), ``dtype``, ``flop``
-        (profiler's ``flops`` when present, else the formula's), ``bytes``,
-        ``formula_flop``, ``profiler_flop`` (NaN when absent), ``counted``
-        (outermost op with a cost on its call stack) and ``input_dims`` (text).
+        ``copy``; ``""`` when the shapes did not fit), ``dtype`` (``""`` when the shapes did not fit),
+        ``flop`` (float: the profiler's ``flops`` when present and the shapes fit, else the formula's; NaN when
+        the shapes did not fit), ``bytes`` (float, the bytes the formula counts; NaN when the shapes did not
+        fit), ``formula_flop`` (float, NaN when the shapes did not fit), ``profiler_flop`` (float, the
+        ``flops`` arg; NaN when absent), ``counted`` (bool: the op has a cost and no op above it on its call
+        stack has one) and ``input_dims`` (text of ``Input Dims``; ``""`` when absent). Empty, with these
+        columns, when no op has a formula.
     """
     ev = trace.events
     ops = category_flags(ev["cat"], lambda c: c in schema.CPU_OP_CATS)

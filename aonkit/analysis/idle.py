@@ -96,12 +96,32 @@ def idle_summary(trace: Trace, by: str = "device", consecutive_kernel_delay_ns: 
 def idle_series(trace: Trace, by: str = "device", consecutive_kernel_delay_ns: int = 30_000) -> pd.DataFrame:
     """Every idle gap of every device (or stream), in time order per lane (see :func:`idle_summary`).
 
+    Parameters
+    ----------
+    trace : Trace
+        One rank's trace (or a combined job's). Its GPU events (kernels, memcpys, memsets) with a timestamp
+        and a duration count.
+    by : {"device", "stream"}
+        Lanes: devices (busy when any stream runs), or (device, stream) pairs. Default ``"device"``.
+    consecutive_kernel_delay_ns : int
+        A gap that is not ``host_wait`` is ``kernel_wait`` when shorter than this many ns, else ``other``.
+        Default 30000 (HTA's 30 µs).
+
     Returns
     -------
     pandas.DataFrame
-        ``device`` (and ``stream``), ``start_ns``, ``end_ns``, ``dur_ns``,
-        ``idle_category`` and ``next_row``: the row in ``trace.events`` of the
-        event that ends the gap (its launch call decided the category).
+        One row per gap, lanes in ascending order (device, then stream), gaps in time order within a lane:
+        ``device`` (and ``stream``), ``start_ns`` (end of the busy time before the gap), ``end_ns`` (start of
+        the next event), ``dur_ns`` (``end_ns - start_ns``; all int64 ns), ``idle_category`` (categorical:
+        ``host_wait``, ``kernel_wait``, ``other``) and ``next_row``: the row in ``trace.events`` of the
+        event that ends the gap (its launch call decided the category). When several events start at that
+        instant, ``next_row`` is the first of them in ``trace.events`` order and the earliest of their launch
+        calls decides.
+
+    Raises
+    ------
+    ValueError
+        ``by`` is not ``"device"`` or ``"stream"``.
     """
     cols, lanes, (_, _, _, gaps, rows) = _lanes(trace, by, consecutive_kernel_delay_ns)
     lane = gaps[:, 0]

@@ -45,6 +45,22 @@ def gpu_table(trace: Trace, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.
 
     The class is decided once per distinct (category, name) pair, not per
     event. Remembered per trace and pattern (:mod:`aonkit.analysis.memo`).
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace; its GPU events (kernels, memcpys, memsets) with a duration (``dur_ns >= 0``) are kept.
+    comm_pattern : re.Pattern
+        Names (searched anywhere in the name) that make a kernel ``communication``; default
+        :data:`COMM_PATTERN` (NCCL, RCCL, gloo, c10d and the like).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per kept GPU event, indexed by its row in ``trace.events``, in that order: ``name``
+        (categorical, the events' categories), ``class`` (categorical: ``communication``, ``computation``
+        or ``memory``; memcpys and memsets are ``memory`` whatever their name), ``device``, ``stream``,
+        ``ts_ns``, ``dur_ns`` and ``end_ns`` (``ts_ns + dur_ns``; int64 ns).
     """
     from .memo import remembered
 
@@ -194,12 +210,26 @@ def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNC
 
     CUDA and HIP launch APIs count; ``api`` is categorical over ``apis``.
 
+    Parameters
+    ----------
+    trace : Trace
+        Any trace with GPU events and their launch calls (matched by correlation, :func:`gpu_launches`).
+    apis : tuple of str
+        Names of the launch calls that count (duplicates dropped, order kept); default
+        ``CUDA_LAUNCHES + HIP_LAUNCHES`` (kernel launches, async copies and sets, graph launches).
+
     Returns
     -------
     pandas.DataFrame
-        ``gpu_row`` and ``launch_row`` (rows of ``trace.events``), ``api``,
-        ``correlation``, ``cpu_dur_ns`` and ``gpu_dur_ns`` (-1: no duration),
-        ``launch_delay_ns``, ``before_return`` and ``clock_skew``.
+        One row per GPU event whose launch call is named in ``apis``, in ``trace.events`` order of the GPU
+        events: ``gpu_row`` and ``launch_row`` (rows of ``trace.events``), ``api`` (categorical, categories
+        ``apis`` in order), ``correlation`` (the GPU event's), ``cpu_dur_ns`` and ``gpu_dur_ns`` (-1: no
+        duration), ``launch_delay_ns`` (int64 ns), ``before_return`` and ``clock_skew`` (bool).
+
+    Warns
+    -----
+    AonkitWarning
+        With the count of ``clock_skew`` rows, when there are any.
 
     Notes
     -----

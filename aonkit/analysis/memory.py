@@ -55,15 +55,30 @@ def memory_events(trace: Trace) -> pd.DataFrame:
 def memory_peaks(trace: Trace, n: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Peak allocated memory per device, and the CPU ops holding the most memory at each peak.
 
+    Parameters
+    ----------
+    trace : Trace
+        A trace recorded with ``profile_memory=True``; its ``[memory]`` events are read as in
+        :func:`memory_events` (both tables are empty, with their columns, when it has none).
+    n : int
+        Op names kept per device in ``holders``, most bytes first. Default 10.
+
     Returns
     -------
     peaks : pandas.DataFrame
         ``device``, ``peak_allocated_bytes``, ``peak_ts_ns`` (first time the
         peak is reached), ``peak_reserved_bytes`` (largest reserved total).
+        One row per device in ascending order, -1 being host memory; ``peak_allocated_bytes`` is the largest
+        ``allocated_bytes`` of :func:`memory_events`, ``peak_reserved_bytes`` is -1 when the trace lacks
+        ``Total Reserved``.
     holders : pandas.DataFrame
         ``device``, ``op_name`` (name of the innermost CPU op around the
         allocation, ``"(no op)"`` outside any), ``bytes`` live at the peak and
         ``allocations``; the ``n`` largest per device.
+        An address is live at the peak when its last ``[memory]`` event up to and including the peak event
+        is an allocation (``Bytes > 0``); ``bytes`` sums those allocations' sizes and ``allocations`` counts
+        them, per op name. Devices are in ascending order, each by ``bytes`` descending; a device with no
+        live allocation has no rows.
     """
     mem = memory_events(trace)
     ops = enclosing_ops(trace, mem["row"].to_numpy()) if len(mem) else np.empty(0, np.int64)

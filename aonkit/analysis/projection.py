@@ -83,6 +83,12 @@ def range_projection(trace: Trace, categories: Iterable[str] = ("user_annotation
 def range_projection_summary(projection: pd.DataFrame) -> pd.DataFrame:
     """Per range name, like ``nvtx_gpu_proj_sum``: instances, total range and projected time, spread, GPU ops.
 
+    Parameters
+    ----------
+    projection : pandas.DataFrame
+        The output of :func:`range_projection` (its ``name``, ``dur_ns``, ``proj_dur_ns``, ``gpu_ops`` and
+        ``gpu_ns`` columns are read), whole or filtered.
+
     Returns
     -------
     pandas.DataFrame
@@ -91,6 +97,10 @@ def range_projection_summary(projection: pd.DataFrame) -> pd.DataFrame:
         ``proj_median_ns``, ``proj_min_ns``, ``proj_max_ns``, ``proj_std_ns``
         (sample std, 0 for one instance), ``gpu_ops``, ``gpu_ns``, sorted by
         ``proj_ns`` descending.
+        One row per distinct name (as str); ties in ``proj_ns`` by name ascending. Times are ns; ranges that
+        never ended (``dur_ns`` -1) add 0 to ``range_ns``, and ranges that launched nothing count as
+        instances with a projected duration of 0 in every ``proj_*`` figure. ``proj_mean_ns``,
+        ``proj_median_ns`` and ``proj_std_ns`` are float.
     """
     p = projection.assign(name=projection["name"].astype(str), dur_ns=projection["dur_ns"].clip(lower=0))
     g = p.groupby("name", sort=False)

@@ -53,6 +53,20 @@ def queue_length_series(trace: Trace) -> pd.DataFrame:
     One row per (``device``, ``stream``) and instant at which the length
     changes: ``ts_ns`` and ``queue_length`` (after every change at that
     instant); rows sorted by device, stream, time.
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace. Each GPU event (kernel, memcpy, memset) with a timestamp is queued from its launch call's
+        start (or its own start, if earlier) until its own start; one without a launch call in the trace
+        (``launch_row`` -1 in :func:`~aonkit.analysis.correlation.gpu_launches`) from the trace's first
+        timestamp.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``device``, ``stream``, ``ts_ns`` (int64 ns) and ``queue_length`` (int64, operations queued after
+        every change at ``ts_ns``).
     """
     t, level, out_off, devices, streams, *_ = _queue_levels(trace, True)
     reps = np.diff(out_off)
@@ -66,6 +80,19 @@ def queue_length_summary(trace: Trace) -> pd.DataFrame:
     Columns: ``ops`` (GPU events), ``launched_before_trace``,
     ``max_queue_length`` and ``mean_queue_length`` (time-weighted, from the
     stream's first change to its last).
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace; events are queued as in :func:`queue_length_series`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (``device``, ``stream``), sorted by device then stream: ``device``, ``stream``, ``ops``
+        (int64, GPU events with a timestamp), ``launched_before_trace`` (int64, those without a launch call in
+        the trace), ``max_queue_length`` (int64) and ``mean_queue_length`` (float; NaN when the first and last
+        change are at the same instant).
     """
     _, _, _, devices, streams, ops, n_before, peak, mean = _queue_levels(trace, False)
     return pd.DataFrame({"device": devices, "stream": streams, "ops": ops, "launched_before_trace": n_before,

@@ -15,19 +15,42 @@ from ..trace import Trace
 class TraceSummary:
     """Headline facts of one trace.
 
+    Made by :func:`summarize`. Each parameter sets the attribute of the same name (see Attributes).
+
+    Parameters
+    ----------
+    path : str or None
+    rank, world_size : int or None
+    n_events, span_ns, gpu_busy_ns : int
+    gpus, categories, top_kernels : pandas.DataFrame
+    warnings : list of str, optional
+        Default: a new empty list.
+
     Attributes
     ----------
+    path : str or None
+        The file the trace was read from (``trace.meta.path``).
+    rank, world_size : int or None
+        From the trace's ``distributedInfo`` (``trace.meta``).
+    n_events : int
+        Rows of ``trace.events`` (metadata events included).
     gpus : pandas.DataFrame
         ``device``, ``name``, ``used`` (the device ran at least one GPU event),
-        ``sms``, ``memory_bytes``.
+        ``sms``, ``memory_bytes``. One row per ``deviceProperties`` entry (``name`` ``"(unnamed)"`` when empty;
+        ``sms`` and ``memory_bytes`` -1 when not listed), then one per device that ran GPU events but is not
+        listed there (``name`` ``"(not in deviceProperties)"``, ``sms`` and ``memory_bytes`` -1).
     span_ns : int
-        From the first event start to the last event end (metadata events excluded).
+        From the first event start to the last event end (metadata events excluded;
+        events without a timestamp left out, negative durations counted as 0); 0 for no such event.
     categories : pandas.DataFrame
-        ``cat``, ``events`` per category, most first.
+        ``cat`` (``"(none)"`` for events without one), ``events`` per category, most first.
     top_kernels : pandas.DataFrame
-        ``name``, ``count``, ``total_ns``, ``mean_ns``, ``share`` of kernel time.
+        ``name``, ``count``, ``total_ns``, ``mean_ns``, ``share`` of kernel time (:func:`top_kernels`).
     gpu_busy_ns : int
-        Time during which at least one kernel ran (union over devices and streams).
+        Time during which at least one kernel ran (union over devices and streams; memcpys, memsets and
+        kernels without a duration or timestamp are not counted).
+    warnings : list of str
+        A copy of the reader's ``trace.warnings``.
     """
 
     path: str | None

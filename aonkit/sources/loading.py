@@ -185,7 +185,31 @@ def load(
 
 
 def load_trace(path: PathLike, **options: Any) -> Trace:
-    """One trace file as a :class:`~aonkit.Trace` (options as :func:`load`); a directory or list is a TypeError."""
+    """One trace file as a :class:`~aonkit.Trace` (options as :func:`load`); a directory or list is a TypeError.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A trace file in any format :func:`load` reads, or a profile bundle folder (one trace with its samples).
+    **options
+        Keywords of :func:`load`. For one file only ``salvage``, ``max_decompressed_bytes`` and ``threads``
+        have an effect; ``separate=True`` is not supported (the result is then a dict, and an assertion
+        fails).
+
+    Returns
+    -------
+    Trace
+        The file's trace; each of the reader's warnings is also issued as an :class:`~aonkit.AonkitWarning`.
+
+    Raises
+    ------
+    TypeError
+        ``path`` is a list or tuple, or a directory that is not a profile bundle.
+    FileNotFoundError
+        ``path`` does not exist.
+    TraceFormatError
+        The file is unreadable, malformed or holds no events (the message names it).
+    """
     if isinstance(path, (list, tuple)) or (Path(path).is_dir() and not is_bundle(path)):
         raise TypeError(f"load_trace reads one file; {path!r} is a directory or list: use load_job or load_each")
     out = load(path, **options)
@@ -198,6 +222,35 @@ def load_job(path: PathLike | list[PathLike] | tuple[PathLike, ...], **options: 
 
     Options as :func:`load` (``on_conflict`` included). One file gives a job of
     one rank: its own, or 0 when it names none.
+
+    Parameters
+    ----------
+    path : str, path-like, or list or tuple of them
+        A directory of one job's traces, a list of trace files, or one trace file or profile bundle folder.
+    **options
+        Keywords of :func:`load`: ``salvage``, ``max_decompressed_bytes``, ``workers``, ``threads``,
+        ``on_conflict``, ``lazy``, ``cache_dir``, ``write_caches``. For one file they go to
+        :func:`load_trace` (``on_conflict``, ``lazy``, ``cache_dir`` and ``write_caches`` then have no
+        effect); ``separate=True`` is not supported (an assertion fails).
+
+    Returns
+    -------
+    TraceSet
+        Keyed by rank (``distributedInfo.rank``, else a rank in the file name; see
+        :meth:`aonkit.TraceSet.from_traces`); with ``lazy`` and a directory or list, a
+        :class:`~aonkit.lazyset.LazyTraceSet`.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path``, or a file of the list, does not exist.
+    TraceFormatError
+        A file is unreadable, malformed or holds no events, or the directory holds no trace file (the message
+        names it).
+    JobError
+        The files are not one job (different runs, two files for one rank, with ``on_conflict="error"``).
+    ValueError
+        ``on_conflict`` is not ``"error"``, ``"newest"`` or ``"file-order"`` (for a directory or list).
     """
     if not isinstance(path, (list, tuple)) and (not Path(path).is_dir() or is_bundle(path)):
         return TraceSet.from_traces([load_trace(path, **options)])
@@ -207,7 +260,32 @@ def load_job(path: PathLike | list[PathLike] | tuple[PathLike, ...], **options: 
 
 
 def load_each(path: PathLike | list[PathLike] | tuple[PathLike, ...], **options: Any) -> dict[str, Trace]:
-    """Every trace of a directory, list or one file on its own, keyed by file name (no job rules)."""
+    """Every trace of a directory, list or one file on its own, keyed by file name (no job rules).
+
+    Parameters
+    ----------
+    path : str, path-like, or list or tuple of them
+        A directory of traces, a list of trace files, or one trace file or profile bundle folder.
+    **options
+        Keywords of :func:`load` other than ``separate`` (passing it is a TypeError): ``salvage``,
+        ``max_decompressed_bytes``, ``workers`` and ``threads`` have an effect; ``on_conflict``, ``lazy``,
+        ``cache_dir`` and ``write_caches`` have none.
+
+    Returns
+    -------
+    dict of str to Trace
+        One entry per file read, in file order (a directory's: by name). For a directory or one file the key
+        is the file's name; for a list, the path as given (``str`` of it). A fresh aonkit cache among the files
+        is read in place of its source, under its own name or path.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path``, or a file of the list, does not exist.
+    TraceFormatError
+        A file is unreadable, malformed or holds no events, or the directory holds no trace file (the message
+        names it).
+    """
     out = load(path, separate=True, **options)
     assert isinstance(out, dict)
     return out
