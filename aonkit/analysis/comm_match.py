@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
+from ._warn import warn
 from .correlation import cpu_stack, gpu_launches, step_numbers
 
 ARGS = {"coll": "Collective name", "in_nelems": "In msg nelems", "out_nelems": "Out msg nelems",
@@ -200,8 +201,8 @@ def offsets(m: pd.DataFrame, steps: Mapping[int, dict[int, int]], reference: int
                 break
     lost = [r for r in ranks if r not in off]
     if lost:
-        warnings.warn(f"ranks {lost} share no matched collective or ProfilerStep with rank {reference}: "
-                      "their clocks are not aligned (offset 0)", stacklevel=3)  # fmt: skip
+        warn(f"ranks {lost} share no matched collective or ProfilerStep with rank {reference}: "
+             "their clocks are not aligned (offset 0)")
     out = pd.Series({r: off.get(r, 0) for r in ranks}, dtype=np.int64, name="offset_ns")
     out.index.name = "rank"
     out.attrs["method"] = {r: method.get(r, "none") for r in ranks}

@@ -93,7 +93,9 @@ def gpu_links(trace: Trace) -> pd.DataFrame:
     Parameters
     ----------
     trace : Trace
-        Any trace (Kineto or nsys); launches are matched by ``correlation`` within a process.
+        Any trace (Kineto or nsys); a GPU event is matched to the first launch call with its ``correlation``.
+        Ids must be unique in the trace: they are in a Kineto file (one process), the nsys reader makes
+        each process's unique, and :func:`~aonkit.analysis.combine.combine_ranks` each rank's.
 
     Returns
     -------

@@ -9,10 +9,12 @@ call of the event that ends the gap:
 
 - ``host_wait``: that launch call started after the gap began: the GPU ran
   dry because the host had not yet asked for the next work;
-- ``kernel_wait``: the work was already queued and the gap is shorter than
-  ``consecutive_kernel_delay_ns`` (launch overhead between back-to-back kernels);
-- ``other``: queued work waited longer (a dependency, a synchronisation, a
-  copy on another engine...), or the launch is not in the trace.
+- ``kernel_wait``: the gap is shorter than ``consecutive_kernel_delay_ns``
+  (launch overhead between back-to-back kernels) and the host did not start
+  it: the work was queued, or its launch is not in the trace;
+- ``other``: a longer gap whose work was queued (a dependency, a
+  synchronisation, a copy on another engine...) or whose launch is not in
+  the trace.
 
 With ``by="stream"`` the lanes are (device, stream) pairs, as HTA's
 breakdown; unlike HTA's, these figures use the file's exact ns (no µs

@@ -184,6 +184,11 @@ def load(
         raise JobError(f"{label}: {exc}") from None
 
 
+def _no_separate(name: str, options: dict[str, Any]) -> None:
+    if "separate" in options:
+        raise TypeError(f"{name} does not take separate=; load_each returns each file on its own")
+
+
 def load_trace(path: PathLike, **options: Any) -> Trace:
     """One trace file as a :class:`~aonkit.Trace` (options as :func:`load`); a directory or list is a TypeError.
 
@@ -212,6 +217,7 @@ def load_trace(path: PathLike, **options: Any) -> Trace:
     """
     if isinstance(path, (list, tuple)) or (Path(path).is_dir() and not is_bundle(path)):
         raise TypeError(f"load_trace reads one file; {path!r} is a directory or list: use load_job or load_each")
+    _no_separate("load_trace", options)
     out = load(path, **options)
     assert isinstance(out, Trace)
     return out
@@ -252,6 +258,7 @@ def load_job(path: PathLike | list[PathLike] | tuple[PathLike, ...], **options: 
     ValueError
         ``on_conflict`` is not ``"error"``, ``"newest"`` or ``"file-order"`` (for a directory or list).
     """
+    _no_separate("load_job", options)
     if not isinstance(path, (list, tuple)) and (not Path(path).is_dir() or is_bundle(path)):
         return TraceSet.from_traces([load_trace(path, **options)])
     out = load(path, **options)

@@ -18,12 +18,17 @@ __all__ = ["Plot", "show"]
 
 
 class Plot(BokehWidget, w.VBox):
-    """A bokeh model (a figure or a layout) as a widget; ``model`` is the model shown."""
+    """A bokeh model (a figure or a layout) as a widget; ``model`` is the model shown.
+
+    Parameters
+    ----------
+    model : bokeh.models.LayoutDOM
+        The figure or layout to show; changes made to it later reach the page.
+    """
 
     def __init__(self, model: LayoutDOM) -> None:
         self.model = model
         super().__init__([BokehModel(model)])
-
 
 
 def show(model: LayoutDOM) -> Plot:
