@@ -149,3 +149,12 @@ def test_a_process_that_never_steps_times_out_and_can_be_asked_again(live, tmp_p
         r = live.cli("trace", str(idle.pid), "--steps", "1", "--timeout", "1", "--out", str(tmp_path / "never"))
         assert r.returncode != 0 and f"process {idle.pid} did not finish the trace within 1 s" in r.stderr
     assert not (tmp_path / "never").exists() and idle.poll() is None
+
+
+def test_bad_steps_or_duration_are_refused_before_anything_is_asked(tmp_path: Path) -> None:
+    from aonkit.live.trace import run_trace
+
+    for kw in ({"steps": 0}, {"steps": 1.5}, {"steps": True}, {"duration_s": 0}, {"duration_s": -1.0}):
+        with pytest.raises(ValueError, match="steps must be|duration_s must be"):
+            run_trace(os.getpid(), out=tmp_path / "x", **kw)
+    assert not (tmp_path / "x").exists()

@@ -26,7 +26,7 @@ import pandas as pd
 from .._filecheck import atomic_write
 from ..sources.bundle import write_bundle
 from ..sources.samplers import SAMPLE_COLUMNS, samples_table
-from .paths import DaemonNotRunning, LiveError, runtime_dir
+from .paths import DaemonNotRunning, LiveError, NotOwnerError, runtime_dir
 from .registry import job_members, lookup
 
 JOB_SAMPLES = "job.samples.parquet"
@@ -63,7 +63,7 @@ def daemon_samples(t0_ns: int, t1_ns: int) -> tuple[pd.DataFrame, list[dict[str,
 
     try:
         reader = attach()
-    except DaemonNotRunning as exc:
+    except (DaemonNotRunning, NotOwnerError) as exc:  # none, or another user's: the trace is kept all the same
         empty = samples_table(pd.DataFrame({c: [] for c in SAMPLE_COLUMNS}))
         return empty, [], [f"{exc}: the bundle has no samples"]
     deadline = time.monotonic() + 2 * reader.interval_s + 0.5
@@ -93,11 +93,11 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
         A process on this node that opted in (``aonkit.live.serve()`` or ``AONKIT_SERVE=1``), same user and
         runtime directory.
     steps : int, optional
-        Trace the next ``steps`` optimizer steps. Not sent when ``duration_s`` is given; with neither, the
-        served process traces 3 steps. Not checked here (``aonkit trace`` requires >= 1).
+        Trace the next ``steps`` optimizer steps (>= 1). Not sent when ``duration_s`` is given; with neither,
+        the served process traces 3 steps.
     duration_s : float, optional
-        Trace for this many seconds instead: from a step boundary to the first boundary after that time. Not
-        checked here (``aonkit trace`` requires > 0; the served process treats 0 as not given: 3 steps).
+        Trace for this many seconds instead (> 0): from a step boundary to the first boundary after that
+        time.
     out : str or pathlib.Path, optional
         The bundle folder, or with ``all_ranks`` the job folder; made absolute and, when missing, created
         (mode 0700) with any missing parents. Default ``aon-traces/<YYYYmmdd-HHMMSS>-pid<pid>`` (with ``all_ranks``:
@@ -121,8 +121,15 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
         job's processes do not each have their own rank; a process refused, closed the connection, timed out
         or could not be reached (the first error recorded is raised; the finished ranks' traces are deleted
         and an ``out`` created here is removed when empty). Also :class:`~aonkit.live.paths.NotOwnerError` (a
-        ``LiveError``) when the daemon's runtime directory or ring is not private to this user.
+        ``LiveError``) when the runtime directory is not private to this user. A daemon ring that is not
+        this user's only leaves the bundle without samples (a note says so).
+    ValueError
+        ``steps`` below 1 or not a whole number, or ``duration_s`` not above 0.
     """
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"steps must be a whole number >= 1, not {steps!r}")
+    if duration_s is not None and not duration_s > 0:
+        raise ValueError(f"duration_s must be > 0 seconds, not {duration_s!r}")
     rdir = runtime_dir()
     entry = lookup(rdir, pid)
     members = job_members(rdir, entry) if all_ranks else [entry]
