@@ -200,19 +200,26 @@ def test_dashboard_widget_is_the_first_output_in_jupyterlab(tmp_path: Path) -> N
             assert not [e for e in page.aonkit_errors if e.startswith("page error")], page.aonkit_errors
 
 
-def test_readme_screenshot_script_renders_the_report(tmp_path: Path) -> None:
+def test_readme_screenshot_script_renders_the_report_and_the_dashboard(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from .browser import chromium_path
-
-    # GIVEN the script that makes the README's picture, WHEN it runs against a fresh output path
-    env = {**os.environ, "AONKIT_CHROMIUM": chromium_path()}
-    out = tmp_path / "shot.png"
-    proc = subprocess.run([sys.executable, "tools/readme_screenshot.py", "--out", str(out)], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
-    # THEN it writes a picture of a rendered page (not a blank one), at the size the README shows
-    assert proc.returncode == 0, proc.stderr
     from PIL import Image
 
-    assert Image.open(out).size == (1400, 980) and not_blank(out.read_bytes()) > 20
+    from .browser import chromium_path
+
+    # GIVEN the script that makes the README's pictures, WHEN it runs against fresh output paths
+    env = {**os.environ, "AONKIT_CHROMIUM": chromium_path()}
+    for what in ("report", "dashboard"):
+        out = tmp_path / f"{what}.png"
+        proc = subprocess.run([sys.executable, "tools/readme_screenshot.py", "--what", what, "--out", str(out)],
+                              capture_output=True, text=True, timeout=400, env=env,
+                              cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+        # THEN each is a picture of a rendered page (not a blank one), at the size the README shows
+        assert proc.returncode == 0, proc.stderr
+        size = Image.open(out).size
+        if what == "report":
+            assert size == (1400, 980)
+        else:  # the Dashboard's output in JupyterLab: its plots' width and the top 1,000 px
+            assert size[1] == 1000 and 900 < size[0] < 1600, size
+        assert not_blank(out.read_bytes()) > 20

@@ -1,10 +1,14 @@
-"""Make the README's screenshot from a real render: the HTML report of the bundled rank-0 sample in headless Chromium.
+"""Make the README's screenshots from real renders of the bundled rank-0 sample, in headless Chromium.
 
-Writes ``docs/img/report.png`` (the top of the page: header, colour key, timeline, memory, summary cards). Needs
-Playwright (``pip install -e .[test]``) and a Chromium (``AONKIT_CHROMIUM`` or ``chromium`` on the PATH); the
-page is opened from a file with every network request refused.
+- ``--what dashboard`` (default): a notebook whose one cell is ``Dashboard(aonkit.load(...))`` is opened and run
+  in a real JupyterLab (the gallery test's harness, ``tests/browser.py``), and the cell's output is saved as
+  ``docs/img/dashboard.png``: cards, tables, timeline with its detail lanes, memory, exactly as a user sees them.
+- ``--what report``: the HTML report, opened from a file, the top of the page saved as ``docs/img/report.png``.
 
-Usage: ``python tools/readme_screenshot.py [--out docs/img/report.png] [--trace sample_traces/...]``
+Needs Playwright and JupyterLab (``pip install -e .[test]``) and a Chromium (``AONKIT_CHROMIUM`` or ``chromium``
+on the PATH); every network request but JupyterLab's own is refused.
+
+Usage: ``python tools/readme_screenshot.py [--what dashboard|report] [--out PNG] [--trace sample_traces/...]``
 """
 
 from __future__ import annotations
@@ -48,13 +52,67 @@ def screenshot(trace_path: Path, out: Path, width: int = 1400, height: int = 980
     return out
 
 
+CELL = """import aonkit
+from aonkit.widgets import Dashboard
+
+Dashboard(aonkit.load({trace!r}), width_px={width})"""
+
+
+def dashboard_screenshot(trace_path: Path, out: Path, width: int = 1100, max_height: int = 1000) -> Path:
+    """Run a one-cell notebook showing the Dashboard of ``trace_path`` in JupyterLab; save its output as ``out``.
+
+    The top ``max_height`` pixels of the output: header, cards, timeline and memory (the tables go on below).
+    """
+    import json
+
+    sys.path.insert(0, str(ROOT))
+    from tests.browser import browser_page, jupyter_lab
+    from tests.test_gallery_browser import run_all
+
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        (root / "notebooks").mkdir()
+        nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                         "source": CELL.format(trace=str(trace_path.resolve()), width=width)}],
+              "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+              "nbformat": 4, "nbformat_minor": 5}  # fmt: skip
+        (root / "notebooks" / "dashboard.ipynb").write_text(json.dumps(nb))
+        with jupyter_lab(root) as server:
+            base, token = server.split("|")
+            with browser_page(allow_hosts=(base,)) as (page, _blocked):
+                page.set_viewport_size({"width": width + 800, "height": max_height + 600})
+                state = run_all(page, base, token, "dashboard.ipynb", timeout_s=300)
+                if any(c["errors"] for c in state["cells"]):
+                    raise SystemExit(f"the dashboard cell failed: {state}")
+                page.wait_for_selector(".jp-OutputArea canvas", timeout=120_000)
+                page.wait_for_timeout(4000)  # every view's first draw
+                area = next(a for a in page.query_selector_all(".jp-CodeCell .jp-OutputArea-output")
+                            if a.query_selector("canvas") is not None)  # not the BokehJS loader's output
+                page.evaluate("() => window.jupyterapp.shell.collapseLeft()")  # the file browser takes no room
+                page.wait_for_timeout(1000)
+                for _ in range(3):  # the notebook panel scrolls, not the page: bring its one cell to the top
+                    page.evaluate("() => document.querySelectorAll('.jp-WindowedPanel-outer, .jp-Notebook')"
+                                  ".forEach(e => { e.scrollTop = 0; })")
+                    page.wait_for_timeout(700)
+                box = area.bounding_box()
+                boxes = [c.bounding_box() for c in area.query_selector_all("canvas")]  # Playwright sees shadow DOM
+                right = max(b["x"] + b["width"] for b in boxes if b)
+                box = {**box, "y": max(box["y"], 0), "height": min(box["height"], max_height),
+                       "width": right - box["x"] + 40}  # the plots and their toolbars
+                out.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(out), clip=box, animations="disabled")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "report.png")
+    ap.add_argument("--what", choices=("dashboard", "report"), default="dashboard")
+    ap.add_argument("--out", type=Path, default=None, help="default: docs/img/<what>.png")
     ap.add_argument("--trace", type=Path, default=ROOT / "sample_traces" / "gpu_synthetic_rank0.json.gz")
     args = ap.parse_args(argv)
-    path = screenshot(args.trace, args.out)
+    out = args.out or ROOT / "docs" / "img" / f"{args.what}.png"
+    path = dashboard_screenshot(args.trace, out) if args.what == "dashboard" else screenshot(args.trace, out)
     print(f"wrote {path} ({path.stat().st_size:,} bytes)")
     return 0
 
