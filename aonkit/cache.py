@@ -79,6 +79,7 @@ def is_cache_part(path: str | Path) -> bool:
 
 def save_trace(trace: Trace, path: str | Path) -> Path:
     """Write ``trace`` to ``path`` (Parquet), its samples and its sidecar, each atomically; return ``path``."""
+    from ._kernels.inputs import frozen
     from ._kernels.spans import gather_spans
 
     path = Path(path)
@@ -92,7 +93,7 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     for col in schema.INT_COLUMNS:
         columns[col] = pa.array(ev[col].to_numpy(dtype=np.int64))
     buf, start, end = all_spans(trace._raw)
-    blob, offsets = gather_spans(buf, start, end)
+    blob, offsets = gather_spans(frozen(buf), frozen(start, np.int64), frozen(end, np.int64))  # one specialization
     columns[_TEXT] = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(ev), [None, pa.py_buffer(offsets), pa.py_buffer(blob)]
     )

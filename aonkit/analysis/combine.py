@@ -41,11 +41,18 @@ class _RanksText(RawEvents):
         self._bounds = np.cumsum([0, *(len(t.events) for t in traces)])
 
     def _texts(self, groups: list[tuple[int, np.ndarray | None]] | None) -> tuple[np.ndarray, ...]:
+        from .._kernels.inputs import frozen
+        from .._kernels.spans import gather_spans
+
         groups = groups if groups is not None else [(k, None) for k in range(len(self._raws))]
         parts = []
         for k, local in groups:
             buf, start, end, idx = self._raws[k].select(local)
-            parts.append((buf, np.asarray(start)[idx], np.asarray(end)[idx]))
+            st, en = np.asarray(start, np.int64)[idx], np.asarray(end, np.int64)[idx]
+            if local is not None:  # a few rows: copy their texts, not the rank's whole buffer
+                blob, off = gather_spans(frozen(buf), frozen(st), frozen(en))
+                st, en, buf = off[:-1], off[1:], blob
+            parts.append((buf, st, en))
         return join_spans(parts)
 
     def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
