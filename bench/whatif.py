@@ -1,6 +1,9 @@
 """Critical path and what-if cost: graph build and re-time on a large synthetic trace and on real ones.
 
-Usage: ``PYTHONPATH=. python bench/whatif.py [--events 1000000] [--repeat 7]``
+Usage: ``PYTHONPATH=. python bench/whatif.py [--events 1000000] [--repeat 7] [--job-dir DIR ...]``
+
+``--job-dir`` adds a job folder of your own, e.g. the 64 ranks of 54 MB that ``bench/scale.py`` writes
+(``/tmp/aonkit-scale-job``); it is loaded whole, as ``what_if`` needs every rank's events.
 
 Prints, per input (a synthetic trace, two real ones, a generated 64-rank job):
 events, graph nodes and edges, the first build (graph, for a job also combining
@@ -30,6 +33,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--job-dir", type=Path, action="append", default=[])
+    ap.add_argument("--only-jobs", action="store_true", help="measure only the --job-dir folders")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     import aonkit
@@ -50,6 +55,9 @@ def main() -> int:
 
         write_job(job_dir, ranks=64, steps=6, straggler=37, exposed_ranks=(), launches=True)
         inputs.append(("64-rank job (gen_ranks, launches)", job_dir))
+        if a.only_jobs:
+            inputs = []
+        inputs += [(f"job {d.name}", d) for d in a.job_dir]
         print("| input | events | nodes | edges | build s | re-time ms (median) | identity vs measured |")
         print("|---|---|---|---|---|---|---|")
         for label, path in inputs:
