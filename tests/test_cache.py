@@ -27,12 +27,17 @@ def _roundtrip(src: Path, tmp_path: Path) -> tuple[aonkit.Trace, aonkit.Trace]:
     return t, aonkit.load(out)
 
 
-@pytest.mark.parametrize("rel", CASES)
-def test_cache_roundtrip_shared(tmp_path: Path, rel: str) -> None:
+def _shared_roundtrip(rel: str, tmp_path: Path) -> tuple[aonkit.Trace, aonkit.Trace]:
+    """:func:`_roundtrip` of a shared trace; the test skips when ``../shared`` lacks it."""
     src = SHARED_TRACES / rel
     if not src.exists():
         pytest.skip(f"shared trace {src} not found")
-    t, c = _roundtrip(src, tmp_path)
+    return _roundtrip(src, tmp_path)
+
+
+@pytest.mark.parametrize("rel", CASES)
+def test_cache_roundtrip_shared(tmp_path: Path, rel: str) -> None:
+    t, c = _shared_roundtrip(rel, tmp_path)
     assert c.equals(t)
     assert c.events["pid"].tolist() == t.events["pid"].tolist()  # ints stay ints, strings stay strings
     assert c.warnings == t.warnings and c.meta.rank == t.meta.rank
@@ -68,10 +73,7 @@ def test_cache_keeps_args_offsets(tmp_path: Path, rel: str) -> None:
 
     from aonkit._kernels.args import args_starts
 
-    src = SHARED_TRACES / rel
-    if not src.exists():
-        pytest.skip(f"shared trace {src} not found")
-    t, c = _roundtrip(src, tmp_path)
+    t, c = _shared_roundtrip(rel, tmp_path)
     c._raw._ensure()  # the text is read: the offsets come with it, no walk
     assert c._raw._args_at is not None
     at = c._raw.args_offsets()
