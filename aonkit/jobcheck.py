@@ -38,8 +38,10 @@ _HINT = ("Load them one at a time, with separate=True (a dict of traces by file)
 class Member:
     """What the job rules read of one trace: enough to check a job without holding its events.
 
-    Built by :meth:`of_trace` from a loaded trace, or from a cache's sidecar by
-    :mod:`aonkit.lazyjob` (a lazily loaded job checks its ranks this way).
+    Built by :meth:`of_trace` from a loaded trace, or from a cache's sidecar or
+    a file's first bytes by :mod:`aonkit.lazyjob` (a lazily loaded job checks
+    its ranks this way). Empty ``run_ids`` and ``start_ns`` of ``TS_MISSING``
+    mean "not known yet": those checks pass them by.
     """
 
     name: str
@@ -158,8 +160,9 @@ def _world_problem(members: list[Member]) -> str:
 
 
 def _run_problem(members: list[Member]) -> str:
+    known = [m for m in members if m.run_ids]  # {}: not read yet (a lazily opened job's rank)
     for key in RUN_ID_KEYS:
-        if len({m.run_ids.get(key, "None") for m in members}) > 1:
+        if len({m.run_ids.get(key, "None") for m in known}) > 1:
             return f"their run ids ({key}) differ."
     return ""
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,9 @@ class RankFile:
         Events in the trace.
     notes : tuple of str
         Warnings about this rank from opening the job (added to the trace's own).
+    cache : str or None
+        Set for a rank not read yet (``open_job(scan="head")``): where its cache
+        goes when it is first read; ``n_events`` is -1 until then.
     """
 
     path: str
@@ -63,6 +67,7 @@ class RankFile:
     member: Member
     n_events: int
     notes: tuple[str, ...] = ()
+    cache: str | None = None
 
 
 def default_cache_dir(trace_dir: str | Path) -> Path:
@@ -116,6 +121,59 @@ def _start_from_columns(cache: str | Path) -> int:
     except Exception:  # noqa: BLE001 - a damaged cache: the rank's load will name the problem
         return TS_MISSING
     return TS_MISSING if low is None else int(low)
+
+
+HEAD_BYTES = 1 << 16
+"""How much of a file :func:`head_record` reads (decompressed, for ``.gz``)."""
+
+
+def head_record(source: str, cache: str | None) -> RankFile | None:
+    """A rank record from the start of a Kineto JSON file alone, or None when the start does not say enough.
+
+    The rank and world come from a top-level ``distributedInfo`` written before
+    ``traceEvents`` (as Kineto writes it), else from the file name (``rank-3``).
+    Run ids and the first timestamp stay unknown until the rank is read.
+    """
+    import gzip
+
+    path = Path(source)
+    if not path.name.lower().endswith((".json", ".json.gz")):
+        return None
+    try:
+        with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as f:
+            head = f.read(HEAD_BYTES).decode("utf-8", errors="replace")
+        mtime = int(path.stat().st_mtime_ns)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+    info = _distributed_info(head)
+    if info is None:
+        return None
+    rank = info.get("rank") if isinstance(info.get("rank"), int) else rank_from_name(path.name)
+    world = info.get("world_size") if isinstance(info.get("world_size"), int) else None
+    member = Member(path.name, rank, world, info, {}, TS_MISSING, mtime)
+    return RankFile(source, source, member, -1, (), cache)
+
+
+def _distributed_info(head: str) -> dict | None:
+    """The top-level ``distributedInfo`` in a trace's first bytes ({} for a bare event array); None: not there."""
+    import json
+
+    body = head.lstrip()
+    if body.startswith("["):  # a bare event array: nothing but the file name to go by
+        return {}
+    if not body.startswith("{"):
+        return None
+    key, events = head.find('"distributedInfo"'), head.find('"traceEvents"')
+    if key < 0 or (0 <= events < key):
+        return None  # events first (it may come after them) or not within the head: read the whole file
+    start = head.find(":", key + len('"distributedInfo"')) + 1
+    while start < len(head) and head[start].isspace():
+        start += 1
+    try:
+        value, _ = json.JSONDecoder().raw_decode(head, start)
+    except (ValueError, IndexError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def index_file(source: str, cache: str | None, salvage: bool = False,
@@ -196,3 +254,75 @@ def new_pool(n_items: int, processes: int | None) -> Any:
     # forked on Linux (Python 3.14 defaults to forkserver): workers start at once, with the kernels loaded
     ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
     return ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+
+
+def fresh_copy(value: Any) -> Any:
+    """A remembered result as the caller's own (tables copied; they are small)."""
+    return value.copy() if hasattr(value, "copy") and hasattr(value, "attrs") else value
+
+
+DEFAULT_SUMMARIES: tuple[str, ...] = ("aonkit.analysis.collectives:comm_kernels",
+                                      "aonkit.analysis.job_stats:rank_kernel_stats()")  # fmt: skip
+"""What :func:`open_job` computes per rank while parsing, by name (the analyses sit a layer above this module):
+``comm_kernels`` (collectives, stragglers, clock offsets) and ``kernel_stats`` by name (``job_kernel_stats``);
+a few ms each on a rank already in memory. ``name()`` is a factory called once."""
+
+
+def default_summaries() -> list[Callable[[Trace], Any]]:
+    """The functions :data:`DEFAULT_SUMMARIES` names, imported now."""
+    import importlib
+
+    out = []
+    for spec in DEFAULT_SUMMARIES:
+        module, name = spec.split(":")
+        fn = getattr(importlib.import_module(module), name.removesuffix("()"))
+        out.append(fn() if name.endswith("()") else fn)
+    return out
+
+
+def read_rank(path: str, salvage: bool = False) -> Trace:
+    """One rank's trace from its cache or source, on one thread (a worker's share of a job)."""
+    from .sources import load
+
+    trace = load(path, salvage=salvage, threads=1)
+    assert isinstance(trace, Trace)
+    return trace
+
+
+def apply_to_rank(item: tuple[str, tuple[str, ...], str | None], fn: Callable[[Trace], Any],
+           salvage: bool) -> tuple[Any, RankFile | None]:  # fmt: skip
+    """Worker: read one rank and return ``fn`` of it (only the result travels back).
+
+    A rank not read yet (``item[2]``: its cache path) is parsed, cached, and
+    its full record comes back with the result.
+    """
+    path, notes, cache = item
+    record = None
+    if cache is not None:
+        record, _ = index_file(path, cache, salvage)
+        path = record.path
+    trace = read_rank(path, salvage)
+    trace.warnings.extend(notes)
+    return fn(trace), record
+
+
+def how_to_send(fn: Callable[..., Any]) -> str:
+    """Where :meth:`LazyTraceSet.map` can run ``fn``.
+
+    ``"pool"``: the kept workers can import it; ``"fork"``: it lives in
+    ``__main__`` (a notebook cell), which workers forked earlier lack, so
+    workers are forked for this call; ``"here"``: it cannot be pickled (a
+    lambda, a closure), so it runs in this process.
+    """
+    import pickle
+
+    try:
+        pickle.dumps(fn)
+    except Exception:  # noqa: BLE001 - any pickling failure: run it here
+        return "here"
+    base = fn
+    while hasattr(base, "func"):  # functools.partial
+        base = base.func
+    if getattr(base, "__module__", None) != "__main__":
+        return "pool"
+    return "fork" if sys.platform.startswith("linux") else "here"  # only forked workers have __main__'s functions

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
 import weakref
 from collections import OrderedDict
@@ -13,75 +12,27 @@ from typing import Any
 from .cache import CACHE_SUFFIX
 from .errors import AonkitWarning, JobError
 from .jobcheck import assign_ranks
-from .lazyjob import RankFile, cache_for, fn_key, index_file, new_pool, record_of_cache, run_each
+from .lazyjob import (
+    RankFile,
+    apply_to_rank,
+    cache_for,
+    default_summaries,
+    fn_key,
+    fresh_copy,
+    head_record,
+    how_to_send,
+    index_file,
+    new_pool,
+    read_rank,
+    record_of_cache,
+    run_each,
+)
 from .trace import Trace
 from .traceset import TraceSet
 
 
-def _fresh(value: Any) -> Any:
-    """A remembered result as the caller's own (tables copied; they are small)."""
-    return value.copy() if hasattr(value, "copy") and hasattr(value, "attrs") else value
-
-
-DEFAULT_SUMMARIES: tuple[str, ...] = ("aonkit.analysis.collectives:comm_kernels",
-                                      "aonkit.analysis.job_stats:rank_kernel_stats()")  # fmt: skip
-"""What :func:`open_job` computes per rank while parsing, by name (the analyses sit a layer above this module):
-``comm_kernels`` (collectives, stragglers, clock offsets) and ``kernel_stats`` by name (``job_kernel_stats``);
-a few ms each on a rank already in memory. ``name()`` is a factory called once."""
-
-
-def default_summaries() -> list[Callable[[Trace], Any]]:
-    """The functions :data:`DEFAULT_SUMMARIES` names, imported now."""
-    import importlib
-
-    out = []
-    for spec in DEFAULT_SUMMARIES:
-        module, name = spec.split(":")
-        fn = getattr(importlib.import_module(module), name.removesuffix("()"))
-        out.append(fn() if name.endswith("()") else fn)
-    return out
-
-
-def _read(path: str, salvage: bool = False) -> Trace:
-    from .sources import load
-
-    trace = load(path, salvage=salvage, threads=1)
-    assert isinstance(trace, Trace)
-    return trace
-
-
-def _apply(item: tuple[str, tuple[str, ...]], fn: Callable[[Trace], Any], salvage: bool) -> Any:
-    """Worker: read one rank and return ``fn`` of it (only the result travels back)."""
-    path, notes = item
-    trace = _read(path, salvage)
-    trace.warnings.extend(notes)
-    return fn(trace)
-
-
 def _warn(msg: str) -> None:
     warnings.warn(msg, AonkitWarning, stacklevel=4)
-
-
-def _how_to_send(fn: Callable[..., Any]) -> str:
-    """Where :meth:`LazyTraceSet.map` can run ``fn``.
-
-    ``"pool"``: the kept workers can import it; ``"fork"``: it lives in
-    ``__main__`` (a notebook cell), which workers forked earlier lack, so
-    workers are forked for this call; ``"here"``: it cannot be pickled (a
-    lambda, a closure), so it runs in this process.
-    """
-    import pickle
-
-    try:
-        pickle.dumps(fn)
-    except Exception:  # noqa: BLE001 - any pickling failure: run it here
-        return "here"
-    base = fn
-    while hasattr(base, "func"):  # functools.partial
-        base = base.func
-    if getattr(base, "__module__", None) != "__main__":
-        return "pool"
-    return "fork" if sys.platform.startswith("linux") else "here"  # only forked workers have __main__'s functions
 
 
 class LazyTraceSet(TraceSet):
@@ -148,12 +99,21 @@ class LazyTraceSet(TraceSet):
             self._held.move_to_end(rank)
             return self._held[rank]
         f = self._files[rank]
-        trace = _read(f.path, self.salvage)
+        if f.cache is not None:  # not read yet (scan="head"): parse it now, once, and cache it
+            f = self._settle(rank, index_file(f.source, f.cache, self.salvage)[0])
+        trace = read_rank(f.path, self.salvage)
         trace.warnings.extend(f.notes)
         self._held[rank] = trace
         while len(self._held) > self.keep:
             self._held.popitem(last=False)
         return trace
+
+    def _settle(self, rank: int, record: RankFile) -> RankFile:
+        """Take a first read's full record for ``rank`` (keeping the notes from opening)."""
+        old = self._files[rank]
+        self._files[rank] = RankFile(record.path, record.source, record.member, record.n_events,
+                                     old.notes + record.notes)  # fmt: skip
+        return self._files[rank]
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._files)
@@ -178,8 +138,13 @@ class LazyTraceSet(TraceSet):
 
     @property
     def n_events(self) -> int:
-        """Events in the whole job (from the ranks' records; nothing is read)."""
-        return sum(f.n_events for f in self._files.values())
+        """Events in the ranks read so far or cached (from their records; nothing is read)."""
+        return sum(f.n_events for f in self._files.values() if f.n_events >= 0)
+
+    @property
+    def unread(self) -> list[int]:
+        """Ranks not read yet (``scan="head"``): each is parsed and cached on first use."""
+        return [r for r, f in self._files.items() if f.cache is not None]
 
     @property
     def warnings(self) -> list[str]:
@@ -209,10 +174,14 @@ class LazyTraceSet(TraceSet):
         key = fn_key(fn)
         known = self._memo.get(key, {}) if key is not None else {}
         todo = [r for r in self._files if r not in known]
-        got = dict(zip(todo, self._run(fn, todo, processes, client))) if todo else {}
+        got = {}
+        for r, (value, record) in zip(todo, self._run(fn, todo, processes, client) if todo else []):
+            got[r] = value
+            if record is not None:
+                self._settle(r, record)
         if key is not None:
             self._memo.setdefault(key, {}).update(got)
-        return {r: _fresh(known[r]) if r in known else got[r] for r in self._files}
+        return {r: fresh_copy(known[r]) if r in known else got[r] for r in self._files}
 
     def remember(self, fn: Callable[[Trace], Any], results: Mapping[int, Any]) -> None:
         """Take ``results`` as ``fn``'s, per rank (e.g. computed while parsing); :meth:`map` reuses them."""
@@ -221,8 +190,8 @@ class LazyTraceSet(TraceSet):
 
     def _run(self, fn: Callable[[Trace], Any], ranks: list[int], processes: int | None, client: Any) -> list[Any]:
         client = client if client is not None else self.client
-        items = [(self._files[r].path, self._files[r].notes) for r in ranks]
-        how = _how_to_send(fn) if client is None else "pool"
+        items = [(self._files[r].path, self._files[r].notes, self._files[r].cache) for r in ranks]
+        how = how_to_send(fn) if client is None else "pool"
         if client is not None or how == "here":
             pool = None  # Dask pickles by value; a lambda or closure runs here
         elif how == "fork" or (processes is not None and processes != self.processes):
@@ -232,7 +201,7 @@ class LazyTraceSet(TraceSet):
                 self._adopt(p)
             pool = self._pool
         try:
-            return run_each(_apply, items, pool, client, fn=fn, salvage=self.salvage)
+            return run_each(apply_to_rank, items, pool, client, fn=fn, salvage=self.salvage)
         finally:
             if pool is not None and pool is not self._pool:
                 pool.shutdown()
@@ -243,14 +212,15 @@ class LazyTraceSet(TraceSet):
 
     def __repr__(self) -> str:
         rs = self.ranks
+        unread = f" ({len(self.unread)} rank(s) not read yet)" if self.unread else ""
         return (f"<aonkit.LazyTraceSet {len(self)} rank(s) {rs[:8]}{'...' if len(rs) > 8 else ''}: "
-                f"{self.n_events:,} events, {len(self._held)} in memory>")
+                f"{self.n_events:,} events{unread}, {len(self._held)} in memory>")
 
 
 def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None = None, client: Any = None,
              cache_dir: str | Path | None = None, keep: int = 2, salvage: bool = False,
              on_conflict: str = "error", summaries: Sequence[Callable[[Trace], Any]] | None = None,
-             write_caches: bool = True) -> LazyTraceSet:  # fmt: skip
+             write_caches: bool = True, scan: str = "parse") -> LazyTraceSet:  # fmt: skip
     """A job as a :class:`LazyTraceSet`: every rank cached and checked, none held.
 
     Parameters
@@ -281,6 +251,15 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
         Write a cache for each rank parsed (default). ``False`` writes nothing
         (fresh caches are still used): a rank is then parsed again whenever it
         is read, which suits a job looked at once through the summaries.
+    scan : {"parse", "head"}
+        ``"parse"`` (default): read every rank without a fresh cache now, in
+        parallel, so the job is fully checked and the summaries are ready.
+        ``"head"``: read only the start of each such file for its rank and world
+        (a top-level ``distributedInfo`` before the events, else the file name);
+        each rank is parsed and cached when first used, so opening a job of
+        thousands of ranks to look at a few is instant. Run ids and start times
+        are then checked only among the ranks already read; a file whose start
+        does not say parses now.
 
     Returns
     -------
@@ -295,6 +274,8 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
     """
     from .sources.discover import directory_files, pick
 
+    if scan not in ("parse", "head"):
+        raise ValueError(f"scan must be 'parse' or 'head', not {scan!r}")
     notes: list[str] = []
     where = None
     if isinstance(paths, (str, Path)):
@@ -317,6 +298,10 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
         else:
             cache = cache_for(f, cache_dir)
             rec = record_of_cache(cache, f) if cache.exists() else None
+        if rec is None and scan == "head" and cache is not None:
+            rec = head_record(str(f), str(cache) if write_caches else None)
+            if rec is not None and rec.cache is None:  # no cache wanted: the rank is parsed on each read
+                rec = RankFile(rec.path, rec.source, rec.member, -1, rec.notes, None)
         records.append(rec)
         if rec is None:
             todo.append((k, str(f), None if cache is None or not write_caches else str(cache)))

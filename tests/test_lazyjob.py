@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import pickle
 import warnings
@@ -54,18 +55,18 @@ def _outcome(fn, *args, **kw):  # noqa: ANN001, ANN202 - the value, or the error
 
 
 @pytest.mark.parametrize("name", SHARED_DIRS)
-@pytest.mark.parametrize("on_conflict", ["error", "newest"])
-def test_lazy_equals_eager_on_shared_folders(name: str, on_conflict: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("on_conflict", "scan"), [("error", "parse"), ("newest", "parse"), ("error", "head")])
+def test_lazy_equals_eager_on_shared_folders(name: str, on_conflict: str, scan: str, tmp_path: Path) -> None:
     folder = require_shared() / name
     eager = _outcome(aonkit.load, folder, on_conflict=on_conflict)
-    lazy = _outcome(aonkit.load, folder, lazy=True, cache_dir=tmp_path, on_conflict=on_conflict)
+    lazy = _outcome(aonkit.open_job, folder, cache_dir=tmp_path, on_conflict=on_conflict, scan=scan)
     if isinstance(eager, tuple):  # not one job, or a broken file: the same error, naming the same files
         assert lazy == eager
         return
     assert isinstance(lazy, aonkit.LazyTraceSet) and lazy.ranks == eager.ranks
-    assert lazy.n_events == sum(len(t) for t in eager.values())
     for r in eager:
         _same_trace(eager[r], lazy[r])
+    assert lazy.n_events == sum(len(t) for t in eager.values())
     if len(eager) > 1:
         for fn in (clock_offsets, stragglers):
             got, want = _outcome(fn, lazy), _outcome(fn, eager)
@@ -243,3 +244,33 @@ def test_map_takes_functions_from_a_notebook_cell_and_lambdas(tmp_path: Path) ->
     eager = aonkit.load(tmp_path)
     want = f"{ {r: len(t.kernels) for r, t in eager.items()} } { {r: len(t) + 1 for r, t in eager.items()} }"
     assert out.stdout.strip() == want
+
+
+def test_head_scan_opens_without_parsing_and_reads_each_rank_once_on_use(tmp_path: Path) -> None:
+    """scan="head": ranks from the files' first bytes; a rank is parsed and cached when first used, then as eager."""
+    write_job(tmp_path, ranks=4, straggler=2)
+    for f in tmp_path.glob("rank*.json"):  # Kineto's key order: distributedInfo before traceEvents
+        d = json.loads(f.read_text())
+        f.write_text(json.dumps({"distributedInfo": d.pop("distributedInfo"), **d}))
+    eager = aonkit.load(tmp_path)
+    lazy = aonkit.open_job(tmp_path, scan="head", processes=2)
+    assert lazy.ranks == eager.ranks and lazy.unread == [0, 1, 2, 3] and not list(tmp_path.glob("*.aon.*"))
+    assert "4 rank(s) not read yet" in repr(lazy)
+    assert lazy[2].events.equals(eager[2].events) and lazy.unread == [0, 1, 3]
+    assert (tmp_path / "rank2.aon.parquet").exists() and lazy.files[2].n_events == len(eager[2])
+    pd.testing.assert_frame_equal(stragglers(lazy), stragglers(eager))  # the rest are read in the workers
+    assert lazy.unread == [] and lazy.n_events == sum(len(t) for t in eager.values())
+    again = aonkit.open_job(tmp_path, scan="head")  # now every rank has its cache: nothing to read
+    assert again.unread == [] and again.files[1].path.endswith("rank1.aon.parquet")
+    lazy.close()
+
+
+def test_head_scan_falls_back_to_parsing_when_the_start_does_not_say(tmp_path: Path) -> None:
+    write_job(tmp_path, ranks=2, straggler=1)  # gen_ranks writes traceEvents last: distributedInfo comes first
+    f = tmp_path / "rank1.json"
+    d = json.loads(f.read_text())
+    f.write_text(json.dumps({"traceEvents": d.pop("traceEvents"), **d}))  # events first: the head cannot tell
+    lazy = aonkit.open_job(tmp_path, scan="head", processes=1)
+    assert lazy.unread == [0] and lazy.files[1].n_events > 0  # rank 1 was parsed at open
+    with pytest.raises(ValueError, match="scan must be"):
+        aonkit.open_job(tmp_path, scan="all")
