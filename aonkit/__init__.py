@@ -17,6 +17,7 @@ from .schema import TS_MISSING
 
 if TYPE_CHECKING:
     from .trace import Trace
+    from .traceset import TraceSet
 
 __version__ = "0.1.0"
 
@@ -79,15 +80,16 @@ def load_ipython_extension(ipython: object) -> None:
     register(ipython)
 
 
-def to_html(trace: Trace, path: str | None = None, **kwargs: object) -> str:
+def to_html(trace: Trace | TraceSet, path: str | None = None, **kwargs: object) -> str:
     """Self-contained HTML report of ``trace`` (see :mod:`aonkit.report.html_report`); written to ``path`` if given.
 
     Returns the page text. BokehJS is inlined; the page needs no network.
 
     Parameters
     ----------
-    trace : Trace
-        The trace to report on.
+    trace : Trace or TraceSet
+        The trace to report on; a job (a :class:`TraceSet`, lazy or not) is reported as its ranks combined
+        on one clock (:func:`~aonkit.analysis.combine.combine_ranks`).
     path : str, optional
         File to write the page to (UTF-8; an existing file is overwritten). Default None: nothing is written.
     **kwargs
@@ -107,7 +109,12 @@ def to_html(trace: Trace, path: str | None = None, **kwargs: object) -> str:
         ``path`` cannot be opened for writing.
     """
     from .report.html_report import report_html
+    from .traceset import TraceSet
 
+    if isinstance(trace, TraceSet):  # a job: its ranks on one clock, as `aonkit report --combined` draws them
+        from .analysis.combine import combine_ranks
+
+        trace = trace[trace.ranks[0]] if len(trace) == 1 else combine_ranks(trace)
     page = report_html(trace, **kwargs)  # type: ignore[arg-type]
     if path is not None:
         with open(path, "w", encoding="utf-8") as f:

@@ -89,3 +89,15 @@ def test_timeline_has_a_colour_key_and_the_memory_legend_sits_above_the_plot() -
     counter_legends = [leg for f in lay.select({"type": figure}) for leg in f.above + f.center if is_counter(leg)]
     assert counter_legends and all(leg in f.above for f in lay.select({"type": figure}) for leg in counter_legends
                                    if leg in f.above + f.center)
+
+
+def test_to_html_of_a_job_draws_its_ranks_on_one_page(tmp_path: Path) -> None:
+    from .gen_ranks import write_job
+
+    write_job(tmp_path, ranks=2, straggler=1)
+    job = aonkit.load(tmp_path)
+    page = aonkit.to_html(job)  # an AttributeError on a TraceSet before
+    assert "rank 0" in page and "rank 1" in page
+    with aonkit.open_job(tmp_path, scan="head") as lazy:
+        assert "rank 1" in aonkit.to_html(lazy, str(tmp_path / "job.html"))
+    assert (tmp_path / "job.html").stat().st_size > 100_000
