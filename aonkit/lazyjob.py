@@ -136,14 +136,19 @@ def head_record(source: str, cache: str | None) -> RankFile | None:
     """
     import gzip
 
+    from .errors import TraceFormatError
+    from .sources.registry import reader_for
+
     path = Path(source)
-    if not path.name.lower().endswith((".json", ".json.gz")):
-        return None
     try:
-        with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as f:
+        if reader_for(path).name != "chrome":  # only JSON traces say their rank up front
+            return None
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
             head = f.read(HEAD_BYTES).decode("utf-8", errors="replace")
         mtime = int(path.stat().st_mtime_ns)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except (OSError, EOFError, gzip.BadGzipFile, TraceFormatError):
         return None
     info = _distributed_info(head)
     if info is None:
