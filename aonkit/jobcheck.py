@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .errors import JobError
 from .schema import TS_MISSING
-from .trace import Trace
+from .trace import Trace, TraceMeta
 
 RUN_ID_KEYS: tuple[str, ...] = ("group_trace_id", "mast_job_name", "mast_job_attempt", "tw_job")
 """Top-level keys that identify a run; traces of one job agree on each one they carry."""
@@ -57,9 +57,18 @@ class Member:
         """The member record of a loaded trace."""
         ts = t.events["ts_ns"].to_numpy()
         ts = ts[ts != TS_MISSING]
-        return cls(_name(t), claimed_rank(t), t.meta.world_size, dict(t.meta.distributed_info or {}),
-                   {k: repr(t.metadata.get(k)) for k in RUN_ID_KEYS}, int(ts.min()) if len(ts) else TS_MISSING,
-                   int((t.source or {}).get("mtime_ns", 0)))  # fmt: skip
+        return cls.of_meta(t.meta, t.metadata, int(ts.min()) if len(ts) else TS_MISSING,
+                           int((t.source or {}).get("mtime_ns", 0)))  # fmt: skip
+
+    @classmethod
+    def of_meta(cls, meta: TraceMeta, metadata: dict, start_ns: int, mtime_ns: int) -> Member:
+        """The member record from a trace's metadata alone (e.g. a cache's sidecar), its start and mtime given."""
+        from .traceset import rank_from_name
+
+        name = Path(meta.path).name if meta.path else "<memory>"
+        rank = meta.rank if meta.rank is not None else rank_from_name(meta.path)
+        return cls(name, rank, meta.world_size, dict(meta.distributed_info or {}),
+                   {k: repr(metadata.get(k)) for k in RUN_ID_KEYS}, start_ns, mtime_ns)  # fmt: skip
 
 
 def _name(t: Trace) -> str:

@@ -12,7 +12,7 @@ ranks read, so a loop over the ranks holds a few of them at a time; and
 ``job.map(fn)`` runs ``fn`` on every rank in worker processes (or on a Dask
 cluster) and brings back only its results. The cross-rank analyses
 (:func:`~aonkit.analysis.collectives.collectives`, ``stragglers``,
-``clock_offsets``, :func:`~aonkit.analysis.kernels.job_kernel_stats`) take
+``clock_offsets``, :func:`~aonkit.analysis.job_stats.job_kernel_stats`) take
 each rank's small table that way, so their peak memory is a few ranks', not
 the job's.
 
@@ -34,7 +34,7 @@ from typing import Any
 from ._filecheck import user_cache_dir, writable_folder
 from .cache import cache_path_for, read_sidecar, same_source, source_file
 from .errors import TraceFormatError
-from .jobcheck import RUN_ID_KEYS, Member
+from .jobcheck import Member
 from .schema import TS_MISSING
 from .trace import Trace, TraceMeta
 from .traceset import rank_from_name
@@ -85,13 +85,6 @@ def cache_for(source: str | Path, cache_dir: str | Path | None = None) -> Path:
     return cache_path_for(source, default_cache_dir(source.parent))
 
 
-def _member(meta: TraceMeta, metadata: dict, start_ns: int, mtime_ns: int) -> Member:
-    name = Path(meta.path).name if meta.path else "<memory>"
-    rank = meta.rank if meta.rank is not None else rank_from_name(meta.path)
-    return Member(name, rank, meta.world_size, dict(meta.distributed_info or {}),
-                  {k: repr(metadata.get(k)) for k in RUN_ID_KEYS}, start_ns, mtime_ns)  # fmt: skip
-
-
 def record_of_cache(cache: str | Path, source: str | Path | None = None) -> RankFile | None:
     """The rank record of a cache from its sidecar alone, or None when it is unusable or not fresh for ``source``."""
     try:
@@ -104,10 +97,9 @@ def record_of_cache(cache: str | Path, source: str | Path | None = None) -> Rank
     start = side.get("start_ns")
     if not isinstance(start, int):
         start = _start_from_columns(cache)
-    meta = TraceMeta(**side["meta"])
     mtime = int((side.get("source") or {}).get("mtime_ns", 0))
-    return RankFile(str(cache), str(src if src is not None else cache), _member(meta, side["metadata"], start, mtime),
-                    int(side["n_events"]))  # fmt: skip
+    member = Member.of_meta(TraceMeta(**side["meta"]), side["metadata"], start, mtime)
+    return RankFile(str(cache), str(src if src is not None else cache), member, int(side["n_events"]))
 
 
 def _start_from_columns(cache: str | Path) -> int:
@@ -136,7 +128,6 @@ def head_record(source: str, cache: str | None) -> RankFile | None:
     """
     import gzip
 
-    from .errors import TraceFormatError
     from .sources.registry import reader_for
 
     path = Path(source)
@@ -181,22 +172,13 @@ def _distributed_info(head: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def index_file(source: str, cache: str | None, salvage: bool = False,
-               summaries: Sequence[Callable[[Trace], Any]] = ()) -> tuple[RankFile, list[Any]]:  # fmt: skip
-    """Read trace ``source`` (in a worker), write its cache to ``cache``; its record and ``summaries`` of it.
+def parse_rank(source: str, cache: str | None, salvage: bool = False) -> tuple[Trace, RankFile]:
+    """Read trace ``source``, write its cache to ``cache`` (when given); the trace and its full record.
 
     When the cache cannot be written, the record points at the source (read
-    again on use) and says why in its notes. ``summaries`` are functions of
-    the trace run while it is in memory (their results are small: a rank's
-    table for a cross-rank analysis), so the job's first analyses need not
-    read the rank again. Each result comes as ``(True, value)``, or
-    ``(False, None)`` when the function raised (the map that needs it then
-    runs it again and raises there).
+    again on use) and says why in its notes.
     """
-    from .sources import load
-
-    trace = load(source, salvage=salvage, threads=1)
-    assert isinstance(trace, Trace)
+    trace = read_rank(source, salvage)
     notes: tuple[str, ...] = ()
     path = source
     if cache is not None:
@@ -206,11 +188,21 @@ def index_file(source: str, cache: str | None, salvage: bool = False,
         except OSError as exc:
             notes = (f"could not write the cache of {Path(source).name} ({exc.strerror or exc}); "
                      "the rank is parsed again on each use",)  # fmt: skip
-    ts = trace.events["ts_ns"].to_numpy()
-    ts = ts[ts != TS_MISSING]
-    mtime = int((trace.source or {}).get("mtime_ns", 0))
-    member = _member(trace.meta, trace.metadata, int(ts.min()) if len(ts) else TS_MISSING, mtime)
-    return RankFile(path, source, member, len(trace.events), notes), [_try(fn, trace) for fn in summaries]
+    return trace, RankFile(path, source, Member.of_trace(trace), len(trace.events), notes)
+
+
+def index_file(source: str, cache: str | None, salvage: bool = False,
+               summaries: Sequence[Callable[[Trace], Any]] = ()) -> tuple[RankFile, list[Any]]:  # fmt: skip
+    """:func:`parse_rank` in a worker: the record and ``summaries`` of the trace, not the trace.
+
+    ``summaries`` are functions of the trace run while it is in memory (their
+    results are small: a rank's table for a cross-rank analysis), so the job's
+    first analyses need not read the rank again. Each result comes as
+    ``(True, value)``, or ``(False, None)`` when the function raised (the map
+    that needs it then runs it again and raises there).
+    """
+    trace, record = parse_rank(source, cache, salvage)
+    return record, [_try(fn, trace) for fn in summaries]
 
 
 def _try(fn: Callable[[Trace], Any], trace: Trace) -> tuple[bool, Any]:
@@ -243,8 +235,8 @@ def run_each(func: Callable, items: Sequence[Any], pool: Any, client: Any, **kw:
         return [func(it, **kw) for it in items]
     from functools import partial
 
-    workers = getattr(pool, "_max_workers", 1)
-    return list(pool.map(partial(func, **kw), items, chunksize=max(1, len(items) // (4 * workers))))
+    chunk = max(1, len(items) // (4 * (os.cpu_count() or 1)))  # a few chunks per worker: small results, less IPC
+    return list(pool.map(partial(func, **kw), items, chunksize=chunk))
 
 
 def new_pool(n_items: int, processes: int | None) -> Any:
@@ -253,7 +245,6 @@ def new_pool(n_items: int, processes: int | None) -> Any:
     if n <= 1:
         return None
     import multiprocessing
-    import sys
     from concurrent.futures import ProcessPoolExecutor
 
     # forked on Linux (Python 3.14 defaults to forkserver): workers start at once, with the kernels loaded
@@ -303,10 +294,10 @@ def apply_to_rank(item: tuple[str, tuple[str, ...], str | None], fn: Callable[[T
     """
     path, notes, cache = item
     record = None
-    if cache is not None:
-        record, _ = index_file(path, cache, salvage)
-        path = record.path
-    trace = read_rank(path, salvage)
+    if cache is not None:  # parsed now; the trace in hand is used, not read back from its new cache
+        trace, record = parse_rank(path, cache, salvage)
+    else:
+        trace = read_rank(path, salvage)
     trace.warnings.extend(notes)
     return fn(trace), record
 

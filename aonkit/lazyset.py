@@ -23,6 +23,7 @@ from .lazyjob import (
     how_to_send,
     index_file,
     new_pool,
+    parse_rank,
     read_rank,
     record_of_cache,
     run_each,
@@ -100,8 +101,10 @@ class LazyTraceSet(TraceSet):
             return self._held[rank]
         f = self._files[rank]
         if f.cache is not None:  # not read yet (scan="head"): parse it now, once, and cache it
-            f = self._settle(rank, index_file(f.source, f.cache, self.salvage)[0])
-        trace = read_rank(f.path, self.salvage)
+            trace, record = parse_rank(f.source, f.cache, self.salvage)
+            f = self._settle(rank, record)
+        else:
+            trace = read_rank(f.path, self.salvage)
         trace.warnings.extend(f.notes)
         self._held[rank] = trace
         while len(self._held) > self.keep:
