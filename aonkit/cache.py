@@ -114,36 +114,30 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
         data_check = _check(staged)
         with dir_lock(path.parent):  # one writer at a time per folder: data and sidecar from the same one
             os.replace(staged, path)
-            _finish(trace, path, mode, {
+            samples = samples_path(path)
+            if trace.samples is not None:
+                atomic_write(samples, lambda tmp: trace.samples.to_parquet(tmp, index=False), mode)  # type: ignore[union-attr]
+            side = {
                 "format": FORMAT,
                 "version": VERSION,
                 "n_events": len(ev),
                 "start_ns": _start_ns(ev["ts_ns"].to_numpy()),
                 "data": data_check,
+                "samples": _check(samples) if trace.samples is not None else None,
                 "source": source,
                 "categories": categories,
                 "meta": trace.meta.to_dict(),
                 "metadata": trace.metadata,
                 "warnings": trace.warnings,
-            })
+            }
+            side["check"] = crc32_buffer(json.dumps(side).encode())  # of the rest: a flipped category name is caught
+            text = json.dumps(side)
+            atomic_write(sidecar_path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"), mode)
+            if trace.samples is None:
+                samples.unlink(missing_ok=True)
     finally:
         staged.unlink(missing_ok=True)
     return path
-
-
-def _finish(trace: Trace, path: Path, mode: int, side: dict[str, Any]) -> None:
-    """Write the samples table and the sidecar of cache ``path`` (under the folder lock)."""
-    samples = samples_path(path)
-    if trace.samples is not None:
-        atomic_write(samples, lambda tmp: trace.samples.to_parquet(tmp, index=False), mode)  # type: ignore[union-attr]
-    side = {**side, "samples": _check(samples) if trace.samples is not None else None}
-    side = {k: side[k] for k in ("format", "version", "n_events", "start_ns", "data", "samples", "source",
-                                 "categories", "meta", "metadata", "warnings")}  # fmt: skip
-    side["check"] = crc32_buffer(json.dumps(side).encode())  # of the rest: a flipped category name is caught
-    text = json.dumps(side)
-    atomic_write(sidecar_path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"), mode)
-    if trace.samples is None:
-        samples.unlink(missing_ok=True)
 
 
 def _start_ns(ts: np.ndarray) -> int:
