@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..cache import cache_path_for, is_cache_part, read_sidecar, same_source, source_file
 from ..errors import TraceFormatError
-from .registry import directory_suffixes
+from .registry import directory_suffixes, reader_for
 
 CACHE_SUFFIXES = (".parquet",)
 """Files read as aonkit caches (through :mod:`.cached`, not the reader registry)."""
@@ -78,36 +78,31 @@ def pick(files: list[Path]) -> list[Pick]:
     return [(f, notes[f]) for f in files if f not in drop]
 
 
-_REPORTS = (".nsys-rep", ".qdrep")
-_EXPORTS = (".sqlite", ".sqlite3")
-
-
 def _reports_with_exports(files: list[Path], notes: dict[Path, list[str]]) -> set[Path]:
-    """An Nsight Systems report and its SQLite export beside it are one trace: the files to leave out.
+    """An Nsight Systems report and its SQLite export beside it (same stem) are one trace: the files to leave out.
 
     The export stands for the report when it is not older (the rule of
     :func:`aonkit.sources.nsys.rep.read_nsys_rep`); an older one is left out
     with a note, and the report is exported again.
     """
-    by_stem: dict[tuple[Path, str], list[Path]] = {}
+    kinds: dict[tuple[Path, str], dict[str, list[Path]]] = {}
     for f in files:
-        low = f.name.lower()
-        for suffix in (*_REPORTS, *_EXPORTS):
-            if low.endswith(suffix):
-                by_stem.setdefault((f.parent, f.name[: -len(suffix)]), []).append(f)
+        try:
+            kind = reader_for(f).name
+        except TraceFormatError:
+            continue
+        if kind in ("nsys-rep", "nsys-sqlite"):
+            kinds.setdefault((f.parent, f.stem), {}).setdefault(kind, []).append(f)
     drop: set[Path] = set()
-    for group in by_stem.values():
-        reports = [f for f in group if f.name.lower().endswith(_REPORTS)]
-        exports = [f for f in group if f.name.lower().endswith(_EXPORTS)]
+    for group in kinds.values():
+        reports, exports = group.get("nsys-rep", []), group.get("nsys-sqlite", [])
         if len(reports) != 1 or not exports:
             continue
+        from .nsys.rep import export_is_current
+
         rep = reports[0]
         for exp in exports:
-            try:
-                fresh = exp.stat().st_mtime >= rep.stat().st_mtime
-            except OSError:
-                continue
-            if fresh:
+            if export_is_current(exp, rep):
                 drop.add(rep)
             else:
                 drop.add(exp)

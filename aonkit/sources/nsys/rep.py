@@ -25,6 +25,14 @@ def export_command(report: Path, output: Path) -> list[str]:
     return ["nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(output), str(report)]
 
 
+def export_is_current(export: Path, report: Path) -> bool:
+    """True when ``export`` exists and is not older than ``report``: it stands for the report."""
+    try:
+        return export.stat().st_mtime >= report.stat().st_mtime
+    except OSError:
+        return False
+
+
 def _target(report: Path) -> Path:
     """Where the export goes: beside the report, else (a read-only folder) the per-user cache folder, kept for reuse."""
     beside = report.with_suffix(".sqlite")
@@ -46,7 +54,7 @@ def read_nsys_rep(path: str | Path, timeout_s: float = 3600.0) -> Trace:
     beside = report.with_suffix(".sqlite")
     target = _target(report)
     for done_before in dict.fromkeys((beside, target)):
-        if done_before.exists() and done_before.stat().st_mtime >= report.stat().st_mtime:
+        if export_is_current(done_before, report):
             return read_nsys_sqlite(done_before)
     exe = shutil.which("nsys")
     if exe is None:
