@@ -186,3 +186,17 @@ def _time_problem(members: list[Member]) -> str:
     if hi[0] - lo[0] > MAX_START_GAP_NS:
         return f"{hi[1]} starts {(hi[0] - lo[0]) / 86400e9:.1f} days after {lo[1]}."
     return ""
+
+
+def say_assignment(notes: list[tuple[int, str]], on_conflict: str, n: int, stacklevel: int = 4) -> None:
+    """Warn what :func:`assign_ranks` chose: each file dropped (``"newest"``), or that ``n`` were keyed by order."""
+    import warnings
+
+    from .errors import AonkitWarning
+
+    if on_conflict == "newest":
+        for _, text in notes:
+            warnings.warn(text, AonkitWarning, stacklevel=stacklevel)
+    elif on_conflict == "file-order" and n:
+        warnings.warn(f"{n} trace(s) keyed as ranks by file order, not by the ranks they claim", AonkitWarning,
+                      stacklevel=stacklevel)  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 
 from .cache import CACHE_SUFFIX
 from .errors import AonkitWarning, JobError
-from .jobcheck import assign_ranks
+from .jobcheck import assign_ranks, say_assignment
 from .lazyjob import (
     RankFile,
     apply_to_rank,
@@ -30,10 +30,6 @@ from .lazyjob import (
 )
 from .trace import Trace
 from .traceset import TraceSet
-
-
-def _warn(msg: str) -> None:
-    warnings.warn(msg, AonkitWarning, stacklevel=4)
 
 
 class LazyTraceSet(TraceSet):
@@ -331,12 +327,9 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
     by_index: dict[int, list[str]] = {}
     for k, text in extra_notes:
         by_index.setdefault(k, []).append(text)
-        if on_conflict == "newest":
-            _warn(text)
-    if on_conflict == "file-order" and ready:
-        _warn(f"{len(ready)} trace(s) keyed as ranks by file order, not by the ranks they claim")
+    say_assignment(extra_notes, on_conflict, len(ready), stacklevel=3)  # at open_job's caller
     for text in notes:
-        _warn(text)
+        warnings.warn(text, AonkitWarning, stacklevel=2)
     out = {r: _with_notes(ready[k], by_index.get(k, [])) for r, k in chosen.items()}
     job = LazyTraceSet(out, keep=keep, processes=processes, client=client, salvage=salvage, notes=notes, pool=pool)
     rank_of = {k: r for r, k in chosen.items()}  # a file dropped by on_conflict='newest' has no rank

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import AonkitWarning
 from .trace import Trace
 
 
@@ -66,17 +64,14 @@ class TraceSet(Mapping[int, Trace]):
             dropped, with a warning); or key every trace by its position in
             ``traces`` (with a warning).
         """
-        from .jobcheck import Member, assign_ranks
+        from .jobcheck import Member, assign_ranks, say_assignment
 
         members = [Member.of_trace(t) for t in traces] if on_conflict != "file-order" else [
             Member(_name(t), None, None, {}, {}, 0) for t in traces]
         chosen, notes = assign_ranks(members, on_conflict)
         for k, text in notes:
             traces[k].warnings.append(text)
-            if on_conflict == "newest":
-                _warn(text)
-        if on_conflict == "file-order" and traces:
-            _warn(f"{len(traces)} trace(s) keyed as ranks by file order, not by the ranks they claim")
+        say_assignment(notes, on_conflict, len(traces))  # at load()'s caller
         return cls({r: traces[k] for r, k in chosen.items()})
 
     def map(self, fn: Callable[[Trace], Any]) -> dict[int, Any]:
@@ -97,10 +92,6 @@ class TraceSet(Mapping[int, Trace]):
 
 def _name(t: Trace) -> str:
     return Path(t.meta.path).name if t.meta.path else "<memory>"
-
-
-def _warn(msg: str) -> None:
-    warnings.warn(msg, AonkitWarning, stacklevel=4)
 
 
 def rank_from_name(path: str | None) -> int | None:
