@@ -125,6 +125,9 @@ _RUN = {"analyses": _analyses, "job": _job, "whatif": _whatif, "views": _views,
 
 def run_steps(steps: list[str], src: Path, quiet: bool = False) -> None:
     """Run the named warm-up steps in this process; the samples are loaded once (by ``parse``, or first needed)."""
+    import os
+
+    os.environ["AONKIT_QUICK_PARSE"] = "0"  # compile the parser here, not read around it (sources.first_run)
     traces = None
     for s in steps:
         t = time.perf_counter()

@@ -12,6 +12,9 @@ import pytest
 import aonkit
 
 ROOT = Path(__file__).resolve().parent.parent
+# The suite tests the Numba parser everywhere; tests/test_quick_json.py tests the first-run quick reader
+# against it (in "auto" mode a load would take either, depending on what is compiled).
+os.environ.setdefault("AONKIT_QUICK_PARSE", "0")
 # AONKIT_SHARED points the suite at another copy (or at a missing folder, to check that every user skips)
 SHARED = Path(os.environ.get("AONKIT_SHARED") or ROOT.parent / "shared")
 SHARED_TRACES = SHARED / "traces"

@@ -200,3 +200,24 @@ def test_decompression_cap_from_environment(tmp_path: Path, monkeypatch: pytest.
         _config.reset()
     with pytest.raises(aonkit.TraceFormatError, match="no trace events"):
         aonkit.load(p)
+
+
+def test_ids_equal_across_json_types_share_a_category_with_a_warning(tmp_path: Path) -> None:
+    # GIVEN pids and tids written as 1, 1.0 and true (equal in Python, so one category each can hold only one)
+    p = _write(tmp_path, '{"traceEvents": [{"ph": "X", "pid": 1, "tid": true}, {"ph": "X", "pid": 1.0, "tid": 1},'
+                         ' {"ph": "X", "pid": "1", "tid": 2}]}')
+    # WHEN it loads (this raised pandas' "categories must be unique" before)
+    trace = aonkit.load(p)
+    # THEN equal values share the first one's category, the string stays apart, and the merge is said
+    assert list(trace.events["pid"].astype(object)) == [1, 1, "1"]
+    assert list(trace.events["tid"].astype(object)) == [True, True, 2]
+    said = [w for w in trace.warnings if "compare equal" in w]
+    assert len(said) == 2 and "1.0 as 1" in said[0] and "1 as True" in said[1]
+    assert trace.event_json(1)["pid"] == 1.0  # the file's value is kept
+
+
+def test_nan_id_is_missing_with_a_warning(tmp_path: Path) -> None:
+    p = _write(tmp_path, '{"traceEvents": [{"ph": "X", "pid": NaN, "tid": 3}, {"ph": "X", "pid": 2, "tid": 3}]}')
+    trace = aonkit.load(p)  # this raised pandas' "categories cannot be null" before
+    assert trace.events["pid"].isna().tolist() == [True, False]
+    assert any("pid values NaN are treated as missing" in w for w in trace.warnings)

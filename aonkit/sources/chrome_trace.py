@@ -18,8 +18,9 @@ from .._kernels import json_lex as lex
 from .._kernels import trace_scan as ks
 from ..errors import TraceFormatError
 from ..trace import RawEvents, Trace, meta_from_top_level, no_duration
-from . import _parallel
+from . import _parallel, first_run
 from ._io import line_col, read_buffer
+from .quick_json import QuickScan, quick_scan
 
 _ERR_TEXT = {
     lex.E_SYNTAX: "invalid JSON: unexpected character",
@@ -83,6 +84,12 @@ def parse_buffer(
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
     if not buf.flags.writeable:  # one compiled signature: writable C-contiguous uint8
         buf = buf.copy()
+    threads = _parallel.default_threads(buf.shape[0]) if threads is None else threads
+    if first_run.use_quick(buf.shape[0], threads):
+        quick = quick_scan(buf)
+        if quick is not None:
+            first_run.read_quickly(buf.shape[0])
+            return _quick_trace(buf, quick, path, warnings)
     err, pos, n_ev, i64, i32, sym, nsym, top, ntop, n_bad, layout = _parallel.scan(buf, threads)
     if err != lex.OK:
         if not (salvage and err == lex.E_EOF):
@@ -108,7 +115,12 @@ def parse_buffer(
         if err != lex.OK:
             what = "the file is cut before its first complete event"
         raise TraceFormatError(f"no trace events: {what}", path=path)
-    events = _events_frame(dec, i64[:, :n_ev], i32[:, :n_ev], sym[:nsym], meta.base_time_ns, warnings)
+    i32 = i32[:, :n_ev]
+    columns = []
+    for kind, (mapping, values) in zip(_CAT_KINDS, _categories(dec, sym[:nsym], warnings).values()):
+        ks.remap(i32[kind], mapping)
+        columns.append((i32[kind], values))
+    events = _events_frame(i64[:, :n_ev], i32[ks.S_FLAGS], columns, meta.base_time_ns, warnings, ks.add_base)
     dec.warn(warnings)
     if meta.base_time_ns is None and err != lex.OK and events["ts_ns"].gt(0).any():
         ts = events["ts_ns"][events["ts_ns"] != schema.TS_MISSING]
@@ -178,15 +190,22 @@ def _decode_top(dec: _Decoder, top: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def _categories(dec: _Decoder, sym: np.ndarray) -> dict[int, tuple[np.ndarray, list[Any]]]:
-    """Per symbol kind: (global id -> category code map, category values)."""
+def _categories(dec: _Decoder, sym: np.ndarray, warnings: list[str]) -> dict[int, tuple[np.ndarray, list[Any]]]:
+    """Per symbol kind: (global id -> category code map, category values).
+
+    Values that compare equal across types (``1``, ``1.0``, ``true``) share the
+    first one's category (a category set holds each value once), and ``NaN``
+    is missing, as null is; each with a warning.
+    """
     buf = dec.buf
     nsym = sym.shape[0]
     result = {}
-    for kind in _CAT_KINDS:
+    for kind, column in zip(_CAT_KINDS, schema.CATEGORY_COLUMNS):
         mapping = np.full(nsym, -1, np.int32)
         values: list[Any] = []
         index: dict[Any, int] = {}
+        merged: list[str] = []
+        nan = False
         for sid in np.flatnonzero(sym[:, 2] == kind).tolist():
             s, e = int(sym[sid, 0]), int(sym[sid, 1])
             value = dec.token(s, e)
@@ -194,12 +213,22 @@ def _categories(dec: _Decoder, sym: np.ndarray) -> dict[int, tuple[np.ndarray, l
                 value = buf[s:e].tobytes().decode("utf-8", "replace")
             elif isinstance(value, (dict, list)):
                 value = buf[s:e].tobytes().decode("utf-8", "replace")
+            elif value != value:  # NaN: a category set holds no NaN; missing, as null is
+                nan = True
+                continue
             code = index.get(value)
-            if code is None or type(values[code]) is not type(value):
+            if code is None:
                 code = len(values)
                 index[value] = code
                 values.append(value)
+            elif type(values[code]) is not type(value) and len(merged) < 3:
+                merged.append(f"{value!r} as {values[code]!r}")
             mapping[sid] = code
+        if merged:
+            warnings.append(f"{column} values of different JSON types compare equal and share one category "
+                            f"({', '.join(merged)}); trace.event_json(i) keeps the file's value")
+        if nan:
+            warnings.append(f"{column} values NaN are treated as missing; trace.event_json(i) keeps the file's value")
         result[kind] = (mapping, values)
     return result
 
@@ -212,32 +241,48 @@ def _categorical(codes: np.ndarray, values: list[Any], text: bool) -> pd.Categor
     return pd.Categorical.from_codes(codes, categories=cats, validate=False)
 
 
+def _add_base(ts: np.ndarray, base: int) -> None:
+    ts[ts != schema.TS_MISSING] += base
+
+
+def _quick_trace(buf: np.ndarray, quick: QuickScan, path: str | None, warnings: list[str]) -> Trace:
+    """The trace from :func:`~aonkit.sources.quick_json.quick_scan`'s columns (as :func:`parse_buffer` builds it)."""
+    if quick.n_bad:
+        warnings.append(f"skipped {quick.n_bad} traceEvents entries that are not JSON objects")
+    meta = meta_from_top_level(quick.top_level, path, "array" if quick.layout == 1 else "object")
+    events = _events_frame(quick.i64, quick.flags, quick.categories, meta.base_time_ns, warnings, _add_base)
+    i64 = quick.i64
+    raw = RawEvents(buf, i64[ks.R_EV_START], i64[ks.R_EV_END], args_at=i64[ks.R_ARGS])
+    top_level = dict(quick.top_level)
+    top_level.pop("traceEvents", None)
+    return Trace(events, meta, raw, metadata=top_level, warnings=warnings)
+
+
 def _events_frame(
-    dec: _Decoder,
     i64: np.ndarray,
-    i32: np.ndarray,
-    sym: np.ndarray,
+    flags: np.ndarray,
+    columns: list[tuple[np.ndarray, list[Any]]],
     base_ns: int | None,
     warnings: list[str],
+    add_base: Any,
 ) -> pd.DataFrame:
-    """Columns as views of the scanner's matrices (no copies): codes remapped, base time added in place."""
-    cats = _categories(dec, sym)
+    """Columns as views of the scanner's matrices (no copies), base time added in place.
+
+    ``columns``: per symbol kind (``K_*`` order), the category codes and values.
+    """
     data: dict[str, Any] = {}
-    for name, kind in zip(schema.CATEGORY_COLUMNS, _CAT_KINDS):
-        mapping, values = cats[kind]
-        codes = i32[kind]
-        ks.remap(codes, mapping)
+    for name, kind, (codes, values) in zip(schema.CATEGORY_COLUMNS, _CAT_KINDS, columns):
         data[name] = _categorical(codes, values, kind in _TEXT_KINDS)
     ts = i64[ks.R_TS]
     if base_ns:
-        ks.add_base(ts, base_ns)
+        add_base(ts, base_ns)
     data["ts_ns"] = ts
     for name, row in (
         ("dur_ns", ks.R_DUR), ("correlation", ks.R_CORR), ("external_id", ks.R_EXT),
         ("stream", ks.R_STREAM), ("device", ks.R_DEVICE), ("id", ks.R_ID),
     ):  # fmt: skip
         data[name] = i64[row]
-    _flag_warnings(i32[ks.S_FLAGS], warnings)
+    _flag_warnings(flags, warnings)
     no_duration(data["dur_ns"], warnings)
     return pd.DataFrame({c: data[c] for c in schema.EVENT_COLUMNS}, copy=False)
 

@@ -1,0 +1,43 @@
+"""Whether a kernel call would compile: compiled in this process, or found in Numba's on-disk cache.
+
+Used to choose a path that needs no compilation while a kernel is not ready
+(:mod:`aonkit.sources.first_run`). Finding a kernel in the cache loads it
+into its dispatcher then, as its first call would.
+"""
+
+from __future__ import annotations
+
+import numba
+from numba.core.compiler_lock import global_compiler_lock
+
+
+def is_ready(dispatcher: object, *args: object) -> bool:
+    """True when ``dispatcher(*args)`` would not compile.
+
+    Parameters
+    ----------
+    dispatcher : numba.core.registry.CPUDispatcher
+        A jitted kernel.
+    *args
+        Arguments of the types a real call passes (their values do not matter).
+
+    Returns
+    -------
+    bool
+        Also True when Numba's internals are not the ones this was written
+        for: then the caller behaves as if the kernel were compiled (it compiles
+        on the call, as without this check).
+    """
+    try:
+        sig = tuple(numba.typeof(a) for a in args)
+        if sig in dispatcher.overloads:
+            return True
+        with global_compiler_lock:
+            cres = dispatcher._cache.load_overload(sig, dispatcher.targetctx)
+            if cres is None:
+                return False
+            dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            dispatcher.add_overload(cres)
+        return True
+    except Exception:  # noqa: BLE001 - another Numba version: no opinion, compile as usual
+        return True
