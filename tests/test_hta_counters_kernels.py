@@ -175,7 +175,7 @@ def test_first_match(rng: np.random.Generator) -> None:
 
 
 def test_stable_argsort(rng: np.random.Generator) -> None:
-    for n in (0, 1, 2, 3, 17, 1000):
+    for n in (0, 1, 2, 3, 17, 31, 32, 33, 64, 65, 1000, 5000):  # block edges of the random-order path
         keys = rng.integers(0, 20, n)
         assert stable_argsort(keys).tolist() == np.argsort(keys, kind="stable").tolist()
     runs = np.concatenate([np.sort(rng.integers(0, 100, 500)) for _ in range(3)])  # three sorted runs
@@ -222,7 +222,7 @@ def test_match_counts(rng: np.random.Generator) -> None:
 def test_sort_values(rng: np.random.Generator) -> None:
     from aonkit._kernels.sorting import sort_values
 
-    for n in (0, 1, 2, 3, 17, 1000):
+    for n in (0, 1, 2, 3, 17, 33, 1000, 5000):
         for runs in (1, 2, 5, max(n, 1)):  # a few ascending runs, up to one run per element (random order)
             parts = np.array_split(rng.integers(0, 50, n), runs)
             a = np.concatenate([np.sort(p) for p in parts]).astype(np.int64)

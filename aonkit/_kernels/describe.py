@@ -15,6 +15,7 @@ import numpy as np
 
 from ._jit import njit
 from .keys import compact
+from .sorting import stable_argsort
 
 _BLOCK = 128  # numpy's PW_BLOCKSIZE
 
@@ -257,7 +258,7 @@ def describe(vals, skip_first):
         ts[j] = pos - below
         ks[2 * j] = below
         ks[2 * j + 1] = min(below + 1, count - 1)
-    order = np.argsort(ks)
+    order = stable_argsort(ks)
     v = np.empty(6, np.int64)
     got = order_stats(valid, ks[order])
     for q in range(6):  # a loop, not ``v[order] = got``: see arrays.copy_to

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .sorting import stable_argsort
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -154,7 +155,7 @@ def _order_groups(keys, slots, lo, count, skip, ascending):
     gkeys = np.empty(used.shape[0], np.int64)
     for g in range(used.shape[0]):
         gkeys[g] = keys[np.uintp(first[used[g]])]
-    order = np.argsort(gkeys) if ascending else np.argsort(first[used])
+    order = stable_argsort(gkeys) if ascending else stable_argsort(first[used])  # unique keys
     return used[order], gkeys[order]
 
 

@@ -3,8 +3,11 @@
 Profiler buffers write events in block-displaced order (a stretch written
 late), so per-stream times come as a few ascending runs. Merging the runs,
 each merge skipping what is already in place, costs about the displaced
-part; random order goes to Numba's own sort. Indices are ``range(n)`` from
-0 or ``np.uintp`` (see :mod:`.keys`).
+part. Random order is first sorted in blocks of 32 by insertion and then
+merged (TimSort's plan): Numba's own ``np.sort``/``np.argsort`` would add
+about 1.5 s of compilation to the first kernel of a process that sorts
+(``bench/coldstart.py``). Indices are ``range(n)`` from 0 or ``np.uintp``
+(see :mod:`.keys`).
 """
 
 from __future__ import annotations
@@ -26,26 +29,48 @@ def is_sorted(a):
 
 @njit
 def stable_argsort(keys):
-    """Positions of ``keys`` sorted stably: a natural merge sort, or Numba's mergesort when runs are short."""
+    """Positions of ``keys`` sorted stably: a natural merge sort (blocks first when runs are short)."""
     idx = np.arange(keys.shape[0])
     runs, nr = _runs(keys, idx)
     if nr > _MANY_RUNS_PER * keys.shape[0]:
-        return np.argsort(keys, kind="mergesort")
+        runs, nr = _blocks(keys, idx)
     _merge_runs(keys, idx, runs, nr)
     return idx
 
 
 @njit
 def sort_values(a):
-    """Sort ``a`` in place: a natural merge sort (:func:`_merge_runs`), or Numba's sort when runs are short."""
+    """Sort ``a`` in place: a natural merge sort (:func:`_merge_runs`; blocks first when runs are short)."""
     runs, nr = _runs(None, a)
     if nr > _MANY_RUNS_PER * a.shape[0]:
-        a.sort()
-    elif nr > 1:
+        runs, nr = _blocks(None, a)
+    if nr > 1:
         _merge_runs(None, a, runs, nr)
 
 
-_MANY_RUNS_PER = 1.0 / 32  # more runs than this per element: random order, a plain sort is faster
+_MANY_RUNS_PER = 1.0 / 32  # more runs than this per element: random order, sort blocks first
+_BLOCK = 32
+
+
+@njit
+def _blocks(keys, idx):
+    """Sort ``idx`` in blocks of ``_BLOCK`` by stable insertion; return the blocks as runs (see :func:`_runs`)."""
+    n = idx.shape[0]
+    nr = (n + _BLOCK - 1) // _BLOCK
+    runs = np.empty(nr + 1, np.int64)
+    for b in range(nr):
+        lo = b * _BLOCK
+        hi = min(lo + _BLOCK, n)
+        runs[b] = lo
+        for i in range(lo + 1, hi):
+            v = idx[np.uintp(i)]
+            j = i - 1
+            while j >= lo and _less(keys, v, idx[np.uintp(j)]):
+                idx[np.uintp(j + 1)] = idx[np.uintp(j)]
+                j -= 1
+            idx[np.uintp(j + 1)] = v
+    runs[nr] = n
+    return runs, nr
 
 
 @njit

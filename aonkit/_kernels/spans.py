@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .arrays import copy_to
 
 
 @njit
@@ -21,5 +22,5 @@ def gather_spans(buf, start, end):
     blob = np.empty(offsets[n], np.uint8)
     for i in range(n):
         o = offsets[i]
-        blob[o : offsets[i + 1]] = buf[start[i] : start[i] + offsets[i + 1] - o]  # a slice copy: 1.5x the byte loop
+        copy_to(blob[o : offsets[i + 1]], buf[start[i] : start[i] + offsets[i + 1] - o])  # no slice assignment
     return blob, offsets
