@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_leaf
 from .json_fast import key_at, next_member, value_end
 from .json_lex import MAX_DEPTH, OK, scan_number, scan_scaled, skip_ws
+
+# The lexing steps as calls, not inlined as in the trace scanner: arg look-ups are not
+# the per-byte hot loop, and inlining them here cost 2 s of compilation (bench/coldstart.py).
+_key_at = njit_leaf(key_at.py_func)
+_value_end = njit_leaf(value_end.py_func)
+_next_member = njit_leaf(next_member.py_func)
 
 _ARGS = np.frombuffer(b'"args"', np.uint8).copy()
 _POW10 = np.array([10.0**k for k in range(23)])  # exact in float64
@@ -36,18 +42,18 @@ def _members(buf, i, n, stack, keys, key_off, out, r):
     if i < n and buf[i] == 125:
         return i + 1, True
     while i < n:
-        i, ks, kl, err = key_at(buf, i, n)
+        i, ks, kl, err = _key_at(buf, i, n)
         if err != OK:
             return i, False
         vs = i
-        i, err = value_end(buf, i, n, stack)
+        i, err = _value_end(buf, i, n, stack)
         if err != OK:
             return i, False
         for k in range(key_off.shape[0] - 1):
             if _is(buf, ks - 1, ks + kl + 1, keys[key_off[k] : key_off[k + 1]]):
                 out[r, k, 0] = vs
                 out[r, k, 1] = i
-        i, closed, err = next_member(buf, i, n)
+        i, closed, err = _next_member(buf, i, n)
         if err != OK:
             return i, False
         if closed:
@@ -64,15 +70,15 @@ def _args_offset(buf, i, n, stack):
     at = -1
     i = skip_ws(buf, i + 1, n)
     while i < n and buf[i] == 34:
-        i, ks, kl, err = key_at(buf, i, n)
+        i, ks, kl, err = _key_at(buf, i, n)
         if err != OK:
             return -1
         if _is(buf, ks - 1, ks + kl + 1, _ARGS):
             at = i if buf[i] == 123 else -1
-        i, err = value_end(buf, i, n, stack)
+        i, err = _value_end(buf, i, n, stack)
         if err != OK:
             return -1
-        i, closed, err = next_member(buf, i, n)
+        i, closed, err = _next_member(buf, i, n)
         if err != OK:
             return -1
         if closed:
