@@ -34,7 +34,7 @@ def run_demo(out_dir: Path, traces_dir: Path | None = None) -> Path:
             f"sample traces not found at {src}; run from a source checkout (pip install -e .) or pass --traces DIR"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
-    print(f"loading {src} (the first run on a machine compiles aonkit's Numba kernels once, about 45 s on 2 cores;"
+    print(f"loading {src} (the first run on a machine compiles aonkit's analysis kernels once, about 15 s on 2 cores;"
           " `aonkit warmup` does it ahead)\n", flush=True)
     traces = load_each(src)  # the samples are a 2-rank job and an unrelated CPU run: each on its own
     sections = []
