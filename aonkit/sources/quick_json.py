@@ -29,20 +29,37 @@ reports the errors of invalid documents, with their place):
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
+from array import array
 from json.scanner import make_scanner
 from typing import Any, NamedTuple
 
 import numpy as np
-import pandas as pd
 
-from .._kernels.trace_event import N64, R_ARGS, R_CORR, R_DEVICE, R_EV_END, R_EV_START, R_EXT, R_ID, R_STREAM
-from .quick_values import ABSENT, Float, no_args, times, typed_args
+from .._kernels.trace_event import (
+    N64,
+    R_ARGS,
+    R_CORR,
+    R_DEVICE,
+    R_DUR,
+    R_EV_END,
+    R_EV_START,
+    R_EXT,
+    R_ID,
+    R_STREAM,
+    R_TS,
+)
+from .quick_values import ABSENT, Float, no_args, time_pair, typed_args
 
-_ARGS_OBJECT = re.compile(rb'"args"[ \t\n\r]*:[ \t\n\r]*\{')
-_KEY_BEFORE = np.zeros(256, bool)  # bytes that can precede a key's opening quote
-_KEY_BEFORE[[ord(c) for c in "{, \t\n\r"]] = True
+# "args": { where the opening quote follows {, "," or whitespace, as a key's does (a quote inside a
+# string follows a backslash); the literal comes first so that the search skips ahead on it
+_ARGS_OBJECT = re.compile(r'"args"[ \t\n\r]*:[ \t\n\r]*\{')
+_KEY_BEFORE = frozenset("{, \t\n\r")
+_KINDS = ("ph", "cat", "name", "pid", "tid", "bp")  # the scanner's symbol kinds, K_* order
+_TEXT = (str, type(None))
+_ALLOWED = (_TEXT, _TEXT, _TEXT, (str, int, type(None)), (str, int, type(None)), _TEXT)
 _SKIP_WS = re.compile(r"[ \t\n\r]*")
 
 
@@ -86,12 +103,14 @@ def quick_scan(buf: np.ndarray) -> QuickScan | None:
     QuickScan or None
         ``None`` for the documents listed in the module's notes.
     """
-    data = buf.tobytes() if not isinstance(buf, bytes) else buf
-    if not data.isascii() or b"\\u" in data:
-        return None
-    text = data.decode("ascii")
     try:
-        return _document(text, data)
+        text = codecs.decode(memoryview(buf), "ascii")  # no copy of the bytes first
+    except UnicodeDecodeError:
+        return None
+    if "\\u" in text:
+        return None
+    try:
+        return _document(text)
     except (_Refused, ValueError, RecursionError, StopIteration, IndexError):
         return None
 
@@ -100,7 +119,7 @@ def _skip(text: str, i: int) -> int:
     return _SKIP_WS.match(text, i).end()
 
 
-def _document(text: str, data: bytes) -> QuickScan:
+def _document(text: str) -> QuickScan:
     n = len(text)
     i = _skip(text, 0)
     if i >= n:
@@ -110,7 +129,7 @@ def _document(text: str, data: bytes) -> QuickScan:
         i = events.read(text, i)
         if _skip(text, i) != n:
             raise _Refused
-        return events.result(data, {}, 1)
+        return events.result(text, {}, 1)
     if text[i] != "{":
         raise _Refused
     top: dict[str, Any] = {}
@@ -142,19 +161,19 @@ def _document(text: str, data: bytes) -> QuickScan:
         i = _skip(text, i + 1)
     if events is None or _skip(text, i + 1) != n:
         raise _Refused
-    return events.result(data, top, 0)
+    return events.result(text, top, 0)
 
 
 class _Events:
-    """Columns of the events array, filled one event at a time."""
+    """Columns of the events array, filled one event at a time (8 bytes a number, 4 a category code)."""
 
     def __init__(self) -> None:
-        self.start: list[int] = []
-        self.end: list[int] = []
-        self.kinds: list[list[Any]] = [[], [], [], [], [], []]  # ph, cat, name, pid, tid, bp
-        self.times: list[Any] = []  # (ts, dur) values as read
-        self.ids: list[tuple[int, int, int, int, int, int]] = []  # corr, ext, stream, device, id, flags
-        self.has_args: list[bool] = []
+        self.pos = array("q")  # start, end per event
+        self.nums = array("q")  # correlation, external id, stream, device, id, flags; ts ns, dur ns, flags
+        self.has_args = bytearray()
+        self.codes = [array("i") for _ in _KINDS]
+        self.index: list[dict[Any, int]] = [{None: -1} for _ in _KINDS]  # value -> code (null: -1)
+        self.values: list[list[Any]] = [[] for _ in _KINDS]
         self.n_bad = 0
 
     def read(self, text: str, i: int) -> int:
@@ -162,28 +181,31 @@ class _Events:
         i = _skip(text, i + 1)
         if text[i] == "]":
             raise _Refused  # empty: the scanner's error
-        ph, cat, name, pid, tid, bp = self.kinds
-        start, end, times, ids, has_args = self.start, self.end, self.times, self.ids, self.has_args
+        pos, nums, has_args = self.pos, self.nums, self.has_args
+        kinds = tuple(zip(_KINDS, self.index, self.codes, self.values, _ALLOWED))
         while True:
             obj, j = _SCAN_EVENT(text, i)
             if type(obj) is dict:
-                start.append(i)
-                end.append(j)
+                pos.append(i)
+                pos.append(j)
                 get = obj.get
-                ph.append(get("ph"))
-                cat.append(get("cat"))
-                name.append(get("name"))
-                pid.append(get("pid"))
-                tid.append(get("tid"))
-                bp.append(get("bp"))
-                times.append((get("ts", ABSENT), get("dur", ABSENT)))
+                for key, index, codes, values, allowed in kinds:
+                    v = get(key)
+                    if type(v) not in allowed:  # bool, float, NaN, containers: the raw token text decides
+                        raise _Refused
+                    c = index.get(v)
+                    if c is None:
+                        c = index[v] = len(values)
+                        values.append(v)
+                    codes.append(c)
                 args = get("args")
                 if type(args) is dict:
-                    has_args.append(True)
-                    ids.append(typed_args(args, get("id")))
+                    has_args.append(1)
+                    nums.extend(typed_args(args, get("id")))
                 else:
-                    has_args.append(False)
-                    ids.append(no_args(get("id")))
+                    has_args.append(0)
+                    nums.extend(no_args(get("id")))
+                nums.extend(time_pair(get("ts", ABSENT), get("dur", ABSENT)))
             else:
                 self.n_bad += 1
             c = text[j]
@@ -201,34 +223,34 @@ class _Events:
                     raise _Refused
                 i = _skip(text, j + 1)
 
-    def result(self, data: bytes, top: dict[str, Any], layout: int) -> QuickScan:
-        n = len(self.start)
+    def result(self, text: str, top: dict[str, Any], layout: int) -> QuickScan:
+        n = len(self.has_args)
         if n == 0:
             raise _Refused
         i64 = np.empty((N64, n), np.int64)
-        i64[R_EV_START] = self.start
-        i64[R_EV_END] = self.end
-        ids = np.array(self.ids, np.int64).reshape(n, 6)
+        pos = np.frombuffer(self.pos, np.int64).reshape(n, 2)
+        i64[R_EV_START] = pos[:, 0]
+        i64[R_EV_END] = pos[:, 1]
+        nums = np.frombuffer(self.nums, np.int64).reshape(n, 9)
         for k, row in enumerate((R_CORR, R_EXT, R_STREAM, R_DEVICE, R_ID)):
-            i64[row] = ids[:, k]
-        flags = ids[:, 5].astype(np.int32)
-        times(self.times, i64, flags)
-        i64[R_ARGS] = _args_offsets(data, i64[R_EV_START], i64[R_EV_END], np.array(self.has_args, bool))
-        cats = [_category(values, text=k in (0, 1, 2, 5)) for k, values in enumerate(self.kinds)]
+            i64[row] = nums[:, k]
+        i64[R_TS] = nums[:, 6]
+        i64[R_DUR] = nums[:, 7]
+        flags = (nums[:, 5] | nums[:, 8]).astype(np.int32)
+        has_args = np.frombuffer(self.has_args, np.uint8).astype(bool)
+        i64[R_ARGS] = _args_offsets(text, i64[R_EV_START], i64[R_EV_END], has_args)
+        cats = [(np.frombuffer(codes, np.int32).copy(), values) for codes, values in zip(self.codes, self.values)]
         return QuickScan(i64, flags, cats, top, self.n_bad, layout)
 
 
-def _args_offsets(data: bytes, start: np.ndarray, end: np.ndarray, has_args: np.ndarray) -> np.ndarray:
-    """Offset of each event's ``args`` object (-1 without one), from one regex pass over the bytes.
+def _args_offsets(text: str, start: np.ndarray, end: np.ndarray, has_args: np.ndarray) -> np.ndarray:
+    """Offset of each event's ``args`` object (-1 without one), from one regex pass over the text.
 
     A match is a real key when its opening quote follows ``{``, ``,`` or whitespace,
     which a quote inside a string never does (there it follows a backslash).
     """
-    spans = np.array([m.span() for m in _ARGS_OBJECT.finditer(data)], np.int64).reshape(-1, 2)
-    at, ends = spans[:, 0], spans[:, 1] - 1
-    real = at > 0
-    real[real] = _KEY_BEFORE[np.frombuffer(data, np.uint8)[at[real] - 1]]
-    found = ends[real]
+    found = np.array([m.end() - 1 for m in _ARGS_OBJECT.finditer(text)
+                      if m.start() > 0 and text[m.start() - 1] in _KEY_BEFORE], np.int64)
     lo = np.searchsorted(found, start)
     hi = np.searchsorted(found, end)
     if np.any(has_args & (hi - lo != 1)):
@@ -236,12 +258,3 @@ def _args_offsets(data: bytes, start: np.ndarray, end: np.ndarray, has_args: np.
     out = np.full(start.shape[0], -1, np.int64)
     out[has_args] = found[lo[has_args]]
     return out
-
-
-def _category(values: list[Any], text: bool) -> tuple[np.ndarray, list[Any]]:
-    """Codes in order of first appearance (-1 for null or absent) and the distinct values."""
-    allowed = {str, type(None)} if text else {str, int, type(None)}
-    if not set(map(type, values)) <= allowed:  # bool, float, NaN, containers: the raw token text decides
-        raise _Refused
-    codes, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
-    return codes.astype(np.int32), uniques.tolist()

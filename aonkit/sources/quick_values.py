@@ -9,19 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from .._kernels.trace_event import (
-    F_OVERFLOW,
-    F_TIME_NOT_NUMBER,
-    F_TIME_OVERFLOW,
-    F_TIME_ROUNDED,
-    R_DUR,
-    R_TS,
-    TS_MISSING,
-)
+from .._kernels.trace_event import F_OVERFLOW, F_TIME_NOT_NUMBER, F_TIME_OVERFLOW, F_TIME_ROUNDED
+from .._kernels.trace_event import TS_MISSING as _TS_MISSING
 
 INT64_MAX = 9223372036854775807
+TS_MISSING = int(_TS_MISSING)
+_MAX_US = INT64_MAX // 1000  # integer µs that fit int64 ns
 ABSENT = object()  # a ts/dur key that is not there (missing, unflagged); null is "not a number"
 
 
@@ -119,24 +112,10 @@ def _time(v: Any, missing: int) -> tuple[int, int]:
     return missing, F_TIME_NOT_NUMBER
 
 
-def times(times: list[tuple[Any, Any]], i64: np.ndarray, flags: np.ndarray) -> None:
-    """Fill the ``R_TS``/``R_DUR`` rows from (ts, dur) values as read, or-ing ``F_TIME_*`` into ``flags``."""
-    ts_ns: list[int] = []
-    dur_ns: list[int] = []
-    extra: dict[int, int] = {}
-    for k, (ts, dur) in enumerate(times):
-        if type(ts) is int and type(dur) is int and -INT64_MAX <= ts * 1000 <= INT64_MAX \
-                and -INT64_MAX <= dur * 1000 <= INT64_MAX:  # fmt: skip
-            ts_ns.append(ts * 1000)
-            dur_ns.append(dur * 1000)
-            continue
-        a, fa = (TS_MISSING, 0) if ts is ABSENT else _time(ts, TS_MISSING)
-        b, fb = (-1, 0) if dur is ABSENT else _time(dur, -1)
-        ts_ns.append(a)
-        dur_ns.append(b)
-        if fa | fb:
-            extra[k] = fa | fb
-    i64[R_TS] = ts_ns
-    i64[R_DUR] = dur_ns
-    for k, f in extra.items():
-        flags[k] |= f
+def time_pair(ts: Any, dur: Any) -> tuple[int, int, int]:
+    """(ts ns, dur ns, ``F_TIME_*`` flags) from the values read (``ABSENT``: no key; missing, unflagged)."""
+    if type(ts) is int and type(dur) is int and -_MAX_US <= ts <= _MAX_US and -_MAX_US <= dur <= _MAX_US:
+        return ts * 1000, dur * 1000, 0
+    a, fa = (TS_MISSING, 0) if ts is ABSENT else _time(ts, TS_MISSING)
+    b, fb = (-1, 0) if dur is ABSENT else _time(dur, -1)
+    return a, b, fa | fb
