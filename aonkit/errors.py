@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 
 class AonkitError(Exception):
     """Base class of every aonkit error."""
@@ -88,3 +91,16 @@ class AonkitWarning(UserWarning):
 
 def _rebuild(cls: type, message: str, fields: dict) -> TraceFormatError:
     return cls(message, **fields)
+
+
+def user_stacklevel() -> int:
+    """``stacklevel`` for a ``warnings.warn`` made by the caller of this function: its first frame outside aonkit."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("aonkit."):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_user(message: str) -> None:
+    """Issue ``message`` as an :class:`AonkitWarning` at the user's line (never trace metadata in it)."""
+    warnings.warn(message, AonkitWarning, stacklevel=user_stacklevel())

@@ -188,15 +188,15 @@ def _time_problem(members: list[Member]) -> str:
     return ""
 
 
-def say_assignment(notes: list[tuple[int, str]], on_conflict: str, n: int, stacklevel: int = 4) -> None:
-    """Warn what :func:`assign_ranks` chose: each file dropped (``"newest"``), or that ``n`` were keyed by order."""
-    import warnings
+def say_assignment(notes: list[tuple[int, str]], on_conflict: str, n: int) -> None:
+    """Warn what :func:`assign_ranks` chose (each file dropped by ``"newest"``, or that ``n`` were keyed by order).
 
-    from .errors import AonkitWarning
+    The warnings point at the user's line, through however many aonkit calls (``load``, ``open_job``).
+    """
+    from .errors import warn_user
 
     if on_conflict == "newest":
         for _, text in notes:
-            warnings.warn(text, AonkitWarning, stacklevel=stacklevel)
+            warn_user(text)
     elif on_conflict == "file-order" and n:
-        warnings.warn(f"{n} trace(s) keyed as ranks by file order, not by the ranks they claim", AonkitWarning,
-                      stacklevel=stacklevel)  # fmt: skip
+        warn_user(f"{n} trace(s) keyed as ranks by file order, not by the ranks they claim")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -10,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .cache import CACHE_SUFFIX
-from .errors import AonkitWarning, JobError
+from .errors import JobError, warn_user
 from .jobcheck import assign_ranks, say_assignment
 from .lazyjob import (
     RankFile,
@@ -327,9 +326,9 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
     by_index: dict[int, list[str]] = {}
     for k, text in extra_notes:
         by_index.setdefault(k, []).append(text)
-    say_assignment(extra_notes, on_conflict, len(ready), stacklevel=3)  # at open_job's caller
+    say_assignment(extra_notes, on_conflict, len(ready))
     for text in notes:
-        warnings.warn(text, AonkitWarning, stacklevel=2)
+        warn_user(text)
     out = {r: _with_notes(ready[k], by_index.get(k, [])) for r, k in chosen.items()}
     job = LazyTraceSet(out, keep=keep, processes=processes, client=client, salvage=salvage, notes=notes, pool=pool)
     rank_of = {k: r for r, k in chosen.items()}  # a file dropped by on_conflict='newest' has no rank

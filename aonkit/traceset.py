@@ -71,7 +71,7 @@ class TraceSet(Mapping[int, Trace]):
         chosen, notes = assign_ranks(members, on_conflict)
         for k, text in notes:
             traces[k].warnings.append(text)
-        say_assignment(notes, on_conflict, len(traces))  # at load()'s caller
+        say_assignment(notes, on_conflict, len(traces))
         return cls({r: traces[k] for r, k in chosen.items()})
 
     def map(self, fn: Callable[[Trace], Any]) -> dict[int, Any]:

@@ -180,3 +180,14 @@ def test_one_loader_per_return_type(job_dir: Path) -> None:
     assert list(each) == ["rank0.json"] and list(aonkit.load_each(job_dir)) == ["rank0.json", "rank1.json"]
     no_rank = write_rank(job_dir.parent / "solo.json")
     assert aonkit.load_job(no_rank).ranks == [0]  # one trace naming no rank: rank 0
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_rank_assignment_warnings_point_at_the_callers_line(tmp_path: Path, lazy: bool) -> None:
+    for k in range(2):
+        write_rank(tmp_path / f"run{k}.json", base_ns=(1_700_000_000 + k) * 10**9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        aonkit.load(tmp_path, on_conflict="file-order", lazy=lazy, cache_dir=tmp_path / "c", workers=1)
+    said = [w for w in caught if "keyed as ranks by file order" in str(w.message)]
+    assert len(said) == 1 and said[0].filename == __file__  # through load (and open_job), at this line

@@ -2,7 +2,7 @@
 
 While the Numba trace parser is neither compiled in this process nor in
 Numba's on-disk cache, a trace is read by :mod:`.quick_json` (the stdlib's C
-JSON scanner; the same table, at 25-40 MB/s instead of ~500 MB/s) and one
+JSON scanner; the same table, at 33-81 MB/s instead of ~500 MB/s) and one
 background process compiles the parser into the cache, so later loads, in
 this process or another, use it. The background process runs at low
 priority, writes nothing but Numba's cache, and only one runs per cache
@@ -13,7 +13,8 @@ parser (compiling it on the call, as before); ``1`` the quick reader whenever
 it applies (tests and benchmarks). ``AONKIT_BACKGROUND_COMPILE=0`` starts no
 background process. Past :data:`QUICK_BUDGET` bytes read quickly in one
 process, the parser is compiled on the call instead: compiling costs about
-what reading 500 MB quickly does, and is paid once.
+what reading 900 MB quickly does, but is paid once, and the quick reader holds
+about 3.3x the file in memory at its peak (the parser 2.3x).
 
 ``python -m aonkit.sources.first_run`` is the background process.
 """

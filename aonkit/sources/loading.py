@@ -7,13 +7,12 @@ readers are registered by :mod:`aonkit.sources` itself).
 from __future__ import annotations
 
 import os
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Union
 
 from .._filecheck import fingerprint, same_version
-from ..errors import AonkitWarning, JobError, TraceFormatError
+from ..errors import JobError, TraceFormatError, warn_user
 from ..trace import Trace
 from ..traceset import TraceSet
 from .bundle import is_bundle, read_bundle
@@ -55,12 +54,12 @@ def _read_source(path: Path, salvage: bool, max_decompressed_bytes: int | None, 
 def _raise(texts: list[str]) -> None:
     """Say each of a reader's warnings as an :class:`~aonkit.AonkitWarning` too (they are in ``trace.warnings``)."""
     for text in texts:
-        warnings.warn(text, AonkitWarning, stacklevel=4)
+        warn_user(text)
 
 
 def _note(trace: Trace, text: str) -> None:
     trace.warnings.append(text)
-    warnings.warn(text, AonkitWarning, stacklevel=4)
+    warn_user(text)
 
 
 def load(
