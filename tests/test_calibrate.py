@@ -239,6 +239,23 @@ def test_qwen_transformer_config_from_shapes(qwen: aonkit.Trace) -> None:
     assert set(calibrate(qwen).efficiency) <= set(EFFICIENCY)
 
 
+def test_compare_forward_costs_moe_layers_as_the_model_does(qwen: aonkit.Trace) -> None:
+    # GIVEN a calibration and an MoE model (Mixtral: every layer routes each token to 2 of 8 experts)
+    from aonkit.model.llm.presets import MIXTRAL_8X7B
+
+    cal = calibrate(qwen)
+    cmp = compare_forward(cal, MIXTRAL_8X7B, 2, 512, device=H100)
+    # THEN its model side is prefill_time's, class by class (it costed every layer as dense before)
+    pf = prefill_time(MIXTRAL_8X7B, H100, 2, 512, efficiency=cal.efficiency)
+    for cls in ("matmul", "attention", "elementwise"):
+        assert cmp.loc[cls, "calibrated_ns"] == pytest.approx(pf.parts[cls] * 1e9)
+    # AND the routed FFNs count top_k experts per token: twice a dense FFN's FLOPs, plus the router
+    h, f, tokens = 4096, 14336, 2 * 512
+    ffn = 3 * 2 * h * f * tokens
+    per_layer = cmp.loc["matmul", "model_flop"] / 32
+    assert per_layer == pytest.approx(2 * ffn + 2 * h * 8 * tokens + 2 * tokens * h * (h + 2 * 1024 + h), rel=1e-9)
+
+
 def test_transformer_from_trace_needs_attention(tmp_path: Path) -> None:
     mm = ("aten::mm", {"Input Dims": [[64, 64], [64, 64]], "Input type": [BF, BF]}, 1000.0)
     with pytest.raises(ValueError, match="scaled_dot_product_attention"):

@@ -136,8 +136,10 @@ def compare_forward(calibration: Calibration, config: TransformerConfig, batch: 
     calibration : Calibration
         A :func:`~aonkit.model.calibration.calibrate` result; its ``residuals`` give the trace side.
     config : TransformerConfig
-        The model's transformer (e.g. :func:`transformer_from_trace`'s ``config``). Every layer is
-        costed as a dense layer on one GPU (no tensor parallelism), with 2-byte weights and KV cache.
+        The model's transformer (e.g. :func:`transformer_from_trace`'s ``config``). Its dense and
+        MoE layers are costed as :func:`~aonkit.model.llm.prefill_time` costs them (an MoE layer
+        reads the experts its ``batch * seq`` tokens are expected to visit), on one GPU (no tensor
+        parallelism), with 2-byte weights and KV cache.
     batch : int
         Sequences in the traced forward pass.
     seq : int
@@ -171,18 +173,25 @@ def compare_forward(calibration: Calibration, config: TransformerConfig, batch: 
     if device is None:
         raise ValueError("no device: pass device=")
     peak, bw = device_peak(device, dtype), device.memory_bandwidth
-    costs = layer_forward(config, False, batch, seq, seq, causal=causal)
+    layers = []  # (count, per-layer costs): dense layers, then MoE layers as prefill_time costs them
+    for moe, count in ((False, config.dense_layers), (True, config.moe_layers)):
+        if count:
+            e, k = config.experts, config.top_k
+            read = e * (1 - (1 - k / e) ** (batch * seq)) if moe else None  # distinct experts the tokens visit
+            layers.append((count, layer_forward(config, moe, batch, seq, seq, causal=causal, experts_read=read)))
     res = calibration.residuals
     res = res.assign(model_class=res["class"].map(MODEL_CLASS))
     tr = res.dropna(subset=["model_class"]).groupby("model_class")[["flop", "bytes", "measured_ns"]].sum()
     cal_eff = dict(efficiency if efficiency is not None else calibration.efficiency)
     rows = {}
     for cls in ("matmul", "attention", "elementwise"):
-        fl, by = (config.layers * x for x in costs[cls])
+        fl = sum(count * c[cls][0] for count, c in layers)
+        by = sum(count * c[cls][1] for count, c in layers)
         times = []
         for eff in (EFFICIENCY, {**EFFICIENCY, **cal_eff}):
             ce = 1.0 if cls == "elementwise" else eff[cls]
-            times.append(float(roofline_time(fl, by, peak, bw, ce, eff["memory"])) * 1e9)
+            times.append(sum(count * float(roofline_time(*c[cls], peak, bw, ce, eff["memory"])) * 1e9
+                             for count, c in layers))
         t = tr.loc[cls] if cls in tr.index else pd.Series({"flop": 0.0, "bytes": 0.0, "measured_ns": 0.0})
         rows[cls] = {"trace_flop": t["flop"], "model_flop": fl, "trace_bytes": t["bytes"], "model_bytes": by,
                      "measured_ns": t["measured_ns"], "default_ns": times[0], "calibrated_ns": times[1]}  # fmt: skip
