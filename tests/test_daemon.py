@@ -268,3 +268,19 @@ def test_seqlock_readers_never_see_a_torn_sample(tmp_path: Path) -> None:
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_zero_means_no_limit_in_the_api_as_on_the_command_line(tmp_path: Path) -> None:
+    import argparse
+
+    from aonkit.live.daemon import Daemon, daemon_from_args
+    from aonkit.live.options import add_run_arguments
+
+    p = argparse.ArgumentParser()
+    add_run_arguments(p)
+    cli = daemon_from_args(p.parse_args(["--root", str(tmp_path), "--cap-bytes", "0", "--retention-hours", "0"]))
+    api = Daemon(root=tmp_path, cap_bytes=0, retention_hours=0)
+    assert (cli.cap_bytes, cli.retention_hours) == (api.cap_bytes, api.retention_hours) == (None, None)
+    assert Daemon(root=tmp_path).cap_bytes == 10 * 1024**3
+    with pytest.raises(ValueError, match="no limit"):
+        Daemon(root=tmp_path, cap_bytes=-1)

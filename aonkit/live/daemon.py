@@ -84,10 +84,10 @@ class Daemon:
         intervals.
     cap_bytes : int or None
         Disk cap, in bytes, of this host's files: after each write the oldest are deleted while over it (the
-        newest file is always kept). Default 10 GiB; None: no cap.
+        newest file is always kept). Default 10 GiB; None or 0: no cap (as ``--cap-bytes 0``).
     retention_hours : float or None
         After each write, files that started more than this many hours ago are deleted (the newest file is
-        always kept). Default 168.0 (a week); None: no age limit.
+        always kept). Default 168.0 (a week); None or 0: no age limit (as ``--retention-hours 0``).
 
     Raises
     ------
@@ -103,7 +103,9 @@ class Daemon:
         self.interval_s, self.flush_s = interval_s, flush_s
         self.root = Path(root).absolute() if root else data_root().absolute()
         self.capacity = capacity or max(int(300 / interval_s), int(2 * flush_s / interval_s) + 10)
-        self.cap_bytes, self.retention_hours = cap_bytes, retention_hours
+        if (cap_bytes is not None and cap_bytes < 0) or (retention_hours is not None and retention_hours < 0):
+            raise ValueError("cap_bytes and retention_hours must be >= 0 (0 or None: no limit)")
+        self.cap_bytes, self.retention_hours = cap_bytes or None, retention_hours or None  # 0: no limit, as the CLI
         self.host = hostname()
         self.stats: dict[str, Any] = {"flushes": 0, "last_flush_ns": None, "last_flush_samples": 0, "lost": 0,
                                       "deleted": 0, "flush_error": None}  # fmt: skip
@@ -230,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def daemon_from_args(args: argparse.Namespace) -> Daemon:
     """A :class:`Daemon` with the command line's settings."""
-    return Daemon(args.interval, args.flush, args.root, args.capacity, args.cap_bytes or None,
-                  args.retention_hours or None)  # fmt: skip
+    return Daemon(args.interval, args.flush, args.root, args.capacity, args.cap_bytes, args.retention_hours)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--capacity", type=int, default=DEFAULTS["capacity"],
                    help="samples the shared ring keeps (default: 5 min, and at least 2 flushes)")
     p.add_argument("--cap-bytes", type=int, default=DEFAULTS["cap_bytes"],
-                   help="disk cap of this host's files; the oldest are deleted beyond it (default 10 GiB)")
+                   help="disk cap of this host's files; the oldest are deleted beyond it (default 10 GiB; 0: no cap)")
     p.add_argument("--retention-hours", type=float, default=DEFAULTS["retention_hours"],
-                   help="files older than this are deleted (default 168: a week)")
+                   help="files older than this are deleted (default 168: a week; 0: no age limit)")
 
 
 def add_daemon_arguments(p: argparse.ArgumentParser) -> None:
