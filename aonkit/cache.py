@@ -121,7 +121,7 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
                 "format": FORMAT,
                 "version": VERSION,
                 "n_events": len(ev),
-                "start_ns": _start_ns(ev["ts_ns"].to_numpy()),
+                "start_ns": schema.first_ts(ev["ts_ns"].to_numpy()),  # a job is checked from sidecars
                 "data": data_check,
                 "samples": _check(samples) if trace.samples is not None else None,
                 "source": source,
@@ -138,12 +138,6 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     finally:
         staged.unlink(missing_ok=True)
     return path
-
-
-def _start_ns(ts: np.ndarray) -> int:
-    """The first timestamp (``TS_MISSING`` when none): a job is checked from sidecars without reading events."""
-    ts = ts[ts != schema.TS_MISSING]
-    return int(ts.min()) if len(ts) else schema.TS_MISSING
 
 
 def _check(path: Path) -> dict[str, int]:

@@ -22,7 +22,7 @@ import dataclasses
 from pathlib import Path
 
 from .errors import JobError
-from .schema import TS_MISSING
+from .schema import TS_MISSING, first_ts
 from .trace import Trace, TraceMeta
 
 RUN_ID_KEYS: tuple[str, ...] = ("group_trace_id", "mast_job_name", "mast_job_attempt", "tw_job")
@@ -55,9 +55,7 @@ class Member:
     @classmethod
     def of_trace(cls, t: Trace) -> Member:
         """The member record of a loaded trace."""
-        ts = t.events["ts_ns"].to_numpy()
-        ts = ts[ts != TS_MISSING]
-        return cls.of_meta(t.meta, t.metadata, int(ts.min()) if len(ts) else TS_MISSING,
+        return cls.of_meta(t.meta, t.metadata, first_ts(t.events["ts_ns"].to_numpy()),
                            int((t.source or {}).get("mtime_ns", 0)))  # fmt: skip
 
     @classmethod

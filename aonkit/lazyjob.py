@@ -35,7 +35,7 @@ from ._filecheck import user_cache_dir, writable_folder
 from .cache import cache_path_for, read_sidecar, same_source, source_file
 from .errors import TraceFormatError
 from .jobcheck import Member
-from .schema import TS_MISSING
+from .schema import TS_MISSING, first_ts
 from .trace import Trace, TraceMeta
 from .traceset import rank_from_name
 
@@ -104,15 +104,13 @@ def record_of_cache(cache: str | Path, source: str | Path | None = None) -> Rank
 
 def _start_from_columns(cache: str | Path) -> int:
     """First timestamp of a cache written before sidecars recorded it (read from its ``ts_ns`` column)."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     try:
-        ts = pq.read_table(str(cache), columns=["ts_ns"]).column("ts_ns")
-        low = pc.min(pc.filter(ts, pc.not_equal(ts, TS_MISSING))).as_py()
+        ts = pq.read_table(str(cache), columns=["ts_ns"]).column("ts_ns").to_numpy()
     except Exception:  # noqa: BLE001 - a damaged cache: the rank's load will name the problem
         return TS_MISSING
-    return TS_MISSING if low is None else int(low)
+    return first_ts(ts)
 
 
 HEAD_BYTES = 1 << 16

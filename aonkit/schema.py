@@ -38,6 +38,13 @@ import numpy as np
 TS_MISSING: int = int(np.iinfo(np.int64).min)
 """Sentinel of ``ts_ns`` for events without a usable ``ts``."""
 
+
+def first_ts(ts: np.ndarray) -> int:
+    """The earliest timestamp of ``ts_ns`` values, ignoring ``TS_MISSING`` (``TS_MISSING`` when none is left)."""
+    ts = ts[ts != TS_MISSING]
+    return int(ts.min()) if len(ts) else TS_MISSING
+
+
 CATEGORY_COLUMNS: tuple[str, ...] = ("ph", "cat", "name", "pid", "tid", "bp")
 INT_COLUMNS: tuple[str, ...] = ("ts_ns", "dur_ns", "correlation", "external_id", "stream", "device", "id")
 EVENT_COLUMNS: tuple[str, ...] = (
