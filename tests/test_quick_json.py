@@ -244,3 +244,10 @@ def test_first_load_compiles_nothing_and_the_next_process_uses_the_compiled_pars
     env["AONKIT_QUICK_PARSE"] = "0"  # the parser itself, from the cache
     second = _first_load(trace, env)
     assert second["compiles"] == 0 and second["events"] == 4000
+
+
+def test_no_interpreter_to_start_is_not_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an embedded or frozen Python has no interpreter to run the background compile: the load goes on without it
+    monkeypatch.setenv("AONKIT_BACKGROUND_COMPILE", "1")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python-here"))
+    assert first_run.start_background_compile() is None

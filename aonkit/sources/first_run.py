@@ -84,10 +84,13 @@ def start_background_compile() -> subprocess.Popen | None:
     path = os.environ.get("PYTHONPATH", "")
     env = {**os.environ, "AONKIT_QUICK_PARSE": "0", "AONKIT_COMPILE_NOTICE": "0",
            "PYTHONPATH": root + (os.pathsep + path if path else "")}
-    proc = subprocess.Popen(  # noqa: S603 - this interpreter, this module
-        [sys.executable, "-m", "aonkit.sources.first_run"], env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - this interpreter, this module
+            [sys.executable, "-m", "aonkit.sources.first_run"], env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+    except OSError:  # no interpreter to start (embedded, frozen): the parser compiles on a later call instead
+        return None
     threading.Thread(target=proc.wait, daemon=True, name="aonkit-compile-reaper").start()
     _state["pid"] = proc.pid
     return proc
