@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,16 +113,8 @@ class LazyTraceSet(TraceSet):
                                      old.notes + record.notes)  # fmt: skip
         return self._files[rank]
 
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._files)
-
-    def __len__(self) -> int:
-        return len(self._files)
-
-    @property
-    def ranks(self) -> list[int]:
-        """Ranks in ascending order."""
-        return list(self._files)
+    def _by_rank(self) -> Mapping[int, RankFile]:
+        return self._files
 
     @property
     def files(self) -> dict[int, RankFile]:

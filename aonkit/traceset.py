@@ -22,19 +22,23 @@ class TraceSet(Mapping[int, Trace]):
     def __init__(self, traces: Mapping[int, Trace]) -> None:
         self._traces = dict(sorted(traces.items()))
 
+    def _by_rank(self) -> Mapping[int, Any]:
+        """Rank -> what holds the rank (here its trace; a lazy set's: its file), in rank order."""
+        return self._traces
+
     def __getitem__(self, rank: int) -> Trace:
         return self._traces[rank]
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._traces)
+        return iter(self._by_rank())
 
     def __len__(self) -> int:
-        return len(self._traces)
+        return len(self._by_rank())
 
     @property
     def ranks(self) -> list[int]:
         """Ranks in ascending order."""
-        return list(self._traces)
+        return list(self._by_rank())
 
     @property
     def warnings(self) -> list[str]:
