@@ -106,7 +106,7 @@ def combine_ranks(job: Mapping[int, Trace], align: bool = True) -> Trace:
         for c in schema.CATEGORY_COLUMNS:
             part = ev[c].array
             if c == "pid":
-                part = part.rename_categories([f"{v}@rank{rank}" for v in part.categories])
+                part = part.rename_categories(_pid_names(part.categories, rank))
             cat_parts[c].append(part)
     data = {c: _categorical(cat_parts[c]) for c in schema.CATEGORY_COLUMNS}
     for c in (*schema.INT_COLUMNS, "rank"):
@@ -118,3 +118,15 @@ def combine_ranks(job: Mapping[int, Trace], align: bool = True) -> Trace:
     warnings = [f"rank {r}: {w}" for r, t in zip(ranks, traces) for w in t.warnings]
     return Trace(events, meta, _RanksText(traces),
                  metadata={"clock_offsets_ns": {int(r): int(v) for r, v in off.items()}}, warnings=warnings)
+
+
+def _pid_names(pids: pd.Index, rank: int) -> list[str]:
+    """``<pid>@rank<r>`` per pid category, distinct.
+
+    A string pid that reads like another pid (``"100"`` beside ``100``) keeps its quotes.
+    """
+    names = [f"{v}@rank{rank}" for v in pids]
+    if len(set(names)) < len(names):
+        plain = {f"{v}" for v in pids if not isinstance(v, str)}
+        names = [f"{v!r}@rank{rank}" if isinstance(v, str) and v in plain else n for v, n in zip(pids, names)]
+    return names

@@ -40,6 +40,8 @@ ARGS = {"coll": "Collective name", "in_nelems": "In msg nelems", "out_nelems": "
 SEQ_ARGS = ("Seq", "seq")
 MAX_SHIFT = 16
 
+_MAX_OFFSET_NS = float(2**62)  # an offset beyond this is no clock difference, and would not fit int64 sums
+
 
 def comm_args(trace: Trace, rows: np.ndarray) -> pd.DataFrame:
     """The collective args (``coll``, ``in_nelems``, ... ``seq``) of kernels ``rows``, indexed by row.
@@ -185,7 +187,7 @@ def offsets(m: pd.DataFrame, steps: Mapping[int, dict[int, int]], reference: int
                 warnings.simplefilter("ignore", RuntimeWarning)  # columns without a shared collective
                 med = np.nanmedian(d, axis=0)
             for b, ok, m in zip(todo, shared, med):
-                if ok:
+                if ok and abs(off[a] + float(m)) < _MAX_OFFSET_NS:  # beyond: clock garbage, left unaligned
                     off[b] = off[a] + int(round(float(m)))
                     method[b] = "collectives"
                     nxt.append(b)
@@ -195,14 +197,15 @@ def offsets(m: pd.DataFrame, steps: Mapping[int, dict[int, int]], reference: int
             continue
         for a in list(off):
             common = sorted(set(steps[r]) & set(steps[a]))
-            if common:
-                off[r] = off[a] + int(round(float(np.median([steps[r][n] - steps[a][n] for n in common]))))
+            m = float(np.median([float(steps[r][n]) - float(steps[a][n]) for n in common])) if common else 0.0
+            if common and abs(off[a] + m) < _MAX_OFFSET_NS:
+                off[r] = off[a] + int(round(m))
                 method[r] = "profiler_steps"
                 break
     lost = [r for r in ranks if r not in off]
     if lost:
-        warn(f"ranks {lost} share no matched collective or ProfilerStep with rank {reference}: "
-             "their clocks are not aligned (offset 0)")
+        warn(f"ranks {lost} share no matched collective or ProfilerStep with rank {reference} (or the offsets "
+             "they give are beyond 2**62 ns, clock garbage): their clocks are not aligned (offset 0)")
     out = pd.Series({r: off.get(r, 0) for r in ranks}, dtype=np.int64, name="offset_ns")
     out.index.name = "rank"
     out.attrs["method"] = {r: method.get(r, "none") for r in ranks}

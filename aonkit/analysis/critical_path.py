@@ -249,6 +249,11 @@ def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int]
     return (g.start_ns >= window[0]) & (g.start_ns < window[1])
 
 
+def _span(start: np.ndarray, finish: np.ndarray) -> int:
+    """Last finish minus first start, in Python ints (clock garbage spanning int64 must not wrap around)."""
+    return int(finish.max()) - int(start.min())
+
+
 def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (), *, step: int | None = None,
             window: tuple[int, int] | None = None, samples: int = 0, seed: int = 0) -> WhatIf:  # fmt: skip
     """Re-time a trace or a job with ``rules`` (``[]``: the identity) over a ProfilerStep, a window or all of it.
@@ -299,13 +304,13 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
     start, finish, pred, edge = schedule(g.order, g.indptr, g.src, g.lat_ns, dur, g.release_ns) if rules else base
     if inside.all():  # no window: whole arrays, no gathers (the slider's common case)
         end = int(np.argmax(finish))
-        step_ns, model_ns = int(finish.max() - start.min()), int(base[1].max() - base[0].min())
-        measured = int((g.start_ns + g.dur_ns).max() - g.start_ns.min())
+        step_ns, model_ns = _span(start, finish), _span(base[0], base[1])
+        measured = _span(g.start_ns, g.start_ns + g.dur_ns)
     else:
         idx = np.flatnonzero(inside)
         end = int(idx[np.argmax(finish[idx])])
-        step_ns, model_ns = int(finish[idx].max() - start[idx].min()), int(base[1][idx].max() - base[0][idx].min())
-        measured = int((g.start_ns + g.dur_ns)[idx].max() - g.start_ns[idx].min())
+        step_ns, model_ns = _span(start[idx], finish[idx]), _span(base[0][idx], base[1][idx])
+        measured = _span(g.start_ns[idx], (g.start_ns + g.dur_ns)[idx])
 
     def table() -> pd.DataFrame:
         nodes = path_of(finish, pred, end)

@@ -70,7 +70,7 @@ def _per_trace(trace: Trace, rank: int | None) -> list[dict]:
     idle = idle_summary(trace)
     span, idle_ns = float(idle["span_ns"].sum()), float(idle["idle_ns"].sum())
     if span > 0 and idle_ns / span >= IDLE_MIN:
-        causes = idle[list(_CAUSES)].sum()
+        causes = idle[list(_CAUSES)].sum().astype(float)  # float: 100 * a clock-garbage sum must not wrap
         main = str(causes.idxmax())
         out.append(_row("gpu_idle", rank, idle_ns / span,
                         f"{who}the GPU idles {100 * idle_ns / span:.0f}% of its span ({fmt_ns(idle_ns)}), "

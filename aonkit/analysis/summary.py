@@ -71,7 +71,7 @@ def _span_ns(ev: pd.DataFrame) -> int:
         return 0
     ts = timed["ts_ns"].to_numpy()
     end = ts + np.maximum(timed["dur_ns"].to_numpy(), 0)
-    return int(end.max() - ts.min())
+    return int(end.max()) - int(ts.min())  # in Python ints: a clock-garbage span must not wrap around
 
 
 def _gpus(trace: Trace) -> pd.DataFrame:

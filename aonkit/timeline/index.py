@@ -105,6 +105,9 @@ class TimelineIndex:
         return int(np.flatnonzero(fits)[-1]) + 1 if fits.any() else 0
 
 
+_MAX_LEVEL_NS = np.iinfo(np.int64).max // 16  # the coarsest level the kernels take (int64 ns, with headroom)
+
+
 def _levels(ts: np.ndarray, end: np.ndarray, track_off: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bucket sizes, item columns (all levels side by side) and per-level track offsets of the kept levels."""
     from .._kernels.pyramid import build_level, cut_scales
@@ -116,7 +119,7 @@ def _levels(ts: np.ndarray, end: np.ndarray, track_off: np.ndarray) -> tuple[np.
     span = int(end.max()) - int(ts.min())
     levels, offs, parts = [], [], []
     prev, g = len(ts), LEVEL_BASE_NS
-    while g < 2 * span:
+    while g < 2 * span and g <= _MAX_LEVEL_NS:  # a span near int64's range (clock garbage) stops at the top level
         count = int(np.count_nonzero(cut >= g))
         if count <= prev / LEVEL_KEEP or count <= len(ts) / LEVEL_KEEP**2:
             items = build_level(ts, end, cut, g, count)
@@ -172,10 +175,13 @@ def _sort_key(v: object) -> tuple[int, object]:
 
 
 def _int_in(v: object) -> int:
+    """The device or stream number a pid or tid holds (``stream 7`` -> 7); -1 for none, or one past int64."""
     if isinstance(v, (int, np.integer)):
-        return int(v)
-    m = re.search(r"\d+", str(v))
-    return int(m.group()) if m else -1
+        x = int(v)
+    else:
+        m = re.search(r"\d{1,19}", str(v))
+        x = int(m.group()) if m else -1
+    return x if -1 <= x <= np.iinfo(np.int64).max else -1
 
 
 def _numeric(v: object) -> bool:
