@@ -38,19 +38,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._kernels.trace_event import (
-    N64,
-    R_ARGS,
-    R_CORR,
-    R_DEVICE,
-    R_DUR,
-    R_EV_END,
-    R_EV_START,
-    R_EXT,
-    R_ID,
-    R_STREAM,
-    R_TS,
-)
+from .._kernels import trace_event as te
 from .quick_values import ABSENT, Float, no_args, time_pair, typed_args
 
 # "args": { where the opening quote follows {, "," or whitespace, as a key's does (a quote inside a
@@ -66,7 +54,7 @@ _SKIP_WS = re.compile(r"[ \t\n\r]*")
 class QuickScan(NamedTuple):
     """What :func:`quick_scan` read: the scanner's int64 rows, flags and decoded category columns."""
 
-    i64: np.ndarray  # (N64, n_events), rows R_*
+    i64: np.ndarray  # (N64, n_events), rows R_* of trace_event
     flags: np.ndarray  # int32, F_* bits per event
     categories: list[tuple[np.ndarray, list[Any]]]  # per symbol kind K_*: (int32 codes, values)
     top_level: dict[str, Any]  # as the scanner's top-level spans decode
@@ -227,18 +215,18 @@ class _Events:
         n = len(self.has_args)
         if n == 0:
             raise _Refused
-        i64 = np.empty((N64, n), np.int64)
+        i64 = np.empty((te.N64, n), np.int64)
         pos = np.frombuffer(self.pos, np.int64).reshape(n, 2)
-        i64[R_EV_START] = pos[:, 0]
-        i64[R_EV_END] = pos[:, 1]
+        i64[te.R_EV_START] = pos[:, 0]
+        i64[te.R_EV_END] = pos[:, 1]
         nums = np.frombuffer(self.nums, np.int64).reshape(n, 9)
-        for k, row in enumerate((R_CORR, R_EXT, R_STREAM, R_DEVICE, R_ID)):
+        for k, row in enumerate((te.R_CORR, te.R_EXT, te.R_STREAM, te.R_DEVICE, te.R_ID)):
             i64[row] = nums[:, k]
-        i64[R_TS] = nums[:, 6]
-        i64[R_DUR] = nums[:, 7]
+        i64[te.R_TS] = nums[:, 6]
+        i64[te.R_DUR] = nums[:, 7]
         flags = (nums[:, 5] | nums[:, 8]).astype(np.int32)
         has_args = np.frombuffer(self.has_args, np.uint8).astype(bool)
-        i64[R_ARGS] = _args_offsets(text, i64[R_EV_START], i64[R_EV_END], has_args)
+        i64[te.R_ARGS] = _args_offsets(text, i64[te.R_EV_START], i64[te.R_EV_END], has_args)
         cats = [(np.frombuffer(codes, np.int32).copy(), values) for codes, values in zip(self.codes, self.values)]
         return QuickScan(i64, flags, cats, top, self.n_bad, layout)
 
