@@ -175,7 +175,7 @@ def _sort_key(v: object) -> tuple[int, object]:
 
 
 def _int_in(v: object) -> int:
-    """The device or stream number a pid or tid holds (``stream 7`` -> 7); -1 for none, or one past int64."""
+    """The device or stream number a pid or tid holds (``stream 7`` -> 7); -1 for none or one beyond int64."""
     if isinstance(v, (int, np.integer)):
         x = int(v)
     else:
