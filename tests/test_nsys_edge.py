@@ -91,6 +91,23 @@ def test_negative_start_and_open_ranges(tmp_path: Path) -> None:
     assert t.event_json(i)["dur"] is None
 
 
+@pytest.mark.parametrize("value", [1.5, float("inf"), 1e30])
+def test_a_fractional_time_in_an_integer_column_is_refused_not_truncated(tmp_path: Path, value: float) -> None:
+    # GIVEN a kernel start that is no whole number of ns (it was truncated to an int silently before)
+    path = _copy(FUSER, tmp_path / "f.sqlite")
+    _edit(path, f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {value!r} WHERE rowid = 2'.replace("inf", "9e999"))
+    # THEN the load names the column instead
+    with pytest.raises(aonkit.TraceFormatError, match="'start' holds values that are not integers"):
+        aonkit.load(path)
+
+
+def test_a_whole_real_in_an_integer_column_is_read(tmp_path: Path) -> None:
+    path = _copy(FUSER, tmp_path / "f.sqlite")
+    want = aonkit.load(path).events["ts_ns"].to_numpy()
+    _edit(path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = CAST(start AS REAL) WHERE rowid = 2")
+    assert np.array_equal(aonkit.load(path).events["ts_ns"].to_numpy(), want)  # 5.0 is 5: read, not refused
+
+
 def T0_FUSER(t: aonkit.Trace) -> int:  # noqa: N802 - reads like the constant it is
     return int(t.meta.base_time_ns)
 

@@ -145,7 +145,14 @@ class NsysDB:
                 raise TraceFormatError(f"column {name!r} holds {col.type} values where integers were expected",
                                        path=str(self.path))
             filled = col if col.null_count == 0 else col.fill_null(fill)
-            out[name] = filled.to_numpy().astype(np.int64, copy=False)
+            values = filled.to_numpy()
+            if pa.types.is_floating(col.type):  # a REAL where an INTEGER belongs: only whole numbers in range pass
+                whole = np.isfinite(values) & (values == np.floor(values)) & (np.abs(values) < 2.0**63)
+                if not whole.all():
+                    raise TraceFormatError(f"column {name!r} holds values that are not integers where integers were "
+                                           f"expected (first at row {int(np.flatnonzero(~whole)[0])} of its query)",
+                                           path=str(self.path))  # fmt: skip
+            out[name] = values.astype(np.int64, copy=False)
         return out
 
     def strings(self) -> tuple[np.ndarray, list[str]]:
