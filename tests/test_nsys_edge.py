@@ -374,3 +374,51 @@ def test_a_report_and_its_export_in_one_folder_are_one_trace(tmp_path: Path, mon
     os.utime(rep, None)  # newer than its export: the report is exported again (here: no nsys, a clear error)
     with pytest.raises(TraceFormatError, match="nsys export"):
         aonkit.load(tmp_path)
+
+
+_ROW_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
+               "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "StringIds")
+_ODD_VALUES = (None, -1, 0, 2**63 - 1, -(2**63), 2**40, "x", 1.5, 5.0)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_odd_values_in_export_rows_load_and_analyse_or_say_why(tmp_path: Path, seed: int) -> None:
+    """Values set at random in the rows of a real export: a trace every analysis answers on, or a located error."""
+    import random
+    import warnings
+
+    from aonkit.analysis.idle import idle_summary
+    from aonkit.analysis.kernels import kernel_stats, launch_stats
+
+    rng = random.Random(seed)
+    exports = sorted(NSYS.rglob("*.sqlite"))
+    if not exports:
+        pytest.skip(f"shared nsys exports not found under {NSYS}")
+    path = _copy(exports[seed % len(exports)], tmp_path / "r.sqlite")
+    con = sqlite3.connect(path)
+    tables = [t for t in _ROW_TABLES if con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (t,)).fetchone()]
+    for _ in range(rng.randint(1, 12)):
+        table = rng.choice(tables)
+        cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        n = con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        if n:
+            try:
+                con.execute(f'UPDATE {table} SET "{rng.choice(cols)}" = ? WHERE rowid = ?',
+                            (rng.choice(_ODD_VALUES), rng.randint(1, n)))  # fmt: skip
+            except sqlite3.IntegrityError:  # a NOT NULL, UNIQUE or typed column keeps its value
+                pass
+    con.commit()
+    con.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        warnings.simplefilter("error", RuntimeWarning)  # numpy's invalid casts and overflows: silent wrong numbers
+        try:
+            trace = aonkit.load(path)
+        except aonkit.AonkitError as err:
+            assert str(path) in str(err)
+            return
+        for fn in (kernel_stats, launch_stats, idle_summary, aonkit.to_html):
+            try:
+                fn(trace)
+            except aonkit.AonkitError:
+                pass
