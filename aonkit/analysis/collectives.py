@@ -31,9 +31,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..errors import warn_user as warn
 from ..trace import Trace
 from ..traceset import each_rank
-from ._warn import warn
 from .comm_match import assign_keys, comm_args, matched, offsets, profiler_step_starts
 from .kernels import gpu_table
 

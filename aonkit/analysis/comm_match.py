@@ -31,8 +31,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..errors import warn_user as warn
 from ..trace import Trace
-from ._warn import warn
 from .correlation import cpu_stack, gpu_launches, step_numbers
 
 ARGS = {"coll": "Collective name", "in_nelems": "In msg nelems", "out_nelems": "Out msg nelems",

@@ -263,7 +263,7 @@ def launch_stats(trace: Trace, apis: tuple[str, ...] = CUDA_LAUNCHES + HIP_LAUNC
     delay = np.where(cpu_dur < 0, delay + cpu_dur, delay)  # a call without a duration: from its start
     skew = delay + np.maximum(cpu_dur, 0) < 0
     if skew.any():
-        from ._warn import warn
+        from ..errors import warn_user as warn
 
         warn(f"{int(skew.sum())} of {len(skew)} GPU events start before their launch call does (CPU and GPU "
              "clocks disagree); their launch_delay_ns is kept as measured and flagged in clock_skew")  # fmt: skip
