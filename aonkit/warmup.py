@@ -127,7 +127,18 @@ def run_steps(steps: list[str], src: Path, quiet: bool = False) -> None:
     """Run the named warm-up steps in this process; the samples are loaded once (by ``parse``, or first needed)."""
     import os
 
+    before = os.environ.get("AONKIT_QUICK_PARSE")
     os.environ["AONKIT_QUICK_PARSE"] = "0"  # compile the parser here, not read around it (sources.first_run)
+    try:
+        _run_steps(steps, src, quiet)
+    finally:  # a warm-up called from a notebook leaves the session's setting as it was
+        if before is None:
+            del os.environ["AONKIT_QUICK_PARSE"]
+        else:
+            os.environ["AONKIT_QUICK_PARSE"] = before
+
+
+def _run_steps(steps: list[str], src: Path, quiet: bool) -> None:
     traces = None
     for s in steps:
         t = time.perf_counter()

@@ -109,3 +109,14 @@ def test_no_notice_for_a_quick_compilation():
 
     notice, text = _with_notice(60.0, lambda: quick(1) == 2 or pytest.fail("wrong sum"))
     assert text == "" and notice.timer is None
+
+
+def test_warmup_leaves_the_quick_parse_setting_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aonkit.warmup import SAMPLE_DIR, run_steps
+
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "auto")
+    run_steps([], SAMPLE_DIR, quiet=True)
+    assert os.environ["AONKIT_QUICK_PARSE"] == "auto"
+    monkeypatch.delenv("AONKIT_QUICK_PARSE")
+    run_steps([], SAMPLE_DIR, quiet=True)
+    assert "AONKIT_QUICK_PARSE" not in os.environ

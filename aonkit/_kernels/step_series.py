@@ -144,7 +144,7 @@ def queue_levels(keys, up, down, flag, store):
     times = np.empty(cap, np.int64)
     levels = np.empty(cap, np.int64)
     out_offsets = np.zeros(n_g + 1, np.int64)
-    items = np.empty(n_g, np.int64)  # a loop, not np.diff: its shape checks compile 4 s of message formatting
+    items = np.empty(n_g, np.int64)  # a loop, not np.diff: it compiled 2.4 s with its error path
     for g in range(n_g):
         items[g] = offsets[g + 1] - offsets[g]
     flagged = np.zeros(n_g, np.int64)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -264,7 +265,7 @@ def _events_frame(
     columns: list[tuple[np.ndarray, list[Any]]],
     base_ns: int | None,
     warnings: list[str],
-    add_base: Any,
+    add_base: Callable[[np.ndarray, int], None],
 ) -> pd.DataFrame:
     """Columns as views of the scanner's matrices (no copies), base time added in place.
 
