@@ -51,22 +51,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .columns import in_categories, names_of, op_stack, thread_keys
+from .columns import in_categories, op_stack, thread_keys
 from .correlation import gpu_links
+from .depgraph_sync import QUEUED_NS, SYNC_CALLS, stream_wait_edges, sync_edges
 
 KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB = 0, 1, 2, 3
 KIND_NAMES = ("cpu", "gap", "gpu", "hub")
-SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-                        "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize"})
 ANNOTATION_CATS = frozenset({"user_annotation", "python_function"})
 """CPU categories whose own time is host work the trace does not break down: their pieces are ``gap`` nodes."""
-QUEUED_NS = 5000
-"""A GPU event that starts within this of its predecessor's end (stream order or a stream wait) was queued
-behind it; the measured gap, the GPU's dispatch time, stays on the edge."""
 
 
 @dataclass(eq=False)
@@ -197,7 +192,7 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     lane_sorted, end_sorted = g_lane[g_order], (g_ts + g_dur)[g_order]
     same = np.flatnonzero(lane_sorted[1:] == lane_sorted[:-1])
     prev_end[g_order[same + 1]] = end_sorted[same]
-    waited = _stream_wait_edges(trace, links, gpu_node, srcs, dsts, lats, kinds)
+    waited = stream_wait_edges(trace, links, gpu_node, srcs, dsts, lats, kinds)
     prev_end = np.maximum(prev_end, waited)  # a stream wait that ended at the start explains it like a queue
     queued = prev_end >= g_ts - QUEUED_NS
     idle_delays = delay[has & ~queued]
@@ -207,7 +202,7 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     srcs.append(last_seg[launch[has]]), dsts.append(gpu_node[has]), lats.append(lat[has])
     kinds.append(np.full(int(has.sum()), 2))
     dur = nodes["dur_ns"].copy()
-    woken = _sync_edges(trace, nodes, last_seg, gpu_node, g_rows, g_ts, g_ts + g_dur, launch, srcs, dsts, lats,
+    woken = sync_edges(trace, nodes, last_seg, gpu_node, g_rows, g_ts, g_ts + g_dur, launch, srcs, dsts, lats,
                         kinds, dur)
     _relaunch(woken, cpu["lane"], k_launch, srcs, dsts, lats, kinds, nodes["start_ns"][n_cpu:], n_cpu)
     nodes["dur_ns"] = dur
@@ -236,60 +231,6 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
                     indptr, src_s, lat_s, edge_kind, order, dropped)
 
 
-def _stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, srcs: list, dsts: list,
-                       lats: list, kinds: list) -> np.ndarray:  # fmt: skip
-    """``cudaStreamWaitEvent``: the waiting stream's next GPU event waits for the recorded stream's last one.
-
-    Returns, per GPU event (``links`` order), the latest end of a GPU event it waits for (int64 min: none).
-
-    From Kineto's ``Stream Wait Event`` rows (``cat`` ``cuda_sync``): the event was recorded by the
-    ``cudaEventRecord`` call whose correlation the row names, on stream ``wait_on_stream``; the source is
-    the GPU event on that stream whose launch call started last at or before the record; the destination
-    is the first GPU event on the waiting stream launched, from the waiting call's thread, after the call.
-    """
-    ev = trace.events
-    waited = np.full(len(links), np.iinfo(np.int64).min, np.int64)
-    waits = np.flatnonzero(((ev["cat"] == "cuda_sync") & (ev["name"] == "Stream Wait Event")).to_numpy())
-    if not len(waits) or not len(links):
-        return waited
-    a = trace.arg_ints_of(("stream", "wait_on_stream", "wait_on_cuda_event_record_corr_id", "correlation"), waits)
-    if "rank" in ev.columns:  # a combined job shifts each rank's correlations; the args keep the file's
-        from .combine import ID_SHIFT
-
-        shift = (ev["rank"].to_numpy()[waits] + 1) << ID_SHIFT
-        for key in ("wait_on_cuda_event_record_corr_id", "correlation"):
-            a[key] = np.where(a[key] >= 0, a[key] + shift, a[key])
-    corr = ev["correlation"].to_numpy()
-    rt = np.flatnonzero(in_categories(ev["cat"], schema.RUNTIME_CATS) & (corr >= 0))
-    call_of = pd.Series(rt, index=corr[rt])
-    call_of = call_of[~call_of.index.duplicated(keep="first")]
-    g_rows, launch = links["gpu_row"].to_numpy(), links["launch_row"].to_numpy()
-    g_stream, g_dev = ev["stream"].to_numpy()[g_rows], ev["device"].to_numpy()[g_rows]
-    l_ts = np.where(launch >= 0, ev["ts_ns"].to_numpy()[np.maximum(launch, 0)], np.iinfo(np.int64).max)
-    thread = thread_keys(ev)
-    dev_of_wait = ev["device"].to_numpy()[waits]
-    if "rank" in ev.columns:  # a combined job: a stream is (rank, device, stream)
-        g_dev = g_dev + (ev["rank"].to_numpy()[g_rows] << 32)
-        dev_of_wait = dev_of_wait + (ev["rank"].to_numpy()[waits] << 32)
-    for k in range(len(waits)):
-        rec, call = call_of.get(a["wait_on_cuda_event_record_corr_id"][k]), call_of.get(a["correlation"][k])
-        if rec is None or call is None:
-            continue
-        on_src = (g_stream == a["wait_on_stream"][k]) & (g_dev == dev_of_wait[k]) & (l_ts <= ev["ts_ns"].iat[rec])
-        on_dst = (g_stream == a["stream"][k]) & (g_dev == dev_of_wait[k]) & (l_ts > ev["ts_ns"].iat[call])
-        on_dst &= (launch >= 0) & (thread[np.maximum(launch, 0)] == thread[call])
-        if not on_src.any() or not on_dst.any():
-            continue
-        s_i = int(np.flatnonzero(on_src)[np.argmax(l_ts[on_src])])
-        d_i = int(np.flatnonzero(on_dst)[np.argmin(l_ts[on_dst])])
-        g_end = ev["ts_ns"].iat[int(g_rows[s_i])] + max(int(ev["dur_ns"].iat[int(g_rows[s_i])]), 0)
-        gap = int(ev["ts_ns"].iat[int(g_rows[d_i])]) - g_end
-        srcs.append(np.array([gpu_node[s_i]])), dsts.append(np.array([gpu_node[d_i]]))
-        lats.append(np.array([gap if 0 <= gap <= QUEUED_NS else 0])), kinds.append(np.array([4]))
-        waited[d_i] = max(waited[d_i], g_end)
-    return waited
-
-
 def _relaunch(woken: dict[int, int], cpu_lane: np.ndarray, k: int, srcs: list, dsts: list, lats: list,
               kinds: list, gpu_start: np.ndarray, n_cpu: int) -> None:  # fmt: skip
     """A blocking copy's call became its wake-up node: its launch edge leaves from the node before the call.
@@ -307,78 +248,3 @@ def _relaunch(woken: dict[int, int], cpu_lane: np.ndarray, k: int, srcs: list, d
         else:
             keep[e] = False
     srcs[k], dsts[k], lats[k], kinds[k] = src[keep], dst[keep], lat[keep], kinds[k][keep]
-
-
-def _sync_rows(trace: Trace, g_rows: np.ndarray) -> tuple[dict[int, int], np.ndarray]:
-    """From Kineto's ``cuda_sync`` rows: the stream each sync call waited on, by the call's correlation.
-
-    ``Stream Sync`` names the stream (``stream``), ``Event Sync`` the recorded one (``wait_on_stream``);
-    ``Context Sync`` waits for every stream and adds nothing. Streams are keyed as
-    ``(rank, device, stream)``; returns that key per GPU event too.
-    """
-    ev = trace.events
-    rank = ev["rank"].to_numpy() if "rank" in ev.columns else np.zeros(len(ev), np.int64)
-    key = (rank << 40) | ((ev["device"].to_numpy() & 0xFF) << 32) | (ev["stream"].to_numpy() & 0xFFFFFFFF)
-    rows = np.flatnonzero(((ev["cat"] == "cuda_sync") & ev["name"].isin(["Stream Sync", "Event Sync"])).to_numpy())
-    out: dict[int, int] = {}
-    if len(rows):
-        waited = trace.arg_ints("wait_on_stream", rows)
-        stream = np.where(ev["name"].to_numpy()[rows] == "Event Sync", waited, ev["stream"].to_numpy()[rows])
-        k = (rank[rows] << 40) | ((ev["device"].to_numpy()[rows] & 0xFF) << 32) | (stream & 0xFFFFFFFF)
-        corr = ev["correlation"].to_numpy()[rows]
-        out = {int(c): int(x) for c, x, s in zip(corr, k, stream) if c >= 0 and s >= 0}
-    return out, key[g_rows]
-
-
-def _sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.ndarray, g_rows: np.ndarray,
-                g_ts: np.ndarray, g_end: np.ndarray, launch: np.ndarray, srcs: list, dsts: list, lats: list,
-                kinds: list, dur: np.ndarray) -> dict[int, int]:  # fmt: skip
-    """Blocking calls wait for the latest-ending GPU event of their process launched before them.
-
-    A call whose own copy ran entirely inside it (``cudaMemcpy``, or a pageable ``cudaMemcpyAsync`` that
-    blocked) waits for that copy. Returns ``{segment: call start}`` of the blocking copies' calls, whose
-    launch edges :func:`_relaunch` moves.
-    """
-    ev = trace.events
-    is_rt = in_categories(ev["cat"], schema.RUNTIME_CATS)
-    copy_of = np.full(len(ev), -1, np.int64)
-    copy_of[launch[launch >= 0]] = np.flatnonzero(launch >= 0)
-    cand = np.flatnonzero(is_rt & (last_seg >= 0))
-    name_set = pd.Index(ev["name"].cat.categories)
-    sync_code = np.append(name_set.isin(SYNC_CALLS), False)[ev["name"].cat.codes.to_numpy()[cand]]
-    calls = cand[sync_code | (copy_of[cand] >= 0)]
-    woken: dict[int, int] = {}
-    if not len(calls) or not len(g_rows):
-        return woken
-    blocking = np.append(name_set.isin(SYNC_CALLS), False)[ev["name"].cat.codes.to_numpy()[calls]]
-    c_ts = ev["ts_ns"].to_numpy()[calls]
-    c_end = c_ts + np.maximum(ev["dur_ns"].to_numpy()[calls], 0)
-    call_names = [str(x) for x in names_of(ev, calls)]
-    lr = np.maximum(launch, 0)
-    launch_end = np.where(launch >= 0, ev["ts_ns"].to_numpy()[lr] + np.maximum(ev["dur_ns"].to_numpy()[lr], 0),
-                          np.iinfo(np.int64).max)
-    pid = ev["pid"].cat.codes.to_numpy()
-    launch_pid = np.where(launch >= 0, pid[lr], -2)  # a sync waits for work its own process launched
-    sync_stream, g_lane_key = _sync_rows(trace, g_rows)
-    for j, c in enumerate(calls):
-        i = int(copy_of[c])
-        if i >= 0 and "Launch" not in call_names[j] and c_ts[j] <= g_ts[i] and g_end[i] <= c_end[j]:
-            target = i  # a blocking copy: its own GPU event ran inside it
-            woken[int(last_seg[c])] = int(c_ts[j])
-        elif blocking[j]:  # what it waited for: the last GPU event launched before it that ended while it waited
-            running = (launch_end <= c_ts[j]) & (g_end > c_ts[j]) & (g_end <= c_end[j]) & (launch_pid == pid[c])
-            on = sync_stream.get(int(ev["correlation"].iat[c]))
-            if on is not None:  # Kineto's Stream Sync / Event Sync row names the stream it waited on
-                running &= g_lane_key == on
-            running = np.flatnonzero(running)
-            if not len(running):
-                continue
-            target = int(running[np.argmax(g_end[running])])
-        else:
-            continue
-        seg = last_seg[c]
-        srcs.append(np.array([gpu_node[target]])), dsts.append(np.array([seg]))
-        lats.append(np.array([max(0, int(c_end[j] - g_end[target]))])), kinds.append(np.array([3]))
-        dur[seg] = 0  # the wait is the edge's; the call keeps no length of its own: its node is the wake-up
-        nodes["start_ns"][seg] = c_end[j]
-    return woken
