@@ -88,40 +88,63 @@ def _relabelled(g: DepGraph) -> DepGraph:
     o = g.order
     indptr, src, lat, edge_of = relabel(o, g.indptr, g.src, g.lat_ns)
     return DepGraph(g.kind[o], g.row[o], g.lane[o], g.start_ns[o], g.dur_ns[o], g.release_ns[o], indptr, src, lat,
-                    g.edge_kind[edge_of], np.arange(len(o), dtype=np.int64), g.dropped_edges)
+                    g.edge_kind[edge_of], np.arange(len(o), dtype=np.int64), g.dropped_edges,
+                    None if g.rank is None else g.rank[o])
+
+
+def _code_values(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, values): a categorical column's codes and its categories with a trailing NaN (code -1)."""
+    arr = col.array
+    return np.asarray(arr.codes, np.int64), np.append(np.asarray(arr.categories, dtype=object), np.nan)
+
+
+def _matches(values: np.ndarray, pattern: re.Pattern) -> np.ndarray:
+    return np.array([bool(pattern.search(str(v))) for v in values], bool)
 
 
 def _factors(trace: Trace, g: DepGraph, rules: Sequence[Rule | dict]) -> np.ndarray:
+    """Each node's duration factor: the product of the rules that match it.
+
+    Names and classes are tested once per distinct name (or category and name pair), not per node, and the
+    trace's events are read only when a rule needs them (a job's combined trace is then built).
+    """
     from .kernels import kernel_class
 
     factor = np.ones(len(g), np.float64)
     if not rules:
         return factor
-    ev = trace.events
     rules = [r if isinstance(r, Rule) else Rule(**r) for r in rules]
-    names = None
-    if any(r.name is not None or r.gpu_class is not None for r in rules):  # names only when a rule needs them
-        names = np.where(g.row >= 0, names_of(ev, np.maximum(g.row, 0)), "")
+    rows = np.maximum(g.row, 0)
     for r in rules:
         hit = np.ones(len(g), bool)
         if r.kind is not None:
             hit &= g.kind == KIND_NAMES.index(r.kind)
         if r.gpu_class is not None:
-            cats = ev["cat"].astype(object).to_numpy()[np.maximum(g.row, 0)]
-            klass = np.array([kernel_class(str(c), str(n)) for c, n in zip(cats, names)], dtype=object)
-            hit &= (g.kind == KIND_GPU) & (klass == r.gpu_class)
+            n_codes, n_vals = _code_values(trace.events["name"])
+            c_codes, c_vals = _code_values(trace.events["cat"])
+            gpu = np.flatnonzero((g.kind == KIND_GPU) & hit & (g.row >= 0))
+            pairs = c_codes[rows[gpu]] * len(n_vals) + n_codes[rows[gpu]]
+            uniq, inv = np.unique(pairs, return_inverse=True)
+            klass = np.array([kernel_class(str(c_vals[u // len(n_vals)]), str(n_vals[u % len(n_vals)]))
+                              for u in uniq], dtype=object)  # fmt: skip
+            on = np.zeros(len(g), bool)
+            on[gpu] = (klass == r.gpu_class)[inv.reshape(-1)] if len(gpu) else False
+            hit &= on
         if r.name is not None:
             pat = re.compile(r.name)
-            hit &= np.array([bool(pat.search(str(n))) for n in names], bool)
+            n_codes, n_vals = _code_values(trace.events["name"])
+            by_code = _matches(n_vals, pat)
+            hit &= np.where(g.row >= 0, by_code[n_codes[rows]], bool(pat.search("")))
         if r.rank is not None:
             from .whatif_trace import rank_of_nodes
 
             hit &= rank_of_nodes(trace, g) == r.rank
         if r.tid is not None:  # a CPU thread's own time and gaps: the lane holds (pid code, tid code)
-            tids = np.asarray(ev["tid"].cat.categories, dtype=object)
+            tids = np.asarray(trace.events["tid"].cat.categories, dtype=object)
             codes = (g.lane & 0xFFFFFFFF).astype(np.int64)
             on = (g.kind != KIND_GPU) & (g.kind != KIND_HUB) & (codes < len(tids))
-            hit &= on & np.array([str(tids[c]) == str(r.tid) if ok else False for c, ok in zip(codes, on)], bool)
+            by_code = np.append(np.array([str(v) == str(r.tid) for v in tids], bool), False)
+            hit &= on & by_code[np.where(on, codes, len(tids))]
         factor[hit] *= float(r.scale)
     return factor
 

@@ -83,6 +83,8 @@ class DepGraph:
         A topological order of the nodes.
     dropped_edges : int
         Edges left out because they point back in measured time (clock skew between CPU and GPU).
+    rank : numpy.ndarray, optional
+        A job's graph: the rank of each node's event (-1 for hubs). None for one trace's graph.
     """
 
     kind: np.ndarray
@@ -97,6 +99,7 @@ class DepGraph:
     edge_kind: np.ndarray
     order: np.ndarray
     dropped_edges: int = 0
+    rank: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.kind)

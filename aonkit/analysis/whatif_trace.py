@@ -99,6 +99,8 @@ def retimed_trace(trace: Trace, g: DepGraph, start: np.ndarray, finish: np.ndarr
 
 def rank_of_nodes(trace: Trace, g: DepGraph) -> np.ndarray:
     """Rank of each node (a job's ``rank`` column; the trace's own rank, else 0); -1 for nodes with no event."""
+    if g.rank is not None:  # a job's graph knows its nodes' ranks: no need to read the combined events
+        return np.where(g.row >= 0, g.rank, -1)
     ev = trace.events
     own = trace.meta.rank if trace.meta.rank is not None else 0
     ranks = ev["rank"].to_numpy()[np.maximum(g.row, 0)] if "rank" in ev.columns else np.full(len(g), own)
