@@ -33,6 +33,7 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "roofline": {"trace_spec"}, "summary": {"busy_ns"}, "depgraph": {"build_graph"},
     "critical_path": {"graph_of", "composition", "prepared"}, "depgraph_job": {"build_job_graph"},
     "whatif_mc": "*", "whatif_trace": "*", "job_stats": {"merge_kernel_stats", "rank_kernel_stats"},
+    "depgraph_sync": "*", "depgraph_stitch": "*", "whatif_rules": "*", "combine": {"combined_categories"},
 }  # fmt: skip
 
 

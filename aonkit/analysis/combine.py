@@ -70,7 +70,7 @@ def _categorical(parts: list[pd.Categorical]) -> pd.Categorical:
         return union_categoricals([pd.Categorical(p.astype(object)) for p in parts], ignore_order=True)
 
 
-def combine_ranks(job: Mapping[int, Trace], align: bool = True) -> Trace:
+def combine_ranks(job: Mapping[int, Trace], align: bool = True, offsets: pd.Series | None = None) -> Trace:
     """The ranks of ``job`` as one trace on the lowest rank's clock (see the module doc).
 
     Parameters
@@ -79,6 +79,9 @@ def combine_ranks(job: Mapping[int, Trace], align: bool = True) -> Trace:
         A :class:`~aonkit.TraceSet` or any rank -> trace mapping.
     align : bool
         Shift ranks by their clock offsets (else keep each file's clock).
+    offsets : pandas.Series, optional
+        The offsets to shift by (ns per rank, :func:`~aonkit.analysis.collectives.clock_offsets`'s form),
+        when the caller has them; default: computed.
 
     Returns
     -------
@@ -90,7 +93,10 @@ def combine_ranks(job: Mapping[int, Trace], align: bool = True) -> Trace:
     if not ranks:
         raise ValueError("combine_ranks needs at least one rank")
     traces = [job[r] for r in ranks]
-    off = clock_offsets(job) if align and len(ranks) > 1 else pd.Series(0, index=ranks)
+    if offsets is not None:
+        off = offsets
+    else:
+        off = clock_offsets(job) if align and len(ranks) > 1 else pd.Series(0, index=ranks)
     frames, cat_parts = [], {c: [] for c in schema.CATEGORY_COLUMNS}
     for rank, t in zip(ranks, traces):
         ev = t.events
@@ -118,6 +124,45 @@ def combine_ranks(job: Mapping[int, Trace], align: bool = True) -> Trace:
     warnings = [f"rank {r}: {w}" for r, t in zip(ranks, traces) for w in t.warnings]
     return Trace(events, meta, _RanksText(traces),
                  metadata={"clock_offsets_ns": {int(r): int(v) for r, v in off.items()}}, warnings=warnings)
+
+
+class CombinedLater(Trace):
+    """:func:`combine_ranks` of a job, made on the first use of anything a :class:`~aonkit.Trace` holds.
+
+    A job's dependency graph needs only the ranks; a what-if reads the combined events when a rule asks for
+    names, a step window or the re-timed trace.
+    """
+
+    def __init__(self, job: Mapping[int, Trace], offsets: pd.Series) -> None:  # noqa: D107 - see the class
+        self.__dict__["_later"] = (job, offsets)
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__") or "_later" not in self.__dict__:
+            raise AttributeError(name)
+        later = self.__dict__.pop("_later")
+        self.__dict__.update(combine_ranks(later[0], offsets=later[1]).__dict__)
+        return getattr(self, name)
+
+
+def combined_categories(job: Mapping[int, Trace], column: str, cats: list[pd.Index] | None = None) -> pd.Index:
+    """The categories :func:`combine_ranks` gives ``column``, without combining the events.
+
+    ``cats``: the ranks' own categories (``pid`` already renamed per rank) when the caller has them; the
+    ranks' events are read only when the categories are of different kinds (then the values decide).
+    """
+    if cats is None:
+        cats = [job[r].events[column].array.categories for r in sorted(job)]
+        if column == "pid":
+            cats = [pd.Index(_pid_names(c, r)) for c, r in zip(cats, sorted(job))]
+    try:  # the categories alone, as union_categoricals appends them
+        return union_categoricals([pd.Categorical.from_codes(np.zeros(0, np.int8), categories=c) for c in cats],
+                                  ignore_order=True).categories  # fmt: skip
+    except TypeError:  # categories of different kinds: combine_ranks takes them from the values
+        parts = []
+        for r in sorted(job):
+            part = job[r].events[column].array
+            parts.append(part.rename_categories(_pid_names(part.categories, r)) if column == "pid" else part)
+        return _categorical(parts).categories
 
 
 def _pid_names(pids: pd.Index, rank: int) -> list[str]:

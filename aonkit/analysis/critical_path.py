@@ -11,10 +11,8 @@ a job's ranks are tied at their matched collectives (:mod:`aonkit.analysis.depgr
 
 from __future__ import annotations
 
-import re
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -23,35 +21,7 @@ from ..trace import Trace
 from .columns import names_of
 from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph, build_graph
 from .memo import remembered_object
-
-
-@dataclass(frozen=True)
-class Rule:
-    """Scale the duration of the nodes that match every given condition.
-
-    Attributes
-    ----------
-    scale : float
-        Factor on the duration (0.5: twice as fast; 0: removed).
-    kind : {"gpu", "cpu", "gap"}, optional
-        GPU events, CPU self time, or untraced host time between top-level events.
-    gpu_class : str, optional
-        A kernel class of :func:`aonkit.analysis.kernels.kernel_class`
-        (``computation``, ``communication``, ``memory``); GPU nodes only.
-    name : str, optional
-        A regular expression searched in the owning event's name.
-    rank : int, optional
-        Only this rank's nodes (a job; host gaps, which belong to no event, are not matched).
-    tid : int or str, optional
-        Only the CPU time and host gaps of this thread (its ``tid``).
-    """
-
-    scale: float
-    kind: str | None = None
-    gpu_class: str | None = None
-    name: str | None = None
-    rank: int | None = None
-    tid: int | str | None = None
+from .whatif_rules import Rule, factors, rule_codes
 
 
 def graph_of(trace: Trace | Mapping[int, Trace]) -> DepGraph:
@@ -92,63 +62,6 @@ def _relabelled(g: DepGraph) -> DepGraph:
                     None if g.rank is None else g.rank[o])
 
 
-def _code_values(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, values): a categorical column's codes and its categories with a trailing NaN (code -1)."""
-    arr = col.array
-    return np.asarray(arr.codes, np.int64), np.append(np.asarray(arr.categories, dtype=object), np.nan)
-
-
-def _matches(values: np.ndarray, pattern: re.Pattern) -> np.ndarray:
-    return np.array([bool(pattern.search(str(v))) for v in values], bool)
-
-
-def _factors(trace: Trace, g: DepGraph, rules: Sequence[Rule | dict]) -> np.ndarray:
-    """Each node's duration factor: the product of the rules that match it.
-
-    Names and classes are tested once per distinct name (or category and name pair), not per node, and the
-    trace's events are read only when a rule needs them (a job's combined trace is then built).
-    """
-    from .kernels import kernel_class
-
-    factor = np.ones(len(g), np.float64)
-    if not rules:
-        return factor
-    rules = [r if isinstance(r, Rule) else Rule(**r) for r in rules]
-    rows = np.maximum(g.row, 0)
-    for r in rules:
-        hit = np.ones(len(g), bool)
-        if r.kind is not None:
-            hit &= g.kind == KIND_NAMES.index(r.kind)
-        if r.gpu_class is not None:
-            n_codes, n_vals = _code_values(trace.events["name"])
-            c_codes, c_vals = _code_values(trace.events["cat"])
-            gpu = np.flatnonzero((g.kind == KIND_GPU) & hit & (g.row >= 0))
-            pairs = c_codes[rows[gpu]] * len(n_vals) + n_codes[rows[gpu]]
-            uniq, inv = np.unique(pairs, return_inverse=True)
-            klass = np.array([kernel_class(str(c_vals[u // len(n_vals)]), str(n_vals[u % len(n_vals)]))
-                              for u in uniq], dtype=object)  # fmt: skip
-            on = np.zeros(len(g), bool)
-            on[gpu] = (klass == r.gpu_class)[inv.reshape(-1)] if len(gpu) else False
-            hit &= on
-        if r.name is not None:
-            pat = re.compile(r.name)
-            n_codes, n_vals = _code_values(trace.events["name"])
-            by_code = _matches(n_vals, pat)
-            hit &= np.where(g.row >= 0, by_code[n_codes[rows]], bool(pat.search("")))
-        if r.rank is not None:
-            from .whatif_trace import rank_of_nodes
-
-            hit &= rank_of_nodes(trace, g) == r.rank
-        if r.tid is not None:  # a CPU thread's own time and gaps: the lane holds (pid code, tid code)
-            tids = np.asarray(trace.events["tid"].cat.categories, dtype=object)
-            codes = (g.lane & 0xFFFFFFFF).astype(np.int64)
-            on = (g.kind != KIND_GPU) & (g.kind != KIND_HUB) & (codes < len(tids))
-            by_code = np.append(np.array([str(v) == str(r.tid) for v in tids], bool), False)
-            hit &= on & by_code[np.where(on, codes, len(tids))]
-        factor[hit] *= float(r.scale)
-    return factor
-
-
 class WhatIf:
     """A re-timed trace.
 
@@ -166,10 +79,12 @@ class WhatIf:
         With ``samples=``: step times with kernel durations redrawn per name.
     """
 
-    def __init__(self, step_time_ns: int, model_ns: int, measured_ns: int, start_ns: np.ndarray,
-                 finish_ns: np.ndarray, path: Callable[[], pd.DataFrame]) -> None:  # fmt: skip
+    def __init__(self, step_time_ns: int, model_ns: int, measured_ns: int,
+                 start_ns: np.ndarray | Callable[[], np.ndarray], finish_ns: np.ndarray,
+                 path: Callable[[], pd.DataFrame]) -> None:  # fmt: skip
         self.step_time_ns, self.model_ns, self.measured_ns = step_time_ns, model_ns, measured_ns
-        self.start_ns, self.finish_ns = start_ns, finish_ns
+        self._start = start_ns  # or how to make it: a slider's re-time leaves the starts for when they are read
+        self.finish_ns = finish_ns
         self._path = path
         self._table: pd.DataFrame | None = None
         self.samples_ns: np.ndarray | None = None  # Monte Carlo step times, when asked for
@@ -192,6 +107,13 @@ class WhatIf:
 
         trace, g, inside = self._context  # type: ignore[misc]
         return per_rank_ns(trace, g, self.start_ns, self.finish_ns, inside)
+
+    @property
+    def start_ns(self) -> np.ndarray:
+        """Every node's re-timed start."""
+        if callable(self._start):
+            self._start = self._start()
+        return self._start
 
     @property
     def speedup(self) -> float:
@@ -249,15 +171,18 @@ _BASE: weakref.WeakKeyDictionary[DepGraph, tuple] = weakref.WeakKeyDictionary()
 
 
 def _base_schedule(g: DepGraph) -> tuple:
-    """The identity schedule of a graph, computed once."""
+    """The identity schedule of a graph, its model and measured spans and its last node, computed once."""
     from .._kernels.dag import schedule
 
     if g not in _BASE:
-        _BASE[g] = schedule(g.order, g.indptr, g.src, g.lat_ns, g.dur_ns, g.release_ns)
+        base = schedule(g.order, g.indptr, g.src, g.lat_ns, g.dur_ns, g.release_ns)
+        spans = (_span(base[0], base[1]), _span(g.start_ns, g.start_ns + g.dur_ns)) if len(g) else (0, 0)
+        _BASE[g] = (base, spans, int(np.argmax(base[1])) if len(g) else -1)
     return _BASE[g]
 
 
-def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int] | None) -> np.ndarray:
+def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int] | None) -> np.ndarray | None:
+    """Which nodes start in the step or window (None: no step or window, every node)."""
     if step is not None:
         from .steps import profiler_steps
 
@@ -268,7 +193,7 @@ def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int]
             raise ValueError(f"no ProfilerStep#{step} in the trace (steps: {steps[:10]})")
         window = (int(s["ts_ns"].min()), int((s["ts_ns"] + s["dur_ns"]).max()))  # every rank's, in a job
     if window is None:
-        return np.ones(len(g), bool)
+        return None
     return (g.start_ns >= window[0]) & (g.start_ns < window[1])
 
 
@@ -315,51 +240,147 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
         When no node of the dependency graph starts in the step or window.
     """
     from .._kernels.dag import critical_path as path_of
-    from .._kernels.dag import schedule
 
     trace, g = prepared(trace)
     inside = _window(trace, g, step, window)
-    if not inside.any():
+    if inside is not None and not inside.any():
         raise ValueError("no node of the dependency graph starts in the window")
-    base = _base_schedule(g)
-    factor = _factors(trace, g, rules)
-    dur = np.rint(g.dur_ns * factor).astype(np.int64) if rules else g.dur_ns
-    start, finish, pred, edge = schedule(g.order, g.indptr, g.src, g.lat_ns, dur, g.release_ns) if rules else base
-    if inside.all():  # no window: whole arrays, no gathers (the slider's common case)
-        end = int(np.argmax(finish))
-        step_ns, model_ns = _span(start, finish), _span(base[0], base[1])
-        measured = _span(g.start_ns, g.start_ns + g.dur_ns)
+    whole = inside is None or bool(inside.all())
+    inside = None if whole else inside  # None: every node
+    base, (model_all, measured_all), end_all = _base_schedule(g)
+    t = _Timing(trace, g, rules, base)
+    finish = t.finish
+    if whole:  # no window: whole arrays, no gathers (the slider's common case)
+        end, step_ns = (end_all, model_all) if not rules else t.last()
+        model_ns, measured = model_all, measured_all
     else:
         idx = np.flatnonzero(inside)
         end = int(idx[np.argmax(finish[idx])])
-        step_ns, model_ns = _span(start[idx], finish[idx]), _span(base[0][idx], base[1][idx])
+        step_ns, model_ns = _span(finish[idx] - t.dur_at(idx), finish[idx]), _span(base[0][idx], base[1][idx])
         measured = _span(g.start_ns[idx], (g.start_ns + g.dur_ns)[idx])
 
     def table() -> pd.DataFrame:
-        nodes = path_of(finish, pred, end)
-        nodes = nodes[inside[nodes]]
+        nodes, edges = _longest_tied(t, end, inside, path_of)
+        if inside is not None:
+            nodes, edges = nodes[inside[nodes]], edges[inside[nodes]]
         from .whatif_trace import rank_of_nodes
 
+        dur = t.dur_at(nodes)
         out = pd.DataFrame({
             "kind": np.array(KIND_NAMES, dtype=object)[g.kind[nodes]],
             "rank": rank_of_nodes(trace, g)[nodes],
             "name": np.where(g.row[nodes] >= 0, names_of(trace.events, np.maximum(g.row[nodes], 0)), "(host gap)"),
-            "lane": g.lane[nodes], "row": g.row[nodes], "start_ns": start[nodes], "dur_ns": dur[nodes],
-            "wait_ns": (np.where(edge[nodes] >= 0, g.lat_ns[np.maximum(edge[nodes], 0)], 0) if len(g.lat_ns)
+            "lane": g.lane[nodes], "row": g.row[nodes], "start_ns": finish[nodes] - dur, "dur_ns": dur,
+            "wait_ns": (np.where(edges >= 0, g.lat_ns[np.maximum(edges, 0)], 0) if len(g.lat_ns)
                         else np.zeros(len(nodes), np.int64)),
         })  # fmt: skip
         out.insert(1, "part", _parts(trace, g, nodes))
         out["share"] = out["dur_ns"] / (int(out["dur_ns"].sum()) or 1)
         return out
 
-    result = WhatIf(step_ns, model_ns, measured, start, finish, table)
+    result = WhatIf(step_ns, model_ns, measured, t.start, finish, table)
     result._context = (trace, g, inside)
     if samples:
         from .whatif_mc import step_time_samples
 
         codes = trace.events["name"].cat.codes.to_numpy()
-        result.samples_ns = step_time_samples(g, codes, factor, inside, int(samples), seed)
+        every = np.ones(len(g), bool) if inside is None else inside
+        result.samples_ns = step_time_samples(g, codes, t.factor(), every, int(samples), seed)
     return result
+
+
+TIED_ENDS = 64
+"""At most this many nodes finishing last together are compared for the critical path (the first ones)."""
+
+
+def _longest_tied(t: _Timing, end: int, inside: np.ndarray | None, path_of: Callable) -> tuple:
+    """The critical path (nodes, edges into them) to the node that finishes last.
+
+    Among nodes that finish last together, the one whose path starts first (it explains the most of the
+    span), so that the choice does not depend on how the nodes are numbered.
+    """
+    fin = t.finish
+    tied = np.flatnonzero(fin == fin[end]) if end >= 0 else np.zeros(0, np.int64)
+    if inside is not None:
+        tied = tied[inside[tied]]
+    best = t.path(end, path_of)
+    if len(tied) > 1:
+        first_start = fin[best[0][0]] - t.dur_at(best[0][:1])[0]
+        for v in tied[:TIED_ENDS]:
+            if v == end:
+                continue
+            p = t.path(int(v), path_of)
+            s0 = fin[p[0][0]] - t.dur_at(p[0][:1])[0]
+            if s0 < first_start:
+                best, first_start = p, s0
+    return best
+
+
+class _Timing:
+    """A graph re-timed by rules: finish times, with starts, scaled durations and paths derived on demand.
+
+    No rule: the identity schedule. Up to 16 rules: :func:`aonkit._kernels.retime.finish_times` (one lean
+    pass; the rules' masks are kept per graph). More: :func:`aonkit._kernels.dag.schedule` on scaled durations.
+    """
+
+    def __init__(self, trace: Trace, g: DepGraph, rules: Sequence[Rule | dict], base: tuple) -> None:
+        from .._kernels.dag import scale_each, schedule
+        from .._kernels.retime import finish_times
+
+        self.g, self.coded, self._start, self._factor = g, None, None, None
+        self._first = self._last = -1
+        if not rules:
+            self._start, self.finish, self._pred, self._edge = base
+            self._dur = g.dur_ns
+            return
+        self.coded = rule_codes(trace, g, rules)
+        if self.coded is None:
+            self._factor = factors(trace, g, rules)
+            self._dur = scale_each(g.dur_ns, self._factor)
+            self._start, self.finish, self._pred, self._edge = schedule(g.order, g.indptr, g.src, g.lat_ns,
+                                                                       self._dur, g.release_ns)  # fmt: skip
+            return
+        code, tab = self.coded
+        self.finish, self._first, self._last = finish_times(g.indptr, g.src, g.lat_ns, g.dur_ns, g.release_ns,
+                                                            code, tab)  # fmt: skip
+
+    def factor(self) -> np.ndarray:
+        """Each node's duration factor."""
+        if self._factor is None:
+            self._factor = np.ones(len(self.g)) if self.coded is None else self.coded[1][self.coded[0]]
+        return self._factor
+
+    def dur_at(self, idx: np.ndarray) -> np.ndarray:
+        """Scaled durations of the nodes ``idx``."""
+        if self.coded is None:
+            return self._dur[idx]
+        f, d = self.coded[1][self.coded[0][idx]], self.g.dur_ns[idx]
+        return np.where(f == 1.0, d, np.rint(d * f).astype(np.int64))
+
+    def start(self) -> np.ndarray:
+        """Every node's start."""
+        if self._start is None:
+            from .._kernels.dag import scale_each
+
+            self._start = self.finish - scale_each(self.g.dur_ns, self.factor())
+        return self._start
+
+    def last(self) -> tuple[int, int]:
+        """(the first node with the latest finish, first start to last finish)."""
+        if self.coded is not None:
+            return int(self._last), int(self.finish[self._last]) - int(self._first) if self._last >= 0 else 0
+        end = int(np.argmax(self.finish))
+        return end, int(self.finish[end]) - int(self._start.min())
+
+    def path(self, end: int, path_of: Callable) -> tuple[np.ndarray, np.ndarray]:
+        """The critical path to ``end``: its nodes in order and the edge into each (-1: released)."""
+        if self.coded is None:
+            nodes = path_of(self.finish, self._pred, end)
+            return nodes, self._edge[nodes]
+        from .._kernels.retime import path_back
+
+        g = self.g
+        return path_back(g.indptr, g.src, g.lat_ns, g.release_ns, self.finish, end)
 
 
 def critical_path(trace: Trace, *, step: int | None = None, window: tuple[int, int] | None = None) -> pd.DataFrame:

@@ -1,9 +1,13 @@
-"""The dependency graph of a job: the ranks on one clock, their matched collectives tied together.
+"""The dependency graph of a job: each rank's graph built on its own, put on one clock, collectives tied.
 
-The ranks are combined (:func:`aonkit.analysis.combine.combine_ranks`) and
-the single-rank graph (:mod:`aonkit.analysis.depgraph`) is built over them;
-then each collective matched across ranks
-(:func:`aonkit.analysis.comm_match.matched`) becomes:
+Each rank's graph (:func:`aonkit.analysis.depgraph.build_graph`) is built
+where the rank is: in worker processes for a large job held in memory (or a
+lazily loaded one), so the ranks' events are never combined for the graph.
+The graphs are shifted by the ranks' clock offsets
+(:func:`aonkit.analysis.collectives.clock_offsets`), their lanes and rows
+renumbered as :func:`aonkit.analysis.combine.combine_ranks` numbers them, and
+each collective matched across ranks (:func:`aonkit.analysis.comm_match.matched`)
+becomes:
 
 - each rank's kernel keeps its start (the rank's *arrival*) and no length;
 - a **hub** node, measured at the last arrival, that every arrival leads to;
@@ -12,69 +16,88 @@ then each collective matched across ranks
 
 So a collective ends when its last rank arrives plus the transfer: a
 straggler made faster moves every rank's collective, and a rule on
-communication kernels scales the transfers.
+communication kernels scales the transfers. The nodes are put in a
+topological order by merging the ranks' own orders
+(:func:`aonkit._kernels.dag.merge_order`). The median launch delay that a
+queued launch's latency is capped at (:mod:`aonkit.analysis.depgraph`) is each
+rank's own.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from ..trace import Trace
-from .collectives import comm_kernels
-from .combine import combine_ranks
+from .collectives import _offsets, comm_kernels
+from .combine import CombinedLater, _pid_names, combined_categories
 from .comm_match import assign_keys, matched
-from .depgraph import KIND_GPU, KIND_HUB, DepGraph, build_graph
+from .depgraph import KIND_HUB, DepGraph, build_graph
+from .depgraph_stitch import RankGraph, stitch
+
+PARALLEL_EVENTS = 1_000_000
+"""A job held in memory with at least this many events builds its ranks' graphs in worker processes."""
+_FORKED: Mapping[int, Trace] | None = None  # the job the forked workers read
+
+
+def _rank_part(trace: Trace) -> tuple[DepGraph, pd.DataFrame, int, pd.Index, pd.Index]:
+    """One rank's graph, its communication kernels, its number of events and its pid and tid categories."""
+    ev = trace.events
+    return build_graph(trace), comm_kernels(trace), len(ev), ev["pid"].array.categories, ev["tid"].array.categories
+
+
+def _forked_part(rank: int) -> tuple:
+    return _rank_part(_FORKED[rank])  # type: ignore[index]
+
+
+def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> dict[int, tuple]:
+    """Each rank's part: a lazily loaded job's in its workers; a large one in memory's in forked workers."""
+    from ..lazyset import LazyTraceSet
+
+    global _FORKED
+    if isinstance(job, LazyTraceSet):
+        return job.map(_rank_part)
+    out = {ranks[0]: _rank_part(job[ranks[0]])}  # compiles what the workers then inherit
+    rest = ranks[1:]
+    big = sum(len(job[r].events) for r in ranks) >= PARALLEL_EVENTS
+    pool = None
+    if big and len(rest) > 1 and sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1:
+        from ..lazyjob import new_pool
+
+        _FORKED = job
+        pool = new_pool(len(rest), None)
+    if pool is None:
+        out.update((r, _rank_part(job[r])) for r in rest)
+        return out
+    try:
+        with pool:
+            out.update(zip(rest, pool.map(_forked_part, rest, chunksize=max(1, len(rest) // 16))))
+    finally:
+        _FORKED = None
+    return out
 
 
 def build_job_graph(job: Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
-    """The combined trace of ``job`` and its dependency graph, collectives tied across ranks."""
+    """The job's combined trace (made when first read) and its dependency graph, collectives tied across ranks."""
     ranks = sorted(job)
-    combined = combine_ranks(job)
-    base = dict(zip(ranks, np.cumsum([0, *(len(job[r].events) for r in ranks[:-1])])))
-    per = {}
-    for r in ranks:
-        ck = comm_kernels(job[r])
-        per[r] = ck.assign(row=ck.index.to_numpy(np.int64) + int(base[r]))
-    m = matched(assign_keys(per)) if per else pd.DataFrame()
+    parts = _rank_parts(job, ranks)
+    per = {r: parts[r][1] for r in ranks}
+    off = _offsets(per, None) if len(ranks) > 1 else pd.Series(0, index=ranks)
+    row_base = np.cumsum([0, *(parts[r][2] for r in ranks[:-1])])
+    with_rows = {r: ck.assign(row=ck.index.to_numpy(np.int64) + int(b)) for (r, ck), b in zip(per.items(), row_base)}
+    m = matched(assign_keys(with_rows)) if with_rows else pd.DataFrame()
+    pid_cats = [pd.Index(_pid_names(parts[r][3], r)) for r in ranks]
+    pids = combined_categories(job, "pid", pid_cats)
+    tids = combined_categories(job, "tid", [parts[r][4] for r in ranks])
+    rank_graphs = [RankGraph(parts[r][0], r, int(off.get(r, 0)), int(b), parts[r][2],
+                             np.append(pids.get_indexer(own), -1), np.append(tids.get_indexer(parts[r][4]), -1))
+                   for r, b, own in zip(ranks, row_base, pid_cats)]  # fmt: skip
+    g = stitch(rank_graphs, m if (not m.empty and "row" in m) else None)
+    return CombinedLater(job, off), g
 
-    def hubs(nodes: dict, node_of_row: np.ndarray, srcs: list, dsts: list, lats: list, kinds: list) -> dict:
-        if m.empty or "row" not in m:
-            return nodes
-        n0 = len(nodes["kind"])
-        src_all = np.concatenate(srcs).astype(np.int64) if srcs else np.empty(0, np.int64)
-        new = {k: [] for k in nodes}
-        moved = np.arange(n0, dtype=np.int64)  # kernel node -> its transfer node
-        add_src, add_dst = [], []
-        nxt = n0
-        for _, g in m.groupby(["group", "seq"], sort=False):
-            k = node_of_row[g["row"].to_numpy(np.int64)]
-            if (k < 0).any():
-                continue
-            arrival = nodes["start_ns"][k]
-            end = arrival + nodes["dur_ns"][k]
-            last = int(arrival.max())
-            hub = nxt
-            new["kind"].append(KIND_HUB), new["row"].append(-1), new["lane"].append(-1)
-            new["start_ns"].append(last), new["dur_ns"].append(0)
-            add_src += list(k)
-            add_dst += [hub] * len(k)
-            for i, node in enumerate(k):
-                x = hub + 1 + i
-                new["kind"].append(KIND_GPU), new["row"].append(nodes["row"][node])
-                new["lane"].append(nodes["lane"][node]), new["start_ns"].append(last)
-                new["dur_ns"].append(max(0, int(end[i] - last)))
-                moved[node] = x
-                add_src.append(hub), add_dst.append(x)
-            nodes["dur_ns"][k] = 0
-            nxt = hub + 1 + len(k)
-        if nxt == n0:
-            return nodes
-        srcs[:] = [moved[src_all]]  # what followed a kernel now follows its transfer
-        srcs.append(np.array(add_src, np.int64)), dsts.append(np.array(add_dst, np.int64))
-        lats.append(np.zeros(len(add_src), np.int64)), kinds.append(np.full(len(add_src), 5))
-        return {key: np.concatenate([nodes[key], np.array(new[key], dtype=nodes[key].dtype)]) for key in nodes}
 
-    return combined, build_graph(combined, hubs)
+__all__ = ["KIND_HUB", "PARALLEL_EVENTS", "build_job_graph"]

@@ -108,10 +108,10 @@ def rank_of_nodes(trace: Trace, g: DepGraph) -> np.ndarray:
 
 
 def per_rank_ns(trace: Trace, g: DepGraph, start: np.ndarray, finish: np.ndarray,
-                inside: np.ndarray) -> pd.Series:  # fmt: skip
-    """Span (first start to last finish) of each rank's nodes in the window, indexed by rank."""
+                inside: np.ndarray | None) -> pd.Series:  # fmt: skip
+    """Span (first start to last finish) of each rank's nodes in the window (None: all), indexed by rank."""
     rank = rank_of_nodes(trace, g)
-    keep = inside & (rank >= 0)
+    keep = rank >= 0 if inside is None else inside & (rank >= 0)
     df = pd.DataFrame({"rank": rank[keep], "start": start[keep], "finish": finish[keep]})
     agg = df.groupby("rank").agg(start=("start", "min"), finish=("finish", "max"))
     return (agg["finish"] - agg["start"]).rename("step_time_ns")
