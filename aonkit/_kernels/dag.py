@@ -119,66 +119,6 @@ def topo_order(n, indptr, nbr):
 
 
 @njit
-def merge_order(n, indptr, src, seq_ptr, seq, loose):
-    """A topological order that takes each sequence's nodes in their own order (a job's ranks, merged).
-
-    ``seq[seq_ptr[s]:seq_ptr[s + 1]]`` lists sequence ``s``'s nodes in an order that is topological among
-    them; a node in no sequence must be ``loose`` (a job's collective hubs): it is taken as soon as a
-    sequence waits for it and all its predecessors are taken. Sequences are visited round-robin, each as
-    far as it goes, so the cost is linear in nodes and edges plus a re-check of a waiting head per round.
-    Returns ``(order[n], ok)``; ``ok`` is False (order padded with -1) when the sequences cannot be merged
-    (a cycle, a sequence not topological, a node listed twice): use :func:`topo_order` then.
-    """
-    taken = np.zeros(n, np.bool_)
-    order = np.full(n, -1, np.int64)
-    done = 0
-    heads = seq_ptr[:-1].copy()
-    progress = True
-    while progress:
-        progress = False
-        for s in range(heads.shape[0]):
-            while heads[s] < seq_ptr[s + 1]:
-                v = seq[heads[s]]
-                if taken[v] or loose[v]:
-                    return order, False
-                ready = True
-                for e in range(indptr[v], indptr[v + 1]):
-                    p = src[e]
-                    if taken[p]:
-                        continue
-                    if loose[p] and _all_taken(indptr, src, taken, p):
-                        taken[p] = True
-                        order[done] = p
-                        done += 1
-                        continue
-                    ready = False
-                    break
-                if not ready:
-                    break
-                taken[v] = True
-                order[done] = v
-                done += 1
-                heads[s] += 1
-                progress = True
-        if not progress:  # loose nodes that no sequence waits for
-            for v in range(n):
-                if loose[v] and not taken[v] and _all_taken(indptr, src, taken, v):
-                    taken[v] = True
-                    order[done] = v
-                    done += 1
-                    progress = True
-    return order, done == n
-
-
-@njit
-def _all_taken(indptr, src, taken, v):
-    for e in range(indptr[v], indptr[v + 1]):
-        if not taken[src[e]]:
-            return False
-    return True
-
-
-@njit
 def relabel(order, indptr_in, src_in, lat_in):
     """The graph renumbered so that node ``order[i]`` becomes ``i`` (then ``arange(n)`` is a topological order).
 

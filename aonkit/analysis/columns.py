@@ -133,7 +133,7 @@ def _op_stack(trace: Trace, extra: np.ndarray | None) -> tuple[np.ndarray, np.nd
 
     ev = trace.events
     cat = ev["cat"]
-    cpu = (ev["ph"] == "X").to_numpy() & ~cat.isin(_CPU_SIDE_EXCLUDED).to_numpy() & cat.notna().to_numpy()
+    cpu = in_categories(ev["ph"], {"X"}) & ~in_categories(cat, _CPU_SIDE_EXCLUDED) & (np.asarray(cat.array.codes) >= 0)
     cpu &= (ev["dur_ns"].to_numpy() >= 0) & (ev["ts_ns"].to_numpy() != schema.TS_MISSING)
     if extra is not None:
         cpu[extra] = True

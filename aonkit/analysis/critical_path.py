@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..trace import Trace
 from .columns import names_of
-from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph, build_graph
+from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph, build_graph, relabelled
 from .memo import remembered_object
 from .whatif_rules import Rule, factors, rule_codes
 
@@ -30,36 +30,27 @@ def graph_of(trace: Trace | Mapping[int, Trace]) -> DepGraph:
 
 
 def prepared(subject: Trace | Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
-    """(the trace the graph describes, its graph), kept: a job is combined, its collectives tied across ranks.
+    """(the trace the graph describes, its graph), kept: a job's ranks are tied at their collectives.
 
-    For a job the first is its combined trace, whose rows the critical path's ``row`` column refers to.
+    For a job the first is its combined trace (made when first read), whose rows the critical path's ``row``
+    column refers to.
     A trace's graph is kept in :mod:`aonkit.analysis.memo` (rebuilt when ``trace.events`` is replaced).
     """
     if isinstance(subject, Trace):
-        return subject, remembered_object(subject, ("depgraph",), lambda: _relabelled(build_graph(subject)))
+        return subject, remembered_object(subject, ("depgraph",), lambda: relabelled(build_graph(subject)))
     held = getattr(subject, "_aon_graph", None)
     if held is not None:
         return held
     from .depgraph_job import build_job_graph
 
     trace, g = build_job_graph(subject)
-    g = _relabelled(g)
+    if not np.array_equal(g.order, np.arange(len(g))):  # the ranks did not merge (clock garbage): renumber
+        g = relabelled(g)
     try:
         subject._aon_graph = (trace, g)  # type: ignore[attr-defined]
     except AttributeError:  # a plain dict: no place to keep it
         pass
     return trace, g
-
-
-def _relabelled(g: DepGraph) -> DepGraph:
-    """``g`` with its nodes renumbered in topological order."""
-    from .._kernels.dag import relabel
-
-    o = g.order
-    indptr, src, lat, edge_of = relabel(o, g.indptr, g.src, g.lat_ns)
-    return DepGraph(g.kind[o], g.row[o], g.lane[o], g.start_ns[o], g.dur_ns[o], g.release_ns[o], indptr, src, lat,
-                    g.edge_kind[edge_of], np.arange(len(o), dtype=np.int64), g.dropped_edges,
-                    None if g.rank is None else g.rank[o])
 
 
 class WhatIf:

@@ -120,7 +120,7 @@ def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     needed = np.zeros(len(ev), bool)
     launch = gpu_links(trace)["launch_row"].to_numpy()
     needed[launch[launch >= 0]] = True
-    needed |= in_categories(ev["cat"], schema.RUNTIME_CATS) & ev["name"].isin(SYNC_CALLS).to_numpy()
+    needed |= in_categories(ev["cat"], schema.RUNTIME_CATS) & in_categories(ev["name"], SYNC_CALLS)
     keep = (t1 > t0) | ((row >= 0) & needed[np.maximum(row, 0)])
     renum = np.cumsum(keep) - 1
     th, t0, t1, row = th[keep], t0[keep], t1[keep], row[keep]
@@ -252,3 +252,14 @@ def _relaunch(woken: dict[int, int], cpu_lane: np.ndarray, k: int, srcs: list, d
         else:
             keep[e] = False
     srcs[k], dsts[k], lats[k], kinds[k] = src[keep], dst[keep], lat[keep], kinds[k][keep]
+
+
+def relabelled(g: DepGraph) -> DepGraph:
+    """``g`` with its nodes renumbered in topological order (``order`` becomes ``arange``)."""
+    from .._kernels.dag import relabel
+
+    o = g.order
+    indptr, src, lat, edge_of = relabel(o, g.indptr, g.src, g.lat_ns)
+    return DepGraph(g.kind[o], g.row[o], g.lane[o], g.start_ns[o], g.dur_ns[o], g.release_ns[o], indptr, src, lat,
+                    g.edge_kind[edge_of], np.arange(len(o), dtype=np.int64), g.dropped_edges,
+                    None if g.rank is None else g.rank[o])

@@ -16,9 +16,9 @@ becomes:
 
 So a collective ends when its last rank arrives plus the transfer: a
 straggler made faster moves every rank's collective, and a rule on
-communication kernels scales the transfers. The nodes are put in a
-topological order by merging the ranks' own orders
-(:func:`aonkit._kernels.dag.merge_order`). The median launch delay that a
+communication kernels scales the transfers. The job's nodes are numbered
+in a topological order that takes each rank's own order in runs
+(:func:`aonkit.analysis.depgraph_stitch.stitch`). The median launch delay that a
 queued launch's latency is capped at (:mod:`aonkit.analysis.depgraph`) is each
 rank's own.
 """
@@ -36,7 +36,7 @@ from ..trace import Trace
 from .collectives import _offsets, comm_kernels
 from .combine import CombinedLater, _pid_names, combined_categories
 from .comm_match import assign_keys, matched
-from .depgraph import KIND_HUB, DepGraph, build_graph
+from .depgraph import KIND_HUB, DepGraph, build_graph, relabelled
 from .depgraph_stitch import RankGraph, stitch
 
 PARALLEL_EVENTS = 1_000_000
@@ -47,7 +47,8 @@ _FORKED: Mapping[int, Trace] | None = None  # the job the forked workers read
 def _rank_part(trace: Trace) -> tuple[DepGraph, pd.DataFrame, int, pd.Index, pd.Index]:
     """One rank's graph, its communication kernels, its number of events and its pid and tid categories."""
     ev = trace.events
-    return build_graph(trace), comm_kernels(trace), len(ev), ev["pid"].array.categories, ev["tid"].array.categories
+    g = relabelled(build_graph(trace))  # numbered in its order: the job's order takes runs of it
+    return g, comm_kernels(trace), len(ev), ev["pid"].array.categories, ev["tid"].array.categories
 
 
 def _forked_part(rank: int) -> tuple:

@@ -87,9 +87,58 @@ def _hubs(parts: list[RankGraph], base: np.ndarray, m: pd.DataFrame) -> tuple:
     return k, which, hub_of, transfer, hub_ids, last, size, end
 
 
+def _merged(parts: list[RankGraph], kl: list[np.ndarray], js: list[np.ndarray], hub_of_j: np.ndarray,
+            size: np.ndarray) -> list[tuple[str, int, int, int]] | None:  # fmt: skip
+    """The job's topological order as a list of items; None when the ranks cannot be merged.
+
+    Items: ``("run", r, a, b)`` (rank ``r``'s nodes ``a..b-1``), ``("hub", h, 0, 0)``, ``("tr", j, 0, 0)`` (the
+    transfer of tied kernel ``j``).
+    Each rank is taken in its own order, each transfer right after its kernel; ranks are visited round-robin,
+    each as far as it goes: up to a transfer whose hub waits for a rank that has not arrived. A hub goes
+    right before the first transfer that needs it.
+    """
+    heads, nxt = [0] * len(parts), [0] * len(parts)
+    arrived = np.zeros(len(size), np.int64)
+    hub_done = np.zeros(len(size), bool)
+    items: list[tuple[str, int, int, int]] = []
+    progress = True
+    while progress:
+        progress = False
+        for r, p in enumerate(parts):
+            n_r = len(p.graph)
+            while True:
+                if nxt[r] == len(kl[r]):
+                    if heads[r] < n_r:
+                        items.append(("run", r, heads[r], n_r))
+                        heads[r], progress = n_r, True
+                    break
+                x, j = int(kl[r][nxt[r]]), int(js[r][nxt[r]])
+                h = int(hub_of_j[j])
+                if heads[r] <= x:  # up to and with the kernel: it arrives
+                    items.append(("run", r, heads[r], x + 1))
+                    heads[r], progress = x + 1, True
+                    arrived[h] += 1
+                if not hub_done[h]:
+                    if arrived[h] < size[h]:
+                        break
+                    items.append(("hub", h, 0, 0))
+                    hub_done[h] = True
+                items.append(("tr", j, 0, 0))
+                nxt[r] += 1
+                progress = True
+    if any(heads[r] < len(p.graph) or nxt[r] < len(kl[r]) for r, p in enumerate(parts)):
+        return None
+    return items
+
+
 def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
-    """The job graph of the ranks' graphs (see the module doc); ``m``: matched collectives (combined rows), or None."""
-    from .._kernels.dag import NO_RELEASE, merge_order, topo_order
+    """The job graph of the ranks' graphs (see the module doc); ``m``: matched collectives (combined rows), or None.
+
+    The ranks' graphs must be numbered in topological order. The job's nodes are numbered in the order of
+    :func:`_merged` (topological, each rank's nodes in runs), so no renumbering follows; should the ranks not
+    merge, they are numbered rank by rank and ``order`` comes from :func:`aonkit._kernels.dag.topo_order`.
+    """
+    from .._kernels.dag import NO_RELEASE, topo_order
 
     base = np.cumsum([0, *(len(p.graph) for p in parts)]).astype(np.int64)
     n0 = int(base[-1])
@@ -98,76 +147,108 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
     if m is not None and len(m):
         k, which, hub_of, transfer, hub_ids, last, size, k_end = _hubs(parts, base, m)
     last_of_k = np.repeat(last, size)
+    hub_index = np.repeat(np.arange(len(size)), size)  # per tied kernel j: its collective
     n_new = len(hub_ids) + len(k)
     n = n0 + n_new
-    m_edges = sum(len(p.graph.src) for p in parts) + 2 * len(k)
+    # pass 1, per rank: its tied kernels (local ids, in order) and the edges that now go back in time
+    kl, js, drops = [], [], []
+    for i, p in enumerate(parts):
+        g = p.graph
+        j = np.flatnonzero(which == i)
+        j = j[np.argsort(k[j], kind="stable")]
+        kl.append(k[j] - base[i]), js.append(j)
+        moved = np.full(len(g), -1, np.int64)
+        moved[kl[-1]] = j
+        hit = np.flatnonzero(moved[g.src] >= 0)
+        dst = np.searchsorted(g.indptr, hit, "right") - 1
+        t_start = last_of_k[moved[g.src[hit]]]
+        drops.append(hit[t_start >= g.start_ns[dst] - p.shift_ns])  # a transfer's id exceeds theirs: ties too
+    items = _merged(parts, kl, js, hub_index, size)
+    topological = items is not None
+    if items is None:  # clock garbage: rank by rank, then the collectives, ordered below
+        items = [("run", r, 0, len(p.graph)) for r, p in enumerate(parts)]
+        items += [x for h in range(len(size)) for x in [("hub", h, 0, 0)] + [("tr", int(j), 0, 0)
+                  for j in np.flatnonzero(hub_index == h)]]  # fmt: skip
+    # new ids, in item order
+    hub_new, tr_new = np.empty(len(size), np.int64), np.empty(len(k), np.int64)
+    runs: list[list[tuple[int, int, int]]] = [[] for _ in parts]
+    at = 0
+    for what, x, a, b in items:
+        if what == "run":
+            runs[x].append((a, b, at))
+            at += b - a
+        elif what == "hub":
+            hub_new[x], at = at, at + 1
+        else:
+            tr_new[x], at = at, at + 1
+    k_new = np.empty(len(k), np.int64)
+    counts = np.empty(n, np.int64)
+    new_of = []
+    for i, p in enumerate(parts):
+        g = p.graph
+        a, b, at0 = (np.array(c, np.int64) for c in zip(*runs[i])) if runs[i] else (e, e, e)
+        local_new = np.arange(len(g), dtype=np.int64) + np.repeat(at0 - a, b - a)
+        new_of.append(local_new)
+        k_new[js[i]] = local_new[kl[i]]
+        c = np.diff(g.indptr)
+        if len(drops[i]):
+            np.subtract.at(c, np.searchsorted(g.indptr, drops[i], "right") - 1, 1)
+        counts[local_new] = c
+    counts[hub_new] = size
+    counts[tr_new] = 1
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    m_edges = int(indptr[-1])
     kind, row, lane = np.empty(n, np.int8), np.empty(n, np.int64), np.empty(n, np.int64)
     start, dur, release = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
     rank = np.empty(n, np.int32)
-    indptr, src = np.empty(n + 1, np.int64), np.empty(m_edges, np.int64)
-    lat, edge_kind = np.empty(m_edges, np.int64), np.empty(m_edges, np.int8)
-    seq = np.empty(n0 + len(k), np.int64)
-    seq_ptr = np.zeros(len(parts) + 1, np.int64)
-    dropped, e_at, s_at = 0, 0, 0
+    src, lat, edge_kind = np.empty(m_edges, np.int64), np.empty(m_edges, np.int64), np.empty(m_edges, np.int8)
+    dropped = 0
+    # pass 2, per rank: nodes and edges to their new places
     for i, p in enumerate(parts):
-        g, lo, hi = p.graph, int(base[i]), int(base[i + 1])
-        mine = which == i
-        kl, tl = k[mine] - lo, transfer[mine]
+        g, nw = p.graph, new_of[i]
+        kind[nw], row[nw], lane[nw] = g.kind, np.where(g.row >= 0, g.row + p.row_base, -1), p.lanes()
+        st = g.start_ns - p.shift_ns
+        start[nw], rank[nw] = st, p.rank
+        d = g.dur_ns.copy()
+        d[kl[i]] = 0  # an arrival has no length: the transfer has what the kernel outlived the last arrival
+        dur[nw] = d
+        s_new = nw[g.src]
+        is_k = np.zeros(len(g), bool)
+        is_k[kl[i]] = True
         moved = np.full(len(g), -1, np.int64)
-        moved[kl] = tl
-        # what followed a kernel now follows its transfer; an edge that then goes back in time is dropped
-        s_glob = g.src + lo
-        hit = np.flatnonzero(moved[g.src] >= 0)
-        s_glob[hit] = moved[g.src[hit]]
-        keep = np.ones(len(g.src), bool)
-        if len(hit):
-            dst = np.searchsorted(g.indptr, hit, "right") - 1
-            t_start = last_of_k[np.searchsorted(transfer, s_glob[hit])]
-            keep[hit[t_start >= g.start_ns[dst] - p.shift_ns]] = False  # a transfer's id exceeds theirs: ties too
-        n_keep = int(keep.sum())
-        if n_keep == len(keep):  # nothing dropped: plain copies
-            cum = g.indptr
-            src[e_at:e_at + n_keep], lat[e_at:e_at + n_keep] = s_glob, g.lat_ns
-            edge_kind[e_at:e_at + n_keep] = g.edge_kind
+        moved[kl[i]] = tr_new[js[i]]
+        from_k = np.flatnonzero(is_k[g.src])
+        s_new[from_k] = moved[g.src[from_k]]
+        dst = np.repeat(np.arange(len(g), dtype=np.int64), np.diff(g.indptr))
+        if len(drops[i]):  # an edge's place among its node's edges, the dropped ones taken out
+            keep = np.ones(len(g.src), bool)
+            keep[drops[i]] = False
+            before = np.r_[0, np.cumsum(~keep)]
+            e_idx = np.flatnonzero(keep)
+            dst = dst[keep]
+            place = (e_idx - before[e_idx]) - (g.indptr[dst] - before[g.indptr[dst]])
+            s_new, e_lat, e_kind = s_new[keep], g.lat_ns[keep], g.edge_kind[keep]
         else:
-            cum = np.r_[0, np.cumsum(keep)][g.indptr]
-            src[e_at:e_at + n_keep], lat[e_at:e_at + n_keep] = s_glob[keep], g.lat_ns[keep]
-            edge_kind[e_at:e_at + n_keep] = g.edge_kind[keep]
-        indptr[lo:hi] = cum[:-1] + e_at
-        dropped += g.dropped_edges + len(g.src) - n_keep
-        e_at += n_keep
-        kind[lo:hi], row[lo:hi], lane[lo:hi] = g.kind, np.where(g.row >= 0, g.row + p.row_base, -1), p.lanes()
-        start[lo:hi], dur[lo:hi], rank[lo:hi] = g.start_ns - p.shift_ns, g.dur_ns, p.rank
-        dur[kl + lo] = 0  # an arrival has no length: the transfer has what the kernel outlived the last arrival
-        no_pred = cum[1:] == cum[:-1]
-        release[lo:hi] = np.where(no_pred, start[lo:hi], NO_RELEASE)
-        # the rank's order, each transfer right after its kernel
-        pos = np.empty(len(g), np.int64)
-        pos[g.order] = np.arange(len(g))
-        at = np.argsort(pos[kl], kind="stable")
-        seq[s_at:s_at + len(g) + len(kl)] = np.insert(g.order + lo, pos[kl][at] + 1, tl[at])
-        s_at += len(g) + len(kl)
-        seq_ptr[i + 1] = s_at
-    if len(k):  # hubs (arrivals in) and transfers (the hub in), after the ranks' nodes
-        is_hub = np.zeros(n_new, bool)
-        is_hub[hub_ids - n0] = True
-        kind[n0:], row[n0:], lane[n0:], rank[n0:] = np.where(is_hub, KIND_HUB, KIND_GPU), -1, -1, -1
-        start[n0:], dur[n0:], release[n0:] = np.repeat(last, 1 + size), 0, NO_RELEASE
-        t = transfer - n0
-        row[transfer], lane[transfer], rank[transfer] = row[k], lane[k], rank[k]
-        dur[transfer] = np.maximum(0, k_end - last_of_k)
-        counts = np.ones(n_new, np.int64)
-        counts[hub_ids - n0] = size
-        slot = e_at + np.r_[0, np.cumsum(counts)[:-1]]
-        src[slot[hub_of - n0] + (transfer - hub_of - 1)] = k
-        src[slot[t]] = hub_of
-        lat[e_at:e_at + 2 * len(k)], edge_kind[e_at:e_at + 2 * len(k)] = 0, EDGE_COLLECTIVE
-        indptr[n0:n] = slot
-        e_at += 2 * len(k)
-    indptr[n] = e_at
-    src, lat, edge_kind = src[:e_at], lat[:e_at], edge_kind[:e_at]
-    order, ok = merge_order(n, indptr, src, seq_ptr, seq, kind == KIND_HUB)
-    if not ok:  # the ranks' orders do not merge (clock garbage): order the whole graph
+            place, e_lat, e_kind = np.arange(len(g.src), dtype=np.int64) - g.indptr[dst], g.lat_ns, g.edge_kind
+        pos = indptr[nw[dst]] + place
+        src[pos], lat[pos], edge_kind[pos] = s_new, e_lat, e_kind
+        dropped += g.dropped_edges + len(drops[i])
+    if len(k):  # hubs (arrivals in) and transfers (the hub in)
+        kind[hub_new], row[hub_new], lane[hub_new], rank[hub_new] = KIND_HUB, -1, -1, -1
+        start[hub_new], dur[hub_new] = last, 0
+        kind[tr_new], row[tr_new], lane[tr_new], rank[tr_new] = KIND_GPU, row[k_new], lane[k_new], rank[k_new]
+        start[tr_new], dur[tr_new] = last_of_k, np.maximum(0, k_end - last_of_k)
+        member = transfer - hub_of - 1
+        src[indptr[hub_new[hub_index]] + member] = k_new
+        src[indptr[tr_new]] = hub_new[hub_index]
+        for arr, v in ((lat, 0), (edge_kind, EDGE_COLLECTIVE)):
+            arr[indptr[hub_new[hub_index]] + member] = v
+            arr[indptr[tr_new]] = v
+    release[:] = np.where(counts == 0, start, NO_RELEASE)
+    if topological:
+        order = np.arange(n, dtype=np.int64)
+    else:
         order, ok = topo_order(n, indptr, src)
         assert ok  # the forward rule keeps the graph acyclic
     return DepGraph(kind, row, lane, start, dur, release, indptr, src, lat, edge_kind, order, dropped, rank)

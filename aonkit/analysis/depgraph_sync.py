@@ -51,7 +51,7 @@ def stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, s
     """
     ev = trace.events
     waited = np.full(len(links), np.iinfo(np.int64).min, np.int64)
-    waits = np.flatnonzero(((ev["cat"] == "cuda_sync") & (ev["name"] == "Stream Wait Event")).to_numpy())
+    waits = np.flatnonzero(in_categories(ev["cat"], {"cuda_sync"}) & in_categories(ev["name"], {"Stream Wait Event"}))
     if not len(waits) or not len(links):
         return waited
     a = trace.arg_ints_of(("stream", "wait_on_stream", "wait_on_cuda_event_record_corr_id", "correlation"), waits)
@@ -73,40 +73,51 @@ def stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, s
         g_dev = g_dev + (ev["rank"].to_numpy()[g_rows].astype(np.int64) << 32)
         dev_of_wait = dev_of_wait + (ev["rank"].to_numpy()[waits].astype(np.int64) << 32)
     l_ts = np.where(launch >= 0, ts[np.maximum(launch, 0)], np.iinfo(np.int64).max)
+    # one int64 key per GPU event, ordered like (stream, launch start): the stream's code, then the launch
+    # start's rank among the distinct ones; a wait is then two binary searches
     dev_codes, devs = pd.factorize(g_dev)
     stream_codes, streams = pd.factorize(ev["stream"].to_numpy()[g_rows])
-    by_stream = _Groups(dev_codes.astype(np.int64) * len(streams) + stream_codes, l_ts)
-    dev_code, str_code = {int(d): i for i, d in enumerate(devs)}, {int(s): i for i, s in enumerate(streams)}
+    times = np.unique(l_ts)
+    width = len(times) + 1
+    code = dev_codes.astype(np.int64) * len(streams) + stream_codes
+    order = np.lexsort((np.arange(len(code)), l_ts, code))
+    key = (code * width + np.searchsorted(times, l_ts))[order]
 
-    def stream_code(dev: int, stream: int) -> int | None:
-        d, s = dev_code.get(dev), str_code.get(stream)
-        return None if d is None or s is None else d * len(streams) + s
+    def code_of(dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
+        d, st = pd.Index(devs).get_indexer(dev), pd.Index(streams).get_indexer(stream)
+        return np.where((d >= 0) & (st >= 0), d.astype(np.int64) * len(streams) + st, -1)
 
-    thread = thread_keys(ev)
-    launch_thread = np.where(launch >= 0, thread[np.maximum(launch, 0)], -1)
-    for k in range(len(waits)):
-        rec, call = call_of.get(a["wait_on_cuda_event_record_corr_id"][k]), call_of.get(a["correlation"][k])
-        if rec is None or call is None:
-            continue
-        s_code = stream_code(int(dev_of_wait[k]), int(a["wait_on_stream"][k]))
-        d_code = stream_code(int(dev_of_wait[k]), int(a["stream"][k]))
-        if s_code is None or d_code is None:
-            continue
-        s0, s1 = by_stream.range(s_code, np.iinfo(np.int64).min, int(ts[rec]))
-        d0, d1 = by_stream.range(d_code, int(ts[call]), np.iinfo(np.int64).max, lo_open=True)
-        if s1 <= s0:
-            continue
-        s_first = s0 + int(np.searchsorted(by_stream.value[s0:s1], by_stream.value[s1 - 1], "left"))
-        s_i = int(by_stream.order[s_first])  # the last launched, first in links order among equals
-        mine = np.flatnonzero(launch_thread[by_stream.order[d0:d1]] == thread[call])
-        if not len(mine):
-            continue
-        d_i = int(by_stream.order[d0 + mine[0]])
-        g_end = int(ts[g_rows[s_i]]) + max(int(dur[g_rows[s_i]]), 0)
-        gap = int(ts[g_rows[d_i]]) - g_end
-        srcs.append(np.array([gpu_node[s_i]])), dsts.append(np.array([gpu_node[d_i]]))
-        lats.append(np.array([gap if 0 <= gap <= QUEUED_NS else 0])), kinds.append(np.array([4]))
-        waited[d_i] = max(waited[d_i], g_end)
+    rec = call_of.reindex(a["wait_on_cuda_event_record_corr_id"]).to_numpy()
+    call = call_of.reindex(a["correlation"]).to_numpy()
+    s_code, d_code = code_of(dev_of_wait, a["wait_on_stream"]), code_of(dev_of_wait, a["stream"])
+    ok = ~np.isnan(rec) & ~np.isnan(call) & (s_code >= 0) & (d_code >= 0)
+    rec, call = np.where(ok, rec, 0).astype(np.int64), np.where(ok, call, 0).astype(np.int64)
+    # source: the last key at or below (stream, record start), then the first of its equals
+    s_pos = np.searchsorted(key, s_code * width + np.searchsorted(times, ts[rec], "right"), "left") - 1
+    ok &= s_pos >= 0
+    s_pos = np.maximum(s_pos, 0)
+    ok &= key[s_pos] // width == s_code
+    s_pos = np.searchsorted(key, key[s_pos], "left")
+    # destination: the first event on the waiting stream launched after the call, from the call's thread
+    d_lo = np.searchsorted(key, d_code * width + np.searchsorted(times, ts[call], "right"), "left")
+    d_hi = np.searchsorted(key, d_code * width + width, "left")
+    launch_thread = np.where(launch >= 0, thread_keys(ev, np.maximum(launch, 0)), -1)[order]
+    want = thread_keys(ev, call)
+    d_pos = np.full(len(waits), -1, np.int64)
+    for k in np.flatnonzero(ok & (d_lo < d_hi)):
+        first = d_lo[k]  # almost always the first one; else the first of the call's thread
+        if launch_thread[first] == want[k]:
+            d_pos[k] = first
+        else:
+            mine = np.flatnonzero(launch_thread[first:d_hi[k]] == want[k])
+            d_pos[k] = first + mine[0] if len(mine) else -1
+    ok &= d_pos >= 0
+    s_i, d_i = order[s_pos[ok]], order[d_pos[ok]]
+    g_end = ts[g_rows[s_i]] + np.maximum(dur[g_rows[s_i]], 0)
+    gap = ts[g_rows[d_i]] - g_end
+    srcs.append(gpu_node[s_i]), dsts.append(gpu_node[d_i])
+    lats.append(np.where((gap >= 0) & (gap <= QUEUED_NS), gap, 0)), kinds.append(np.full(len(s_i), 4))
+    np.maximum.at(waited, d_i, g_end)
     return waited
 
 
@@ -120,7 +131,8 @@ def _sync_rows(trace: Trace, g_rows: np.ndarray) -> tuple[dict[int, int], np.nda
     ev = trace.events
     rank = ev["rank"].to_numpy() if "rank" in ev.columns else np.zeros(len(ev), np.int64)
     key = (rank << 40) | ((ev["device"].to_numpy() & 0xFF) << 32) | (ev["stream"].to_numpy() & 0xFFFFFFFF)
-    rows = np.flatnonzero(((ev["cat"] == "cuda_sync") & ev["name"].isin(["Stream Sync", "Event Sync"])).to_numpy())
+    syncs = in_categories(ev["cat"], {"cuda_sync"}) & in_categories(ev["name"], {"Stream Sync", "Event Sync"})
+    rows = np.flatnonzero(syncs)
     out: dict[int, int] = {}
     if len(rows):
         waited = trace.arg_ints("wait_on_stream", rows)

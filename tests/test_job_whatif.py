@@ -1,0 +1,179 @@
+"""What-if at job scale: the lean re-time kernels, rule codes, and the job graph stitched from per-rank graphs.
+
+The lean kernels (:mod:`aonkit._kernels.retime`) are checked against :func:`aonkit._kernels.dag.schedule`
+(itself checked against a pure-Python reference in ``test_dag_kernels``); the stitched job graph against
+each rank's own graph, against itself built in worker processes and from a lazily loaded job, and against
+its rank-by-rank fallback.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aonkit
+from aonkit._kernels import dag, retime
+from aonkit.analysis import depgraph_job, depgraph_stitch
+from aonkit.analysis.critical_path import Rule, graph_of, what_if
+from aonkit.analysis.depgraph import KIND_HUB, build_graph, relabelled
+from aonkit.analysis.whatif_rules import factors, rule_codes
+
+from .conftest import SAMPLE_TRACES
+from .gen_ranks import write_job
+from .test_dag_kernels import random_dag
+
+
+def _topological(rng: np.random.Generator, n: int) -> tuple:
+    """A random DAG numbered in topological order, as CSR of incoming edges."""
+    src, dst, lat, dur, release = random_dag(rng, n, int(rng.integers(0, 3 * n + 1)))
+    indptr, s, lt, _ = dag.csr_by_dst(n, src, dst, lat)
+    order, ok = dag.topo_order(n, indptr, s)
+    assert ok
+    ip2, s2, l2, _ = dag.relabel(order, indptr, s, lt)
+    return ip2, s2, l2, dur[order], release[order]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_finish_times_and_path_back_equal_the_full_schedule(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    indptr, src, lat, dur, release = _topological(rng, n)
+    code = rng.integers(0, 4, n).astype(np.uint8)
+    table = np.array([1.0, 0.5, 1.5, 0.0])[: 1 + int(code.max())] if seed % 3 else np.ones(4)
+    factor = table[code]
+    scaled = dag.scale_each(dur, factor)
+    start, finish, pred, edge = dag.schedule(np.arange(n), indptr, src, lat, scaled, release)
+    fin, first, last = retime.finish_times(indptr, src, lat, dur, release, code, table)
+    assert fin.tolist() == finish.tolist()
+    assert first == start.min() and last == int(np.argmax(finish))
+    for end in {last, int(rng.integers(0, n))}:
+        nodes, edges = retime.path_back(indptr, src, lat, release, fin, end)
+        assert nodes.tolist() == dag.critical_path(finish, pred, end).tolist()
+        assert edges.tolist() == edge[nodes].tolist()
+
+
+def test_scaling_keeps_untouched_durations_and_rounds_half_to_even() -> None:
+    dur = np.array([3, 5, 2**60 + 1, 7], np.int64)
+    out = dag.scale_each(dur, np.array([0.5, 0.5, 1.0, 1.0]))
+    assert out.tolist() == [2, 2, 2**60 + 1, 7]  # 1.5 -> 2, 2.5 -> 2; a factor of 1 keeps every bit
+
+
+def test_rule_codes_give_the_factors_bit_for_bit() -> None:
+    t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    g = graph_of(t)
+    rules = [Rule(0.7, kind="gpu"), Rule(1.3, name="Launch|Memcpy"), Rule(0.9, gpu_class="communication"),
+             Rule(0.33, kind="cpu"), Rule(2.0, kind="gap")]  # fmt: skip
+    for k in range(1, len(rules) + 1):
+        code, table = rule_codes(t, g, rules[:k])
+        assert np.array_equal(table[code], factors(t, g, rules[:k]))
+    assert rule_codes(t, g, [Rule(0.5, kind="gpu")] * 17) is None  # past 16 rules: the full schedule
+
+
+def test_many_rules_take_the_full_schedule_and_agree() -> None:
+    t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    few = what_if(t, [Rule(0.5, kind="gpu")])
+    many = what_if(t, [Rule(0.5, kind="gpu")] + [Rule(1.0, kind="cpu")] * 16)
+    assert (few.step_time_ns, few.critical_path["row"].tolist()) == (many.step_time_ns,
+                                                                     many.critical_path["row"].tolist())
+    assert np.array_equal(few.start_ns, many.start_ns) and np.array_equal(few.finish_ns, many.finish_ns)
+
+
+@pytest.fixture(scope="module")
+def job_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("job8")
+    write_job(out, ranks=8, steps=3, straggler=5, exposed_ranks=(1, 2), seed=11, launches=True)
+    return out
+
+
+def _load(path: Path, **kw: object) -> aonkit.TraceSet:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return aonkit.load(path, **kw)
+
+
+def _arrays(g: object) -> dict:
+    return {k: np.asarray(getattr(g, k)).copy() for k in ("kind", "row", "lane", "start_ns", "dur_ns", "release_ns",
+                                                            "indptr", "src", "lat_ns", "edge_kind", "order", "rank")}
+
+
+def test_the_job_graph_is_numbered_topologically_and_holds_each_rank_graph(job_dir: Path) -> None:
+    job = _load(job_dir)
+    combined, g = depgraph_job.build_job_graph(job)
+    dst = np.repeat(np.arange(len(g)), np.diff(g.indptr))
+    assert (g.src < dst).all() and np.array_equal(g.order, np.arange(len(g)))
+    hubs = np.flatnonzero(g.kind == KIND_HUB)
+    assert len(hubs) and (np.diff(g.indptr)[hubs] == len(job)).all()  # every rank arrives at every collective
+    into = np.diff(g.indptr)
+    transfer = (into == 1) & (g.kind[g.src[np.minimum(g.indptr[:-1], len(g.src) - 1)]] == KIND_HUB)
+    assert transfer.sum() == len(hubs) * len(job)
+    base = np.cumsum([0, *(len(job[r].events) for r in sorted(job))])
+    offsets = combined.metadata["clock_offsets_ns"]
+    for i, r in enumerate(sorted(job)):
+        own = build_graph(job[r])
+        mine = np.flatnonzero((g.rank == r) & ~transfer)
+        rows = np.where(g.row[mine] >= 0, g.row[mine] - base[i], -1)
+        job_key = np.lexsort((g.start_ns[mine], rows, g.kind[mine]))
+        own_key = np.lexsort((own.start_ns, own.row, own.kind))
+        assert np.array_equal(g.kind[mine][job_key], own.kind[own_key])
+        assert np.array_equal(rows[job_key], own.row[own_key])
+        assert np.array_equal(g.start_ns[mine][job_key] + offsets[r], own.start_ns[own_key])  # one clock
+
+
+def test_workers_and_a_lazy_job_build_the_same_graph(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, here = depgraph_job.build_job_graph(_load(job_dir))
+    monkeypatch.setattr(depgraph_job, "PARALLEL_EVENTS", 1)  # forked workers even for a small job
+    _, forked = depgraph_job.build_job_graph(_load(job_dir))
+    lazy = _load(job_dir, lazy=True)
+    try:
+        _, from_lazy = depgraph_job.build_job_graph(lazy)
+    finally:
+        lazy.close()
+    a = _arrays(here)
+    for other in (forked, from_lazy):
+        b = _arrays(other)
+        assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
+
+
+def test_ranks_that_do_not_merge_are_ordered_whole(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = _load(job_dir)
+    _, merged = depgraph_job.build_job_graph(job)
+    monkeypatch.setattr(depgraph_stitch, "_merged", lambda *a: None)
+    _, whole = depgraph_job.build_job_graph(_load(job_dir))
+    assert not np.array_equal(whole.order, np.arange(len(whole)))
+    a, b = relabelled(whole), merged
+    assert what_if({r: job[r] for r in job}).step_time_ns > 0
+    sa, sb = dag.schedule(a.order, a.indptr, a.src, a.lat_ns, a.dur_ns, a.release_ns), \
+        dag.schedule(b.order, b.indptr, b.src, b.lat_ns, b.dur_ns, b.release_ns)  # fmt: skip
+    key = lambda g, s: sorted(zip(g.kind.tolist(), g.row.tolist(), g.lane.tolist(), s[1].tolist()))  # noqa: E731
+    assert key(a, sa) == key(b, sb)
+
+
+def test_merging_ranks_that_wait_on_each_other_crosswise_fails() -> None:
+    class Part:  # only the number of nodes is read
+        def __init__(self, n: int) -> None:
+            self.graph = np.zeros(n)
+
+    kl = [np.array([5, 10]), np.array([5, 10])]
+    js = [np.array([0, 1]), np.array([2, 3])]
+    crosswise = np.array([0, 1, 1, 0])  # rank 1 reaches the collectives in the other order
+    assert depgraph_stitch._merged([Part(20), Part(20)], kl, js, crosswise, np.array([2, 2])) is None
+    items = depgraph_stitch._merged([Part(20), Part(20)], kl, js, np.array([0, 1, 0, 1]), np.array([2, 2]))
+    assert [i[0] for i in items].count("hub") == 2 and sum(b - a for w, _, a, b in items if w == "run") == 40
+
+
+def test_kind_and_rank_rules_leave_the_ranks_uncombined(job_dir: Path) -> None:
+    job = _load(job_dir)
+    base = what_if(job)
+    trace = job._aon_graph[0]
+    faster = what_if(job, [Rule(0.5, kind="gpu")])
+    straggler = what_if(job, [Rule(0.7, rank=5)])
+    assert "events" not in trace.__dict__  # the combined trace is still to be made
+    assert faster.step_time_ns < base.model_ns and straggler.step_time_ns <= base.model_ns
+    assert len(straggler.per_rank_ns) == 8
+    named = what_if(job, [Rule(0.5, name="nccl")])  # names need the combined events
+    assert "events" in trace.__dict__ and len(trace.events) == sum(len(job[r].events) for r in job)
+    assert named.critical_path["name"].notna().all()
+    assert abs(base.model_ns - base.measured_ns) <= 0.02 * base.measured_ns
