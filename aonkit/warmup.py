@@ -94,7 +94,9 @@ def _whatif(traces: dict[str, Any]) -> None:
 
     for trace in traces.values():
         _quiet(lambda t=trace: critical_path(t))
-        _quiet(lambda t=trace: what_if(t, [{"kind": "gpu", "scale": 0.5}], samples=4))
+        # a rule's re-time, its path walked back and its starts; the Monte Carlo spread
+        _quiet(lambda t=trace: what_if(t, [{"kind": "gpu", "scale": 0.5}], samples=4).critical_path)
+        _quiet(lambda t=trace: what_if(t, [{"kind": "gpu", "scale": 0.5}]).start_ns)
     job = _job_of(traces)
     if job is not None:
         _quiet(lambda: what_if(job, [{"gpu_class": "communication", "scale": 0.5}]))

@@ -1,16 +1,17 @@
 """Critical path and what-if cost: graph build and re-time on a large synthetic trace and on real ones.
 
-Usage: ``PYTHONPATH=. python bench/whatif.py [--events 1000000] [--repeat 7] [--job-dir DIR ...]``
+Usage: ``PYTHONPATH=. python bench/whatif.py [--events 1000000] [--repeat 7] [--job-dir DIR ...] [--lazy]``
 
 ``--job-dir`` adds a job folder of your own, e.g. the 64 ranks of 54 MB that ``bench/scale.py`` writes
-(``/tmp/aonkit-scale-job``); it is loaded whole, as ``what_if`` needs every rank's events.
+(``/tmp/aonkit-scale-job``): loaded whole, or with ``--lazy`` as a lazily loaded job (each rank's graph is
+then built in the job's worker processes, from its Parquet cache).
 
 Prints, per input (a synthetic trace, two real ones, a generated 64-rank job):
-events, graph nodes and edges, the first build (graph, for a job also combining
-the ranks and tying the collectives, and topological renumbering), and the median re-time after a rule change (the
-slider's path: rescale the durations, one schedule pass, the critical path
-table). HTA's ``critical_path_analysis`` side by side is left for the next
-version (see docs/critical-path-hta.md for its times on the HTA traces).
+events, graph nodes and edges, the first build (the graph; for a job each rank's graph, the clock
+offsets, the collectives tied and the job numbered topologically), the median re-time after a rule
+change (the slider's path: one lean pass that writes the finish times), and the first critical-path
+table after it (for a job this makes the combined trace, for the names). HTA's ``critical_path_analysis``
+side by side: see ``hta_side_by_side``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--job-dir", type=Path, action="append", default=[])
     ap.add_argument("--only-jobs", action="store_true", help="measure only the --job-dir folders")
+    ap.add_argument("--lazy", action="store_true", help="load the --job-dir folders lazily")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     import aonkit
@@ -58,10 +60,12 @@ def main() -> int:
         if a.only_jobs:
             inputs = []
         inputs += [(f"job {d.name}", d) for d in a.job_dir]
-        print("| input | events | nodes | edges | build s | re-time ms (median) | identity vs measured |")
-        print("|---|---|---|---|---|---|---|")
+        print("| input | events | nodes | edges | build s | re-time ms (median) | first path table s "
+              "| identity vs measured |")
+        print("|---|---|---|---|---|---|---|---|")
         for label, path in inputs:
-            t = aonkit.load_job(path) if path.is_dir() else aonkit.load(path)
+            lazy = a.lazy and path in a.job_dir
+            t = aonkit.load(path, lazy=True) if lazy else aonkit.load_job(path) if path.is_dir() else aonkit.load(path)
             t0 = time.perf_counter()
             g = graph_of(t)
             build = time.perf_counter() - t0
@@ -69,12 +73,18 @@ def main() -> int:
             times = []
             for k in range(a.repeat):
                 t0 = time.perf_counter()
-                what_if(t, [Rule(0.5 + 0.05 * k, kind="gpu")])
+                r = what_if(t, [Rule(0.5 + 0.05 * k, kind="gpu")])
                 times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            table = len(r.critical_path)
+            first_table = time.perf_counter() - t0
             err = (base.model_ns - base.measured_ns) / base.measured_ns
-            n_ev = sum(len(x) for x in t.values()) if isinstance(t, aonkit.TraceSet) else len(t)
-            print(f"| {label} | {n_ev:,} | {len(g):,} | {len(g.src):,} | {build:.2f} | "
-                  f"{1000 * statistics.median(times):.1f} | {100 * err:+.2f}% |")
+            n_ev = "-" if lazy else f"{sum(len(x) for x in t.values()) if isinstance(t, aonkit.TraceSet) else len(t):,}"
+            print(f"| {label}{' (lazy)' if lazy else ''} | {n_ev} | "
+                  f"{len(g):,} | {len(g.src):,} | {build:.2f} | {1000 * statistics.median(times):.1f} | "
+                  f"{first_table:.2f} ({table:,} nodes) | {100 * err:+.2f}% |")
+            if lazy:
+                t.close()
     hta_side_by_side()
     return 0
 
