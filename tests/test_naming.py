@@ -28,12 +28,13 @@ BARE_ROLES = {"op", "gpu", "launch", "kernel", "annotation", "index", "parent", 
 HELPERS = {  # public functions that are building blocks, not analyses (documented in their modules)
     "columns": "*", "memo": "*", "catalog": "*", "comm_match": "*", "distributed": "*",
     "correlation": {"enclosing_ops", "code_flags", "category_flags", "step_table", "step_numbers"},
-    "collectives": {"collectives_from_tables", "stragglers_from"}, "diff": {"mann_whitney_p", "diff_summary"},
+    "collectives": {"collectives_from_tables", "stragglers_from", "offsets_from_tables"},
+    "diff": {"mann_whitney_p", "diff_summary"},
     "flops": {"parents", "nearest_marked"}, "kernels": {"kernel_class"}, "overview": {"idle_totals"},
     "roofline": {"trace_spec"}, "summary": {"busy_ns"}, "depgraph": {"build_graph", "relabelled"},
     "critical_path": {"graph_of", "composition", "prepared"}, "depgraph_job": {"build_job_graph"},
     "whatif_mc": "*", "whatif_trace": "*", "job_stats": {"merge_kernel_stats", "rank_kernel_stats"},
-    "depgraph_sync": "*", "depgraph_stitch": "*", "whatif_rules": "*", "combine": {"combined_categories"},
+    "depgraph_sync": "*", "depgraph_stitch": "*", "whatif_rules": "*", "combine": {"combined_categories", "pid_names"},
 }  # fmt: skip
 
 

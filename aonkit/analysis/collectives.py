@@ -102,10 +102,11 @@ def clock_offsets(traces: Mapping[int, Trace], reference: int | None = None) -> 
         ``"reference"``, ``"collectives"``, ``"profiler_steps"`` or ``"none"`` (not aligned: offset 0, and a
         :class:`UserWarning` names such ranks).
     """
-    return _offsets(each_rank(traces, comm_kernels), reference)
+    return offsets_from_tables(each_rank(traces, comm_kernels), reference)
 
 
-def _offsets(per: Mapping[int, pd.DataFrame], reference: int | None) -> pd.Series:
+def offsets_from_tables(per: Mapping[int, pd.DataFrame], reference: int | None = None) -> pd.Series:
+    """:func:`clock_offsets` from the ranks' :func:`comm_kernels` tables (``{rank: table}``), already made."""
     ref = min(per) if reference is None else reference
     m = matched(assign_keys(per))
     return offsets(m, {r: df.attrs.get("profiler_steps", {}) for r, df in per.items()}, ref)

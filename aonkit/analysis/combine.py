@@ -112,7 +112,7 @@ def combine_ranks(job: Mapping[int, Trace], align: bool = True, offsets: pd.Seri
         for c in schema.CATEGORY_COLUMNS:
             part = ev[c].array
             if c == "pid":
-                part = part.rename_categories(_pid_names(part.categories, rank))
+                part = part.rename_categories(pid_names(part.categories, rank))
             cat_parts[c].append(part)
     data = {c: _categorical(cat_parts[c]) for c in schema.CATEGORY_COLUMNS}
     for c in (*schema.INT_COLUMNS, "rank"):
@@ -153,7 +153,7 @@ def combined_categories(job: Mapping[int, Trace], column: str, cats: list[pd.Ind
     if cats is None:
         cats = [job[r].events[column].array.categories for r in sorted(job)]
         if column == "pid":
-            cats = [pd.Index(_pid_names(c, r)) for c, r in zip(cats, sorted(job))]
+            cats = [pd.Index(pid_names(c, r)) for c, r in zip(cats, sorted(job))]
     try:  # the categories alone, as union_categoricals appends them
         return union_categoricals([pd.Categorical.from_codes(np.zeros(0, np.int8), categories=c) for c in cats],
                                   ignore_order=True).categories  # fmt: skip
@@ -161,11 +161,11 @@ def combined_categories(job: Mapping[int, Trace], column: str, cats: list[pd.Ind
         parts = []
         for r in sorted(job):
             part = job[r].events[column].array
-            parts.append(part.rename_categories(_pid_names(part.categories, r)) if column == "pid" else part)
+            parts.append(part.rename_categories(pid_names(part.categories, r)) if column == "pid" else part)
         return _categorical(parts).categories
 
 
-def _pid_names(pids: pd.Index, rank: int) -> list[str]:
+def pid_names(pids: pd.Index, rank: int) -> list[str]:
     """``<pid>@rank<r>`` per pid category, distinct.
 
     A string pid that reads like another pid (``"100"`` beside ``100``) keeps its quotes.

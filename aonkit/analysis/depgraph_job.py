@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
-from .collectives import _offsets, comm_kernels
-from .combine import CombinedLater, _pid_names, combined_categories
+from .collectives import comm_kernels, offsets_from_tables
+from .combine import CombinedLater, combined_categories, pid_names
 from .comm_match import assign_keys, matched
 from .depgraph import KIND_HUB, DepGraph, build_graph, relabelled
 from .depgraph_stitch import RankGraph, stitch
@@ -44,11 +44,17 @@ PARALLEL_EVENTS = 1_000_000
 _FORKED: Mapping[int, Trace] | None = None  # the job the forked workers read
 
 
-def _rank_part(trace: Trace) -> tuple[DepGraph, pd.DataFrame, int, pd.Index, pd.Index]:
-    """One rank's graph, its communication kernels, its number of events and its pid and tid categories."""
+def _graph_part(trace: Trace) -> tuple[DepGraph, int, pd.Index, pd.Index]:
+    """One rank's graph, its number of events and its pid and tid categories."""
     ev = trace.events
     g = relabelled(build_graph(trace))  # numbered in its order: the job's order takes runs of it
-    return g, comm_kernels(trace), len(ev), ev["pid"].array.categories, ev["tid"].array.categories
+    return g, len(ev), ev["pid"].array.categories, ev["tid"].array.categories
+
+
+def _rank_part(trace: Trace) -> tuple[DepGraph, pd.DataFrame, int, pd.Index, pd.Index]:
+    """One rank's graph, its communication kernels, its number of events and its pid and tid categories."""
+    g, n, pids, tids = _graph_part(trace)
+    return g, comm_kernels(trace), n, pids, tids
 
 
 def _forked_part(rank: int) -> tuple:
@@ -60,8 +66,9 @@ def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> dict[int, tuple]:
     from ..lazyset import LazyTraceSet
 
     global _FORKED
-    if isinstance(job, LazyTraceSet):
-        return job.map(_rank_part)
+    if isinstance(job, LazyTraceSet):  # its communication kernels are remembered from the load
+        graphs, comms = job.map(_graph_part), job.map(comm_kernels)
+        return {r: (graphs[r][0], comms[r], *graphs[r][1:]) for r in ranks}
     out = {ranks[0]: _rank_part(job[ranks[0]])}  # compiles what the workers then inherit
     rest = ranks[1:]
     big = sum(len(job[r].events) for r in ranks) >= PARALLEL_EVENTS
@@ -87,11 +94,11 @@ def build_job_graph(job: Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
     ranks = sorted(job)
     parts = _rank_parts(job, ranks)
     per = {r: parts[r][1] for r in ranks}
-    off = _offsets(per, None) if len(ranks) > 1 else pd.Series(0, index=ranks)
+    off = offsets_from_tables(per) if len(ranks) > 1 else pd.Series(0, index=ranks)
     row_base = np.cumsum([0, *(parts[r][2] for r in ranks[:-1])])
     with_rows = {r: ck.assign(row=ck.index.to_numpy(np.int64) + int(b)) for (r, ck), b in zip(per.items(), row_base)}
     m = matched(assign_keys(with_rows)) if with_rows else pd.DataFrame()
-    pid_cats = [pd.Index(_pid_names(parts[r][3], r)) for r in ranks]
+    pid_cats = [pd.Index(pid_names(parts[r][3], r)) for r in ranks]
     pids = combined_categories(job, "pid", pid_cats)
     tids = combined_categories(job, "tid", [parts[r][4] for r in ranks])
     rank_graphs = [RankGraph(parts[r][0], r, int(off.get(r, 0)), int(b), parts[r][2],
