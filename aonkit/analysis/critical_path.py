@@ -4,8 +4,10 @@
 >>> r.step_time_ns, r.speedup, r.critical_path.head()                   # doctest: +SKIP
 
 The graph is built once per trace (or job) and kept; a what-if re-times it in
-one pass of :func:`aonkit._kernels.dag.schedule` over nodes numbered in
-topological order. The edges are listed in :mod:`aonkit.analysis.depgraph`;
+one pass over nodes numbered in topological order
+(:func:`aonkit._kernels.retime.finish_times`; the rules' masks are kept per
+graph in :mod:`aonkit.analysis.whatif_rules`), and derives starts and the
+critical path when they are read. The edges are listed in :mod:`aonkit.analysis.depgraph`;
 a job's ranks are tied at their matched collectives (:mod:`aonkit.analysis.depgraph_job`).
 """
 

@@ -1,12 +1,13 @@
 """One job graph from the ranks' graphs: shifted to one clock, numbered as one, collectives tied by hubs.
 
 See :mod:`aonkit.analysis.depgraph_job` for what a hub and a transfer are.
-Node ids: the ranks' nodes in rank order, then per collective its hub and
-its transfers. Every edge still goes forward in measured (start, node id)
-order, which keeps the graph acyclic: an edge that now leaves a transfer
-starting after its destination is dropped and counted, as in one trace's
-graph. The work is done rank by rank into arrays allocated once, so that
-each step runs over one rank's arrays while they are in cache.
+An edge that now leaves a transfer starting at or after its destination's
+start is dropped and counted, as one trace's graph drops edges that go back
+in measured time: every edge then goes forward in (start, id) order where a
+transfer's id is taken after every rank node's, which keeps the graph
+acyclic. The job is numbered in a topological order made of runs of each
+rank's own order (:func:`_merged`), so the re-time reads memory in order. The
+work is done rank by rank into arrays allocated once.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ def _merged(parts: list[RankGraph], kl: list[np.ndarray], js: list[np.ndarray], 
     heads, nxt = [0] * len(parts), [0] * len(parts)
     arrived = np.zeros(len(size), np.int64)
     hub_done = np.zeros(len(size), bool)
+    counted = np.zeros(len(hub_of_j), bool)
     items: list[tuple[str, int, int, int]] = []
     progress = True
     while progress:
@@ -117,7 +119,8 @@ def _merged(parts: list[RankGraph], kl: list[np.ndarray], js: list[np.ndarray], 
                 if heads[r] <= x:  # up to and with the kernel: it arrives
                     items.append(("run", r, heads[r], x + 1))
                     heads[r], progress = x + 1, True
-                    arrived[h] += 1
+                if not counted[j]:
+                    arrived[h], counted[j] = arrived[h] + 1, True
                 if not hub_done[h]:
                     if arrived[h] < size[h]:
                         break
