@@ -180,6 +180,25 @@ def scale_each(dur, factor):
 
 
 @njit
+def latest_arrival(indptr, src, lat, finish, release, v):
+    """``(start, edge)`` of node ``v`` once its predecessors have finished.
+
+    The start is the largest ``finish[src] + lat`` over its incoming edges, and the edge the first such one in
+    CSR order, when that is at least the release; else ``(release, -1)``. A predecessor beats an equal release.
+    """
+    s = release[v] - 1  # one below the release, so that an edge arriving exactly at it wins
+    ce = -1
+    for e in range(indptr[v], indptr[v + 1]):
+        t = finish[src[e]] + lat[e]
+        if t > s:
+            s = t
+            ce = e
+    if ce < 0:
+        s += 1
+    return s, ce
+
+
+@njit
 def schedule(order, indptr_in, src_in, lat_in, dur, release):
     """Earliest start and finish of each node, in one pass over a topological ``order``.
 
@@ -200,15 +219,7 @@ def schedule(order, indptr_in, src_in, lat_in, dur, release):
         v = order[i]
         if v < 0:
             break
-        s = release[v] - 1  # one below the release, so that an edge arriving exactly at it wins
-        ce = -1
-        for e in range(indptr_in[v], indptr_in[v + 1]):
-            t = finish[src_in[e]] + lat_in[e]
-            if t > s:
-                s = t
-                ce = e
-        if ce < 0:
-            s += 1
+        s, ce = latest_arrival(indptr_in, src_in, lat_in, finish, release, v)
         start[v] = s
         finish[v] = s + dur[v]
         crit_pred[v] = src_in[ce] if ce >= 0 else -1

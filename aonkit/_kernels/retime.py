@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .dag import latest_arrival
 
 
 @njit
@@ -38,13 +39,7 @@ def finish_times(indptr, src, lat, dur, release, code, factor):
     last = -1
     best = np.int64(0)
     for v in range(n):
-        s = release[v] - 1
-        for e in range(indptr[v], indptr[v + 1]):
-            t = finish[src[e]] + lat[e]
-            if t > s:
-                s = t
-        if s == release[v] - 1:
-            s = release[v]
+        s, _ = latest_arrival(indptr, src, lat, finish, release, v)
         f = s + scaled(dur[v], factor[code[v]])
         finish[v] = f
         if last < 0 or s < first:
@@ -69,13 +64,7 @@ def path_back(indptr, src, lat, release, finish, end):
     edges = []
     v = end
     while v >= 0:
-        s = release[v] - 1
-        ce = -1
-        for e in range(indptr[v], indptr[v + 1]):
-            t = finish[src[e]] + lat[e]
-            if t > s:
-                s = t
-                ce = e
+        _, ce = latest_arrival(indptr, src, lat, finish, release, v)
         nodes.append(v)
         edges.append(ce)
         v = src[ce] if ce >= 0 else -1
