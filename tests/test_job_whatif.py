@@ -18,7 +18,7 @@ import aonkit
 from aonkit._kernels import dag, retime
 from aonkit.analysis import depgraph_job, depgraph_stitch
 from aonkit.analysis.critical_path import Rule, graph_of, what_if
-from aonkit.analysis.depgraph import KIND_HUB, build_graph, relabelled
+from aonkit.analysis.depgraph import KIND_GPU, KIND_HUB, build_graph, relabelled
 from aonkit.analysis.whatif_rules import factors, rule_codes
 
 from .conftest import SAMPLE_TRACES
@@ -177,3 +177,21 @@ def test_kind_and_rank_rules_leave_the_ranks_uncombined(job_dir: Path) -> None:
     assert "events" in trace.__dict__ and len(trace.events) == sum(len(job[r].events) for r in job)
     assert named.critical_path["name"].notna().all()
     assert abs(base.model_ns - base.measured_ns) <= 0.02 * base.measured_ns
+
+
+def test_the_job_graph_numbers_lanes_as_the_combined_trace(job_dir: Path) -> None:
+    from aonkit.analysis.columns import thread_keys
+    from aonkit.analysis.combine import combine_ranks, combined_categories
+    from aonkit.analysis.depgraph import KIND_CPU
+
+    job = _load(job_dir)
+    _, g = depgraph_job.build_job_graph(job)
+    combined = combine_ranks(job)
+    for column in ("pid", "tid"):
+        assert list(combined_categories(job, column)) == list(combined.events[column].cat.categories)
+    cpu = np.flatnonzero((g.kind == KIND_CPU) & (g.row >= 0))
+    assert len(cpu) and np.array_equal(g.lane[cpu], thread_keys(combined.events, g.row[cpu]))
+    gpu = np.flatnonzero(g.kind == KIND_GPU)
+    ev = combined.events
+    want = (ev["device"].to_numpy()[g.row[gpu]] << 32) | (ev["stream"].to_numpy()[g.row[gpu]] & 0xFFFFFFFF)
+    assert np.array_equal(g.lane[gpu], want | (ev["rank"].to_numpy()[g.row[gpu]] << 48))

@@ -139,8 +139,10 @@ class CombinedLater(Trace):
     def __getattr__(self, name: str) -> object:
         if name.startswith("__") or "_later" not in self.__dict__:
             raise AttributeError(name)
-        later = self.__dict__.pop("_later")
-        self.__dict__.update(combine_ranks(later[0], offsets=later[1]).__dict__)
+        job, offsets = self.__dict__["_later"]
+        combined = combine_ranks(job, offsets=offsets)  # should it raise, the next read tries again
+        del self.__dict__["_later"]
+        self.__dict__.update(combined.__dict__)
         return getattr(self, name)
 
 
