@@ -166,6 +166,12 @@ def rescale(dur, scale_idx, scale):
 
 
 @njit
+def scaled(d, f):
+    """``d`` times factor ``f``: an IEEE float64 product rounded half to even; ``d`` itself when ``f`` is 1."""
+    return d if f == 1.0 else np.int64(np.rint(np.float64(d) * f))
+
+
+@njit
 def scale_each(dur, factor):
     """Durations times per-node factors: ``rint(dur[v] * factor[v])``, ``dur[v]`` itself where the factor is 1.
 
@@ -174,8 +180,7 @@ def scale_each(dur, factor):
     """
     out = np.empty(dur.shape[0], np.int64)
     for v in range(dur.shape[0]):
-        f = factor[v]
-        out[v] = dur[v] if f == 1.0 else np.int64(np.rint(np.float64(dur[v]) * f))
+        out[v] = scaled(dur[v], factor[v])
     return out
 
 

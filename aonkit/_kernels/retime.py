@@ -15,13 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .dag import latest_arrival
-
-
-@njit
-def scaled(d, f):
-    """``d`` times factor ``f``: an IEEE float64 product rounded half to even; ``d`` itself when ``f`` is 1."""
-    return d if f == 1.0 else np.int64(np.rint(np.float64(d) * f))
+from .dag import latest_arrival, scaled
 
 
 @njit

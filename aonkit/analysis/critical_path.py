@@ -232,8 +232,6 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
     ValueError
         When no node of the dependency graph starts in the step or window.
     """
-    from .._kernels.dag import critical_path as path_of
-
     trace, g = prepared(trace)
     inside = _window(trace, g, step, window)
     if inside is not None and not inside.any():
@@ -253,7 +251,7 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
         measured = _span(g.start_ns[idx], (g.start_ns + g.dur_ns)[idx])
 
     def table() -> pd.DataFrame:
-        nodes, edges = _longest_tied(t, end, inside, path_of)
+        nodes, edges = _longest_tied(t, end, inside)
         if inside is not None:
             nodes, edges = nodes[inside[nodes]], edges[inside[nodes]]
         from .whatif_trace import rank_of_nodes
@@ -286,7 +284,7 @@ TIED_ENDS = 64
 """At most this many nodes finishing last together are compared for the critical path (the first ones)."""
 
 
-def _longest_tied(t: _Timing, end: int, inside: np.ndarray | None, path_of: Callable) -> tuple:
+def _longest_tied(t: _Timing, end: int, inside: np.ndarray | None) -> tuple:
     """The critical path (nodes, edges into them) to the node that finishes last.
 
     Among nodes that finish last together, the one whose path starts first (it explains the most of the
@@ -296,13 +294,13 @@ def _longest_tied(t: _Timing, end: int, inside: np.ndarray | None, path_of: Call
     tied = np.flatnonzero(fin == fin[end]) if end >= 0 else np.zeros(0, np.int64)
     if inside is not None:
         tied = tied[inside[tied]]
-    best = t.path(end, path_of)
+    best = t.path(end)
     if len(tied) > 1:
         first_start = fin[best[0][0]] - t.dur_at(best[0][:1])[0]
         for v in tied[:TIED_ENDS]:
             if v == end:
                 continue
-            p = t.path(int(v), path_of)
+            p = t.path(int(v))
             s0 = fin[p[0][0]] - t.dur_at(p[0][:1])[0]
             if s0 < first_start:
                 best, first_start = p, s0
@@ -323,15 +321,14 @@ class _Timing:
         self.g, self.coded, self._start, self._factor = g, None, None, None
         self._first = self._last = -1
         if not rules:
-            self._start, self.finish, self._pred, self._edge = base
+            self._start, self.finish = base[0], base[1]
             self._dur = g.dur_ns
             return
         self.coded = rule_codes(trace, g, rules)
         if self.coded is None:
             self._factor = factors(trace, g, rules)
             self._dur = scale_each(g.dur_ns, self._factor)
-            self._start, self.finish, self._pred, self._edge = schedule(g.order, g.indptr, g.src, g.lat_ns,
-                                                                       self._dur, g.release_ns)  # fmt: skip
+            self._start, self.finish, _, _ = schedule(g.order, g.indptr, g.src, g.lat_ns, self._dur, g.release_ns)
             return
         code, tab = self.coded
         self.finish, self._first, self._last = finish_times(g.indptr, g.src, g.lat_ns, g.dur_ns, g.release_ns,
@@ -345,10 +342,11 @@ class _Timing:
 
     def dur_at(self, idx: np.ndarray) -> np.ndarray:
         """Scaled durations of the nodes ``idx``."""
+        from .._kernels.dag import scale_each
+
         if self.coded is None:
             return self._dur[idx]
-        f, d = self.coded[1][self.coded[0][idx]], self.g.dur_ns[idx]
-        return np.where(f == 1.0, d, np.rint(d * f).astype(np.int64))
+        return scale_each(self.g.dur_ns[idx], self.coded[1][self.coded[0][idx]])
 
     def start(self) -> np.ndarray:
         """Every node's start."""
@@ -365,11 +363,12 @@ class _Timing:
         end = int(np.argmax(self.finish))
         return end, int(self.finish[end]) - int(self._start.min())
 
-    def path(self, end: int, path_of: Callable) -> tuple[np.ndarray, np.ndarray]:
-        """The critical path to ``end``: its nodes in order and the edge into each (-1: released)."""
-        if self.coded is None:
-            nodes = path_of(self.finish, self._pred, end)
-            return nodes, self._edge[nodes]
+    def path(self, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The critical path to ``end``: its nodes in order and the edge into each (-1: released).
+
+        Walked back from the finish times (:func:`aonkit._kernels.retime.path_back`), taking the edge the schedule
+        took, whichever way the graph was re-timed.
+        """
         from .._kernels.retime import path_back
 
         g = self.g

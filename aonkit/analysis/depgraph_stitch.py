@@ -154,7 +154,7 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
     n_new = len(hub_ids) + len(k)
     n = n0 + n_new
     # pass 1, per rank: its tied kernels (local ids, in order) and the edges that now go back in time
-    kl, js, drops = [], [], []
+    kl, js, drops, from_k = [], [], [], []
     for i, p in enumerate(parts):
         g = p.graph
         j = np.flatnonzero(which == i)
@@ -163,6 +163,7 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
         moved = np.full(len(g), -1, np.int64)
         moved[kl[-1]] = j
         hit = np.flatnonzero(moved[g.src] >= 0)
+        from_k.append(hit)
         dst = np.searchsorted(g.indptr, hit, "right") - 1
         t_start = last_of_k[moved[g.src[hit]]]
         drops.append(hit[t_start >= g.start_ns[dst] - p.shift_ns])  # a transfer's id exceeds theirs: ties too
@@ -217,12 +218,9 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
         d[kl[i]] = 0  # an arrival has no length: the transfer has what the kernel outlived the last arrival
         dur[nw] = d
         s_new = nw[g.src]
-        is_k = np.zeros(len(g), bool)
-        is_k[kl[i]] = True
         moved = np.full(len(g), -1, np.int64)
         moved[kl[i]] = tr_new[js[i]]
-        from_k = np.flatnonzero(is_k[g.src])
-        s_new[from_k] = moved[g.src[from_k]]
+        s_new[from_k[i]] = moved[g.src[from_k[i]]]
         dst = np.repeat(np.arange(len(g), dtype=np.int64), np.diff(g.indptr))
         if len(drops[i]):  # an edge's place among its node's edges, the dropped ones taken out
             keep = np.ones(len(g.src), bool)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
+from .columns import code_flags
 from .depgraph import KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph
 
 KEPT_MASKS = 32
@@ -59,10 +60,6 @@ def _code_values(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(arr.codes, np.int64), np.append(np.asarray(arr.categories, dtype=object), np.nan)
 
 
-def _matches(values: np.ndarray, pattern: re.Pattern) -> np.ndarray:
-    return np.array([bool(pattern.search(str(v))) for v in values], bool)
-
-
 def rule_mask(trace: Trace, g: DepGraph, r: Rule) -> np.ndarray:
     """Which nodes ``r`` matches (every condition it gives), kept per graph and condition (read-only).
 
@@ -102,18 +99,18 @@ def _match(trace: Trace, g: DepGraph, r: Rule) -> np.ndarray:
         hit &= on
     if r.name is not None:
         pat = re.compile(r.name)
-        n_codes, n_vals = _code_values(trace.events["name"])
-        hit &= np.where(g.row >= 0, _matches(n_vals, pat)[n_codes[rows]], bool(pat.search("")))
+        n_codes, flags = code_flags(trace.events["name"], lambda v: pat.search(str(v)))
+        flags[-1] = bool(pat.search("nan"))  # a missing name reads as "nan", a node with no event as ""
+        hit &= np.where(g.row >= 0, flags[n_codes[rows]], bool(pat.search("")))
     if r.rank is not None:
         from .whatif_trace import rank_of_nodes
 
         hit &= rank_of_nodes(trace, g) == r.rank
     if r.tid is not None:  # a CPU thread's own time and gaps: the lane holds (pid code, tid code)
-        tids = np.asarray(trace.events["tid"].cat.categories, dtype=object)
+        by_code = code_flags(trace.events["tid"], lambda v: str(v) == str(r.tid))[1]  # a trailing False
         codes = (g.lane & 0xFFFFFFFF).astype(np.int64)
-        on = (g.kind != KIND_GPU) & (g.kind != KIND_HUB) & (codes < len(tids))
-        by_code = np.append(np.array([str(v) == str(r.tid) for v in tids], bool), False)
-        hit &= on & by_code[np.where(on, codes, len(tids))]
+        on = (g.kind != KIND_GPU) & (g.kind != KIND_HUB) & (codes < len(by_code) - 1)
+        hit &= on & by_code[np.where(on, codes, -1)]
     return hit
 
 
