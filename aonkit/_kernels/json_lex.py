@@ -320,7 +320,7 @@ def parse_scaled(buf, s, e, scale):
     return value, status
 
 
-@njit
+@njit_leaf
 def scan_scaled(buf, i, n, scale):
     """Scan a number token at ``i`` and return its value times ``10**scale``.
 

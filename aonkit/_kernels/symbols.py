@@ -65,7 +65,7 @@ def _hash(buf, s, e, kind):
     return h
 
 
-@njit_leaf
+@njit_inline
 def intern(buf, s, e, kind, ht, sym, symh, nsym, last):
     """Id of token ``buf[s:e]`` of ``kind``, adding it when new. Returns (id, nsym).
 

@@ -165,7 +165,7 @@ def _parse_args(buf, i, n, stack, i64, i32, row):
             return i, OK
 
 
-@njit_leaf
+@njit_inline
 def _time_value(buf, i, n, stack, i64, i32, row, r):
     """Parse ts/dur at ``i`` into ``i64[r, row]`` as exact ns."""
     missing = TS_MISSING if r == R_TS else np.int64(-1)
