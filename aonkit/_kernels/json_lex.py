@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit, njit_inline, njit_leaf
+from ._jit import njit_inline, njit_leaf
 
 OK = 0
 E_SYNTAX = 1
