@@ -12,9 +12,10 @@ It reads only documents on which the two provably agree, and returns ``None``
 for any other, which the caller then gives to the Numba parser (which also
 reports the errors of invalid documents, with their place):
 
-* bytes that are not all ASCII, or any ``\u`` escape (the scanner matches keys
-  and interns values by their raw bytes; without escapes that can make letters,
-  raw and decoded text agree, and byte offsets are character offsets);
+* any ``\u`` escape (the scanner matches keys and interns values by their raw
+  bytes; without escapes that can make letters, raw and decoded text agree);
+* a category value (``name``, ``cat``, ...) or a top-level value whose bytes are
+  not UTF-8 (the parser decodes those with U+FFFD and a warning);
 * anything the stdlib refuses or the scanner would (invalid JSON, trailing
   data, nesting beyond Python's recursion limit, an empty or missing
   ``traceEvents``);
@@ -25,6 +26,10 @@ reports the errors of invalid documents, with their place):
   keep the raw token text);
 * an event with more than one ``"args": {`` key inside it (the offset of its
   own ``args`` object would need the nesting).
+
+The text is decoded as Latin-1, one character per byte, so that character
+offsets are byte offsets; the strings it keeps (category values, top-level
+metadata) are then decoded from their bytes as UTF-8, as the parser does.
 """
 
 from __future__ import annotations
@@ -91,16 +96,24 @@ def quick_scan(buf: np.ndarray) -> QuickScan | None:
     QuickScan or None
         ``None`` for the documents listed in the module's notes.
     """
-    try:
-        text = codecs.decode(memoryview(buf), "ascii")  # no copy of the bytes first
-    except UnicodeDecodeError:
-        return None
+    text = codecs.decode(memoryview(buf), "latin-1")  # one character per byte; no copy of the bytes first
     if "\\u" in text:
         return None
     try:
         return _document(text)
-    except (_Refused, ValueError, RecursionError, StopIteration, IndexError):
+    except (_Refused, ValueError, RecursionError, StopIteration, IndexError):  # UnicodeDecodeError is a ValueError
         return None
+
+
+def _utf8(v: Any) -> Any:
+    """A value read from the Latin-1 text with its strings (and keys) decoded from their bytes as UTF-8."""
+    if type(v) is str:
+        return v if v.isascii() else v.encode("latin-1").decode("utf-8")
+    if type(v) is list:
+        return [_utf8(x) for x in v]
+    if type(v) is dict:
+        return {_utf8(k): _utf8(x) for k, x in v.items()}
+    return v
 
 
 def _skip(text: str, i: int) -> int:
@@ -109,7 +122,7 @@ def _skip(text: str, i: int) -> int:
 
 def _document(text: str) -> QuickScan:
     n = len(text)
-    i = _skip(text, 0)
+    i = _skip(text, 3 if text.startswith("\xef\xbb\xbf") else 0)  # a UTF-8 byte order mark, skipped as the scanner does
     if i >= n:
         raise _Refused
     if text[i] == "[":
@@ -129,6 +142,7 @@ def _document(text: str) -> QuickScan:
         if text[i] != '"':
             raise _Refused
         key, i = json.decoder.scanstring(text, i + 1)
+        key = _utf8(key)
         i = _skip(text, i)
         if text[i] != ":":
             raise _Refused
@@ -140,7 +154,8 @@ def _document(text: str) -> QuickScan:
             top[key] = None
             i = events.read(text, i)
         else:
-            top[key], i = _SCAN_VALUE(text, i)
+            value, i = _SCAN_VALUE(text, i)
+            top[key] = _utf8(value)
         i = _skip(text, i)
         if text[i] == "}":
             break
@@ -227,7 +242,8 @@ class _Events:
         flags = (nums[:, 5] | nums[:, 8]).astype(np.int32)
         has_args = np.frombuffer(self.has_args, np.uint8).astype(bool)
         i64[te.R_ARGS] = _args_offsets(text, i64[te.R_EV_START], i64[te.R_EV_END], has_args)
-        cats = [(np.frombuffer(codes, np.int32).copy(), values) for codes, values in zip(self.codes, self.values)]
+        cats = [(np.frombuffer(codes, np.int32).copy(), [_utf8(v) for v in values])
+                for codes, values in zip(self.codes, self.values)]
         return QuickScan(i64, flags, cats, top, self.n_bad, layout)
 
 
