@@ -152,20 +152,6 @@ def relabel(order, indptr_in, src_in, lat_in):
 
 
 @njit
-def rescale(dur, scale_idx, scale):
-    """Durations rescaled per class: ``rint(dur[v] * scale[scale_idx[v]])``, ``dur[v]`` where the class is -1.
-
-    The product is an IEEE float64 multiplication (exact for durations below 2**53 ns) rounded half to even
-    (``np.rint``; Python's ``round`` of the same float). Factors must be finite and >= 0.
-    """
-    out = np.empty(dur.shape[0], np.int64)
-    for v in range(dur.shape[0]):
-        c = scale_idx[v]
-        out[v] = dur[v] if c < 0 else np.int64(np.rint(np.float64(dur[v]) * scale[c]))
-    return out
-
-
-@njit
 def scaled(d, f):
     """``d`` times factor ``f``: an IEEE float64 product rounded half to even; ``d`` itself when ``f`` is 1."""
     return d if f == 1.0 else np.int64(np.rint(np.float64(d) * f))
@@ -230,12 +216,6 @@ def schedule(order, indptr_in, src_in, lat_in, dur, release):
         crit_pred[v] = src_in[ce] if ce >= 0 else -1
         crit_edge[v] = ce
     return start, finish, crit_pred, crit_edge
-
-
-@njit
-def retime(order, indptr_in, src_in, lat_in, dur, release, scale_idx, scale):
-    """:func:`schedule` on the durations :func:`rescale`-d by class (the what-if hot path)."""
-    return schedule(order, indptr_in, src_in, lat_in, rescale(dur, scale_idx, scale), release)
 
 
 @njit
