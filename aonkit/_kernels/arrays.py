@@ -1,4 +1,4 @@
-"""Element copies written as loops.
+"""Element copies and small array builders written as loops.
 
 A slice assignment between arrays (``a[i:j] = b``) makes Numba compile its
 shape-mismatch error path, which formats the shapes into a message: about
@@ -9,6 +9,8 @@ where the shapes are equal by construction.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._jit import njit
 
 
@@ -17,3 +19,21 @@ def copy_to(dst, src):
     """``dst[i] = src[i]`` for every ``i`` of the 1-D ``src`` (``dst`` at least as long)."""
     for i in range(src.shape[0]):
         dst[i] = src[i]
+
+
+@njit
+def positions(n):
+    """``np.arange(n)`` as int64, from a loop (Numba's ``np.arange`` compiles its generic code for each use)."""
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        out[i] = i
+    return out
+
+
+@njit
+def total(a):
+    """Sum of an int64 or bool array as int64, from a loop (no generic ``sum``/``count_nonzero`` code)."""
+    t = np.int64(0)
+    for i in range(a.shape[0]):
+        t += np.int64(a[i])
+    return t

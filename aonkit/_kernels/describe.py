@@ -14,10 +14,22 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .arrays import positions
 from .keys import compact
-from .sorting import stable_argsort
 
 _BLOCK = 128  # numpy's PW_BLOCKSIZE
+
+
+@njit
+def _min_max(vals):
+    """(min, max) of a non-empty int64 array in one loop (Numba's ``min``/``max`` compile seconds of generic code)."""
+    lo = vals[0]
+    hi = vals[0]
+    for i in range(1, vals.shape[0]):
+        v = vals[i]
+        lo = min(lo, v)
+        hi = max(hi, v)
+    return lo, hi
 
 
 @njit
@@ -141,8 +153,7 @@ def order_stats(vals, ks):
     out = np.empty(nq, np.int64)
     if vals.shape[0] == 0:
         return out
-    vmin = vals.min()
-    vmax = vals.max()
+    vmin, vmax = _min_max(vals)
     hist, shift = _buckets(vals, vmin, vmax)
     bucket = np.empty(nq, np.int64)  # the bucket of each k and its rank there
     rank = np.empty(nq, np.int64)
@@ -187,8 +198,7 @@ def _select(cur, k):
     while True:
         if cur.shape[0] <= 32:
             return _small_select(cur, k)
-        vmin = cur.min()
-        vmax = cur.max()
+        vmin, vmax = _min_max(cur)
         if vmin == vmax:
             return vmin
         hist, shift = _buckets(cur, vmin, vmax)
@@ -248,8 +258,7 @@ def describe(vals, skip_first):
     out[1] = mean
     if count > 1:
         out[2] = np.sqrt(pairwise_sum(vals, mean, np.bool_(True), skip_first) / (count - 1))
-    out[3] = valid.min()
-    out[7] = valid.max()
+    out[3], out[7] = _min_max(valid)
     ks = np.empty(6, np.int64)
     ts = np.empty(3, np.float64)
     for j in range(3):
@@ -258,7 +267,12 @@ def describe(vals, skip_first):
         ts[j] = pos - below
         ks[2 * j] = below
         ks[2 * j + 1] = min(below + 1, count - 1)
-    order = stable_argsort(ks)
+    order = positions(6)  # ks in order, by insertion (stable); a general sort costs seconds to compile
+    for a in range(1, 6):
+        b = a
+        while b > 0 and ks[order[b - 1]] > ks[order[b]]:
+            order[b - 1], order[b] = order[b], order[b - 1]
+            b -= 1
     v = np.empty(6, np.int64)
     got = order_stats(valid, ks[order])
     for q in range(6):  # a loop, not ``v[order] = got``: see arrays.copy_to

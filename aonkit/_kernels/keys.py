@@ -142,7 +142,15 @@ def _order_groups(keys, slots, lo, count, skip, ascending):
     """Used slots (count > 0, not ``skip``) ordered by key or by first appearance; and their keys."""
     if skip >= 0:
         count[skip] = 0
-    used = np.flatnonzero(count)
+    n_used = 0
+    for j in range(count.shape[0]):  # np.flatnonzero, without compiling its generic code
+        n_used += count[j] > 0
+    used = np.empty(n_used, np.int64)
+    n_used = 0
+    for j in range(count.shape[0]):
+        if count[j] > 0:
+            used[n_used] = j
+            n_used += 1
     first = np.full(count.shape[0], -1, np.int64)
     found = 0
     i = 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .arrays import copy_to
+from .arrays import copy_to, positions, total
 from .keys import first_match, group_rows, match_counts
 from .sorting import stable_argsort
 
@@ -45,22 +45,22 @@ def queue_events(stream, ts, corr, codes, is_api):
     a_stream, launched = first_match(g_corr, g_stream, a_corr)
     _, counted = first_match(a_corr[launched], a_corr, g_corr)
     reps = match_counts(g_corr, a_corr)  # HTA's join repeats a launch once per GPU row of its correlation
-    n_l = reps.sum()
-    n = n_l + np.count_nonzero(counted)
+    n_l = total(reps)
+    n = n_l + total(counted)
     e_ts = np.empty(n + 1, np.int64)
     e_stream = np.empty(n + 1, np.int64)
     e_step = np.empty(n + 1, np.int64)
     e_step[:n_l] = 1
     e_step[n_l:] = -1
     k = np.uintp(0)
-    if n_l == np.count_nonzero(launched):  # one GPU row per launch, the usual case
+    if n_l == total(launched):  # one GPU row per launch, the usual case
         for j in range(q):  # branch-free compaction (one spare slot at the end)
             e_ts[k] = a_ts[j]
             e_stream[k] = a_stream[j]
             k += np.uintp(launched[j])
     else:  # a launch per GPU row of its correlation, each on that row's stream, in GPU row order
         pos, offsets, keys = group_rows(g_corr, np.bool_(True))
-        group, _ = first_match(keys, np.arange(keys.shape[0]), a_corr)
+        group, _ = first_match(keys, positions(keys.shape[0]), a_corr)
         for j in range(q):
             if launched[j]:
                 for t in range(offsets[group[j]], offsets[group[j] + 1]):

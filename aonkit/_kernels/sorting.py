@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .arrays import copy_to
+from .arrays import copy_to, positions
 
 
 @njit
@@ -30,7 +30,7 @@ def is_sorted(a):
 @njit
 def stable_argsort(keys):
     """Positions of ``keys`` sorted stably: a natural merge sort (blocks first when runs are short)."""
-    idx = np.arange(keys.shape[0])
+    idx = positions(keys.shape[0])
     runs, nr = _runs(keys, idx)
     if nr > _MANY_RUNS_PER * keys.shape[0]:
         runs, nr = _blocks(keys, idx)

@@ -82,7 +82,11 @@ def time_weighted(times, levels, offsets):
             continue
         t = times[lo:hi]
         lv = levels[lo:hi]
-        peak[g] = lv.max()
+        top = lv[0]
+        for j in range(1, lv.shape[0]):  # a loop: Numba's max() compiles seconds of generic code
+            if lv[j] > top or np.isnan(lv[j]):  # a NaN wins, as in max()
+                top = lv[j]
+        peak[g] = top
         area = 0.0
         for j in range(t.shape[0] - 1):
             area += lv[j] * float(t[j + 1] - t[j])
