@@ -32,8 +32,17 @@ def positions(n):
 
 @njit
 def total(a):
-    """Sum of an int64 or bool array as int64, from a loop (no generic ``sum``/``count_nonzero`` code)."""
+    """Sum of an int64 array, from a loop (no generic ``sum`` code)."""
     t = np.int64(0)
     for i in range(a.shape[0]):
-        t += np.int64(a[i])
+        t += a[i]
+    return t
+
+
+@njit
+def count_true(mask):
+    """Number of True in a bool array, from a loop (no generic ``count_nonzero`` code)."""
+    t = np.int64(0)
+    for i in range(mask.shape[0]):
+        t += mask[i]
     return t

@@ -267,7 +267,7 @@ def describe(vals, skip_first):
         ts[j] = pos - below
         ks[2 * j] = below
         ks[2 * j + 1] = min(below + 1, count - 1)
-    order = positions(6)  # ks in order, by insertion (stable); a general sort costs seconds to compile
+    order = positions(np.int64(6))  # ks in order, by insertion (stable); a general sort costs seconds to compile
     for a in range(1, 6):
         b = a
         while b > 0 and ks[order[b - 1]] > ks[order[b]]:
