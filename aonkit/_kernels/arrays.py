@@ -37,12 +37,3 @@ def total(a):
     for i in range(a.shape[0]):
         t += a[i]
     return t
-
-
-@njit
-def count_true(mask):
-    """Number of True in a bool array, from a loop (no generic ``count_nonzero`` code)."""
-    t = np.int64(0)
-    for i in range(mask.shape[0]):
-        t += mask[i]
-    return t

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .arrays import copy_to, count_true, positions, total
+from .arrays import copy_to, positions, total
 from .keys import first_match, group_rows, match_counts
 from .sorting import stable_argsort
 
@@ -46,14 +46,19 @@ def queue_events(stream, ts, corr, codes, is_api):
     _, counted = first_match(a_corr[launched], a_corr, g_corr)
     reps = match_counts(g_corr, a_corr)  # HTA's join repeats a launch once per GPU row of its correlation
     n_l = total(reps)
-    n = n_l + count_true(counted)
+    n_launched = 0  # loops, not np.count_nonzero (its generic code compiles for seconds)
+    for j in range(q):
+        n_launched += launched[j]
+    n = n_l
+    for j in range(counted.shape[0]):
+        n += counted[j]
     e_ts = np.empty(n + 1, np.int64)
     e_stream = np.empty(n + 1, np.int64)
     e_step = np.empty(n + 1, np.int64)
     e_step[:n_l] = 1
     e_step[n_l:] = -1
     k = np.uintp(0)
-    if n_l == count_true(launched):  # one GPU row per launch, the usual case
+    if n_l == n_launched:  # one GPU row per launch, the usual case
         for j in range(q):  # branch-free compaction (one spare slot at the end)
             e_ts[k] = a_ts[j]
             e_stream[k] = a_stream[j]
