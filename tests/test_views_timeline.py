@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from bokeh.embed import file_html
-from bokeh.models import ColumnDataSource, CustomJS, HoverTool, PlainText
+from bokeh.models import CustomJS, HoverTool, PlainText
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
@@ -257,9 +257,9 @@ def _run_lod(pyr, windows: list[tuple[float, float]], px: int) -> list[dict]:  #
 
     srcs = {k: {"data": {c: list(v) for c, v in s.data.items()}} for k, s in pyramid_sources(pyr).items()
             if k in ("glyphs", "tiles")}  # fmt: skip
-    fills = [{"data": None} for _ in range(2 * len(pyr.palette))]
-    args = {**srcs, "fills": fills, "chunk": 7, "span_ns": float(pyr.span_ns), "width_px": pyr.width_px,
-            "max_level": pyr.levels - 1, "pad": GLYPH_PAD}  # fmt: skip
+    args = {**srcs, "fill": {"data": None}, "palette": {"data": {"color": list(pyr.palette)}}, "alphas": [0.9, 0.35],
+            "chunk": 7, "span_ns": float(pyr.span_ns), "width_px": pyr.width_px, "max_level": pyr.levels - 1,
+            "pad": GLYPH_PAD}  # fmt: skip
     names = [*args, "view", "highlight", "xr", "plot"]
     script = (f"const f = new Function({', '.join(json.dumps(n) for n in names)}, {json.dumps(LOD_JS)});\n"
               f"const a = {_js(args)};\n"
@@ -273,8 +273,9 @@ def _run_lod(pyr, windows: list[tuple[float, float]], px: int) -> list[dict]:  #
               "  f(" + ", ".join(f"a[{json.dumps(n)}]" for n in names[:-4]) + ", view, highlight, xr, plot);\n"
               "  const data = Object.fromEntries(Object.entries(view.data).map(([c, v]) => [c, Array.from(v)]));\n"
               "  out.push({data, writes, sel: view.selected.indices, hl: highlight.data.left, typed: "
-              "view.data.left instanceof Float64Array && view.data.link instanceof Int32Array, fills: a.fills.map("
-              "(l) => l.data.xs.map((p, i) => [Array.from(p[0][0]), Array.from(l.data.ys[i][0][0])]))});\n"
+              "view.data.left instanceof Float64Array && view.data.link instanceof Int32Array, fill: {"
+              "polys: a.fill.data.xs.map((p, i) => [Array.from(p[0][0]), Array.from(a.fill.data.ys[i][0][0])]), "
+              "color: a.fill.data.color, alpha: a.fill.data.alpha}});\n"
               "}\nconsole.log(JSON.stringify(out));")  # fmt: skip
     return _node(script)  # type: ignore[return-value]
 
@@ -298,9 +299,9 @@ def test_lod_js_decodes_like_python(sample, budget: int) -> None:  # noqa: ANN00
                 np.testing.assert_allclose(np.array(run["data"][c], dtype=float), np.asarray(w, float), rtol=1e-12)
             else:
                 assert list(run["data"][c]) == [x.item() if isinstance(x, np.generic) else x for x in w], c
-        assert _fill_rects(run["fills"]) == _layer_rects(want, len(pyr.palette))  # each glyph painted once
+        assert _fill_rects(run["fill"], list(pyr.palette)) == _layer_rects(want, len(pyr.palette))  # each once
     assert len(got[0]["data"]["left"]) > 100 and got[-1]["data"]["left"] == []
-    assert max(len(p) for layer in got[0]["fills"] for p in layer) > 1  # layers of several polygons
+    assert len(got[0]["fill"]["polys"]) > 1 and len(set(got[0]["fill"]["color"])) > 1  # several polygons, colours
 
 
 def _layer_rects(data: dict, colors: int) -> list[list[tuple]]:
@@ -312,21 +313,27 @@ def _layer_rects(data: dict, colors: int) -> list[list[tuple]]:
     return layers
 
 
-def _fill_rects(fills: list[list]) -> list[list[tuple]]:
-    """The rectangles the fill layers' polygons paint: each ring goes round its glyphs, then back over the corners."""
-    layers = []
-    for layer in fills:
-        rects = []
-        for x, y in layer:
-            m = len(x) // 6
-            assert len(x) == len(y) == 6 * m and 0 < m <= 7
-            for q in range(m):
-                p = 5 * q
-                assert x[p : p + 5] == [x[p], x[p + 1], x[p + 1], x[p], x[p]]
-                assert y[p : p + 5] == [y[p], y[p], y[p + 2], y[p + 2], y[p]]
-                assert (x[6 * m - 1 - q], y[6 * m - 1 - q]) == (x[p], y[p])  # the way back
-                rects.append((x[p], x[p + 1], y[p], y[p + 2]))
-        layers.append(rects)
+def _fill_rects(fill: dict, palette: list[str]) -> list[list[tuple]]:
+    """The rectangles the fill source's polygons paint, per layer (events then bins, by colour), in painting order.
+
+    Each ring goes round its glyphs, then back over the corners; a layer's polygons come after the previous
+    layer's (the order separate layers would paint in).
+    """
+    layers: list[list[tuple]] = [[] for _ in range(2 * len(palette))]
+    last = -1
+    for (x, y), color, alpha in zip(fill["polys"], fill["color"], fill["alpha"]):
+        assert alpha in (0.9, 0.35)
+        f = (0 if alpha == 0.9 else len(palette)) + palette.index(color)
+        assert f >= last  # layers in order
+        last = f
+        m = len(x) // 6
+        assert len(x) == len(y) == 6 * m and 0 < m <= 7
+        for q in range(m):
+            p = 5 * q
+            assert x[p : p + 5] == [x[p], x[p + 1], x[p + 1], x[p], x[p]]
+            assert y[p : p + 5] == [y[p], y[p], y[p + 2], y[p + 2], y[p]]
+            assert (x[6 * m - 1 - q], y[6 * m - 1 - q]) == (x[p], y[p])  # the way back
+            layers[f].append((x[p], x[p + 1], y[p], y[p + 2]))
     return layers
 
 
@@ -481,13 +488,13 @@ def test_static_layout_sources_and_callback(sample) -> None:  # noqa: ANN001
     quads = [r for r in fig.renderers if r.data_source is view]  # hover and selection; the fill layers paint
     assert len(quads) == 2 and all(r.glyph.fill_color is None and r.glyph.line_color is None for r in quads)
     assert all(r.selection_glyph.line_color == "#000000" for r in quads)
-    fills = fig.x_range.js_property_callbacks["change:start"][0].args["fills"]
-    n = len(pyr.palette)
-    assert [f.name for f in fills] == [f"timeline_fill_{k}_{c}" for k in ("event", "bin") for c in range(n)]
-    layers = [r for r in fig.renderers if r.data_source in fills]
-    assert [r.glyph.fill_color for r in layers] == list(pyr.palette) * 2
-    assert [r.glyph.fill_alpha for r in layers] == [0.9] * n + [0.35] * n
-    assert fig.renderers.index(layers[-1]) < fig.renderers.index(quads[0])  # under the outlines
+    lod_args = fig.x_range.js_property_callbacks["change:start"][0].args
+    fill = lod_args["fill"]
+    assert fill.name == "timeline_fill" and lod_args["palette"].data["color"] == list(pyr.palette)
+    assert lod_args["alphas"] == [0.9, 0.35]
+    (layer,) = [r for r in fig.renderers if r.data_source is fill]  # one renderer paints every colour
+    assert layer.glyph.fill_color == "color" and layer.glyph.fill_alpha == "alpha" and layer.glyph.line_color is None
+    assert fig.renderers.index(layer) < fig.renderers.index(quads[0])  # under the outlines
     (hl,) = view.selected.js_property_callbacks["change:indices"]
     assert hl.code == LINK_HIGHLIGHT_JS and hl.args["links"] is lay.select_one({"name": "timeline_links"})
     cbs = fig.x_range.js_property_callbacks
@@ -498,8 +505,7 @@ def test_static_layout_sources_and_callback(sample) -> None:  # noqa: ANN001
     labels = lay.select_one({"name": "timeline_labels"})
     assert names.args["labels"] is labels and labels.data == {"x": [], "y": [], "text": []}  # filled in the browser
     assert fig.x_range.renderers[0].name == "timeline_frame" and list(fig.x_range.bounds) == [0, pyr.span_ns / 1e6]
-    assert all(isinstance(f, ColumnDataSource) for f in lod.args["fills"])
-    texts = [v for k, v in lod.args.items() if k != "fills" and not hasattr(v, "id")]
+    texts = [v for k, v in lod.args.items() if k != "alphas" and not hasattr(v, "id")]
     assert len(texts) == 5 and all(isinstance(v, (int, float)) for v in texts)  # numbers only: no text reaches the code
     assert lod.args["glyphs"].data["x0"].dtype == np.float32 and lod.args["view"] is view
     assert len(lay.children) == 2  # lanes over memory
@@ -533,7 +539,7 @@ PROBE_JS = """setTimeout(() => {
   const fmt = [...doc.all_models].find((m) => m.type === "CustomJSHover"), d = view.data;
   const i = d.stack.findIndex((n) => n >= 0), k = d.link.findIndex((c) => c >= 0);
   out.hover = [i, ...["name", "cat", "dur", "stack"].map((f) => fmt.format(d[f][i], f, {}))];
-  const painted = (m) => m.name && m.name.startsWith("timeline_fill_") ? m.data.xs.map((p) => p[0][0].length / 6) : [];
+  const painted = (m) => m.name === "timeline_fill" ? m.data.xs.map((p) => p[0][0].length / 6) : [];
   out.painted = [...doc.all_models].flatMap(painted).reduce((a, b) => a + b, 0);
   view.selected.indices = [k];  // as a tap does
   setTimeout(() => {

@@ -136,18 +136,20 @@ def pyramid_sources(pyr: Pyramid) -> dict[str, ColumnDataSource]:
 
 
 FILL_CHUNK = 128
-"""Glyphs per polygon of a fill layer: one canvas fill each (far fewer than one per glyph; long paths fill slowly)."""
+"""Glyphs per polygon of the fill source: one canvas fill each (far fewer than one per glyph; long paths are slow)."""
+FILL_ALPHAS = (EVENT_ALPHA, BIN_ALPHA)
+"""Fill alpha of the events' polygons, then the bins'."""
 
 
-def fill_layers(fig: figure, palette: list[str]) -> list[ColumnDataSource]:
-    """A multi-polygon per kind (events, then bins) and palette colour, empty until :data:`LOD_JS` fills them."""
-    layers = []
-    for kind, alpha in (("event", EVENT_ALPHA), ("bin", BIN_ALPHA)):
-        for c, color in enumerate(palette):
-            src = ColumnDataSource({"xs": [], "ys": []}, name=f"timeline_fill_{kind}_{c}")
-            fig.multi_polygons(xs="xs", ys="ys", source=src, fill_color=color, fill_alpha=alpha, line_color=None)
-            layers.append(src)
-    return layers
+def fill_layer(fig: figure) -> ColumnDataSource:
+    """One multi-polygon renderer, each polygon with its colour and alpha, empty until :data:`LOD_JS` fills it.
+
+    One renderer (a handful of bokeh models) instead of one per kind and colour: the page is smaller and
+    quicker to build and serialize, and the canvas fills as many polygons as before.
+    """
+    src = ColumnDataSource({"xs": [], "ys": [], "color": [], "alpha": []}, name="timeline_fill")
+    fig.multi_polygons(xs="xs", ys="ys", source=src, fill_color="color", fill_alpha="alpha", line_color=None)
+    return src
 
 
 def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 16,
@@ -177,7 +179,7 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
     -------
     bokeh.models.LayoutDOM
         The lane figure (displayed source ``timeline_quads``, filled in the browser and painted through the
-        fill layers ``timeline_fill_{event,bin}_{colour code}``; the pyramid's glyphs in ``timeline_pyramid``)
+        fill source ``timeline_fill``; the pyramid's glyphs in ``timeline_pyramid``)
         over the counter figures.
     """
     pyr = trace if isinstance(trace, Pyramid) else timeline_pyramid(trace, width_px, levels, budget_bytes)
@@ -189,15 +191,15 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
     view = ColumnDataSource({c: [] for c in DECODED_COLUMNS}, name="timeline_quads")
     highlight = ColumnDataSource(empty_highlight(), name="timeline_highlight")
     srcs = pyramid_sources(pyr)
-    fills = fill_layers(fig, list(pyr.palette))
+    fill = fill_layer(fig)
     add_quads(fig, view, highlight, (STATIC_EVENT_TOOLTIPS, STATIC_BIN_TOOLTIPS), hover_formatters(srcs), None,
               link_highlight(view, highlight, srcs["links"]))  # fmt: skip
     for r in [r for r in fig.renderers if r.data_source is view]:  # the unfilled quads: a selected one is outlined
         r.selection_glyph = r.glyph.clone(line_color="#000000", line_width=1.5)
     lod = CustomJS(args={"glyphs": srcs["glyphs"], "tiles": srcs["tiles"], "view": view, "highlight": highlight,
-                         "fills": fills, "chunk": FILL_CHUNK, "xr": x_range, "plot": fig,
-                         "span_ns": float(pyr.span_ns), "width_px": pyr.width_px, "max_level": pyr.levels - 1,
-                         "pad": GLYPH_PAD}, code=LOD_JS)  # fmt: skip
+                         "fill": fill, "palette": srcs["palette"], "alphas": list(FILL_ALPHAS), "chunk": FILL_CHUNK,
+                         "xr": x_range, "plot": fig, "span_ns": float(pyr.span_ns), "width_px": pyr.width_px,
+                         "max_level": pyr.levels - 1, "pad": GLYPH_PAD}, code=LOD_JS)  # fmt: skip
     x_range.js_on_change("start", lod)
     x_range.js_on_change("end", lod)
     add_bar_labels(fig, view, x_range, pyr.width_px, srcs["names"])

@@ -1,7 +1,7 @@
 """The static timeline's level-of-detail callback: fixed JavaScript text; every trace value reaches it as data.
 
 Args of :data:`LOD_JS`: ``view`` (the displayed quads), ``highlight``,
-``fills`` and ``chunk`` (see below), ``glyphs`` and ``tiles`` (the pyramid's sources, see
+``fill``, ``palette``, ``alphas`` and ``chunk`` (see below), ``glyphs`` and ``tiles`` (the pyramid's sources, see
 :func:`aonkit.timeline.static.pyramid_sources`), ``xr`` (the x range,
 ms), ``plot`` (for its inner width) and the numbers ``span_ns``, ``width_px``,
 ``max_level``, ``pad``. The displayed source holds numbers and codes only
@@ -11,14 +11,16 @@ callback looks its ``link`` up in the links source, and the colour code picks
 the fill layer. So a zoom builds typed arrays and no strings.
 
 The quads themselves are not filled (they serve the hover and the selection):
-``fills`` holds ``2 x len(palette)`` sources, events in palette order then
-bins, each drawn by a multi-polygon of one colour whose polygons hold ``chunk``
-glyphs each, so the canvas fills once per ``chunk`` glyphs instead of once per
-glyph. A polygon is one ring: from each glyph's top left corner round its
-rectangle and back to that corner, on to the next glyph's, and at the end back
-over the corners in reverse, so each bridge is walked both ways and encloses
-nothing. Glyphs of one layer do not overlap (a row's events and bins are
-disjoint), so the even-odd fill paints each rectangle whole.
+``fill`` is one multi-polygon source whose polygons hold ``chunk`` glyphs each
+of one kind and colour (its ``color`` column a palette entry from ``palette``,
+``alpha`` the kind's), so the canvas fills once per ``chunk`` glyphs instead of
+once per glyph, and a whole level is painted by one renderer. Polygons come in
+the order events then bins, each kind in palette order, as separate layers
+would paint them. A polygon is one ring: from each glyph's top left corner
+round its rectangle and back to that corner, on to the next glyph's, and at
+the end back over the corners in reverse, so each bridge is walked both ways
+and encloses nothing. Glyphs of one polygon do not overlap (a row's events and
+bins are disjoint), so the even-odd fill paints each rectangle whole.
 """
 
 from __future__ import annotations
@@ -85,11 +87,12 @@ for (const [r, a, b, clip] of parts) {
     o++;
   }
 }
-const nf = fills.length >> 1, per = [];
+const pal = palette.data.color, nf = pal.length, per = [];
 for (let f = 0; f < 2 * nf; f++) per.push([]);
 for (let g = 0; g < o; g++) per[(count[g] === 1 ? 0 : nf) + color[g]].push(g);
+const xs = [], ys = [], fc = [], fa = [];
 for (let f = 0; f < 2 * nf; f++) {
-  const gs = per[f], xs = [], ys = [];
+  const gs = per[f];
   for (let c0 = 0; c0 < gs.length; c0 += chunk) {
     const m = Math.min(chunk, gs.length - c0), x = new F(6 * m), y = new F(6 * m);
     for (let q = 0; q < m; q++) {  // glyph g: from its top left corner round its rectangle, back to the corner
@@ -97,10 +100,10 @@ for (let f = 0; f < 2 * nf; f++) {
       x[p] = left[g]; x[p + 1] = right[g]; x[p + 2] = right[g]; x[p + 3] = left[g]; x[p + 4] = left[g]; x[r] = left[g];
       y[p] = top[g]; y[p + 1] = top[g]; y[p + 2] = bottom[g]; y[p + 3] = bottom[g]; y[p + 4] = top[g]; y[r] = top[g];
     }
-    xs.push([[x]]); ys.push([[y]]);
+    xs.push([[x]]); ys.push([[y]]); fc.push(pal[f % nf]); fa.push(alphas[f < nf ? 0 : 1]);
   }
-  fills[f].data = {xs, ys};
 }
+fill.data = {xs, ys, color: fc, alpha: fa};
 const cut = (v) => v.slice(0, o);
 highlight.data = {left: [], right: [], top: [], bottom: [], row: [], target: []};
 view.selected.indices = [];

@@ -64,7 +64,9 @@ def bar_figure(data: pd.DataFrame, name: str, width: int = theme.CARD_WIDTH, row
     n = max(rows if rows is not None else len(data), 1)
     top = max(float(data["value_ns"].max()) if len(data) else 0.0, 1.0) * 1.02
     fig = figure(width=width, height=max(60, 22 * n + 30), toolbar_location=None, tools="",
-                 y_range=Range1d(n - 0.5, -0.5), x_range=Range1d(0, top))  # fmt: skip
+                 y_range=Range1d(n - 0.5, -0.5), x_range=Range1d(0, top),
+                 x_axis_type=None, y_axis_type=None)  # no axes or grids: fewer models to build and send
+
     src = frame_source(data, name)
     bars = fig.hbar(y="pos", right="value_ns", height=0.75, source=src, fill_color="color", line_color=None,
                     fill_alpha=0.6)  # fmt: skip
@@ -73,9 +75,6 @@ def bar_figure(data: pd.DataFrame, name: str, width: int = theme.CARD_WIDTH, row
     fig.text(x=top, y="pos", text="value_text", source=src, x_offset=-3, text_align="right", text_baseline="middle",
              text_font_size="8pt", text_color="#333333")
     fig.add_tools(HoverTool(renderers=[bars], tooltips=BAR_TOOLTIPS))
-    fig.yaxis.visible = False
-    fig.xaxis.visible = False
-    fig.grid.visible = False
     fig.outline_line_color = None
     return fig
 
