@@ -102,7 +102,7 @@ class RawEvents:
         Recorded by the JSON scanner while it loads, and stored in caches; otherwise found by one pass on first use.
         ``None`` for subclasses that build their text on demand (their buffers differ per selection).
         """
-        if type(self).select is not RawEvents.select:
+        if not self.offsets_apply:
             return None
         self._ensure()
         if self._args_at is None:
@@ -111,6 +111,18 @@ class RawEvents:
             buf, start, end = self.spans()
             self._args_at = args_starts(buf, np.ascontiguousarray(start, np.int64),
                                         np.ascontiguousarray(end, np.int64))  # fmt: skip
+        return self._args_at
+
+    @property
+    def offsets_apply(self) -> bool:
+        """Whether :meth:`args_offsets` applies: False for subclasses that build their text per selection."""
+        return type(self).select is RawEvents.select
+
+    def known_args_offsets(self) -> np.ndarray | None:
+        """:meth:`args_offsets` when already known (recorded, stored or found before), without finding them."""
+        if not self.offsets_apply:
+            return None
+        self._ensure()
         return self._args_at
 
     def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

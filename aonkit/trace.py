@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import schema
+from . import arg_text, schema
 from .event_text import EventText, RawEvents, all_spans, join_spans, split_rows  # noqa: F401 - re-exported
 
 
@@ -224,16 +224,18 @@ class Trace:
         ``json.loads`` gives); other values (long or extreme floats, numbers
         given as strings as in ROCm traces) are decoded by ``json``.
         """
-        from ._kernels.args import span_floats, span_ints
+        from ._kernels.args import span_floats
 
         spans, buf = self._arg_spans(key, rows)
-        ints, ok = span_ints(buf, spans)
+        ints, ok = _span_ints(buf, spans)
         out = ints.astype(np.float64)
         rest = np.flatnonzero(~ok & (spans[:, 0] >= 0))
         if len(rest):  # floats, where one IEEE operation gives them exactly (most of them)
-            floats, fok = span_floats(buf, np.ascontiguousarray(spans[rest]))
-            out[rest[fok]] = floats[fok]
-            rest = rest[~fok]
+            part = np.ascontiguousarray(spans[rest])
+            if not _walk_quickly(len(rest), span_floats, buf, part):  # else json.loads below: the same values
+                floats, fok = span_floats(buf, part)
+                out[rest[fok]] = floats[fok]
+                rest = rest[~fok]
         if len(rest):  # the other values, decoded by one json.loads of them all as one array
             view = memoryview(buf)
             text = b"[" + b",".join([view[s:e] for s, e in spans[rest].tolist()]) + b"]"
@@ -252,10 +254,8 @@ class Trace:
 
     def arg_ints(self, key: str, rows: np.ndarray | pd.Index | None = None) -> np.ndarray:
         """``args[key]`` as exact int64; -1 where absent or not an integer that fits."""
-        from ._kernels.args import span_ints
-
         spans, buf = self._arg_spans(key, rows)
-        ints, ok = span_ints(buf, spans)
+        ints, ok = _span_ints(buf, spans)
         return np.where(ok, ints, -1)
 
     def arg_ints_of(self, keys: Sequence[str], rows: np.ndarray | pd.Index | None = None) -> dict[str, np.ndarray]:
@@ -263,12 +263,10 @@ class Trace:
 
         Returns ``{key: int64 array}``, -1 where absent or not an integer that fits.
         """
-        from ._kernels.args import span_ints
-
         spans, buf = self._arg_spans_of(keys, rows)
         out = {}
         for k, key in enumerate(keys):
-            ints, ok = span_ints(buf, np.ascontiguousarray(spans[:, k, :]))
+            ints, ok = _span_ints(buf, np.ascontiguousarray(spans[:, k, :]))
             out[key] = np.where(ok, ints, -1)
         return out
 
@@ -284,13 +282,30 @@ class Trace:
         quoted = [np.frombuffer(json.dumps(k).encode(), np.uint8) for k in keys]
         key_off = np.concatenate([[0], np.cumsum([len(q) for q in quoted])]).astype(np.int64)
         flat = np.concatenate(quoted) if quoted else np.empty(0, np.uint8)
-        at = self._raw.args_offsets() if isinstance(self._raw, RawEvents) else None
-        if at is not None:  # straight to each event's args object (recorded by the scanner, or found once)
-            buf, _, end = self._raw.spans()
+        raw = self._raw
+        if isinstance(raw, RawEvents) and raw.offsets_apply:  # straight to each event's args object
+            buf, start, end = raw.spans()
             idx = np.arange(len(end), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-            return find_args_at(buf, frozen(end), frozen(at), frozen(idx), flat, key_off), buf
-        buf, start, end, idx = self._raw.select(None if rows is None else np.asarray(rows, dtype=np.int64))
-        return find_args(buf, np.ascontiguousarray(start), np.ascontiguousarray(end), idx, flat, key_off), buf
+            known = raw.known_args_offsets()
+            if known is not None:
+                args = (buf, frozen(end), frozen(known), frozen(idx), flat, key_off)
+                if not _walk_quickly(len(idx), find_args_at, *args):
+                    return find_args_at(*args), buf
+            elif not _walk_quickly(len(idx), find_args_at, buf, frozen(end), frozen(end), frozen(idx), flat, key_off):
+                at = raw.args_offsets()
+                return find_args_at(buf, frozen(end), frozen(at), frozen(idx), flat, key_off), buf
+            try:
+                return arg_text.find_args(buf, start, end, known, idx, [q.tobytes() for q in quoted]), buf
+            except arg_text.Declined:
+                return find_args_at(buf, frozen(end), frozen(raw.args_offsets()), frozen(idx), flat, key_off), buf
+        buf, start, end, idx = raw.select(None if rows is None else np.asarray(rows, dtype=np.int64))
+        args = (buf, np.ascontiguousarray(start), np.ascontiguousarray(end), idx, flat, key_off)
+        if _walk_quickly(len(idx), find_args, *args):
+            try:
+                return arg_text.find_args(buf, start, end, None, idx, [q.tobytes() for q in quoted]), buf
+            except arg_text.Declined:
+                pass
+        return find_args(*args), buf
 
     # -- convenience views -----------------------------------------------------------------
     def _cat_in(self, cats: frozenset[str]) -> pd.DataFrame:
@@ -349,3 +364,26 @@ class Trace:
             and self.meta.to_dict() == {**other.meta.to_dict(), "path": self.meta.path}
             and self.metadata == other.metadata
         )
+
+
+def _walk_quickly(rows: int, kernel: Any, *args: Any) -> bool:
+    """Whether an arg look-up over ``rows`` events runs in :mod:`aonkit.arg_text` rather than ``kernel(*args)``.
+
+    So while ``kernel`` would compile (neither compiled here nor in Numba's cache) and the rows are few
+    (``AONKIT_QUICK_PARSE``: ``0`` never, ``1`` whenever the rows are few; as for the first loads).
+    """
+    from ._kernels._ready import is_ready
+    from .sources.first_run import mode
+
+    if rows > arg_text.QUICK_ROWS:
+        return False
+    m = mode()
+    return m == "1" if m != "auto" else not is_ready(kernel, *args)
+
+
+def _span_ints(buf: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from ._kernels.args import span_ints
+
+    if _walk_quickly(len(spans), span_ints, buf, spans):
+        return arg_text.span_ints(buf, spans)
+    return span_ints(buf, spans)

@@ -14,7 +14,7 @@ PKG = Path(__file__).resolve().parent.parent / "aonkit"
 LAYERS = [
     "_kernels",
     "errors|_config|schema|units|_filecheck",
-    "trace|event_text|traceset|cache|_cache_read|jobcheck|sources|lazyjob|lazyset",
+    "trace|event_text|arg_text|traceset|cache|_cache_read|jobcheck|sources|lazyjob|lazyset",
     "analysis|model|timeline.index|timeline.tiles|timeline.detail|live",
     "report|views|timeline",  # the timeline's views, and its __init__ (which re-exports them lazily)
     "widgets",

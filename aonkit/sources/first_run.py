@@ -4,7 +4,8 @@ While the Numba trace parser is neither compiled in this process nor in
 Numba's on-disk cache, a trace is read by :mod:`.quick_json` (the stdlib's C
 JSON scanner; the same table, at 33-81 MB/s instead of ~500 MB/s) and one
 background process compiles the parser into the cache, so later loads, in
-this process or another, use it. The background process runs at low
+this process or another, use it (and then the arg look-ups' kernels, for
+which :mod:`aonkit.arg_text` stands in until then). The background process runs at low
 priority, writes nothing but Numba's cache, and only one runs per cache
 folder (a lock file there).
 
@@ -102,20 +103,22 @@ def _sample_document(n: int = 64) -> np.ndarray:
     for k in range(n):
         events.append(f'{{"ph": "X", "cat": "kernel", "name": "k{k % 3}", "pid": 0, "tid": "stream 7", '
                       f'"ts": {1000 + k}.5, "dur": 3, "args": {{"correlation": {k}, "External id": {k}, '
-                      f'"stream": 7, "device": 0}}}}')
+                      f'"stream": 7, "device": 0, "bytes": {k}.25}}}}')
         events.append(f'{{"ph": "s", "id": {k}, "pid": 1, "tid": 2, "ts": {1000 + k}, "bp": "e", "cat": "ac2g"}}')
     text = '{"schemaVersion": 1, "baseTimeNanoseconds": 1000, "traceEvents": [' + ", ".join(events) + '], "x": [1]}'
     return np.frombuffer(text.encode(), np.uint8).copy()
 
 
 def compile_parser() -> None:
-    """Compile the parser's kernels here (one and several threads), into Numba's cache."""
+    """Compile the parser's kernels here (one and several threads), then the arg look-ups', into Numba's cache."""
     from .chrome_trace import parse_buffer
 
     os.environ["AONKIT_QUICK_PARSE"] = "0"
     buf = _sample_document()
     parse_buffer(buf, threads=1)
-    parse_buffer(buf, threads=2)
+    trace = parse_buffer(buf, threads=2)
+    trace.arg_numbers("bytes")  # the walk and both number readers (until then :mod:`aonkit.arg_text` stands in)
+    trace.arg_ints_of(["correlation", "device"])
 
 
 def _main() -> int:
