@@ -101,3 +101,20 @@ def test_to_html_of_a_job_draws_its_ranks_on_one_page(tmp_path: Path) -> None:
     with aonkit.open_job(tmp_path, scan="head") as lazy:
         assert "rank 1" in aonkit.to_html(lazy, str(tmp_path / "job.html"))
     assert (tmp_path / "job.html").stat().st_size > 100_000
+
+
+def test_report_layouts_pass_bokehs_checks() -> None:
+    """The pages are written without bokeh's document validation (:func:`unvalidated`): the layouts pass it here."""
+    from bokeh.core.validation.check import check_integrity
+    from bokeh.settings import settings
+
+    from aonkit.report.html_report import report_layout, unvalidated
+
+    paths = [SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz", SAMPLE_TRACES / "cpu_mlp.pt.trace.json.gz",
+             SAMPLE_TRACES / "nsys" / "synthetic_2proc.sqlite"]  # fmt: skip
+    for path in paths:
+        issues = check_integrity(list(report_layout(aonkit.load(path), critical_path=True).references()))
+        assert not issues.error and not issues.warning, (path.name, issues)
+    with unvalidated():
+        assert settings.perform_document_validation() is False
+    assert settings.perform_document_validation() is True

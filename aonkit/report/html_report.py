@@ -17,12 +17,16 @@ Every string from the trace reaches the page as data and is shown as text;
 from __future__ import annotations
 
 import html
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bokeh.embed import file_html
 from bokeh.layouts import column
 from bokeh.models import Div, LayoutDOM
 from bokeh.resources import INLINE
+from bokeh.settings import settings
 
 from ..analysis.op_tree import op_tree
 from ..analysis.overview import overview
@@ -79,13 +83,34 @@ def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True,
     return column(*parts)
 
 
+@contextmanager
+def unvalidated() -> Iterator[None]:
+    """Bokeh's document validation off while a page is written (as ``BOKEH_VALIDATE_DOC=0`` would).
+
+    The validation only logs what it finds, and took 0.3 s of a report's 2.6 s here; the report's layouts
+    are validated by the tests instead (``tests/test_report.py`` asserts bokeh's ``check_integrity`` finds
+    nothing on real traces). A choice of the user's (``BOKEH_VALIDATE_DOC``, or the setting set in code) stands.
+    """
+    setting = settings.perform_document_validation
+    chosen = getattr(setting, "_user_value", None)  # bokeh's record of a value set in code; its "unset" is a class
+    if "BOKEH_VALIDATE_DOC" in os.environ or (chosen is not None and not isinstance(chosen, type)):
+        yield
+        return
+    setting.set_value(False)
+    try:
+        yield
+    finally:
+        setting.unset_value()
+
+
 def report_html(trace: Trace, *, title: str | None = None, width_px: int = 1400, timeline: bool = True,
                 critical_path: bool = False) -> str:  # fmt: skip
     """The report page as a string (BokehJS inline, no network access when opened)."""
     name = Path(trace.meta.path).name if trace.meta.path else "trace"
     layout = report_layout(trace, width_px=width_px, timeline=timeline, critical_path=critical_path)
-    return file_html(layout, resources=INLINE,
-                     title=title or f"aonkit report: {name}")  # bokeh's template escapes the title
+    with unvalidated():
+        return file_html(layout, resources=INLINE,
+                         title=title or f"aonkit report: {name}")  # bokeh's template escapes the title
 
 
 def write_report(trace: Trace, path: str | Path, **kwargs: object) -> Path:
