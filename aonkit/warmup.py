@@ -129,6 +129,41 @@ _RUN = {"analyses": _analyses, "job": _job, "whatif": _whatif, "views": _views,
         "models": _models}
 
 
+def first_views(src: Path = SAMPLE_DIR) -> None:
+    """Compile what the first dashboard or report of a trace needs, on the bundled GPU sample (read quickly).
+
+    The background process of a first load (:mod:`aonkit.sources.first_run`) runs this before it compiles the
+    parser: a new user's next step after a load is a view, and the quick reader covers the next loads meanwhile.
+    The analyses only (overview, roofline, op tree, both timelines' data), not the bokeh models: Python's work,
+    which no cache keeps. Nothing when the samples are absent (an installed wheel).
+    """
+    import os
+
+    from .analysis.op_tree import op_tree
+    from .analysis.overview import overview
+    from .analysis.roofline import roofline_table
+    from .sources import load_trace
+    from .timeline import timeline_index, timeline_pyramid, timeline_tiles
+
+    path = src / "gpu_synthetic_rank0.json.gz"
+    if not path.is_file():
+        return
+    os.environ["AONKIT_QUICK_PARSE"] = "1"  # this process compiles the parser next, on purpose
+    trace = load_trace(path)
+    for step in (overview, roofline_table, op_tree, lambda t: timeline_pyramid(t, 1400)):
+        _quiet(lambda f=step: f(trace))
+    idx = timeline_index(trace)
+    if len(idx.ts):
+        _quiet(lambda: timeline_tiles(idx, int(idx.ts.min()), int(idx.end.max()) + 1, 1200))
+
+
+def _background() -> int:
+    """``python -m aonkit.warmup --background``: a first load's background compile (the views, then the parser)."""
+    from .sources.first_run import compile_once
+
+    return compile_once(first_views)
+
+
 def run_steps(steps: list[str], src: Path, quiet: bool = False) -> None:
     """Run the named warm-up steps in this process; the samples are loaded once (by ``parse``, or first needed)."""
     import os
@@ -179,3 +214,9 @@ def warmup(traces_dir: Path | None = None, *, quiet: bool = False) -> float:
     if not quiet:
         print(f"warmup: done in {time.perf_counter() - t0:.1f} s", flush=True)
     return time.perf_counter() - t0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_background() if sys.argv[1:] == ["--background"] else 2)

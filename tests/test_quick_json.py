@@ -26,7 +26,7 @@ from aonkit._kernels import json_lex
 from aonkit.sources import first_run, quick_json, quick_values
 from aonkit.sources.chrome_trace import parse_buffer
 
-from .conftest import ROOT, SHARED_TRACES, shared_trace_files
+from .conftest import ROOT, SAMPLE_TRACES, SHARED_TRACES, shared_trace_files
 from .naive import read_text
 from .test_fuzz import mutated
 
@@ -218,6 +218,25 @@ print(json.dumps({"compiles": n[0], "events": len(tr), "s": time.perf_counter() 
 """
 
 
+_FIRST_VIEWS = """
+import json, sys
+from numba.core import event
+names = []
+class L(event.Listener):
+    def on_start(self, ev): names.append(ev.data["dispatcher"].py_func.__qualname__)
+    def on_end(self, ev): pass
+event.register("numba:compile", L())
+import aonkit
+from aonkit.analysis.op_tree import op_tree
+from aonkit.analysis.overview import overview
+from aonkit.analysis.roofline import roofline_table
+from aonkit.timeline import timeline_pyramid
+tr = aonkit.load(sys.argv[1])
+overview(tr), roofline_table(tr), op_tree(tr), timeline_pyramid(tr, 1400)
+print(json.dumps(names))
+"""
+
+
 def _first_load(path: Path, env: dict) -> dict:
     out = subprocess.run([sys.executable, "-c", _FIRST_LOAD, str(path)], env=env, capture_output=True, text=True,
                          timeout=600, check=True)
@@ -250,6 +269,12 @@ def test_first_load_compiles_nothing_and_the_next_process_uses_the_compiled_pars
     env["AONKIT_QUICK_PARSE"] = "0"  # the parser itself, from the cache
     second = _first_load(trace, env)
     assert second["compiles"] == 0 and second["events"] == 4000
+    # AND, before the parser, what a first dashboard or report needs (aonkit.warmup.first_views): another GPU
+    # trace's overview, roofline, op tree and timeline data compile nothing in a new process
+    out = subprocess.run([sys.executable, "-c", _FIRST_VIEWS, str(SAMPLE_TRACES / "gpu_synthetic_rank1.json.gz")],
+                         env={**env, "AONKIT_QUICK_PARSE": "auto"}, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [], "compiled after the background process"
 
 
 def test_no_interpreter_to_start_is_not_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,11 +3,13 @@
 While the Numba trace parser is neither compiled in this process nor in
 Numba's on-disk cache, a trace is read by :mod:`.quick_json` (the stdlib's C
 JSON scanner; the same table, at 33-81 MB/s instead of ~500 MB/s) and one
-background process compiles the parser into the cache, so later loads, in
-this process or another, use it (and then the arg look-ups' kernels, for
-which :mod:`aonkit.arg_text` stands in until then). The background process runs at low
-priority, writes nothing but Numba's cache, and only one runs per cache
-folder (a lock file there).
+background process compiles, into Numba's cache, first what a dashboard or
+report of a trace needs (:func:`aonkit.warmup.first_views`: a user's next
+step after a load is a view), then the parser, so later loads, in this
+process or another, use it, then the arg look-ups' kernels (for which
+:mod:`aonkit.arg_text` stands in until then). The background process runs
+at low priority, writes nothing but Numba's cache, and only one runs per
+cache folder (a lock file there).
 
 ``AONKIT_QUICK_PARSE``: ``auto`` (default) as above; ``0`` always the Numba
 parser (compiling it on the call, as before); ``1`` the quick reader whenever
@@ -17,7 +19,8 @@ process, the parser is compiled on the call instead: compiling costs about
 what reading 900 MB quickly does, but is paid once, and the quick reader holds
 about 3.3x the file in memory at its peak (the parser 2.3x).
 
-``python -m aonkit.sources.first_run`` is the background process.
+``python -m aonkit.warmup --background`` is the background process (:func:`compile_once`; the sources do
+not import the analyses, so its entry sits with ``aonkit warmup``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +91,7 @@ def start_background_compile() -> subprocess.Popen | None:
            "PYTHONPATH": root + (os.pathsep + path if path else "")}
     try:
         proc = subprocess.Popen(  # noqa: S603 - this interpreter, this module
-            [sys.executable, "-m", "aonkit.sources.first_run"], env=env, stdin=subprocess.DEVNULL,
+            [sys.executable, "-m", "aonkit.warmup", "--background"], env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
     except OSError:  # no interpreter to start (embedded, frozen): the parser compiles on a later call instead
@@ -121,7 +125,11 @@ def compile_parser() -> None:
     trace.arg_ints_of(["correlation", "device"])
 
 
-def _main() -> int:
+def compile_once(before: Callable[[], None] | None = None) -> int:
+    """The background process's work: ``before()`` (what the first views need), then :func:`compile_parser`.
+
+    One per Numba cache folder (a lock file there), at low priority; nothing when kernels are not cached.
+    """
     from .._kernels import trace_scan as ks
 
     cache_path = getattr(ks.scan_trace._cache, "cache_path", None)
@@ -140,9 +148,14 @@ def _main() -> int:
                 return 0  # another process is compiling it
         if hasattr(os, "nice"):
             os.nice(10)
+        if before is not None:
+            try:
+                before()
+            except Exception:  # noqa: BLE001 - a head start only: the parser matters more
+                pass
         compile_parser()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    sys.exit(compile_once())
