@@ -32,7 +32,18 @@ from json.decoder import scanstring
 import numpy as np
 
 QUICK_ROWS = 50_000
-"""Most events one look-up reads here rather than compiling the kernels (about 5 us each)."""
+"""Most events one look-up reads here rather than compiling the kernels (3-20 us each)."""
+QUICK_BUDGET_ROWS = 1_000_000
+"""Events one process reads here in all; past them the kernels are compiled (about as long as 1M rows take here)."""
+_walked = [0]
+
+
+def spend(rows: int) -> bool:
+    """Whether ``rows`` more events fit :data:`QUICK_BUDGET_ROWS`; counts them when they do."""
+    if _walked[0] + rows > QUICK_BUDGET_ROWS:
+        return False
+    _walked[0] += rows
+    return True
 
 _WS = re.compile(r"[ \t\n\r]*")
 _SPACE = frozenset(" \t\n\r")

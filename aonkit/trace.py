@@ -369,8 +369,9 @@ class Trace:
 def _walk_quickly(rows: int, kernel: Any, *args: Any) -> bool:
     """Whether an arg look-up over ``rows`` events runs in :mod:`aonkit.arg_text` rather than ``kernel(*args)``.
 
-    So while ``kernel`` would compile (neither compiled here nor in Numba's cache) and the rows are few
-    (``AONKIT_QUICK_PARSE``: ``0`` never, ``1`` whenever the rows are few; as for the first loads).
+    So while ``kernel`` would compile (neither compiled here nor in Numba's cache), the rows are few and this
+    process has not walked :data:`~aonkit.arg_text.QUICK_BUDGET_ROWS` events so already (past them, compiling is
+    the cheaper way on). ``AONKIT_QUICK_PARSE``: ``0`` never, ``1`` whenever the rows are few.
     """
     from ._kernels._ready import is_ready
     from .sources.first_run import mode
@@ -378,7 +379,9 @@ def _walk_quickly(rows: int, kernel: Any, *args: Any) -> bool:
     if rows > arg_text.QUICK_ROWS:
         return False
     m = mode()
-    return m == "1" if m != "auto" else not is_ready(kernel, *args)
+    if m != "auto":
+        return m == "1"
+    return not is_ready(kernel, *args) and arg_text.spend(rows)
 
 
 def _span_ints(buf: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

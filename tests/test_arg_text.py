@@ -170,3 +170,25 @@ def test_a_new_machine_looks_args_up_without_compiling(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "COMPILED []" in out.stdout, out.stdout
+
+
+def test_the_walk_gives_way_to_compiling_past_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that would walk more than QUICK_BUDGET_ROWS events in all compiles the kernels instead."""
+    from numba import njit
+
+    from aonkit.trace import _walk_quickly
+
+    @njit
+    def cold(x):  # never compiled, not cached: not ready
+        return x
+
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "auto")
+    monkeypatch.setattr(arg_text, "_walked", [0])
+    assert _walk_quickly(1000, cold, np.zeros(3)) and arg_text._walked == [1000]
+    assert not _walk_quickly(arg_text.QUICK_ROWS + 1, cold, np.zeros(3))  # too many rows for one look-up
+    monkeypatch.setattr(arg_text, "_walked", [arg_text.QUICK_BUDGET_ROWS - 10])
+    assert not _walk_quickly(11, cold, np.zeros(3)) and _walk_quickly(10, cold, np.zeros(3))
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "1")
+    assert _walk_quickly(10, cold, np.zeros(3))  # forced: no budget
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "0")
+    assert not _walk_quickly(10, cold, np.zeros(3))
