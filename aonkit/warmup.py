@@ -66,6 +66,8 @@ def _analyses(traces: dict[str, Any]) -> None:
             elif e.takes == "frames":
                 frames = frames if frames is not None else hta_compat.hta_frames(trace)
                 _quiet(lambda e=e, f=frames: e.run(f))
+        if frames is not None:  # the HTA report's step numbers, outside the catalogue
+            _quiet(lambda f=frames: hta_compat.profiler_step_numbers(f))
         idx = timeline_index(trace)
         if len(idx.ts):
             _quiet(lambda idx=idx: timeline_tiles(idx, int(idx.ts.min()), int(idx.end.max()) + 1, 800))

@@ -187,6 +187,7 @@ def gpu_user_annotation_breakdown(
 
 def profiler_step_numbers(frames: Mapping[int, pd.DataFrame]) -> list[int]:
     """Step numbers N of the ``ProfilerStep#N`` annotations left after the last-step filter (CPU-side rows)."""
+    from .._kernels.inputs import frozen
     from .._kernels.keys import codes_seen
 
     steps: set[int] = set()
@@ -194,6 +195,7 @@ def profiler_step_numbers(frames: Mapping[int, pd.DataFrame]) -> list[int]:
         codes, names = name_codes(df["name"])
         nums = step_table(names)  # N per name code
         wanted = np.r_[False, nums >= 0]  # per code + 1
-        seen = codes_seen(codes, wanted, np.ascontiguousarray(df["stream"].to_numpy(), dtype=np.int64))
+        # read-only views either way: one specialization whether pandas handed out writable arrays or not
+        seen = codes_seen(frozen(codes, np.int32), wanted, frozen(df["stream"].to_numpy(), np.int64))
         steps.update(nums[seen[1:]].tolist())
     return sorted(steps)
