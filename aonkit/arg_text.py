@@ -15,9 +15,11 @@ at most :data:`QUICK_ROWS` events here instead, with the same results:
 * :func:`span_ints` is :func:`aonkit._kernels.args.span_ints`: plain JSON
   integers that fit int64 (magnitude at most ``2**63 - 1``).
 
-Each event's text is decoded as Latin-1, so positions stay byte offsets, and
-walked member by member: ``json.decoder.scanstring`` for keys and the
-scanner's ``scan_once`` (numbers left undecoded) for values, which accept and
+Each event's text is read as Latin-1, so positions stay byte offsets. Its
+``args`` object is decoded whole by the scanner's ``scan_once`` and each
+wanted key found by its text; with escapes or repeated keys it is walked
+member by member
+(``json.decoder.scanstring`` for keys, ``scan_once`` for values). Both accept and
 reject exactly what the Numba lexer does (``tests/test_arg_text.py`` compares
 them on mutated bytes). A value nested deeper than the interpreter's
 recursion allows raises :class:`Declined`: the caller uses the kernel.
@@ -36,6 +38,11 @@ QUICK_ROWS = 50_000
 QUICK_BUDGET_ROWS = 1_000_000
 """Events one process reads here in all; past them the kernels are compiled (about as long as 1M rows take here)."""
 _walked = [0]
+_WS = re.compile(r"[ \t\n\r]*")
+_INT = re.compile(rb"-?(?:0|[1-9][0-9]*)")
+_INT64_MAX = 2**63 - 1
+_ARGS = '"args"'
+_scan_once = json.JSONDecoder().scan_once
 
 
 def spend(rows: int) -> bool:
@@ -44,15 +51,6 @@ def spend(rows: int) -> bool:
         return False
     _walked[0] += rows
     return True
-
-_WS = re.compile(r"[ \t\n\r]*")
-_SPACE = frozenset(" \t\n\r")
-_INT = re.compile(rb"-?(?:0|[1-9][0-9]*)")
-_INT64_MAX = 2**63 - 1
-_ARGS = '"args"'
-
-
-_scan_once = json.JSONDecoder().scan_once
 
 
 class Declined(Exception):
@@ -63,14 +61,19 @@ class _Bad(Exception):
     pass
 
 
-def _value(t: str, i: int) -> int:
-    """End of the JSON value at ``t[i]``; :class:`_Bad` where the lexer would report an error."""
+def _decoded(t: str, i: int) -> tuple[object, int]:
+    """The JSON value at ``t[i]`` and its end; :class:`_Bad` where the lexer would report an error."""
     try:
-        return _scan_once(t, i)[1]
+        return _scan_once(t, i)
     except (json.JSONDecodeError, StopIteration):
         raise _Bad from None
     except (RecursionError, ValueError):  # nested too deep, or an integer past int()'s digit limit
         raise Declined from None
+
+
+def _value(t: str, i: int) -> int:
+    """End of the JSON value at ``t[i]`` (see :func:`_decoded`)."""
+    return _decoded(t, i)[1]
 
 
 def _key(t: str, i: int, n: int) -> tuple[int, int]:
@@ -106,49 +109,24 @@ def _next(t: str, i: int, n: int) -> tuple[int, bool]:
 def _members(t: str, wanted: dict[str, list[int]]) -> list[tuple[int, int, int]] | None:
     """Walk the object opening at ``t[0]``: ``(key, start, end)`` of the wanted keys' values, None if malformed.
 
-    :func:`_key`, :func:`_value` and :func:`_next` written out in one loop (this is the hot loop): whitespace
-    goes through the regular expression only where there is some.
+    Member by member (the way for texts with escapes or repeated keys; :func:`_object_members` takes the others).
     """
-    n, ws, get, found = len(t), _WS.match, wanted.get, []
-    i = ws(t, 1).end()
+    n, found = len(t), []
+    i = _WS.match(t, 1).end()
     if i < n and t[i] == "}":
         return found
     try:
         while i < n:
             if t[i] != '"':
                 return None
-            ke = scanstring(t, i + 1, True)[1]
-            k = ke if ke < n and t[ke] == ":" else ws(t, ke).end()
-            if k >= n or t[k] != ":":
-                return None
-            v = k + 1
-            if v < n and t[v] in _SPACE:
-                v = ws(t, v).end()
-            if v >= n:
-                return None
-            e = _scan_once(t, v)[1]
-            for c in get(t[i:ke], ()):
-                found.append((c, v, e))
-            i = e
-            if i < n and t[i] in _SPACE:
-                i = ws(t, i).end()
-            if i >= n:
-                return None
-            c = t[i]
-            if c == ",":
-                i += 1
-                if i < n and t[i] in _SPACE:
-                    i = ws(t, i).end()
-                if i >= n:
-                    return None
-            elif c == "}":
+            ke, v = _key(t, i, n)
+            e = _value(t, v)
+            found.extend((c, v, e) for c in wanted.get(t[i:ke], ()))
+            i, closed = _next(t, e, n)
+            if closed:
                 return found
-            else:
-                return None
-    except (json.JSONDecodeError, StopIteration):
+    except _Bad:
         return None
-    except (RecursionError, ValueError):  # nested too deep, or an integer past int()'s digit limit
-        raise Declined from None
     return None
 
 
@@ -161,14 +139,12 @@ def _object_members(t: str, wanted: dict[str, list[int]]) -> list[tuple[int, int
     if t[:1] != "{" or "\\" in t:
         return _members(t, wanted)
     try:
-        obj = _scan_once(t, 0)[0]
-    except (json.JSONDecodeError, StopIteration):
+        obj = _decoded(t, 0)[0]
+    except _Bad:
         return None
-    except (RecursionError, ValueError):
-        raise Declined from None
     found = []
     for quoted, cols in wanted.items():
-        if quoted[1:-1] not in obj:
+        if quoted[1:-1] not in obj:  # type: ignore[operator] - a dict: t opens with "{"
             continue
         if t.count(quoted) != 1:
             return _members(t, wanted)
