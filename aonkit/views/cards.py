@@ -66,7 +66,6 @@ def bar_figure(data: pd.DataFrame, name: str, width: int = theme.CARD_WIDTH, row
     fig = figure(width=width, height=max(60, 22 * n + 30), toolbar_location=None, tools="",
                  y_range=Range1d(n - 0.5, -0.5), x_range=Range1d(0, top),
                  x_axis_type=None, y_axis_type=None)  # no axes or grids: fewer models to build and send
-
     src = frame_source(data, name)
     bars = fig.hbar(y="pos", right="value_ns", height=0.75, source=src, fill_color="color", line_color=None,
                     fill_alpha=0.6)  # fmt: skip
