@@ -20,3 +20,15 @@ def frozen(a: object, dtype: object = None) -> np.ndarray:
         v = v.view()
         v.flags.writeable = False
     return v
+
+
+def owned(a: object, dtype: object = None) -> np.ndarray:
+    """``a`` as a C-contiguous, writable array (``a`` itself when it is one; else a copy).
+
+    For kernels that other kernels call too (``keys.first_match``,
+    ``keys.compact``): arrays a kernel makes are writable, so a call from
+    Python with read-only arrays would compile a second specialization of the
+    kernel and of everything it calls.
+    """
+    v = np.ascontiguousarray(a, dtype=dtype)
+    return v if v.flags.writeable else v.copy()

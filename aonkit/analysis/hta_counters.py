@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .._kernels.inputs import frozen
+from .._kernels.inputs import owned
 from .columns import name_flags, rank_columns
 from .hta_compat import IDLE_KERNEL_CATS, gpu_rows, index_correlation
 from .hta_queues import QUEUE_APIS, queue_length_series, queue_length_summary, time_blocked_on_full_queue
@@ -106,7 +106,7 @@ def _idle_inputs(df: pd.DataFrame) -> tuple[np.ndarray, ...]:
         is_gpu &= flags[codes]
     rows = np.flatnonzero(is_gpu)
     # HTA joins the launch row by its label in the (filtered) frame: a row the filter dropped gives NaN
-    start, found = first_match(frozen(index), frozen(ts), frozen(launch[rows]))
+    start, found = first_match(owned(index), owned(ts), owned(launch[rows]))  # as kernels call it
     found &= launch[rows] >= 0
     return (np.ascontiguousarray(stream[rows]), np.ascontiguousarray(ts[rows]), np.ascontiguousarray(end[rows]),
             start, found)  # fmt: skip

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .._kernels.inputs import frozen
+from .._kernels.inputs import owned
 from ..trace import Trace
 from ..traceset import TraceSet
 from .columns import code_flags
@@ -133,7 +133,7 @@ def index_correlation(index: np.ndarray, stream: np.ndarray, corr: np.ndarray, n
     # backwards: the first match in reversed order is the last row
     for probe, keys in ((np.flatnonzero(gpu_side), np.flatnonzero(linked & ~gpu_side)[::-1]),
                         (np.flatnonzero(linked & ~gpu_side), np.flatnonzero(gpu_side)[::-1])):  # fmt: skip
-        pos, found = first_match(frozen(corr[keys]), frozen(keys), frozen(corr[probe]))
+        pos, found = first_match(owned(corr[keys]), owned(keys), owned(corr[probe]))  # as kernels call it
         out[probe[found]] = index[pos[found]]
     return out
 
