@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import arg_text, schema
+from . import schema, trace_args
 from .event_text import EventText, RawEvents, all_spans, join_spans, split_rows  # noqa: F401 - re-exported
 
 
@@ -179,9 +179,9 @@ class Trace:
         self.samples: pd.DataFrame | None = samples
         """Metric samples, long form ``ts_ns, device, metric, value`` (see the class doc); None when none."""
         self.source: dict[str, Any] | None = None
+        """Name, path, size and mtime of the file read, taken before reading it (None when not read from a file)."""
         self.bundle: dict[str, Any] | None = None
         """The manifest of the profile bundle the trace was read from (:mod:`aonkit.sources.bundle`), else None."""
-        """Name, path, size and mtime of the file read, taken before reading it (None when not read from a file)."""
 
     def __len__(self) -> int:
         return len(self.events)
@@ -214,8 +214,7 @@ class Trace:
         One Numba pass finds the values in the events' JSON text; only the found
         values are decoded.
         """
-        spans, buf = self._arg_spans(key, rows)
-        return [None if s < 0 else json.loads(buf[s:e].tobytes()) for s, e in spans.tolist()]
+        return trace_args.values(self._raw, key, rows)
 
     def arg_numbers(self, key: str, rows: np.ndarray | pd.Index | None = None) -> np.ndarray:
         """``args[key]`` of the events ``rows`` as float64; NaN where absent or not a number.
@@ -224,88 +223,22 @@ class Trace:
         ``json.loads`` gives); other values (long or extreme floats, numbers
         given as strings as in ROCm traces) are decoded by ``json``.
         """
-        from ._kernels.args import span_floats
-
-        spans, buf = self._arg_spans(key, rows)
-        ints, ok = _span_ints(buf, spans)
-        out = ints.astype(np.float64)
-        rest = np.flatnonzero(~ok & (spans[:, 0] >= 0))
-        if len(rest):  # floats, where one IEEE operation gives them exactly (most of them)
-            part = np.ascontiguousarray(spans[rest])
-            if not _walk_quickly(len(rest), span_floats, buf, part):  # else json.loads below: the same values
-                floats, fok = span_floats(buf, part)
-                out[rest[fok]] = floats[fok]
-                rest = rest[~fok]
-        if len(rest):  # the other values, decoded by one json.loads of them all as one array
-            view = memoryview(buf)
-            text = b"[" + b",".join([view[s:e] for s, e in spans[rest].tolist()]) + b"]"
-            values = json.loads(text.decode("utf-8", "replace"))
-            first = buf[spans[rest, 0]]
-            if ((first == 45) | ((first >= 48) & (first <= 57))).all():  # JSON numbers only: no per-value checks
-                out[rest] = np.array(values, dtype=np.float64)
-            else:
-                for r, v in zip(rest.tolist(), values):
-                    try:
-                        out[r] = float(v) if not isinstance(v, (bool, dict, list, type(None))) else np.nan
-                    except ValueError:
-                        out[r] = np.nan
-        out[spans[:, 0] < 0] = np.nan
-        return out
+        return trace_args.numbers(self._raw, key, rows)
 
     def arg_ints(self, key: str, rows: np.ndarray | pd.Index | None = None) -> np.ndarray:
         """``args[key]`` as exact int64; -1 where absent or not an integer that fits."""
-        spans, buf = self._arg_spans(key, rows)
-        ints, ok = _span_ints(buf, spans)
-        return np.where(ok, ints, -1)
+        return trace_args.ints(self._raw, key, rows)
 
     def arg_ints_of(self, keys: Sequence[str], rows: np.ndarray | pd.Index | None = None) -> dict[str, np.ndarray]:
         """:meth:`arg_ints` of several keys, from one pass over the events' text.
 
         Returns ``{key: int64 array}``, -1 where absent or not an integer that fits.
         """
-        spans, buf = self._arg_spans_of(keys, rows)
-        out = {}
-        for k, key in enumerate(keys):
-            ints, ok = _span_ints(buf, np.ascontiguousarray(spans[:, k, :]))
-            out[key] = np.where(ok, ints, -1)
-        return out
-
-    def _arg_spans(self, key: str, rows: np.ndarray | pd.Index | None) -> tuple[np.ndarray, np.ndarray]:
-        spans, buf = self._arg_spans_of([key], rows)
-        return np.ascontiguousarray(spans[:, 0, :]), buf
+        return trace_args.ints_of(self._raw, keys, rows)
 
     def _arg_spans_of(self, keys: Sequence[str], rows: np.ndarray | pd.Index | None) -> tuple[np.ndarray, np.ndarray]:
         """Value spans of ``args[key]`` for each key, shape (rows, keys, 2) (-1: absent), and the text buffer."""
-        from ._kernels.args import find_args, find_args_at
-        from ._kernels.inputs import frozen
-
-        quoted = [np.frombuffer(json.dumps(k).encode(), np.uint8) for k in keys]
-        key_off = np.concatenate([[0], np.cumsum([len(q) for q in quoted])]).astype(np.int64)
-        flat = np.concatenate(quoted) if quoted else np.empty(0, np.uint8)
-        raw = self._raw
-        if isinstance(raw, RawEvents) and raw.offsets_apply:  # straight to each event's args object
-            buf, start, end = raw.spans()
-            idx = np.arange(len(end), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-            known = raw.known_args_offsets()
-            if known is not None:
-                args = (buf, frozen(end), frozen(known), frozen(idx), flat, key_off)
-                if not _walk_quickly(len(idx), find_args_at, *args):
-                    return find_args_at(*args), buf
-            elif not _walk_quickly(len(idx), find_args_at, buf, frozen(end), frozen(end), frozen(idx), flat, key_off):
-                at = raw.args_offsets()
-                return find_args_at(buf, frozen(end), frozen(at), frozen(idx), flat, key_off), buf
-            try:
-                return arg_text.find_args(buf, start, end, known, idx, [q.tobytes() for q in quoted]), buf
-            except arg_text.Declined:
-                return find_args_at(buf, frozen(end), frozen(raw.args_offsets()), frozen(idx), flat, key_off), buf
-        buf, start, end, idx = raw.select(None if rows is None else np.asarray(rows, dtype=np.int64))
-        args = (buf, np.ascontiguousarray(start), np.ascontiguousarray(end), idx, flat, key_off)
-        if _walk_quickly(len(idx), find_args, *args):
-            try:
-                return arg_text.find_args(buf, start, end, None, idx, [q.tobytes() for q in quoted]), buf
-            except arg_text.Declined:
-                pass
-        return find_args(*args), buf
+        return trace_args.spans_of(self._raw, keys, rows)
 
     # -- convenience views -----------------------------------------------------------------
     def _cat_in(self, cats: frozenset[str]) -> pd.DataFrame:
@@ -365,28 +298,3 @@ class Trace:
             and self.metadata == other.metadata
         )
 
-
-def _walk_quickly(rows: int, kernel: Any, *args: Any) -> bool:
-    """Whether an arg look-up over ``rows`` events runs in :mod:`aonkit.arg_text` rather than ``kernel(*args)``.
-
-    So while ``kernel`` would compile (neither compiled here nor in Numba's cache), the rows are few and this
-    process has not walked :data:`~aonkit.arg_text.QUICK_BUDGET_ROWS` events so already (past them, compiling is
-    the cheaper way on). ``AONKIT_QUICK_PARSE``: ``0`` never, ``1`` whenever the rows are few.
-    """
-    from ._kernels._ready import is_ready
-    from .sources.first_run import mode
-
-    if rows > arg_text.QUICK_ROWS:
-        return False
-    m = mode()
-    if m != "auto":
-        return m == "1"
-    return not is_ready(kernel, *args) and arg_text.spend(rows)
-
-
-def _span_ints(buf: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from ._kernels.args import span_ints
-
-    if _walk_quickly(len(spans), span_ints, buf, spans):
-        return arg_text.span_ints(buf, spans)
-    return span_ints(buf, spans)

@@ -365,6 +365,10 @@ def spawn(
     src_root = str(ROOT) if args.live else str(SNAPSHOT)
     env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["NUMBA_CACHE_DIR"] = str(NUMBA_CACHE)
+    # the Numba parser, always: while it is not yet in the cache a load would use the quick first-run reader
+    # (aonkit.sources.first_run), and the background compile it starts would run beside the measurement
+    env["AONKIT_QUICK_PARSE"] = "0"
+    env["AONKIT_BACKGROUND_COMPILE"] = "0"
     if env_extra:
         env.update(env_extra)
     cmd = [

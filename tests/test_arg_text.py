@@ -180,7 +180,7 @@ def test_the_walk_gives_way_to_compiling_past_its_budget(monkeypatch: pytest.Mon
     """A process that would walk more than QUICK_BUDGET_ROWS events in all compiles the kernels instead."""
     from numba import njit
 
-    from aonkit.trace import _walk_quickly
+    from aonkit.trace_args import walk_quickly
 
     @njit
     def cold(x):  # never compiled, not cached: not ready
@@ -188,11 +188,32 @@ def test_the_walk_gives_way_to_compiling_past_its_budget(monkeypatch: pytest.Mon
 
     monkeypatch.setenv("AONKIT_QUICK_PARSE", "auto")
     monkeypatch.setattr(arg_text, "_walked", [0])
-    assert _walk_quickly(1000, cold, np.zeros(3)) and arg_text._walked == [1000]
-    assert not _walk_quickly(arg_text.QUICK_ROWS + 1, cold, np.zeros(3))  # too many rows for one look-up
+    assert walk_quickly(1000, (cold, np.zeros(3))) and arg_text._walked == [1000]
+    assert not walk_quickly(arg_text.QUICK_ROWS + 1, (cold, np.zeros(3)))  # too many rows for one look-up
     monkeypatch.setattr(arg_text, "_walked", [arg_text.QUICK_BUDGET_ROWS - 10])
-    assert not _walk_quickly(11, cold, np.zeros(3)) and _walk_quickly(10, cold, np.zeros(3))
+    assert not walk_quickly(11, (cold, np.zeros(3))) and walk_quickly(10, (cold, np.zeros(3)))
     monkeypatch.setenv("AONKIT_QUICK_PARSE", "1")
-    assert _walk_quickly(10, cold, np.zeros(3))  # forced: no budget
+    assert walk_quickly(10, (cold, np.zeros(3)))  # forced: no budget
     monkeypatch.setenv("AONKIT_QUICK_PARSE", "0")
-    assert not _walk_quickly(10, cold, np.zeros(3))
+    assert not walk_quickly(10, (cold, np.zeros(3)))
+
+
+def test_the_walk_counts_every_kernel_the_look_up_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One kernel of the look-up still cold (finding the args offsets, say) is reason enough to walk."""
+    from numba import njit
+
+    from aonkit.trace_args import walk_quickly
+
+    @njit(cache=False)
+    def warm(x):
+        return x
+
+    @njit(cache=False)
+    def cold(x):
+        return x
+
+    warm(np.zeros(3))
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "auto")
+    monkeypatch.setattr(arg_text, "_walked", [0])
+    assert not walk_quickly(10, (warm, np.zeros(3)))
+    assert walk_quickly(10, (warm, np.zeros(3)), (cold, np.zeros(3)))
