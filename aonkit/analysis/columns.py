@@ -39,8 +39,12 @@ def in_categories(col: pd.Series, values: frozenset | set) -> np.ndarray:
 
 
 def rank_columns(df: pd.DataFrame, *cols: str) -> list[np.ndarray]:
-    """Contiguous int64 arrays of the frame's columns, for the kernels."""
-    return [np.ascontiguousarray(df[c].to_numpy(), dtype=np.int64) for c in cols]
+    """Contiguous, read-only int64 arrays of the frame's columns, for the kernels.
+
+    Read-only whether or not the column had to be converted (pandas hands out
+    read-only int64 columns): one kernel specialization, the one warmup compiles.
+    """
+    return [frozen(df[c].to_numpy(), np.int64) for c in cols]
 
 
 def name_codes(col: pd.Series) -> tuple[np.ndarray, pd.Index]:
