@@ -233,8 +233,13 @@ def run_each(func: Callable, items: Sequence[Any], pool: Any, client: Any, **kw:
         return [func(it, **kw) for it in items]
     from functools import partial
 
+    from ._shipping import call_packed, folder, unpack
+
     chunk = max(1, len(items) // (4 * (os.cpu_count() or 1)))  # a few chunks per worker: small results, less IPC
-    return list(pool.map(partial(func, **kw), items, chunksize=chunk))
+    with folder() as where:  # large arrays of the results come back as shared-memory files (aonkit._shipping)
+        if where is None:
+            return list(pool.map(partial(func, **kw), items, chunksize=chunk))
+        return [unpack(r) for r in pool.map(partial(call_packed, func, where, **kw), items, chunksize=chunk)]
 
 
 def new_pool(n_items: int, processes: int | None) -> Any:

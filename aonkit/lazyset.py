@@ -173,6 +173,11 @@ class LazyTraceSet(TraceSet):
             self._memo.setdefault(key, {}).update(got)
         return {r: fresh_copy(known[r]) if r in known else got[r] for r in self._files}
 
+    def remembered(self, fn: Callable[[Trace], Any]) -> list[int]:
+        """The ranks whose ``fn`` result is remembered: a :meth:`map` of ``fn`` reads none of their files."""
+        key = fn_key(fn)
+        return sorted(self._memo.get(key, {})) if key is not None else []
+
     def remember(self, fn: Callable[[Trace], Any], results: Mapping[int, Any]) -> None:
         """Take ``results`` as ``fn``'s, per rank (e.g. computed while parsing); :meth:`map` reuses them."""
         if (key := fn_key(fn)) is not None:

@@ -17,6 +17,7 @@ import pytest
 import aonkit
 from aonkit._kernels import dag, retime
 from aonkit.analysis import depgraph_job, depgraph_stitch
+from aonkit.analysis.collectives import comm_kernels
 from aonkit.analysis.critical_path import Rule, graph_of, what_if
 from aonkit.analysis.depgraph import KIND_GPU, KIND_HUB, build_graph, relabelled
 from aonkit.analysis.whatif_rules import factors, rule_codes
@@ -122,8 +123,15 @@ def test_the_job_graph_is_numbered_topologically_and_holds_each_rank_graph(job_d
         assert np.array_equal(g.start_ns[mine][job_key] + offsets[r], own.start_ns[own_key])  # one clock
 
 
-def test_workers_and_a_lazy_job_build_the_same_graph(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("ship_from", [None, 0], ids=["large-arrays-shipped", "every-array-shipped"])
+def test_workers_and_a_lazy_job_build_the_same_graph(job_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     ship_from: int | None) -> None:  # fmt: skip
+    from aonkit import _shipping
+
     _, here = depgraph_job.build_job_graph(_load(job_dir))
+    if ship_from is not None:  # the workers are forked after this: they write every array to a file
+        monkeypatch.setattr(_shipping, "MIN_BYTES", ship_from)
+    before = set(Path("/dev/shm").glob("aonkit-*")) if Path("/dev/shm").is_dir() else set()
     monkeypatch.setattr(depgraph_job, "PARALLEL_EVENTS", 1)  # forked workers even for a small job
     _, forked = depgraph_job.build_job_graph(_load(job_dir))
     lazy = _load(job_dir, lazy=True)
@@ -131,10 +139,20 @@ def test_workers_and_a_lazy_job_build_the_same_graph(job_dir: Path, monkeypatch:
         _, from_lazy = depgraph_job.build_job_graph(lazy)
     finally:
         lazy.close()
+    cached = _load(job_dir, lazy=True)  # the caches the first lazy load wrote: nothing remembered from a parse
+    try:
+        assert not cached.remembered(comm_kernels)
+        _, from_cached = depgraph_job.build_job_graph(cached)  # graph and comm kernels in one pass per rank
+        assert cached.remembered(comm_kernels) == sorted(cached.files)
+    finally:
+        cached.close()
     a = _arrays(here)
-    for other in (forked, from_lazy):
+    for other in (forked, from_lazy, from_cached):
         b = _arrays(other)
         assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
+        assert all(a[k].dtype == b[k].dtype for k in a)
+    if Path("/dev/shm").is_dir():
+        assert set(Path("/dev/shm").glob("aonkit-*")) == before  # each call's folder is gone
 
 
 def test_ranks_that_do_not_merge_are_ordered_whole(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -66,9 +66,13 @@ def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> dict[int, tuple]:
     from ..lazyset import LazyTraceSet
 
     global _FORKED
-    if isinstance(job, LazyTraceSet):  # its communication kernels are remembered from the load
-        graphs, comms = job.map(_graph_part), job.map(comm_kernels)
-        return {r: (graphs[r][0], comms[r], *graphs[r][1:]) for r in ranks}
+    if isinstance(job, LazyTraceSet):
+        if set(job.remembered(comm_kernels)) >= set(ranks):  # remembered from a load that parsed the ranks
+            graphs, comms = job.map(_graph_part), job.map(comm_kernels)
+            return {r: (graphs[r][0], comms[r], *graphs[r][1:]) for r in ranks}
+        parts = job.map(_rank_part)  # both from one read of each rank's cache
+        job.remember(comm_kernels, {r: p[1] for r, p in parts.items()})
+        return {r: parts[r] for r in ranks}
     out = {ranks[0]: _rank_part(job[ranks[0]])}  # compiles what the workers then inherit
     rest = ranks[1:]
     big = sum(len(job[r].events) for r in ranks) >= PARALLEL_EVENTS
@@ -81,9 +85,14 @@ def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> dict[int, tuple]:
     if pool is None:
         out.update((r, _rank_part(job[r])) for r in rest)
         return out
+    from functools import partial
+
+    from .._shipping import call_packed, folder, unpack
+
     try:
-        with pool:
-            out.update(zip(rest, pool.map(_forked_part, rest, chunksize=max(1, len(rest) // 16))))
+        with pool, folder() as where:  # the graphs' arrays come back as shared-memory files (aonkit._shipping)
+            fn = _forked_part if where is None else partial(call_packed, _forked_part, where)
+            out.update(zip(rest, map(unpack, pool.map(fn, rest, chunksize=max(1, len(rest) // 16)))))
     finally:
         _FORKED = None
     return out

@@ -1,0 +1,97 @@
+"""Large arrays back from local worker processes through shared-memory files, not the result pipe.
+
+A process pool sends each result back pickled through one pipe, which the
+parent reads alone: a rank's dependency graph (16 MB for 185,000 events)
+is copied four times on the way, into fresh memory of the parent each
+time, and 64 of them took longer to arrive than to build. Here a worker
+writes each large array of its result to a file of a private folder in
+``/dev/shm`` (memory, not disk; made by the parent, owner-only) and sends
+its name; the parent maps the file copy-on-write (a writable array, whose
+pages are shared with the file until written) and unlinks it at once, so
+nothing stays in the folder, which the parent removes after the call.
+Results without such arrays, and machines without ``/dev/shm``, go the
+usual way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+MIN_BYTES = 1 << 20
+"""Arrays from this size on travel as files."""
+_SHM = "/dev/shm"  # noqa: S108 - a private folder made in it with mkdtemp (mode 0700)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shipped:
+    """An array a worker wrote to ``path``: its dtype and shape."""
+
+    path: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@contextmanager
+def folder() -> Any:
+    """A private folder in ``/dev/shm`` for one call's results (None where there is none); removed after."""
+    path = None
+    if os.path.isdir(_SHM) and os.access(_SHM, os.W_OK):
+        try:
+            path = tempfile.mkdtemp(prefix="aonkit-", dir=_SHM)
+        except OSError:
+            path = None
+    try:
+        yield path
+    finally:
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def call_packed(func: Callable[..., Any], where: str, item: Any, **kw: Any) -> Any:
+    """Worker: ``func(item, **kw)`` with its large arrays written to files in ``where``."""
+    return pack(func(item, **kw), where)
+
+
+def pack(value: Any, where: str) -> Any:
+    """``value`` with its large arrays written to new files in ``where``, each replaced by its :class:`Shipped`.
+
+    Plain ndarrays of at least :data:`MIN_BYTES` (no objects), in tuples, lists, dicts and dataclasses.
+    """
+    if isinstance(value, np.ndarray):
+        if type(value) is not np.ndarray or value.nbytes < max(MIN_BYTES, 1) or value.dtype.hasobject:
+            return value
+        fd, path = tempfile.mkstemp(dir=where)
+        with os.fdopen(fd, "wb") as f:
+            np.ascontiguousarray(value).tofile(f)
+        return Shipped(path, value.dtype.str, value.shape)
+    return _walk(value, lambda v: pack(v, where))
+
+
+def unpack(value: Any) -> Any:
+    """``value`` with each :class:`Shipped` replaced by its array, mapped copy-on-write; the file unlinked."""
+    if isinstance(value, Shipped):
+        mapped = np.memmap(value.path, dtype=np.dtype(value.dtype), mode="c", shape=value.shape)
+        os.unlink(value.path)
+        return np.asarray(mapped)  # a plain ndarray over the mapping (which it keeps alive)
+    return _walk(value, unpack)
+
+
+def _walk(value: Any, fn: Callable[[Any], Any]) -> Any:
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(fn(v) for v in value)
+    if isinstance(value, list):
+        return [fn(v) for v in value]
+    if type(value) is dict:
+        return {k: fn(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and not isinstance(value, Shipped):
+        changed = {f.name: fn(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **changed)
+    return value
