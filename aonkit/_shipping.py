@@ -9,12 +9,13 @@ writes each large array of its result to a file of a private folder in
 its name; the parent maps the file copy-on-write (a writable array, whose
 pages are shared with the file until written) and unlinks it at once, so
 nothing stays in the folder, which the parent removes after the call.
-Results without such arrays, and machines without ``/dev/shm``, go the
-usual way.
+Results without such arrays, machines without ``/dev/shm``, and arrays
+that do not fit in it go the usual way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -68,9 +69,16 @@ def pack(value: Any, where: str) -> Any:
     if isinstance(value, np.ndarray):
         if type(value) is not np.ndarray or value.nbytes < max(MIN_BYTES, 1) or value.dtype.hasobject:
             return value
-        fd, path = tempfile.mkstemp(dir=where)
-        with os.fdopen(fd, "wb") as f:
-            np.ascontiguousarray(value).tofile(f)
+        path = None
+        try:
+            fd, path = tempfile.mkstemp(dir=where)
+            with os.fdopen(fd, "wb") as f:
+                np.ascontiguousarray(value).tofile(f)
+        except OSError:  # /dev/shm full (it holds at most half the memory by default): this one takes the pipe
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            return value
         return Shipped(path, value.dtype.str, value.shape)
     return _walk(value, lambda v: pack(v, where))
 

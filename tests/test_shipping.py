@@ -92,3 +92,9 @@ def test_a_failing_worker_raises_and_the_folder_goes() -> None:
     with pool, pytest.raises(ValueError, match="rank 3 is broken"):
         run_each(_fails, [1, 2, 3, 4], pool, None)
     assert _shm_folders() == before
+
+
+def test_an_array_that_cannot_be_written_takes_the_pipe(tmp_path: Path) -> None:
+    value = make(1)
+    packed = _shipping.pack(value, str(tmp_path / "missing"))  # no such folder: as when /dev/shm is full
+    assert _same(packed, value) and packed[0].big is value[0].big
