@@ -20,6 +20,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
@@ -52,7 +53,11 @@ def folder() -> Any:
     try:
         yield path
     finally:
-        if path is not None:
+        # after a failed call a worker may still be writing a chunk's results: try again briefly
+        for wait in (0.0, 0.05, 0.2, 1.0):
+            if path is None or not os.path.exists(path):
+                break
+            time.sleep(wait)
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -100,6 +105,10 @@ def _walk(value: Any, fn: Callable[[Any], Any]) -> Any:
     if type(value) is dict:
         return {k: fn(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type) and not isinstance(value, Shipped):
-        changed = {f.name: fn(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
-        return dataclasses.replace(value, **changed)
+        fields = dataclasses.fields(value)
+        if not all(f.init for f in fields):  # replace() would reset the others: left as it is
+            return value
+        old = {f.name: getattr(value, f.name) for f in fields}
+        new = {k: fn(v) for k, v in old.items()}
+        return dataclasses.replace(value, **new) if any(new[k] is not old[k] for k in old) else value
     return value

@@ -98,3 +98,15 @@ def test_an_array_that_cannot_be_written_takes_the_pipe(tmp_path: Path) -> None:
     value = make(1)
     packed = _shipping.pack(value, str(tmp_path / "missing"))  # no such folder: as when /dev/shm is full
     assert _same(packed, value) and packed[0].big is value[0].big
+
+
+@dataclasses.dataclass
+class WithDerived:
+    data: np.ndarray
+    derived: int = dataclasses.field(default=0, init=False)
+
+
+def test_a_dataclass_with_fields_outside_init_is_sent_whole(tmp_path: Path) -> None:
+    value = WithDerived(np.arange(300_000))
+    value.derived = 7
+    assert _shipping.pack(value, str(tmp_path)) is value and not list(tmp_path.iterdir())
