@@ -1,7 +1,7 @@
 """``aonkit warmup``: compile every Numba kernel ahead, into Numba's on-disk cache.
 
 A new machine (a fresh image, a CI runner) otherwise pays each kernel's
-compilation on its first use: about 20 s for the trace parser alone on a
+compilation on its first use: about 26-30 s for the trace parser alone on a
 2-core machine. Warm-up runs the user entry points (load on one and on
 several threads, every catalogued analysis, the job analyses, what-if,
 the timeline, the report and the serving model) on the bundled sample traces,

@@ -1,7 +1,7 @@
 """A line on stderr when a kernel's first compilation on this machine takes a while.
 
 Numba compiles each kernel on its first call and keeps it in its on-disk
-cache; the trace parser alone takes about 20 s on a 2-core machine. A first
+cache; the trace parser alone takes about 26-30 s on a 2-core machine. A first
 call that would otherwise sit silent says what is compiling once it has taken
 ``AONKIT_COMPILE_NOTICE`` seconds (default 2; ``0`` turns the notice off),
 and how long it took. ``aonkit warmup`` compiles everything ahead.

@@ -1,7 +1,7 @@
 r"""First-run reading of trace JSON with the stdlib's C scanner, while the Numba parser is not compiled.
 
 Compiled, the Numba parser (:mod:`aonkit._kernels.trace_scan`) reads about
-500 MB/s on one core, but compiling it takes about 20 s on a 2-core machine:
+500 MB/s on one core, but compiling it takes about 26-30 s on a 2-core machine:
 longer than reading most traces. :func:`quick_scan` reads a document with
 ``json``'s C scanner, one event at a time (33-81 MB/s), into the same columns,
 byte offsets and flags as the scanner, so the table built from it is the one
