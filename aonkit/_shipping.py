@@ -22,7 +22,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -41,7 +40,7 @@ class Shipped:
     shape: tuple[int, ...]
 
 
-@contextmanager
+@contextlib.contextmanager
 def folder() -> Any:
     """A private folder in ``/dev/shm`` for one call's results (None where there is none); removed after."""
     path = None

@@ -136,8 +136,9 @@ def first_views(src: Path = SAMPLE_DIR) -> None:
 
     The background process of a first load (:mod:`aonkit.sources.first_run`) runs this before it compiles the
     parser: a new user's next step after a load is a view, and the quick reader covers the next loads meanwhile.
-    The analyses only (overview, roofline, op tree, both timelines' data), not the bokeh models: Python's work,
-    which no cache keeps. Nothing when the samples are absent (an installed wheel).
+    The analyses only (both timelines' data, kernel table, op tree, roofline, overview, in that order: see the
+    comment below), not the bokeh models: Python's work, which no cache keeps. Nothing when the samples are
+    absent (an installed wheel).
     """
     import os
 

@@ -123,7 +123,7 @@ def test_the_job_graph_is_numbered_topologically_and_holds_each_rank_graph(job_d
         assert np.array_equal(g.start_ns[mine][job_key] + offsets[r], own.start_ns[own_key])  # one clock
 
 
-@pytest.mark.parametrize("ship_from", [None, 0], ids=["large-arrays-shipped", "every-array-shipped"])
+@pytest.mark.parametrize("ship_from", [None, 0], ids=["default-threshold", "every-array-shipped"])
 def test_workers_and_a_lazy_job_build_the_same_graph(job_dir: Path, monkeypatch: pytest.MonkeyPatch,
                                                      ship_from: int | None) -> None:  # fmt: skip
     from aonkit import _shipping

@@ -155,7 +155,3 @@ def compile_once(before: Callable[[], None] | None = None) -> int:
                 pass
         compile_parser()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(compile_once())
