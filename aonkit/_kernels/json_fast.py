@@ -13,6 +13,7 @@ import numpy as np
 
 from ._jit import njit_inline
 from .json_lex import E_EOF, E_SYNTAX, OK, scan_string, skip_any
+from .raw import byte_at
 from .symbols import load_word
 
 WS = np.zeros(256, np.uint8)  # JSON whitespace
@@ -44,9 +45,9 @@ def string_end(buf, i, n):
         if hit & _HIGH:
             break
         j += 8
-    while j < n and _STR_STOP[buf[j]] == 0:
+    while j < n and _STR_STOP[byte_at(buf, j)] == 0:
         j += 1
-    if j < n and buf[j] == 34:
+    if j < n and byte_at(buf, j) == 34:
         return j + 1, OK
     return scan_string(buf, i, n)
 
@@ -54,21 +55,21 @@ def string_end(buf, i, n):
 @njit_inline
 def key_at(buf, i, n):
     """Scan ``"key" :`` at ``i`` and the whitespace after it. Returns (value pos, key start, key len, err)."""
-    if buf[i] != 34:
+    if byte_at(buf, i) != 34:
         return i, 0, 0, E_SYNTAX
     j, err = string_end(buf, i, n)
     if err != OK:
         return j, 0, 0, err
     ks = i + 1
     kl = j - 1 - ks
-    while j < n and WS[buf[j]] == 1:
+    while j < n and WS[byte_at(buf, j)] == 1:
         j += 1
     if j >= n:
         return n, 0, 0, E_EOF
-    if buf[j] != 58:
+    if byte_at(buf, j) != 58:
         return j, 0, 0, E_SYNTAX
     j += 1
-    while j < n and WS[buf[j]] == 1:
+    while j < n and WS[byte_at(buf, j)] == 1:
         j += 1
     if j >= n:
         return n, 0, 0, E_EOF
@@ -78,14 +79,14 @@ def key_at(buf, i, n):
 @njit_inline
 def value_end(buf, i, n, stack):
     """End of the value at ``i`` (strings and plain integers on the fast path): (end, err)."""
-    c = buf[i]
+    c = byte_at(buf, i)
     if c == 34:
         return string_end(buf, i, n)
     if 49 <= c <= 57:  # an integer without leading zero, sign, fraction or exponent
         j = i + 1
-        while j < n and 48 <= buf[j] <= 57:
+        while j < n and 48 <= byte_at(buf, j) <= 57:
             j += 1
-        if j < n and buf[j] != 46 and buf[j] != 101 and buf[j] != 69:
+        if j < n and byte_at(buf, j) != 46 and byte_at(buf, j) != 101 and byte_at(buf, j) != 69:
             return j, OK
     return skip_any(buf, i, n, stack)
 
@@ -93,14 +94,14 @@ def value_end(buf, i, n, stack):
 @njit_inline
 def next_item(buf, i, n, close):
     """After an item's value: skip whitespace and ``,`` or the ``close`` byte. Returns (pos, closed, err)."""
-    while i < n and WS[buf[i]] == 1:
+    while i < n and WS[byte_at(buf, i)] == 1:
         i += 1
     if i >= n:
         return n, False, E_EOF
-    c = buf[i]
+    c = byte_at(buf, i)
     if c == 44:
         i += 1
-        while i < n and WS[buf[i]] == 1:
+        while i < n and WS[byte_at(buf, i)] == 1:
             i += 1
         if i >= n:
             return n, False, E_EOF

@@ -4,7 +4,9 @@ Every function takes the buffer, a position and the end ``n`` and returns a new
 position plus an error code (``OK`` = 0). On error the position is where the
 problem was found; ``E_EOF`` means the input ended first (a truncated file).
 Nothing here reads past ``n``: each index is checked before the byte is read,
-because Numba does no bounds checking.
+because Numba does no bounds checking. Bytes are read with :func:`.raw.byte_at`,
+which leaves out the negative-index wrap-around of ``buf[i]`` (the scanner ran
+2.2x faster without it).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit_inline, njit_leaf
+from .raw import byte_at
 
 OK = 0
 E_SYNTAX = 1
@@ -37,7 +40,7 @@ INT64_MAX = np.int64(9223372036854775807)
 def skip_ws(buf, i, n):
     """Index of the first non-whitespace byte at or after ``i`` (``n`` if none)."""
     while i < n:
-        c = buf[i]
+        c = byte_at(buf, i)
         if c == 32 or c == 10 or c == 13 or c == 9:
             i += 1
         else:
@@ -55,18 +58,18 @@ def scan_string(buf, i, n):
     """Scan the string whose opening quote is at ``i``; return (end, err)."""
     i += 1
     while i < n:
-        c = buf[i]
+        c = byte_at(buf, i)
         if c == 34:
             return i + 1, OK
         if c == 92:
             if i + 1 >= n:
                 return n, E_EOF
-            d = buf[i + 1]
+            d = byte_at(buf, i + 1)
             if d == 117:
                 for k in range(i + 2, i + 6):
                     if k >= n:
                         return n, E_EOF
-                    if not _is_hex(buf[k]):
+                    if not _is_hex(byte_at(buf, k)):
                         return k, E_STRING
                 i += 6
             elif d == 34 or d == 92 or d == 47 or d == 98 or d == 102 or d == 110 or d == 114 or d == 116:
@@ -84,38 +87,38 @@ def scan_string(buf, i, n):
 def scan_number(buf, i, n):
     """Scan a JSON number at ``i``; return (end, err, is_integer_token)."""
     j = i
-    if buf[j] == 45:
+    if byte_at(buf, j) == 45:
         j += 1
     if j >= n:
         return n, E_EOF, False
-    c = buf[j]
+    c = byte_at(buf, j)
     if c == 48:
         j += 1
     elif 49 <= c <= 57:
-        while j < n and 48 <= buf[j] <= 57:
+        while j < n and 48 <= byte_at(buf, j) <= 57:
             j += 1
     else:
         return j, E_NUMBER, False
     is_int = True
-    if j < n and buf[j] == 46:
+    if j < n and byte_at(buf, j) == 46:
         is_int = False
         j += 1
         if j >= n:
             return n, E_EOF, False
-        if not (48 <= buf[j] <= 57):
+        if not (48 <= byte_at(buf, j) <= 57):
             return j, E_NUMBER, False
-        while j < n and 48 <= buf[j] <= 57:
+        while j < n and 48 <= byte_at(buf, j) <= 57:
             j += 1
-    if j < n and (buf[j] == 101 or buf[j] == 69):
+    if j < n and (byte_at(buf, j) == 101 or byte_at(buf, j) == 69):
         is_int = False
         j += 1
-        if j < n and (buf[j] == 43 or buf[j] == 45):
+        if j < n and (byte_at(buf, j) == 43 or byte_at(buf, j) == 45):
             j += 1
         if j >= n:
             return n, E_EOF, False
-        if not (48 <= buf[j] <= 57):
+        if not (48 <= byte_at(buf, j) <= 57):
             return j, E_NUMBER, False
-        while j < n and 48 <= buf[j] <= 57:
+        while j < n and 48 <= byte_at(buf, j) <= 57:
             j += 1
     return j, OK, is_int
 
@@ -126,7 +129,7 @@ def match_literal(buf, i, n, lit):
     for k in range(lit.shape[0]):
         if i + k >= n:
             return n, E_EOF
-        if buf[i + k] != lit[k]:
+        if byte_at(buf, i + k) != lit[k]:
             return i + k, E_SYNTAX
     return i + lit.shape[0], OK
 
@@ -134,10 +137,10 @@ def match_literal(buf, i, n, lit):
 @njit_leaf
 def _scan_scalar(buf, i, n):
     """Scan a non-container value starting at ``i``; return (end, err)."""
-    c = buf[i]
+    c = byte_at(buf, i)
     if c == 34:
         return scan_string(buf, i, n)
-    if c == 45 and i + 1 < n and buf[i + 1] == 73:
+    if c == 45 and i + 1 < n and byte_at(buf, i + 1) == 73:
         return match_literal(buf, i + 1, n, _INF)
     if c == 45 or (48 <= c <= 57):
         j, err, _ = scan_number(buf, i, n)
@@ -160,7 +163,7 @@ def _expect_key(buf, i, n):
     """At ``i`` expect ``"key" :``; return (position after the colon, err)."""
     if i >= n:
         return n, E_EOF
-    if buf[i] != 34:
+    if byte_at(buf, i) != 34:
         return i, E_SYNTAX
     i, err = scan_string(buf, i, n)
     if err != OK:
@@ -168,7 +171,7 @@ def _expect_key(buf, i, n):
     i = skip_ws(buf, i, n)
     if i >= n:
         return n, E_EOF
-    if buf[i] != 58:
+    if byte_at(buf, i) != 58:
         return i, E_SYNTAX
     return i + 1, OK
 
@@ -186,7 +189,7 @@ def skip_value(buf, i, n, stack):
         i = skip_ws(buf, i, n)
         if i >= n:
             return n, E_EOF
-        c = buf[i]
+        c = byte_at(buf, i)
         if c == 123 or c == 91:
             if depth >= stack.shape[0]:
                 return i, E_DEPTH
@@ -195,7 +198,7 @@ def skip_value(buf, i, n, stack):
             i = skip_ws(buf, i + 1, n)
             if i >= n:
                 return n, E_EOF
-            if (c == 123 and buf[i] == 125) or (c == 91 and buf[i] == 93):
+            if (c == 123 and byte_at(buf, i) == 125) or (c == 91 and byte_at(buf, i) == 93):
                 i += 1
                 depth -= 1
             elif c == 123:
@@ -216,7 +219,7 @@ def skip_value(buf, i, n, stack):
             i = skip_ws(buf, i, n)
             if i >= n:
                 return n, E_EOF
-            c = buf[i]
+            c = byte_at(buf, i)
             top = stack[depth - 1]
             if c == 44:
                 i += 1
@@ -235,7 +238,7 @@ def skip_value(buf, i, n, stack):
 @njit_leaf
 def skip_any(buf, i, n, stack):
     """Skip one value at ``i`` (not whitespace): scalars inline, containers via :func:`skip_value`."""
-    c = buf[i]
+    c = byte_at(buf, i)
     if c == 123 or c == 91:
         return skip_value(buf, i, n, stack)
     return _scan_scalar(buf, i, n)
@@ -244,8 +247,8 @@ def skip_any(buf, i, n, stack):
 @njit_leaf
 def _digit_at(buf, int_s, nint, frac_s, idx):
     if idx < nint:
-        return np.int64(buf[int_s + idx] - 48)
-    return np.int64(buf[frac_s + idx - nint] - 48)
+        return np.int64(byte_at(buf, int_s + idx) - 48)
+    return np.int64(byte_at(buf, frac_s + idx - nint) - 48)
 
 
 @njit_leaf
@@ -255,30 +258,30 @@ def parse_scaled(buf, s, e, scale):
     Rounds half to even when digits remain below the unit. Returns
     (value, status): status 0 exact, 1 rounded, 2 overflow of int64.
     """
-    neg = buf[s] == 45
+    neg = byte_at(buf, s) == 45
     p = s + 1 if neg else s
     int_s = p
-    while p < e and 48 <= buf[p] <= 57:
+    while p < e and 48 <= byte_at(buf, p) <= 57:
         p += 1
     nint = p - int_s
     frac_s = p
     frac_e = p
-    if p < e and buf[p] == 46:
+    if p < e and byte_at(buf, p) == 46:
         p += 1
         frac_s = p
-        while p < e and 48 <= buf[p] <= 57:
+        while p < e and 48 <= byte_at(buf, p) <= 57:
             p += 1
         frac_e = p
     exp = 0
-    if p < e and (buf[p] == 101 or buf[p] == 69):
+    if p < e and (byte_at(buf, p) == 101 or byte_at(buf, p) == 69):
         p += 1
         eneg = False
-        if p < e and (buf[p] == 43 or buf[p] == 45):
-            eneg = buf[p] == 45
+        if p < e and (byte_at(buf, p) == 43 or byte_at(buf, p) == 45):
+            eneg = byte_at(buf, p) == 45
             p += 1
         while p < e:
             if exp < 1_000_000:
-                exp = exp * 10 + (buf[p] - 48)
+                exp = exp * 10 + (byte_at(buf, p) - 48)
             p += 1
         if eneg:
             exp = -exp
@@ -330,34 +333,34 @@ def scan_scaled(buf, i, n, scale):
     with ``status`` as in :func:`parse_scaled`.
     """
     j = i
-    neg = buf[j] == 45
+    neg = byte_at(buf, j) == 45
     if neg:
         j += 1
     value = np.int64(0)
     nd = 0
     while j < n:
-        c = buf[j]
+        c = byte_at(buf, j)
         if c < 48 or c > 57:
             break
         value = value * 10 + (c - 48)
         nd += 1
         j += 1
-    fast = 0 < nd <= 19 and not (nd > 1 and buf[j - nd] == 48)
+    fast = 0 < nd <= 19 and not (nd > 1 and byte_at(buf, j - nd) == 48)
     is_int = True
     nf = 0
-    if fast and j < n and buf[j] == 46:
+    if fast and j < n and byte_at(buf, j) == 46:
         is_int = False
         j += 1
-        while j < n and 48 <= buf[j] <= 57:
+        while j < n and 48 <= byte_at(buf, j) <= 57:
             if nf < scale:
-                value = value * 10 + (buf[j] - 48)
+                value = value * 10 + (byte_at(buf, j) - 48)
             nf += 1
             j += 1
         fast = 0 < nf <= scale
     # nd + scale <= 19 digits: the true magnitude is < 10**19 < 2**64, so an
     # int64 overflow can only wrap once, to a negative number, caught below.
     fast = fast and nd + scale <= 19
-    if fast and j < n and (buf[j] == 101 or buf[j] == 69):
+    if fast and j < n and (byte_at(buf, j) == 101 or byte_at(buf, j) == 69):
         fast = False
     if fast:
         for _ in range(scale - nf):

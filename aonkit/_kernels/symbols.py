@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit, njit_inline
+from .raw import byte_at, word_at
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
@@ -21,19 +22,7 @@ def new_table():
     return np.full(1024, -1, np.int64), np.empty((256, 3), np.int64), np.empty(256, np.uint64), np.full(8, -1, np.int64)
 
 
-@njit_inline
-def load_word(buf, p):
-    """Little-endian uint64 of ``buf[p:p+8]`` (LLVM folds this into one load)."""
-    return (
-        np.uint64(buf[p])
-        | (np.uint64(buf[p + 1]) << np.uint64(8))
-        | (np.uint64(buf[p + 2]) << np.uint64(16))
-        | (np.uint64(buf[p + 3]) << np.uint64(24))
-        | (np.uint64(buf[p + 4]) << np.uint64(32))
-        | (np.uint64(buf[p + 5]) << np.uint64(40))
-        | (np.uint64(buf[p + 6]) << np.uint64(48))
-        | (np.uint64(buf[p + 7]) << np.uint64(56))
-    )
+load_word = word_at  # little-endian uint64 of ``buf[p:p+8]`` in one unaligned load (callers keep p + 8 <= n)
 
 
 @njit_inline
@@ -44,7 +33,7 @@ def _same(buf, a, b, ln):
             return False
         k += 8
     while k < ln:
-        if buf[a + k] != buf[b + k]:
+        if byte_at(buf, a + k) != byte_at(buf, b + k):
             return False
         k += 1
     return True
@@ -60,7 +49,7 @@ def _hash(buf, s, e, kind):
         h ^= h >> np.uint64(29)
         p += 8
     while p < e:
-        h = (h ^ np.uint64(buf[p])) * _FNV_PRIME
+        h = (h ^ np.uint64(byte_at(buf, p))) * _FNV_PRIME
         p += 1
     return h
 

@@ -16,6 +16,7 @@ import numpy as np
 from ._jit import njit_inline, njit_leaf
 from .json_fast import WS, key_at, next_member, value_end
 from .json_lex import E_EOF, OK, scan_scaled, skip_any
+from .raw import byte_at
 from .symbols import intern
 
 # rows of the int64 matrix (R_ARGS: offset of the event's args object, -1 when it has none)
@@ -44,10 +45,16 @@ _A_CORR = np.frombuffer(b"correlation", np.uint8).copy()
 
 
 @njit_inline
+def _number_at(buf, i, n):
+    """Whether a JSON number starts at ``i`` (``-Infinity`` is not one)."""
+    return _NUM_START[byte_at(buf, i)] == 1 and not (byte_at(buf, i) == 45 and i + 1 < n and byte_at(buf, i + 1) == 73)
+
+
+@njit_inline
 def _key_id(buf, s, ln):
     """Classify an event key (inner bytes ``buf[s:s+ln]``); -1 for others."""
     if ln == 2:
-        a, b = buf[s], buf[s + 1]
+        a, b = byte_at(buf, s), byte_at(buf, s + 1)
         if a == 112 and b == 104:
             return 0  # ph
         if a == 116 and b == 115:
@@ -57,7 +64,7 @@ def _key_id(buf, s, ln):
         if a == 98 and b == 112:
             return 5  # bp
     elif ln == 3:
-        a, b, c = buf[s], buf[s + 1], buf[s + 2]
+        a, b, c = byte_at(buf, s), byte_at(buf, s + 1), byte_at(buf, s + 2)
         if a == 99 and b == 97 and c == 116:
             return 1  # cat
         if b == 105 and c == 100:
@@ -68,9 +75,10 @@ def _key_id(buf, s, ln):
         if a == 100 and b == 117 and c == 114:
             return 7  # dur
     elif ln == 4:
-        if buf[s] == 110 and buf[s + 1] == 97 and buf[s + 2] == 109 and buf[s + 3] == 101:
+        a, b, c, d = byte_at(buf, s), byte_at(buf, s + 1), byte_at(buf, s + 2), byte_at(buf, s + 3)
+        if a == 110 and b == 97 and c == 109 and d == 101:
             return 2  # name
-        if buf[s] == 97 and buf[s + 1] == 114 and buf[s + 2] == 103 and buf[s + 3] == 115:
+        if a == 97 and b == 114 and c == 103 and d == 115:
             return 9  # args
     return -1
 
@@ -79,31 +87,31 @@ def _key_id(buf, s, ln):
 def _arg_key_id(buf, s, ln):
     """0 correlation, 1 "External id", 2 "external id", 3 stream, 4 device, -1 other."""
     if ln == 11:
-        if buf[s + 1] == 120:
+        if byte_at(buf, s + 1) == 120:
             ok = True
             for k in range(10):
-                if buf[s + 1 + k] != _A_EXT[k]:
+                if byte_at(buf, s + 1 + k) != _A_EXT[k]:
                     ok = False
                     break
             if ok:
-                if buf[s] == 69:
+                if byte_at(buf, s) == 69:
                     return 1
-                if buf[s] == 101:
+                if byte_at(buf, s) == 101:
                     return 2
-        elif buf[s] == 99:
+        elif byte_at(buf, s) == 99:
             for k in range(11):
-                if buf[s + k] != _A_CORR[k]:
+                if byte_at(buf, s + k) != _A_CORR[k]:
                     return -1
             return 0
     elif ln == 6:
         if (
-            buf[s] == 115 and buf[s + 1] == 116 and buf[s + 2] == 114
-            and buf[s + 3] == 101 and buf[s + 4] == 97 and buf[s + 5] == 109
+            byte_at(buf, s) == 115 and byte_at(buf, s + 1) == 116 and byte_at(buf, s + 2) == 114
+            and byte_at(buf, s + 3) == 101 and byte_at(buf, s + 4) == 97 and byte_at(buf, s + 5) == 109
         ):  # fmt: skip
             return 3
         if (
-            buf[s] == 100 and buf[s + 1] == 101 and buf[s + 2] == 118
-            and buf[s + 3] == 105 and buf[s + 4] == 99 and buf[s + 5] == 101
+            byte_at(buf, s) == 100 and byte_at(buf, s + 1) == 101 and byte_at(buf, s + 2) == 118
+            and byte_at(buf, s + 3) == 105 and byte_at(buf, s + 4) == 99 and byte_at(buf, s + 5) == 101
         ):  # fmt: skip
             return 4
     return -1
@@ -116,11 +124,11 @@ def _parse_args(buf, i, n, stack, i64, i32, row):
     ext_lower = np.int64(-1)
     has_upper = False
     i += 1
-    while i < n and WS[buf[i]] == 1:
+    while i < n and WS[byte_at(buf, i)] == 1:
         i += 1
     if i >= n:
         return n, E_EOF
-    if buf[i] == 125:
+    if byte_at(buf, i) == 125:
         return i + 1, OK
     while True:
         i, ks, kl, err = key_at(buf, i, n)
@@ -133,7 +141,7 @@ def _parse_args(buf, i, n, stack, i64, i32, row):
                 return i, err
         else:
             v = np.int64(-1)
-            if _NUM_START[buf[i]] == 1 and not (buf[i] == 45 and i + 1 < n and buf[i + 1] == 73):
+            if _number_at(buf, i, n):
                 i, err, v, st, is_int = scan_scaled(buf, i, n, 0)
                 if err != OK:
                     return i, err
@@ -169,7 +177,7 @@ def _parse_args(buf, i, n, stack, i64, i32, row):
 def _time_value(buf, i, n, stack, i64, i32, row, r):
     """Parse ts/dur at ``i`` into ``i64[r, row]`` as exact ns."""
     missing = TS_MISSING if r == R_TS else np.int64(-1)
-    if _NUM_START[buf[i]] == 1 and not (buf[i] == 45 and i + 1 < n and buf[i + 1] == 73):
+    if _number_at(buf, i, n):
         j, err, v, st, _ = scan_scaled(buf, i, n, 3)
         if err != OK:
             return j, err
@@ -198,11 +206,11 @@ def parse_event(buf, i, n, stack, i64, i32, row, ht, sym, symh, nsym, last):
         i32[r, row] = -1
     i32[S_FLAGS, row] = 0
     i += 1
-    while i < n and WS[buf[i]] == 1:
+    while i < n and WS[byte_at(buf, i)] == 1:
         i += 1
     if i >= n:
         return n, E_EOF, nsym
-    if buf[i] == 125:
+    if byte_at(buf, i) == 125:
         i64[R_EV_END, row] = i + 1
         return i + 1, OK, nsym
     while True:
@@ -215,7 +223,7 @@ def parse_event(buf, i, n, stack, i64, i32, row, ht, sym, symh, nsym, last):
             i, err = value_end(buf, i, n, stack)
             if err != OK:
                 return i, err, nsym
-            if buf[vs] == 110:  # null
+            if byte_at(buf, vs) == 110:  # null
                 i32[key, row] = -1
             else:
                 sid, nsym = intern(buf, vs, i, key, ht, sym, symh, nsym, last)
@@ -224,14 +232,14 @@ def parse_event(buf, i, n, stack, i64, i32, row, ht, sym, symh, nsym, last):
             i, err = _time_value(buf, i, n, stack, i64, i32, row, R_TS if key == 6 else R_DUR)
             if err != OK:
                 return i, err, nsym
-        elif key == 9 and buf[i] == 123:
+        elif key == 9 and byte_at(buf, i) == 123:
             for r in range(R_CORR, R_ID):
                 i64[r, row] = -1
             i64[R_ARGS, row] = i  # later arg look-ups start here (the last args member counts)
             i, err = _parse_args(buf, i, n, stack, i64, i32, row)
             if err != OK:
                 return i, err, nsym
-        elif key == 8 and _NUM_START[buf[i]] == 1 and not (buf[i] == 45 and i + 1 < n and buf[i + 1] == 73):
+        elif key == 8 and _number_at(buf, i, n):
             i, err, v, st, is_int = scan_scaled(buf, i, n, 0)
             if err != OK:
                 return i, err, nsym

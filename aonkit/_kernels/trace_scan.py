@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_leaf
 from .json_fast import WS, key_at, next_item, next_member
 from .json_lex import E_EOF, E_NOT_TRACE, E_TRAILING, MAX_DEPTH, OK, skip_value, skip_ws
 from .symbols import new_table, reserve
@@ -80,6 +80,36 @@ OVERFLOW = 102  # more events than the window ``[base, limit)`` of the output co
 # (``Literal[int](0)``), and the big scan loops were compiled up to four times.
 
 
+NEED_ROOM = 103  # between the two halves of the events loop: columns or symbol table full
+
+
+@njit_leaf
+def _events_run(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, nsym, last, n_ev, n_bad):
+    """The events loop proper, compiled without NRT (no reference counting of its arrays per event).
+
+    Returns (end, status, n_events, nsym, n_not_objects); ``NEED_ROOM`` at an
+    event's ``{`` when the columns or the symbol table must grow first.
+    """
+    while True:
+        if i >= stop:
+            return i, REACHED if i == stop else MISMATCH, n_ev, nsym, n_bad
+        if buf[i] == 123:
+            if base + n_ev >= limit or nsym + 6 > sym.shape[0] or (nsym + 6) * 2 > ht.shape[0]:
+                return i, NEED_ROOM, n_ev, nsym, n_bad
+            i, err, nsym = parse_event(buf, i, n, stack, i64, i32, base + n_ev, ht, sym, symh, nsym, last)
+            if err != OK:
+                return i, err, n_ev, nsym, n_bad
+            n_ev += 1
+        else:
+            i, err = skip_value(buf, i, n, stack)
+            if err != OK:
+                return i, err, n_ev, nsym, n_bad
+            n_bad += 1
+        i, closed, err = next_item(buf, i, n, 93)
+        if err != OK or closed:
+            return i, err, n_ev, nsym, n_bad
+
+
 @njit
 def _events_loop(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, nsym, last):
     """Scan array items from ``i`` (the first item) to the closing ``]``, or to ``stop``.
@@ -93,30 +123,20 @@ def _events_loop(buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, n
     complete events, also on error.
     """
     n_ev = np.int64(0)
-    n_bad = 0
+    n_bad = np.int64(0)
     while True:
-        if i >= stop:
-            return i, REACHED if i == stop else MISMATCH, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
-        if buf[i] == 123:
-            if base + n_ev >= limit:
-                if limit != i64.shape[1] or base != 0:
-                    return i, OVERFLOW, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
-                i64, i32 = _grow(i64, i32, n_ev)
-                limit = i64.shape[1]
-            if nsym + 6 > sym.shape[0] or (nsym + 6) * 2 > ht.shape[0]:
-                ht, sym, symh = reserve(ht, sym, symh, nsym, np.int64(6))
-            i, err, nsym = parse_event(buf, i, n, stack, i64, i32, base + n_ev, ht, sym, symh, nsym, last)
-            if err != OK:
-                return i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
-            n_ev += 1
-        else:
-            i, err = skip_value(buf, i, n, stack)
-            if err != OK:
-                return i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
-            n_bad += 1
-        i, closed, err = next_item(buf, i, n, 93)
-        if err != OK or closed:
-            return i, err, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
+        i, status, n_ev, nsym, n_bad = _events_run(
+            buf, i, n, stop, stack, i64, i32, base, limit, ht, sym, symh, nsym, last, n_ev, n_bad
+        )
+        if status != NEED_ROOM:
+            return i, status, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
+        if base + n_ev >= limit:
+            if limit != i64.shape[1] or base != 0:
+                return i, OVERFLOW, n_ev, i64, i32, ht, sym, symh, nsym, n_bad
+            i64, i32 = _grow(i64, i32, n_ev)
+            limit = i64.shape[1]
+        if nsym + 6 > sym.shape[0] or (nsym + 6) * 2 > ht.shape[0]:
+            ht, sym, symh = reserve(ht, sym, symh, nsym, np.int64(6))
 
 
 @njit
