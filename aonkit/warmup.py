@@ -164,11 +164,19 @@ def first_views(src: Path = SAMPLE_DIR) -> None:
         _quiet(lambda f=step: f(trace))
 
 
+BACKGROUND_REST = ("analyses", "job", "whatif", "views", "models")
+"""What a first load's background process compiles after the first views and the parser: the rest of the warm-up."""
+
+
+def _rest() -> None:
+    run_steps(list(BACKGROUND_REST), SAMPLE_DIR, quiet=True)
+
+
 def _background() -> int:
-    """``python -m aonkit.warmup --background``: a first load's background compile (the views, then the parser)."""
+    """``python -m aonkit.warmup --background``: a first load's background compile (views, parser, the rest)."""
     from .sources.first_run import compile_once
 
-    return compile_once(first_views)
+    return compile_once(first_views, _rest)
 
 
 def run_steps(steps: list[str], src: Path, quiet: bool = False) -> None:

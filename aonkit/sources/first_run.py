@@ -7,7 +7,9 @@ background process compiles, into Numba's cache, first what a dashboard or
 report of a trace needs (:func:`aonkit.warmup.first_views`: a user's next
 step after a load is a view), then the parser, so later loads, in this
 process or another, use it, then the arg look-ups' kernels (for which
-:mod:`aonkit.arg_text` stands in until then). The background process runs
+:mod:`aonkit.arg_text` stands in until then), then the rest of ``aonkit
+warmup`` (every analysis, job, what-if, report and model kernel: about a
+minute or two of one core). The background process runs
 at low priority, writes nothing but Numba's cache, and only one runs per
 cache folder (a lock file there).
 
@@ -125,9 +127,11 @@ def compile_parser() -> None:
     trace.arg_ints_of(["correlation", "device"])
 
 
-def compile_once(before: Callable[[], None] | None = None) -> int:
-    """The background process's work: ``before()`` (what the first views need), then :func:`compile_parser`.
+def compile_once(before: Callable[[], None] | None = None, after: Callable[[], None] | None = None) -> int:
+    """The background process's work: ``before()`` (what the first views need), :func:`compile_parser`, ``after()``.
 
+    ``after`` is the rest of ``aonkit warmup`` (every analysis, the job and what-if kernels, the report, the
+    models), so that a user's first call of an analysis a minute or two after a first load finds it compiled.
     One per Numba cache folder (a lock file there), at low priority; nothing when kernels are not cached.
     """
     from .._kernels import trace_scan as ks
@@ -154,4 +158,9 @@ def compile_once(before: Callable[[], None] | None = None) -> int:
             except Exception:  # noqa: BLE001 - a head start only: the parser matters more
                 pass
         compile_parser()
+        if after is not None:
+            try:
+                after()
+            except Exception:  # noqa: BLE001 - a head start only, like ``before``
+                pass
     return 0
