@@ -155,6 +155,68 @@ def test_workers_and_a_lazy_job_build_the_same_graph(job_dir: Path, monkeypatch:
         assert set(Path("/dev/shm").glob("aonkit-*")) == before  # each call's folder is gone
 
 
+def _place_reference(p, nw, arrivals, transfers, drops, out) -> None:
+    """The second pass of the stitch in plain numpy, one array operation at a time (the kernel's slow reference)."""
+    indptr, kind, row, lane, start, dur, release, rank, src, lat, edge_kind = out
+    g = p.graph
+    kind[nw], row[nw], lane[nw] = g.kind, np.where(g.row >= 0, g.row + p.row_base, -1), p.lanes()
+    start[nw], rank[nw] = g.start_ns - p.shift_ns, p.rank
+    d = g.dur_ns.copy()
+    d[arrivals] = 0
+    dur[nw] = d
+    moved = np.full(len(g), -1, np.int64)
+    moved[arrivals] = transfers
+    s_new = np.where(moved[g.src] >= 0, moved[g.src], nw[g.src])
+    keep = np.ones(len(g.src), bool)
+    keep[drops] = False
+    e_idx = np.flatnonzero(keep)
+    dst = np.repeat(np.arange(len(g)), np.diff(g.indptr))[e_idx]
+    kept_before = np.r_[0, np.cumsum(keep)]  # kept edges among the first i
+    pos = indptr[nw[dst]] + kept_before[e_idx] - kept_before[g.indptr[dst]]
+    src[pos], lat[pos], edge_kind[pos] = s_new[keep], g.lat_ns[keep], g.edge_kind[keep]
+    n_in = np.diff(indptr)[nw]
+    release[nw] = np.where(n_in == 0, start[nw], dag.NO_RELEASE)
+
+
+def test_the_stitch_kernel_writes_what_plain_numpy_writes(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, fast = depgraph_job.build_job_graph(_load(job_dir))
+    monkeypatch.setattr(depgraph_stitch, "_place", _place_reference)
+    _, slow = depgraph_job.build_job_graph(_load(job_dir))
+    a, b = _arrays(fast), _arrays(slow)
+    assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
+    assert all(a[k].dtype == b[k].dtype for k in a)
+
+
+def test_the_stitch_kernel_leaves_out_an_edge_that_a_collective_turns_back_in_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import pandas as pd
+
+    from aonkit.analysis.depgraph import KIND_CPU, DepGraph
+
+    def rank_graph(rank: int, arrive: int, after: int) -> depgraph_stitch.RankGraph:
+        # a launch call (CPU), the collective's kernel, then a kernel the collective's stream runs next
+        i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+        g = DepGraph(np.array([KIND_CPU, KIND_GPU, KIND_GPU], np.int8), i64(0, 1, 2), i64(0, 7, 7),
+                     i64(arrive - 50, arrive, after), i64(10, 400, 30), i64(), i64(0, 0, 1, 2), i64(0, 1),
+                     i64(40, 0), np.array([2, 1], np.int8), i64())  # fmt: skip
+        return depgraph_stitch.RankGraph(g, rank, 0, 3 * rank, 3, i64(0, -1), i64(0, -1))
+
+    def stitched() -> dict:
+        parts = [rank_graph(0, 100, 200), rank_graph(1, 300, 800)]  # rank 0's next kernel starts before rank 1 arrives
+        m = pd.DataFrame({"row": [1, 4], "group": [0, 0], "seq": [0, 0]})
+        g = depgraph_stitch.stitch(parts, m)
+        assert g.dropped_edges == 1
+        return _arrays(g)
+
+    a = stitched()
+    monkeypatch.setattr(depgraph_stitch, "_place", _place_reference)
+    b = stitched()
+    assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
+    # two launch edges, rank 1's stream edge (from its transfer now), two arrivals into the hub, the hub into each
+    # transfer; rank 0's stream edge is the one left out
+    assert len(a["src"]) == 3 + 2 + 2
+
+
 def test_ranks_that_do_not_merge_are_ordered_whole(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     job = _load(job_dir)
     _, merged = depgraph_job.build_job_graph(job)

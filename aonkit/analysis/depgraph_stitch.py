@@ -7,11 +7,16 @@ in measured time: every edge then goes forward in (start, id) order where a
 transfer's id is taken after every rank node's, which keeps the graph
 acyclic. The job is numbered in a topological order made of runs of each
 rank's own order (:func:`_merged`), so the re-time reads memory in order. The
-work is done rank by rank into arrays allocated once.
+work is done rank by rank into arrays allocated once; the second pass, which
+writes each rank's nodes and edges to their places, is a kernel
+(:func:`aonkit._kernels.stitch.place_rank`) run for several ranks at once on
+threads, so the first touch of the job's new arrays is shared between cores.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,6 +139,25 @@ def _merged(parts: list[RankGraph], kl: list[np.ndarray], js: list[np.ndarray], 
     return items
 
 
+def _place(p: RankGraph, nw: np.ndarray, arrivals: np.ndarray, transfers: np.ndarray, drops: np.ndarray,
+           out: tuple) -> None:  # fmt: skip
+    """Rank ``p``'s nodes to ids ``nw`` and its kept edges to their places in ``out`` (:func:`place_rank`)."""
+    from .._kernels.inputs import frozen
+    from .._kernels.stitch import place_rank
+
+    g = p.graph
+    moved = np.full(len(g), -1, np.int64)
+    moved[arrivals] = transfers
+    keep = np.ones(len(g.src), np.bool_)
+    keep[drops] = False
+    meta = np.array([p.row_base, p.shift_ns, p.rank], np.int64)
+    f = frozen
+    place_rank(f(nw, np.int64), f(moved), f(keep), f(g.kind, np.int8), f(g.row, np.int64), f(g.lane, np.int64),
+               f(g.start_ns, np.int64), f(g.dur_ns, np.int64), f(g.indptr, np.int64), f(g.src, np.int64),
+               f(g.lat_ns, np.int64), f(g.edge_kind, np.int8), f(p.pid_map, np.int64), f(p.tid_map, np.int64),
+               f(meta), *out)  # fmt: skip
+
+
 def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
     """The job graph of the ranks' graphs (see the module doc); ``m``: matched collectives (combined rows), or None.
 
@@ -207,34 +231,11 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
     start, dur, release = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
     rank = np.empty(n, np.int32)
     src, lat, edge_kind = np.empty(m_edges, np.int64), np.empty(m_edges, np.int64), np.empty(m_edges, np.int8)
-    dropped = 0
-    # pass 2, per rank: nodes and edges to their new places
-    for i, p in enumerate(parts):
-        g, nw = p.graph, new_of[i]
-        kind[nw], row[nw], lane[nw] = g.kind, np.where(g.row >= 0, g.row + p.row_base, -1), p.lanes()
-        st = g.start_ns - p.shift_ns
-        start[nw], rank[nw] = st, p.rank
-        d = g.dur_ns.copy()
-        d[kl[i]] = 0  # an arrival has no length: the transfer has what the kernel outlived the last arrival
-        dur[nw] = d
-        s_new = nw[g.src]
-        moved = np.full(len(g), -1, np.int64)
-        moved[kl[i]] = tr_new[js[i]]
-        s_new[from_k[i]] = moved[g.src[from_k[i]]]
-        dst = np.repeat(np.arange(len(g), dtype=np.int64), np.diff(g.indptr))
-        if len(drops[i]):  # an edge's place among its node's edges, the dropped ones taken out
-            keep = np.ones(len(g.src), bool)
-            keep[drops[i]] = False
-            before = np.r_[0, np.cumsum(~keep)]
-            e_idx = np.flatnonzero(keep)
-            dst = dst[keep]
-            place = (e_idx - before[e_idx]) - (g.indptr[dst] - before[g.indptr[dst]])
-            s_new, e_lat, e_kind = s_new[keep], g.lat_ns[keep], g.edge_kind[keep]
-        else:
-            place, e_lat, e_kind = np.arange(len(g.src), dtype=np.int64) - g.indptr[dst], g.lat_ns, g.edge_kind
-        pos = indptr[nw[dst]] + place
-        src[pos], lat[pos], edge_kind[pos] = s_new, e_lat, e_kind
-        dropped += g.dropped_edges + len(drops[i])
+    dropped = sum(p.graph.dropped_edges + len(d) for p, d in zip(parts, drops))
+    out = (indptr, kind, row, lane, start, dur, release, rank, src, lat, edge_kind)
+    # pass 2, per rank: nodes and edges to their new places (threads: each first-touches what it writes)
+    with ThreadPoolExecutor(min(len(parts), os.cpu_count() or 1) or 1) as pool:
+        list(pool.map(lambda i: _place(parts[i], new_of[i], kl[i], tr_new[js[i]], drops[i], out), range(len(parts))))
     if len(k):  # hubs (arrivals in) and transfers (the hub in)
         kind[hub_new], row[hub_new], lane[hub_new], rank[hub_new] = KIND_HUB, -1, -1, -1
         start[hub_new], dur[hub_new] = last, 0
@@ -246,7 +247,8 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
         for arr, v in ((lat, 0), (edge_kind, EDGE_COLLECTIVE)):
             arr[indptr[hub_new[hub_index]] + member] = v
             arr[indptr[tr_new]] = v
-    release[:] = np.where(counts == 0, start, NO_RELEASE)
+    if len(k):
+        release[hub_new], release[tr_new] = NO_RELEASE, NO_RELEASE
     if topological:
         order = np.arange(n, dtype=np.int64)
     else:
