@@ -228,6 +228,12 @@ def test_ranks_that_do_not_merge_are_ordered_whole(job_dir: Path, monkeypatch: p
         dag.schedule(b.order, b.indptr, b.src, b.lat_ns, b.dur_ns, b.release_ns)  # fmt: skip
     key = lambda g, s: sorted(zip(g.kind.tolist(), g.row.tolist(), g.lane.tolist(), s[1].tolist()))  # noqa: E731
     assert key(a, sa) == key(b, sb)
+    from aonkit.analysis.critical_path import graph_of
+
+    renumbered = graph_of(_load(job_dir))  # what-if renumbers a job graph that is not in topological order
+    assert np.array_equal(renumbered.order, np.arange(len(renumbered))) and len(renumbered) == len(whole)
+    assert key(renumbered, dag.schedule(renumbered.order, renumbered.indptr, renumbered.src, renumbered.lat_ns,
+                                        renumbered.dur_ns, renumbered.release_ns)) == key(b, sb)  # fmt: skip
 
 
 def test_merging_ranks_that_wait_on_each_other_crosswise_fails() -> None:
