@@ -94,7 +94,9 @@ def run_all(page: Any, base: str, token: str, name: str, timeout_s: float = 400.
                            " && w.sessionContext.session.kernel"
                            " && w.sessionContext.session.kernel.status === 'idle'; }", timeout=120_000)
     page.evaluate(f"() => {{ const w = ({NOTEBOOK})({name!r}); window.jupyterapp.shell.activateById(w.id); }}")
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    # started, not awaited: the loop below polls until the cells ran (awaiting the command's promise for minutes
+    # failed at times with "Resulting promise was garbage collected")
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
     deadline = time.monotonic() + timeout_s
     while True:
         page.wait_for_timeout(1000)
