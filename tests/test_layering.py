@@ -70,8 +70,10 @@ def test_every_module_has_a_layer() -> None:
 def test_kernels_import_only_numpy_and_numba() -> None:
     for path in (PKG / "_kernels").glob("*.py"):
         for mod, line in _imports(path):
-            # (sys, threading, time: the compile notice, _notice.py, which Numba's event hook needs)
-            allowed = {"numpy", "numba", "llvmlite", "os", "sys", "threading", "time", "__future__", "_kernels"}
+            # (sys, threading, time: the compile notice, _notice.py, which Numba's event hook needs; hashlib, functools:
+            # _stamp.py, the cache stamp over every kernel module)
+            allowed = {"numpy", "numba", "llvmlite", "hashlib", "functools", "os", "sys", "threading", "time",
+                       "__future__", "_kernels"}
             assert mod.split(".")[0] in allowed, f"{path.name}:{line} {mod}"
 
 

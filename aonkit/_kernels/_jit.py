@@ -10,9 +10,10 @@ import os
 
 import numba
 
-from ._notice import install
+from . import _notice, _stamp
 
-install()  # a line on stderr while a first compilation takes long
+_notice.install()  # a line on stderr while a first compilation takes long
+_stamp.install()  # a cached kernel goes stale when any kernel module changes (callees are compiled into callers)
 
 JIT_CACHE = os.environ.get("AONKIT_JIT_CACHE", "1") != "0"
 
@@ -21,8 +22,8 @@ njit = numba.njit(cache=JIT_CACHE, nogil=True, boundscheck=False, error_model="n
 # The smallest, hottest lexing helpers are inlined into their callers at Numba-IR
 # level (per-token call overhead otherwise dominates the scan). Inlining more of
 # them measured ~30% faster but multiplied compile time by 6 (26 s -> 170 s).
-# Numba's cache does not track inlined callees: clear __pycache__/*.nbi after
-# editing a kernel module during development.
+# Numba's own cache check does not follow inlined (or linked) callees into other files;
+# _stamp adds a digest of every kernel module to each kernel's cache stamp.
 njit_inline = numba.njit(cache=JIT_CACHE, nogil=True, boundscheck=False, error_model="numpy", inline="always")
 
 # Helpers that allocate nothing are compiled without Numba's runtime (NRT): every
