@@ -32,7 +32,7 @@ def kernels_digest() -> bytes:
     """sha256 over the names and contents of this folder's modules (re-read when one's mtime or size changes)."""
     stamps = []
     for name in sorted(os.listdir(HERE)):
-        if name.endswith(".py"):
+        if os.path.splitext(name)[1] == ".py":
             st = os.stat(os.path.join(HERE, name))
             stamps.append((name, st.st_mtime_ns, st.st_size))
     return _digest(tuple(stamps))
