@@ -9,16 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .compile_events import LISTEN
+
 ROOT = Path(__file__).resolve().parent.parent
 
-_RUN = """
+_RUN = LISTEN + """
 import json
-from numba.core import event
-names = []
-class L(event.Listener):
-    def on_start(self, ev): names.append(ev.data["dispatcher"].py_func.__qualname__)
-    def on_end(self, ev): pass
-event.register("numba:compile", L())
 import numpy as np
 from aonkit._kernels import trace_scan
 buf = np.frombuffer(b'{"ph": "X"}, ' * 10, np.uint8).copy()

@@ -26,6 +26,7 @@ from aonkit._kernels import json_lex
 from aonkit.sources import first_run, quick_json, quick_values
 from aonkit.sources.chrome_trace import parse_buffer
 
+from .compile_events import LISTEN
 from .conftest import ROOT, SAMPLE_TRACES, SHARED_TRACES, shared_trace_files
 from .naive import read_text
 from .test_fuzz import mutated
@@ -218,14 +219,8 @@ print(json.dumps({"compiles": n[0], "events": len(tr), "s": time.perf_counter() 
 """
 
 
-_FIRST_VIEWS = """
+_FIRST_VIEWS = LISTEN + """
 import json, sys
-from numba.core import event
-names = []
-class L(event.Listener):
-    def on_start(self, ev): names.append(ev.data["dispatcher"].py_func.__qualname__)
-    def on_end(self, ev): pass
-event.register("numba:compile", L())
 import aonkit
 from aonkit.analysis.op_tree import op_tree
 from aonkit.analysis.overview import overview
@@ -237,7 +232,9 @@ print(json.dumps(names))
 """
 
 # every catalogued analysis of one trace (as aonkit.warmup runs them; one that does not apply may raise)
-_ANALYSES = _FIRST_VIEWS.split("import aonkit")[0] + """import aonkit, warnings
+_ANALYSES = LISTEN + """
+import json, sys, warnings
+import aonkit
 from aonkit.analysis.catalog import ENTRIES
 from aonkit.analysis import hta_compat
 warnings.simplefilter("ignore")

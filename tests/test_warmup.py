@@ -19,19 +19,12 @@ from numba.core import event
 
 from aonkit._kernels._notice import CompileNotice
 
+from .compile_events import LISTEN
 from .conftest import ROOT, SAMPLE_TRACES
 
-COUNT_DEMO = r"""
+COUNT_DEMO = LISTEN + r"""
 import contextlib, io, sys
 from pathlib import Path
-from numba.core import event
-names = []
-class Count(event.Listener):
-    def on_start(self, ev):
-        names.append(ev.data["dispatcher"].py_func.__qualname__)
-    def on_end(self, ev):
-        pass
-event.register("numba:compile", Count())
 from aonkit.demo import run_demo
 with contextlib.redirect_stdout(io.StringIO()):
     run_demo(Path(sys.argv[1]))
