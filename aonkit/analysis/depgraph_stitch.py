@@ -178,7 +178,7 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
     n_new = len(hub_ids) + len(k)
     n = n0 + n_new
     # pass 1, per rank: its tied kernels (local ids, in order) and the edges that now go back in time
-    kl, js, drops, from_k = [], [], [], []
+    kl, js, drops = [], [], []
     for i, p in enumerate(parts):
         g = p.graph
         j = np.flatnonzero(which == i)
@@ -187,7 +187,6 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
         moved = np.full(len(g), -1, np.int64)
         moved[kl[-1]] = j
         hit = np.flatnonzero(moved[g.src] >= 0)
-        from_k.append(hit)
         dst = np.searchsorted(g.indptr, hit, "right") - 1
         t_start = last_of_k[moved[g.src[hit]]]
         drops.append(hit[t_start >= g.start_ns[dst] - p.shift_ns])  # a transfer's id exceeds theirs: ties too
