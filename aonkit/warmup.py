@@ -164,7 +164,7 @@ def first_views(src: Path = SAMPLE_DIR) -> None:
         _quiet(lambda f=step: f(trace))
 
 
-BACKGROUND_REST = ("analyses", "job", "whatif", "views", "models")
+BACKGROUND_REST = tuple(s for s in STEPS if s != "parse")
 """What a first load's background process compiles after the first views and the parser: the rest of the warm-up."""
 
 

@@ -155,11 +155,26 @@ def test_workers_and_a_lazy_job_build_the_same_graph(job_dir: Path, monkeypatch:
         assert set(Path("/dev/shm").glob("aonkit-*")) == before  # each call's folder is gone
 
 
+def _lanes_reference(p) -> np.ndarray:
+    """A rank's nodes' lanes as the combined trace numbers them (streams get the rank in bits 48 and up)."""
+    from aonkit.analysis.depgraph import KIND_CPU, KIND_GAP
+
+    g = p.graph
+    lane = g.lane.copy()
+    cpu = ((g.kind == KIND_CPU) | (g.kind == KIND_GAP)) & (lane != -1)
+    pid, tid = lane[cpu] >> 32, lane[cpu] & 0xFFFFFFFF
+    tid = np.where(tid >= len(p.tid_map) - 1, -1, tid)
+    lane[cpu] = (p.pid_map[pid].astype(np.int64) << 32) | p.tid_map[tid].astype(np.int64)
+    gpu = g.kind == KIND_GPU
+    lane[gpu] = lane[gpu] | (np.int64(p.rank) << 48)
+    return lane
+
+
 def _place_reference(p, nw, arrivals, transfers, drops, out) -> None:
     """The second pass of the stitch in plain numpy, one array operation at a time (the kernel's slow reference)."""
     indptr, kind, row, lane, start, dur, release, rank, src, lat, edge_kind = out
     g = p.graph
-    kind[nw], row[nw], lane[nw] = g.kind, np.where(g.row >= 0, g.row + p.row_base, -1), p.lanes()
+    kind[nw], row[nw], lane[nw] = g.kind, np.where(g.row >= 0, g.row + p.row_base, -1), _lanes_reference(p)
     start[nw], rank[nw] = g.start_ns - p.shift_ns, p.rank
     d = g.dur_ns.copy()
     d[arrivals] = 0

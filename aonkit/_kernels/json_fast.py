@@ -13,8 +13,7 @@ import numpy as np
 
 from ._jit import njit_inline
 from .json_lex import E_EOF, E_SYNTAX, OK, scan_string, skip_any
-from .raw import byte_at
-from .symbols import load_word
+from .raw import byte_at, word_at
 
 WS = np.zeros(256, np.uint8)  # JSON whitespace
 WS[[9, 10, 13, 32]] = 1
@@ -38,7 +37,7 @@ def string_end(buf, i, n):
     """
     j = i + 1
     while j + 8 <= n:
-        w = load_word(buf, j)
+        w = word_at(buf, j)
         q = w ^ _QUOTES
         b = w ^ _BSLASHES
         hit = ((q - _ONES) & ~q) | ((b - _ONES) & ~b) | ((w - _SPACES) & ~w)

@@ -22,14 +22,11 @@ def new_table():
     return np.full(1024, -1, np.int64), np.empty((256, 3), np.int64), np.empty(256, np.uint64), np.full(8, -1, np.int64)
 
 
-load_word = word_at  # little-endian uint64 of ``buf[p:p+8]`` in one unaligned load (callers keep p + 8 <= n)
-
-
 @njit_inline
 def _same(buf, a, b, ln):
     k = 0
     while k + 8 <= ln:
-        if load_word(buf, a + k) != load_word(buf, b + k):
+        if word_at(buf, a + k) != word_at(buf, b + k):
             return False
         k += 8
     while k < ln:
@@ -45,7 +42,7 @@ def _hash(buf, s, e, kind):
     h = _FNV_OFFSET ^ np.uint64(kind + 1)
     p = s
     while p + 8 <= e:
-        h = (h ^ load_word(buf, p)) * _FNV_PRIME
+        h = (h ^ word_at(buf, p)) * _FNV_PRIME
         h ^= h >> np.uint64(29)
         p += 8
     while p < e:

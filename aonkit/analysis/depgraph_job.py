@@ -97,14 +97,11 @@ def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> dict[int, tuple]:
     if pool is None:
         out.update((r, _rank_part(job[r])) for r in rest)
         return out
-    from functools import partial
-
-    from .._shipping import call_packed, folder, unpack
+    from ..lazyjob import run_each
 
     try:
-        with pool, folder() as where:  # the graphs' arrays come back as shared-memory files (aonkit._shipping)
-            fn = _forked_part if where is None else partial(call_packed, _forked_part, where)
-            out.update(zip(rest, map(unpack, pool.map(fn, rest, chunksize=max(1, len(rest) // 16)))))
+        with pool:  # the graphs' arrays come back as shared-memory files (run_each, aonkit._shipping)
+            out.update(zip(rest, run_each(_forked_part, rest, pool, None)))
     finally:
         _FORKED = None
     return out

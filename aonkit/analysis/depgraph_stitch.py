@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB, DepGraph
+from .depgraph import KIND_GPU, KIND_HUB, DepGraph
 
 EDGE_COLLECTIVE = 5
 
@@ -38,18 +38,6 @@ class RankGraph:
     n_events: int
     pid_map: np.ndarray  # the rank's pid code -> the combined trace's (a trailing -1 for a missing pid)
     tid_map: np.ndarray
-
-    def lanes(self) -> np.ndarray:
-        """The nodes' lanes as the combined trace numbers them (streams get the rank in bits 48 and up)."""
-        g = self.graph
-        lane = g.lane.copy()
-        cpu = ((g.kind == KIND_CPU) | (g.kind == KIND_GAP)) & (lane != -1)
-        p, t = lane[cpu] >> 32, lane[cpu] & 0xFFFFFFFF
-        t = np.where(t >= len(self.tid_map) - 1, -1, t)
-        lane[cpu] = (self.pid_map[p].astype(np.int64) << 32) | self.tid_map[t].astype(np.int64)
-        gpu = g.kind == KIND_GPU
-        lane[gpu] = lane[gpu] | (np.int64(self.rank) << 48)
-        return lane
 
 
 def _hubs(parts: list[RankGraph], base: np.ndarray, m: pd.DataFrame) -> tuple:
