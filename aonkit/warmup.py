@@ -154,6 +154,7 @@ def first_views(src: Path = SAMPLE_DIR) -> None:
         return
     os.environ["AONKIT_QUICK_PARSE"] = "1"  # this process compiles the parser next, on purpose
     trace = load_trace(path)
+    os.environ["AONKIT_QUICK_PARSE"] = "0"  # the views' kernels are compiled here, not stood in for (analysis.standin)
     # Last needed first: a caller that goes straight on (``aonkit demo``) compiles the summary's kernels
     # itself meanwhile and finds the timeline's and the kernel table's in the cache when it gets there.
     _quiet(lambda: timeline_pyramid(trace, 1400))

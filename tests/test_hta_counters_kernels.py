@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 
 from aonkit._kernels.describe import describe, order_stats
-from aonkit._kernels.keys import compact, first_match, group_rows, stream_groups
+from aonkit._kernels.keys import compact, first_match, group_rows
 from aonkit._kernels.sorting import stable_argsort
 from aonkit.analysis import hta_counters as hk
+from aonkit.analysis.describe_stats import describe_run
 
 from . import naive_hta as ref
 
@@ -96,12 +97,16 @@ def test_launch_and_queue_hand_made() -> None:
     assert q[q["stream"] == 9]["queue_length"].tolist() == [1, 0]
 
 
+@pytest.mark.parametrize("standin", [False, True])  # the kernels, or the numpy stand-ins (aonkit.analysis.standin)
 @pytest.mark.parametrize("in_time_order", [False, True])
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("ties", [True, False])
 def test_counters_equal_pandas_reference(
-    rng: np.random.Generator, sparse: bool, ties: bool, in_time_order: bool
+    rng: np.random.Generator, sparse: bool, ties: bool, in_time_order: bool, standin: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "1" if standin else "0")
+    monkeypatch.setenv("AONKIT_BACKGROUND_COMPILE", "0")
     for n in (0, 1, 2, 7, 50, 400, 3000):
         frames = {r: random_frame(rng, n, sparse=sparse, ties=ties) for r in (2, 0)}
         if in_time_order:  # as in real traces: launches and GPU starts each already in time order
@@ -150,17 +155,6 @@ def test_group_rows_is_a_stable_group_sort(rng: np.random.Generator, ascending: 
     assert [a.tolist() for a in group_rows(np.empty(0, np.int64), True)] == [[], [0], []]
 
 
-def test_stream_groups(rng: np.random.Generator) -> None:
-    for values in ([-1, 3, 9, 7], [-1, 10**15, 4, 10**16]):
-        stream = rng.choice(values, 3000)
-        slots, lo, group_of, offsets, keys = stream_groups(stream, False)
-        assert keys.tolist() == [v for v in pd.unique(stream) if v != -1]
-        groups = group_of[slots - lo]
-        for g, k in enumerate(keys):
-            assert (groups[stream == k] == g).all() and offsets[g + 1] - offsets[g] == (stream == k).sum()
-        assert stream_groups(stream, True)[4].tolist() == sorted(keys.tolist())
-
-
 def test_first_match(rng: np.random.Generator) -> None:
     for scale in (1, 10**14):
         keys = rng.integers(0, 30, 200) * scale
@@ -192,6 +186,7 @@ def test_describe_is_pandas_describe_bit_for_bit(rng: np.random.Generator) -> No
         if skip:
             s.iloc[0] = np.nan
         np.testing.assert_array_equal(describe(vals, skip), s.describe().to_numpy())
+        np.testing.assert_array_equal(describe_run(vals, skip), s.describe().to_numpy())  # the stand-in
 
 
 def test_order_stats(rng: np.random.Generator) -> None:
@@ -217,18 +212,6 @@ def test_match_counts(rng: np.random.Generator) -> None:
         got = match_counts(keys, probe)
         assert got.tolist() == [int((keys == p).sum()) for p in probe]
     assert match_counts(np.empty(0, np.int64), np.array([1, 2])).tolist() == [0, 0]
-
-
-def test_sort_values(rng: np.random.Generator) -> None:
-    from aonkit._kernels.sorting import sort_values
-
-    for n in (0, 1, 2, 3, 17, 33, 1000, 5000):
-        for runs in (1, 2, 5, max(n, 1)):  # a few ascending runs, up to one run per element (random order)
-            parts = np.array_split(rng.integers(0, 50, n), runs)
-            a = np.concatenate([np.sort(p) for p in parts]).astype(np.int64)
-            want = sorted(a.tolist())
-            sort_values(a)  # in place
-            assert a.tolist() == want
 
 
 def test_pair_codes(rng: np.random.Generator) -> None:

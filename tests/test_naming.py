@@ -27,7 +27,6 @@ NOT_TIMES = ("_share", "_fraction", "_pct", "_category", "_row", "_count", "_eve
 BARE_ROLES = {"op", "gpu", "launch", "kernel", "annotation", "index", "parent", "top_op"}
 HELPERS = {  # public functions that are building blocks, not analyses (documented in their modules)
     "columns": "*", "memo": "*", "catalog": "*", "comm_match": "*", "distributed": "*",
-    "correlation": {"enclosing_ops", "code_flags", "category_flags", "step_table", "step_numbers"},
     "collectives": {"collectives_from_tables", "stragglers_from", "offsets_from_tables"},
     "diff": {"mann_whitney_p", "diff_summary"},
     "flops": {"parents", "nearest_marked"}, "kernels": {"kernel_class"}, "overview": {"idle_totals"},
@@ -35,6 +34,9 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "critical_path": {"graph_of", "composition", "prepared"}, "depgraph_job": {"build_job_graph"},
     "whatif_mc": "*", "whatif_trace": "*", "job_stats": {"merge_kernel_stats", "rank_kernel_stats"},
     "depgraph_sync": "*", "depgraph_stitch": "*", "whatif_rules": "*", "combine": {"combined_categories", "pid_names"},
+    "correlation": {"enclosing_ops", "code_flags", "category_flags", "step_table", "step_numbers", "gpu_launch_rows"},
+    "queues": {"queue_sweep"},  # kernels or their stand-ins (analysis.standin):
+    "standin": "*", "describe_stats": "*", "group_order": "*", "key_match": "*", "lane_gaps": "*",
 }  # fmt: skip
 
 

@@ -137,7 +137,8 @@ def test_step_kernels_against_reference(rng: np.random.Generator) -> None:
 
 
 def test_queue_kernels_against_reference(rng: np.random.Generator) -> None:
-    from aonkit._kernels.step_series import queue_inputs, queue_levels
+    from aonkit._kernels.step_series import queue_inputs
+    from aonkit.analysis.queues import queue_sweep
 
     n_ev, n = 500, 300
     ts = rng.integers(0, 1_000, n_ev)
@@ -155,11 +156,11 @@ def test_queue_kernels_against_reference(rng: np.random.Generator) -> None:
     assert list(zip(up, down, before, dev, st)) == want
     keys = dev * 3 + st // 10**12
     flag = rng.random(len(up)) < 0.3
-    times, levels, out_off, gkeys, items, flagged, peak, mean = queue_levels(keys, up, down, flag, True)
+    times, levels, out_off, gkeys, items, flagged, peak, mean = queue_sweep(keys, up, down, flag, True)
     want_peak, want_mean = time_weighted(times, levels.astype(np.float64), out_off)
     np.testing.assert_array_equal(peak, want_peak.astype(np.int64))
     np.testing.assert_array_equal(mean, want_mean)  # the same sum in the same order: equal to the bit
-    stats_only = queue_levels(keys, up, down, flag, False)
+    stats_only = queue_sweep(keys, up, down, flag, False)
     assert len(stats_only[0]) == 0 and all(np.array_equal(a, b, equal_nan=True) for a, b in
                                            zip(stats_only[2:], (out_off * 0, gkeys, items, flagged, peak, mean)))
     assert gkeys.tolist() == sorted(set(keys.tolist()))
@@ -175,7 +176,8 @@ def test_queue_kernels_against_reference(rng: np.random.Generator) -> None:
 
 
 def test_launch_join_kernels_against_reference(rng: np.random.Generator) -> None:
-    from aonkit._kernels.joins import gpu_launch_rows, launch_columns
+    from aonkit._kernels.joins import launch_columns
+    from aonkit.analysis.correlation import gpu_launch_rows
 
     n = 2_000
     for spread in (50, 10**15):  # a compact correlation range (direct table) and a sparse one (hash table)

@@ -1,7 +1,8 @@
 """Idle gaps between the GPU events of each stream, classified as HTA classifies them.
 
-Rows are GPU events of one rank: ``stream``, ``ts``, ``end`` and the start
-of the launch call, all int64 and in the caller's row order.
+Rows are GPU events of one rank, grouped by stream and in time order within
+one (:func:`aonkit.analysis.group_order.group_time_order`): ``ts``, ``end``
+and the start of the launch call, int64, and whether it was found.
 Loops index with ``range(n)`` from 0 or ``np.uintp`` (see :mod:`.keys`).
 """
 
@@ -11,46 +12,10 @@ import numpy as np
 
 from ._jit import njit
 from .arrays import copy_to
-from .describe import describe
-from .keys import stream_groups
-from .sorting import is_sorted, stable_argsort
 
 HOST_WAIT = 0
 KERNEL_WAIT = 1
 OTHER = 2
-
-
-@njit
-def _by_stream(stream, ts, end, start, found):
-    """GPU events' ts, end, launch start and found, grouped by stream (first appearance), by start within one (stably).
-
-    Returns (ts, end, start, found, offsets, stream values).
-    """
-    slots, lo, group_of, offsets, streams = stream_groups(stream, np.bool_(False))
-    m = offsets[-1]
-    g_ts = np.empty(m, np.int64)
-    g_end = np.empty(m, np.int64)
-    g_start = np.empty(m, np.int64)
-    g_found = np.empty(m, np.bool_)
-    fill = offsets[:-1].copy()
-    for i in range(stream.shape[0]):
-        if stream[i] != -1:
-            b = np.uintp(group_of[np.uintp(slots[i] - lo)])
-            k = np.uintp(fill[b])
-            fill[b] += 1
-            g_ts[k] = ts[i]
-            g_end[k] = end[i]
-            g_start[k] = start[i]
-            g_found[k] = found[i]
-    for s in range(streams.shape[0]):  # usually in order already
-        seg = slice(offsets[s], offsets[s + 1])
-        if not is_sorted(g_ts[seg]):
-            order = stable_argsort(g_ts[seg])
-            copy_to(g_ts[seg], g_ts[seg][order])
-            copy_to(g_end[seg], g_end[seg][order])
-            copy_to(g_start[seg], g_start[seg][order])
-            copy_to(g_found[seg], g_found[seg][order])
-    return g_ts, g_end, g_start, g_found, offsets, streams
 
 
 @njit
@@ -92,40 +57,54 @@ def _stream_gaps(ts, end, start, found, spare, delay):
 
 
 @njit
-def idle_gaps(stream, ts, end, start, found, delay):
+def idle_gaps(rows, offsets, ts, end, start, found, delay):
     """Gaps between consecutive GPU events of each stream, classified as HTA classifies them.
 
-    Rows are the GPU events (``stream != -1``; other rows are skipped), with
-    the start of each one's launch call in ``start`` where ``found``. A gap
-    is ``HOST_WAIT`` when the launch call of the next event started after
-    the previous event ended, else ``KERNEL_WAIT`` when shorter than
-    ``delay``, else ``OTHER``. The first event of a stream has no gap (NaN)
+    ``rows`` are the GPU events grouped by stream (group s is
+    ``rows[offsets[s]:offsets[s + 1]]``), each group in time order, with the
+    start of each one's launch call in ``start`` where ``found``. A gap is
+    ``HOST_WAIT`` when the launch call of the next event started after the
+    previous event ended, else ``KERNEL_WAIT`` when shorter than ``delay``,
+    else ``OTHER``. The first event of a stream has no gap (a NaN for pandas)
     and counts as ``OTHER``.
 
     Returns
     -------
-    streams : int64[S]
-        Stream values in order of first appearance.
-    present : bool[S, 3]
-        Whether the stream has an event of each category (the NaN one included).
-    total : int64[S, 3]
-        Sum of the gaps per category.
-    stats : float64[S, 3, 8]
-        pandas' ``describe()`` of the gaps per category (count, mean, std, min, 25%, 50%, 75%, max).
+    gaps : int64[n]
+        Per stream, in its rows' slots: its gaps of category 0, then 1, then
+        2, each in time order; the first slot of category 2 is the first
+        event's (0 here, NaN for pandas).
+    count, total : int64[S, 3]
+        Slots and sum of the gaps per stream and category.
     """
-    g_ts, g_end, start, found, offsets, streams = _by_stream(stream, ts, end, start, found)
-    spare = np.empty(g_ts.shape[0], np.int64)
-    n_s = streams.shape[0]
+    n = rows.shape[0]
+    n_s = offsets.shape[0] - 1
+    g_ts = np.empty(n, np.int64)  # the rows' columns in group order (overwritten by the gaps)
+    g_end = np.empty(n, np.int64)
+    g_start = np.empty(n, np.int64)
+    g_found = np.empty(n, np.bool_)
+    for k in range(n):
+        r = np.uintp(rows[k])
+        g_ts[k] = ts[r]
+        g_end[k] = end[r]
+        g_start[k] = start[r]
+        g_found[k] = found[r]
+    spare = np.empty(n, np.int64)
+    gaps = np.empty(n, np.int64)
+    count = np.zeros((n_s, 3), np.int64)
     total = np.zeros((n_s, 3), np.int64)
-    present = np.zeros((n_s, 3), np.bool_)
-    stats = np.full((n_s, 3, 8), np.nan)
     for s in range(n_s):
-        seg = slice(offsets[s], offsets[s + 1])
-        runs = (spare[seg], start[seg], g_ts[seg])
-        count, tot = _stream_gaps(runs[2], g_end[seg], runs[1], found[seg], runs[0], delay)
-        copy_to(total[s], tot)
-        for c in range(3):
-            if count[c]:  # the stream's first (NaN) slot leads its OTHER run
-                present[s, c] = True
-                copy_to(stats[s, c], describe(runs[c][: count[c]], c == OTHER))
-    return streams, present, total, stats
+        lo = offsets[s]
+        hi = offsets[s + 1]
+        if hi == lo:
+            continue
+        c, t = _stream_gaps(g_ts[lo:hi], g_end[lo:hi], g_start[lo:hi], g_found[lo:hi], spare[lo:hi], delay)
+        k = lo
+        copy_to(gaps[k : k + c[0]], spare[lo : lo + c[0]])
+        k += c[0]
+        copy_to(gaps[k : k + c[1]], g_start[lo : lo + c[1]])
+        k += c[1]
+        copy_to(gaps[k : k + c[2]], g_ts[lo : lo + c[2]])
+        copy_to(count[s], c)
+        copy_to(total[s], t)
+    return gaps, count, total

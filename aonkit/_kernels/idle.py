@@ -1,7 +1,7 @@
 """Exact idle gaps of GPU lanes (a device, or a device's stream), classified by cause.
 
-Rows are GPU events: ``group`` (the lane, any int64 key), ``ts``, ``end``
-(ns) and the start of each event's launch call in ``launch`` (``found``:
+Rows are GPU events, grouped by lane (a device, or a device's stream) by the
+caller: ``ts``, ``end`` (ns) and the start of each event's launch call in ``launch`` (``found``:
 whether there is one). Loops index with ``range(n)`` from 0 or ``np.uintp``
 (see :mod:`.keys`).
 """
@@ -11,9 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .arrays import copy_to
-from .keys import key_groups
-from .sorting import is_sorted, stable_argsort
 
 HOST_WAIT = 0
 KERNEL_WAIT = 1
@@ -21,10 +18,11 @@ OTHER = 2
 
 
 @njit
-def lane_gaps(group, ts, end, launch, found, delay):
+def lane_gaps(rows, offsets, ts, end, launch, found, delay):
     """Idle gaps of every lane: the holes in the union of its events' intervals.
 
-    Events of a lane are taken by start (stably). A gap runs from the
+    ``rows[offsets[s]:offsets[s + 1]]`` are lane s's events by start, stably
+    (:func:`aonkit.analysis.group_order.group_time_order`). A gap runs from the
     latest end so far to the next start after it. It is ``HOST_WAIT`` when
     the launch call of an event starting there began after the gap began
     (the host had not yet asked for the work; the earliest launch among the
@@ -34,25 +32,16 @@ def lane_gaps(group, ts, end, launch, found, delay):
 
     Returns
     -------
-    keys : int64[L]
-        Lane keys, ascending.
     span, busy : int64[L]
         First start to last end, and the union of the intervals.
     idle : int64[L, 3]
         Gap time per category.
     gaps : int64[G, 5]
-        One row per gap: lane (position in ``keys``), start, end, category,
+        One row per gap: lane (its position in ``offsets``), start, end, category,
         and the row (into the inputs) of the event that ends it.
     """
-    slots, lo, group_of, offsets, keys = key_groups(group, np.bool_(True))
-    n = group.shape[0]
-    rows = np.empty(n, np.int64)
-    fill = offsets[:-1].copy()
-    for i in range(n):
-        b = np.uintp(group_of[np.uintp(slots[i] - lo)])
-        rows[fill[b]] = i
-        fill[b] += 1
-    n_l = keys.shape[0]
+    n = rows.shape[0]
+    n_l = offsets.shape[0] - 1
     span = np.zeros(n_l, np.int64)
     busy = np.zeros(n_l, np.int64)
     idle = np.zeros((n_l, 3), np.int64)
@@ -60,9 +49,6 @@ def lane_gaps(group, ts, end, launch, found, delay):
     g = 0
     for s in range(n_l):
         seg = rows[offsets[s] : offsets[s + 1]]
-        t = ts[seg]
-        if not is_sorted(t):
-            copy_to(seg, seg[stable_argsort(t)])
         first = ts[seg[0]]
         reach = end[seg[0]]
         covered = reach - first  # the union, summed as it grows (not span minus gaps)
@@ -100,4 +86,4 @@ def lane_gaps(group, ts, end, launch, found, delay):
             k += 1
         span[s] = reach - first
         busy[s] = covered
-    return keys, span, busy, idle, gaps[:g]
+    return span, busy, idle, gaps[:g]

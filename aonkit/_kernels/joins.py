@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .keys import compact, first_match
+from .keys import compact
 
 
 @njit
@@ -87,12 +87,13 @@ def launch_table(rank, stream, ts, dur, corr, codes, is_api):
 
 
 @njit
-def gpu_launch_rows(codes, is_gpu, is_launch, corr):
-    """GPU rows and, for each, the first launch row with its correlation (-1 when none or correlation < 0).
+def launch_candidates(codes, is_gpu, is_launch, corr):
+    """GPU rows and launch-call rows, and their correlations, for a first-match join by correlation.
 
     A row is a GPU event when ``is_gpu[codes[i]]`` and a launch call when
     ``is_launch[codes[i]]`` (flags per category code; code -1 reads the last
-    flag). One pass to pick the rows, then an O(n) correlation lookup.
+    flag). One pass to pick the rows. Returns (GPU rows, launch rows, the
+    launch rows' correlations, the GPU rows' correlations).
     """
     n = codes.shape[0]
     last = is_gpu.shape[0] - 1
@@ -101,7 +102,7 @@ def gpu_launch_rows(codes, is_gpu, is_launch, corr):
         flag = np.uintp(last if c < 0 else c)  # code -1 reads the last flag
         take[np.uintp(c + 1)] = 1 if is_gpu[flag] else (2 if is_launch[flag] else 0)
     if n >= 2**31:
-        raise ValueError("gpu_launch_rows: at most 2**31 - 1 events")
+        raise ValueError("launch_candidates: at most 2**31 - 1 events")
     gpu_buf = np.empty(n + 1, np.int32)  # one branch-free pass (GPU and CPU rows interleave): every row is
     launch_buf = np.empty(n + 1, np.int32)  # written to both buffers, and the counts say which writes stay
     n_gpu = np.uintp(0)
@@ -114,20 +115,13 @@ def gpu_launch_rows(codes, is_gpu, is_launch, corr):
         n_launch += np.uintp(f >> 1)
     gpu = gpu_buf[:n_gpu].astype(np.int64)
     launch_rows = launch_buf[:n_launch].astype(np.int64)
-    launch = np.full(n_gpu, -1, np.int64)
-    if n_launch == 0 or n_gpu == 0:
-        return gpu, launch
     keys = np.empty(n_launch, np.int64)
     for k in range(n_launch):
         keys[k] = corr[np.uintp(launch_rows[k])]
     probe = np.empty(n_gpu, np.int64)
     for g in range(n_gpu):
         probe[g] = corr[np.uintp(gpu[g])]
-    pos, found = first_match(keys, launch_rows, probe)
-    for g in range(n_gpu):
-        if found[g] and probe[g] >= 0:
-            launch[g] = pos[g]
-    return gpu, launch
+    return gpu, launch_rows, keys, probe
 
 
 @njit

@@ -138,10 +138,8 @@ def counts(slots, lo, size):
 
 
 @njit
-def _order_groups(keys, slots, lo, count, skip, ascending):
-    """Used slots (count > 0, not ``skip``) ordered by key or by first appearance; and their keys."""
-    if skip >= 0:
-        count[skip] = 0
+def _order_groups(keys, slots, lo, count, ascending):
+    """Used slots (count > 0) ordered by key or by first appearance; and their keys."""
     n_used = 0
     for j in range(count.shape[0]):  # np.flatnonzero, without compiling its generic code
         n_used += count[j] > 0
@@ -168,42 +166,6 @@ def _order_groups(keys, slots, lo, count, skip, ascending):
 
 
 @njit
-def stream_groups(stream, ascending):
-    """Groups of the rows with ``stream != -1``, by stream, from one pass over ``stream``.
-
-    Groups come in ascending stream order, or by first appearance when not
-    ``ascending``. Returns (slot keys, lo, group of each slot, offsets
-    (groups + 1), stream values): row i (a GPU row) is in group
-    ``group_of[slots[i] - lo]``; ``offsets`` sum the groups' sizes.
-    """
-    return _groups(stream, ascending, np.bool_(True))
-
-
-@njit
-def key_groups(keys, ascending):
-    """:func:`stream_groups` for every key (-1 included): every row is in a group."""
-    return _groups(keys, ascending, np.bool_(False))
-
-
-@njit
-def _groups(keys, ascending, skip_minus_one):
-    slots, lo, size = compact(keys)
-    count = counts(slots, lo, size)
-    skip = -1  # the slot of key -1, when it is left out
-    for i in range(keys.shape[0] if skip_minus_one else 0):
-        if keys[i] == -1:
-            skip = slots[i] - lo
-            break
-    used, gkeys = _order_groups(keys, slots, lo, count, skip, ascending)
-    group_of = np.full(size, -1, np.int64)
-    offsets = np.zeros(used.shape[0] + 1, np.int64)
-    for g in range(used.shape[0]):
-        group_of[np.uintp(used[g])] = g
-        offsets[g + 1] = offsets[g] + count[np.uintp(used[g])]
-    return slots, lo, group_of, offsets, gkeys
-
-
-@njit
 def group_rows(keys, ascending):
     """Positions ``0..m-1`` grouped by ``keys``, in input order within a group.
 
@@ -215,7 +177,7 @@ def group_rows(keys, ascending):
         return np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64)
     slots, lo, size = compact(keys)
     count = counts(slots, lo, size)
-    used, gkeys = _order_groups(keys, slots, lo, count, np.int64(-1), ascending)
+    used, gkeys = _order_groups(keys, slots, lo, count, ascending)
     n_g = used.shape[0]
     offsets = np.zeros(n_g + 1, np.int64)
     for g in range(n_g):

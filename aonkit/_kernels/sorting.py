@@ -31,26 +31,20 @@ def is_sorted(a):
 def stable_argsort(keys):
     """Positions of ``keys`` sorted stably: a natural merge sort (blocks first when runs are short)."""
     idx = positions(keys.shape[0])
-    runs, nr = _runs(keys, idx)
-    if nr > _MANY_RUNS_PER * keys.shape[0]:
-        runs, nr = _blocks(keys, idx)
-    _merge_runs(keys, idx, runs, nr)
+    sort_by(keys, idx)
     return idx
 
 
 @njit
-def sort_values(a):
-    """Sort ``a`` in place: the positions :func:`stable_argsort` gives, gathered.
+def sort_by(keys, idx):
+    """Reorder the positions ``idx`` in place so that ``keys[idx]`` ascends, stably (as :func:`stable_argsort`).
 
-    A sort of the values themselves (a ``keys is None`` variant of the merge
-    sort) compiled the whole merge sort a second time (1.7 s here), for its
-    one caller (``step_series.queue_levels``, whose lists come sorted or in a
-    few runs); this compiles a gather. Sorting positions then gathering is
-    slower on disordered values (1M int64 in 4 sorted runs: 15 ms against 5;
-    random: 270 against 52), so ordered input returns at once.
+    No gather of the keys and no new positions: a group of rows is put in time order where it lies.
     """
-    if not is_sorted(a):
-        copy_to(a, a[stable_argsort(a)])
+    runs, nr = _runs(keys, idx)
+    if nr > _MANY_RUNS_PER * idx.shape[0]:
+        runs, nr = _blocks(keys, idx)
+    _merge_runs(keys, idx, runs, nr)
 
 
 _MANY_RUNS_PER = 1.0 / 32  # more runs than this per element: random order, sort blocks first
@@ -80,9 +74,21 @@ def _blocks(keys, idx):
 
 @njit
 def _runs(keys, idx):
-    """(starts of the ascending runs of ``idx``'s keys, then its length; number of runs)."""
+    """(starts of the ascending runs of ``idx``'s keys, then its length; number of runs).
+
+    With more runs than :func:`sort_by` merges (random order) the starts are left unfilled: it sorts blocks then.
+    """
     n = idx.shape[0]
-    runs = np.empty(n + 1, np.int64)
+    nr = 1 if n else 0
+    for i in range(1, n):  # count first: the usual few runs need no array as long as the input
+        nr += _key(keys, idx, i) < _key(keys, idx, i - 1)
+    runs = np.empty(nr + 1, np.int64)
+    if nr > _MANY_RUNS_PER * n:  # the caller sorts blocks instead: the starts are not needed
+        return runs, nr
+    if nr <= 1:  # in order already (or empty): nothing to find
+        runs[0] = 0
+        runs[nr] = n
+        return runs, nr
     nr = 0
     runs[0] = 0
     for i in range(1, n):

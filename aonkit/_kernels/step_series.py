@@ -9,8 +9,8 @@ import numpy as np
 
 from ._jit import njit
 from .arrays import copy_to
-from .keys import group_rows, key_groups
-from .sorting import is_sorted, sort_values, stable_argsort
+from .keys import group_rows
+from .sorting import sort_by
 
 
 @njit
@@ -21,10 +21,7 @@ def group_time_order(keys, t):
     """
     pos, offsets, gkeys = group_rows(keys, np.bool_(True))
     for g in range(gkeys.shape[0]):
-        seg = pos[offsets[g] : offsets[g + 1]]
-        tt = t[seg]
-        if not is_sorted(tt):
-            copy_to(seg, seg[stable_argsort(tt)])
+        sort_by(t, pos[offsets[g] : offsets[g + 1]])  # rows in time order stay as they are: one pass
     return pos, offsets, gkeys
 
 
@@ -128,52 +125,35 @@ def queue_inputs(gpu, launch, ts, device, stream, missing, window):
 
 
 @njit
-def queue_levels(keys, up, down, flag, store):
-    """Per group of ``keys`` (ascending): the count of items entered (``up``) and not yet left (``down``).
+def queue_levels(u_sorted, d_sorted, offsets, store):
+    """Per group: the count of items entered (at ``u_sorted``) and not yet left (at ``d_sorted``).
 
-    One entry per distinct change time of a group, holding the level after
-    every change at that time (so ties have one answer); no ordering of the
-    input is needed. With ``store`` False the entries are not kept, only the
-    per-group figures.
+    Group g's entry and exit times are ``u_sorted[offsets[g]:offsets[g + 1]]``
+    and the same slice of ``d_sorted``, each ascending. One entry per distinct
+    change time of a group, holding the level after every change at that time
+    (so ties have one answer). With ``store`` False the entries are not kept,
+    only the per-group figures.
 
-    Returns (times, levels, out offsets (groups + 1), group keys, items per
-    group, items with ``flag`` per group, peak level per group, time-weighted
-    mean level per group from its first change to its last (NaN over 0 ns)).
-    The peak and mean equal :func:`time_weighted` of the entries.
+    Returns (times, levels, out offsets (groups + 1), peak level per group,
+    time-weighted mean level per group from its first change to its last (NaN
+    over 0 ns)). The peak and mean equal :func:`time_weighted` of the entries.
     """
-    slots, lo, group_of, offsets, gkeys = key_groups(keys, np.bool_(True))
-    n = up.shape[0]
-    n_g = gkeys.shape[0]
+    n = u_sorted.shape[0]
+    n_g = offsets.shape[0] - 1
     cap = 2 * n if store else 0
     times = np.empty(cap, np.int64)
     levels = np.empty(cap, np.int64)
     out_offsets = np.zeros(n_g + 1, np.int64)
-    items = np.empty(n_g, np.int64)  # a loop, not np.diff: it compiled 2.4 s with its error path
-    for g in range(n_g):
-        items[g] = offsets[g + 1] - offsets[g]
-    flagged = np.zeros(n_g, np.int64)
     peak = np.zeros(n_g, np.int64)
     mean = np.full(n_g, np.nan)
-    gu = np.empty(n, np.int64)  # up and down grouped, in input order within a group (one scatter pass)
-    gd = np.empty(n, np.int64)
-    fill = offsets[:-1].copy()
-    for q in range(n):
-        g = np.uintp(group_of[np.uintp(slots[q] - lo)])
-        k = np.uintp(fill[g])
-        fill[g] += 1
-        gu[k] = up[q]
-        gd[k] = down[q]
-        flagged[g] += flag[q]
     end = np.iinfo(np.int64).max  # sentinel after each sorted list
     k = np.uintp(0)
     for g in range(n_g):
-        m = items[g]
+        m = offsets[g + 1] - offsets[g]
         u = np.empty(m + 1, np.int64)
         d = np.empty(m + 1, np.int64)
-        copy_to(u, gu[offsets[g] : offsets[g + 1]])
-        copy_to(d, gd[offsets[g] : offsets[g + 1]])
-        sort_values(u[:m])  # usually a few sorted runs: near O(m)
-        sort_values(d[:m])
+        copy_to(u[:m], u_sorted[offsets[g] : offsets[g + 1]])
+        copy_to(d[:m], d_sorted[offsets[g] : offsets[g + 1]])
         u[m] = end
         d[m] = end
         i = np.uintp(0)
@@ -206,4 +186,4 @@ def queue_levels(keys, up, down, flag, store):
             t_last = max(u[m - 1], d[m - 1])
             if t_last > t_first:
                 mean[g] = area / float(t_last - t_first)
-    return times[:k], levels[:k], out_offsets, gkeys, items, flagged, peak, mean
+    return times[:k], levels[:k], out_offsets, peak, mean

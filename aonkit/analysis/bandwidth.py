@@ -67,7 +67,8 @@ def _copies(trace: Trace) -> pd.DataFrame:
 
 def _levels(c: pd.DataFrame) -> tuple[np.ndarray, ...]:
     """Bandwidth in flight per (device, kind): (times, copies, GB/s, offsets, device of each, kind of each)."""
-    from .._kernels.step_series import group_time_order, step_levels
+    from .._kernels.step_series import step_levels
+    from .group_order import group_time_order
 
     c = c[c["gbps"].notna()]
     kind_codes, kinds = pd.factorize(c["kind"], sort=True)

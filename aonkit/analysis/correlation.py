@@ -135,9 +135,26 @@ def gpu_launches(trace: Trace) -> pd.DataFrame:
     return remembered(trace, "gpu_launches", lambda: _gpu_launches(trace))
 
 
-def _gpu_launches(trace: Trace) -> pd.DataFrame:
-    from .._kernels.joins import gpu_launch_rows
+def gpu_launch_rows(codes: np.ndarray, is_gpu: np.ndarray, is_launch: np.ndarray,
+                    corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """GPU rows and, for each, the first launch row with its correlation (-1 when none or correlation < 0).
 
+    A row is a GPU event when ``is_gpu[codes[i]]`` and a launch call when
+    ``is_launch[codes[i]]`` (flags per category code; code -1 reads the last
+    flag). One pass picks the rows (:func:`aonkit._kernels.joins.launch_candidates`),
+    one O(n) lookup joins them (:func:`aonkit._kernels.keys.first_match`, shared by every join).
+    """
+    from .._kernels.joins import launch_candidates
+    from .key_match import first_match
+
+    gpu, launch_rows, keys, probe = launch_candidates(codes, is_gpu, is_launch, corr)
+    if not len(gpu) or not len(launch_rows):
+        return gpu, np.full(len(gpu), -1, np.int64)
+    pos, found = first_match(keys, launch_rows, probe)
+    return gpu, np.where(found & (probe >= 0), pos, -1)
+
+
+def _gpu_launches(trace: Trace) -> pd.DataFrame:
     ev = trace.events
     codes, is_gpu = code_flags(ev["cat"], lambda c: c in schema.GPU_CATS)
     is_launch = code_flags(ev["cat"], lambda c: c in schema.RUNTIME_CATS)[1]

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .._kernels.inputs import owned
 from .columns import name_flags, rank_columns
 from .hta_compat import IDLE_KERNEL_CATS, gpu_rows, index_correlation
 from .hta_queues import QUEUE_APIS, queue_length_series, queue_length_summary, time_blocked_on_full_queue
@@ -55,13 +54,20 @@ def idle_time_breakdown(
         ``idle_category``, ``rank``, ``stream`` and pandas' ``describe()`` of
         the gaps (count, mean, std, min, 25%, 50%, 75%, max), 2 decimals.
     """
-    from .._kernels.gpu_streams import idle_gaps
+    from .._kernels.gpu_streams import OTHER, idle_gaps
+    from .describe_stats import describe
 
     ranks, streams, cats, times, ratios, stats = [], [], [], [], [], []
     for rank, df in frames.items():
         stream, ts, end, start, found = _idle_inputs(df)
-        s_vals, present, total, desc = idle_gaps(stream, ts, end, start, found, float(consecutive_kernel_delay))
-        s_idx, c_idx = np.nonzero(present)
+        pos, offsets, s_vals = _streams_in_time_order(stream, ts)
+        gaps, count, total = idle_gaps(pos, offsets, ts, end, start, found, float(consecutive_kernel_delay))
+        s_idx, c_idx = np.nonzero(count)
+        run_start = offsets[:-1, None] + np.cumsum(count, axis=1) - count
+        desc = np.empty((len(s_idx), 8))
+        for j, (s, c) in enumerate(zip(s_idx.tolist(), c_idx.tolist())):
+            a = run_start[s, c]
+            desc[j] = describe(gaps[a : a + count[s, c]], c == OTHER)
         t = total[s_idx, c_idx].astype(np.float64)
         per_stream = np.zeros(len(s_vals))
         np.add.at(per_stream, s_idx, t)
@@ -71,7 +77,7 @@ def idle_time_breakdown(
         streams.append(s_vals[s_idx])
         cats.append(c_idx)
         times.append(t)
-        stats.append(np.round(desc[s_idx, c_idx], 2))
+        stats.append(np.round(desc, 2))
     if sum(len(r) for r in ranks) == 0:
         return pd.DataFrame(columns=["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]), pd.DataFrame()
     rank_col, stream_col = np.concatenate(ranks), np.concatenate(streams)
@@ -85,6 +91,24 @@ def idle_time_breakdown(
     return out, st
 
 
+def _streams_in_time_order(stream: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows grouped by stream, streams in order of first appearance, each in ``ts`` order (stably).
+
+    Returns (positions, offsets (streams + 1), stream values).
+    """
+    from .group_order import group_time_order
+
+    pos, offsets, keys = group_time_order(stream, ts)
+    if len(keys) < 2:
+        return pos, offsets, keys
+    order = np.argsort(np.minimum.reduceat(pos, offsets[:-1]))  # first rows differ: one order on any CPU
+    if (order == np.arange(len(order))).all():
+        return pos, offsets, keys
+    sizes = np.diff(offsets)[order]
+    new_offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    return np.concatenate([pos[offsets[g] : offsets[g + 1]] for g in order]), new_offsets, keys[order]
+
+
 def _linked_index(df: pd.DataFrame, index: np.ndarray, stream: np.ndarray) -> np.ndarray:
     """The frame's ``index_correlation`` column, or HTA's linking of its own rows when it has none."""
     if "index_correlation" in df:
@@ -95,7 +119,7 @@ def _linked_index(df: pd.DataFrame, index: np.ndarray, stream: np.ndarray) -> np
 
 def _idle_inputs(df: pd.DataFrame) -> tuple[np.ndarray, ...]:
     """HTA's idle-time GPU rows of one rank's frame: stream, ts, end, launch start and whether it was found."""
-    from .._kernels.keys import first_match
+    from .key_match import first_match
 
     index, stream, ts, end = rank_columns(df, "index", "stream", "ts", "end") if "index" in df else (
         np.arange(len(df), dtype=np.int64), *rank_columns(df, "stream", "ts", "end"))  # fmt: skip
@@ -106,7 +130,7 @@ def _idle_inputs(df: pd.DataFrame) -> tuple[np.ndarray, ...]:
         is_gpu &= flags[codes]
     rows = np.flatnonzero(is_gpu)
     # HTA joins the launch row by its label in the (filtered) frame: a row the filter dropped gives NaN
-    start, found = first_match(owned(index), owned(ts), owned(launch[rows]))  # as kernels call it
+    start, found = first_match(index, ts, launch[rows])
     found &= launch[rows] >= 0
     return (np.ascontiguousarray(stream[rows]), np.ascontiguousarray(ts[rows]), np.ascontiguousarray(end[rows]),
             start, found)  # fmt: skip

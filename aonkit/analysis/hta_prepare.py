@@ -43,7 +43,6 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .._kernels.inputs import owned
 from ..trace import Trace
 from ..traceset import TraceSet
 from .columns import code_flags
@@ -124,7 +123,7 @@ def index_correlation(index: np.ndarray, stream: np.ndarray, corr: np.ndarray, n
     in the frame, and a launch call linked to event 0 is not counted as a
     launch at all); a correlation of -1 links nothing (-1 here).
     """
-    from .._kernels.keys import first_match
+    from .key_match import first_match
 
     corr = np.asarray(corr, dtype=np.int64)
     linked = corr != -1
@@ -133,7 +132,7 @@ def index_correlation(index: np.ndarray, stream: np.ndarray, corr: np.ndarray, n
     # backwards: the first match in reversed order is the last row
     for probe, keys in ((np.flatnonzero(gpu_side), np.flatnonzero(linked & ~gpu_side)[::-1]),
                         (np.flatnonzero(linked & ~gpu_side), np.flatnonzero(gpu_side)[::-1])):  # fmt: skip
-        pos, found = first_match(owned(corr[keys]), owned(keys), owned(corr[probe]))  # as kernels call it
+        pos, found = first_match(corr[keys], keys, corr[probe])
         out[probe[found]] = index[pos[found]]
     return out
 
@@ -182,7 +181,7 @@ def _last_step_rows(cols: Mapping[str, np.ndarray | pd.Categorical], steps: set[
     ``merge``: GPU rows first, each repeated once per CPU row with its
     correlation, then the CPU rows.
     """
-    from .._kernels.keys import match_counts
+    from .key_match import match_counts
 
     is_cpu = ~_gpu_side(cols["stream"], cols["correlation"], cols["name"])
     codes, step_name = code_flags(pd.Series(cols["name"]), lambda c: str(c) in steps)

@@ -36,7 +36,7 @@ TIES = ("launch_first", "start_first")
 
 def _rank_queues(df: pd.DataFrame, apis: tuple[str, ...], ties: str) -> tuple[np.ndarray, ...]:
     """Events (ts, step) of one rank and their order: positions, stream offsets, stream values (ascending)."""
-    from .._kernels.queues import by_stream, queue_events, stable_time_order
+    from .group_order import group_time_order
 
     if ties not in TIES:
         raise ValueError(f"ties must be one of {TIES}, not {ties!r}")
@@ -44,13 +44,53 @@ def _rank_queues(df: pd.DataFrame, apis: tuple[str, ...], ties: str) -> tuple[np
     codes, is_api = name_flags(df["name"], apis)
     if "index_correlation" in df:  # HTA counts a launch call only when it links to a GPU row past event 0
         codes = np.where(df["index_correlation"].to_numpy() > 0, codes, -1)
-    e_ts, e_stream, e_step = queue_events(stream, ts, corr, np.ascontiguousarray(codes), is_api)
-    pos, offsets, streams, mixed = stable_time_order(e_ts, e_stream, e_step)
-    if mixed:  # a launch and a GPU start tie in a stream (the order above is then incomplete)
-        # launches come first in e_ts, so a stable sort puts them first at a tie
-        order = np.argsort(e_ts, kind="stable") if ties == "launch_first" else np.lexsort((e_step, e_ts))
-        pos, offsets, streams = by_stream(order, e_stream)
+    e_ts, e_stream, e_step = queue_events(stream, ts, corr, codes, is_api)
+    # launches come first in e_ts, so a stable order by time puts them first at a tie ("launch_first")
+    pos, offsets, streams = group_time_order(e_stream, e_ts)
+    if ties == "start_first" and _mixed_ties(e_ts[pos], e_step[pos], offsets):
+        pos = np.lexsort((e_step, e_ts, e_stream)).astype(np.int64)  # -1 (a start) before +1 at a tie
     return e_ts, e_step, pos, offsets, streams
+
+
+def queue_events(stream: np.ndarray, ts: np.ndarray, corr: np.ndarray, codes: np.ndarray,
+                 is_api: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The +1/-1 events of HTA's queue length: launches first, then GPU starts, each in row order.
+
+    Rows are one rank's events: ``stream`` (-1 on the CPU side), ``ts``,
+    ``corr`` (correlation), and launch calls flagged per name code
+    (``is_api[codes[i]]``; code -1 reads the last flag). Launches are
+    CPU-side API rows whose correlation some GPU row has, each counted once
+    per such GPU row, on that row's stream (HTA joins them), in GPU row
+    order; GPU rows count when a launch has their correlation. Returns (ts,
+    stream, step) of the events.
+    """
+    from .._kernels.queues import queue_rows
+    from .key_match import first_match, match_counts
+
+    g_corr, g_ts, g_stream, a_corr, a_ts = queue_rows(stream, ts, corr, np.ascontiguousarray(codes), is_api)
+    a_stream, launched = first_match(g_corr, g_stream, a_corr)
+    l_corr = a_corr[launched]
+    counted = first_match(l_corr, l_corr, g_corr)[1]
+    reps = match_counts(g_corr, l_corr)  # HTA's join repeats a launch once per GPU row of its correlation
+    if (reps == 1).all():  # one GPU row per launch, the usual case
+        up_ts, up_stream = a_ts[launched], a_stream[launched]
+    else:  # each launch once per GPU row of its correlation, on that row's stream, in GPU row order
+        order = np.argsort(g_corr, kind="stable")
+        first = np.searchsorted(g_corr[order], l_corr)
+        ends = np.cumsum(reps)
+        at = np.repeat(first - ends + reps, reps) + np.arange(int(ends[-1]))
+        up_ts, up_stream = np.repeat(a_ts[launched], reps), g_stream[order[at]]
+    n_up, n_down = len(up_ts), int(np.count_nonzero(counted))
+    e_step = np.concatenate([np.ones(n_up, np.int64), np.full(n_down, -1, np.int64)])
+    return (np.concatenate([up_ts, g_ts[counted]]).astype(np.int64, copy=False),
+            np.concatenate([up_stream, g_stream[counted]]).astype(np.int64, copy=False), e_step)  # fmt: skip
+
+
+def _mixed_ties(t: np.ndarray, step: np.ndarray, offsets: np.ndarray) -> bool:
+    """Whether a stream (``offsets``) has a launch and a GPU start at the same time (``t`` in stream order)."""
+    tie = (t[1:] == t[:-1]) & (step[1:] != step[:-1])
+    tie[offsets[1:-1] - 1] = False  # neighbours across a stream's end
+    return bool(tie.any())
 
 
 def _tables(frames: Mapping[int, pd.DataFrame], apis: tuple[str, ...], ties: str) -> list[np.ndarray]:
@@ -90,8 +130,8 @@ def queue_length_summary(
     Indexed by (``rank``, ``stream``), sorted; the statistics equal pandas'
     ``describe()`` bit for bit. ``ties`` as in :func:`queue_length_series`.
     """
-    from .._kernels.describe import describe
     from .._kernels.queues import levels
+    from .describe_stats import describe
 
     keys, rows = [], []
     for rank, df in frames.items():

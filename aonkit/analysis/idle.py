@@ -39,7 +39,8 @@ _BY = ("device", "stream")
 
 
 def _lanes(trace: Trace, by: str, delay_ns: int) -> tuple[list[str], list[np.ndarray], tuple[np.ndarray, ...]]:
-    from .._kernels.idle import lane_gaps
+    from .group_order import group_time_order
+    from .lane_gaps import lane_gaps
 
     if by not in _BY:
         raise ValueError(f"by must be one of {_BY}, not {by!r}")
@@ -58,12 +59,12 @@ def _lanes(trace: Trace, by: str, delay_ns: int) -> tuple[list[str], list[np.nda
     launch = launch[ok]
     found = launch >= 0
     launch_ts = np.where(found, trace.events["ts_ns"].to_numpy()[np.maximum(launch, 0)], 0) if len(launch) else launch
-    out = lane_gaps(np.ascontiguousarray(keys, dtype=np.int64), np.ascontiguousarray(ts[ok]),
-                    np.ascontiguousarray(end[ok]), np.ascontiguousarray(launch_ts, dtype=np.int64),
-                    np.ascontiguousarray(found), np.int64(delay_ns))  # fmt: skip
-    lane_vals = [np.asarray(v) for v in decode(out[0])]
+    order, offsets, lanes = group_time_order(keys, ts[ok])
+    out = lane_gaps(order, offsets, np.ascontiguousarray(ts[ok]), np.ascontiguousarray(end[ok]),
+                    np.ascontiguousarray(launch_ts, dtype=np.int64), np.ascontiguousarray(found), delay_ns)
+    lane_vals = [np.asarray(v) for v in decode(lanes)]
     rows = gpu.index.to_numpy()[ok]
-    return cols, lane_vals, (*out[1:], rows)
+    return cols, lane_vals, (*out, rows)
 
 
 def idle_summary(trace: Trace, by: str = "device", consecutive_kernel_delay_ns: int = 30_000) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import schema
-from .._kernels.inputs import frozen, owned
+from .._kernels.inputs import frozen
 from ..trace import Trace
 from .columns import names_of
 from .correlation import gpu_launches, gpu_links
@@ -137,7 +137,7 @@ def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] =
         ``name`` (by name only), ``class``, ``count``, ``total_ns``, ``min_ns``, ``max_ns``, ``mean_ns``,
         ``std_ns`` and ``share`` (of the total GPU event time).
     """
-    from .._kernels.describe import group_stats
+    from .describe_stats import group_stats
 
     g = gpu_table(trace, comm_pattern)
     klass = g["class"].array
@@ -150,7 +150,7 @@ def kernel_stats(trace: Trace, by: str = "name", comm_pattern: re.Pattern[str] =
         named = n_codes >= 0
         keys = (n_codes * len(klass.categories) + k_codes)[named]
     dur = g["dur_ns"].to_numpy()
-    gkeys, count, total, vmin, vmax, mean, std = group_stats(owned(keys), owned(dur if by == "class" else dur[named]))
+    gkeys, count, total, vmin, vmax, mean, std = group_stats(keys, dur if by == "class" else dur[named])
     classes = np.asarray(klass.categories, dtype=object)
     if by == "class":
         out = pd.DataFrame({"class": classes[gkeys].astype(str)})

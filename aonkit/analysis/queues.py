@@ -26,9 +26,31 @@ from .columns import pair_keys
 from .correlation import gpu_launches
 
 
+def queue_sweep(keys: np.ndarray, up: np.ndarray, down: np.ndarray, flag: np.ndarray,
+                store: bool) -> tuple[np.ndarray, ...]:
+    """Per group of ``keys`` (ascending): the count of items entered (``up``) and not yet left (``down``).
+
+    The items of each group ordered by entry and by exit time, then one
+    merge per group (:func:`aonkit._kernels.step_series.queue_levels`); no
+    ordering of the input is needed. Returns (times, levels, out offsets
+    (groups + 1), group keys, items per group, items with ``flag`` per group,
+    peak level, time-weighted mean level per group); with ``store`` False no
+    times or levels are kept.
+    """
+    from .._kernels.step_series import queue_levels
+    from .group_order import group_time_order
+
+    pos_u, offsets, gkeys = group_time_order(keys, up)
+    pos_d = group_time_order(keys, down)[0]
+    t, level, out_off, peak, mean = queue_levels(up[pos_u], down[pos_d], offsets, store)
+    items = np.diff(offsets)
+    flagged = np.add.reduceat(flag[pos_u].astype(np.int64), offsets[:-1]) if len(pos_u) else items
+    return t, level, out_off, gkeys, items, flagged, peak, mean
+
+
 def _queue_levels(trace: Trace, store: bool) -> tuple[np.ndarray, ...]:
     """The queue sweep per stream (:func:`aonkit._kernels.step_series.queue_levels`) and the streams' ids."""
-    from .._kernels.step_series import queue_inputs, queue_levels
+    from .._kernels.step_series import queue_inputs
 
     links = gpu_launches(trace)
     ev = trace.events
@@ -42,7 +64,7 @@ def _queue_levels(trace: Trace, store: bool) -> tuple[np.ndarray, ...]:
         links["gpu_row"].to_numpy(), launch, ts, ev["device"].to_numpy(), ev["stream"].to_numpy(), schema.TS_MISSING,
         window)  # fmt: skip
     keys, decode = pair_keys(device, stream)
-    t, level, out_off, gkeys, ops, n_before, peak, mean = queue_levels(keys, up, down, before, store)
+    t, level, out_off, gkeys, ops, n_before, peak, mean = queue_sweep(keys, up, down, before, store)
     devices, streams = decode(gkeys)
     return t, level, out_off, devices, streams, ops, n_before, peak, mean
 

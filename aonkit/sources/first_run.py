@@ -76,6 +76,11 @@ def use_quick(nbytes: int, threads: int) -> bool:
 def read_quickly(nbytes: int) -> None:
     """Note a quick read; start the background compilation if none was started."""
     _state["quick_bytes"] += nbytes
+    ensure_background()
+
+
+def ensure_background() -> None:
+    """Start the background compilation unless this process started one (a stand-in ran: a kernel is missing)."""
     if mode() == "auto" and not _state["started"]:
         _state["started"] = True
         start_background_compile()

@@ -1,0 +1,133 @@
+"""The numpy stand-ins that run while a kernel is not compiled: the same answers, chosen when they should be."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import aonkit
+from aonkit.analysis import bandwidth, correlation, hta_compat, hta_counters, hta_queues, idle, kernels, queues
+from aonkit.analysis.describe_stats import pandas_group_stats
+from aonkit.analysis.group_order import lexsort_groups
+from aonkit.analysis.key_match import sorted_first_match, sorted_match_counts
+from aonkit.analysis.lane_gaps import numpy_lane_gaps
+from aonkit.analysis.memo import clear
+from aonkit.analysis.standin import use_standin
+from aonkit.sources import first_run
+
+from .conftest import SHARED_TRACES
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 1000, 20000])
+def test_lexsort_groups_is_the_kernel(rng: np.random.Generator, n: int) -> None:
+    from aonkit._kernels.step_series import group_time_order as kernel
+
+    for spread in (1, 10**15):  # a compact key range (direct table) and a sparse one (hash ids)
+        keys = rng.integers(-1, 5, n) * spread
+        t = np.sort(rng.integers(0, 50, n))  # ties in time within a key: row order must decide
+        t[n // 3 : n // 2] = rng.integers(0, 50, n // 2 - n // 3)  # a stretch out of order
+        got, want = lexsort_groups(keys, t), kernel(keys, t)
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype == np.int64
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 500, 20000])
+def test_sorted_joins_are_the_kernels(rng: np.random.Generator, n: int) -> None:
+    from aonkit._kernels.keys import first_match, match_counts
+
+    for spread in (1, 7_919_000_003):  # a compact range (direct table) and a sparse one (hash ids)
+        keys = rng.integers(-1, n // 3 + 2, n) * spread  # repeats: the first position must win
+        values = rng.integers(0, 10**6, n)
+        probe = rng.integers(-2, n // 3 + 4, max(n, 1) * 2) * spread
+        got, want = sorted_first_match(keys, values, probe), first_match(keys, values, probe)
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(sorted_match_counts(keys, probe), match_counts(keys, probe))
+
+
+def test_pandas_group_stats_is_the_kernel(rng: np.random.Generator) -> None:
+    from aonkit._kernels.describe import group_stats
+
+    for n in (0, 1, 2, 10, 1000, 30000):
+        for spread in (1, 10**13):  # a compact key range and a sparse one
+            keys = rng.integers(0, n // 20 + 2, n) * spread
+            values = rng.integers(-(10**9), 10**9, n)
+            for a, b in zip(pandas_group_stats(keys, values), group_stats(keys, values)):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a, b)
+
+
+def test_numpy_lane_gaps_is_the_kernel(rng: np.random.Generator) -> None:
+    from aonkit._kernels.idle import lane_gaps
+
+    for n in (1, 2, 5, 50, 3000):
+        for _ in range(4):
+            ts = np.cumsum(rng.integers(0, 30, n))
+            ts[rng.random(n) < 0.2] -= 50  # overlaps, and ties in start time
+            end = ts + rng.integers(0, 40, n)
+            launch, found = ts - rng.integers(-20, 60, n), rng.random(n) < 0.8
+            rows, offsets, _ = lexsort_groups(rng.integers(0, 4, n), ts)
+            args = (rows, offsets, ts, end, launch, found, np.int64(25))
+            for a, b in zip(numpy_lane_gaps(*args), lane_gaps(*args)):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a, b)
+
+
+def test_use_standin_follows_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numba
+
+    from aonkit._kernels.step_series import group_time_order as kernel
+
+    fresh = numba.njit(lambda a: a.sum())  # no cache, never called: its call would compile
+    a = np.zeros(3, np.int64)
+    kernel(a, a)  # compiled here
+    monkeypatch.setenv("AONKIT_BACKGROUND_COMPILE", "0")
+    monkeypatch.setitem(first_run._state, "started", False)
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "auto")
+    assert not use_standin((kernel, a, a))
+    assert use_standin((kernel, a, a), (fresh, a))
+    assert first_run._state["started"]  # the background compilation was asked for (and declined by the env)
+    assert not fresh.overloads  # deciding compiled nothing
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "0")
+    assert not use_standin((fresh, a))
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "1")
+    assert use_standin((kernel, a, a))
+
+
+def _analyses(trace: aonkit.Trace) -> dict[str, pd.DataFrame]:
+    clear(trace)
+    frames = hta_compat.hta_frames(trace)
+    out = dict(zip(("idle", "idle_stats"), hta_counters.idle_time_breakdown(frames)))
+    out["queue_summary"] = hta_queues.queue_length_summary(frames)
+    for ties in hta_queues.TIES:
+        out[f"queue_series_{ties}"] = hta_queues.queue_length_series(frames, ties=ties)
+    out["idle_summary"] = idle.idle_summary(trace)
+    out["idle_series_stream"] = idle.idle_series(trace, by="stream")
+    out["queue_length"] = queues.queue_length_series(trace)
+    out["queue_stats"] = queues.queue_length_summary(trace)
+    out["bandwidth"] = bandwidth.memory_bandwidth_series(trace)
+    out["kernel_stats"] = kernels.kernel_stats(trace)
+    out["class_stats"] = kernels.kernel_stats(trace, by="class")
+    out["gpu_links"] = correlation.gpu_links(trace)
+    return out
+
+
+@pytest.mark.parametrize("name", [
+    "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+    "hta/df_index_resolver/df_index_resolver.json.gz", "tracelens/mi300/resnet_act_checkpoint.json.gz"])
+def test_standins_give_the_kernels_answers_on_real_traces(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    path = SHARED_TRACES / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    trace = aonkit.load(path)
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "0")
+    kernels = _analyses(trace)
+    monkeypatch.setenv("AONKIT_QUICK_PARSE", "1")
+    monkeypatch.setenv("AONKIT_BACKGROUND_COMPILE", "0")
+    standins = _analyses(trace)
+    assert sum(len(v) for v in kernels.values()) > 100  # the trace exercises them
+    for key, want in kernels.items():
+        pd.testing.assert_frame_equal(standins[key], want, check_exact=True, obj=key)
