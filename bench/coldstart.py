@@ -98,6 +98,12 @@ if mode == "analyses":
         res[name]["warm_s"] = time.perf_counter() - t
     res["report"] = timed("report", lambda: aonkit.to_html(trace))
     out["entries"] = res
+elif mode == "one":  # one analysis, first thing after a load, in a process of its own
+    sys.path.insert(0, sys.argv[3])
+    from tools.analysis_digest import trace_analyses
+    fn = trace_analyses()[sys.argv[4]]
+    trace = aonkit.load(arg)
+    out["entries"] = {sys.argv[4]: timed(sys.argv[4], lambda: fn(trace))}
 elif mode == "firstload":
     from aonkit.sources import first_run
     out["entries"] = {"load": timed("load", lambda: aonkit.load(arg))}
@@ -126,12 +132,12 @@ def import_cost() -> str:
     return f"{float(out[0]):.3f} s, loading {out[1].strip()}"
 
 
-def child(mode: str, arg: str, cache: str, **env_extra: str) -> dict:
+def child(mode: str, arg: str, cache: str, *extra: str, **env_extra: str) -> dict:
     """Run one phase in a new interpreter on the Numba cache ``cache``; its report."""
     env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT), "AONKIT_COMPILE_NOTICE": "0",
            "AONKIT_QUICK_PARSE": "auto", "AONKIT_BACKGROUND_COMPILE": "1", **env_extra}
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", CHILD, mode, arg, str(ROOT)], env=env, capture_output=True,
+    p = subprocess.run([sys.executable, "-c", CHILD, mode, arg, str(ROOT), *extra], env=env, capture_output=True,
                        text=True, check=False)
     wall = time.perf_counter() - t
     line = [x for x in p.stdout.splitlines() if x.startswith("@@")]
@@ -152,11 +158,39 @@ def _alive(pid: int | None) -> bool:
     return True
 
 
+def isolated(trace: str, size_mb: float) -> int:
+    """Each analysis as a new user's first call: its own process and empty cache, right after a quick load.
+
+    No background compilation (it would share the 2 cores): what the call itself costs, whichever runs first.
+    """
+    sys.path.insert(0, str(ROOT))
+    from tools.analysis_digest import trace_analyses
+
+    lines = [f"| analysis, first call in its own process on an empty cache ({size_mb:.0f} MB trace) | first call s | "
+             "of which compiling s | compilations |", "|---|---|---|---|"]
+    worst = []
+    for name in trace_analyses():
+        with tempfile.TemporaryDirectory() as tmp:
+            e = child("one", trace, f"{tmp}/c", name, AONKIT_BACKGROUND_COMPILE="0")["entries"][name]
+        worst.append((e["first_s"], name))
+        note = "" if e.get("ok", True) is True else f" ({e['ok']})"
+        lines.append(f"| {name}{note} | {e['first_s']:.2f} | {e['compile_s']:.2f} | {e['n_compiles']} |")
+        print(lines[-1], flush=True)
+    over = sorted((w for w in worst if w[0] > 2.0), reverse=True)
+    lines += ["", f"over 2 s: {len(over)} of {len(worst)}" + (": " + ", ".join(f"{n} {s:.1f}" for s, n in over)
+                                                           if over else "")]
+    print(lines[-1])
+    (OUT / "coldstart_isolated.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", help="trace to load (default: 54 MB from gen_trace.py --events 185000)")
     ap.add_argument("--skip-demo", action="store_true")
     ap.add_argument("--skip-warmup", action="store_true")
+    ap.add_argument("--isolated", action="store_true",
+                    help="only: each analysis first after a load in a process of its own, each on an empty cache")
     a = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     trace = a.trace
@@ -165,6 +199,8 @@ def main() -> int:
         if not Path(trace).exists():
             subprocess.run([sys.executable, str(GEN), trace, "--events", "185000"], check=True)
     size_mb = os.path.getsize(trace) / 1e6
+    if a.isolated:
+        return isolated(trace, size_mb)
     rows, kernels = [], []
     with tempfile.TemporaryDirectory() as tmp:
         # the analyses after a first load that reads quickly (no background compile: it would share the 2 cores)
