@@ -153,8 +153,8 @@ def first_views(src: Path = SAMPLE_DIR) -> None:
     if not path.is_file():
         return
     os.environ["AONKIT_QUICK_PARSE"] = "1"  # this process compiles the parser next, on purpose
+    os.environ["AONKIT_STANDINS"] = "0"  # but the views' kernels here, not their stand-ins (analysis.standin)
     trace = load_trace(path)
-    os.environ["AONKIT_QUICK_PARSE"] = "0"  # the views' kernels are compiled here, not stood in for (analysis.standin)
     # Last needed first: a caller that goes straight on (``aonkit demo``) compiles the summary's kernels
     # itself meanwhile and finds the timeline's and the kernel table's in the cache when it gets there.
     _quiet(lambda: timeline_pyramid(trace, 1400))
@@ -184,15 +184,18 @@ def run_steps(steps: list[str], src: Path, quiet: bool = False) -> None:
     """Run the named warm-up steps in this process; the samples are loaded once (by ``parse``, or first needed)."""
     import os
 
-    before = os.environ.get("AONKIT_QUICK_PARSE")
-    os.environ["AONKIT_QUICK_PARSE"] = "0"  # compile the parser here, not read around it (sources.first_run)
+    names = ("AONKIT_QUICK_PARSE", "AONKIT_STANDINS")
+    before = {k: os.environ.get(k) for k in names}
+    for k in names:  # compile the parser and the analyses' kernels here, not read or stood in around them
+        os.environ[k] = "0"
     try:
         _run_steps(steps, src, quiet)
-    finally:  # a warm-up called from a notebook leaves the session's setting as it was
-        if before is None:
-            del os.environ["AONKIT_QUICK_PARSE"]
-        else:
-            os.environ["AONKIT_QUICK_PARSE"] = before
+    finally:  # a warm-up called from a notebook leaves the session's settings as they were
+        for k, v in before.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
 
 
 def _run_steps(steps: list[str], src: Path, quiet: bool) -> None:

@@ -105,7 +105,7 @@ def test_counters_equal_pandas_reference(
     rng: np.random.Generator, sparse: bool, ties: bool, in_time_order: bool, standin: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("AONKIT_QUICK_PARSE", "1" if standin else "0")
+    monkeypatch.setenv("AONKIT_STANDINS", "1" if standin else "0")
     monkeypatch.setenv("AONKIT_BACKGROUND_COMPILE", "0")
     for n in (0, 1, 2, 7, 50, 400, 3000):
         frames = {r: random_frame(rng, n, sparse=sparse, ties=ties) for r in (2, 0)}

@@ -86,6 +86,7 @@ def test_use_standin_follows_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     kernel(a, a)  # compiled here
     monkeypatch.setenv("AONKIT_BACKGROUND_COMPILE", "0")
     monkeypatch.setitem(first_run._state, "started", False)
+    monkeypatch.delenv("AONKIT_STANDINS", raising=False)
     monkeypatch.setenv("AONKIT_QUICK_PARSE", "auto")
     assert not use_standin((kernel, a, a))
     assert use_standin((kernel, a, a), (fresh, a))
@@ -94,6 +95,10 @@ def test_use_standin_follows_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AONKIT_QUICK_PARSE", "0")
     assert not use_standin((fresh, a))
     monkeypatch.setenv("AONKIT_QUICK_PARSE", "1")
+    assert use_standin((kernel, a, a))
+    monkeypatch.setenv("AONKIT_STANDINS", "0")  # its own setting wins; an unknown value defers to the parser's
+    assert not use_standin((fresh, a))
+    monkeypatch.setenv("AONKIT_STANDINS", "maybe")
     assert use_standin((kernel, a, a))
 
 
@@ -123,9 +128,9 @@ def test_standins_give_the_kernels_answers_on_real_traces(monkeypatch: pytest.Mo
     if not path.exists():
         pytest.skip(f"{path} is absent")
     trace = aonkit.load(path)
-    monkeypatch.setenv("AONKIT_QUICK_PARSE", "0")
+    monkeypatch.setenv("AONKIT_STANDINS", "0")
     kernels = _analyses(trace)
-    monkeypatch.setenv("AONKIT_QUICK_PARSE", "1")
+    monkeypatch.setenv("AONKIT_STANDINS", "1")
     monkeypatch.setenv("AONKIT_BACKGROUND_COMPILE", "0")
     standins = _analyses(trace)
     assert sum(len(v) for v in kernels.values()) > 100  # the trace exercises them
