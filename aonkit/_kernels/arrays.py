@@ -28,12 +28,3 @@ def positions(n):
     for i in range(n):
         out[i] = i
     return out
-
-
-@njit
-def total(a):
-    """Sum of an int64 array, from a loop (no generic ``sum`` code)."""
-    t = np.int64(0)
-    for i in range(a.shape[0]):
-        t += a[i]
-    return t

@@ -19,15 +19,6 @@ from .arrays import copy_to, positions
 
 
 @njit
-def is_sorted(a):
-    """Whether ``a`` is non-decreasing."""
-    for k in range(1, a.shape[0]):
-        if a[k] < a[k - 1]:
-            return False
-    return True
-
-
-@njit
 def stable_argsort(keys):
     """Positions of ``keys`` sorted stably: a natural merge sort (blocks first when runs are short)."""
     idx = positions(keys.shape[0])

@@ -65,12 +65,9 @@ def describe(vals: np.ndarray, skip_first: bool = False) -> np.ndarray:
     compiled the numpy way stands in (:mod:`.standin`). Both equal pandas bit for bit.
     """
     from .._kernels.describe import describe as kernel
-    from .standin import use_standin
+    from .standin import kernel_or_standin
 
-    v = np.ascontiguousarray(vals, dtype=np.int64)
-    if use_standin((kernel, v, skip_first)):
-        return describe_run(v, skip_first)
-    return kernel(v, skip_first)
+    return kernel_or_standin(kernel, describe_run, np.ascontiguousarray(vals, dtype=np.int64), skip_first)
 
 
 def pandas_group_stats(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -97,9 +94,6 @@ def group_stats(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
     """
     from .._kernels.describe import group_stats as kernel
     from .._kernels.inputs import owned
-    from .standin import use_standin
+    from .standin import kernel_or_standin
 
-    keys, values = owned(keys, np.int64), owned(values, np.int64)
-    if use_standin((kernel, keys, values)):
-        return pandas_group_stats(keys, values)
-    return kernel(keys, values)
+    return kernel_or_standin(kernel, pandas_group_stats, owned(keys, np.int64), owned(values, np.int64))

@@ -29,10 +29,7 @@ def group_time_order(keys: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.nd
     they are compiled :func:`lexsort_groups` stands in (:mod:`.standin`).
     """
     from .._kernels.step_series import group_time_order as kernel
-    from .standin import use_standin
+    from .standin import kernel_or_standin
 
-    keys = np.ascontiguousarray(keys, dtype=np.int64)
-    t = np.ascontiguousarray(t, dtype=np.int64)
-    if use_standin((kernel, keys, t)):
-        return lexsort_groups(keys, t)
-    return kernel(keys, t)
+    return kernel_or_standin(kernel, lexsort_groups, np.ascontiguousarray(keys, dtype=np.int64),
+                             np.ascontiguousarray(t, dtype=np.int64))  # fmt: skip

@@ -55,23 +55,18 @@ def first_match(keys: np.ndarray, values: np.ndarray, probe: np.ndarray) -> tupl
     """
     from .._kernels.inputs import owned
     from .._kernels.keys import first_match as kernel
-    from .standin import use_standin
+    from .standin import kernel_or_standin
 
-    keys, values, probe = owned(keys, np.int64), owned(values, np.int64), owned(probe, np.int64)
     if len(keys) >= 2**31:
         raise ValueError("first_match: at most 2**31 - 1 keys")
-    if use_standin((kernel, keys, values, probe)):
-        return sorted_first_match(keys, values, probe)
-    return kernel(keys, values, probe)
+    return kernel_or_standin(kernel, sorted_first_match, owned(keys, np.int64), owned(values, np.int64),
+                             owned(probe, np.int64))  # fmt: skip
 
 
 def match_counts(keys: np.ndarray, probe: np.ndarray) -> np.ndarray:
     """For each ``probe`` value, how many entries of ``keys`` (int64) equal it."""
     from .._kernels.inputs import owned
     from .._kernels.keys import match_counts as kernel
-    from .standin import use_standin
+    from .standin import kernel_or_standin
 
-    keys, probe = owned(keys, np.int64), owned(probe, np.int64)
-    if use_standin((kernel, keys, probe)):
-        return sorted_match_counts(keys, probe)
-    return kernel(keys, probe)
+    return kernel_or_standin(kernel, sorted_match_counts, owned(keys, np.int64), owned(probe, np.int64))

@@ -54,9 +54,6 @@ def lane_gaps(rows: np.ndarray, offsets: np.ndarray, ts: np.ndarray, end: np.nda
     Returns (span, busy, idle per category, gaps: lane, start, end, category, row).
     """
     from .._kernels.idle import lane_gaps as kernel
-    from .standin import use_standin
+    from .standin import kernel_or_standin
 
-    args = (rows, offsets, ts, end, launch, found, np.int64(delay))
-    if use_standin((kernel, *args)):
-        return numpy_lane_gaps(*args)
-    return kernel(*args)
+    return kernel_or_standin(kernel, numpy_lane_gaps, rows, offsets, ts, end, launch, found, np.int64(delay))
