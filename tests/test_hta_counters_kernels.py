@@ -172,8 +172,9 @@ def test_stable_argsort(rng: np.random.Generator) -> None:
     for n in (0, 1, 2, 3, 17, 31, 32, 33, 64, 65, 1000, 5000):  # block edges of the random-order path
         keys = rng.integers(0, 20, n)
         assert stable_argsort(keys).tolist() == np.argsort(keys, kind="stable").tolist()
-    runs = np.concatenate([np.sort(rng.integers(0, 100, 500)) for _ in range(3)])  # three sorted runs
-    assert stable_argsort(runs).tolist() == np.argsort(runs, kind="stable").tolist()
+    for n_runs in (2, 3, 63, 64, 65, 66, 300):  # the runs' starts found in one pass (up to 64) or in a second
+        runs = np.concatenate([np.sort(rng.integers(0, 100, 40)) for _ in range(n_runs)])
+        assert stable_argsort(runs).tolist() == np.argsort(runs, kind="stable").tolist()
 
 
 def test_describe_is_pandas_describe_bit_for_bit(rng: np.random.Generator) -> None:

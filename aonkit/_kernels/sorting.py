@@ -40,6 +40,7 @@ def sort_by(keys, idx):
 
 _MANY_RUNS_PER = 1.0 / 32  # more runs than this per element: random order, sort blocks first
 _BLOCK = 32
+_FEW_RUNS = 64  # run starts found in the first pass
 
 
 @njit
@@ -67,28 +68,36 @@ def _blocks(keys, idx):
 def _runs(keys, idx):
     """(starts of the ascending runs of ``idx``'s keys, then its length; number of runs).
 
-    With more runs than :func:`sort_by` merges (random order) the starts are left unfilled: it sorts blocks then.
+    One pass with each key read once records up to :data:`_FEW_RUNS` starts
+    (the usual few runs); a second pass records more. With more runs than
+    :func:`sort_by` merges (random order) the starts are left unfilled: it
+    sorts blocks then.
     """
     n = idx.shape[0]
-    nr = 1 if n else 0
-    for i in range(1, n):  # count first: the usual few runs need no array as long as the input
-        nr += _key(keys, idx, i) < _key(keys, idx, i - 1)
+    few = np.empty(_FEW_RUNS + 1, np.int64)
+    few[0] = 0
+    nr = np.uintp(1 if n else 0)
+    prev = _key(keys, idx, 0) if n else 0
+    for i in range(1, n):  # branch-free: slot nr holds the latest position until a descent keeps it
+        k = _key(keys, idx, i)
+        few[min(nr, np.uintp(_FEW_RUNS))] = i
+        nr += np.uintp(k < prev)
+        prev = k
+    if nr <= _FEW_RUNS:
+        few[nr] = n
+        return few, np.int64(nr)
     runs = np.empty(nr + 1, np.int64)
     if nr > _MANY_RUNS_PER * n:  # the caller sorts blocks instead: the starts are not needed
-        return runs, nr
-    if nr <= 1:  # in order already (or empty): nothing to find
-        runs[0] = 0
-        runs[nr] = n
-        return runs, nr
-    nr = 0
+        return runs, np.int64(nr)
+    nr = np.uintp(0)
     runs[0] = 0
     for i in range(1, n):
         if _key(keys, idx, i) < _key(keys, idx, i - 1):
-            nr += 1
+            nr += np.uintp(1)
             runs[nr] = i
-    nr += 1 if n else 0
+    nr += np.uintp(1)
     runs[nr] = n
-    return runs, nr
+    return runs, np.int64(nr)
 
 
 @njit
