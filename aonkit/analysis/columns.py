@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import schema
-from .._kernels.inputs import frozen
+from .._kernels.inputs import frozen, owned
 from ..trace import Trace
 
 _CPU_SIDE_EXCLUDED = schema.GPU_CATS | {"gpu_user_annotation", "Trace", "cuda_sync", "overhead", "cuda_profiler_range"}
@@ -50,12 +50,13 @@ def rank_columns(df: pd.DataFrame, *cols: str) -> list[np.ndarray]:
 def name_codes(col: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """(codes, categories) of a name column: a categorical's own (-1: missing), else factorized.
 
-    The codes are int32 whatever pandas chose (int8, int16 or int32 by the number of categories), so a
-    kernel that takes them has one specialization, which ``aonkit warmup`` compiles on any trace.
+    The codes are writable int32 whatever pandas chose (int8, int16 or int32 by the number of categories,
+    read-only), so a kernel that takes them has one specialization, which ``aonkit warmup`` compiles on any
+    trace (a trace of over 32,767 names gave read-only codes, and a second one, before).
     """
     arr = col.array
     if isinstance(arr, pd.Categorical):
-        return np.ascontiguousarray(arr.codes, dtype=np.int32), pd.Index(arr.categories)
+        return owned(arr.codes, np.int32), pd.Index(arr.categories)
     codes, cats = pd.factorize(col.to_numpy(), use_na_sentinel=True)
     return np.ascontiguousarray(codes, dtype=np.int32), pd.Index(cats)
 
