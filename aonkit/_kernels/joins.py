@@ -91,9 +91,12 @@ def launch_candidates(codes, is_gpu, is_launch, corr):
     """GPU rows and launch-call rows, and their correlations, for a first-match join by correlation.
 
     A row is a GPU event when ``is_gpu[codes[i]]`` and a launch call when
-    ``is_launch[codes[i]]`` (flags per category code; code -1 reads the last
-    flag). One pass to pick the rows. Returns (GPU rows, launch rows, the
-    launch rows' correlations, the GPU rows' correlations).
+    ``is_launch[codes[i]]`` with a correlation of 0 or more (flags per
+    category code; code -1 reads the last flag). One pass to pick the rows.
+    Returns (GPU rows, launch rows + 1, the launch rows' correlations, the GPU
+    rows' correlations): a first-match join of the GPU rows' correlations on
+    them gives 1 + the launch row, and 0 where none matches (no launch has a
+    negative correlation), so 1 less is the launch row or -1.
     """
     n = codes.shape[0]
     last = is_gpu.shape[0] - 1
@@ -112,12 +115,14 @@ def launch_candidates(codes, is_gpu, is_launch, corr):
         gpu_buf[n_gpu] = i
         launch_buf[n_launch] = i
         n_gpu += np.uintp(f & 1)
-        n_launch += np.uintp(f >> 1)
+        n_launch += np.uintp((f >> 1) & (corr[i] >= 0))
     gpu = gpu_buf[:n_gpu].astype(np.int64)
-    launch_rows = launch_buf[:n_launch].astype(np.int64)
+    launch_rows = np.empty(n_launch, np.int64)
     keys = np.empty(n_launch, np.int64)
     for k in range(n_launch):
-        keys[k] = corr[np.uintp(launch_rows[k])]
+        r = launch_buf[k]
+        launch_rows[k] = r + 1
+        keys[k] = corr[np.uintp(r)]
     probe = np.empty(n_gpu, np.int64)
     for g in range(n_gpu):
         probe[g] = corr[np.uintp(gpu[g])]

@@ -14,11 +14,12 @@ from ._jit import njit
 
 
 @njit
-def queue_rows(stream, ts, corr, codes, is_api):
+def queue_rows(stream, ts, corr, codes, is_api, linked, use_linked):
     """GPU rows (correlation, ts, stream) and launch-API rows (correlation, ts) of one rank, in row order.
 
     GPU rows are ``stream != -1``; an API row is a CPU-side row with
-    ``is_api[codes[i]]`` (a flag per name code; code -1 reads the last flag).
+    ``is_api[codes[i]]`` (a flag per name code; code -1 reads the last flag)
+    and, with ``use_linked``, ``linked[i] > 0`` (else ``linked`` is not read).
     One pass. Returns (gpu corr, gpu ts, gpu stream, api corr, api ts).
     """
     n = stream.shape[0]
@@ -30,7 +31,7 @@ def queue_rows(stream, ts, corr, codes, is_api):
     for i in range(n):
         c = codes[i]
         gpu = stream[i] != -1
-        api = (not gpu) and is_api[last if c < 0 else np.uintp(c)]
+        api = (not gpu) and is_api[last if c < 0 else np.uintp(c)] and (not use_linked or linked[i] > 0)
         g[0, m] = corr[i]  # branch-free: every row is written to both, the counts keep what belongs
         g[1, m] = ts[i]
         g[2, m] = stream[i]
@@ -39,6 +40,35 @@ def queue_rows(stream, ts, corr, codes, is_api):
         m += np.uintp(gpu)
         q += np.uintp(api)
     return g[0, :m], g[1, :m], g[2, :m], a[0, :q], a[1, :q]
+
+
+@njit
+def queue_event_arrays(up_ts, up_stream, launched, g_ts, g_stream, counted):
+    """The counter's events (ts, stream, step): the ``launched`` launches (+1), then the ``counted`` GPU rows (-1).
+
+    Each in its input order; two branch-free compaction passes.
+    """
+    n_up = 0
+    for j in range(launched.shape[0]):
+        n_up += launched[j]
+    n = n_up
+    for j in range(counted.shape[0]):
+        n += counted[j]
+    e_ts = np.empty(n + 1, np.int64)  # + 1: every row is written, the flags say which stay
+    e_stream = np.empty(n + 1, np.int64)
+    e_step = np.empty(n, np.int64)
+    k = np.uintp(0)
+    for j in range(launched.shape[0]):
+        e_ts[k] = up_ts[j]
+        e_stream[k] = up_stream[j]
+        k += np.uintp(launched[j])
+    for j in range(counted.shape[0]):
+        e_ts[k] = g_ts[j]
+        e_stream[k] = g_stream[j]
+        k += np.uintp(counted[j])
+    for j in range(n):
+        e_step[j] = 1 if j < n_up else -1
+    return e_ts[:n], e_stream[:n], e_step
 
 
 @njit

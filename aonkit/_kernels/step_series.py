@@ -125,20 +125,21 @@ def queue_inputs(gpu, launch, ts, device, stream, missing, window):
 
 
 @njit
-def queue_levels(u_sorted, d_sorted, offsets, store):
-    """Per group: the count of items entered (at ``u_sorted``) and not yet left (at ``d_sorted``).
+def queue_levels(up, order, d_sorted, offsets, store):
+    """Per group: the count of items entered (at ``up``) and not yet left (at ``d_sorted``).
 
-    Group g's entry and exit times are ``u_sorted[offsets[g]:offsets[g + 1]]``
-    and the same slice of ``d_sorted``, each ascending. One entry per distinct
-    change time of a group, holding the level after every change at that time
-    (so ties have one answer). With ``store`` False the entries are not kept,
-    only the per-group figures.
+    Group g's items are ``order[offsets[g]:offsets[g + 1]]``, in ascending
+    entry time (``up[order[k]]``); its exit times are the same slice of
+    ``d_sorted``, ascending. One entry per distinct change time of a group,
+    holding the level after every change at that time (so ties have one
+    answer). With ``store`` False the entries are not kept, only the
+    per-group figures.
 
     Returns (times, levels, out offsets (groups + 1), peak level per group,
     time-weighted mean level per group from its first change to its last (NaN
     over 0 ns)). The peak and mean equal :func:`time_weighted` of the entries.
     """
-    n = u_sorted.shape[0]
+    n = order.shape[0]
     n_g = offsets.shape[0] - 1
     cap = 2 * n if store else 0
     times = np.empty(cap, np.int64)
@@ -152,8 +153,10 @@ def queue_levels(u_sorted, d_sorted, offsets, store):
         m = offsets[g + 1] - offsets[g]
         u = np.empty(m + 1, np.int64)
         d = np.empty(m + 1, np.int64)
-        copy_to(u[:m], u_sorted[offsets[g] : offsets[g + 1]])
-        copy_to(d[:m], d_sorted[offsets[g] : offsets[g + 1]])
+        lo = offsets[g]
+        for q in range(m):  # the group's entry times, gathered in order
+            u[q] = up[np.uintp(order[np.uintp(lo + q)])]
+        copy_to(d[:m], d_sorted[lo : offsets[g + 1]])
         u[m] = end
         d[m] = end
         i = np.uintp(0)

@@ -147,11 +147,12 @@ def gpu_launch_rows(codes: np.ndarray, is_gpu: np.ndarray, is_launch: np.ndarray
     from .._kernels.joins import launch_candidates
     from .key_match import first_match
 
-    gpu, launch_rows, keys, probe = launch_candidates(codes, is_gpu, is_launch, corr)
-    if not len(gpu) or not len(launch_rows):
+    gpu, launch_1, keys, probe = launch_candidates(codes, is_gpu, is_launch, corr)
+    if not len(gpu) or not len(launch_1):
         return gpu, np.full(len(gpu), -1, np.int64)
-    pos, found = first_match(keys, launch_rows, probe)
-    return gpu, np.where(found & (probe >= 0), pos, -1)
+    matched = first_match(keys, launch_1, probe)[0]  # launch row + 1; 0 unmatched (no launch key is negative)
+    matched -= 1
+    return gpu, matched
 
 
 def _gpu_launches(trace: Trace) -> pd.DataFrame:

@@ -42,9 +42,9 @@ def _rank_queues(df: pd.DataFrame, apis: tuple[str, ...], ties: str) -> tuple[np
         raise ValueError(f"ties must be one of {TIES}, not {ties!r}")
     stream, ts, corr = rank_columns(df, "stream", "ts", "correlation")
     codes, is_api = name_flags(df["name"], apis)
-    if "index_correlation" in df:  # HTA counts a launch call only when it links to a GPU row past event 0
-        codes = np.where(df["index_correlation"].to_numpy() > 0, codes, -1)
-    e_ts, e_stream, e_step = queue_events(stream, ts, corr, codes, is_api)
+    # HTA counts a launch call only when it links to a GPU row past event 0
+    linked = rank_columns(df, "index_correlation")[0] if "index_correlation" in df else None
+    e_ts, e_stream, e_step = queue_events(stream, ts, corr, codes, is_api, linked)
     # launches come first in e_ts, so a stable order by time puts them first at a tie ("launch_first")
     pos, offsets, streams = group_time_order(e_stream, e_ts)
     if ties == "start_first" and _mixed_ties(e_ts[pos], e_step[pos], offsets):
@@ -52,38 +52,49 @@ def _rank_queues(df: pd.DataFrame, apis: tuple[str, ...], ties: str) -> tuple[np
     return e_ts, e_step, pos, offsets, streams
 
 
-def queue_events(stream: np.ndarray, ts: np.ndarray, corr: np.ndarray, codes: np.ndarray,
-                 is_api: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def queue_events(stream: np.ndarray, ts: np.ndarray, corr: np.ndarray, codes: np.ndarray, is_api: np.ndarray,
+                 linked: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The +1/-1 events of HTA's queue length: launches first, then GPU starts, each in row order.
 
     Rows are one rank's events: ``stream`` (-1 on the CPU side), ``ts``,
     ``corr`` (correlation), and launch calls flagged per name code
-    (``is_api[codes[i]]``; code -1 reads the last flag). Launches are
+    (``is_api[codes[i]]``; code -1 reads the last flag), and where ``linked``
+    (HTA's ``index_correlation``) is given, only those with ``linked > 0``. Launches are
     CPU-side API rows whose correlation some GPU row has, each counted once
     per such GPU row, on that row's stream (HTA joins them), in GPU row
     order; GPU rows count when a launch has their correlation. Returns (ts,
     stream, step) of the events.
     """
-    from .._kernels.queues import queue_rows
+    from .._kernels.queues import queue_event_arrays, queue_rows
     from .key_match import first_match, match_counts
+    from .standin import kernel_or_standin
 
-    g_corr, g_ts, g_stream, a_corr, a_ts = queue_rows(stream, ts, corr, np.ascontiguousarray(codes), is_api)
+    use_linked = linked is not None
+    g_corr, g_ts, g_stream, a_corr, a_ts = queue_rows(stream, ts, corr, np.ascontiguousarray(codes), is_api,
+                                                      linked if use_linked else corr, use_linked)  # fmt: skip
     a_stream, launched = first_match(g_corr, g_stream, a_corr)
     l_corr = a_corr[launched]
-    counted = first_match(l_corr, l_corr, g_corr)[1]
-    reps = match_counts(g_corr, l_corr)  # HTA's join repeats a launch once per GPU row of its correlation
-    if (reps == 1).all():  # one GPU row per launch, the usual case
-        up_ts, up_stream = a_ts[launched], a_stream[launched]
-    else:  # each launch once per GPU row of its correlation, on that row's stream, in GPU row order
-        order = np.argsort(g_corr, kind="stable")
-        first = np.searchsorted(g_corr[order], l_corr)
-        ends = np.cumsum(reps)
-        at = np.repeat(first - ends + reps, reps) + np.arange(int(ends[-1]))
-        up_ts, up_stream = np.repeat(a_ts[launched], reps), g_stream[order[at]]
-    n_up, n_down = len(up_ts), int(np.count_nonzero(counted))
+    pairs = match_counts(l_corr, g_corr)  # per GPU row, the launches of its correlation
+    counted = pairs > 0
+    if int(pairs.sum()) == len(l_corr):  # one GPU row per launch (each has one at least), the usual case
+        return kernel_or_standin(queue_event_arrays, _event_arrays, a_ts, a_stream, launched, g_ts, g_stream, counted)
+    # HTA's join repeats a launch once per GPU row of its correlation, on that row's stream, in GPU row order
+    reps = match_counts(g_corr, l_corr)
+    order = np.argsort(g_corr, kind="stable")
+    first = np.searchsorted(g_corr[order], l_corr)
+    ends = np.cumsum(reps)
+    at = np.repeat(first - ends + reps, reps) + np.arange(int(ends[-1]))
+    up_ts, up_stream = np.repeat(a_ts[launched], reps), g_stream[order[at]]
+    return _event_arrays(up_ts, up_stream, np.ones(len(up_ts), bool), g_ts, g_stream, counted)
+
+
+def _event_arrays(up_ts: np.ndarray, up_stream: np.ndarray, launched: np.ndarray, g_ts: np.ndarray,
+                  g_stream: np.ndarray, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`aonkit._kernels.queues.queue_event_arrays` in numpy (its stand-in, and the repeated launches' way)."""
+    n_up, n_down = int(np.count_nonzero(launched)), int(np.count_nonzero(counted))
     e_step = np.concatenate([np.ones(n_up, np.int64), np.full(n_down, -1, np.int64)])
-    return (np.concatenate([up_ts, g_ts[counted]]).astype(np.int64, copy=False),
-            np.concatenate([up_stream, g_stream[counted]]).astype(np.int64, copy=False), e_step)  # fmt: skip
+    return (np.concatenate([up_ts[launched], g_ts[counted]]).astype(np.int64, copy=False),
+            np.concatenate([up_stream[launched], g_stream[counted]]).astype(np.int64, copy=False), e_step)  # fmt: skip
 
 
 def _mixed_ties(t: np.ndarray, step: np.ndarray, offsets: np.ndarray) -> bool:

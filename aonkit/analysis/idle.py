@@ -39,6 +39,7 @@ _BY = ("device", "stream")
 
 
 def _lanes(trace: Trace, by: str, delay_ns: int) -> tuple[list[str], list[np.ndarray], tuple[np.ndarray, ...]]:
+    from .._kernels.inputs import owned
     from .group_order import group_time_order
     from .lane_gaps import lane_gaps
 
@@ -49,21 +50,23 @@ def _lanes(trace: Trace, by: str, delay_ns: int) -> tuple[list[str], list[np.nda
     launch = pairs["launch_row"].to_numpy()[trace.events["dur_ns"].to_numpy()[pairs["gpu_row"].to_numpy()] >= 0]
     ts, end = gpu["ts_ns"].to_numpy(), gpu["end_ns"].to_numpy()
     ok = (gpu["dur_ns"].to_numpy() >= 0) & (ts != schema.TS_MISSING)
-    device, stream = gpu["device"].to_numpy()[ok], gpu["stream"].to_numpy()[ok]
+    keep = slice(None) if ok.all() else ok  # every event usually: no copies then
+    device, stream = gpu["device"].to_numpy()[keep], gpu["stream"].to_numpy()[keep]
+    ts, end = owned(ts[keep], np.int64), owned(end[keep], np.int64)  # writable, as the kernels were compiled for
     if by == "device":
         keys, decode = device.astype(np.int64), lambda k: (k,)
         cols = ["device"]
     else:
         keys, decode = pair_keys(device, stream)
         cols = ["device", "stream"]
-    launch = launch[ok]
+    launch = launch[keep]
     found = launch >= 0
     launch_ts = np.where(found, trace.events["ts_ns"].to_numpy()[np.maximum(launch, 0)], 0) if len(launch) else launch
-    order, offsets, lanes = group_time_order(keys, ts[ok])
-    out = lane_gaps(order, offsets, np.ascontiguousarray(ts[ok]), np.ascontiguousarray(end[ok]),
-                    np.ascontiguousarray(launch_ts, dtype=np.int64), np.ascontiguousarray(found), delay_ns)
+    order, offsets, lanes = group_time_order(keys, ts)
+    out = lane_gaps(order, offsets, ts, end, np.ascontiguousarray(launch_ts, dtype=np.int64),
+                    np.ascontiguousarray(found), delay_ns)  # fmt: skip
     lane_vals = [np.asarray(v) for v in decode(lanes)]
-    rows = gpu.index.to_numpy()[ok]
+    rows = gpu.index.to_numpy()[keep]
     return cols, lane_vals, (*out, rows)
 
 

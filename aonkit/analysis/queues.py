@@ -30,7 +30,10 @@ def queue_sweep(keys: np.ndarray, up: np.ndarray, down: np.ndarray, flag: np.nda
                 store: bool) -> tuple[np.ndarray, ...]:
     """Per group of ``keys`` (ascending): the count of items entered (``up``) and not yet left (``down``).
 
-    The items of each group ordered by entry and by exit time, then one
+    The items of each group ordered by entry time (the shared grouping of
+    :func:`~aonkit.analysis.group_order.group_time_order`) and their exit
+    times in that order, sorted only where a group's are not ascending (a
+    GPU stream starts its work in launch order, so they usually are), then one
     merge per group (:func:`aonkit._kernels.step_series.queue_levels`); no
     ordering of the input is needed. Returns (times, levels, out offsets
     (groups + 1), group keys, items per group, items with ``flag`` per group,
@@ -40,11 +43,16 @@ def queue_sweep(keys: np.ndarray, up: np.ndarray, down: np.ndarray, flag: np.nda
     from .._kernels.step_series import queue_levels
     from .group_order import group_time_order
 
-    pos_u, offsets, gkeys = group_time_order(keys, up)
-    pos_d = group_time_order(keys, down)[0]
-    t, level, out_off, peak, mean = queue_levels(up[pos_u], down[pos_d], offsets, store)
+    pos, offsets, gkeys = group_time_order(keys, up)
+    d = down[pos]
+    descent = d[1:] < d[:-1]
+    descent[offsets[1:-1] - 1] = False  # from one group into the next
+    if descent.any():  # values, not positions, are sorted: any sort gives the one answer
+        for g in np.unique(np.searchsorted(offsets, np.flatnonzero(descent), side="right") - 1).tolist():
+            d[offsets[g] : offsets[g + 1]].sort(kind="stable")
+    t, level, out_off, peak, mean = queue_levels(up, pos, d, offsets, store)
     items = np.diff(offsets)
-    flagged = np.add.reduceat(flag[pos_u].astype(np.int64), offsets[:-1]) if len(pos_u) else items
+    flagged = np.add.reduceat(flag[pos], offsets[:-1], dtype=np.int64) if flag.any() else np.zeros_like(items)
     return t, level, out_off, gkeys, items, flagged, peak, mean
 
 
