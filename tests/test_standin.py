@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -76,6 +79,18 @@ def test_numpy_lane_gaps_is_the_kernel(rng: np.random.Generator) -> None:
                 np.testing.assert_array_equal(a, b)
 
 
+def test_numpy_queue_events_are_the_kernels(rng: np.random.Generator) -> None:
+    from aonkit._kernels.queues import queue_event_arrays
+
+    for n in (0, 1, 5, 3000):
+        up_ts, up_stream, g_ts, g_stream = (rng.integers(-5, 10**12, n) for _ in range(4))
+        launched, counted = rng.random(n) < 0.7, rng.random(n) < 0.6
+        args = (up_ts, up_stream, launched, g_ts, g_stream, counted)
+        for a, b in zip(hta_queues._event_arrays(*args), queue_event_arrays(*args)):
+            assert a.dtype == b.dtype == np.int64
+            np.testing.assert_array_equal(a, b)
+
+
 def test_use_standin_follows_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     import numba
 
@@ -100,6 +115,55 @@ def test_use_standin_follows_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not use_standin((fresh, a))
     monkeypatch.setenv("AONKIT_STANDINS", "maybe")
     assert use_standin((kernel, a, a))
+
+
+def test_standins_have_a_time_budget_while_nothing_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numba
+
+    from aonkit.analysis import standin
+
+    fresh = numba.njit(lambda a: a.sum())  # never compiled: the stand-in way is open
+    a = np.zeros(3, np.int64)
+    monkeypatch.setenv("AONKIT_STANDINS", "auto")
+    monkeypatch.setenv("AONKIT_BACKGROUND_COMPILE", "0")
+    monkeypatch.setitem(first_run._state, "started", True)
+    compiling = [False]
+    monkeypatch.setattr(first_run, "background_compiling", lambda: compiling[0])
+    monkeypatch.setattr(standin, "_spent", [0.0])
+    slow = lambda x: (__import__("time").sleep(0.06), -1)[1]  # noqa: E731 - a stand-in that takes its time
+    monkeypatch.setattr(standin, "BUDGET_S", 0.1)
+    assert standin.kernel_or_standin(fresh, slow, a) == -1  # 0.06 s spent
+    assert standin.kernel_or_standin(fresh, slow, a) == -1  # 0.12 s: the budget is spent
+    compiling[0] = True
+    assert standin.kernel_or_standin(fresh, slow, a) == -1  # a background compilation will bring the kernel
+    assert not fresh.overloads
+    compiling[0] = False
+    assert standin.kernel_or_standin(fresh, slow, a) == 0  # nothing will: compile it now
+    assert fresh.overloads
+
+
+def test_background_compiling_sees_the_lock_of_another_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("fcntl")  # the lock is a POSIX file lock
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    ask = ("from aonkit.sources.first_run import background_compiling, _lock_path; "
+           f"print(background_compiling(), _lock_path().startswith({str(tmp_path)!r}))")  # fmt: skip
+    run = lambda: subprocess.run([sys.executable, "-c", ask], env=env, capture_output=True, text=True,  # noqa: E731
+                                 check=True).stdout.split()  # fmt: skip
+    assert run() == ["False", "True"]
+    hold = ("import fcntl, os, sys, time; from aonkit.sources.first_run import _lock_path; p = _lock_path(); "
+            "os.makedirs(os.path.dirname(p), exist_ok=True); f = open(p, 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+            "print('held', flush=True); sys.stdin.read()")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", hold], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert run() == ["True", "True"]
+    finally:
+        holder.communicate("", timeout=60)
+    assert run() == ["False", "True"]
 
 
 def _analyses(trace: aonkit.Trace) -> dict[str, pd.DataFrame]:

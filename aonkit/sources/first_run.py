@@ -86,6 +86,35 @@ def ensure_background() -> None:
         start_background_compile()
 
 
+def background_compiling() -> bool:
+    """Whether a background compilation is running: the one this process started, or any holding the cache's lock."""
+    proc = _state.get("proc")
+    if proc is not None and proc.poll() is None:  # started, and the lock maybe not yet taken
+        return True
+    lock = _lock_path()
+    if lock is None or not os.path.exists(lock):
+        return False
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock to look at
+        return False
+    with open(lock, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True  # held: a compilation is running
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
+
+
+def _lock_path() -> str | None:
+    """The lock file of the background compilation in Numba's cache folder (``None`` when nothing is cached)."""
+    from .._kernels import trace_scan as ks
+
+    cache_path = getattr(ks.scan_trace._cache, "cache_path", None)
+    return os.path.join(cache_path, "aonkit-parser.lock") if cache_path else None
+
+
 def start_background_compile() -> subprocess.Popen | None:
     """Start the process that compiles the parser into Numba's cache (``None`` when that cannot help)."""
     from .._kernels._jit import JIT_CACHE
@@ -105,6 +134,7 @@ def start_background_compile() -> subprocess.Popen | None:
         return None
     threading.Thread(target=proc.wait, daemon=True, name="aonkit-compile-reaper").start()
     _state["pid"] = proc.pid
+    _state["proc"] = proc
     return proc
 
 
@@ -139,17 +169,15 @@ def compile_once(before: Callable[[], None] | None = None, after: Callable[[], N
     models), so that a user's first call of an analysis a minute or two after a first load finds it compiled.
     One per Numba cache folder (a lock file there), at low priority; nothing when kernels are not cached.
     """
-    from .._kernels import trace_scan as ks
-
-    cache_path = getattr(ks.scan_trace._cache, "cache_path", None)
-    if not cache_path:
+    path = _lock_path()
+    if not path:
         return 0
-    os.makedirs(cache_path, exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
         import fcntl
     except ImportError:  # Windows: no lock; a second compilation only repeats the work
         fcntl = None
-    with open(os.path.join(cache_path, "aonkit-parser.lock"), "a") as lock:
+    with open(path, "a") as lock:
         if fcntl is not None:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
