@@ -91,6 +91,47 @@ def test_numpy_queue_events_are_the_kernels(rng: np.random.Generator) -> None:
             np.testing.assert_array_equal(a, b)
 
 
+def test_numpy_launch_candidates_are_the_kernels(rng: np.random.Generator) -> None:
+    from aonkit._kernels.joins import launch_candidates
+
+    for n in (0, 1, 7, 5000):
+        n_codes = 6
+        codes = rng.integers(-1, n_codes, n).astype(np.int32)  # -1 (no category) reads the last flag
+        is_gpu, is_launch = rng.random(n_codes + 1) < 0.4, rng.random(n_codes + 1) < 0.5
+        corr = rng.integers(-3, n // 2 + 2, n)  # negative: no launch key
+        for a, b in zip(correlation.numpy_launch_candidates(codes, is_gpu, is_launch, corr),
+                        launch_candidates(codes, is_gpu, is_launch, corr)):  # fmt: skip
+            assert a.dtype == b.dtype == np.int64
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 9, 4000])
+def test_numpy_queue_sweep_is_the_kernels(rng: np.random.Generator, n: int) -> None:
+    from aonkit._kernels.step_series import queue_inputs, queue_levels
+    from aonkit.analysis.queue_sweep import numpy_queue_inputs, numpy_queue_levels
+
+    for span in (n // 2 + 3, 10**13):  # ties at an instant, and times far apart (the mean's rounding)
+        ts = rng.integers(0, span, 3 * n)
+        ts[rng.random(3 * n) < 0.05] = -1  # no time: left out
+        gpu = rng.choice(3 * n, n, replace=False) if n else np.empty(0, np.int64)
+        launch = np.where(rng.random(n) < 0.2, -1, rng.integers(0, 3 * n, n))  # -1: launched before the window
+        device, stream = rng.integers(0, 2, 3 * n), rng.integers(0, 3, 3 * n)
+        args = (gpu, launch, ts, device, stream, -1, 5)
+        got, want = numpy_queue_inputs(*args), queue_inputs(*args)
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+        up, down = want[0], want[1]
+        keys = want[3] * 3 + want[4]
+        pos = np.lexsort((up, keys))
+        offsets = np.searchsorted(keys[pos], np.arange(7)).astype(np.int64)
+        d = np.concatenate([np.sort(down[pos][offsets[g] : offsets[g + 1]]) for g in range(6)] or [down[:0]])
+        for store in (True, False):
+            for a, b in zip(numpy_queue_levels(up, pos, d, offsets, store), queue_levels(up, pos, d, offsets, store)):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a, b)
+
+
 def test_use_standin_follows_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     import numba
 

@@ -24,41 +24,13 @@ from .. import schema
 from ..trace import Trace
 from .columns import pair_keys
 from .correlation import gpu_launches
-
-
-def queue_sweep(keys: np.ndarray, up: np.ndarray, down: np.ndarray, flag: np.ndarray,
-                store: bool) -> tuple[np.ndarray, ...]:
-    """Per group of ``keys`` (ascending): the count of items entered (``up``) and not yet left (``down``).
-
-    The items of each group ordered by entry time (the shared grouping of
-    :func:`~aonkit.analysis.group_order.group_time_order`) and their exit
-    times in that order, sorted only where a group's are not ascending (a
-    GPU stream starts its work in launch order, so they usually are), then one
-    merge per group (:func:`aonkit._kernels.step_series.queue_levels`); no
-    ordering of the input is needed. Returns (times, levels, out offsets
-    (groups + 1), group keys, items per group, items with ``flag`` per group,
-    peak level, time-weighted mean level per group); with ``store`` False no
-    times or levels are kept.
-    """
-    from .._kernels.step_series import queue_levels
-    from .group_order import group_time_order
-
-    pos, offsets, gkeys = group_time_order(keys, up)
-    d = down[pos]
-    descent = d[1:] < d[:-1]
-    descent[offsets[1:-1] - 1] = False  # from one group into the next
-    if descent.any():  # values, not positions, are sorted: any sort gives the one answer
-        for g in np.unique(np.searchsorted(offsets, np.flatnonzero(descent), side="right") - 1).tolist():
-            d[offsets[g] : offsets[g + 1]].sort(kind="stable")
-    t, level, out_off, peak, mean = queue_levels(up, pos, d, offsets, store)
-    items = np.diff(offsets)
-    flagged = np.add.reduceat(flag[pos], offsets[:-1], dtype=np.int64) if flag.any() else np.zeros_like(items)
-    return t, level, out_off, gkeys, items, flagged, peak, mean
+from .queue_sweep import numpy_queue_inputs, queue_sweep
 
 
 def _queue_levels(trace: Trace, store: bool) -> tuple[np.ndarray, ...]:
     """The queue sweep per stream (:func:`aonkit._kernels.step_series.queue_levels`) and the streams' ids."""
     from .._kernels.step_series import queue_inputs
+    from .standin import kernel_or_standin
 
     links = gpu_launches(trace)
     ev = trace.events
@@ -68,9 +40,9 @@ def _queue_levels(trace: Trace, store: bool) -> tuple[np.ndarray, ...]:
     if len(launch) and launch.min() < 0:
         valid = ts[ts != schema.TS_MISSING]  # rare: events without a time; the window starts at the first real one
         window = int(valid.min()) if len(valid) else 0
-    up, down, before, device, stream = queue_inputs(
-        links["gpu_row"].to_numpy(), launch, ts, ev["device"].to_numpy(), ev["stream"].to_numpy(), schema.TS_MISSING,
-        window)  # fmt: skip
+    up, down, before, device, stream = kernel_or_standin(
+        queue_inputs, numpy_queue_inputs, links["gpu_row"].to_numpy(), launch, ts, ev["device"].to_numpy(),
+        ev["stream"].to_numpy(), schema.TS_MISSING, window)  # fmt: skip
     keys, decode = pair_keys(device, stream)
     t, level, out_off, gkeys, ops, n_before, peak, mean = queue_sweep(keys, up, down, before, store)
     devices, streams = decode(gkeys)
