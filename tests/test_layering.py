@@ -15,7 +15,7 @@ LAYERS = [
     "_kernels",
     "errors|_config|schema|units|_filecheck|_shipping",
     "trace|trace_args|event_text|arg_text|traceset|cache|_cache_read|jobcheck|sources|lazyjob|lazyset",
-    "analysis|model|timeline.index|timeline.tiles|timeline.detail|live",
+    "analysis|model|timeline.index|timeline.index_standin|timeline.tiles|timeline.detail|live",
     "report|views|timeline",  # the timeline's views, and its __init__ (which re-exports them lazily)
     "widgets",
     "cli|_cli_errors|_cli_profile|demo|warmup|profiling|magic|__init__",  # the shells: anything below

@@ -37,7 +37,7 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "correlation": {"enclosing_ops", "code_flags", "category_flags", "step_table", "step_numbers", "gpu_launch_rows",
                     "numpy_launch_candidates"},
     "queues": {"queue_sweep"}, "queue_sweep": "*",  # kernels or their stand-ins (analysis.standin):
-    "standin": "*", "describe_stats": "*", "group_order": "*", "key_match": "*", "lane_gaps": "*",
+    "standin": "*", "describe_stats": "*", "group_order": "*", "key_match": "*", "lane_gaps": "*", "time_weighted": "*",
 }  # fmt: skip
 
 

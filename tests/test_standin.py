@@ -132,6 +132,67 @@ def test_numpy_queue_sweep_is_the_kernels(rng: np.random.Generator, n: int) -> N
                 np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("n", [0, 1, 2, 50, 3000])
+def test_numpy_pyramid_is_the_kernels(rng: np.random.Generator, n: int) -> None:
+    from aonkit._kernels import pyramid
+    from aonkit.timeline import index_standin as np_pyramid
+
+    for overlap in (False, True):  # a track's events one after another, or ending before the one before ends
+        sizes = rng.multinomial(n, np.ones(6) / 6) if n else np.zeros(6, np.int64)
+        sizes[2] = 0  # an empty track
+        m = int(sizes.sum())
+        track_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        ts = np.concatenate([np.sort(rng.integers(0, 10**7, k)) for k in sizes]).astype(np.int64)
+        dur = rng.integers(0, 10**6 if overlap else 300, m)
+        dur[rng.random(m) < 0.1] = 0
+        end = ts + dur
+        args = (ts, end, track_off)
+        np.testing.assert_array_equal(np_pyramid.numpy_running_max_end(*args), pyramid.running_max_end(*args))
+        origin = int(ts.min()) if m else 0
+        cut = pyramid.cut_scales(ts, end, track_off, origin)
+        np.testing.assert_array_equal(np_pyramid.numpy_cut_scales(ts, end, track_off, origin), cut)
+        for g in (1, 256, 2**20, 2**40):
+            count = int(np.count_nonzero(cut >= g))
+            np.testing.assert_array_equal(np_pyramid.numpy_build_level(ts, end, cut, g, count),
+                                          pyramid.build_level(ts, end, cut, g, count))  # fmt: skip
+    parent = np.full(n, -1, np.int64)  # a forest: each event's parent an earlier one, or none
+    if n > 1:
+        parent[1:] = np.where(rng.random(n - 1) < 0.8, rng.integers(0, np.arange(1, n)), -1)
+    order = np.arange(n, dtype=np.int64)
+    np.testing.assert_array_equal(np_pyramid.numpy_depths(parent, order), pyramid.depths(parent, order))
+
+
+def test_timeline_index_with_standins_is_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aonkit.timeline import timeline_index
+
+    path = SHARED_TRACES / "hta/df_index_resolver/df_index_resolver.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is not here (../shared/traces)")
+    trace = aonkit.load(path)
+    got = {}
+    for mode in ("0", "1"):
+        monkeypatch.setenv("AONKIT_STANDINS", mode)
+        got[mode] = timeline_index(trace)
+    for name in ("track_off", "ts", "end", "row", "cmax", "level_ns", "item_off", "items", "depth_of", "parent_of"):
+        np.testing.assert_array_equal(getattr(got["1"], name), getattr(got["0"], name), err_msg=name)
+
+
+def test_numpy_time_weighted_is_the_kernel(rng: np.random.Generator) -> None:
+    from aonkit._kernels.step_series import time_weighted
+    from aonkit.analysis.time_weighted import numpy_time_weighted
+
+    for n in (0, 1, 2, 500):
+        sizes = rng.multinomial(n, np.ones(4) / 4) if n else np.zeros(4, np.int64)
+        sizes[1] = 0  # an empty group
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        times = np.concatenate([np.sort(rng.integers(0, 10**13, k)) for k in sizes]).astype(np.int64)
+        levels = rng.random(len(times)) * 1e3
+        if len(levels) > 3:
+            levels[3] = np.nan  # a NaN wins the peak
+        for a, b in zip(numpy_time_weighted(times, levels, offsets), time_weighted(times, levels, offsets)):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_use_standin_follows_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     import numba
 

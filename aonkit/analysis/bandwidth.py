@@ -134,7 +134,7 @@ def memory_bandwidth_summary(trace: Trace) -> pd.DataFrame:
         of :func:`memory_bandwidth_series` for the pair; 0.0 when none of its copies has a rate).
     """
     from .._kernels.intervals import segment_unions
-    from .._kernels.step_series import time_weighted
+    from .time_weighted import time_weighted
 
     c = copies(trace)
     kind_codes, kinds = pd.factorize(c["kind"], sort=True)

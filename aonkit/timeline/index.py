@@ -111,18 +111,20 @@ _MAX_LEVEL_NS = np.iinfo(np.int64).max // 16  # the coarsest level the kernels t
 def _levels(ts: np.ndarray, end: np.ndarray, track_off: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bucket sizes, item columns (all levels side by side) and per-level track offsets of the kept levels."""
     from .._kernels.pyramid import build_level, cut_scales
+    from ..analysis.standin import kernel_or_standin
+    from .index_standin import numpy_build_level, numpy_cut_scales
 
     n_tracks = len(track_off) - 1
     if len(ts) == 0:
         return np.empty(0, np.int64), np.empty((8, 0), np.int64), np.empty((0, n_tracks + 1), np.int64)
-    cut = cut_scales(ts, end, track_off, int(ts.min()))
+    cut = kernel_or_standin(cut_scales, numpy_cut_scales, ts, end, track_off, int(ts.min()))
     span = int(end.max()) - int(ts.min())
     levels, offs, parts = [], [], []
     prev, g = len(ts), LEVEL_BASE_NS
     while g < 2 * span and g <= _MAX_LEVEL_NS:  # a span near int64's range (clock garbage) stops at the top level
         count = int(np.count_nonzero(cut >= g))
         if count <= prev / LEVEL_KEEP or count <= len(ts) / LEVEL_KEEP**2:
-            items = build_level(ts, end, cut, g, count)
+            items = kernel_or_standin(build_level, numpy_build_level, ts, end, cut, g, count)
             item_of_start = np.searchsorted(items[0], track_off[:-1])  # tracks without events: empty ranges
             offs.append(np.concatenate([item_of_start, [count]]) + sum(p.shape[1] for p in parts))
             levels.append(g), parts.append(items)
@@ -137,11 +139,13 @@ def build_index(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, rows: np.ndar
     """Index events given their lane ids (``0 .. len(lanes) - 1``), start, end and row in the events table."""
     from .._kernels.nesting import parents
     from .._kernels.pyramid import depths, running_max_end
+    from ..analysis.standin import kernel_or_standin
+    from .index_standin import numpy_depths, numpy_running_max_end
 
     lane, ts, end, rows = (np.ascontiguousarray(a, dtype=np.int64) for a in (lane, ts, end, rows))
     order = np.lexsort((-end, ts, lane))
     parent = parents(lane, ts, end, order)
-    depth = depths(parent, order)
+    depth = kernel_or_standin(depths, numpy_depths, parent, order)
     n_lanes = len(lanes)
     counts = np.bincount(lane, minlength=n_lanes)
     lane_rows = np.zeros(n_lanes, np.int64)
@@ -154,6 +158,7 @@ def build_index(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, rows: np.ndar
     track_off = np.concatenate([[0], np.cumsum(np.bincount(track, minlength=base[-1]))])
     f_ts, f_end = ts[order], end[order]
     level_ns, items, item_off = _levels(f_ts, f_end, track_off)
+    cmax = kernel_or_standin(running_max_end, numpy_running_max_end, f_ts, f_end, track_off)
     n_tracks = len(track_off) - 1
     lane_of, depth_of, parent_of = np.full(n_rows, -1, np.int32), np.full(n_rows, -1, np.int32), np.full(n_rows, -1)
     lane_of[rows], depth_of[rows] = lane, depth
@@ -164,7 +169,7 @@ def build_index(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, rows: np.ndar
         lanes=lanes,
         track_lane=np.repeat(np.arange(n_lanes), lane_rows),
         track_depth=np.arange(n_tracks) - base[:-1].repeat(lane_rows),
-        track_off=track_off, ts=f_ts, end=f_end, row=rows[order], cmax=running_max_end(f_ts, f_end, track_off),
+        track_off=track_off, ts=f_ts, end=f_end, row=rows[order], cmax=cmax,
         level_ns=level_ns, item_off=item_off, items=items,
         lane_of=lane_of, depth_of=depth_of, parent_of=parent_of,
     )  # fmt: skip
