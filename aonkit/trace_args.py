@@ -29,18 +29,21 @@ def walk_quickly(rows: int, *calls: tuple[Any, ...]) -> bool:
 
     ``calls``: ``(kernel, *args)`` for each kernel the other way would call. True while one of them would
     compile, the rows are few (:data:`~aonkit.arg_text.QUICK_ROWS`) and this process has not walked
-    :data:`~aonkit.arg_text.QUICK_BUDGET_ROWS` events so already (past them, compiling is the cheaper way on).
-    ``AONKIT_QUICK_PARSE``: ``0`` never, ``1`` whenever the rows are few.
+    :data:`~aonkit.arg_text.QUICK_BUDGET_ROWS` events so already (past them, compiling is the cheaper way on),
+    or has but a background compilation runs (it puts the kernels in the cache: compiling them here too would
+    only repeat its work). ``AONKIT_QUICK_PARSE``: ``0`` never, ``1`` whenever the rows are few.
     """
     from ._kernels._ready import is_ready
-    from .sources.first_run import mode
+    from .sources.first_run import background_compiling, mode
 
     if rows > arg_text.QUICK_ROWS:
         return False
     m = mode()
     if m != "auto":
         return m == "1"
-    return not all(is_ready(kernel, *args) for kernel, *args in calls) and arg_text.spend(rows)
+    if all(is_ready(kernel, *args) for kernel, *args in calls):
+        return False
+    return arg_text.spend(rows) or background_compiling()
 
 
 def span_ints(buf: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -177,7 +177,10 @@ def test_a_new_machine_looks_args_up_without_compiling(tmp_path: Path) -> None:
 
 
 def test_the_walk_gives_way_to_compiling_past_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process that would walk more than QUICK_BUDGET_ROWS events in all compiles the kernels instead."""
+    """A process that would walk more than QUICK_BUDGET_ROWS events in all compiles the kernels instead.
+
+    Unless a background compilation runs: then it walks on.
+    """
     from numba import njit
 
     from aonkit.trace_args import walk_quickly
@@ -186,12 +189,19 @@ def test_the_walk_gives_way_to_compiling_past_its_budget(monkeypatch: pytest.Mon
     def cold(x):  # never compiled, not cached: not ready
         return x
 
+    from aonkit.sources import first_run
+
+    compiling = [False]
+    monkeypatch.setattr(first_run, "background_compiling", lambda: compiling[0])
     monkeypatch.setenv("AONKIT_QUICK_PARSE", "auto")
     monkeypatch.setattr(arg_text, "_walked", [0])
     assert walk_quickly(1000, (cold, np.zeros(3))) and arg_text._walked == [1000]
     assert not walk_quickly(arg_text.QUICK_ROWS + 1, (cold, np.zeros(3)))  # too many rows for one look-up
     monkeypatch.setattr(arg_text, "_walked", [arg_text.QUICK_BUDGET_ROWS - 10])
     assert not walk_quickly(11, (cold, np.zeros(3))) and walk_quickly(10, (cold, np.zeros(3)))
+    compiling[0] = True  # past the budget, but the background compilation will bring the kernels: walk on
+    assert walk_quickly(11, (cold, np.zeros(3)))
+    compiling[0] = False
     monkeypatch.setenv("AONKIT_QUICK_PARSE", "1")
     assert walk_quickly(10, (cold, np.zeros(3)))  # forced: no budget
     monkeypatch.setenv("AONKIT_QUICK_PARSE", "0")
