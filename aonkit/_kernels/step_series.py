@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .arrays import copy_to
+from .arrays import copy_to, positions
 from .keys import group_rows
 from .sorting import sort_by
 
@@ -125,14 +125,15 @@ def queue_inputs(gpu, launch, ts, device, stream, missing, window):
 
 
 @njit
-def queue_levels(up, order, d_sorted, offsets, store):
-    """Per group: the count of items entered (at ``up``) and not yet left (at ``d_sorted``).
+def queue_levels(up, down, order, offsets, store):
+    """Per group: the count of items entered (at ``up``) and not yet left (at ``down``).
 
     Group g's items are ``order[offsets[g]:offsets[g + 1]]``, in ascending
-    entry time (``up[order[k]]``); its exit times are the same slice of
-    ``d_sorted``, ascending. One entry per distinct change time of a group,
-    holding the level after every change at that time (so ties have one
-    answer). With ``store`` False the entries are not kept, only the
+    entry time (``up[order[k]]``). Their exit times are sorted here where
+    they are not ascending in that order (a GPU stream starts its work in
+    launch order, so they usually are). One entry per distinct change time of
+    a group, holding the level after every change at that time (so ties have
+    one answer). With ``store`` False the entries are not kept, only the
     per-group figures.
 
     Returns (times, levels, out offsets (groups + 1), peak level per group,
@@ -154,9 +155,19 @@ def queue_levels(up, order, d_sorted, offsets, store):
         u = np.empty(m + 1, np.int64)
         d = np.empty(m + 1, np.int64)
         lo = offsets[g]
-        for q in range(m):  # the group's entry times, gathered in order
-            u[q] = up[np.uintp(order[np.uintp(lo + q)])]
-        copy_to(d[:m], d_sorted[lo : offsets[g + 1]])
+        descents = 0
+        prev = np.iinfo(np.int64).min
+        for q in range(m):  # the group's entry and exit times, gathered in entry order
+            r = np.uintp(order[np.uintp(lo + q)])
+            u[q] = up[r]
+            dq = down[r]
+            d[q] = dq
+            descents += dq < prev
+            prev = dq
+        if descents:  # exits out of order: sort them (values: any stable order gives the one answer)
+            idx = positions(m)
+            sort_by(d, idx)
+            copy_to(d, d[idx])
         u[m] = end
         d[m] = end
         i = np.uintp(0)

@@ -21,11 +21,10 @@ def queue_sweep(keys: np.ndarray, up: np.ndarray, down: np.ndarray, flag: np.nda
     """Per group of ``keys`` (ascending): the count of items entered (``up``) and not yet left (``down``).
 
     The items of each group ordered by entry time (the shared grouping of
-    :func:`~aonkit.analysis.group_order.group_time_order`) and their exit
-    times in that order, sorted only where a group's are not ascending (a
-    GPU stream starts its work in launch order, so they usually are), then one
-    merge per group (:func:`aonkit._kernels.step_series.queue_levels`); no
-    ordering of the input is needed. Returns (times, levels, out offsets
+    :func:`~aonkit.analysis.group_order.group_time_order`), then one merge
+    per group of their entry and exit times
+    (:func:`aonkit._kernels.step_series.queue_levels`); no ordering of the
+    input is needed. Returns (times, levels, out offsets
     (groups + 1), group keys, items per group, items with ``flag`` per group,
     peak level, time-weighted mean level per group); with ``store`` False no
     times or levels are kept.
@@ -35,13 +34,7 @@ def queue_sweep(keys: np.ndarray, up: np.ndarray, down: np.ndarray, flag: np.nda
     from .standin import kernel_or_standin
 
     pos, offsets, gkeys = group_time_order(keys, up)
-    d = down[pos]
-    descent = d[1:] < d[:-1]
-    descent[offsets[1:-1] - 1] = False  # from one group into the next
-    if descent.any():  # values, not positions, are sorted: any sort gives the one answer
-        for g in np.unique(np.searchsorted(offsets, np.flatnonzero(descent), side="right") - 1).tolist():
-            d[offsets[g] : offsets[g + 1]].sort(kind="stable")
-    t, level, out_off, peak, mean = kernel_or_standin(queue_levels, numpy_queue_levels, up, pos, d, offsets, store)
+    t, level, out_off, peak, mean = kernel_or_standin(queue_levels, numpy_queue_levels, up, down, pos, offsets, store)
     items = np.diff(offsets)
     flagged = np.add.reduceat(flag[pos], offsets[:-1], dtype=np.int64) if flag.any() else np.zeros_like(items)
     return t, level, out_off, gkeys, items, flagged, peak, mean
@@ -61,7 +54,7 @@ def numpy_queue_inputs(gpu: np.ndarray, launch: np.ndarray, ts: np.ndarray, devi
     return up.astype(np.int64), down.astype(np.int64), before, device[rows], stream[rows]
 
 
-def numpy_queue_levels(up: np.ndarray, order: np.ndarray, d_sorted: np.ndarray, offsets: np.ndarray,
+def numpy_queue_levels(up: np.ndarray, down: np.ndarray, order: np.ndarray, offsets: np.ndarray,
                        store: bool) -> tuple[np.ndarray, ...]:  # fmt: skip
     """:func:`aonkit._kernels.step_series.queue_levels` in numpy (its stand-in): the same arrays, bit for bit.
 
@@ -80,7 +73,7 @@ def numpy_queue_levels(up: np.ndarray, order: np.ndarray, d_sorted: np.ndarray, 
         out_off[g + 1] = out_off[g]
         if m == 0:
             continue
-        u, d = up[order[lo:hi]], d_sorted[lo:hi]
+        u, d = up[order[lo:hi]], np.sort(down[order[lo:hi]], kind="stable")
         t = np.concatenate([u, d])
         o = np.argsort(t, kind="stable")
         t = t[o]
