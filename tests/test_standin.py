@@ -193,6 +193,23 @@ def test_numpy_time_weighted_is_the_kernel(rng: np.random.Generator) -> None:
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("n", [0, 1, 6, 3000])
+def test_numpy_launch_table_is_the_kernel(rng: np.random.Generator, n: int) -> None:
+    from aonkit._kernels.joins import launch_table
+    from aonkit.analysis.key_match import numpy_launch_table
+
+    for spread in (1, 7_919_000_003):  # a compact correlation range and a sparse one
+        stream = np.where(rng.random(n) < 0.5, -1, rng.integers(0, 4, n))
+        corr = rng.integers(-1, n // 3 + 2, n) * spread  # repeats on both sides: every pair, as pandas' merge
+        ts, dur = rng.integers(0, 10**6, n), rng.integers(0, 500, n)
+        codes = rng.integers(-1, 3, n).astype(np.int32)
+        is_api = np.array([True, False, True, False])  # the last flag: code -1
+        got = numpy_launch_table(3, stream, ts, dur, corr, codes, is_api)
+        want = launch_table(3, stream, ts, dur, corr, codes, is_api)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 def test_use_standin_follows_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     import numba
 
@@ -272,6 +289,8 @@ def _analyses(trace: aonkit.Trace) -> dict[str, pd.DataFrame]:
     clear(trace)
     frames = hta_compat.hta_frames(trace)
     out = dict(zip(("idle", "idle_stats"), hta_counters.idle_time_breakdown(frames)))
+    out["launch_stats"] = hta_counters.cuda_kernel_launch_stats(frames)
+    out["bandwidth_summary"] = bandwidth.memory_bandwidth_summary(trace)
     out["queue_summary"] = hta_queues.queue_length_summary(frames)
     for ties in hta_queues.TIES:
         out[f"queue_series_{ties}"] = hta_queues.queue_length_series(frames, ties=ties)

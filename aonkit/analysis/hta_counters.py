@@ -150,12 +150,15 @@ def cuda_kernel_launch_stats(frames: Mapping[int, pd.DataFrame], apis: tuple[str
     more names for other runtimes.
     """
     from .._kernels.joins import launch_table
+    from .key_match import numpy_launch_table
+    from .standin import kernel_or_standin
 
     cols = ["rank", "correlation", "cpu_duration", "gpu_duration", "launch_delay"]
     parts = []
     for rank, df in frames.items():
         stream, ts, dur, corr = rank_columns(df, "stream", "ts", "dur", "correlation")
-        parts.append(launch_table(int(rank), stream, ts, dur, corr, *name_flags(df["name"], apis)))
+        parts.append(kernel_or_standin(launch_table, numpy_launch_table, int(rank), stream, ts, dur, corr,
+                                       *name_flags(df["name"], apis)))  # fmt: skip
     if not parts:
         return pd.DataFrame(columns=cols)
     table = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["first_match", "match_counts", "sorted_first_match", "sorted_match_counts"]
+__all__ = ["first_match", "match_counts", "numpy_launch_table", "sorted_first_match", "sorted_match_counts"]
 
 
 def _sorted(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -70,3 +70,30 @@ def match_counts(keys: np.ndarray, probe: np.ndarray) -> np.ndarray:
     from .standin import kernel_or_standin
 
     return kernel_or_standin(kernel, sorted_match_counts, owned(keys, np.int64), owned(probe, np.int64))
+
+
+def numpy_launch_table(rank: int, stream: np.ndarray, ts: np.ndarray, dur: np.ndarray, corr: np.ndarray,
+                       codes: np.ndarray, is_api: np.ndarray) -> np.ndarray:  # fmt: skip
+    """:func:`aonkit._kernels.joins.launch_table` in numpy: its stand-in until it is compiled (1.5-2 s here).
+
+    The inner join by correlation of CPU rows and GPU rows whose correlation
+    some API call (``is_api[codes]``; code -1 reads the last flag) has, pairs
+    in CPU row order, then GPU row order, as pandas' merge; rows (rank,
+    correlation, CPU duration, GPU duration, launch delay), shape (5, pairs).
+    """
+    gpu_side = stream != -1
+    api = ~gpu_side & is_api[codes]
+    wanted = np.isin(corr, np.unique(corr[api]))
+    cpu = np.flatnonzero(~gpu_side & wanted)
+    gpu = np.flatnonzero(gpu_side & wanted)
+    gpu = gpu[np.argsort(corr[gpu], kind="stable")]  # by correlation, each in row order
+    lo = np.searchsorted(corr[gpu], corr[cpu], side="left")
+    n = np.searchsorted(corr[gpu], corr[cpu], side="right") - lo
+    starts = np.cumsum(n) - n
+    c = np.repeat(cpu, n)
+    g = gpu[np.repeat(lo - starts, n) + np.arange(int(n.sum()))]
+    out = np.empty((5, len(c)), np.int64)
+    out[0] = rank
+    out[1], out[2], out[3] = corr[c], dur[c], dur[g]
+    out[4] = np.maximum(ts[g] - (ts[c] + dur[c]), 0)
+    return out
