@@ -210,6 +210,25 @@ def test_numpy_launch_table_is_the_kernel(rng: np.random.Generator, n: int) -> N
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("n", [0, 1, 5, 3000])
+def test_numpy_idle_gaps_is_the_kernel(rng: np.random.Generator, n: int) -> None:
+    from aonkit._kernels.gpu_streams import idle_gaps
+    from aonkit.analysis.lane_gaps import numpy_idle_gaps
+
+    stream = rng.integers(0, 4, n)
+    ts = rng.integers(0, 10**6, n)
+    end = ts + rng.integers(0, 2000, n)  # overlaps too: negative gaps count as HTA counts them
+    start = ts - rng.integers(-50, 500, n)
+    found = rng.random(n) < 0.8
+    pos = np.lexsort((ts, stream)).astype(np.int64)
+    offsets = np.searchsorted(stream[pos], np.arange(6)).astype(np.int64)  # an empty stream at the end
+    for delay in (0.0, 30.0, 1e9):
+        for a, b in zip(numpy_idle_gaps(pos, offsets, ts, end, start, found, delay),
+                        idle_gaps(pos, offsets, ts, end, start, found, delay)):  # fmt: skip
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+
+
 def test_use_standin_follows_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     import numba
 

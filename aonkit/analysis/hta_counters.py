@@ -56,12 +56,15 @@ def idle_time_breakdown(
     """
     from .._kernels.gpu_streams import OTHER, idle_gaps
     from .describe_stats import describe
+    from .lane_gaps import numpy_idle_gaps
+    from .standin import kernel_or_standin
 
     ranks, streams, cats, times, ratios, stats = [], [], [], [], [], []
     for rank, df in frames.items():
         stream, ts, end, start, found = _idle_inputs(df)
         pos, offsets, s_vals = _streams_in_time_order(stream, ts)
-        gaps, count, total = idle_gaps(pos, offsets, ts, end, start, found, float(consecutive_kernel_delay))
+        gaps, count, total = kernel_or_standin(idle_gaps, numpy_idle_gaps, pos, offsets, ts, end, start, found,
+                                               float(consecutive_kernel_delay))  # fmt: skip
         s_idx, c_idx = np.nonzero(count)
         run_start = offsets[:-1, None] + np.cumsum(count, axis=1) - count
         desc = np.empty((len(s_idx), 8))

@@ -1,16 +1,18 @@
-"""Idle gaps of GPU lanes: the Numba sweep, or numpy per lane until it is compiled.
+"""Idle gaps of GPU lanes and streams: the Numba sweeps, or numpy until they are compiled.
 
 :func:`aonkit._kernels.idle.lane_gaps` sweeps each lane once (about 1 ms for
 111,000 GPU events here; numpy 6.6 ms) but costs about 0.7 s to compile on a new machine,
-the largest part of a first ``overview``; until it is compiled the numpy way
-below stands in (:mod:`.standin`), with the same integers.
+the largest part of a first ``overview``; HTA's stream gaps
+(:func:`aonkit._kernels.gpu_streams.idle_gaps`) cost 1.1-1.7 s. Until they are
+compiled the numpy ways below stand in (:mod:`.standin`), with the same
+integers.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["lane_gaps", "numpy_lane_gaps"]
+__all__ = ["lane_gaps", "numpy_idle_gaps", "numpy_lane_gaps"]
 
 _NONE = np.iinfo(np.int64).max
 
@@ -57,3 +59,28 @@ def lane_gaps(rows: np.ndarray, offsets: np.ndarray, ts: np.ndarray, end: np.nda
     from .standin import kernel_or_standin
 
     return kernel_or_standin(kernel, numpy_lane_gaps, rows, offsets, ts, end, launch, found, np.int64(delay))
+
+
+def numpy_idle_gaps(rows: np.ndarray, offsets: np.ndarray, ts: np.ndarray, end: np.ndarray, start: np.ndarray,
+                    found: np.ndarray, delay: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """:func:`aonkit._kernels.gpu_streams.idle_gaps` in numpy: each gap's category, then one stable sort.
+
+    Returns (gaps: per stream, its category 0 gaps, then 1, then 2, each in
+    time order, the first slot of 2 the stream's first event's 0; count and
+    total per stream and category).
+    """
+    n_s = len(offsets) - 1
+    sizes = np.diff(offsets)
+    t, e, st, f = ts[rows], end[rows], start[rows], found[rows]
+    prev_end = np.concatenate([[0], e[:-1]]).astype(np.int64) if len(rows) else e
+    gap = t - prev_end  # from the previous event's end (not the latest end so far), as HTA
+    host = f & (st > prev_end)
+    cat = np.where(host, 0, np.where(gap < delay, 1, 2))
+    first = offsets[:-1][sizes > 0]
+    cat[first], gap[first] = 2, 0  # a stream's first event: no gap
+    stream_of = np.repeat(np.arange(n_s), sizes)
+    count = np.zeros((n_s, 3), np.int64)
+    total = np.zeros((n_s, 3), np.int64)
+    np.add.at(count, (stream_of, cat), 1)
+    np.add.at(total, (stream_of, cat), gap)
+    return gap[np.lexsort((cat, stream_of))], count, total
