@@ -38,6 +38,7 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
                     "numpy_launch_candidates"},
     "queues": {"queue_sweep"}, "queue_sweep": "*",  # kernels or their stand-ins (analysis.standin):
     "standin": "*", "describe_stats": "*", "group_order": "*", "key_match": "*", "lane_gaps": "*", "time_weighted": "*",
+    "enclosing": "*",
 }  # fmt: skip
 
 

@@ -229,6 +229,20 @@ def test_numpy_idle_gaps_is_the_kernel(rng: np.random.Generator, n: int) -> None
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 100, 20000])
+def test_numpy_parents_is_the_kernel(rng: np.random.Generator, n: int) -> None:
+    from aonkit._kernels.nesting import parents
+    from aonkit.analysis.enclosing import numpy_parents
+
+    for span, longest in ((1000, 50), (10**6, 50), (10**6, 10**5)):  # ties; short events; deep nesting
+        thread = rng.integers(0, 4, n)
+        ts = rng.integers(0, span, n)
+        end = ts + rng.integers(0, longest, n)
+        end[::7] = ts[::7]  # zero-length events
+        order = np.lexsort((-end, ts, thread)).astype(np.int64)
+        np.testing.assert_array_equal(numpy_parents(thread, ts, end, order), parents(thread, ts, end, order))
+
+
 def test_use_standin_follows_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     import numba
 
@@ -320,7 +334,7 @@ def _analyses(trace: aonkit.Trace) -> dict[str, pd.DataFrame]:
     out["bandwidth"] = bandwidth.memory_bandwidth_series(trace)
     out["kernel_stats"] = kernels.kernel_stats(trace)
     out["class_stats"] = kernels.kernel_stats(trace, by="class")
-    out["gpu_links"] = correlation.gpu_links(trace)
+    out["gpu_links"] = correlation.gpu_links(trace)  # the op stack's nesting: the stack walk or its stand-in
     return out
 
 

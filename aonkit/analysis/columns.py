@@ -134,7 +134,7 @@ class _Stack(tuple):
 
 
 def _op_stack(trace: Trace, extra: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from .._kernels.nesting import parents
+    from .enclosing import parents
 
     ev = trace.events
     cat = ev["cat"]

@@ -137,8 +137,8 @@ def _levels(ts: np.ndarray, end: np.ndarray, track_off: np.ndarray) -> tuple[np.
 def build_index(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, rows: np.ndarray, n_rows: int,
                 lanes: pd.DataFrame) -> TimelineIndex:  # fmt: skip
     """Index events given their lane ids (``0 .. len(lanes) - 1``), start, end and row in the events table."""
-    from .._kernels.nesting import parents
     from .._kernels.pyramid import depths, running_max_end
+    from ..analysis.enclosing import parents
     from ..analysis.standin import kernel_or_standin
     from .index_standin import numpy_depths, numpy_running_max_end
 
