@@ -86,9 +86,10 @@ def numpy_launch_table(rank: int, stream: np.ndarray, ts: np.ndarray, dur: np.nd
     wanted = np.isin(corr, np.unique(corr[api]))
     cpu = np.flatnonzero(~gpu_side & wanted)
     gpu = np.flatnonzero(gpu_side & wanted)
-    gpu = gpu[np.argsort(corr[gpu], kind="stable")]  # by correlation, each in row order
-    lo = np.searchsorted(corr[gpu], corr[cpu], side="left")
-    n = np.searchsorted(corr[gpu], corr[cpu], side="right") - lo
+    order, g_corr = _sorted(corr[gpu])  # by correlation, each in row order
+    gpu = gpu[order]
+    lo = np.searchsorted(g_corr, corr[cpu], side="left")
+    n = np.searchsorted(g_corr, corr[cpu], side="right") - lo
     starts = np.cumsum(n) - n
     c = np.repeat(cpu, n)
     g = gpu[np.repeat(lo - starts, n) + np.arange(int(n.sum()))]

@@ -29,9 +29,9 @@ __all__ = ["BUDGET_S", "kernel_or_standin", "use_standin"]
 
 # Seconds a process spends in stand-ins, while no background compilation runs, before it compiles instead: about
 # what compiling a few of the kernels that have stand-ins costs (0.3-4 s each here): rent until the rent reaches
-# the price to buy. A stand-in costs more per row than
-# its kernel, measured at 1M rows: 23-37 ns (the grouping, describe, grouped statistics), 28-91 ns (the joins on
-# keys in near order, as correlations come), up to 460 ns (the joins on keys in random order).
+# the price to buy. A stand-in costs more per row than its kernel, measured at 1M rows: 23-37 ns (the grouping,
+# describe, grouped statistics), 28-91 ns (the joins on keys in near order, as correlations come), up to 460 ns
+# (the joins on keys in random order).
 BUDGET_S = 5.0
 _spent = [0.0]
 

@@ -39,7 +39,7 @@ import numpy as np
 QUICK_BUDGET = 400 * 1024 * 1024
 """Bytes one process reads with the quick reader before it compiles the parser instead."""
 
-_state: dict = {"quick_bytes": 0, "started": False, "pid": None}
+_state: dict = {"quick_bytes": 0, "started": False, "pid": None, "proc": None}
 
 
 def mode() -> str:
@@ -88,7 +88,7 @@ def ensure_background() -> None:
 
 def background_compiling() -> bool:
     """Whether a background compilation is running: the one this process started, or any holding the cache's lock."""
-    proc = _state.get("proc")
+    proc = _state["proc"]
     if proc is not None and proc.poll() is None:  # started, and the lock maybe not yet taken
         return True
     lock = _lock_path()
