@@ -11,12 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema
+from ._cache_text import CacheText
 from ._filecheck import crc32_buffer
 from .errors import TraceFormatError
-from .trace import RawEvents, Trace, TraceMeta
-
-_TEXT = "event_json"
-_ARGS = "args_rel"
+from .trace import Trace, TraceMeta
 
 
 def _mapped(path: Path, check: Any, what: str) -> pa.Buffer:
@@ -38,9 +36,10 @@ def _mapped(path: Path, check: Any, what: str) -> pa.Buffer:
 
 def check_files(path: Path, side: dict[str, Any]) -> None:
     """Check the cache's files against the sidecar's sizes and checksums (without decoding them)."""
-    from .cache import samples_path
+    from .cache import samples_path, text_path
 
     _mapped(path, side.get("data"), "data")
+    _mapped(text_path(path), side.get("text"), "event text")
     if side.get("samples") is not None:
         _mapped(samples_path(path), side["samples"], "samples table")
 
@@ -55,13 +54,19 @@ def read_checked(path: Path, side: dict[str, Any]) -> Trace:
         raise TraceFormatError(f"unreadable cache ({type(exc).__name__}: {exc})", path=str(path)) from None
 
 
+def _text(path: Path, check: Any, n: int) -> CacheText:
+    """The cache's event text: mapped and checked now (the bytes of this cache even if it is rewritten), read later."""
+    return CacheText(path, _mapped(path, check, "event text"), n)
+
+
 def _read(path: Path, side: dict[str, Any]) -> Trace:
-    from .cache import samples_path
+    from .cache import samples_path, text_path
 
     data = _mapped(path, side.get("data"), "data")
+    n = side["n_events"]
+    text = _text(text_path(path), side.get("text"), n)
     wanted = list(schema.CATEGORY_COLUMNS) + list(schema.INT_COLUMNS)
     table = pq.read_table(pa.BufferReader(data), columns=wanted)
-    n = side["n_events"]
     if table.num_rows != n:
         raise TraceFormatError(f"the cache holds {table.num_rows} rows, its sidecar says {n}", path=str(path))
     cols: dict[str, Any] = {}
@@ -71,8 +76,8 @@ def _read(path: Path, side: dict[str, Any]) -> Trace:
             cats = side["categories"][col]
             if values.dtype != np.int32 or (n and (values.min() < -1 or values.max() >= len(cats))):
                 raise TraceFormatError(f"column {col!r} has codes outside its categories", path=str(path))
-            text = col not in ("pid", "tid") or all(isinstance(v, str) for v in cats)
-            index = pd.Index(cats, dtype="str" if text else object)
+            named = col not in ("pid", "tid") or all(isinstance(v, str) for v in cats)
+            index = pd.Index(cats, dtype="str" if named else object)
             if not index.is_unique:
                 raise TraceFormatError(f"column {col!r} has repeated categories", path=str(path))
             cols[col] = pd.Categorical.from_codes(values, categories=index, validate=False)
@@ -86,35 +91,6 @@ def _read(path: Path, side: dict[str, Any]) -> Trace:
     if side.get("samples") is not None:
         sbuf = _mapped(samples_path(path), side["samples"], "samples table")
         samples = pq.read_table(pa.BufferReader(sbuf)).to_pandas()
-    trace = Trace(events, meta, RawEvents(None, None, None, _text_loader(path, data, n)), side["metadata"],
-                  side["warnings"], samples=samples)
+    trace = Trace(events, meta, text, side["metadata"], side["warnings"], samples=samples)
     trace.source = side.get("source")
     return trace
-
-
-def _text_loader(path: Path, data: pa.Buffer, n: int):  # noqa: ANN202 - closure for RawEvents
-    """Reads the event texts from the very bytes that were checked (the mapping outlives a rename)."""
-
-    def load() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-        try:
-            pf = pq.ParquetFile(pa.BufferReader(data))
-            cols = [_TEXT, _ARGS] if _ARGS in pf.schema_arrow.names else [_TEXT]
-            table = pf.read(columns=cols)
-            arr = table.column(_TEXT).combine_chunks()
-        except pa.ArrowException as exc:
-            raise TraceFormatError(f"unreadable event text in the cache ({exc})", path=str(path)) from None
-        if len(arr) != n:
-            raise TraceFormatError("the cache's event text has the wrong number of rows", path=str(path))
-        _, off_buf, data_buf = arr.buffers()
-        offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-        raw = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
-        start, end = offsets[:-1], offsets[1:]
-        at = None
-        if _ARGS in cols:
-            rel = table.column(_ARGS).to_numpy()
-            if rel.dtype != np.int64 or len(rel) != n or np.any((rel < -1) | (rel >= end - start)):
-                raise TraceFormatError("the cache's args offsets do not fit its event text", path=str(path))
-            at = np.where(rel >= 0, start + rel, -1)
-        return raw, start, end, at
-
-    return load

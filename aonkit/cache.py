@@ -5,10 +5,13 @@ with :func:`cache_path_for`; ``trace.save(path)`` takes any ``*.parquet``):
 
 ``run.pt.trace.aon.parquet``
     One row per event. Category columns are stored as their int32 codes,
-    integer columns as int64, and ``event_json`` holds each event's original
-    JSON text (zstd-compressed); it is read only when first needed. ``args_rel``
-    (when present) is where each event's ``args`` object starts in that text
-    (-1: none), so arg look-ups need not walk every event.
+    integer columns as int64, in one row group (read without a copy).
+``run.pt.trace.aon.text.parquet``
+    Each event's original JSON text (``event_json``) and where its ``args``
+    object starts in it (``args_rel``, -1: none; arg look-ups need not walk
+    the events), zstd-compressed in row groups of a few thousand events. It is
+    read only when first needed, and a look-up over a few events reads only
+    the row groups that hold them (:mod:`aonkit._cache_text`).
 ``run.pt.trace.aon.samples.parquet``
     Only when the trace carries metric samples (``trace.samples``, e.g. nsys
     ``GPU_METRICS``): that table as it is.
@@ -43,11 +46,14 @@ from .event_text import RawEvents
 from .trace import Trace, all_spans
 
 FORMAT = "aonkit-trace"
-VERSION = 2
+VERSION = 3
+"""3: the event text in a file of its own, in row groups (2: a column of the data file)."""
 CACHE_SUFFIX = ".aon.parquet"
-_TEXT = "event_json"
-_ARGS = "args_rel"
 _SOURCE_SUFFIXES = (".pt.trace.json", ".json", ".sqlite3", ".sqlite", ".db", ".nsys-rep", ".qdrep")
+
+
+class CacheVersionError(TraceFormatError):
+    """A cache written by an aonkit of another cache format: re-created from its source, not an error to report."""
 
 
 def cache_path_for(source: str | Path, out_dir: str | Path | None = None) -> Path:
@@ -71,14 +77,20 @@ def samples_path(path: str | Path) -> Path:
     return Path(path).with_suffix(".samples.parquet")
 
 
+def text_path(path: str | Path) -> Path:
+    """Path of the event text that goes with a Parquet cache file."""
+    return Path(path).with_suffix(".text.parquet")
+
+
 def is_cache_part(path: str | Path) -> bool:
-    """True for a cache's sidecar or samples file (never a trace by itself)."""
+    """True for a cache's sidecar, text or samples file (never a trace by itself)."""
     name = Path(path).name
-    return name.endswith((".meta.json", ".samples.parquet"))
+    return name.endswith((".meta.json", ".samples.parquet", ".text.parquet"))
 
 
 def save_trace(trace: Trace, path: str | Path) -> Path:
-    """Write ``trace`` to ``path`` (Parquet), its samples and its sidecar, each atomically; return ``path``."""
+    """Write ``trace`` to ``path`` (Parquet), its text, samples and sidecar, each atomically; return ``path``."""
+    from ._cache_text import ARGS, GROUP_ROWS, TEXT
     from ._kernels.inputs import frozen
     from ._kernels.spans import gather_spans
 
@@ -94,26 +106,29 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
         columns[col] = pa.array(ev[col].to_numpy(dtype=np.int64))
     buf, start, end = all_spans(trace._raw)
     blob, offsets = gather_spans(frozen(buf), frozen(start, np.int64), frozen(end, np.int64))  # one specialization
-    columns[_TEXT] = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(ev), [None, pa.py_buffer(offsets), pa.py_buffer(blob)]
-    )
+    texts = {TEXT: pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(ev),
+                                                    [None, pa.py_buffer(offsets), pa.py_buffer(blob)])}  # fmt: skip
     at = trace._raw.args_offsets() if isinstance(trace._raw, RawEvents) else None
     if at is not None:  # where each event's args object starts, from its text's start (-1: none)
-        columns[_ARGS] = pa.array(np.where(at >= 0, at - np.asarray(start, np.int64), -1).astype(np.int64))
-    compression = {name: "zstd" if name in (_TEXT, _ARGS) else "none" for name in columns}
+        texts[ARGS] = pa.array(np.where(at >= 0, at - np.asarray(start, np.int64), -1).astype(np.int64))
+    text = pa.table(texts)
     source = trace.source if trace.source is not None else _source_of(trace)
     mode = 0o600 if source is None else _mode_of(source["path"])
     table = pa.table(columns)
     import pyarrow.parquet as pq  # only when writing: keeps `import aonkit` light
 
-    # The data file is written and synced under a temporary name first; only the renames and the small files
+    # The data files are written and synced under temporary names first; only the renames and the small files
     # happen under the folder lock, so writers of different caches in one folder overlap their slow part.
-    staged = staged_write(path, lambda tmp: pq.write_table(table, tmp, compression=compression,
-                                                           use_dictionary=False), mode)  # fmt: skip
+    staged = staged_write(path, lambda tmp: pq.write_table(table, tmp, compression="none", use_dictionary=False),
+                          mode)  # fmt: skip
+    staged_text = None
     try:
-        data_check = _check(staged)
+        staged_text = staged_write(text_path(path), lambda tmp: pq.write_table(
+            text, tmp, compression="zstd", use_dictionary=False, row_group_size=GROUP_ROWS), mode)  # fmt: skip
+        data_check, text_check = _check(staged), _check(staged_text)
         with dir_lock(path.parent):  # one writer at a time per folder: data and sidecar from the same one
             os.replace(staged, path)
+            os.replace(staged_text, text_path(path))
             samples = samples_path(path)
             if trace.samples is not None:
                 atomic_write(samples, lambda tmp: trace.samples.to_parquet(tmp, index=False), mode)  # type: ignore[union-attr]
@@ -123,6 +138,7 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
                 "n_events": len(ev),
                 "start_ns": schema.first_ts(ev["ts_ns"].to_numpy()),  # a job is checked from sidecars
                 "data": data_check,
+                "text": text_check,
                 "samples": _check(samples) if trace.samples is not None else None,
                 "source": source,
                 "categories": categories,
@@ -137,6 +153,8 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
                 samples.unlink(missing_ok=True)
     finally:
         staged.unlink(missing_ok=True)
+        if staged_text is not None:
+            staged_text.unlink(missing_ok=True)
     return path
 
 
@@ -171,7 +189,7 @@ def read_sidecar(path: str | Path) -> dict[str, Any]:
     if not isinstance(side, dict) or side.get("format") != FORMAT:
         raise TraceFormatError("not an aonkit trace cache sidecar", path=str(side_file))
     if side.get("version") != VERSION:
-        raise TraceFormatError(
+        raise CacheVersionError(
             f"cache format version {side.get('version')!r}, this aonkit reads {VERSION}: re-create the cache",
             path=str(side_file),
         )

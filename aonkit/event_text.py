@@ -125,6 +125,14 @@ class RawEvents:
         self._ensure()
         return self._args_at
 
+    def subset(self, rows: np.ndarray) -> tuple[RawEvents, np.ndarray] | None:
+        """A part of the text holding ``rows`` and their positions in it, when reading only a part pays; else None.
+
+        None here (the text is whole, or built per selection); a cache's text read in row groups gives one
+        (:class:`aonkit._cache_text.CacheText`), so a look-up over a few events decodes only theirs.
+        """
+        return None
+
     def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(buffer, start offsets, end offsets, positions of ``rows`` in them); all events when ``rows`` is None.
 

@@ -214,7 +214,7 @@ class Trace:
         One Numba pass finds the values in the events' JSON text; only the found
         values are decoded.
         """
-        return trace_args.values(self._raw, key, rows)
+        return trace_args.values(self._raw, key, self._rows(rows))
 
     def arg_numbers(self, key: str, rows: np.ndarray | pd.Index | None = None) -> np.ndarray:
         """``args[key]`` of the events ``rows`` as float64; NaN where absent or not a number.
@@ -223,22 +223,32 @@ class Trace:
         ``json.loads`` gives); other values (long or extreme floats, numbers
         given as strings as in ROCm traces) are decoded by ``json``.
         """
-        return trace_args.numbers(self._raw, key, rows)
+        return trace_args.numbers(self._raw, key, self._rows(rows))
 
     def arg_ints(self, key: str, rows: np.ndarray | pd.Index | None = None) -> np.ndarray:
         """``args[key]`` as exact int64; -1 where absent or not an integer that fits."""
-        return trace_args.ints(self._raw, key, rows)
+        return trace_args.ints(self._raw, key, self._rows(rows))
 
     def arg_ints_of(self, keys: Sequence[str], rows: np.ndarray | pd.Index | None = None) -> dict[str, np.ndarray]:
         """:meth:`arg_ints` of several keys, from one pass over the events' text.
 
         Returns ``{key: int64 array}``, -1 where absent or not an integer that fits.
         """
-        return trace_args.ints_of(self._raw, keys, rows)
+        return trace_args.ints_of(self._raw, keys, self._rows(rows))
+
+    def _rows(self, rows: np.ndarray | pd.Index | None) -> np.ndarray | None:
+        """``rows`` as int64 event positions (None: every event); an IndexError for one outside the events."""
+        if rows is None:
+            return None
+        out = np.asarray(rows, dtype=np.int64)
+        if out.size and (out.min() < 0 or out.max() >= len(self.events)):
+            bad = out[(out < 0) | (out >= len(self.events))][0]
+            raise IndexError(f"event row {bad} is outside this trace's {len(self.events):,} events")
+        return out
 
     def _arg_spans_of(self, keys: Sequence[str], rows: np.ndarray | pd.Index | None) -> tuple[np.ndarray, np.ndarray]:
         """Value spans of ``args[key]`` for each key, shape (rows, keys, 2) (-1: absent), and the text buffer."""
-        return trace_args.spans_of(self._raw, keys, rows)
+        return trace_args.spans_of(self._raw, keys, self._rows(rows))
 
     # -- convenience views -----------------------------------------------------------------
     def _cat_in(self, cats: frozenset[str]) -> pd.DataFrame:

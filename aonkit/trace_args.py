@@ -64,6 +64,8 @@ def spans_of(raw: EventText, keys: Sequence[str], rows: Rows) -> tuple[np.ndarra
     key_off = np.concatenate([[0], np.cumsum([len(q) for q in quoted])]).astype(np.int64)
     flat = np.concatenate(quoted) if quoted else np.empty(0, np.uint8)
     texts = [q.tobytes() for q in quoted]
+    if rows is not None and isinstance(raw, RawEvents) and (part := raw.subset(np.asarray(rows, np.int64))):
+        raw, rows = part  # a few events of a text read in parts (a cache's): only the part that holds them
     if isinstance(raw, RawEvents) and raw.offsets_apply:  # straight to each event's args object
         buf, start, end = raw.spans()
         idx = np.arange(len(end), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aonkit
-from aonkit.cache import cache_path_for, samples_path, sidecar_path
+from aonkit.cache import cache_path_for, samples_path, sidecar_path, text_path
 
 FAMILIES = ("cache_bytes", "cache_truncate", "sidecar", "sidecar_swap", "gzip", "jobdir")
 
@@ -67,7 +67,7 @@ def _cache_case(seed: int, work: Path, damage: Callable[[random.Random, Path, Pa
         got, warned = _load(cache)
     except aonkit.TraceFormatError as exc:
         assert not keep_source, f"the source was there but the damaged cache raised: {exc}"
-        assert _names_file(exc, cache, sidecar_path(cache), samples_path(cache)), str(exc)
+        assert _names_file(exc, cache, sidecar_path(cache), samples_path(cache), text_path(cache)), str(exc)
         return "error"
     assert isinstance(got, aonkit.Trace) and got.equals(ref), "a damaged cache loaded with different values"
     if warned:
@@ -77,7 +77,7 @@ def _cache_case(seed: int, work: Path, damage: Callable[[random.Random, Path, Pa
 
 
 def _flip_bytes(rnd: random.Random, cache: Path, side: Path) -> None:
-    target = cache if rnd.random() < 0.8 else side
+    target = rnd.choice([cache, cache, text_path(cache)]) if rnd.random() < 0.8 else side
     b = bytearray(target.read_bytes())
     for _ in range(rnd.randint(1, 6)):
         pos = rnd.randrange(len(b))
@@ -87,7 +87,7 @@ def _flip_bytes(rnd: random.Random, cache: Path, side: Path) -> None:
 
 
 def _truncate(rnd: random.Random, cache: Path, side: Path) -> None:
-    target = cache if rnd.random() < 0.7 else side
+    target = rnd.choice([cache, cache, text_path(cache)]) if rnd.random() < 0.7 else side
     b = target.read_bytes()
     how = rnd.random()
     if how < 0.7:
@@ -100,7 +100,7 @@ def _truncate(rnd: random.Random, cache: Path, side: Path) -> None:
 
 def _sidecar_json(rnd: random.Random, cache: Path, side: Path) -> None:
     doc = json.loads(side.read_text())
-    paths = [("data",), ("n_events",), ("categories", "name"), ("categories", "ph"), ("meta", "rank"),
+    paths = [("data",), ("text",), ("n_events",), ("categories", "name"), ("categories", "ph"), ("meta", "rank"),
              ("meta", "base_time_ns"), ("source",), ("samples",), ("version",), ("format",), ("check",),
              ("warnings",), ("categories", "pid")]
     for _ in range(rnd.randint(1, 3)):

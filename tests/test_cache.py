@@ -85,19 +85,19 @@ def test_cache_keeps_args_offsets(tmp_path: Path, rel: str) -> None:
 
 
 def test_cache_without_args_offsets_still_reads(tmp_path: Path) -> None:
-    """A cache written before ``args_rel`` existed (rewritten here without it, its sidecar re-signed) reads the same."""
+    """A cache text without ``args_rel`` (as nsys writes it; rewritten here, the sidecar re-signed) reads the same."""
     import pyarrow.parquet as pq
 
     from aonkit._filecheck import crc32_buffer
-    from aonkit.cache import _check
+    from aonkit.cache import _check, text_path
 
     t, _ = _roundtrip(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz", tmp_path)
     path = tmp_path / "c.parquet"
-    pq.write_table(pq.read_table(path).drop_columns(["args_rel"]), path)
+    text = text_path(path)
+    pq.write_table(pq.read_table(text).drop_columns(["args_rel"]), text)
     side = json.loads(sidecar_path(path).read_text())
     side.pop("check")
-    side.pop("start_ns")
-    side["data"] = _check(path)
+    side["text"] = _check(text)
     side["check"] = crc32_buffer(json.dumps(side).encode())
     sidecar_path(path).write_text(json.dumps(side))
     old = aonkit.load(path)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import aonkit
-from aonkit.cache import VERSION, cache_path_for, samples_path, sidecar_path
+from aonkit.cache import VERSION, cache_path_for, samples_path, sidecar_path, text_path
 
 from .conftest import SAMPLE_TRACES
 
@@ -44,6 +44,23 @@ def test_flipped_bytes_never_load_as_wrong_values(cached: tuple[Path, Path]) -> 
     with pytest.raises(aonkit.TraceFormatError, match="does not match its sidecar") as info:
         aonkit.load(cache)
     assert info.value.path == str(cache)
+
+
+def test_damaged_event_text_is_refused_at_load(cached: tuple[Path, Path]) -> None:
+    """The text file is checked when the cache is read, though decoded only later: the source stands in."""
+    src, cache = cached
+    text = text_path(cache)
+    _flip(text, 20_000, 64)
+    with pytest.warns(aonkit.AonkitWarning, match=r"cache gpu_synthetic_rank0\.aon\.parquet is unusable.*CRC-32"):
+        assert aonkit.load(cache).equals(aonkit.load(src))
+    _without_source(src)
+    with pytest.raises(aonkit.TraceFormatError, match="event text does not match its sidecar") as info:
+        aonkit.load(cache)
+    assert info.value.path == str(text)
+    text.unlink()
+    with pytest.raises(aonkit.TraceFormatError, match="cannot read the cache's event text") as info:
+        aonkit.load(cache)
+    assert info.value.path == str(text)
 
 
 def test_truncated_cache_is_a_trace_format_error(cached: tuple[Path, Path]) -> None:

@@ -48,8 +48,8 @@ def test_a_cached_job_directory_keeps_its_ranks(job_dir: Path, tmp_path: Path) -
     before = aonkit.load(job_dir)
     assert main(["cache", str(job_dir)]) == 0  # a directory, like every other command
     assert sorted(p.name for p in job_dir.iterdir()) == [
-        "rank0.aon.meta.json", "rank0.aon.parquet", "rank0.json", "rank1.aon.meta.json", "rank1.aon.parquet",
-        "rank1.json"]  # fmt: skip
+        "rank0.aon.meta.json", "rank0.aon.parquet", "rank0.aon.text.parquet", "rank0.json", "rank1.aon.meta.json",
+        "rank1.aon.parquet", "rank1.aon.text.parquet", "rank1.json"]  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a fresh cache is used silently
         job = aonkit.load(job_dir)
@@ -129,11 +129,40 @@ def test_sample_traces_are_a_job_and_a_separate_run() -> None:
     assert aonkit.load([SAMPLE_TRACES / f"gpu_synthetic_rank{r}.json.gz" for r in (0, 1)]).ranks == [0, 1]
 
 
+def test_caches_of_another_format_are_replaced_without_a_warning(job_dir: Path) -> None:
+    """An aonkit upgrade that changes the cache format re-reads each rank quietly: no warning per rank."""
+    from aonkit._filecheck import crc32_buffer
+    from aonkit.cache import VERSION, read_sidecar
+
+    def as_older(side: Path) -> None:
+        doc = json.loads(side.read_text())
+        doc.pop("check")
+        doc["version"] = VERSION - 1
+        doc["check"] = crc32_buffer(json.dumps(doc).encode())
+        side.write_text(json.dumps(doc))
+
+    before = aonkit.load(job_dir)
+    assert main(["cache", str(job_dir)]) == 0
+    for side in job_dir.glob("*.aon.meta.json"):
+        as_older(side)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = aonkit.load(job_dir)
+        with aonkit.load(job_dir, lazy=True) as lazy:
+            eager = lazy.eager()
+    assert all(again[r].equals(before[r]) and eager[r].equals(before[r]) for r in before.ranks)
+    assert all(read_sidecar(c)["version"] == VERSION for c in job_dir.glob("rank?.aon.parquet"))  # written anew
+    as_older(sidecar_path(job_dir / "rank0.aon.parquet"))
+    (job_dir / "rank0.json").unlink()
+    with pytest.raises(aonkit.TraceFormatError, match="re-create the cache"):  # a cache alone still says why
+        aonkit.load(job_dir / "rank0.aon.parquet")
+
+
 def test_gitignore_matches_the_cache_names(job_dir: Path) -> None:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs git and a checkout")
     cache = cache_path_for(ROOT / "sample_traces" / "x.pt.trace.json.gz")
-    names = [cache, sidecar_path(cache), cache.with_suffix(".samples.parquet")]
+    names = [cache, sidecar_path(cache), cache.with_suffix(".samples.parquet"), cache.with_suffix(".text.parquet")]
     proc = subprocess.run(["git", "check-ignore", *map(str, names)], cwd=ROOT, capture_output=True, text=True)
     assert proc.stdout.split() == [str(p) for p in names]
 

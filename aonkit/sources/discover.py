@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..cache import cache_path_for, is_cache_part, read_sidecar, same_source, source_file
+from ..cache import CacheVersionError, cache_path_for, is_cache_part, read_sidecar, same_source, source_file
 from ..errors import TraceFormatError
 from .registry import directory_suffixes, reader_for
 
@@ -73,7 +73,8 @@ def pick(files: list[Path]) -> list[Pick]:
             drop.add(src)
         else:
             drop.add(f)
-            notes[src].append(f"ignored the cache {f.name}: {why}; read the source instead")
+            if why != "outdated":  # another aonkit's cache format: read the source (and cache it anew) quietly
+                notes[src].append(f"ignored the cache {f.name}: {why}; read the source instead")
     drop |= _reports_with_exports(files, notes)
     return [(f, notes[f]) for f in files if f not in drop]
 
@@ -111,12 +112,13 @@ def _reports_with_exports(files: list[Path], notes: dict[Path, list[str]]) -> se
 
 
 def _source_among(cache: Path, resolved: dict[Path, Path]) -> tuple[Path | None, str]:
-    """The cache's source when it is among the files, and "fresh" or why the cache is not used."""
+    """The cache's source when it is among the files, and "fresh", "outdated" (another cache format) or why not used."""
     try:
         side = read_sidecar(cache)
     except TraceFormatError as exc:
         guess = [f for f in resolved.values() if f != cache and cache_path_for(f).name == cache.name]
-        return (guess[0], f"its sidecar is unusable ({exc.reason})") if guess else (None, "")
+        why = "outdated" if isinstance(exc, CacheVersionError) else f"its sidecar is unusable ({exc.reason})"
+        return (guess[0], why) if guess else (None, "")
     src = source_file(side, cache)
     if src is None or src.resolve() not in resolved:
         return None, ""

@@ -1,0 +1,74 @@
+"""A cache's event text read in row groups: a look-up over a few events decodes only theirs, with the same answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import aonkit
+from aonkit import _cache_text
+from aonkit.cache import text_path
+
+from .conftest import SAMPLE_TRACES
+
+
+@pytest.fixture
+def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[aonkit.Trace, Path]:
+    """The sample trace and its cache, written with row groups of 64 events (many groups on a small trace)."""
+    monkeypatch.setattr(_cache_text, "GROUP_ROWS", 64)
+    t = aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")
+    return t, t.save(tmp_path / "c.aon.parquet")
+
+
+def test_the_text_file_is_in_row_groups(pair: tuple[aonkit.Trace, Path]) -> None:
+    t, cache = pair
+    meta = pq.ParquetFile(text_path(cache)).metadata
+    assert meta.num_row_groups == -(-len(t) // 64) and meta.num_rows == len(t)
+    assert pq.ParquetFile(cache).metadata.num_row_groups == 1  # the event columns read without a copy
+
+
+def test_few_rows_decode_only_their_groups(pair: tuple[aonkit.Trace, Path]) -> None:
+    t, cache = pair
+    c = aonkit.load(cache)
+    rng = np.random.default_rng(0)
+    kernels = t.kernels.index.to_numpy()
+    rows = rng.choice(kernels, 5, replace=False)  # scattered, unsorted
+    rows = np.r_[rows, rows[:2]]  # and repeated
+    for key in ("correlation", "stream", "grid", "no such key"):
+        assert c.arg_values(key, rows) == t.arg_values(key, rows)
+    assert np.array_equal(c.arg_ints_of(["correlation", "device"], rows)["device"], t.arg_ints("device", rows))
+    assert c._raw._buf is None  # the whole text was never read
+    groups = len(np.unique(rows // 64))
+    assert c._raw._decoded == 5 * groups  # each look-up read its rows' groups
+    for i in rows[:3]:
+        assert c.event_bytes(int(i)) == t.event_bytes(int(i)) and c.event_json(int(i)) == t.event_json(int(i))
+    assert c._raw._buf is None
+
+
+def test_many_rows_or_many_reads_take_the_whole_text(pair: tuple[aonkit.Trace, Path]) -> None:
+    t, cache = pair
+    n_groups = -(-len(t) // 64)
+    c = aonkit.load(cache)
+    every = np.arange(0, len(t), 3)  # every group
+    assert c.arg_values("correlation", every) == t.arg_values("correlation", every)
+    assert c._raw._buf is not None and c._raw._decoded == 0
+    c = aonkit.load(cache)
+    for k in range(n_groups + 1):  # one group at a time until they add up to the file: then the whole once
+        row = np.array([min(64 * k, len(t) - 1)])
+        assert c.arg_values("name", row) == t.arg_values("name", row)
+    assert c._raw._buf is not None and c._raw._decoded <= n_groups
+    buf, start, end = c._raw.spans()
+    assert [buf[s:e].tobytes() for s, e in zip(start[:50], end[:50])] == [t.event_bytes(i) for i in range(50)]
+
+
+def test_rows_out_of_range_are_an_index_error(pair: tuple[aonkit.Trace, Path]) -> None:
+    """Before the check, a row past the end sent the look-up kernel outside its arrays (a crash)."""
+    t, cache = pair
+    for trace in (t, aonkit.load(cache)):
+        for rows in ([3, len(t) + 5], [len(t)], [-1]):
+            with pytest.raises(IndexError, match="outside this trace's"):
+                trace.arg_values("correlation", np.array(rows))
+        assert trace.arg_values("correlation", np.array([], np.int64)) == []
