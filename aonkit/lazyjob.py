@@ -235,7 +235,7 @@ def run_each(func: Callable, items: Sequence[Any], pool: Any, client: Any, **kw:
 
     from ._shipping import call_packed, folder, unpack
 
-    chunk = max(1, len(items) // (4 * (os.cpu_count() or 1)))  # a few chunks per worker: small results, less IPC
+    chunk = max(1, len(items) // (16 * (os.cpu_count() or 1)))  # several chunks per worker: an even end
     with folder() as where:  # large arrays of the results come back as shared-memory files (aonkit._shipping)
         if where is None:
             return list(pool.map(partial(func, **kw), items, chunksize=chunk))

@@ -77,6 +77,11 @@ class LazyTraceSet(TraceSet):
         self._pool = pool
         self._finalizer = weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
 
+    @property
+    def has_workers(self) -> bool:
+        """Whether the set's worker processes are running (forked at its first parse or :meth:`map`)."""
+        return self._pool is not None
+
     def close(self) -> None:
         """Stop the worker processes (a later :meth:`map` starts new ones) and drop the ranks held."""
         if self._finalizer is not None:

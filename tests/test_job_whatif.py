@@ -140,10 +140,14 @@ def test_workers_and_a_lazy_job_build_the_same_graph(job_dir: Path, monkeypatch:
     finally:
         lazy.close()
     cached = _load(job_dir, lazy=True)  # the caches the first lazy load wrote: nothing remembered from a parse
+    here_first = []
+    first_here = depgraph_job._first_here
+    monkeypatch.setattr(depgraph_job, "_first_here", lambda job, r: (here_first.append(r), first_here(job, r)))
     try:
-        assert not cached.remembered(comm_kernels)
+        assert not cached.remembered(comm_kernels) and not cached.has_workers
         _, from_cached = depgraph_job.build_job_graph(cached)  # graph and comm kernels in one pass per rank
         assert cached.remembered(comm_kernels) == sorted(cached.files)
+        assert here_first == [min(cached.files)]  # before the workers were forked: they inherit its kernels
     finally:
         cached.close()
     a = _arrays(here)

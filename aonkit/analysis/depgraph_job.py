@@ -29,6 +29,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,12 +74,34 @@ def _forked_part(rank: int) -> tuple:
     return _rank_part(_FORKED[rank])  # type: ignore[index]
 
 
+def _first_here(job: Any, rank: int) -> None:
+    """``rank``'s part made in this process before the set's workers are forked: they inherit the Numba kernels.
+
+    Its first call loads Numba and the graph's kernels (about a second), which each worker would otherwise
+    load again; the stitch's kernel is loaded too (:func:`_load_stitch`). The part is remembered by the set.
+    """
+    g, ck, n, pids, tids = _rank_part(job[rank])
+    job.remember(_rank_part, {rank: (g, ck, n, pids, tids)})
+    job.remember(_graph_part, {rank: (g, n, pids, tids)})
+    _load_stitch(g)
+
+
+def _load_stitch(g: DepGraph) -> None:
+    """Load the stitch's kernels in this process: stitch a graph of no nodes with ``g``'s array types."""
+    empty = dataclasses.replace(g, **{f.name: v[:0] for f in dataclasses.fields(g)
+                                      if isinstance(v := getattr(g, f.name), np.ndarray)})  # fmt: skip
+    none = np.full(1, -1, np.int64)
+    stitch([RankGraph(empty, 0, 0, 0, 0, none, none)], None)
+
+
 def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> dict[int, tuple]:
     """Each rank's part: a lazily loaded job's in its workers; a large one in memory's in forked workers."""
     from ..lazyset import LazyTraceSet
 
     global _FORKED
     if isinstance(job, LazyTraceSet):
+        if job.client is None and not job.has_workers and len(ranks) > 2:
+            _first_here(job, ranks[0])
         if set(job.remembered(comm_kernels)) >= set(ranks):  # remembered from a load that parsed the ranks
             graphs, comms = job.map(_graph_part), job.map(comm_kernels)
             return {r: (graphs[r][0], comms[r], *graphs[r][1:]) for r in ranks}

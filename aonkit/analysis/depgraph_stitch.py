@@ -10,7 +10,8 @@ rank's own order (:func:`_merged`), so the re-time reads memory in order. The
 work is done rank by rank into arrays allocated once; the second pass, which
 writes each rank's nodes and edges to their places, is a kernel
 (:func:`aonkit._kernels.stitch.place_rank`) run for several ranks at once on
-threads, so the first touch of the job's new arrays is shared between cores.
+threads, so the first touch of the job's new arrays (in ordinary pages:
+:mod:`aonkit._fresh`) is shared between cores.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._fresh import fresh, fresh_arange
 from .depgraph import KIND_GPU, KIND_HUB, DepGraph
 
 EDGE_COLLECTIVE = 5
@@ -197,7 +199,8 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
         else:
             tr_new[x], at = at, at + 1
     k_new = np.empty(len(k), np.int64)
-    counts = np.empty(n, np.int64)
+    indptr = fresh(n + 1, np.int64)
+    counts = indptr[1:]  # each node's count, then summed in place
     new_of = []
     for i, p in enumerate(parts):
         g = p.graph
@@ -211,13 +214,12 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
         counts[local_new] = c
     counts[hub_new] = size
     counts[tr_new] = 1
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=indptr[1:])
+    np.cumsum(counts, out=counts)
     m_edges = int(indptr[-1])
-    kind, row, lane = np.empty(n, np.int8), np.empty(n, np.int64), np.empty(n, np.int64)
-    start, dur, release = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    rank = np.empty(n, np.int32)
-    src, lat, edge_kind = np.empty(m_edges, np.int64), np.empty(m_edges, np.int64), np.empty(m_edges, np.int8)
+    kind, row, lane = fresh(n, np.int8), fresh(n, np.int64), fresh(n, np.int64)
+    start, dur, release = fresh(n, np.int64), fresh(n, np.int64), fresh(n, np.int64)
+    rank = fresh(n, np.int32)
+    src, lat, edge_kind = fresh(m_edges, np.int64), fresh(m_edges, np.int64), fresh(m_edges, np.int8)
     dropped = sum(p.graph.dropped_edges + len(d) for p, d in zip(parts, drops))
     out = (indptr, kind, row, lane, start, dur, release, rank, src, lat, edge_kind)
     # pass 2, per rank: nodes and edges to their new places (threads: each first-touches what it writes)
@@ -237,7 +239,7 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
     if len(k):
         release[hub_new], release[tr_new] = NO_RELEASE, NO_RELEASE
     if topological:
-        order = np.arange(n, dtype=np.int64)
+        order = fresh_arange(n)
     else:
         order, ok = topo_order(n, indptr, src)
         assert ok  # the forward rule keeps the graph acyclic
