@@ -6,7 +6,8 @@ in it, -1: none), zstd-compressed in row groups of :data:`GROUP_ROWS` events.
 An arg look-up over a few events, such as the ``Stream Wait Event`` rows a
 job's dependency graph reads in every rank, decodes only the groups that hold
 them: about 1 ms a group instead of the whole text (35-90 ms for a 54 MB
-trace). Once partial reads have decoded as many groups as the file has, or a
+trace); the last part read is kept for the next look-ups of the same events
+(a collective's args are several look-ups). Once partial reads have decoded as many groups as the file has, or a
 look-up needs more than half of them, the whole text is read and kept. The
 file's size and CRC-32 are checked against the sidecar when the cache is read
 (:mod:`aonkit._cache_read`), before any of it is decoded.
@@ -48,6 +49,7 @@ class CacheText(RawEvents):
         self._file: pq.ParquetFile | None = None
         self._starts: np.ndarray | None = None  # first event of each row group, and n
         self._decoded = 0  # row groups decoded by partial reads so far
+        self._held: tuple[np.ndarray, RawEvents] | None = None  # the last part read: its groups and text
 
     def _parquet(self) -> pq.ParquetFile:
         if self._file is None:
@@ -99,14 +101,19 @@ class CacheText(RawEvents):
             return None  # nothing to read, or rows out of range: the whole text's path says so
         g = np.searchsorted(starts, rows, "right") - 1
         groups = np.unique(g)
-        if 2 * len(groups) > n_groups or self._decoded + len(groups) > n_groups:
-            return None
-        self._decoded += len(groups)
-        buf, start, end, at = self._read(groups.tolist())
+        if self._held is not None and np.isin(groups, self._held[0]).all():
+            groups, part = self._held  # the last part read holds them (several look-ups of the same events)
+        else:
+            if 2 * len(groups) > n_groups or self._decoded + len(groups) > n_groups:
+                return None
+            self._decoded += len(groups)
+            buf, start, end, at = self._read(groups.tolist())
+            part = RawEvents(buf, start, end, args_at=at)
+            self._held = (groups, part)
         sizes = starts[groups + 1] - starts[groups]
-        first = np.cumsum(sizes) - sizes  # where each read group begins in the part read
+        first = np.cumsum(sizes) - sizes  # where each group begins in the part
         local = rows - starts[g] + first[np.searchsorted(groups, g)]
-        return RawEvents(buf, start, end, args_at=at), local
+        return part, local
 
     def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Texts of ``rows``: from the row groups that hold them while few, else from the whole text."""

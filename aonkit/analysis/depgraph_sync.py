@@ -12,7 +12,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .columns import in_categories, thread_keys
+from .columns import in_categories
 
 SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
                         "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize"})
@@ -73,44 +73,55 @@ def stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, s
         g_dev = g_dev + (ev["rank"].to_numpy()[g_rows].astype(np.int64) << 32)
         dev_of_wait = dev_of_wait + (ev["rank"].to_numpy()[waits].astype(np.int64) << 32)
     l_ts = np.where(launch >= 0, ts[np.maximum(launch, 0)], np.iinfo(np.int64).max)
-    # one int64 key per GPU event, ordered like (stream, launch start): the stream's code, then the launch
-    # start's rank among the distinct ones; a wait is then two binary searches
+    # GPU events ordered by (stream, launch start); a wait's searches run in its stream's slice of that order
     dev_codes, devs = pd.factorize(g_dev)
     stream_codes, streams = pd.factorize(ev["stream"].to_numpy()[g_rows])
-    times = np.unique(l_ts)
-    width = len(times) + 1
     code = dev_codes.astype(np.int64) * len(streams) + stream_codes
     order = np.lexsort((np.arange(len(code)), l_ts, code))
-    key = (code * width + np.searchsorted(times, l_ts))[order]
+    code_s, lts_s = code[order], l_ts[order]
 
     def code_of(dev: np.ndarray, stream: np.ndarray) -> np.ndarray:
         d, st = pd.Index(devs).get_indexer(dev), pd.Index(streams).get_indexer(stream)
         return np.where((d >= 0) & (st >= 0), d.astype(np.int64) * len(streams) + st, -1)
+
+    def find(c: np.ndarray, t: np.ndarray, side: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per query: the end of stream ``c``'s slice, and where launch start ``t`` goes in it (``side``)."""
+        lo, hi = np.searchsorted(code_s, c, "left"), np.searchsorted(code_s, c, "right")
+        pos = lo.copy()
+        for u in np.unique(c):  # a few streams
+            q = np.flatnonzero(c == u)
+            a, b = lo[q[0]], hi[q[0]]
+            pos[q] = a + np.searchsorted(lts_s[a:b], t[q], side)
+        return hi, pos
 
     rec = call_of.reindex(a["wait_on_cuda_event_record_corr_id"]).to_numpy()
     call = call_of.reindex(a["correlation"]).to_numpy()
     s_code, d_code = code_of(dev_of_wait, a["wait_on_stream"]), code_of(dev_of_wait, a["stream"])
     ok = ~np.isnan(rec) & ~np.isnan(call) & (s_code >= 0) & (d_code >= 0)
     rec, call = np.where(ok, rec, 0).astype(np.int64), np.where(ok, call, 0).astype(np.int64)
-    # source: the last key at or below (stream, record start), then the first of its equals
-    s_pos = np.searchsorted(key, s_code * width + np.searchsorted(times, ts[rec], "right"), "left") - 1
-    ok &= s_pos >= 0
+    # source: the last launched at or before the record on the recorded stream, then the first of its equals
+    _, after = find(s_code, ts[rec], "right")
+    s_pos = after - 1
+    ok &= (s_pos >= 0) & (code_s[np.maximum(s_pos, 0)] == s_code)
     s_pos = np.maximum(s_pos, 0)
-    ok &= key[s_pos] // width == s_code
-    s_pos = np.searchsorted(key, key[s_pos], "left")
+    s_pos = find(s_code, lts_s[s_pos], "left")[1]
     # destination: the first event on the waiting stream launched after the call, from the call's thread
-    d_lo = np.searchsorted(key, d_code * width + np.searchsorted(times, ts[call], "right"), "left")
-    d_hi = np.searchsorted(key, d_code * width + width, "left")
-    launch_thread = np.where(launch >= 0, thread_keys(ev, np.maximum(launch, 0)), -1)[order]
-    want = thread_keys(ev, call)
+    d_hi, d_lo = find(d_code, ts[call], "right")
+    pid, tid = ev["pid"].cat.codes.to_numpy(), ev["tid"].cat.codes.to_numpy()
+    want = (pid[call].astype(np.int64) << 32) | tid[call]
+
+    def launch_thread(pos: np.ndarray) -> np.ndarray:
+        lr = launch[order[pos]]
+        at = np.maximum(lr, 0)
+        return np.where(lr >= 0, (pid[at].astype(np.int64) << 32) | tid[at], -1)
+
     d_pos = np.full(len(waits), -1, np.int64)
-    for k in np.flatnonzero(ok & (d_lo < d_hi)):
-        first = d_lo[k]  # almost always the first one; else the first of the call's thread
-        if launch_thread[first] == want[k]:
-            d_pos[k] = first
-        else:
-            mine = np.flatnonzero(launch_thread[first:d_hi[k]] == want[k])
-            d_pos[k] = first + mine[0] if len(mine) else -1
+    cand = np.flatnonzero(ok & (d_lo < d_hi))
+    hit = launch_thread(d_lo[cand]) == want[cand]  # almost always the first one; else the first of the thread's
+    d_pos[cand[hit]] = d_lo[cand[hit]]
+    for k in cand[~hit]:
+        mine = np.flatnonzero(launch_thread(np.arange(d_lo[k], d_hi[k])) == want[k])
+        d_pos[k] = d_lo[k] + mine[0] if len(mine) else -1
     ok &= d_pos >= 0
     s_i, d_i = order[s_pos[ok]], order[d_pos[ok]]
     g_end = ts[g_rows[s_i]] + np.maximum(dur[g_rows[s_i]], 0)
