@@ -283,6 +283,29 @@ def test_kind_and_rank_rules_leave_the_ranks_uncombined(job_dir: Path) -> None:
     assert abs(base.model_ns - base.measured_ns) <= 0.02 * base.measured_ns
 
 
+def test_the_critical_path_table_names_its_events_from_their_ranks(job_dir: Path) -> None:
+    """A job's path table reads the names of its few events from the ranks that hold them: the same as combined."""
+    from aonkit.analysis.combine import combine_ranks
+
+    job = _load(job_dir)
+    faster = what_if(job, [Rule(0.5, kind="gpu")])
+    trace = job._aon_graph[0]
+    path = faster.critical_path
+    assert "events" not in trace.__dict__ and len(path) and path["name"].notna().all()
+    combined = combine_ranks(job)
+    rows = np.r_[path["row"].to_numpy()[path["row"].to_numpy() >= 0], 0, len(combined.events) - 1]
+    names, cats = trace.names_and_cats(rows)
+    assert "events" not in trace.__dict__
+    assert list(names) == list(combined.events["name"].to_numpy()[rows])
+    assert list(cats) == list(combined.events["cat"].to_numpy()[rows])
+    with pytest.raises(IndexError):
+        trace.names_and_cats(np.array([len(combined.events)]))
+    _ = trace.events  # combined now: the path's names are the same read from the combined events
+    again = trace.names_and_cats(rows)
+    assert list(again[0]) == list(names) and list(again[1]) == list(cats)
+    assert list(what_if(job, [Rule(0.5, kind="gpu")]).critical_path["part"]) == list(path["part"])
+
+
 def test_the_job_graph_numbers_lanes_as_the_combined_trace(job_dir: Path) -> None:
     from aonkit.analysis.columns import thread_keys
     from aonkit.analysis.combine import combine_ranks, combined_categories

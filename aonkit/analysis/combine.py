@@ -130,11 +130,14 @@ class CombinedLater(Trace):
     """:func:`combine_ranks` of a job, made on the first use of anything a :class:`~aonkit.Trace` holds.
 
     A job's dependency graph needs only the ranks; a what-if reads the combined events when a rule asks for
-    names, a step window or the re-timed trace.
+    names, a step window or the re-timed trace. ``row_base``: each rank's first row in the combined events,
+    with which :meth:`names_and_cats` reads a few rows from their ranks instead.
     """
 
-    def __init__(self, job: Mapping[int, Trace], offsets: pd.Series) -> None:  # noqa: D107 - see the class
+    def __init__(self, job: Mapping[int, Trace], offsets: pd.Series,
+                 row_base: Mapping[int, int] | None = None) -> None:  # noqa: D107 - see the class
         self.__dict__["_later"] = (job, offsets)
+        self.__dict__["_row_base"] = dict(row_base) if row_base is not None else None
 
     def __getattr__(self, name: str) -> object:
         if name.startswith("__") or "_later" not in self.__dict__:
@@ -144,6 +147,37 @@ class CombinedLater(Trace):
         del self.__dict__["_later"]
         self.__dict__.update(combined.__dict__)
         return getattr(self, name)
+
+    def names_and_cats(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``name`` and ``cat`` of the combined events ``rows`` (object arrays, NaN where missing).
+
+        Before the events are combined (and when the first combined row of each rank is known), each row is
+        read from its own rank, only the ranks that hold them: a job's critical-path table names a few
+        thousand events of a few ranks, which need not combine 64 ranks' events.
+        """
+        from .columns import names_of
+
+        rows = np.asarray(rows, dtype=np.int64)
+        base = self.__dict__.get("_row_base")
+        if "_later" not in self.__dict__ or base is None:
+            ev = self.events
+            cats = np.append(np.asarray(ev["cat"].array.categories, dtype=object), np.nan)
+            return names_of(ev, rows), cats[np.asarray(ev["cat"].array.codes)[rows]]
+        job = self.__dict__["_later"][0]
+        ranks = sorted(base)
+        starts = np.array([base[r] for r in ranks], np.int64)
+        which = np.searchsorted(starts, rows, "right") - 1
+        names, cats = np.empty(len(rows), object), np.empty(len(rows), object)
+        for i in np.unique(which):
+            sel = np.flatnonzero(which == i)
+            ev = job[ranks[i]].events
+            local = rows[sel] - starts[i]
+            if local.max() >= len(ev):
+                raise IndexError(f"combined event row {int(rows[sel].max())} is past rank {ranks[i]}'s events")
+            names[sel] = names_of(ev, local)
+            cat_names = np.append(np.asarray(ev["cat"].array.categories, dtype=object), np.nan)
+            cats[sel] = cat_names[np.asarray(ev["cat"].array.codes)[local]]
+        return names, cats
 
 
 def combined_categories(job: Mapping[int, Trace], column: str, cats: list[pd.Index] | None = None) -> pd.Index:

@@ -146,7 +146,7 @@ def build_job_graph(job: Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
                              np.append(pids.get_indexer(own), -1), np.append(tids.get_indexer(parts[r][4]), -1))
                    for r, b, own in zip(ranks, row_base, pid_cats)]  # fmt: skip
     g = stitch(rank_graphs, m if (not m.empty and "row" in m) else None)
-    return CombinedLater(job, off), g
+    return CombinedLater(job, off, dict(zip(ranks, row_base.tolist()))), g
 
 
 __all__ = ["KIND_HUB", "PARALLEL_EVENTS", "build_job_graph"]
