@@ -9,9 +9,10 @@ fewer, and a tile whose glyphs are all single events (no per-pixel bins) is
 *complete*: deeper zoom would show the same events, so its children are not
 computed and a view falls back to it. Levels are added while the stored size
 stays within ``budget_bytes``; level 0 is always kept. The size of a level is
-measured as bokeh stores it: each column compressed (zlib level 1, bokeh uses
-gzip level 9, so this overestimates a little) and base64-encoded, plus its new
-strings, stack nodes, launch boxes and tile rows.
+measured as bokeh stores it: each column compressed (ISA-L's deflate at level
+1, 6-7 times faster than zlib's level 1 and about 9% larger than the gzip
+level 2 bokeh writes by default, so this overestimates a little) and
+base64-encoded, plus its new strings, stack nodes, launch boxes and tile rows.
 
 Columns are compact: times are float32 ns offsets from the tile's start (the
 tile's start is float64), names, categories and colours are codes into string
@@ -21,12 +22,15 @@ glyph's launching op and launch call are a code into a table of their boxes.
 
 from __future__ import annotations
 
-import base64
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+try:  # ISA-L deflates 6-7 times faster than zlib at level 1 (the size estimate of every level)
+    from isal.isal_zlib import compress as _deflate
+except ImportError:  # pragma: no cover - isal is a dependency
+    from zlib import compress as _deflate
 
 from ..analysis.correlation import gpu_links
 from ..trace import Trace
@@ -107,8 +111,8 @@ class Pyramid:
 
 
 def stored_bytes(arrays: list[np.ndarray]) -> int:
-    """Size of ``arrays`` as bokeh stores them in HTML: compressed, base64 (zlib level 1, an upper estimate)."""
-    return sum(len(base64.b64encode(zlib.compress(np.ascontiguousarray(a).tobytes(), 1))) + 60 for a in arrays)
+    """Size of ``arrays`` as bokeh stores them in HTML: compressed, base64 (ISA-L level 1, an upper estimate)."""
+    return sum(4 * -(-len(_deflate(np.ascontiguousarray(a).tobytes(), 1)) // 3) + 60 for a in arrays)
 
 
 def _text_bytes(strings: object) -> int:
