@@ -119,6 +119,34 @@ def _text_bytes(strings: object) -> int:
     return sum(len(str(s).encode()) + 3 for s in strings)
 
 
+class _Pairs:
+    """(op row, launch row) pairs numbered in first-appearance order, as one int64 key each."""
+
+    def __init__(self) -> None:
+        self.keys = np.zeros(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def codes(self, op: np.ndarray, launch: np.ndarray) -> np.ndarray:
+        """The number of each pair (rows >= -1), numbering the new ones after the known in the order they come."""
+        key = ((op + 1) << 32) | (launch + 1)
+        u, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        ids = pd.Index(self.keys).get_indexer(u) if len(self.keys) else np.full(len(u), -1, np.int64)
+        new = np.flatnonzero(ids < 0)
+        new = new[np.argsort(first[new], kind="stable")]  # first-appearance order
+        ids[new] = len(self.keys) + np.arange(len(new))
+        self.keys = np.concatenate([self.keys, u[new]])
+        return ids[inv.ravel()]
+
+    def truncate(self, n: int) -> None:
+        self.keys = self.keys[:n]
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(op rows, launch rows) of the pairs in their order."""
+        return (self.keys >> 32) - 1, (self.keys & 0xFFFFFFFF) - 1
+
+
 class _Coder:
     """Per-glyph code columns of a trace (from its categorical codes) and the tables they grow."""
 
@@ -133,7 +161,7 @@ class _Coder:
         self.launch_of[links["gpu_row"].to_numpy()] = links["launch_row"].to_numpy()
         self.op_of[links["gpu_row"].to_numpy()] = links["op_row"].to_numpy()
         self.tree = StackTree(index.parent_of, self.name_code)
-        self.pairs: dict[tuple[int, int], int] = {}
+        self.pairs = _Pairs()
         self.gpu_lane = slots["kind"].to_numpy() == "gpu"
 
     def columns(self, tiles: pd.DataFrame, t0: np.ndarray) -> dict[str, np.ndarray]:
@@ -142,8 +170,8 @@ class _Coder:
         gpu = self.gpu_lane[lane]
         op, launch = self.op_of[rows], self.launch_of[rows]
         link = np.full(len(rows), -1, np.int64)
-        for i in np.flatnonzero((op >= 0) | (launch >= 0)):
-            link[i] = self.pairs.setdefault((int(op[i]), int(launch[i])), len(self.pairs))
+        linked = np.flatnonzero((op >= 0) | (launch >= 0))
+        link[linked] = self.pairs.codes(op[linked], launch[linked])
         return {"x0": tiles["start_ns"].to_numpy() - t0, "x1": tiles["end_ns"].to_numpy() - t0,
                 "slot": self.slots["slot"].to_numpy()[lane] + tiles["depth"].to_numpy(),
                 "color": (self.cat_code[rows] + 1) * 2 + gpu, "name": self.name_code[rows],
@@ -186,7 +214,7 @@ def _level(coder: _Coder, k: int, todo: list[int], origin: int, span_ns: int, wi
 
 def _undo(coder: _Coder, lv: _Level) -> None:
     coder.tree.truncate(lv.mark[0])
-    coder.pairs = dict(list(coder.pairs.items())[: lv.mark[1]])
+    coder.pairs.truncate(lv.mark[1])
 
 
 def _partial(lv: _Level, room: float) -> list[int]:
@@ -297,8 +325,8 @@ def _assemble(coder: _Coder, parts: list[dict], rows: np.ndarray, tile_rows: lis
     per_key = colors(all_cats[ck // 2 - 1], all_names[used_names[nk]], (ck % 2).astype(bool))
     palette, pal_code = np.unique(per_key.astype(str), return_inverse=True) if len(ck) else (np.empty(0, str), ck)
     g["color"] = pal_code[color_inv.ravel()].astype(np.uint8)
-    pairs = np.array(list(coder.pairs), dtype=np.int64).reshape(-1, 2)
-    ltab = pd.DataFrame({"op_row": pairs[:, 0], "launch_row": pairs[:, 1]})
+    op_rows, launch_rows = coder.pairs.rows()
+    ltab = pd.DataFrame({"op_row": op_rows, "launch_row": launch_rows})
     for target, col in zip(TARGETS, ("op_row", "launch_row")):
         for key, v in event_boxes(coder.trace, coder.index, coder.slots, ltab[col].to_numpy(), origin).items():
             ltab[f"{target}_{key}"] = v
