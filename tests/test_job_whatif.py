@@ -100,6 +100,16 @@ def _arrays(g: object) -> dict:
                                                             "indptr", "src", "lat_ns", "edge_kind", "order", "rank")}
 
 
+@pytest.mark.parametrize("name", ["gpu_synthetic_rank0.json.gz", "cpu_mlp.pt.trace.json.gz", "job"])
+def test_a_graph_numbered_as_it_is_built_is_the_relabelled_graph(name: str, job_dir: Path) -> None:
+    """``build_graph(numbered=True)`` renumbers before the CSR; :func:`relabelled` after it: the same arrays."""
+    traces = [_load(job_dir)[r] for r in (0, 5)] if name == "job" else [aonkit.load(SAMPLE_TRACES / name)]
+    for t in traces:
+        a, b = _arrays(relabelled(build_graph(t))), _arrays(build_graph(t, numbered=True))
+        assert all(np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
+        assert np.array_equal(b["order"], np.arange(len(b["kind"])))
+
+
 def test_the_job_graph_is_numbered_topologically_and_holds_each_rank_graph(job_dir: Path) -> None:
     job = _load(job_dir)
     combined, g = depgraph_job.build_job_graph(job)

@@ -40,7 +40,7 @@ def prepared(subject: Trace | Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
     A trace's graph is kept in :mod:`aonkit.analysis.memo` (rebuilt when ``trace.events`` is replaced).
     """
     if isinstance(subject, Trace):
-        return subject, remembered_object(subject, ("depgraph",), lambda: relabelled(build_graph(subject)))
+        return subject, remembered_object(subject, ("depgraph",), lambda: build_graph(subject, numbered=True))
     held = getattr(subject, "_aon_graph", None)
     if held is not None:
         return held

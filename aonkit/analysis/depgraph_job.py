@@ -38,7 +38,7 @@ from ..trace import Trace
 from .collectives import comm_kernels, offsets_from_tables
 from .combine import CombinedLater, combined_categories, pid_names
 from .comm_match import assign_keys, matched
-from .depgraph import KIND_HUB, DepGraph, build_graph, relabelled
+from .depgraph import KIND_HUB, DepGraph, build_graph
 from .depgraph_stitch import RankGraph, stitch
 
 PARALLEL_EVENTS = 1_000_000
@@ -49,7 +49,7 @@ _FORKED: Mapping[int, Trace] | None = None  # the job the forked workers read
 def _graph_part(trace: Trace) -> tuple[DepGraph, int, pd.Index, pd.Index]:
     """One rank's graph as :func:`stitch` reads it (:func:`_slim`), its number of events, its pid and tid categories."""
     ev = trace.events
-    g = relabelled(build_graph(trace))  # numbered in its order: the job's order takes runs of it
+    g = build_graph(trace, numbered=True)  # numbered in its order: the job's order takes runs of it
     return _slim(g), len(ev), ev["pid"].array.categories, ev["tid"].array.categories
 
 
