@@ -77,6 +77,13 @@ def names_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return names[np.asarray(col.codes)[rows]]  # code -1 (missing) picks the trailing NaN
 
 
+def names_and_cats(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``name`` and ``cat`` of the events ``rows`` as object arrays (NaN where missing)."""
+    col = events["cat"].array
+    cats = np.append(np.asarray(col.categories, dtype=object), np.nan)
+    return names_of(events, rows), cats[np.asarray(col.codes)[rows]]
+
+
 def pair_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], tuple]]:
     """One int64 key per (a, b) pair, ordered like the pairs; and a function from keys back to (a, b)."""
     from .._kernels.keys import pair_codes

@@ -155,14 +155,12 @@ class CombinedLater(Trace):
         read from its own rank, only the ranks that hold them: a job's critical-path table names a few
         thousand events of a few ranks, which need not combine 64 ranks' events.
         """
-        from .columns import names_of
+        from .columns import names_and_cats
 
         rows = np.asarray(rows, dtype=np.int64)
         base = self.__dict__.get("_row_base")
         if "_later" not in self.__dict__ or base is None:
-            ev = self.events
-            cats = np.append(np.asarray(ev["cat"].array.categories, dtype=object), np.nan)
-            return names_of(ev, rows), cats[np.asarray(ev["cat"].array.codes)[rows]]
+            return names_and_cats(self.events, rows)
         job = self.__dict__["_later"][0]
         ranks = sorted(base)
         starts = np.array([base[r] for r in ranks], np.int64)
@@ -174,9 +172,7 @@ class CombinedLater(Trace):
             local = rows[sel] - starts[i]
             if local.max() >= len(ev):
                 raise IndexError(f"combined event row {int(rows[sel].max())} is past rank {ranks[i]}'s events")
-            names[sel] = names_of(ev, local)
-            cat_names = np.append(np.asarray(ev["cat"].array.categories, dtype=object), np.nan)
-            cats[sel] = cat_names[np.asarray(ev["cat"].array.codes)[local]]
+            names[sel], cats[sel] = names_and_cats(ev, local)
         return names, cats
 
 

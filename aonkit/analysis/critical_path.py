@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
-from .columns import names_of
+from .columns import names_and_cats
 from .combine import CombinedLater
 from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph, build_graph, relabelled
 from .memo import remembered_object
@@ -136,7 +136,7 @@ def _parts(trace: Trace, g: DepGraph, nodes: np.ndarray) -> np.ndarray:
     """What each path node is, for the composition: ``gpu <kernel class>``, ``launch``, ``cpu``, ``host gap``."""
     from .kernels import kernel_class
 
-    names, cats = names_and_cats(trace, np.maximum(g.row[nodes], 0))
+    names, cats = _names_and_cats(trace, np.maximum(g.row[nodes], 0))
     out = []
     for k, n, c in zip(g.kind[nodes], names, cats):
         if k == KIND_GPU:
@@ -150,13 +150,9 @@ def _parts(trace: Trace, g: DepGraph, nodes: np.ndarray) -> np.ndarray:
     return np.array(out, dtype=object)
 
 
-def names_and_cats(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _names_and_cats(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``name`` and ``cat`` of events ``rows`` (object arrays); a job's from its ranks while not combined."""
-    if isinstance(trace, CombinedLater):
-        return trace.names_and_cats(rows)
-    ev = trace.events
-    cats = np.append(np.asarray(ev["cat"].array.categories, dtype=object), np.nan)
-    return names_of(ev, rows), cats[np.asarray(ev["cat"].array.codes)[rows]]
+    return trace.names_and_cats(rows) if isinstance(trace, CombinedLater) else names_and_cats(trace.events, rows)
 
 
 def composition(path: pd.DataFrame) -> pd.DataFrame:
@@ -268,7 +264,7 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
         out = pd.DataFrame({
             "kind": np.array(KIND_NAMES, dtype=object)[g.kind[nodes]],
             "rank": rank_of_nodes(trace, g)[nodes],
-            "name": np.where(g.row[nodes] >= 0, names_and_cats(trace, np.maximum(g.row[nodes], 0))[0], "(host gap)"),
+            "name": np.where(g.row[nodes] >= 0, _names_and_cats(trace, np.maximum(g.row[nodes], 0))[0], "(host gap)"),
             "lane": g.lane[nodes], "row": g.row[nodes], "start_ns": finish[nodes] - dur, "dur_ns": dur,
             "wait_ns": (np.where(edges >= 0, g.lat_ns[np.maximum(edges, 0)], 0) if len(g.lat_ns)
                         else np.zeros(len(nodes), np.int64)),
