@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_inline
 
 NO_RELEASE = np.int64(-(2**62))  # "no release": very negative, yet far from overflow when added to
 UNSET = np.int64(-(2**63))  # start/finish/latest start of a node that a partial order did not reach
@@ -151,7 +151,7 @@ def relabel(order, indptr_in, src_in, lat_in):
     return indptr, src, lat, edge_of
 
 
-@njit
+@njit_inline  # in the re-time's per-node loop: as a call it made the lean pass 1.8x slower (bench/RESULTS.md)
 def scaled(d, f):
     """``d`` times factor ``f``: an IEEE float64 product rounded half to even; ``d`` itself when ``f`` is 1."""
     return d if f == 1.0 else np.int64(np.rint(np.float64(d) * f))
@@ -170,7 +170,7 @@ def scale_each(dur, factor):
     return out
 
 
-@njit
+@njit_inline  # as scaled: inlined into schedule, finish_times and path_back
 def latest_arrival(indptr, src, lat, finish, release, v):
     """``(start, edge)`` of node ``v`` once its predecessors have finished.
 
