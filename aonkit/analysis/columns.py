@@ -102,11 +102,10 @@ def thread_keys(events: pd.DataFrame, rows: np.ndarray | None = None) -> np.ndar
     The codes are those of the categorical ``pid`` and ``tid`` columns, so
     equal keys mean the same (pid, tid) pair within one table.
     """
-    pid = events["pid"].cat.codes.to_numpy().astype(np.int64)
-    tid = events["tid"].cat.codes.to_numpy().astype(np.int64)
-    if rows is not None:
+    pid, tid = events["pid"].cat.codes.to_numpy(), events["tid"].cat.codes.to_numpy()
+    if rows is not None:  # the rows first: a few of them cost a few, not the whole table
         pid, tid = pid[rows], tid[rows]
-    return (pid << 32) | tid
+    return (pid.astype(np.int64) << 32) | tid.astype(np.int64)
 
 
 def op_stack(trace: Trace, extra: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .columns import in_categories
+from .columns import in_categories, thread_keys
 
 SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
                         "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize"})
@@ -107,13 +107,11 @@ def stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, s
     s_pos = find(s_code, lts_s[s_pos], "left")[1]
     # destination: the first event on the waiting stream launched after the call, from the call's thread
     d_hi, d_lo = find(d_code, ts[call], "right")
-    pid, tid = ev["pid"].cat.codes.to_numpy(), ev["tid"].cat.codes.to_numpy()
-    want = (pid[call].astype(np.int64) << 32) | tid[call]
+    want = thread_keys(ev, call)
 
     def launch_thread(pos: np.ndarray) -> np.ndarray:
         lr = launch[order[pos]]
-        at = np.maximum(lr, 0)
-        return np.where(lr >= 0, (pid[at].astype(np.int64) << 32) | tid[at], -1)
+        return np.where(lr >= 0, thread_keys(ev, np.maximum(lr, 0)), -1)
 
     d_pos = np.full(len(waits), -1, np.int64)
     cand = np.flatnonzero(ok & (d_lo < d_hi))
