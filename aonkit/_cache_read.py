@@ -71,7 +71,8 @@ def _read(path: Path, side: dict[str, Any]) -> Trace:
         raise TraceFormatError(f"the cache holds {table.num_rows} rows, its sidecar says {n}", path=str(path))
     cols: dict[str, Any] = {}
     for col in schema.EVENT_COLUMNS:
-        values = table.column(col).to_numpy()
+        chunked = table.column(col)  # one row group: its chunk's buffer as is (ChunkedArray.to_numpy copies)
+        values = chunked.chunk(0).to_numpy() if chunked.num_chunks == 1 else chunked.to_numpy()
         if col in schema.CATEGORY_COLUMNS:
             cats = side["categories"][col]
             if values.dtype != np.int32 or (n and (values.min() < -1 or values.max() >= len(cats))):

@@ -29,13 +29,19 @@ def code_flags(col: pd.Series, test) -> tuple[np.ndarray, np.ndarray]:  # noqa: 
 def category_flags(col: pd.Series, test) -> np.ndarray:  # noqa: ANN001 - a predicate on category values
     """Per event, ``test(category value)`` computed once per category (False where missing)."""
     codes, flags = code_flags(col, test)
-    return flags[codes]  # code -1 picks the trailing False
+    return np.take(flags, codes)  # code -1 picks the trailing False
 
 
 def in_categories(col: pd.Series, values: frozenset | set) -> np.ndarray:
     """Per event, whether the categorical column's value is one of ``values`` (False where missing)."""
     cat = col.array
-    return np.append(pd.Index(cat.categories).isin(values), False)[np.asarray(cat.codes)]
+    cats = cat.categories
+    flags = np.zeros(len(cats) + 1, bool)
+    if len(cats) <= 256:  # a set look-up per category beats building an index to ask isin
+        flags[:-1] = [v in values for v in cats]
+    else:
+        flags[:-1] = pd.Index(cats).isin(values)
+    return np.take(flags, np.asarray(cat.codes))  # take: half the time of flags[codes] for int8 codes
 
 
 def rank_columns(df: pd.DataFrame, *cols: str) -> list[np.ndarray]:
@@ -102,7 +108,7 @@ def thread_keys(events: pd.DataFrame, rows: np.ndarray | None = None) -> np.ndar
     The codes are those of the categorical ``pid`` and ``tid`` columns, so
     equal keys mean the same (pid, tid) pair within one table.
     """
-    pid, tid = events["pid"].cat.codes.to_numpy(), events["tid"].cat.codes.to_numpy()
+    pid, tid = np.asarray(events["pid"].array.codes), np.asarray(events["tid"].array.codes)
     if rows is not None:  # the rows first: a few of them cost a few, not the whole table
         pid, tid = pid[rows], tid[rows]
     return (pid.astype(np.int64) << 32) | tid.astype(np.int64)

@@ -50,7 +50,9 @@ def comm_args(trace: Trace, rows: np.ndarray) -> pd.DataFrame:
     encloses its launch call, when there is one.
     """
     out = _args_of(trace, rows)
-    bare = out[list(ARGS)].isna().all(axis=1).to_numpy() & out["seq"].isna().to_numpy()
+    bare = np.ones(len(out), bool)
+    for col in (*ARGS, "seq"):  # column by column: a frame's isna().all(axis=1) costs more than this at any size
+        bare &= pd.isna(out[col].to_numpy())
     if bare.any():
         ops = _param_comms_ops(trace, rows[bare])
         have = ops >= 0
@@ -96,7 +98,10 @@ def profiler_step_starts(trace: Trace) -> dict[int, int]:
     """Start (ns) of each CPU-side ``ProfilerStep#N``, by N."""
     ev = trace.events
     n = step_numbers(ev["name"])
-    cpu = (n >= 0) & (ev["ph"] == "X").to_numpy() & (ev["cat"] != "gpu_user_annotation").to_numpy()
+    rows = np.flatnonzero(n >= 0)  # the few step rows first, then their phase and category
+    ph, cat = ev["ph"].array, ev["cat"].array
+    cpu = rows[(np.take(np.append(ph.categories == "X", False), np.asarray(ph.codes)[rows]))
+               & ~np.take(np.append(cat.categories == "gpu_user_annotation", False), np.asarray(cat.codes)[rows])]
     return {int(k): int(t) for k, t in zip(n[cpu], ev["ts_ns"].to_numpy()[cpu])}
 
 

@@ -81,7 +81,7 @@ def step_table(names: Iterable[object]) -> np.ndarray:
 def step_numbers(col: pd.Series) -> np.ndarray:
     """N of ``ProfilerStep#N`` per event of a categorical name column; -1 for other names."""
     cat = col.array
-    return np.append(step_table(cat.categories), -1)[np.asarray(cat.codes)]
+    return np.take(np.append(step_table(cat.categories), -1), np.asarray(cat.codes))
 
 
 def gpu_links(trace: Trace) -> pd.DataFrame:

@@ -125,13 +125,14 @@ def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     renum = np.cumsum(keep) - 1
     th, t0, t1, row = th[keep], t0[keep], t1[keep], row[keep]
     # an annotation's own time (record_function, ProfilerStep) is untraced host work, like a gap
-    annotation = in_categories(ev["cat"], ANNOTATION_CATS)[np.maximum(row, 0)] & (row >= 0)
+    is_annotation = in_categories(ev["cat"], ANNOTATION_CATS)
+    annotation = is_annotation[np.maximum(row, 0)] & (row >= 0)
     row = np.where(annotation, -1, row)
     nodes = {"kind": np.where(row < 0, KIND_GAP, KIND_CPU), "row": row, "lane": th, "start_ns": t0,
              "dur_ns": t1 - t0}
     last_of_row = np.full(len(ev), -1, np.int64)
     last_of_row[rows] = np.where(keep[np.maximum(last, 0)] & (last >= 0), renum[np.maximum(last, 0)], -1)
-    last_of_row[rows[in_categories(ev["cat"], ANNOTATION_CATS)[rows]]] = -1  # an annotation is no node's owner
+    last_of_row[rows[is_annotation[rows]]] = -1  # an annotation is no node's owner
     return nodes, last_of_row, th
 
 

@@ -167,8 +167,10 @@ def sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nda
     copy_of = np.full(len(ev), -1, np.int64)
     copy_of[launch[launch >= 0]] = np.flatnonzero(launch >= 0)
     cand = np.flatnonzero(is_rt & (last_seg >= 0))
-    name_set = pd.Index(ev["name"].cat.categories)
-    sync_code = np.append(name_set.isin(SYNC_CALLS), False)[ev["name"].cat.codes.to_numpy()[cand]]
+    name_set = pd.Index(ev["name"].array.categories)
+    name_codes = np.asarray(ev["name"].array.codes)
+    is_sync = np.append(name_set.isin(SYNC_CALLS), False)
+    sync_code = is_sync[name_codes[cand]]
     if not len(cand) or not len(g_rows):
         return {}
     # a call that launched a copy blocks when the copy ran entirely inside it (a kernel launch never does)
@@ -178,18 +180,18 @@ def sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nda
     c_end_all = c_ts_all + np.maximum(ev["dur_ns"].to_numpy()[cand], 0)
     inside = (own >= 0) & (c_ts_all <= g_ts[o]) & (g_end[o] <= c_end_all)
     launch_name = np.append(np.array(["Launch" in str(x) for x in name_set], bool), False)
-    inside &= ~launch_name[ev["name"].cat.codes.to_numpy()[cand]]
+    inside &= ~launch_name[name_codes[cand]]
     calls, copy_inside = cand[sync_code | inside], inside[sync_code | inside]
     woken: dict[int, int] = {}
     if not len(calls) or not len(g_rows):
         return woken
-    blocking = np.append(name_set.isin(SYNC_CALLS), False)[ev["name"].cat.codes.to_numpy()[calls]]
+    blocking = is_sync[name_codes[calls]]
     c_ts = ev["ts_ns"].to_numpy()[calls]
     c_end = c_ts + np.maximum(ev["dur_ns"].to_numpy()[calls], 0)
     lr = np.maximum(launch, 0)
     launch_end = np.where(launch >= 0, ev["ts_ns"].to_numpy()[lr] + np.maximum(ev["dur_ns"].to_numpy()[lr], 0),
                           np.iinfo(np.int64).max)
-    pid = ev["pid"].cat.codes.to_numpy().astype(np.int64)
+    pid = np.asarray(ev["pid"].array.codes).astype(np.int64)
     launch_pid = np.where(launch >= 0, pid[lr], -2)  # a sync waits for work its own process launched
     by_pid = _Groups(launch_pid, g_end)
     sync_stream, g_lane_key = _sync_rows(trace, g_rows)

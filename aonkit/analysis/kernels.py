@@ -40,6 +40,9 @@ def kernel_class(cat: str, name: str, comm_pattern: re.Pattern[str] = COMM_PATTE
     return "communication" if comm_pattern.search(name) else "computation"
 
 
+_CLASSES = pd.CategoricalDtype(["communication", "computation", "memory"])
+
+
 def gpu_table(trace: Trace, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.DataFrame:
     """GPU events with ``name`` (categorical), ``class``, ``device``, ``stream``, ``ts_ns``, ``dur_ns``, ``end_ns``.
 
@@ -104,7 +107,7 @@ def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "name": pd.Categorical.from_codes(name_codes, dtype=name_col.dtype, validate=False),
-            "class": pd.Categorical.from_codes(codes, classes, validate=False),
+            "class": pd.Categorical.from_codes(codes, dtype=_CLASSES, validate=False),
             "device": device,
             "stream": stream,
             "ts_ns": ts,
