@@ -8,6 +8,8 @@ its rank-by-rank fallback.
 
 from __future__ import annotations
 
+import mmap
+import sys
 import warnings
 from pathlib import Path
 
@@ -167,6 +169,32 @@ def test_workers_and_a_lazy_job_build_the_same_graph(job_dir: Path, monkeypatch:
         assert all(a[k].dtype == b[k].dtype for k in a)
     if Path("/dev/shm").is_dir():
         assert set(Path("/dev/shm").glob("aonkit-*")) == before  # each call's folder is gone
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the arena is Linux's")
+def test_a_job_graph_in_memory_written_ahead_is_the_same(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The arena written while the parent makes the first rank (forked workers and a lazy job) changes nothing."""
+    _, here = depgraph_job.build_job_graph(_load(job_dir))
+    n_events = sum(len(t.events) for t in _load(job_dir).values())
+    monkeypatch.setattr(depgraph_job, "AHEAD_BYTES_PER_EVENT", -(-(80 << 20) // n_events))  # 80 MB for 8 ranks
+    monkeypatch.setattr(depgraph_job, "PARALLEL_EVENTS", 1)
+    arenas = []
+    make = depgraph_job._arena
+    monkeypatch.setattr(depgraph_job, "_arena", lambda n: arenas.append(make(n)) or arenas[-1])
+    _, forked = depgraph_job.build_job_graph(_load(job_dir))
+    _load(job_dir, lazy=True).close()  # writes the caches
+    cached = _load(job_dir, lazy=True)
+    try:
+        _, from_cached = depgraph_job.build_job_graph(cached)
+    finally:
+        cached.close()
+    assert len(arenas) == 2 and all(a is not None and a.used > 0 for a in arenas)
+    page = mmap.PAGESIZE
+    assert all(a.written <= -(-a.used // page) * page for a in arenas)  # trimmed to what the graph took
+    a = _arrays(here)
+    for other in (forked, from_cached):
+        b = _arrays(other)
+        assert all(np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
 
 
 def _lanes_reference(p) -> np.ndarray:

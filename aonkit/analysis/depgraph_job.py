@@ -29,11 +29,13 @@ import dataclasses
 import os
 import sys
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .._fresh import Arena
 from ..trace import Trace
 from .collectives import comm_kernels, offsets_from_tables
 from .combine import CombinedLater, combined_categories, pid_names
@@ -43,6 +45,10 @@ from .depgraph_stitch import RankGraph, stitch
 
 PARALLEL_EVENTS = 1_000_000
 """A job held in memory with at least this many events builds its ranks' graphs in worker processes."""
+AHEAD_BYTES_PER_EVENT = 110
+"""The job graph's bytes per event written ahead (:class:`aonkit._fresh.Arena`): 1.25 nodes of 69 bytes (61
+kept, 8 during the stitch) and 1.3 edges of 17, about the median of the shared traces' graphs (0.6-1.8
+nodes and 0.6-1.9 edges per event)."""
 _FORKED: Mapping[int, Trace] | None = None  # the job the forked workers read
 
 
@@ -94,23 +100,38 @@ def _load_stitch(g: DepGraph) -> None:
     stitch([RankGraph(empty, 0, 0, 0, 0, none, none)], None)
 
 
-def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> dict[int, tuple]:
-    """Each rank's part: a lazily loaded job's in its workers; a large one in memory's in forked workers."""
+def _arena(n_events: int) -> Arena | None:
+    """Memory for the job graph, written ahead while the parent makes the first rank's part (a core idles)."""
+    ahead = n_events * AHEAD_BYTES_PER_EVENT
+    return Arena.create(ahead, 3 * ahead) if ahead >= 64 << 20 else None
+
+
+def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> tuple[dict[int, tuple], Arena | None]:
+    """Each rank's part: a lazily loaded job's in its workers; a large one in memory's in forked workers.
+
+    Also the arena for the job graph (None: none was worth it), when the parent made a rank's part first.
+    """
     from ..lazyset import LazyTraceSet
 
     global _FORKED
+    arena = None
     if isinstance(job, LazyTraceSet):
         if job.client is None and not job.has_workers and len(ranks) > 2:
-            _first_here(job, ranks[0])
+            arena = _arena(job.n_events)
+            with arena.filling() if arena else nullcontext():
+                _first_here(job, ranks[0])
         if set(job.remembered(comm_kernels)) >= set(ranks):  # remembered from a load that parsed the ranks
             graphs, comms = job.map(_graph_part), job.map(comm_kernels)
-            return {r: (graphs[r][0], comms[r], *graphs[r][1:]) for r in ranks}
+            return {r: (graphs[r][0], comms[r], *graphs[r][1:]) for r in ranks}, arena
         parts = job.map(_rank_part)  # both from one read of each rank's cache
         job.remember(comm_kernels, {r: p[1] for r, p in parts.items()})
-        return {r: parts[r] for r in ranks}
-    out = {ranks[0]: _rank_part(job[ranks[0]])}  # compiles what the workers then inherit
+        return {r: parts[r] for r in ranks}, arena
+    n_events = sum(len(job[r].events) for r in ranks)
+    big = n_events >= PARALLEL_EVENTS
+    arena = _arena(n_events) if big and len(ranks) > 2 else None
+    with arena.filling() if arena else nullcontext():
+        out = {ranks[0]: _rank_part(job[ranks[0]])}  # compiles what the workers then inherit
     rest = ranks[1:]
-    big = sum(len(job[r].events) for r in ranks) >= PARALLEL_EVENTS
     pool = None
     if big and len(rest) > 1 and sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1:
         from ..lazyjob import new_pool
@@ -119,7 +140,7 @@ def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> dict[int, tuple]:
         pool = new_pool(len(rest), None)
     if pool is None:
         out.update((r, _rank_part(job[r])) for r in rest)
-        return out
+        return out, arena
     from ..lazyjob import run_each
 
     try:
@@ -127,13 +148,13 @@ def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> dict[int, tuple]:
             out.update(zip(rest, run_each(_forked_part, rest, pool, None)))
     finally:
         _FORKED = None
-    return out
+    return out, arena
 
 
 def build_job_graph(job: Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
     """The job's combined trace (made when first read) and its dependency graph, collectives tied across ranks."""
     ranks = sorted(job)
-    parts = _rank_parts(job, ranks)
+    parts, arena = _rank_parts(job, ranks)
     per = {r: parts[r][1] for r in ranks}
     off = offsets_from_tables(per) if len(ranks) > 1 else pd.Series(0, index=ranks)
     row_base = np.cumsum([0, *(parts[r][2] for r in ranks[:-1])])
@@ -145,7 +166,9 @@ def build_job_graph(job: Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
     rank_graphs = [RankGraph(parts[r][0], r, int(off.get(r, 0)), int(b), parts[r][2],
                              np.append(pids.get_indexer(own), -1), np.append(tids.get_indexer(parts[r][4]), -1))
                    for r, b, own in zip(ranks, row_base, pid_cats)]  # fmt: skip
-    g = stitch(rank_graphs, m if (not m.empty and "row" in m) else None)
+    g = stitch(rank_graphs, m if (not m.empty and "row" in m) else None, arena)
+    if arena is not None:
+        arena.trim()
     return CombinedLater(job, off, dict(zip(ranks, row_base.tolist()))), g
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._fresh import fresh, fresh_arange
+from .._fresh import Arena, fresh, fresh_arange
 from .depgraph import KIND_GPU, KIND_HUB, DepGraph
 
 EDGE_COLLECTIVE = 5
@@ -148,8 +148,10 @@ def _place(p: RankGraph, nw: np.ndarray, arrivals: np.ndarray, transfers: np.nda
                f(meta), *out)  # fmt: skip
 
 
-def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
+def stitch(parts: list[RankGraph], m: pd.DataFrame | None, arena: Arena | None = None) -> DepGraph:
     """The job graph of the ranks' graphs (see the module doc); ``m``: matched collectives (combined rows), or None.
+
+    ``arena``: where the job's arrays are taken from (:class:`aonkit._fresh.Arena`); else new ordinary pages.
 
     The ranks' graphs must be numbered in topological order. The job's nodes are numbered in the order of
     :func:`_merged` (topological, each rank's nodes in runs), so no renumbering follows; should the ranks not
@@ -199,13 +201,16 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
         else:
             tr_new[x], at = at, at + 1
     k_new = np.empty(len(k), np.int64)
-    indptr = fresh(n + 1, np.int64)
+    indptr = fresh(n + 1, np.int64, arena)
     counts = indptr[1:]  # each node's count, then summed in place
     new_of = []
+    new_all = fresh(n0, np.int64, arena)  # each rank node's new id, rank by rank; written run by run, no temporaries
+    ids = np.arange(max((len(p.graph) for p in parts), default=0), dtype=np.int64)
     for i, p in enumerate(parts):
         g = p.graph
-        a, b, at0 = (np.array(c, np.int64) for c in zip(*runs[i])) if runs[i] else (e, e, e)
-        local_new = np.arange(len(g), dtype=np.int64) + np.repeat(at0 - a, b - a)
+        local_new = new_all[base[i] : base[i + 1]]
+        for a, b, at in runs[i]:
+            np.add(ids[a:b], at - a, out=local_new[a:b])
         new_of.append(local_new)
         k_new[js[i]] = local_new[kl[i]]
         c = np.diff(g.indptr)
@@ -216,15 +221,19 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
     counts[tr_new] = 1
     np.cumsum(counts, out=counts)
     m_edges = int(indptr[-1])
-    kind, row, lane = fresh(n, np.int8), fresh(n, np.int64), fresh(n, np.int64)
-    start, dur, release = fresh(n, np.int64), fresh(n, np.int64), fresh(n, np.int64)
-    rank = fresh(n, np.int32)
-    src, lat, edge_kind = fresh(m_edges, np.int64), fresh(m_edges, np.int64), fresh(m_edges, np.int8)
+    kind, row, lane = fresh(n, np.int8, arena), fresh(n, np.int64, arena), fresh(n, np.int64, arena)
+    start, dur, release = fresh(n, np.int64, arena), fresh(n, np.int64, arena), fresh(n, np.int64, arena)
+    rank = fresh(n, np.int32, arena)
+    src, lat = fresh(m_edges, np.int64, arena), fresh(m_edges, np.int64, arena)
+    edge_kind = fresh(m_edges, np.int8, arena)
     dropped = sum(p.graph.dropped_edges + len(d) for p, d in zip(parts, drops))
     out = (indptr, kind, row, lane, start, dur, release, rank, src, lat, edge_kind)
     # pass 2, per rank: nodes and edges to their new places (threads: each first-touches what it writes)
     with ThreadPoolExecutor(min(len(parts), os.cpu_count() or 1) or 1) as pool:
         list(pool.map(lambda i: _place(parts[i], new_of[i], kl[i], tr_new[js[i]], drops[i], out), range(len(parts))))
+    new_of.clear()
+    if arena is not None:
+        arena.give_back(new_all)
     if len(k):  # hubs (arrivals in) and transfers (the hub in)
         kind[hub_new], row[hub_new], lane[hub_new], rank[hub_new] = KIND_HUB, -1, -1, -1
         start[hub_new], dur[hub_new] = last, 0
@@ -239,7 +248,7 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None) -> DepGraph:
     if len(k):
         release[hub_new], release[tr_new] = NO_RELEASE, NO_RELEASE
     if topological:
-        order = fresh_arange(n)
+        order = fresh_arange(n, arena)
     else:
         order, ok = topo_order(n, indptr, src)
         assert ok  # the forward rule keeps the graph acyclic
