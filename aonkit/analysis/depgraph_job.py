@@ -102,8 +102,12 @@ def _load_stitch(g: DepGraph) -> None:
 
 def _arena(n_events: int) -> Arena | None:
     """Memory for the job graph, written ahead while the parent makes the first rank's part (a core idles)."""
-    ahead = n_events * AHEAD_BYTES_PER_EVENT
-    return Arena.create(ahead, 3 * ahead) if ahead >= 64 << 20 else None
+    need = n_events * AHEAD_BYTES_PER_EVENT
+    try:  # never more than a quarter of the memory free now (the rest is written when the graph is)
+        ahead = min(need, os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4)
+    except (ValueError, OSError):
+        ahead = 0
+    return Arena.create(ahead, 3 * need) if ahead >= 64 << 20 else None
 
 
 def _rank_parts(job: Mapping[int, Trace], ranks: list[int]) -> tuple[dict[int, tuple], Arena | None]:
