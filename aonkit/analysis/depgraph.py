@@ -55,7 +55,7 @@ import numpy as np
 from .. import schema
 from ..trace import Trace
 from .columns import in_categories, op_stack, thread_keys
-from .correlation import gpu_links
+from .correlation import gpu_launches
 from .depgraph_sync import QUEUED_NS, SYNC_CALLS, stream_wait_edges, sync_edges
 
 KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB = 0, 1, 2, 3
@@ -118,7 +118,7 @@ def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     row = np.where(owner >= 0, rows[np.maximum(owner, 0)], -1)
     # a zero-length piece carries no time: only a call that launches GPU work or may wait keeps it
     needed = np.zeros(len(ev), bool)
-    launch = gpu_links(trace)["launch_row"].to_numpy()
+    launch = gpu_launches(trace)["launch_row"].to_numpy()
     needed[launch[launch >= 0]] = True
     needed |= in_categories(ev["cat"], schema.RUNTIME_CATS) & in_categories(ev["name"], SYNC_CALLS)
     keep = (t1 > t0) | ((row >= 0) & needed[np.maximum(row, 0)])
@@ -150,11 +150,12 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     new ``nodes`` dict.
     """
     from .._kernels.dag import NO_RELEASE, csr_by_dst
+    from .._kernels.dag_csr import forward_csr
 
     ev = trace.events
     cpu, last_seg, _ = _cpu_nodes(trace)
     n_cpu = len(cpu["kind"])
-    links = gpu_links(trace)
+    links = gpu_launches(trace)  # (gpu_row, launch_row): all the graph reads of gpu_links, without its op stack walk
     g_rows = links["gpu_row"].to_numpy()
     ok = (ev["dur_ns"].to_numpy()[g_rows] >= 0) & (ev["ts_ns"].to_numpy()[g_rows] != schema.TS_MISSING)
     links, g_rows = links[ok].reset_index(drop=True), g_rows[ok]
@@ -223,22 +224,24 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     src, dst, lat_all = (np.concatenate(x).astype(np.int64) for x in (srcs, dsts, lats))
     kind_all = np.concatenate(kinds).astype(np.int8)
     # every edge must go forward in measured (start, node) order: that makes the graph acyclic. An edge
-    # against it comes from clocks that disagree (a GPU event starting before the call that launched it)
+    # against it comes from clocks that disagree (a GPU event starting before the call that launched it).
+    # That order is then topological; nodes that start close together sit close together, which keeps a
+    # schedule's reads of predecessors in cache
     st = nodes["start_ns"]
-    forward = (st[src] < st[dst]) | ((st[src] == st[dst]) & (src < dst))
-    dropped = int((~forward).sum())
-    src, dst, lat_all, kind_all = src[forward], dst[forward], lat_all[forward], kind_all[forward]
-    # every edge goes forward in (start, node) order, so that order is topological; nodes that start close
-    # together sit close together, which keeps a schedule's reads of predecessors in cache
     order = np.argsort(st, kind="stable")
-    if numbered:
+    if numbered:  # keep, renumber and group in one kernel (the same arrays as the steps below)
         pos = np.empty(n, np.int64)
         pos[order] = np.arange(n, dtype=np.int64)
-        src, dst = pos[src], pos[dst]
+        indptr, src_s, lat_s, edge_kind, dropped = forward_csr(n, st, pos, src, dst, lat_all, kind_all)
+        dropped = int(dropped)
         nodes = {k: v[order] for k, v in nodes.items()}
         order = np.arange(n, dtype=np.int64)
-    indptr, src_s, lat_s, eorder = csr_by_dst(n, src, dst, lat_all)
-    edge_kind = kind_all[eorder]
+    else:
+        forward = (st[src] < st[dst]) | ((st[src] == st[dst]) & (src < dst))
+        dropped = int((~forward).sum())
+        src, dst, lat_all, kind_all = src[forward], dst[forward], lat_all[forward], kind_all[forward]
+        indptr, src_s, lat_s, eorder = csr_by_dst(n, src, dst, lat_all)
+        edge_kind = kind_all[eorder]
     release = np.full(n, NO_RELEASE, np.int64)
     no_pred = indptr[1:] == indptr[:-1]
     release[no_pred] = nodes["start_ns"][no_pred]
