@@ -6,10 +6,11 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import aonkit
-from aonkit.analysis.kernels import gpu_time_per_op, kernel_class, kernel_stats, launch_stats
+from aonkit.analysis.kernels import COMM_PATTERN, gpu_time_per_op, kernel_class, kernel_stats, launch_stats
 
 from .conftest import SAMPLE_TRACES, load_events, require_shared
 
@@ -117,3 +118,24 @@ def test_negative_launch_delay_on_a_real_trace_is_not_skew() -> None:
     ev = t.events
     g, call = int(neg["gpu_row"].iloc[0]), int(neg["launch_row"].iloc[0])
     assert ev["ts_ns"].iloc[call] < ev["ts_ns"].iloc[g] < ev["ts_ns"].iloc[call] + ev["dur_ns"].iloc[call]
+
+
+@pytest.mark.parametrize("name", ["gpu_synthetic_rank0.json.gz", "shared:hta/nccl_parser_config/nccl_data.json.gz",
+                                  "shared:hta/trace_filter/sampled_rank-0.json.gz"])  # fmt: skip
+def test_a_class_table_is_the_gpu_table_rows_of_that_class(name: str) -> None:
+    """Made alone or cut from the remembered whole table: the rows, columns, dtypes and index of the mask."""
+    from aonkit.analysis import memo
+    from aonkit.analysis.kernels import gpu_class_table, gpu_table
+
+    path = require_shared() / name[7:] if name.startswith("shared:") else SAMPLE_TRACES / name
+    t = aonkit.load(path)
+    alone = {c: gpu_class_table(t, c) for c in ("communication", "computation", "memory")}
+    assert memo.peek(t, ("gpu_table", COMM_PATTERN.pattern, COMM_PATTERN.flags)) is None  # nothing made whole
+    whole = gpu_table(t)
+    assert sum(len(x) for x in alone.values()) == len(whole)
+    for c, part in alone.items():
+        want = whole[whole["class"] == c]
+        pd.testing.assert_frame_equal(part, want)
+        pd.testing.assert_frame_equal(gpu_class_table(t, c), want)  # now from the remembered table
+    if "nccl" in name:
+        assert len(alone["communication"]) > 0

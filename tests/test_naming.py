@@ -29,7 +29,7 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "columns": "*", "memo": "*", "catalog": "*", "comm_match": "*", "distributed": "*",
     "collectives": {"collectives_from_tables", "stragglers_from", "offsets_from_tables"},
     "diff": {"mann_whitney_p", "diff_summary"},
-    "flops": {"parents", "nearest_marked"}, "kernels": {"kernel_class"}, "overview": {"idle_totals"},
+    "flops": {"parents", "nearest_marked"}, "kernels": {"kernel_class", "gpu_class_table"}, "overview": {"idle_totals"},
     "roofline": {"trace_spec"}, "summary": {"busy_ns"}, "depgraph": {"build_graph", "relabelled"},
     "critical_path": {"graph_of", "composition", "prepared"}, "depgraph_job": {"build_job_graph"},
     "whatif_mc": "*", "whatif_trace": "*", "job_stats": {"merge_kernel_stats", "rank_kernel_stats"},

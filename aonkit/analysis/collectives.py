@@ -35,7 +35,7 @@ from ..errors import warn_user as warn
 from ..trace import Trace
 from ..traceset import each_rank
 from .comm_match import assign_keys, comm_args, matched, offsets, profiler_step_starts
-from .kernels import gpu_table
+from .kernels import gpu_class_table, gpu_table
 
 _DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1, "Char": 1,
                 "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Short": 2}  # fmt: skip
@@ -71,8 +71,7 @@ def comm_kernels(trace: Trace) -> pd.DataFrame:
         ``attrs["profiler_steps"]`` is a dict of N to the start (ns) of the rank's CPU-side
         ``ProfilerStep#N``.
     """
-    g = gpu_table(trace)
-    g = g[g["class"] == "communication"]
+    g = gpu_class_table(trace, "communication")
     g = g.join(comm_args(trace, g.index.to_numpy())).sort_values("ts_ns", kind="stable")
     size = np.array([_DTYPE_BYTES.get(d, -1) if isinstance(d, str) else -1 for d in g["dtype"]], dtype=np.float64)
     nelems = g["in_nelems"].to_numpy(np.float64)

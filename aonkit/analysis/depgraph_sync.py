@@ -62,9 +62,16 @@ def stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, s
         for key in ("wait_on_cuda_event_record_corr_id", "correlation"):
             a[key] = np.where(a[key] >= 0, a[key] + shift, a[key])
     corr = ev["correlation"].to_numpy()
-    rt = np.flatnonzero(in_categories(ev["cat"], schema.RUNTIME_CATS) & (corr >= 0))
-    call_of = pd.Series(rt, index=corr[rt])
-    call_of = call_of[~call_of.index.duplicated(keep="first")]
+    named = np.concatenate([a["wait_on_cuda_event_record_corr_id"], a["correlation"]])
+    hit = np.flatnonzero(in_categories(ev["cat"], schema.RUNTIME_CATS) & np.isin(corr, named[named >= 0]))
+    ids, first = np.unique(corr[hit], return_index=True)  # the calls the waits name: the first row per id
+
+    def call_of(x: np.ndarray) -> np.ndarray:
+        """The first runtime call's row with correlation ``x`` (float; NaN where none)."""
+        if not len(ids):
+            return np.full(len(x), np.nan)
+        i = np.minimum(np.searchsorted(ids, x), len(ids) - 1)
+        return np.where((ids[i] == x) & (x >= 0), hit[first[i]], np.nan)
     g_rows, launch = links["gpu_row"].to_numpy(), links["launch_row"].to_numpy()
     ts, dur = ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy()
     g_dev = ev["device"].to_numpy()[g_rows].astype(np.int64)
@@ -94,8 +101,7 @@ def stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, s
             pos[q] = a + np.searchsorted(lts_s[a:b], t[q], side)
         return hi, pos
 
-    rec = call_of.reindex(a["wait_on_cuda_event_record_corr_id"]).to_numpy()
-    call = call_of.reindex(a["correlation"]).to_numpy()
+    rec, call = call_of(a["wait_on_cuda_event_record_corr_id"]), call_of(a["correlation"])
     s_code, d_code = code_of(dev_of_wait, a["wait_on_stream"]), code_of(dev_of_wait, a["stream"])
     ok = ~np.isnan(rec) & ~np.isnan(call) & (s_code >= 0) & (d_code >= 0)
     rec, call = np.where(ok, rec, 0).astype(np.int64), np.where(ok, call, 0).astype(np.int64)

@@ -71,7 +71,41 @@ def gpu_table(trace: Trace, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.
     return remembered(trace, key, lambda: _gpu_table(trace, comm_pattern))
 
 
+def gpu_class_table(trace: Trace, cls: str, comm_pattern: re.Pattern[str] = COMM_PATTERN) -> pd.DataFrame:
+    """The rows of :func:`gpu_table` whose ``class`` is ``cls``, with its columns and index.
+
+    Made for those rows alone unless the whole table is remembered already (a rank's communication kernels
+    are a few of its GPU events: the whole table, then a mask, cost more than the rows themselves).
+
+    Parameters
+    ----------
+    trace : Trace
+        Any trace.
+    cls : str
+        ``communication``, ``computation`` or ``memory``.
+    comm_pattern : re.Pattern
+        As for :func:`gpu_table`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``gpu_table(trace, comm_pattern)`` where ``class == cls``: the same columns, dtypes and index.
+    """
+    from .memo import peek
+
+    whole = peek(trace, ("gpu_table", comm_pattern.pattern, comm_pattern.flags))
+    if whole is not None:
+        return whole[whole["class"] == cls]
+    cols = _gpu_arrays(trace, comm_pattern)
+    return _gpu_frame(trace, cols, np.flatnonzero(cols[-1] == _CLASSES.categories.get_loc(cls)))
+
+
 def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
+    return _gpu_frame(trace, _gpu_arrays(trace, comm_pattern), None)
+
+
+def _gpu_arrays(trace: Trace, comm_pattern: re.Pattern[str]) -> tuple[np.ndarray, ...]:
+    """(rows, ts, dur, device, stream, name codes, class codes) of the GPU events with a duration."""
     from .._kernels.joins import gpu_columns
 
     ev = trace.events
@@ -93,7 +127,7 @@ def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
         inverse = slot[pair_codes]
     else:
         pairs, inverse = np.unique(pair_codes, return_inverse=True)
-    classes = ["communication", "computation", "memory"]
+    classes = list(_CLASSES.categories)
     pair_class = np.array(
         [
             classes.index(
@@ -104,9 +138,16 @@ def _gpu_table(trace: Trace, comm_pattern: re.Pattern[str]) -> pd.DataFrame:
         dtype=np.int8,
     )
     codes = pair_class[inverse] if len(pairs) else np.empty(0, np.int8)
+    return rows, ts, dur, device, stream, name_codes, codes
+
+
+def _gpu_frame(trace: Trace, cols: tuple[np.ndarray, ...], keep: np.ndarray | None) -> pd.DataFrame:
+    """:func:`gpu_table`'s frame of :func:`_gpu_arrays`' columns (of the positions ``keep``: all when None)."""
+    ev = trace.events
+    rows, ts, dur, device, stream, name_codes, codes = cols if keep is None else (c[keep] for c in cols)
     return pd.DataFrame(
         {
-            "name": pd.Categorical.from_codes(name_codes, dtype=name_col.dtype, validate=False),
+            "name": pd.Categorical.from_codes(name_codes, dtype=ev["name"].array.dtype, validate=False),
             "class": pd.Categorical.from_codes(codes, dtype=_CLASSES, validate=False),
             "device": device,
             "stream": stream,

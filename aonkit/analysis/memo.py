@@ -64,6 +64,15 @@ def remembered_object(trace: Trace, key: Hashable, compute: Callable[[], Any]) -
     return tables[key]
 
 
+def peek(trace: Trace, key: Hashable) -> Any:
+    """What is remembered for ``trace`` and ``key`` (a shallow copy of a table), or None: nothing is computed."""
+    entry = _MEMO.get(trace)
+    if entry is None or entry[0]() is not trace.events or key not in entry[1]:
+        return None
+    value = entry[1][key]
+    return value.copy(deep=False) if isinstance(value, pd.DataFrame) else value
+
+
 def clear(trace: Trace | None = None) -> None:
     """Forget what was derived from ``trace`` (every trace when None)."""
     if trace is None:
