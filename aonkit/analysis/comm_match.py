@@ -124,7 +124,9 @@ def best_shift(ref: np.ndarray, other: np.ndarray, max_shift: int = MAX_SHIFT) -
 
 def assign_keys(per: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     """All ranks' communication kernels with ``rank``, ``group``, ``seq`` and ``match_by``."""
-    allk = pd.concat([df.assign(rank=rank) for rank, df in per.items()], ignore_index=True) if per else None
+    allk = pd.concat(list(per.values()), ignore_index=True) if per else None
+    if allk is not None:  # each row's rank (the ranks' frames once, not one copy each with a column added)
+        allk["rank"] = np.repeat(np.array(list(per), dtype=np.int64), [len(df) for df in per.values()])
     if allk is None or allk.empty:
         return pd.DataFrame(columns=["rank", "group", "seq", "match_by", "ts_ns", "end_ns"])
     allk = allk.sort_values(["rank", "ts_ns"], kind="stable", ignore_index=True)

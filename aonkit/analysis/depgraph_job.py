@@ -37,9 +37,9 @@ import pandas as pd
 
 from .._fresh import Arena
 from ..trace import Trace
-from .collectives import comm_kernels, offsets_from_tables
+from .collectives import comm_kernels
 from .combine import CombinedLater, combined_categories, pid_names
-from .comm_match import assign_keys, matched
+from .comm_match import assign_keys, matched, offsets
 from .depgraph import KIND_HUB, DepGraph, build_graph
 from .depgraph_stitch import RankGraph, stitch
 
@@ -160,10 +160,12 @@ def build_job_graph(job: Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
     ranks = sorted(job)
     parts, arena = _rank_parts(job, ranks)
     per = {r: parts[r][1] for r in ranks}
-    off = offsets_from_tables(per) if len(ranks) > 1 else pd.Series(0, index=ranks)
     row_base = np.cumsum([0, *(parts[r][2] for r in ranks[:-1])])
     with_rows = {r: ck.assign(row=ck.index.to_numpy(np.int64) + int(b)) for (r, ck), b in zip(per.items(), row_base)}
     m = matched(assign_keys(with_rows)) if with_rows else pd.DataFrame()
+    # the clock offsets from the same matching (offsets_from_tables would match the collectives again)
+    steps = {r: ck.attrs.get("profiler_steps", {}) for r, ck in per.items()}
+    off = offsets(m, steps, min(ranks)) if len(ranks) > 1 else pd.Series(0, index=ranks)
     pid_cats = [pd.Index(pid_names(parts[r][3], r)) for r in ranks]
     pids = combined_categories(job, "pid", pid_cats)
     tids = combined_categories(job, "tid", [parts[r][4] for r in ranks])
