@@ -75,3 +75,30 @@ def test_rows_out_of_range_are_an_index_error(pair: tuple[aonkit.Trace, Path]) -
             with pytest.raises(IndexError, match="outside this trace's"):
                 trace.arg_values("correlation", np.array(rows))
         assert trace.arg_values("correlation", np.array([], np.int64)) == []
+
+
+def _save_both(big: str, small: str, out: str) -> None:
+    """In a worker process: a large trace's cache, then a small one's (into the blob the first one left)."""
+    aonkit.load(big).save(Path(out) / "big.aon.parquet")
+    aonkit.load(small).save(Path(out) / "small.aon.parquet")
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="a forked worker process")
+def test_a_worker_reusing_its_text_blob_writes_the_same_cache(tmp_path: Path) -> None:
+    """Worker processes gather each cache's text into the buffer of the one before: the same files come out."""
+    import multiprocessing
+
+    from aonkit import cache
+
+    big, small = SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz", SAMPLE_TRACES / "cpu_mlp.pt.trace.json.gz"
+    proc = multiprocessing.get_context("fork").Process(target=_save_both, args=(str(big), str(small), str(tmp_path)))
+    proc.start()
+    proc.join(120)
+    assert proc.exitcode == 0
+    assert not cache._SCRATCH  # this process (not a worker) keeps no blob
+    here = aonkit.load(small).save(tmp_path / "here.aon.parquet")
+    assert not cache._SCRATCH
+    worker = tmp_path / "small.aon.parquet"
+    assert pq.read_table(text_path(worker)).equals(pq.read_table(text_path(here)))
+    assert text_path(worker).read_bytes() == text_path(here).read_bytes()
+    assert aonkit.load(worker).equals(aonkit.load(small))

@@ -24,3 +24,26 @@ def gather_spans(buf, start, end):
         o = offsets[i]
         copy_to(blob[o : offsets[i + 1]], buf[start[i] : start[i] + offsets[i + 1] - o])  # no slice assignment
     return blob, offsets
+
+
+@njit
+def gather_spans_into(buf, start, end, blob):
+    """:func:`gather_spans` into ``blob`` (room for every span, as counted there); returns the offsets[n+1].
+
+    Raises ValueError when ``blob`` is too small. For a caller that reuses one buffer from call to call: a new
+    blob's first write costs more than the copy on some machines (its pages are faulted in one by one).
+    """
+    n = start.shape[0]
+    offsets = np.empty(n + 1, np.int64)
+    offsets[0] = 0
+    for i in range(n):
+        ln = end[i] - start[i]
+        if ln < 0 or start[i] < 0 or end[i] > buf.shape[0]:
+            ln = 0
+        offsets[i + 1] = offsets[i] + ln
+    if offsets[n] > blob.shape[0]:
+        raise ValueError("gather_spans_into: the blob is too small")
+    for i in range(n):
+        o = offsets[i]
+        copy_to(blob[o : offsets[i + 1]], buf[start[i] : start[i] + offsets[i + 1] - o])
+    return offsets
