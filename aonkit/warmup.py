@@ -117,6 +117,19 @@ def _views(traces: dict[str, Any]) -> None:
             _quiet(lambda t=trace: report_html(t))
             _quiet(lambda t=trace, n=name: t.save(Path(tmp) / f"{n}.aon.parquet"))
             _quiet(lambda n=name: load(Path(tmp) / f"{n}.aon.parquet"))
+    _quiet(_worker_save)
+
+
+def _worker_save() -> None:
+    """What a job's worker process compiles to write a cache: the text gathered into its kept buffer."""
+    import numpy as np
+
+    from ._fresh import fresh
+    from ._kernels.inputs import frozen
+    from ._kernels.spans import gather_spans_into
+
+    ends = frozen(np.array([3], np.int64), np.int64)
+    gather_spans_into(frozen(np.frombuffer(b"{}  ", np.uint8)), frozen(np.zeros(1, np.int64)), ends, fresh(4, np.uint8))
 
 
 def _models(traces: dict[str, Any]) -> None:
