@@ -11,7 +11,8 @@ work is done rank by rank into arrays allocated once; the second pass, which
 writes each rank's nodes and edges to their places, is a kernel
 (:func:`aonkit._kernels.stitch.place_rank`) run for several ranks at once on
 threads, so the first touch of the job's new arrays (in ordinary pages:
-:mod:`aonkit._fresh`) is shared between cores.
+:mod:`aonkit._fresh`) is shared between cores, unless they come from an
+arena whose pages were written ahead (:class:`aonkit._fresh.Arena`).
 """
 
 from __future__ import annotations
