@@ -139,3 +139,5 @@ def test_a_class_table_is_the_gpu_table_rows_of_that_class(name: str) -> None:
         pd.testing.assert_frame_equal(gpu_class_table(t, c), want)  # now from the remembered table
     if "nccl" in name:
         assert len(alone["communication"]) > 0
+    with pytest.raises(ValueError, match="no kernel class 'comm'"):
+        gpu_class_table(t, "comm")

@@ -93,6 +93,8 @@ def gpu_class_table(trace: Trace, cls: str, comm_pattern: re.Pattern[str] = COMM
     """
     from .memo import peek
 
+    if cls not in _CLASSES.categories:
+        raise ValueError(f"no kernel class {cls!r}; the classes are {', '.join(_CLASSES.categories)}")
     whole = peek(trace, ("gpu_table", comm_pattern.pattern, comm_pattern.flags))
     if whole is not None:
         return whole[whole["class"] == cls]
