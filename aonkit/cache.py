@@ -106,17 +106,19 @@ def _text_blob(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> Iterator[
 
     from ._fresh import fresh
     from ._kernels.inputs import frozen
-    from ._kernels.spans import gather_spans, gather_spans_into
+    from ._kernels.spans import copy_spans, gather_spans, span_offsets
 
     b, s, e = frozen(buf), frozen(start, np.int64), frozen(end, np.int64)  # one specialization
     if multiprocessing.parent_process() is None or not _SCRATCH_LOCK.acquire(blocking=False):
         yield gather_spans(b, s, e)
         return
     try:
-        total = int(np.where((e < s) | (s < 0) | (e > len(b)), 0, e - s).sum())  # gather_spans' rule
+        offsets = span_offsets(b, s, e)
+        total = int(offsets[-1])
         if not _SCRATCH or len(_SCRATCH[0]) < total:
             _SCRATCH[:] = [fresh(total + total // 8, np.uint8)]
-        yield _SCRATCH[0][:total], gather_spans_into(b, s, e, _SCRATCH[0])
+        copy_spans(b, s, offsets, _SCRATCH[0])
+        yield _SCRATCH[0][:total], offsets
     finally:
         _SCRATCH_LOCK.release()
 

@@ -126,10 +126,10 @@ def _worker_save() -> None:
 
     from ._fresh import fresh
     from ._kernels.inputs import frozen
-    from ._kernels.spans import gather_spans_into
+    from ._kernels.spans import copy_spans, span_offsets
 
-    ends = frozen(np.array([3], np.int64), np.int64)
-    gather_spans_into(frozen(np.frombuffer(b"{}  ", np.uint8)), frozen(np.zeros(1, np.int64)), ends, fresh(4, np.uint8))
+    buf, starts = frozen(np.frombuffer(b"{}  ", np.uint8)), frozen(np.zeros(1, np.int64))
+    copy_spans(buf, starts, span_offsets(buf, starts, frozen(np.array([3], np.int64))), fresh(4, np.uint8))
 
 
 def _models(traces: dict[str, Any]) -> None:

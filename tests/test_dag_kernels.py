@@ -390,7 +390,7 @@ if __name__ == "__main__":
 
 def test_gather_spans_matches_python_slices() -> None:
     """``gather_spans`` (the cache writer's copy of each event's text) against plain slicing, bad spans included."""
-    from aonkit._kernels.spans import gather_spans, gather_spans_into
+    from aonkit._kernels.spans import copy_spans, gather_spans, span_offsets
 
     rng = np.random.default_rng(11)
     buf = rng.integers(0, 256, 5000, dtype=np.uint8)
@@ -400,8 +400,9 @@ def test_gather_spans_matches_python_slices() -> None:
     want = [buf[s:e].tobytes() if s >= 0 and e >= s and e <= len(buf) else b"" for s, e in zip(start, end)]
     assert blob.tobytes() == b"".join(want)
     assert [blob[offsets[i] : offsets[i + 1]].tobytes() for i in range(len(want))] == want
+    assert np.array_equal(span_offsets(buf, start, end), offsets)
     kept = np.full(len(blob) + 100, 7, np.uint8)  # a buffer kept from a longer text: the same bytes, then its rest
-    assert np.array_equal(gather_spans_into(buf, start, end, kept), offsets)
+    copy_spans(buf, start, offsets, kept)
     assert kept[: len(blob)].tobytes() == blob.tobytes() and (kept[len(blob) :] == 7).all()
     with pytest.raises(ValueError):
-        gather_spans_into(buf, start, end, np.empty(len(blob) - 1, np.uint8))
+        copy_spans(buf, start, offsets, np.empty(len(blob) - 1, np.uint8))

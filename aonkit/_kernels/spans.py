@@ -9,7 +9,7 @@ from .arrays import copy_to
 
 
 @njit
-def _span_offsets(buf, start, end):
+def span_offsets(buf, start, end):
     """Offsets[n+1] of the spans ``buf[start[i]:end[i]]`` laid end to end (a span outside ``buf`` counts 0)."""
     n = start.shape[0]
     offsets = np.empty(n + 1, np.int64)
@@ -23,8 +23,16 @@ def _span_offsets(buf, start, end):
 
 
 @njit
-def _copy_spans(buf, start, offsets, blob):
-    for i in range(start.shape[0]):
+def copy_spans(buf, start, offsets, blob):
+    """Write the spans that :func:`span_offsets` laid out (``offsets``) into ``blob``, which must hold them.
+
+    Raises ValueError when ``blob`` is too small. For a caller that reuses one buffer from call to call: a new
+    blob's first write costs more than the copy on some machines (its pages are faulted in one by one).
+    """
+    n = start.shape[0]
+    if offsets[n] > blob.shape[0]:
+        raise ValueError("copy_spans: the blob is too small")
+    for i in range(n):
         o = offsets[i]
         copy_to(blob[o : offsets[i + 1]], buf[start[i] : start[i] + offsets[i + 1] - o])  # no slice assignment
 
@@ -32,21 +40,7 @@ def _copy_spans(buf, start, offsets, blob):
 @njit
 def gather_spans(buf, start, end):
     """Concatenate ``buf[start[i]:end[i]]`` for every i; return (blob, offsets[n+1])."""
-    offsets = _span_offsets(buf, start, end)
+    offsets = span_offsets(buf, start, end)
     blob = np.empty(offsets[start.shape[0]], np.uint8)
-    _copy_spans(buf, start, offsets, blob)
+    copy_spans(buf, start, offsets, blob)
     return blob, offsets
-
-
-@njit
-def gather_spans_into(buf, start, end, blob):
-    """:func:`gather_spans` into ``blob`` (room for every span, as counted there); returns the offsets[n+1].
-
-    Raises ValueError when ``blob`` is too small. For a caller that reuses one buffer from call to call: a new
-    blob's first write costs more than the copy on some machines (its pages are faulted in one by one).
-    """
-    offsets = _span_offsets(buf, start, end)
-    if offsets[start.shape[0]] > blob.shape[0]:
-        raise ValueError("gather_spans_into: the blob is too small")
-    _copy_spans(buf, start, offsets, blob)
-    return offsets

@@ -33,6 +33,7 @@ import pandas as pd
 
 from ..errors import warn_user as warn
 from ..trace import Trace
+from .columns import code_flags
 from .correlation import cpu_stack, gpu_launches, step_numbers
 
 ARGS = {"coll": "Collective name", "in_nelems": "In msg nelems", "out_nelems": "Out msg nelems",
@@ -99,9 +100,9 @@ def profiler_step_starts(trace: Trace) -> dict[int, int]:
     ev = trace.events
     n = step_numbers(ev["name"])
     rows = np.flatnonzero(n >= 0)  # the few step rows first, then their phase and category
-    ph, cat = ev["ph"].array, ev["cat"].array
-    cpu = rows[(np.take(np.append(ph.categories == "X", False), np.asarray(ph.codes)[rows]))
-               & ~np.take(np.append(cat.categories == "gpu_user_annotation", False), np.asarray(cat.codes)[rows])]
+    ph, complete = code_flags(ev["ph"], lambda v: v == "X")
+    cat, gpu_side = code_flags(ev["cat"], lambda v: v == "gpu_user_annotation")
+    cpu = rows[complete[ph[rows]] & ~gpu_side[cat[rows]]]
     return {int(k): int(t) for k, t in zip(n[cpu], ev["ts_ns"].to_numpy()[cpu])}
 
 

@@ -204,7 +204,6 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None, arena: Arena | None =
     k_new = np.empty(len(k), np.int64)
     indptr = fresh(n + 1, np.int64, arena)
     counts = indptr[1:]  # each node's count, then summed in place
-    new_of = []
     new_all = fresh(n0, np.int64, arena)  # each rank node's new id, rank by rank; written run by run, no temporaries
     ids = np.arange(max((len(p.graph) for p in parts), default=0), dtype=np.int64)
     for i, p in enumerate(parts):
@@ -212,7 +211,6 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None, arena: Arena | None =
         local_new = new_all[base[i] : base[i + 1]]
         for a, b, at in runs[i]:
             np.add(ids[a:b], at - a, out=local_new[a:b])
-        new_of.append(local_new)
         k_new[js[i]] = local_new[kl[i]]
         c = np.diff(g.indptr)
         if len(drops[i]):
@@ -231,8 +229,8 @@ def stitch(parts: list[RankGraph], m: pd.DataFrame | None, arena: Arena | None =
     out = (indptr, kind, row, lane, start, dur, release, rank, src, lat, edge_kind)
     # pass 2, per rank: nodes and edges to their new places (threads: each first-touches what it writes)
     with ThreadPoolExecutor(min(len(parts), os.cpu_count() or 1) or 1) as pool:
-        list(pool.map(lambda i: _place(parts[i], new_of[i], kl[i], tr_new[js[i]], drops[i], out), range(len(parts))))
-    new_of.clear()
+        list(pool.map(lambda i: _place(parts[i], new_all[base[i] : base[i + 1]], kl[i], tr_new[js[i]], drops[i], out),
+                      range(len(parts))))
     if arena is not None:
         arena.give_back(new_all)
     if len(k):  # hubs (arrivals in) and transfers (the hub in)

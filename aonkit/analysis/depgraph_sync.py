@@ -12,7 +12,7 @@ import pandas as pd
 
 from .. import schema
 from ..trace import Trace
-from .columns import in_categories, thread_keys
+from .columns import in_categories, name_flags, thread_keys
 
 SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
                         "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize"})
@@ -173,9 +173,7 @@ def sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nda
     copy_of = np.full(len(ev), -1, np.int64)
     copy_of[launch[launch >= 0]] = np.flatnonzero(launch >= 0)
     cand = np.flatnonzero(is_rt & (last_seg >= 0))
-    name_set = pd.Index(ev["name"].array.categories)
-    name_codes = np.asarray(ev["name"].array.codes)
-    is_sync = np.append(name_set.isin(SYNC_CALLS), False)
+    name_codes, is_sync = name_flags(ev["name"], SYNC_CALLS)
     sync_code = is_sync[name_codes[cand]]
     if not len(cand) or not len(g_rows):
         return {}
@@ -185,7 +183,7 @@ def sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nda
     c_ts_all = ev["ts_ns"].to_numpy()[cand]
     c_end_all = c_ts_all + np.maximum(ev["dur_ns"].to_numpy()[cand], 0)
     inside = (own >= 0) & (c_ts_all <= g_ts[o]) & (g_end[o] <= c_end_all)
-    launch_name = np.append(np.array(["Launch" in str(x) for x in name_set], bool), False)
+    launch_name = np.append(np.array(["Launch" in str(x) for x in ev["name"].array.categories], bool), False)
     inside &= ~launch_name[name_codes[cand]]
     calls, copy_inside = cand[sync_code | inside], inside[sync_code | inside]
     woken: dict[int, int] = {}
