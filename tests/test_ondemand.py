@@ -101,6 +101,26 @@ def test_opted_in_loop_is_traced_for_three_steps_and_keeps_training(live, train,
     assert not (procs / f"{proc.pid}.json").exists() and not (procs / f"{proc.pid}.sock").exists()
 
 
+def test_without_a_daemon_the_bundle_says_why_it_has_no_samples(live, train, tmp_path: Path) -> None:
+    proc = train(AONKIT_SERVE="1")
+    out = tmp_path / "bundle"
+    r = live.cli("trace", str(proc.pid), "--steps", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    trace = aonkit.load(out)
+    assert profiler_steps(trace) == ["ProfilerStep#0"] and trace.samples is None  # an empty table is not attached
+    assert len(pd.read_parquet(out / "samples.parquet")) == 0
+    (note,) = trace.bundle["messages"]
+    assert "the bundle has no samples" in note and f"aonkit trace: note: {note}" in r.stderr
+
+
+def test_a_window_without_samples_is_explained() -> None:
+    from aonkit.live.trace import window_notes
+
+    assert window_notes(3, 0, 50_000_000, 0.1) == []
+    (note,) = window_notes(0, 1_000_000_000, 1_063_000_000, 0.1)
+    assert "traced window (63 ms; the daemon samples every 100 ms)" in note and "--interval" in note
+
+
 def test_a_process_that_did_not_opt_in_is_refused(live) -> None:
     plain = live.spawn(["-c", "import time; print('up', flush=True); time.sleep(60)"])
     wait_line(plain, "up")
@@ -114,7 +134,7 @@ def test_a_process_that_did_not_opt_in_is_refused(live) -> None:
 
 
 def test_all_ranks_write_one_loadable_job_folder(live, train, tmp_path: Path) -> None:
-    live.start_daemon()
+    live.start_daemon("--interval", "0.02")  # 10 Hz left a 2-step window (~60 ms) without a sample on a fast CI host
     ranks = [train(OPT_IN="call", AONKIT_JOB_ID="job7", RANK=str(k), WORLD_SIZE="2") for k in (0, 1)]
     out = tmp_path / "job"
     r = live.cli("trace", str(ranks[1].pid), "--all-ranks", "--steps", "2", "--out", str(out))
@@ -129,6 +149,7 @@ def test_all_ranks_write_one_loadable_job_folder(live, train, tmp_path: Path) ->
     assert sorted((m["rank"], m["pid"]) for m in meta["ranks"]) == [(0, ranks[0].pid), (1, ranks[1].pid)]
     samples = pd.read_parquet(out / "job.samples.parquet")
     assert set(samples["device"]) == {-1, 0, 1} and samples["ts_ns"].between(meta["t0_ns"], meta["t1_ns"]).all()
+    assert meta["messages"] == [] and "note:" not in r.stderr
     with_samples = aonkit.live.load_traced_job(out)
     assert all(len(t.samples) == len(samples) for _, t in with_samples.items())
     assert all(p.poll() is None for p in ranks)

@@ -16,6 +16,7 @@ import gzip
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from .._filecheck import atomic_write
-from ..sources.bundle import write_bundle
+from ..sources.bundle import MANIFEST, write_bundle
 from ..sources.samplers import SAMPLE_COLUMNS, samples_table
 from .paths import DaemonNotRunning, LiveError, NotOwnerError, runtime_dir
 from .registry import job_members, lookup
@@ -73,7 +74,32 @@ def daemon_samples(t0_ns: int, t1_ns: int) -> tuple[pd.DataFrame, list[dict[str,
     meta = [{"type": "aonkit daemon", "pid": reader.pid, "interval_s": reader.interval_s,
              "metrics": list(reader.metrics), "root": str(reader.root)}]  # fmt: skip
     reader.close()
-    return frame, meta, []
+    return frame, meta, window_notes(len(frame), t0_ns, t1_ns, reader.interval_s)
+
+
+def window_notes(n_rows: int, t0_ns: int, t1_ns: int, interval_s: float) -> list[str]:
+    """Why a traced window has no samples: shorter than (or about) one of the daemon's intervals.
+
+    Parameters
+    ----------
+    n_rows : int
+        Sample rows the daemon had in [t0_ns, t1_ns].
+    t0_ns, t1_ns : int
+        The traced window (``time.time_ns`` clock).
+    interval_s : float
+        The daemon's sampling interval in seconds.
+
+    Returns
+    -------
+    list of str
+        Empty when the window has samples; else one note saying how long the window was against the interval
+        and what to change (more steps, a longer ``--duration`` or the daemon's ``--interval``).
+    """
+    if n_rows:
+        return []
+    return [f"no daemon sample fell in the traced window ({(t1_ns - t0_ns) / 1e6:.0f} ms; the daemon samples "
+            f"every {interval_s * 1e3:.0f} ms): trace more steps or a longer --duration, or run the daemon "
+            "with a shorter --interval"]  # fmt: skip
 
 
 def _default_out(tag: str) -> Path:
@@ -224,4 +250,7 @@ def trace_command(args: argparse.Namespace) -> int:
     out = run_trace(args.pid, steps, args.duration, args.out, args.all_ranks, args.timeout)
     kind = "job folder (aonkit.load_job)" if args.all_ranks else "bundle (aonkit.load)"
     print(f"aonkit trace: {kind}: {out} ({time.monotonic() - t:.1f} s)")
+    manifest = json.loads((out / (JOB_MANIFEST if args.all_ranks else MANIFEST)).read_text(encoding="utf-8"))
+    for note in manifest.get("messages", []):
+        print(f"aonkit trace: note: {note}", file=sys.stderr)
     return 0
