@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema
+from ._cache_source import SourceText
 from ._cache_text import CacheText
 from ._filecheck import crc32_buffer
 from .errors import TraceFormatError
@@ -54,17 +55,29 @@ def read_checked(path: Path, side: dict[str, Any]) -> Trace:
         raise TraceFormatError(f"unreadable cache ({type(exc).__name__}: {exc})", path=str(path)) from None
 
 
-def _text(path: Path, check: Any, n: int) -> CacheText:
-    """The cache's event text: mapped and checked now (the bytes of this cache even if it is rewritten), read later."""
-    return CacheText(path, _mapped(path, check, "event text"), n)
+def _text(cache: Path, side: dict[str, Any], n: int) -> CacheText | SourceText:
+    """The cache's event text: mapped and checked now (the bytes of this cache even if it is rewritten), read later.
+
+    When the text stays in the source (``text_source``), the source is found now and mapped on first use.
+    """
+    from .cache import source_file, text_path
+
+    path = text_path(cache)
+    data = _mapped(path, side.get("text"), "event text")
+    record = side.get("text_source")
+    if record is None:
+        return CacheText(path, data, n)
+    if not isinstance(record, dict) or not {"bytes", "chunk_bytes", "crc32"} <= record.keys():
+        raise TraceFormatError("the sidecar's record of the text's source is malformed", path=str(cache))
+    return SourceText(path, data, n, source_file(side, cache), record)
 
 
 def _read(path: Path, side: dict[str, Any]) -> Trace:
-    from .cache import samples_path, text_path
+    from .cache import samples_path
 
     data = _mapped(path, side.get("data"), "data")
     n = side["n_events"]
-    text = _text(text_path(path), side.get("text"), n)
+    text = _text(path, side, n)
     wanted = list(schema.CATEGORY_COLUMNS) + list(schema.INT_COLUMNS)
     table = pq.read_table(pa.BufferReader(data), columns=wanted)
     if table.num_rows != n:

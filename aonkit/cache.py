@@ -11,15 +11,21 @@ with :func:`cache_path_for`; ``trace.save(path)`` takes any ``*.parquet``):
     object starts in it (``args_rel``, -1: none; arg look-ups need not walk
     the events), zstd-compressed in row groups of a few thousand events. It is
     read only when first needed, and a look-up over a few events reads only
-    the row groups that hold them (:mod:`aonkit._cache_text`).
+    the row groups that hold them (:mod:`aonkit._cache_text`). A cache written
+    as the cache of an uncompressed JSON source (``source_text=True``: a job's
+    caches, ``aonkit cache``) keeps only each event's span in the source here
+    and reads the text from the source, checked chunk by chunk against the
+    sidecar (:mod:`aonkit._cache_source`); it then needs its source for the
+    text (not for the events table).
 ``run.pt.trace.aon.samples.parquet``
     Only when the trace carries metric samples (``trace.samples``, e.g. nsys
     ``GPU_METRICS``): that table as it is.
 ``run.pt.trace.aon.meta.json``
     The sidecar: format version, size and CRC-32 of each Parquet file, the
     source's name, size and mtime, the first timestamp, the categories of each category column,
-    ``TraceMeta``, the file's top-level keys and warnings, and last a CRC-32
-    of its own text without that key.
+    ``TraceMeta``, the file's top-level keys and warnings, the source's size
+    and CRC-32 per MiB when the text stays there (``text_source``, else null),
+    and last a CRC-32 of its own text without that key.
 
 Integrity: every file is written to a temporary name, synced and renamed, the
 sidecar last. A reader checks the sizes and checksums before it trusts a byte,
@@ -34,7 +40,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,8 +55,10 @@ from .event_text import RawEvents
 from .trace import Trace, all_spans
 
 FORMAT = "aonkit-trace"
-VERSION = 3
-"""3: the event text in a file of its own, in row groups (2: a column of the data file)."""
+VERSION = 4
+"""4: the text may stay in the source (``text_source``); 3: the text in a file of its own, in row groups."""
+READABLE = (3, 4)
+"""Versions this aonkit reads: a version 3 cache is a version 4 one whose text is in the cache."""
 CACHE_SUFFIX = ".aon.parquet"
 _SOURCE_SUFFIXES = (".pt.trace.json", ".json", ".sqlite3", ".sqlite", ".db", ".nsys-rep", ".qdrep")
 
@@ -123,16 +131,47 @@ def _text_blob(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> Iterator[
         _SCRATCH_LOCK.release()
 
 
-def save_trace(trace: Trace, path: str | Path) -> Path:
-    """Write ``trace`` to ``path`` (Parquet), its text, samples and sidecar, each atomically; return ``path``."""
+def save_trace(trace: Trace, path: str | Path, source_text: bool = False) -> Path:
+    """Write ``trace`` to ``path`` (Parquet), its text, samples and sidecar, each atomically; return ``path``.
+
+    ``source_text``: when the trace's text is its source file's bytes (an uncompressed JSON file, unchanged),
+    keep only each event's span in the cache and read the text from the source (see the module's notes).
+    """
     buf, start, end = all_spans(trace._raw)
+    source = trace.source if trace.source is not None else _source_of(trace)
+    if source_text and source is not None:
+        from ._cache_source import source_record, spans_table, write_spans
+
+        if (record := source_record(buf, source["path"])) is not None:
+            table = spans_table(start, end, _args_rel(trace, start, end))
+            return _save(trace, Path(path), source, lambda tmp: write_spans(table, tmp), record)
     with _text_blob(buf, start, end) as (blob, offsets):
-        return _save(trace, Path(path), start, blob, offsets)
+        from ._cache_text import ARGS, GROUP_ROWS, TEXT
+
+        texts = {TEXT: pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(start),
+                                                        [None, pa.py_buffer(offsets), pa.py_buffer(blob)])}  # fmt: skip
+        if isinstance(trace._raw, RawEvents) and trace._raw.offsets_apply:
+            texts[ARGS] = pa.array(_args_rel(trace, start, end))
+        text = pa.table(texts)
+
+        def write_text(tmp: Path) -> None:
+            import pyarrow.parquet as pq
+
+            pq.write_table(text, tmp, compression="zstd", use_dictionary=False, row_group_size=GROUP_ROWS)
+
+        return _save(trace, Path(path), source, write_text, None)
 
 
-def _save(trace: Trace, path: Path, start: np.ndarray, blob: np.ndarray, offsets: np.ndarray) -> Path:
-    from ._cache_text import ARGS, GROUP_ROWS, TEXT
+def _args_rel(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Where each event's args object starts, from its text's start (-1: none)."""
+    at = trace._raw.args_offsets() if isinstance(trace._raw, RawEvents) else None
+    if at is None:
+        return np.full(len(start), -1, np.int64)
+    return np.where(at >= 0, at - np.asarray(start, np.int64), -1).astype(np.int64)
 
+
+def _save(trace: Trace, path: Path, source: dict[str, Any] | None, write_text: Callable[[Path], None],
+          text_source: dict[str, Any] | None) -> Path:  # fmt: skip
     ev = trace.events
     columns: dict[str, pa.Array] = {}
     categories: dict[str, list[Any]] = {}
@@ -142,13 +181,6 @@ def _save(trace: Trace, path: Path, start: np.ndarray, blob: np.ndarray, offsets
         categories[col] = list(cat.categories)
     for col in schema.INT_COLUMNS:
         columns[col] = pa.array(ev[col].to_numpy(dtype=np.int64))
-    texts = {TEXT: pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(ev),
-                                                    [None, pa.py_buffer(offsets), pa.py_buffer(blob)])}  # fmt: skip
-    at = trace._raw.args_offsets() if isinstance(trace._raw, RawEvents) else None
-    if at is not None:  # where each event's args object starts, from its text's start (-1: none)
-        texts[ARGS] = pa.array(np.where(at >= 0, at - np.asarray(start, np.int64), -1).astype(np.int64))
-    text = pa.table(texts)
-    source = trace.source if trace.source is not None else _source_of(trace)
     mode = 0o600 if source is None else _mode_of(source["path"])
     table = pa.table(columns)
     import pyarrow.parquet as pq  # only when writing: keeps `import aonkit` light
@@ -159,8 +191,7 @@ def _save(trace: Trace, path: Path, start: np.ndarray, blob: np.ndarray, offsets
                           mode)  # fmt: skip
     staged_text = None
     try:
-        staged_text = staged_write(text_path(path), lambda tmp: pq.write_table(
-            text, tmp, compression="zstd", use_dictionary=False, row_group_size=GROUP_ROWS), mode)  # fmt: skip
+        staged_text = staged_write(text_path(path), write_text, mode)
         data_check, text_check = _check(staged), _check(staged_text)
         with dir_lock(path.parent):  # one writer at a time per folder: data and sidecar from the same one
             os.replace(staged, path)
@@ -175,6 +206,7 @@ def _save(trace: Trace, path: Path, start: np.ndarray, blob: np.ndarray, offsets
                 "start_ns": schema.first_ts(ev["ts_ns"].to_numpy()),  # a job is checked from sidecars
                 "data": data_check,
                 "text": text_check,
+                "text_source": text_source,
                 "samples": _check(samples) if trace.samples is not None else None,
                 "source": source,
                 "categories": categories,
@@ -224,9 +256,9 @@ def read_sidecar(path: str | Path) -> dict[str, Any]:
         raise TraceFormatError(f"unreadable cache sidecar ({type(exc).__name__}: {exc})", path=str(side_file)) from None
     if not isinstance(side, dict) or side.get("format") != FORMAT:
         raise TraceFormatError("not an aonkit trace cache sidecar", path=str(side_file))
-    if side.get("version") != VERSION:
+    if side.get("version") not in READABLE:
         raise CacheVersionError(
-            f"cache format version {side.get('version')!r}, this aonkit reads {VERSION}: re-create the cache",
+            f"cache format version {side.get('version')!r}, this aonkit reads {READABLE}: re-create the cache",
             path=str(side_file),
         )
     check = side.pop("check", None)

@@ -77,7 +77,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
         if not args.force and is_fresh(out, src):
             print(f"{src} -> {out} (up to date)")
             continue
-        load_trace(src, salvage=args.salvage).save(out)
+        load_trace(src, salvage=args.salvage).save(out, source_text=True)
         print(f"{src} -> {out} ({time.perf_counter() - t0:.2f} s)")
     return 0
 

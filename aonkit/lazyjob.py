@@ -182,7 +182,7 @@ def parse_rank(source: str, cache: str | None, salvage: bool = False) -> tuple[T
     if cache is not None:
         try:
             Path(cache).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            path = str(trace.save(cache))
+            path = str(trace.save(cache, source_text=True))  # the text stays in the source
         except OSError as exc:
             notes = (f"could not write the cache of {Path(source).name} ({exc.strerror or exc}); "
                      "the rank is parsed again on each use",)  # fmt: skip

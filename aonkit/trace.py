@@ -292,11 +292,16 @@ class Trace:
         attach_samples(self, samples, replace=replace)
         return self
 
-    def save(self, path: str | Path) -> Path:
-        """Write the trace as Parquet plus a JSON sidecar (see :mod:`aonkit.cache`)."""
+    def save(self, path: str | Path, *, source_text: bool = False) -> Path:
+        """Write the trace as Parquet plus a JSON sidecar (see :mod:`aonkit.cache`); return ``path``.
+
+        With ``source_text`` and an uncompressed JSON source whose bytes are the trace's text, the cache keeps
+        each event's span in the source instead of a copy of its text (what a job's caches do); reading the
+        text then needs the source, unchanged. By default the cache holds the text itself.
+        """
         from .cache import save_trace
 
-        return save_trace(self, path)
+        return save_trace(self, path, source_text)
 
     def equals(self, other: Trace) -> bool:
         """True when both traces hold equal events, trace metadata and top-level keys (the path may differ)."""

@@ -14,7 +14,7 @@ PKG = Path(__file__).resolve().parent.parent / "aonkit"
 LAYERS = [
     "_kernels",
     "errors|_config|schema|units|_filecheck|_shipping|_fresh",
-    "trace|trace_args|event_text|arg_text|traceset|cache|_cache_read|_cache_text|jobcheck|sources|lazyjob|lazyset",
+    "trace|trace_args|event_text|arg_text|traceset|cache|_cache_read|_cache_text|_cache_source|jobcheck|sources|lazyjob|lazyset",
     "analysis|model|timeline.index|timeline.index_standin|timeline.tiles|timeline.detail|live",
     "report|views|timeline",  # the timeline's views, and its __init__ (which re-exports them lazily)
     "widgets",

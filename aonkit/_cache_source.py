@@ -1,0 +1,201 @@
+"""A cache's event text kept in its source: each event's span in the uncompressed JSON file, checked per chunk.
+
+A cache of an uncompressed JSON trace written as a cache of that file (a job's caches, ``aonkit cache``) does
+not copy the events' text, which is nearly the whole file (a 54 MB rank of ``bench/scale.py``'s job: 53.7 MB of
+text, 64-73 ms a cache to compress and write). Its text file holds each event's span in the source instead
+(``start``, ``end``, ``args_rel``; delta-coded, about 0.3 MB and 8 ms), and the sidecar the source's size and
+a CRC-32 of every :data:`CHUNK_BYTES` of it, taken from the file when the cache was written and compared with
+the parser's bytes then. A look-up reads the chunks its events touch (copied, never mapped) and checks each
+before any of its bytes is used: a source edited, truncated or replaced since is a
+:class:`~aonkit.TraceFormatError` naming it, never wrong text; a chunk once checked is kept. A look-up over a
+few events (the stream waits a job's graph reads in every rank) reads only their chunks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._filecheck import crc32_buffer
+from .errors import TraceFormatError
+from .event_text import RawEvents
+
+CHUNK_BYTES = 1 << 20
+"""Bytes of the source per CRC-32 in the sidecar: 0.04 ms to check one, a look-up's few chunks a page-in each."""
+COLUMNS = ("start", "end", "args_rel")
+
+
+def chunk_crcs(buf: Any, chunk: int) -> list[int]:
+    """CRC-32 of each ``chunk`` bytes of ``buf`` (a bytes-like object), the last one possibly shorter."""
+    view = memoryview(buf)
+    return [crc32_buffer(view[i : i + chunk]) for i in range(0, len(view), chunk)]
+
+
+def source_record(buf: np.ndarray, path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The sidecar's record of ``path`` as the text's source, or None when its bytes are not ``buf``'s.
+
+    ``buf`` is what the parser read; the chunks' checksums are taken from the file as it is now and must equal
+    ``buf``'s, so a gzip source, a salvaged text that differs from the file, or a file changed since it was
+    read keeps its text in the cache instead.
+    """
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size != len(buf) or not len(buf):
+                return None
+            mapped = np.memmap(fh, dtype=np.uint8, mode="r")
+    except (OSError, ValueError):
+        return None
+    step = CHUNK_BYTES
+    crcs = chunk_crcs(mapped, step)
+    del mapped
+    if crcs != chunk_crcs(np.ascontiguousarray(buf), step):
+        return None
+    return {"bytes": len(buf), "chunk_bytes": step, "crc32": crcs}
+
+
+def spans_table(start: np.ndarray, end: np.ndarray, args_rel: np.ndarray) -> pa.Table:
+    """The text file of a cache whose text stays in its source: every event's span, and its args' offset in it."""
+    return pa.table({"start": np.asarray(start, np.int64), "end": np.asarray(end, np.int64),
+                     "args_rel": np.asarray(args_rel, np.int64)})  # fmt: skip
+
+
+def write_spans(table: pa.Table, path: Path) -> None:
+    """Write :func:`spans_table`'s table (offsets delta-coded, LZ4: 0.29 MB for 185k events, read in 2 ms).
+
+    zstd made it 0.15 MB but took 3.2 ms to read (a job's graph reads it in every rank), plain 4.4 MB.
+    """
+    pq.write_table(table, path, compression="lz4", use_dictionary=False, column_encoding="DELTA_BINARY_PACKED")
+
+
+class SourceText(RawEvents):
+    """The :class:`~aonkit.trace.EventText` of a cache whose text stays in its source file.
+
+    Parameters
+    ----------
+    path : Path
+        The cache's text file (the spans; named in errors).
+    data : pyarrow.Buffer
+        Its bytes, mapped and checked when the cache was read.
+    n : int
+        Events in the cache.
+    source : Path or None
+        Where the source is now (:func:`aonkit.cache.source_file`); None: not found.
+    record : dict
+        The sidecar's :func:`source_record`.
+    """
+
+    def __init__(self, path: Path, data: pa.Buffer, n: int, source: Path | None, record: dict[str, Any]) -> None:
+        super().__init__(None, None, None, loader=self._whole)
+        self._path, self._data, self._n, self._source, self._record = path, data, n, source, record
+        self._spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._bytes: np.ndarray | None = None  # the source's bytes, filled as chunks are read
+        self._view: np.ndarray | None = None  # the same, read-only
+        self._checked: np.ndarray | None = None  # per chunk: read, and its CRC-32 matched
+        self._part: RawEvents | None = None
+
+    def _read_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._spans is None:
+            try:
+                table = pq.read_table(pa.BufferReader(self._data), columns=list(COLUMNS))
+                start, end, rel = (table.column(c).to_numpy() for c in COLUMNS)
+            except (pa.ArrowException, KeyError) as exc:
+                raise TraceFormatError(f"unreadable event spans in the cache ({exc})", path=str(self._path)) from None
+            size = self._record.get("bytes")
+            if len(start) != self._n or not all(a.dtype == np.int64 for a in (start, end, rel)):
+                raise TraceFormatError("the cache's event spans have the wrong rows or types", path=str(self._path))
+            if self._n and (start.min() < 0 or np.any(end <= start) or end.max() > size
+                            or np.any((rel < -1) | (rel >= end - start))):  # fmt: skip
+                raise TraceFormatError("the cache's event spans do not fit its source", path=str(self._path))
+            self._spans = (start, end, np.where(rel >= 0, start + rel, -1))
+        return self._spans
+
+    def _store(self) -> np.ndarray:
+        """The source's bytes as far as read: a buffer of its size in ordinary pages, filled chunk by chunk."""
+        if self._bytes is None:
+            size, step, crcs = (self._record[k] for k in ("bytes", "chunk_bytes", "crc32"))
+            if not (isinstance(size, int) and isinstance(step, int) and step >= 1 and isinstance(crcs, list)
+                    and len(crcs) == -(-size // step)):  # fmt: skip
+                raise TraceFormatError("the cache's record of its source has the wrong chunks", path=str(self._path))
+            from ._fresh import fresh
+
+            self._bytes = fresh(size, np.uint8)  # untouched pages cost nothing: a look-up fills a few chunks
+            self._view = self._bytes.view()
+            self._view.flags.writeable = False  # what look-ups see (one kernel type, as a cache's text)
+            self._checked = np.zeros(len(crcs), bool)
+        return self._view
+
+    def _fail(self, why: str) -> TraceFormatError:
+        return TraceFormatError(f"the cache keeps its event text in its source, which {why}: load the source "
+                                "again to re-create the cache", path=str(self._source or self._path))  # fmt: skip
+
+    def _check(self, wanted: np.ndarray) -> None:
+        """Read the chunks marked in ``wanted`` (bool per chunk) that are not yet, each checked against its CRC-32.
+
+        The bytes are copied, not mapped: a source rewritten in place later (a profiler exporting to the same
+        path) can neither change text already checked nor end a mapping under a reader.
+        """
+        view = self._store()
+        step, crcs, size = self._record["chunk_bytes"], self._record["crc32"], self._record["bytes"]
+        assert self._bytes is not None and self._checked is not None
+        todo = np.flatnonzero(wanted & ~self._checked)
+        if not len(todo):
+            return
+        if self._source is None:
+            raise self._fail("is missing")
+        try:
+            with open(self._source, "rb") as fh:
+                if (now := os.fstat(fh.fileno()).st_size) != size:
+                    raise self._fail(f"has changed ({now} bytes, {size} when the cache was written)")
+                breaks = np.flatnonzero(np.diff(todo) != 1) + 1  # runs of adjacent chunks: one read each
+                for run in np.split(todo, breaks):
+                    lo, hi = int(run[0]) * step, min(size, (int(run[-1]) + 1) * step)
+                    fh.seek(lo)
+                    if fh.readinto(memoryview(self._bytes[lo:hi])) != hi - lo:
+                        raise self._fail(f"has changed (it ends before byte {hi})")
+        except OSError as exc:
+            raise self._fail(f"cannot be read ({exc.strerror or exc})") from None
+        for k in todo.tolist():
+            if crc32_buffer(view[k * step : (k + 1) * step]) != crcs[k]:
+                raise TraceFormatError(f"the source has changed since its cache was written (bytes {k * step}.."
+                                       f"{min((k + 1) * step, size)} differ): load the source again to "
+                                       "re-create the cache", path=str(self._source))  # fmt: skip
+            self._checked[k] = True
+
+    def _whole(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        start, end, at = self._read_spans()
+        buf = self._store()
+        self._check(np.ones(len(self._record["crc32"]), bool))
+        return buf, start, end, at
+
+    def subset(self, rows: np.ndarray) -> tuple[RawEvents, np.ndarray] | None:
+        """The whole text with only the chunks holding ``rows`` checked, and ``rows``; None: whole or out of range."""
+        if self._buf is not None or self._loader is None:
+            return None
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows) or rows.min() < 0 or rows.max() >= self._n:
+            return None
+        start, end, at = self._read_spans()
+        buf = self._store()
+        step = self._record["chunk_bytes"]
+        first, last = start[rows] // step, (end[rows] - 1) // step
+        n = len(self._record["crc32"]) + 1  # chunks first..last of each row: +1 at first, -1 after last
+        self._check(np.cumsum(np.bincount(first, minlength=n) - np.bincount(last + 1, minlength=n))[:-1] > 0)
+        if self._part is None:
+            self._part = RawEvents(buf, start, end, args_at=at)
+        return self._part, rows
+
+    def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Texts of ``rows``: only their chunks checked while the whole text has not been asked for."""
+        if rows is not None and (part := self.subset(rows)) is not None:
+            return part[0].select(part[1])
+        return super().select(rows)
+
+    @property
+    def offsets_apply(self) -> bool:
+        """True: the spans come with every event's args offset."""
+        return True
