@@ -165,3 +165,23 @@ def test_a_jobs_caches_keep_the_text_in_the_sources(tmp_path: Path) -> None:
     with aonkit.load(tmp_path, lazy=True) as again:  # from the caches, the text from the sources
         for rank in again.ranks:
             _same_text(again[rank], eager[rank])
+
+
+def test_aonkit_cache_of_a_plain_json_keeps_spans_and_a_salvaged_cut_too(tmp_path: Path) -> None:
+    from aonkit.cache import cache_path_for
+    from aonkit.cli import main
+
+    plain = _unzipped(SAMPLE_TRACES / "cpu_mlp.pt.trace.json.gz", tmp_path)
+    assert main(["cache", str(plain)]) == 0
+    cache = cache_path_for(plain)
+    assert read_sidecar(cache)["text_source"]["bytes"] == plain.stat().st_size
+    _same_text(aonkit.load(cache), aonkit.load(plain))
+    cut = tmp_path / "cut.json"  # a salvaged file: its text is still the file's bytes
+    text = json.dumps({"traceEvents": [{"ph": "X", "ts": i, "args": {"Comms Id": 2**64 - 1}} for i in range(9)]})
+    cut.write_text(text[: len(text) // 2])
+    with pytest.warns(aonkit.AonkitWarning):
+        s = aonkit.load(cut, salvage=True)
+    back = aonkit.load(s.save(tmp_path / "cut.aon.parquet", source_text=True))
+    assert read_sidecar(tmp_path / "cut.aon.parquet")["text_source"] is not None
+    assert back.equals(s) and back.event_args(0)["Comms Id"] == 2**64 - 1
+    assert [back.event_json(i) for i in range(len(s))] == [s.event_json(i) for i in range(len(s))]
