@@ -52,15 +52,18 @@ def same_version(path: str | os.PathLike[str], recorded: dict[str, Any]) -> bool
     return st.st_size == recorded.get("bytes") and st.st_mtime_ns == recorded.get("mtime_ns")
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], mode: int = 0o600) -> None:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], mode: int = 0o600,
+                 sync: bool = True) -> None:  # fmt: skip
     """Call ``write(tmp)`` on a fresh temporary file beside ``path``, fsync it, then rename it over ``path``.
 
     A reader sees the old file or the new one, never a half-written one; two
     writers each rename a complete file (the last one wins). The temporary file
     is removed when ``write`` fails. ``mode``: permission bits of the result
-    (default owner-only: a trace can hold secrets).
+    (default owner-only: a trace can hold secrets). ``sync=False`` skips the fsync: for files whose reader
+    checks a recorded size and checksum and can make them again (a cache), where a crash may lose the file
+    but never passes a torn one off as whole.
     """
-    tmp = staged_write(path, write, mode)
+    tmp = staged_write(path, write, mode, sync)
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -68,8 +71,9 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], mo
         raise
 
 
-def staged_write(path: str | os.PathLike[str], write: Callable[[Path], None], mode: int = 0o600) -> Path:
-    """The first half of :func:`atomic_write`: a complete, synced temporary file beside ``path``, not yet renamed.
+def staged_write(path: str | os.PathLike[str], write: Callable[[Path], None], mode: int = 0o600,
+                 sync: bool = True) -> Path:  # fmt: skip
+    """The first half of :func:`atomic_write`: a complete (synced unless not ``sync``) temporary file, not renamed.
 
     The caller renames it over ``path`` with ``os.replace`` (or removes it), so
     a slow write can happen before a lock is taken and only the rename inside it.
@@ -80,8 +84,9 @@ def staged_write(path: str | os.PathLike[str], write: Callable[[Path], None], mo
     tmp = Path(tmp_name)
     try:
         write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
+        if sync:
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
         os.chmod(tmp, mode)
     except BaseException:
         tmp.unlink(missing_ok=True)

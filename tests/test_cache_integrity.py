@@ -143,3 +143,21 @@ def test_cache_files_keep_the_source_permissions(cached: tuple[Path, Path], tmp_
     t.meta.path, t.source = None, None
     mem = t.save(tmp_path / "m.parquet")  # no source file: owner-only, a trace can hold secrets
     assert mem.stat().st_mode & 0o777 == 0o600
+
+
+def test_caches_are_not_synced_but_a_zeroed_file_is_refused(cached: tuple[Path, Path], monkeypatch) -> None:
+    """A cache skips fsync (a crash may lose it, never pass a torn one off); atomic writes elsewhere still sync."""
+    from aonkit._filecheck import atomic_write
+
+    src, cache = cached
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    aonkit.load(src).save(cache)
+    assert calls == []
+    atomic_write(cache.with_name("other.txt"), lambda tmp: tmp.write_text("x"))
+    assert len(calls) == 1
+    monkeypatch.undo()
+    text_path(cache).write_bytes(bytes(text_path(cache).stat().st_size))  # what a crash before writeback can leave
+    with pytest.warns(aonkit.AonkitWarning, match=r"is unusable.*CRC-32"):
+        assert aonkit.load(cache).equals(aonkit.load(src))  # read from the source instead
