@@ -4,11 +4,11 @@ A cache of an uncompressed JSON trace written as a cache of that file (a job's c
 not copy the events' text, which is nearly the whole file (a 54 MB rank of ``bench/scale.py``'s job: 53.7 MB of
 text, 64-73 ms a cache to compress and write). Its text file holds each event's span in the source instead
 (``start``, ``end``, ``args_rel``; delta-coded, about 0.3 MB and 8 ms), and the sidecar the source's size and
-a CRC-32 of every :data:`CHUNK_BYTES` of it, taken from the file when the cache was written and compared with
-the parser's bytes then. A look-up reads the chunks its events touch (copied, never mapped) and checks each
-before any of its bytes is used: a source edited, truncated or replaced since is a
-:class:`~aonkit.TraceFormatError` naming it, never wrong text; a chunk once checked is kept. A look-up over a
-few events (the stream waits a job's graph reads in every rank) reads only their chunks.
+a CRC-32 of every :data:`CHUNK_BYTES` of it, taken from the parser's bytes when the file still has the size and
+mtime it had before the read (:func:`source_record`). A look-up reads the chunks its events touch (copied,
+never mapped) and checks each before any of its bytes is used: a source edited, truncated or replaced since
+is a :class:`~aonkit.TraceFormatError` naming it, never wrong text; a chunk once checked is kept. A look-up
+over a few events (the stream waits a job's graph reads in every rank) reads only their chunks.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._filecheck import crc32_buffer
+from ._filecheck import crc32_buffer, same_version
 from .errors import TraceFormatError
 from .event_text import RawEvents
 
@@ -36,26 +36,31 @@ def chunk_crcs(buf: Any, chunk: int) -> list[int]:
     return [crc32_buffer(view[i : i + chunk]) for i in range(0, len(view), chunk)]
 
 
-def source_record(buf: np.ndarray, path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The sidecar's record of ``path`` as the text's source, or None when its bytes are not ``buf``'s.
+def source_record(buf: np.ndarray, source: dict[str, Any]) -> dict[str, Any] | None:
+    """The sidecar's record of the source as the text's home, or None when ``buf`` is not the file's bytes.
 
-    ``buf`` is what the parser read; the chunks' checksums are taken from the file as it is now and must equal
-    ``buf``'s, so a gzip source, a salvaged text that differs from the file, or a file changed since it was
-    read keeps its text in the cache instead.
+    ``buf`` is what the parser read and ``source`` the file's fingerprint taken before the read
+    (:func:`aonkit._filecheck.fingerprint`). The file must still have that size and mtime, the size of ``buf``,
+    and ``buf``'s first and last 4 KiB (a gzip source, a converted one such as nsys's, or a salvaged text that
+    is not the file's bytes keeps its text in the cache). The checksums are ``buf``'s: the parser never writes
+    to it, and reading the file again to check cost 17 ms a rank (a change made since, at the same size and
+    nanosecond mtime, is caught when the text is read back: its chunk's CRC-32 differs).
     """
+    path, n = source.get("path"), len(buf)
+    if not n or not path or not same_version(path, source) or source.get("bytes") != n:
+        return None
+    edge = min(n, 4096)
     try:
         with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size != len(buf) or not len(buf):
-                return None
-            mapped = np.memmap(fh, dtype=np.uint8, mode="r")
-    except (OSError, ValueError):
+            head = fh.read(edge)
+            fh.seek(n - edge)
+            tail = fh.read(edge)
+    except OSError:
         return None
-    step = CHUNK_BYTES
-    crcs = chunk_crcs(mapped, step)
-    del mapped
-    if crcs != chunk_crcs(np.ascontiguousarray(buf), step):
+    flat = np.ascontiguousarray(buf)
+    if head != flat[:edge].tobytes() or tail != flat[n - edge :].tobytes():
         return None
-    return {"bytes": len(buf), "chunk_bytes": step, "crc32": crcs}
+    return {"bytes": n, "chunk_bytes": CHUNK_BYTES, "crc32": chunk_crcs(flat, CHUNK_BYTES)}
 
 
 def spans_table(start: np.ndarray, end: np.ndarray, args_rel: np.ndarray) -> pa.Table:

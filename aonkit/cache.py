@@ -145,7 +145,7 @@ def save_trace(trace: Trace, path: str | Path, source_text: bool = False) -> Pat
     if source_text and source is not None:
         from ._cache_source import source_record, spans_table, write_spans
 
-        if (record := source_record(buf, source["path"])) is not None:
+        if (record := source_record(buf, source)) is not None:
             table = spans_table(start, end, _args_rel(trace, start, end))
             return _save(trace, Path(path), source, lambda tmp: write_spans(table, tmp), record)
     with _text_blob(buf, start, end) as (blob, offsets):

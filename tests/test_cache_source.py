@@ -185,3 +185,15 @@ def test_aonkit_cache_of_a_plain_json_keeps_spans_and_a_salvaged_cut_too(tmp_pat
     assert read_sidecar(tmp_path / "cut.aon.parquet")["text_source"] is not None
     assert back.equals(s) and back.event_args(0)["Comms Id"] == 2**64 - 1
     assert [back.event_json(i) for i in range(len(s))] == [s.event_json(i) for i in range(len(s))]
+
+
+def test_a_source_changed_since_its_read_keeps_the_text_in_the_cache(tmp_path: Path) -> None:
+    plain = _unzipped(SAMPLE_TRACES / "cpu_mlp.pt.trace.json.gz", tmp_path)
+    t = aonkit.load(plain)
+    st = plain.stat()
+    os.utime(plain, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # written again after the read
+    cache = t.save(tmp_path / "c.aon.parquet", source_text=True)
+    assert read_sidecar(cache)["text_source"] is None
+    _same_text(aonkit.load(cache), t)
+    gz = aonkit.load(SAMPLE_TRACES / "cpu_mlp.pt.trace.json.gz")  # its text is not the file's bytes
+    assert read_sidecar(gz.save(tmp_path / "g.aon.parquet", source_text=True))["text_source"] is None
