@@ -25,8 +25,11 @@ from ._filecheck import crc32_buffer, same_version
 from .errors import TraceFormatError
 from .event_text import RawEvents
 
-CHUNK_BYTES = 1 << 20
-"""Bytes of the source per CRC-32 in the sidecar: 0.04 ms to check one, a look-up's few chunks a page-in each."""
+CHUNK_BYTES = 1 << 18
+"""Bytes of the source per CRC-32 in the sidecar (216 for a 54 MB rank): a look-up of a few events reads and
+checks a few of them (a MiB took 1.4 ms a rank to read in a job's graph)."""
+GROUP_ROWS = 4096
+"""Events per row group of the spans file: a look-up over a few events decodes only their groups."""
 COLUMNS = ("start", "end", "args_rel")
 
 
@@ -74,7 +77,8 @@ def write_spans(table: pa.Table, path: Path) -> None:
 
     zstd made it 0.15 MB but took 3.2 ms to read (a job's graph reads it in every rank), plain 4.4 MB.
     """
-    pq.write_table(table, path, compression="lz4", use_dictionary=False, column_encoding="DELTA_BINARY_PACKED")
+    pq.write_table(table, path, compression="lz4", use_dictionary=False, column_encoding="DELTA_BINARY_PACKED",
+                   row_group_size=GROUP_ROWS)
 
 
 class SourceText(RawEvents):
@@ -98,26 +102,70 @@ class SourceText(RawEvents):
         super().__init__(None, None, None, loader=self._whole)
         self._path, self._data, self._n, self._source, self._record = path, data, n, source, record
         self._spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._file: pq.ParquetFile | None = None
+        self._starts: np.ndarray | None = None  # first event of each row group of the spans, and n
+        self._groups: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # row groups read so far
         self._bytes: np.ndarray | None = None  # the source's bytes, filled as chunks are read
         self._view: np.ndarray | None = None  # the same, read-only
         self._checked: np.ndarray | None = None  # per chunk: read, and its CRC-32 matched
-        self._part: RawEvents | None = None
+
+    def _parquet(self) -> pq.ParquetFile:
+        if self._file is None:
+            try:
+                self._file = pq.ParquetFile(pa.BufferReader(self._data))
+                meta = self._file.metadata
+                sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+            except pa.ArrowException as exc:
+                raise TraceFormatError(f"unreadable event spans in the cache ({exc})", path=str(self._path)) from None
+            self._starts = np.cumsum([0, *sizes]).astype(np.int64)
+            if self._starts[-1] != self._n:
+                raise TraceFormatError("the cache's event spans have the wrong number of rows", path=str(self._path))
+        return self._file
+
+    def _decode(self, groups: list[int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(starts, ends, args offsets) of the events of row ``groups`` in order (None: all), checked."""
+        pf = self._parquet()
+        try:
+            table = pf.read(columns=list(COLUMNS)) if groups is None else pf.read_row_groups(groups, list(COLUMNS))
+            start, end, rel = (table.column(c).to_numpy() for c in COLUMNS)
+        except (pa.ArrowException, KeyError) as exc:
+            raise TraceFormatError(f"unreadable event spans in the cache ({exc})", path=str(self._path)) from None
+        if not all(a.dtype == np.int64 for a in (start, end, rel)):
+            raise TraceFormatError("the cache's event spans are not int64", path=str(self._path))
+        if len(start) and (start.min() < 0 or np.any(end <= start) or end.max() > self._record.get("bytes")
+                           or np.any((rel < -1) | (rel >= end - start))):  # fmt: skip
+            raise TraceFormatError("the cache's event spans do not fit its source", path=str(self._path))
+        return start, end, np.where(rel >= 0, start + rel, -1)
 
     def _read_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._spans is None:
-            try:
-                table = pq.read_table(pa.BufferReader(self._data), columns=list(COLUMNS))
-                start, end, rel = (table.column(c).to_numpy() for c in COLUMNS)
-            except (pa.ArrowException, KeyError) as exc:
-                raise TraceFormatError(f"unreadable event spans in the cache ({exc})", path=str(self._path)) from None
-            size = self._record.get("bytes")
-            if len(start) != self._n or not all(a.dtype == np.int64 for a in (start, end, rel)):
-                raise TraceFormatError("the cache's event spans have the wrong rows or types", path=str(self._path))
-            if self._n and (start.min() < 0 or np.any(end <= start) or end.max() > size
-                            or np.any((rel < -1) | (rel >= end - start))):  # fmt: skip
-                raise TraceFormatError("the cache's event spans do not fit its source", path=str(self._path))
-            self._spans = (start, end, np.where(rel >= 0, start + rel, -1))
+            self._spans = self._decode(None)
+            self._groups.clear()
         return self._spans
+
+    def _spans_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(starts, ends, args offsets) of ``rows``: from the row groups holding them while few, else all."""
+        if self._spans is None:
+            self._parquet()
+            starts = self._starts
+            assert starts is not None
+            g = np.searchsorted(starts, rows, "right") - 1
+            groups = np.unique(g)
+            missing = [k for k in groups.tolist() if k not in self._groups]
+            if 2 * (len(self._groups) + len(missing)) <= len(starts) - 1:
+                if missing:
+                    parts = self._decode(missing)
+                    bounds = np.cumsum([0, *(starts[k + 1] - starts[k] for k in missing)])
+                    for j, k in enumerate(missing):
+                        self._groups[k] = tuple(a[bounds[j] : bounds[j + 1]] for a in parts)  # type: ignore[assignment]
+                out = [np.empty(len(rows), np.int64) for _ in range(3)]
+                for k in groups.tolist():
+                    here = g == k
+                    for o, a in zip(out, self._groups[k]):
+                        o[here] = a[rows[here] - starts[k]]
+                return out[0], out[1], out[2]
+        start, end, at = self._read_spans()
+        return start[rows], end[rows], at[rows]
 
     def _store(self) -> np.ndarray:
         """The source's bytes as far as read: a buffer of its size in ordinary pages, filled chunk by chunk."""
@@ -178,21 +226,19 @@ class SourceText(RawEvents):
         return buf, start, end, at
 
     def subset(self, rows: np.ndarray) -> tuple[RawEvents, np.ndarray] | None:
-        """The whole text with only the chunks holding ``rows`` checked, and ``rows``; None: whole or out of range."""
+        """The spans of ``rows`` over the source's bytes, only their chunks read and checked; None: whole or range."""
         if self._buf is not None or self._loader is None:
             return None
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows) or rows.min() < 0 or rows.max() >= self._n:
             return None
-        start, end, at = self._read_spans()
+        start, end, at = self._spans_of(rows)
         buf = self._store()
         step = self._record["chunk_bytes"]
-        first, last = start[rows] // step, (end[rows] - 1) // step
+        first, last = start // step, (end - 1) // step
         n = len(self._record["crc32"]) + 1  # chunks first..last of each row: +1 at first, -1 after last
         self._check(np.cumsum(np.bincount(first, minlength=n) - np.bincount(last + 1, minlength=n))[:-1] > 0)
-        if self._part is None:
-            self._part = RawEvents(buf, start, end, args_at=at)
-        return self._part, rows
+        return RawEvents(buf, start, end, args_at=at), np.arange(len(rows), dtype=np.int64)
 
     def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Texts of ``rows``: only their chunks checked while the whole text has not been asked for."""

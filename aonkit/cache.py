@@ -24,7 +24,7 @@ with :func:`cache_path_for`; ``trace.save(path)`` takes any ``*.parquet``):
     The sidecar: format version, size and CRC-32 of each Parquet file, the
     source's name, size and mtime, the first timestamp, the categories of each category column,
     ``TraceMeta``, the file's top-level keys and warnings, the source's size
-    and CRC-32 per MiB when the text stays there (``text_source``, else null),
+    and CRC-32 per 256 KiB when the text stays there (``text_source``, else null),
     and last a CRC-32 of its own text without that key.
 
 Integrity: every file is written to a temporary name and renamed, the

@@ -70,8 +70,9 @@ def test_gzip_or_default_saves_keep_the_text_in_the_cache(tmp_path: Path) -> Non
 
 @pytest.fixture
 def by_ref(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[aonkit.Trace, Path, Path]:
-    """The sample trace as plain JSON and its cache by reference, in chunks of 4 KiB (many on a small file)."""
+    """The sample trace as plain JSON and its cache by reference, in chunks of 4 KiB and span groups of 64 events."""
     monkeypatch.setattr(_cache_source, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(_cache_source, "GROUP_ROWS", 64)
     src = _unzipped(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz", tmp_path)
     t = aonkit.load(src)
     cache = t.save(tmp_path / "c.aon.parquet", source_text=True)
@@ -97,6 +98,7 @@ def test_a_few_events_check_only_their_chunks_and_a_changed_chunk_is_refused(by_
     assert c.event_json(7) == t.event_json(7)
     checked = np.flatnonzero(c._raw._checked)
     assert 1 <= len(checked) <= 6 and checked.max() < size // 4096 - 1
+    assert c._raw._spans is None and sorted(c._raw._groups) == [0, 7]  # the spans of rows 3..41 and 500 only
     with pytest.raises(aonkit.TraceFormatError, match=r"source has changed .*bytes \d+\.\.\d+ differ") as err:
         c.arg_values("correlation")  # every event: every chunk
     assert err.value.path == str(src)
