@@ -3,7 +3,7 @@
 A cache of an uncompressed JSON trace written as a cache of that file (a job's caches, ``aonkit cache``) does
 not copy the events' text, which is nearly the whole file (a 54 MB rank of ``bench/scale.py``'s job: 53.7 MB of
 text, 64-73 ms a cache to compress and write). Its text file holds each event's span in the source instead
-(``start``, ``end``, ``args_rel``; delta-coded, about 0.3 MB and 8 ms), and the sidecar the source's size and
+(``start``, ``end``, ``args_rel``; delta-coded, about 0.35 MB and 8 ms), and the sidecar the source's size and
 a CRC-32 of every :data:`CHUNK_BYTES` of it, taken from the parser's bytes when the file still has the size and
 mtime it had before the read (:func:`source_record`). A look-up reads the chunks its events touch (copied,
 never mapped) and checks each before any of its bytes is used: a source edited, truncated or replaced since
@@ -73,7 +73,7 @@ def spans_table(start: np.ndarray, end: np.ndarray, args_rel: np.ndarray) -> pa.
 
 
 def write_spans(table: pa.Table, path: Path) -> None:
-    """Write :func:`spans_table`'s table (offsets delta-coded, LZ4: 0.29 MB for 185k events, read in 2 ms).
+    """Write :func:`spans_table`'s table (offsets delta-coded, LZ4: 0.35 MB for 185k events).
 
     zstd made it 0.15 MB but took 3.2 ms to read (a job's graph reads it in every rank), plain 4.4 MB.
     """
