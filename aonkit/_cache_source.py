@@ -21,9 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._cache_text import grouped
 from ._filecheck import crc32_buffer, same_version
 from .errors import TraceFormatError
-from .event_text import RawEvents
+from .event_text import PartlyRead, RawEvents
 
 CHUNK_BYTES = 1 << 18
 """Bytes of the source per CRC-32 in the sidecar (216 for a 54 MB rank): a look-up of a few events reads and
@@ -81,7 +82,7 @@ def write_spans(table: pa.Table, path: Path) -> None:
                    row_group_size=GROUP_ROWS)
 
 
-class SourceText(RawEvents):
+class SourceText(PartlyRead):
     """The :class:`~aonkit.trace.EventText` of a cache whose text stays in its source file.
 
     Parameters
@@ -111,15 +112,7 @@ class SourceText(RawEvents):
 
     def _parquet(self) -> pq.ParquetFile:
         if self._file is None:
-            try:
-                self._file = pq.ParquetFile(pa.BufferReader(self._data))
-                meta = self._file.metadata
-                sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-            except pa.ArrowException as exc:
-                raise TraceFormatError(f"unreadable event spans in the cache ({exc})", path=str(self._path)) from None
-            self._starts = np.cumsum([0, *sizes]).astype(np.int64)
-            if self._starts[-1] != self._n:
-                raise TraceFormatError("the cache's event spans have the wrong number of rows", path=str(self._path))
+            self._file, self._starts = grouped(self._data, self._n, self._path, "span file")
         return self._file
 
     def _decode(self, groups: list[int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -239,14 +232,3 @@ class SourceText(RawEvents):
         n = len(self._record["crc32"]) + 1  # chunks first..last of each row: +1 at first, -1 after last
         self._check(np.cumsum(np.bincount(first, minlength=n) - np.bincount(last + 1, minlength=n))[:-1] > 0)
         return RawEvents(buf, start, end, args_at=at), np.arange(len(rows), dtype=np.int64)
-
-    def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Texts of ``rows``: only their chunks checked while the whole text has not been asked for."""
-        if rows is not None and (part := self.subset(rows)) is not None:
-            return part[0].select(part[1])
-        return super().select(rows)
-
-    @property
-    def offsets_apply(self) -> bool:
-        """True: the spans come with every event's args offset."""
-        return True

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import TraceFormatError
-from .event_text import RawEvents
+from .event_text import PartlyRead, RawEvents
 
 GROUP_ROWS = 4096
 """Events per row group of the text file: a few ms per look-up of scattered events, no slower whole."""
@@ -32,7 +32,24 @@ TEXT = "event_json"
 ARGS = "args_rel"
 
 
-class CacheText(RawEvents):
+
+def grouped(data: pa.Buffer, n: int, path: Path, what: str) -> tuple[pq.ParquetFile, np.ndarray]:
+    """A cache part's Parquet file over ``data`` and the first row of each row group, then ``n``; checked.
+
+    :class:`~aonkit.TraceFormatError` (naming ``path`` and ``what``) when Arrow cannot read it or it does not
+    hold ``n`` rows.
+    """
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(data))
+        sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)]
+    except pa.ArrowException as exc:
+        raise TraceFormatError(f"unreadable {what} in the cache ({exc})", path=str(path)) from None
+    starts = np.cumsum([0, *sizes]).astype(np.int64)
+    if starts[-1] != n:
+        raise TraceFormatError(f"the cache's {what} has the wrong number of rows", path=str(path))
+    return pf, starts
+
+class CacheText(PartlyRead):
     """The :class:`~aonkit.trace.EventText` of a cache: its text file's bytes, mapped when the cache was read.
 
     Parameters
@@ -55,14 +72,7 @@ class CacheText(RawEvents):
 
     def _parquet(self) -> pq.ParquetFile:
         if self._file is None:
-            try:
-                self._file = pq.ParquetFile(pa.BufferReader(self._data))
-                sizes = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
-            except pa.ArrowException as exc:
-                raise TraceFormatError(f"unreadable event text in the cache ({exc})", path=str(self._path)) from None
-            self._starts = np.cumsum([0, *sizes]).astype(np.int64)
-            if self._starts[-1] != self._n:
-                raise TraceFormatError("the cache's event text has the wrong number of rows", path=str(self._path))
+            self._file, self._starts = grouped(self._data, self._n, self._path, "event text")
         return self._file
 
     def _read(self, groups: list[int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
@@ -116,14 +126,3 @@ class CacheText(RawEvents):
         first = np.cumsum(sizes) - sizes  # where each group begins in the part
         local = rows - starts[g] + first[np.searchsorted(groups, g)]
         return part, local
-
-    def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Texts of ``rows``: from the row groups that hold them while few, else from the whole text."""
-        if rows is not None and (part := self.subset(rows)) is not None:
-            return part[0].select(part[1])
-        return super().select(rows)
-
-    @property
-    def offsets_apply(self) -> bool:
-        """True: the whole text comes with every event's args offset."""
-        return True

@@ -149,6 +149,25 @@ class RawEvents:
         return buf[int(start[j]) : int(end[j])].tobytes()
 
 
+
+class PartlyRead(RawEvents):
+    """A :class:`RawEvents` that can read only the part of its text a few rows need (a cache's text).
+
+    Subclasses give :meth:`RawEvents.subset`; ``select`` takes that part while it pays, else the whole text
+    (the ``loader``). The whole text comes with every event's args offset.
+    """
+
+    def select(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Texts of ``rows``: from the part that holds them while few, else from the whole text."""
+        if rows is not None and (part := self.subset(rows)) is not None:
+            return part[0].select(part[1])
+        return super().select(rows)
+
+    @property
+    def offsets_apply(self) -> bool:
+        """True: the text comes with every event's args offset, read whole or in parts."""
+        return True
+
 def all_spans(text: EventText) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(buffer, starts, ends) of every event's text in event order, for any :class:`EventText`.
 
