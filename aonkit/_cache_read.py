@@ -58,7 +58,7 @@ def read_checked(path: Path, side: dict[str, Any]) -> Trace:
 def _text(cache: Path, side: dict[str, Any], n: int) -> CacheText | SourceText:
     """The cache's event text: mapped and checked now (the bytes of this cache even if it is rewritten), read later.
 
-    When the text stays in the source (``text_source``), the source is found now and mapped on first use.
+    When the text stays in the source (``text_source``), the source is found now and read (in parts) on first use.
     """
     from .cache import source_file, text_path
 
