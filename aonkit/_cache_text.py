@@ -32,7 +32,6 @@ TEXT = "event_json"
 ARGS = "args_rel"
 
 
-
 def grouped(data: pa.Buffer, n: int, path: Path, what: str) -> tuple[pq.ParquetFile, np.ndarray]:
     """A cache part's Parquet file over ``data`` and the first row of each row group, then ``n``; checked.
 
@@ -48,6 +47,7 @@ def grouped(data: pa.Buffer, n: int, path: Path, what: str) -> tuple[pq.ParquetF
     if starts[-1] != n:
         raise TraceFormatError(f"the cache's {what} has the wrong number of rows", path=str(path))
     return pf, starts
+
 
 class CacheText(PartlyRead):
     """The :class:`~aonkit.trace.EventText` of a cache: its text file's bytes, mapped when the cache was read.

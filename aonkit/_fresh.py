@@ -25,6 +25,7 @@ other memory.
 from __future__ import annotations
 
 import mmap
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -126,6 +127,11 @@ class Arena:
         if self._written > start:
             self._map.madvise(mmap.MADV_DONTNEED, start, self._written - start)
         self._written = min(self._written, start)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS has one, else the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def fresh(n: int, dtype: type | np.dtype, arena: Arena | None = None) -> np.ndarray:

@@ -149,7 +149,6 @@ class RawEvents:
         return buf[int(start[j]) : int(end[j])].tobytes()
 
 
-
 class PartlyRead(RawEvents):
     """A :class:`RawEvents` that can read only the part of its text a few rows need (a cache's text).
 
@@ -167,6 +166,7 @@ class PartlyRead(RawEvents):
     def offsets_apply(self) -> bool:
         """True: the text comes with every event's args offset, read whole or in parts."""
         return True
+
 
 def all_spans(text: EventText) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(buffer, starts, ends) of every event's text in event order, for any :class:`EventText`.

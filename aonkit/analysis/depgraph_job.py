@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._fresh import Arena
+from .._fresh import Arena, usable_cores
 from ..trace import Trace
 from .collectives import comm_kernels
 from .combine import CombinedLater, combined_categories, pid_names
@@ -102,8 +102,7 @@ def _load_stitch(g: DepGraph) -> None:
 
 def _arena(n_events: int) -> Arena | None:
     """Memory for the job graph, written ahead while the parent makes the first rank's part (a core idles)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if cores < 2:  # no core to spare: the thread would only slow the first rank down
+    if usable_cores() < 2:  # no core to spare: the thread would only slow the first rank down
         return None
     need = n_events * AHEAD_BYTES_PER_EVENT
     try:  # never more than a quarter of the memory free now (the rest is written when the graph is)
