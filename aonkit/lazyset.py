@@ -83,9 +83,15 @@ class LazyTraceSet(TraceSet):
         return self._pool is not None
 
     def close(self) -> None:
-        """Stop the worker processes (a later :meth:`map` starts new ones) and drop the ranks held."""
+        """Stop the worker processes (a later :meth:`map` starts new ones) and drop the ranks held.
+
+        The workers are joined (a few ms for an idle pool): a pool left to stop on its own thread
+        (``shutdown(wait=False)``, what a set dropped without :meth:`close` gets) can race the interpreter's
+        exit in ``concurrent.futures`` and print ``OSError: [Errno 9] Bad file descriptor``.
+        """
         if self._finalizer is not None:
-            self._finalizer()
+            self._finalizer.detach()
+            self._pool.shutdown(wait=True, cancel_futures=True)
         self._pool = self._finalizer = None
         self._held.clear()
 

@@ -274,3 +274,21 @@ def test_head_scan_falls_back_to_parsing_when_the_start_does_not_say(tmp_path: P
     assert lazy.unread == [0] and lazy.files[1].n_events > 0  # rank 1 was parsed at open
     with pytest.raises(ValueError, match="scan must be"):
         aonkit.open_job(tmp_path, scan="all")
+
+
+def test_close_joins_the_workers_and_a_later_map_starts_new_ones(job_dir: Path) -> None:
+    """close() waits for the workers to exit: none is left running (or racing the interpreter's exit)."""
+    import multiprocessing
+
+    lazy = aonkit.open_job(job_dir, processes=2)
+    first = lazy.map(len)
+    workers = multiprocessing.active_children()
+    assert lazy.has_workers and workers
+    lazy.close()
+    assert not lazy.has_workers and all(not p.is_alive() for p in workers)
+    assert lazy.map(len) == first and not lazy.has_workers  # remembered: no worker needed
+    kernels = lazy.map(kernel_stats)  # not remembered: new workers
+    assert lazy.has_workers
+    assert {r: len(k) for r, k in kernels.items()} == {r: len(kernel_stats(lazy[r])) for r in first}
+    lazy.close()
+    assert not multiprocessing.active_children()
