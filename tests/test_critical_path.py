@@ -75,6 +75,38 @@ def test_a_step_window(tmp_path: Path) -> None:
         what_if(t, step=7)
 
 
+def test_unlaunched_gpu_events_keep_their_measured_gaps_and_overlaps(tmp_path: Path) -> None:
+    """GPU events with no launch in the trace: each keeps its own gap (or overlap) after its stream predecessor."""
+    ev = [_x("op", "cpu_op", 0, 5),  # no launch calls: every kernel's launch is outside the trace
+          _x("k1", "kernel", 10, 20, tid=7, pid=0, correlation=1, device=0, stream=7),
+          _x("k2", "kernel", 33, 20, tid=7, pid=0, correlation=2, device=0, stream=7),  # 3 us after k1 (queued)
+          _x("k3", "kernel", 52, 20, tid=7, pid=0, correlation=3, device=0, stream=7),  # 1 us overlap
+          _x("k4", "kernel", 572, 20, tid=7, pid=0, correlation=4, device=0, stream=7)]  # 500 us idle  # fmt: skip
+    t = load_events(tmp_path, ev)
+    g = graph_of(t)
+    stream = g.edge_kind == 1
+    assert sorted(g.lat_ns[stream].tolist()) == [-1_000, 3_000, 500_000]  # the measured gaps, once each
+    r = what_if(t)
+    assert (r.start_ns == g.start_ns).all() and r.model_ns == r.measured_ns == 592_000
+    assert what_if(t, [Rule(0.5, kind="gpu")]).step_time_ns == 592_000 - 40_000  # four kernels of 20 -> 10 us
+
+
+def test_a_step_ends_where_its_threads_wait_for_the_next(tmp_path: Path) -> None:
+    """A thread idle across the step's end (a worker waiting for the next step) is not the step's time."""
+    ev = []
+    for k in range(2):
+        base = 1000.0 * k
+        ev += [_x(f"ProfilerStep#{k}", "user_annotation", base, 900),
+               _x("aten::mm", "cpu_op", base + 100, 700),
+               _x("autograd::engine", "cpu_op", base + 50, 200, tid=2)]  # done at base + 250, then idle  # fmt: skip
+    t = load_events(tmp_path, ev)
+    r = what_if(t, step=0)
+    assert r.measured_ns == r.model_ns == 900_000  # not 1,050 us: the worker's wait until the next step's op
+    path = r.critical_path  # the step's own thread to its end (the annotation's last self time), not the wait
+    assert path["lane"].nunique() == 1 and (path["start_ns"] + path["dur_ns"]).max() == 900_000
+    assert what_if(t, [Rule(0.5, kind="cpu", name="aten::mm")], step=0).step_time_ns == 900_000 - 350_000
+
+
 def _reference_segments(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> list[tuple[int, int, int, int]]:
     """Self time by brute force: each elementary interval belongs to the innermost open event (or a gap)."""
     out = []
@@ -129,6 +161,40 @@ def test_identity_on_real_traces(rel: str) -> None:
     faster = what_if(t, [Rule(0.5, kind="gpu")])
     assert faster.step_time_ns <= r.model_ns  # halving GPU time never slows the trace down
     assert (faster.critical_path["dur_ns"] >= 0).all() and faster.critical_path["share"].sum() == pytest.approx(1)
+
+
+STEP_TRACES = ["hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "hta/call_stack/backward_thread.json",
+               "hta/critical_path/cuda_event_sync/event_sync_trace.json.gz",
+               "hta/df_index_resolver/df_index_resolver.json.gz", "hta/nccl_parser_config/nccl_data.json.gz",
+               "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+               "hta/timeline_analysis/sampled_rank-0.json.gz", "hta/trace_compare/base/base.json.gz",
+               "hta/trace_compare/test/test.json.gz", "hta/trace_diff/control/control.json.gz",
+               "hta/trace_diff/test/test.json.gz", "hta/trace_filter/sampled_rank-1.json.gz",
+               "hta/triton_example/triton_example.json.gz",
+               "tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz",
+               "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+               "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+               "tracelens/mi300/resnet_act_checkpoint.json.gz"]  # fmt: skip
+"""Every shared GPU trace with ProfilerSteps (hta/trace_filter/sampled_rank-0 is timeline_analysis' file)."""
+
+
+@pytest.mark.parametrize("rel", STEP_TRACES)
+def test_identity_per_profiler_step_on_real_traces(rel: str) -> None:
+    """Each step: the identity within 2% of the measured step, which starts as its ProfilerStep and ends no
+    earlier; the path never ends in a thread's wait past the step (a host gap running past its end)."""
+    from aonkit.analysis.steps import profiler_steps
+
+    t = aonkit.load(require_shared("traces") / rel)
+    steps = profiler_steps(t)
+    assert len(steps)
+    for _, s in steps.iterrows():
+        r = what_if(t, step=int(s["step"]))
+        assert abs(r.model_ns - r.measured_ns) <= 0.02 * r.measured_ns, (rel, s["step"])
+        assert r.measured_ns >= 0.99 * s["dur_ns"], (rel, s["step"])
+        end = int(s["ts_ns"] + s["dur_ns"])
+        path = r.critical_path
+        gaps = path[path["kind"] == "gap"]
+        assert (gaps["start_ns"] + gaps["dur_ns"] <= end).all(), (rel, s["step"])
 
 
 def test_edges_against_measured_time_are_dropped_not_cycled(tmp_path: Path) -> None:

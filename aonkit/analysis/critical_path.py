@@ -179,7 +179,12 @@ def _base_schedule(g: DepGraph) -> tuple:
 
 
 def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int] | None) -> np.ndarray | None:
-    """Which nodes start in the step or window (None: no step or window, every node)."""
+    """Which nodes start in the step or window (None: no step or window, every node).
+
+    A host gap that runs past the window's end is left out: it is a thread waiting for what follows the
+    window (the next step's first op), not work of the window. Kept, a worker thread idle across the step's
+    end made the step up to twice its ProfilerStep and ended its critical path with that wait.
+    """
     if step is not None:
         from .steps import profiler_steps
 
@@ -191,7 +196,8 @@ def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int]
         window = (int(s["ts_ns"].min()), int((s["ts_ns"] + s["dur_ns"]).max()))  # every rank's, in a job
     if window is None:
         return None
-    return (g.start_ns >= window[0]) & (g.start_ns < window[1])
+    inside = (g.start_ns >= window[0]) & (g.start_ns < window[1])
+    return inside & ~((g.kind == KIND_GAP) & (g.start_ns + g.dur_ns > window[1]))
 
 
 def _span(start: np.ndarray, finish: np.ndarray) -> int:

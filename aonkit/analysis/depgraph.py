@@ -185,12 +185,13 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
 
     chain(0, cpu["lane"], cpu["start_ns"], cpu["dur_ns"], 0)
     chain(n_cpu, nodes["lane"][n_cpu:], nodes["start_ns"][n_cpu:], nodes["dur_ns"][n_cpu:], 1)
-    # a GPU event whose launch is not in the trace keeps its measured gap after its stream predecessor
+    # a GPU event whose launch is not in the trace keeps its measured gap (or overlap) after its stream
+    # predecessor, however long: no launch edge explains a longer one
     unlaunched = np.zeros(len(g_rows), bool)
     unlaunched[gpu_node[links["launch_row"].to_numpy() < 0] - n_cpu] = True
     keep_gap = unlaunched[dsts[-1] - n_cpu]
-    lats[-1] = np.where(keep_gap, np.maximum(lats[-1], 0) + np.maximum(
-        nodes["start_ns"][dsts[-1]] - (nodes["start_ns"][srcs[-1]] + nodes["dur_ns"][srcs[-1]]), 0), lats[-1])
+    measured_gap = nodes["start_ns"][dsts[-1]] - (nodes["start_ns"][srcs[-1]] + nodes["dur_ns"][srcs[-1]])
+    lats[-1] = np.where(keep_gap, measured_gap, lats[-1])
     # launch edges, with the queued-or-not latency rule
     launch = links["launch_row"].to_numpy()
     has = (launch >= 0) & (last_seg[np.maximum(launch, 0)] >= 0)
