@@ -163,6 +163,67 @@ def test_identity_on_real_traces(rel: str) -> None:
     assert (faster.critical_path["dur_ns"] >= 0).all() and faster.critical_path["share"].sum() == pytest.approx(1)
 
 
+def _backward_on_its_thread(tmp_path: Path, late_us: float = 0) -> aonkit.Trace:
+    """Forward [0,100] on thread 1, which waits (untraced) until [600,650]; backward on thread 2 in between.
+
+    Thread 2 ran [-1500,-1450] before (the last step's backward, over 1 ms before thread 1 starts: no handoff
+    that way), starts 10 us (+ ``late_us``) after thread 1 went idle: two ops of 240 us, and thread 1
+    resumes 10 us after them.
+    """
+    b0 = 110 + late_us
+    ev = [_x("ProfilerStep#1", "user_annotation", 0, 650), _x("aten::mm", "cpu_op", 0, 100),
+          _x("Optimizer.step", "cpu_op", 600, 50),
+          _x("autograd::engine::evaluate_function: X", "cpu_op", -1500, 50, tid=2),
+          _x("autograd::engine::evaluate_function: A", "cpu_op", b0, 240, tid=2),
+          _x("autograd::engine::evaluate_function: B", "cpu_op", b0 + 240, 240, tid=2)]  # fmt: skip
+    if late_us:  # thread 1's wait moves with thread 2's start
+        ev[0]["dur"] += late_us
+        ev[2]["ts"] += late_us
+    return load_events(tmp_path, ev)
+
+
+def test_a_thread_waiting_for_another_is_tied_to_it(tmp_path: Path) -> None:
+    """PyTorch's backward on the autograd thread: the Python thread's wait is no host work; both hand off."""
+    from aonkit.analysis.depgraph_threads import EDGE_HANDOFF
+
+    t = _backward_on_its_thread(tmp_path)
+    g = graph_of(t)
+    assert sorted(g.lat_ns[g.edge_kind == EDGE_HANDOFF].tolist()) == [10_000, 10_000]
+    r = what_if(t, step=1)
+    assert r.model_ns == r.measured_ns == 650_000
+    assert r.critical_path["name"].tolist() == ["aten::mm", "autograd::engine::evaluate_function: A",
+                                                    "autograd::engine::evaluate_function: B", "Optimizer.step"]
+    faster = what_if(t, [Rule(0.5, kind="cpu", tid=2)], step=1)  # the backward ops 480 -> 240 us
+    assert faster.step_time_ns == 650_000 - 240_000
+    assert what_if(t, [Rule(0.5, kind="cpu", name="aten::mm")], step=1).step_time_ns == 650_000 - 50_000
+
+
+def test_a_thread_starting_long_after_another_went_idle_is_no_handoff(tmp_path: Path) -> None:
+    from aonkit.analysis.depgraph_threads import EDGE_HANDOFF, HANDOFF_NS
+
+    t = _backward_on_its_thread(tmp_path, late_us=HANDOFF_NS / 1000 + 1)
+    g = graph_of(t)
+    assert not (g.edge_kind == EDGE_HANDOFF).any()
+    r = what_if(t, [Rule(0.5, kind="cpu", tid=2)], step=1)
+    assert r.step_time_ns == r.measured_ns  # thread 1's untraced time is host work: nothing moves it
+
+
+def test_backward_on_the_autograd_thread_of_a_real_trace() -> None:
+    """df_index_resolver: the Python thread waits through each backward; a faster backward now shortens the run."""
+    from aonkit.analysis.depgraph_threads import EDGE_HANDOFF
+
+    t = aonkit.load(require_shared("traces") / "hta/df_index_resolver/df_index_resolver.json.gz")
+    g = graph_of(t)
+    assert (g.edge_kind == EDGE_HANDOFF).sum() == 2 * 5  # one backward per step, five steps
+    base = what_if(t)
+    assert base.model_ns == base.measured_ns
+    ev = t.events
+    backward_tid = ev.loc[ev["name"].astype(str).str.startswith("autograd::engine"), "tid"].astype(str).mode().iat[0]
+    faster = what_if(t, [Rule(0.5, kind="cpu", tid=backward_tid)])
+    assert faster.step_time_ns < 0.8 * base.model_ns  # it was the identity's time before the handoffs
+    assert (base.critical_path["kind"] == "gap").mean() < 0.2
+
+
 STEP_TRACES = ["hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "hta/call_stack/backward_thread.json",
                "hta/critical_path/cuda_event_sync/event_sync_trace.json.gz",
                "hta/df_index_resolver/df_index_resolver.json.gz", "hta/nccl_parser_config/nccl_data.json.gz",

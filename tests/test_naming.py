@@ -33,7 +33,8 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "roofline": {"trace_spec"}, "summary": {"busy_ns"}, "depgraph": {"build_graph", "relabelled"},
     "critical_path": {"graph_of", "composition", "prepared"}, "depgraph_job": {"build_job_graph"},
     "whatif_mc": "*", "whatif_trace": "*", "job_stats": {"merge_kernel_stats", "rank_kernel_stats"},
-    "depgraph_sync": "*", "depgraph_stitch": "*", "whatif_rules": "*", "combine": {"combined_categories", "pid_names"},
+    "depgraph_sync": "*", "depgraph_threads": "*", "depgraph_stitch": "*", "whatif_rules": "*",
+    "combine": {"combined_categories", "pid_names"},
     "correlation": {"enclosing_ops", "code_flags", "category_flags", "step_table", "step_numbers", "gpu_launch_rows",
                     "numpy_launch_candidates"},
     "queues": {"queue_sweep"}, "queue_sweep": "*",  # kernels or their stand-ins (analysis.standin):

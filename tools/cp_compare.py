@@ -64,7 +64,7 @@ GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 EDGE_SHORT = {"critical_path_operator": "op", "critical_path_dependency": "dep",
               "critical_path_kernel_launch_delay": "launch", "critical_path_kernel_kernel_delay": "kk",
               "critical_path_sync_dependency": "sync"}
-AON_EDGE = ("thread", "stream", "launch", "sync", "stream wait", "collective")
+AON_EDGE = ("thread", "stream", "launch", "sync", "stream wait", "collective", "handoff")
 CLASSES = {
     "zero-dur": "aonkit only: a zero-duration CPU event (HTA drops rows with dur 0, hta doc §2)",
     "annotation": "aonkit only: annotation self time (no node in HTA; its ops are top-level, dep edges weigh 0)",
@@ -133,7 +133,8 @@ def _path_nodes(g, r, window) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
     from aonkit._kernels.dag import schedule
 
     _, _, pred, edge = schedule(g.order, g.indptr, g.src, g.lat_ns, g.dur_ns, g.release_ns)
-    inside = np.ones(len(g), bool) if window is None else (g.start_ns >= window[0]) & (g.start_ns < window[1])
+    inside = r._context[2]  # the window's nodes as what_if chose them (None: every node)
+    inside = np.ones(len(g), bool) if inside is None else inside
     idx = np.flatnonzero(inside)
     end = int(idx[np.argmax(r.finish_ns[idx])])
     nodes = path_of(r.finish_ns, pred, end)

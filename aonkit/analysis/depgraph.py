@@ -33,7 +33,10 @@ identity never starts a node later than it was measured:
   edge carries the measured wake-up delay;
 - **stream wait**: ``cudaStreamWaitEvent`` (Kineto's ``Stream Wait Event``
   rows): the waiting stream's next GPU event after the call waits for the
-  recorded stream's last GPU event launched before the ``cudaEventRecord``.
+  recorded stream's last GPU event launched before the ``cudaEventRecord``;
+- **handoff** (6): a thread idle while another of its process runs (PyTorch's
+  backward on the autograd thread), the two tied both ways and the waits no
+  longer host work (:mod:`aonkit.analysis.depgraph_threads`).
 
 Nodes with nothing before them (a thread's first segment, a GPU event whose
 launch is outside the trace) are released at their measured start, so the
@@ -57,6 +60,7 @@ from ..trace import Trace
 from .columns import in_categories, op_stack, thread_keys
 from .correlation import gpu_launches
 from .depgraph_sync import QUEUED_NS, SYNC_CALLS, stream_wait_edges, sync_edges
+from .depgraph_threads import handoff_edges
 
 KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB = 0, 1, 2, 3
 KIND_NAMES = ("cpu", "gap", "gpu", "hub")
@@ -78,7 +82,8 @@ class DepGraph:
         Earliest start of nodes with no predecessor (else the kernels' no-release value).
     indptr, src, lat_ns, edge_kind : numpy.ndarray
         Incoming edges by destination; ``edge_kind``: 0 thread, 1 stream, 2 launch, 3 sync, 4 stream wait,
-        5 collective (a rank's arrival -> the hub -> every rank's transfer).
+        5 collective (a rank's arrival -> the hub -> every rank's transfer), 6 handoff between threads
+        (:mod:`aonkit.analysis.depgraph_threads`).
     order : numpy.ndarray
         A topological order of the nodes.
     dropped_edges : int
@@ -215,6 +220,7 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     woken = sync_edges(trace, nodes, last_seg, gpu_node, g_rows, g_ts, g_ts + g_dur, launch, srcs, dsts, lats,
                         kinds, dur)
     _relaunch(woken, cpu["lane"], k_launch, srcs, dsts, lats, kinds, nodes["start_ns"][n_cpu:], n_cpu)
+    handoff_edges(cpu["lane"], cpu["kind"], cpu["start_ns"], dur[:n_cpu], KIND_GAP, srcs, dsts, lats, kinds)
     nodes["dur_ns"] = dur
     if hook is not None:
         node_of_row = np.full(len(ev), -1, np.int64)
