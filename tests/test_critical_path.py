@@ -224,6 +224,22 @@ def test_backward_on_the_autograd_thread_of_a_real_trace() -> None:
     assert (base.critical_path["kind"] == "gap").mean() < 0.2
 
 
+def test_a_poller_thread_sets_no_span_a_user_thread_stays(tmp_path: Path) -> None:
+    """A thread of runtime calls tied to nothing (a watchdog's cudaEventQuery) is left out of the graph."""
+    ev = [_x("cudaLaunchKernel", "cuda_runtime", 0, 10, correlation=1),
+          _x("gemm", "kernel", 20, 100, tid=7, pid=0, correlation=1, device=0, stream=7),
+          _x("cudaDeviceSynchronize", "cuda_runtime", 15, 110)]  # fmt: skip
+    poll = [_x("cudaEventQuery", "cuda_runtime", t0, 2, tid=3) for t0 in (-50, 40, 150)]
+    t = load_events(tmp_path / "poll", ev + poll)
+    g = graph_of(t)
+    assert not np.isin(g.row[g.row >= 0], np.arange(3, 6)).any()  # the three queries: no node
+    r = what_if(t)
+    assert r.measured_ns == r.model_ns == 125_000  # the work's span, not the poller's (-50 .. 152 us)
+    assert what_if(t, [Rule(0.5, kind="gpu")]).step_time_ns == 125_000 - 50_000
+    user = load_events(tmp_path / "user", ev + [_x("aten::add", "cpu_op", 150, 2, tid=3)])
+    assert what_if(user).measured_ns == 152_000  # an op: user code, kept although tied to nothing
+
+
 STEP_TRACES = ["hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "hta/call_stack/backward_thread.json",
                "hta/critical_path/cuda_event_sync/event_sync_trace.json.gz",
                "hta/df_index_resolver/df_index_resolver.json.gz", "hta/nccl_parser_config/nccl_data.json.gz",

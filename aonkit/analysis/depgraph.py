@@ -60,7 +60,7 @@ from ..trace import Trace
 from .columns import in_categories, op_stack, thread_keys
 from .correlation import gpu_launches
 from .depgraph_sync import QUEUED_NS, SYNC_CALLS, stream_wait_edges, sync_edges
-from .depgraph_threads import handoff_edges
+from .depgraph_threads import drop_isolated, handoff_edges
 
 KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB = 0, 1, 2, 3
 KIND_NAMES = ("cpu", "gap", "gpu", "hub")
@@ -111,6 +111,10 @@ class DepGraph:
 
 
 def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The CPU nodes (thread segments and gaps), each event row's last node (-1: none), user code's threads.
+
+    A thread is user code's when it ran more than runtime calls (an op or an annotation).
+    """
     from .._kernels.segments import thread_segments
 
     ev = trace.events
@@ -125,7 +129,8 @@ def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     needed = np.zeros(len(ev), bool)
     launch = gpu_launches(trace)["launch_row"].to_numpy()
     needed[launch[launch >= 0]] = True
-    needed |= in_categories(ev["cat"], schema.RUNTIME_CATS) & in_categories(ev["name"], SYNC_CALLS)
+    runtime = in_categories(ev["cat"], schema.RUNTIME_CATS)
+    needed |= runtime & in_categories(ev["name"], SYNC_CALLS)
     keep = (t1 > t0) | ((row >= 0) & needed[np.maximum(row, 0)])
     renum = np.cumsum(keep) - 1
     th, t0, t1, row = th[keep], t0[keep], t1[keep], row[keep]
@@ -138,7 +143,7 @@ def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     last_of_row = np.full(len(ev), -1, np.int64)
     last_of_row[rows] = np.where(keep[np.maximum(last, 0)] & (last >= 0), renum[np.maximum(last, 0)], -1)
     last_of_row[rows[is_annotation[rows]]] = -1  # an annotation is no node's owner
-    return nodes, last_of_row, th
+    return nodes, last_of_row, np.unique(thread[~runtime[rows]])
 
 
 def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None = None, *,
@@ -158,7 +163,7 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     from .._kernels.dag_csr import forward_csr
 
     ev = trace.events
-    cpu, last_seg, _ = _cpu_nodes(trace)
+    cpu, last_seg, user_lanes = _cpu_nodes(trace)
     n_cpu = len(cpu["kind"])
     links = gpu_launches(trace)  # (gpu_row, launch_row): all the graph reads of gpu_links, without its op stack walk
     g_rows = links["gpu_row"].to_numpy()
@@ -222,6 +227,8 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     _relaunch(woken, cpu["lane"], k_launch, srcs, dsts, lats, kinds, nodes["start_ns"][n_cpu:], n_cpu)
     handoff_edges(cpu["lane"], cpu["kind"], cpu["start_ns"], dur[:n_cpu], KIND_GAP, srcs, dsts, lats, kinds)
     nodes["dur_ns"] = dur
+    nodes, gpu_node, n_cpu = drop_isolated(nodes, n_cpu, gpu_node, user_lanes, srcs, dsts, lats, kinds)
+    dur = nodes["dur_ns"]
     if hook is not None:
         node_of_row = np.full(len(ev), -1, np.int64)
         node_of_row[g_rows] = gpu_node

@@ -88,3 +88,35 @@ def handoff_edges(lane: np.ndarray, kind: np.ndarray, start: np.ndarray, dur: np
     srcs.append(pairs[0]), dsts.append(pairs[1]), lats.append(lat[once])
     kinds.append(np.full(pairs.shape[1], EDGE_HANDOFF))
     return len(g)
+
+
+def drop_isolated(nodes: dict, n_cpu: int, gpu_node: np.ndarray, user_lanes: np.ndarray, srcs: list, dsts: list,
+                  lats: list, kinds: list) -> tuple[dict, np.ndarray, int]:  # fmt: skip
+    """Leave out the pollers: threads of runtime calls only, tied to nothing else (no launch, sync or handoff).
+
+    A watchdog polling ``cudaEventQuery`` every 100 ms ran 11-17 ms past the work of two shared traces: its
+    calls and the gaps between them, host work to the graph, set the trace's last finish on their own, so that
+    no rule could shorten it. A thread that ran an op or an annotation (``user_lanes``) stays, tied or not: its
+    untraced time is user code (an annotation on a thread of its own spans a 13 s compile in one trace).
+    ``nodes``' CPU nodes come first (``n_cpu``); ``gpu_node``: each GPU event's node. Returns
+    ``(nodes, gpu_node, n_cpu)`` renumbered; the edge lists are changed in place.
+    """
+    lane = nodes["lane"][:n_cpu]
+    tied = np.zeros(n_cpu, bool)
+    for s, d, k in zip(srcs, dsts, kinds):
+        if len(k) and k[0] not in (0, 1):  # thread and stream order stay on their lane
+            tied[s[s < n_cpu]] = True
+            tied[d[d < n_cpu]] = True
+    if tied.all():
+        return nodes, gpu_node, n_cpu
+    keep_lane = np.union1d(lane[tied], user_lanes)
+    keep = np.ones(len(nodes["kind"]), bool)
+    keep[:n_cpu] = np.isin(lane, keep_lane)
+    if keep.all():
+        return nodes, gpu_node, n_cpu
+    new = np.cumsum(keep) - 1
+    for i, s in enumerate(srcs):  # an isolated thread's edges are its own thread order: both ends go
+        e = keep[s]
+        srcs[i], dsts[i], lats[i], kinds[i] = new[s[e]], new[dsts[i][e]], lats[i][e], kinds[i][e]
+    gone = n_cpu - int(keep[:n_cpu].sum())
+    return {k: v[keep] for k, v in nodes.items()}, gpu_node - gone, n_cpu - gone
