@@ -143,7 +143,8 @@ def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     last_of_row = np.full(len(ev), -1, np.int64)
     last_of_row[rows] = np.where(keep[np.maximum(last, 0)] & (last >= 0), renum[np.maximum(last, 0)], -1)
     last_of_row[rows[is_annotation[rows]]] = -1  # an annotation is no node's owner
-    return nodes, last_of_row, np.unique(thread[~runtime[rows]])
+    user = thread[~runtime[rows]]  # sorted by thread (the op stack's order): unique by neighbours
+    return nodes, last_of_row, user[np.r_[True, user[1:] != user[:-1]]] if len(user) else user
 
 
 def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None = None, *,
