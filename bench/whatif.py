@@ -133,8 +133,9 @@ def run_hta(timeout: float) -> None:
 def _aonkit_window(trace, hta: dict) -> tuple[int, int] | None:  # noqa: ANN001 - an aonkit Trace
     """HTA's window (file µs, end inclusive) on aonkit's clock, or None (annotation "": no upper bound in HTA).
 
-    aonkit applies a trace's base time where HTA 0.5 does not (the MI300 trace): the offset is read off
-    HTA's critical events (each names its row and start); a µs either side covers HTA's rounding of starts.
+    aonkit applies a trace's base time where HTA 0.5 does not (the TraceLens H100 and MI300 traces): the
+    offset is read off HTA's critical events (each names its row and start); a µs either side covers HTA's
+    rounding of starts.
     """
     import numpy as np
 

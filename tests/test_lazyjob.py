@@ -290,5 +290,7 @@ def test_close_joins_the_workers_and_a_later_map_starts_new_ones(job_dir: Path) 
     kernels = lazy.map(kernel_stats)  # not remembered: new workers
     assert lazy.has_workers
     assert {r: len(k) for r, k in kernels.items()} == {r: len(kernel_stats(lazy[r])) for r in first}
+    again = [p for p in multiprocessing.active_children() if p not in workers]
+    assert again
     lazy.close()
-    assert not multiprocessing.active_children()
+    assert all(not p.is_alive() for p in again)

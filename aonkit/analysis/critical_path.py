@@ -183,7 +183,7 @@ def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int]
 
     A host gap that runs past the window's end is left out: it is a thread waiting for what follows the
     window (the next step's first op), not work of the window. Kept, a worker thread idle across the step's
-    end made the step up to twice its ProfilerStep and ended its critical path with that wait.
+    end made steps up to 2.2 times their ProfilerStep and ended their critical paths with that wait.
     """
     if step is not None:
         from .steps import profiler_steps
