@@ -208,6 +208,29 @@ def test_a_thread_starting_long_after_another_went_idle_is_no_handoff(tmp_path: 
     assert r.step_time_ns == r.measured_ns  # thread 1's untraced time is host work: nothing moves it
 
 
+def test_a_waiting_thread_may_resume_before_the_other_is_done(tmp_path: Path) -> None:
+    """The autograd thread's last op can outlast the Python thread's wake-up: the join is from the op done by then."""
+    from aonkit.analysis.depgraph_threads import EDGE_HANDOFF
+
+    ev = [_x("aten::mm", "cpu_op", 0, 100), _x("Optimizer.step", "cpu_op", 600, 50),
+          _x("autograd::engine::evaluate_function: A", "cpu_op", 110, 240, tid=2),
+          _x("autograd::engine::evaluate_function: B", "cpu_op", 350, 240, tid=2),  # done at 590, 10 us before
+          _x("autograd::engine::evaluate_function: C", "cpu_op", 590, 300, tid=2)]  # to 890, 290 us after  # fmt: skip
+    t = load_events(tmp_path, ev)
+    g = graph_of(t)
+    handoff = g.edge_kind == EDGE_HANDOFF
+    dst = np.repeat(np.arange(len(g)), np.diff(g.indptr))
+    names = t.events["name"].astype(str).to_numpy()
+    assert sorted((names[g.row[s]], names[g.row[d]], int(lat)) for s, d, lat in
+                  zip(g.src[handoff], dst[handoff], g.lat_ns[handoff])) == [
+        ("aten::mm", "autograd::engine::evaluate_function: A", 10_000),
+        ("autograd::engine::evaluate_function: B", "Optimizer.step", 10_000)]  # fmt: skip
+    r = what_if(t, [Rule(0.5, kind="cpu", name=": A$")])  # A 240 -> 120 us: B, then the optimizer, 120 us earlier
+    ev2 = r.retimed_trace().events
+    assert int(ev2.loc[ev2["name"] == "Optimizer.step", "ts_ns"].iat[0]) == int(
+        t.events.loc[t.events["name"] == "Optimizer.step", "ts_ns"].iat[0]) - 120_000  # fmt: skip
+
+
 def test_backward_on_the_autograd_thread_of_a_real_trace() -> None:
     """df_index_resolver: the Python thread waits through each backward; a faster backward now shortens the run."""
     from aonkit.analysis.depgraph_threads import EDGE_HANDOFF
