@@ -17,7 +17,7 @@ done by then, at most :data:`HANDOFF_NS` before). A's gap and B's idle gap
 before the run become waits (no duration of their own) and two edges tie the
 threads: A's node before G -> B's first node of the run, and B's node A waited
 for -> A's node after G, each with its measured latency (so the identity
-re-time is unchanged). On the shared traces true handoffs took 40-630 µs
+re-time is unchanged). On the shared traces true handoffs took 0-880 µs
 each way and coincidences (a data-loader thread busy during a wait) 1.2 ms to
 tens of ms; gaps under :data:`MIN_WAIT_NS` are left as they are.
 """
