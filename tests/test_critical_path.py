@@ -231,6 +231,27 @@ def test_a_waiting_thread_may_resume_before_the_other_is_done(tmp_path: Path) ->
         t.events.loc[t.events["name"] == "Optimizer.step", "ts_ns"].iat[0]) - 120_000  # fmt: skip
 
 
+def test_identity_with_handoffs_on_random_threads(tmp_path: Path) -> None:
+    """Three threads of random ops (zero-length ones, ties on whole µs, idle gaps around the handoff limits):
+    whatever handoffs are found, the identity re-times every node to its measured start."""
+    rng = np.random.default_rng(0)
+    found = 0
+    for case in range(200):
+        ev = []
+        for tid in (1, 2, 3):
+            t0 = float(rng.integers(0, 300))
+            for _ in range(int(rng.integers(2, 8))):
+                d = float(rng.choice([0, 0, 5, 50, 200]))
+                ev.append(_x(f"op{tid}", "cpu_op", t0, d, tid=tid))
+                t0 += d + float(rng.choice([0, 0, 150, 400, 1500, 3000]))
+        t = load_events(tmp_path / str(case), ev)
+        g = graph_of(t)
+        found += int((g.edge_kind == 6).any())
+        r = what_if(t)
+        assert r.model_ns == r.measured_ns and (r.start_ns == g.start_ns).all(), case
+    assert found > 30  # the cases do exercise handoffs (47 of 200)
+
+
 def test_backward_on_the_autograd_thread_of_a_real_trace() -> None:
     """df_index_resolver: the Python thread waits through each backward; a faster backward now shortens the run."""
     from aonkit.analysis.depgraph_threads import EDGE_HANDOFF

@@ -87,13 +87,14 @@ def handoff_edges(lane: np.ndarray, kind: np.ndarray, start: np.ndarray, dur: np
     for i in late:
         m[i] = f[i] + np.searchsorted(end[f[i] : m[i] + 1], end[g[i]], "right") - 1
     fine = (m >= f) & (end[g] - end[m] <= HANDOFF_NS)  # none done just before: no join
+    fine &= (start[f] > start[g - 1]) & (start[m] < start[g + 1])  # both edges forward in time: neither dropped
     g, f, m = g[fine], f[fine], m[fine]
     if not len(g):
         return 0
     before = f[(f > 0) & (lane[np.maximum(f - 1, 0)] == lane[f]) & idle[np.maximum(f - 1, 0)]] - 1
     dur[np.concatenate([g, before])] = 0  # the idle thread's gap, and the other's idle gap before its run
     src, dst = np.concatenate([g - 1, m]), np.concatenate([f, g + 1])
-    lat = np.concatenate([start[f] - end[g - 1], start[g + 1] - end[m]])
+    lat = start[dst] - (start[src] + dur[src])  # after the waits are zeroed: a source may be one (idle twice over)
     # two threads handing off in turn (forward -> backward -> optimizer) see each edge from both sides: once
     pairs, once = np.unique(np.stack([src, dst]), axis=1, return_index=True)
     srcs.append(pairs[0]), dsts.append(pairs[1]), lats.append(lat[once])
