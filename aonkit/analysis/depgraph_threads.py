@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 HANDOFF_NS = 1_000_000
-"""Most time from A going idle to B starting, and from B's run ending to A resuming."""
+"""Most time from A going idle to B starting, and between B's run ending and A resuming (either first)."""
 MIN_WAIT_NS = 100_000
 """Shortest gap taken as a thread being idle (shorter ones stay host work)."""
 EDGE_HANDOFF = 6
