@@ -229,12 +229,10 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     handoff_edges(cpu["lane"], cpu["kind"], cpu["start_ns"], dur[:n_cpu], KIND_GAP, srcs, dsts, lats, kinds)
     nodes["dur_ns"] = dur
     nodes, gpu_node, n_cpu = drop_isolated(nodes, n_cpu, gpu_node, user_lanes, srcs, dsts, lats, kinds)
-    dur = nodes["dur_ns"]
     if hook is not None:
         node_of_row = np.full(len(ev), -1, np.int64)
         node_of_row[g_rows] = gpu_node
         nodes = hook(nodes, node_of_row, srcs, dsts, lats, kinds)
-        dur = nodes["dur_ns"]
     n = len(nodes["kind"])
     src, dst, lat_all = (np.concatenate(x).astype(np.int64) for x in (srcs, dsts, lats))
     kind_all = np.concatenate(kinds).astype(np.int8)
