@@ -435,7 +435,9 @@ def test_a_faster_straggler_shortens_the_job_by_the_planted_numbers(tmp_path: Pa
 
 
 def test_monte_carlo_redraws_kernels_from_their_names_durations(tmp_path: Path) -> None:
-    ev = [_x("cudaLaunchKernel", "cuda_runtime", 10.0 * k, 2, correlation=k + 1) for k in range(6)]
+    # each kernel launched as the stream is idle, 5 us before it runs: its start is its launch's, so a slower
+    # earlier kernel moves nothing (a kernel launched while its stream was busy would follow that kernel)
+    ev = [_x("cudaLaunchKernel", "cuda_runtime", 100.0 * k, 2, correlation=k + 1) for k in range(6)]
     ev += [_x("k", "kernel", 100.0 * k + 5, d, tid=7, pid=0, correlation=k + 1, device=0, stream=7)
            for k, d in enumerate([10, 10, 10, 10, 10, 60])]  # one slow instance of "k"
     t = load_events(tmp_path, ev)
@@ -505,6 +507,49 @@ def test_a_blocking_copy_keeps_its_launch_and_its_wait(tmp_path: Path, call: str
     assert r.model_ns == r.measured_ns == 500_000  # the identity holds (the launch edge is not lost)
     assert "Memcpy HtoD (Pageable -> Device)" in r.critical_path["name"].tolist()
     assert what_if(t, [Rule(0.5, kind="gpu")]).step_time_ns == 500_000 - 120_000  # the host waits for the copy
+
+
+def _lagging(n: int = 20, copy: bool = False) -> list[dict]:
+    """A host launching every 10 us, its GPU running behind: 30-us kernels 8 us apart (more than dispatch).
+
+    Kernel k runs [5 + 38k, 35 + 38k]; each but the first was launched while its stream was busy. With
+    ``copy``, a blocking ``cudaMemcpyAsync`` at 10n us whose copy waits 8 us behind the last kernel.
+    """
+    ev = [_x("cudaLaunchKernel", "cuda_runtime", 10.0 * k, 2, correlation=k + 1) for k in range(n)]
+    ev += [_x(f"k{k}", "kernel", 5.0 + 38 * k, 30, tid=7, pid=0, correlation=k + 1, device=0, stream=7)
+           for k in range(n)]  # fmt: skip
+    if copy:
+        c0 = 5.0 + 38 * n  # the last kernel's end + 8 us
+        ev += [_x("cudaMemcpyAsync", "cuda_runtime", 10.0 * n, c0 + 4 + 2 - 10 * n, correlation=n + 1),
+               _x("Memcpy DtoH (Device -> Pageable)", "gpu_memcpy", c0, 4, tid=7, pid=0, correlation=n + 1,
+                  device=0, stream=7)]  # fmt: skip
+    return ev
+
+
+def test_a_gpu_running_behind_its_host_is_sped_up_by_faster_kernels(tmp_path: Path) -> None:
+    # the gaps between queued kernels are the GPU's: kept on the stream, not charged to the launches (whose
+    # delays grow with the lag); a launch reaches an idle stream in 3 us (kernel 0)
+    t = load_events(tmp_path, _lagging())
+    r = what_if(t)
+    assert r.model_ns == r.measured_ns == 5_000 + 38_000 * 19 + 30_000
+    # GPU x0.5: kernel k starts at max(previous end + 8, launch end + 3) = 5 + 23k (still GPU-bound)
+    assert what_if(t, [Rule(0.5, kind="gpu")]).step_time_ns == 5_000 + 23_000 * 19 + 15_000
+    # the host is not the bottleneck: only the first launch's 1 us comes off
+    assert what_if(t, [Rule(0.5, kind="cpu")]).step_time_ns == r.model_ns - 1_000
+    # GPU x0.1: 3-us kernels, 11 us apart, against launches every 10 us: still the GPU, by 1 us a kernel
+    assert what_if(t, [Rule(0.1, kind="gpu")]).step_time_ns == 5_000 + 11_000 * 19 + 3_000
+
+
+def test_a_blocking_copy_queued_behind_a_lagging_gpu_follows_it(tmp_path: Path) -> None:
+    t = load_events(tmp_path / "copy", _lagging(5, copy=True))
+    r = what_if(t)
+    assert r.model_ns == r.measured_ns
+    path = r.critical_path
+    assert path["name"].tolist()[-2:] == ["Memcpy DtoH (Device -> Pageable)", "cudaMemcpyAsync"]
+    # GPU x0.5: kernels end at 20 + 23k; the copy 8 us after the last (112 + 8 = 120) for 2 us, the call
+    # wakes 2 us after it, as measured: 124 us (before, the copy kept its 145-us delay after the call's start,
+    # and the run its 201 us)
+    assert what_if(t, [Rule(0.5, kind="gpu")]).step_time_ns == 124_000
 
 
 def test_the_retimed_trace_and_per_rank_times(tmp_path: Path) -> None:

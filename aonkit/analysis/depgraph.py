@@ -17,12 +17,17 @@ identity never starts a node later than it was measured:
 - **stream order**: consecutive GPU events of a (device, stream): the gap up to
   :data:`QUEUED_NS` (dispatch), a negative latency where clock noise makes
   them overlap, and the whole measured gap when the later event's launch is
-  not in the trace (e.g. a GPU-only trace), since nothing else explains it;
+  not in the trace (e.g. a GPU-only trace), since nothing else explains it,
+  or when its launch call had returned while the stream was still busy (the
+  event waited in the queue: what held it after its predecessor was the
+  GPU's, not the launch's; a GPU running behind its host has such gaps);
 - **launch**: the launch call's last segment -> its GPU event. The latency is the
   measured delay (GPU start - call end, negative when the GPU started before
   the call returned) when the stream was idle; for an event queued behind its
   stream predecessor or a stream wait it is the smaller of the delay and the
-  median delay of the idle-stream launches, so a faster predecessor moves it;
+  median delay of the idle-stream launches, so a faster predecessor moves it
+  (a queued event's delay holds the GPU's lag behind the host: kept whole, no
+  faster kernel could shorten a GPU-bound run);
 - **host sync**: a blocking call (``*Synchronize``, or a call whose correlated
   copy runs entirely inside it: ``cudaMemcpy``, or a pageable
   ``cudaMemcpyAsync`` that blocked; its launch edge then leaves from the node
@@ -147,6 +152,17 @@ def _cpu_nodes(trace: Trace) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndar
     return nodes, last_of_row, user[np.r_[True, user[1:] != user[:-1]]] if len(user) else user
 
 
+def _queue_gaps(queued: np.ndarray, gap: np.ndarray, dst_pos: np.ndarray, lat: np.ndarray) -> None:
+    """A GPU event that waited in its stream's queue keeps its measured gap after its predecessor (in place).
+
+    That gap is the GPU's own (dispatch, a barrier packet), not the launch's: the launch edge cannot explain
+    it, so the stream edge must. ``queued``, ``gap``: per GPU event in stream order; ``dst_pos``, ``lat``:
+    the stream edges' destinations (stream order) and latencies.
+    """
+    at = queued[dst_pos]
+    lat[at] = gap[dst_pos[at]]
+
+
 def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None = None, *,
                 numbered: bool = False) -> DepGraph:  # fmt: skip
     """The dependency graph of ``trace`` (see the module doc).
@@ -213,10 +229,20 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     lane_sorted, end_sorted = g_lane[g_order], (g_ts + g_dur)[g_order]
     same = np.flatnonzero(lane_sorted[1:] == lane_sorted[:-1])
     prev_end[g_order[same + 1]] = end_sorted[same]
+    stream_prev = prev_end
     waited = stream_wait_edges(trace, links, gpu_node, srcs, dsts, lats, kinds)
     prev_end = np.maximum(prev_end, waited)  # a stream wait that ended at the start explains it like a queue
-    queued = prev_end >= g_ts - QUEUED_NS
-    idle_delays = delay[has & ~queued]
+    # queued: the launch call had returned while the stream was still busy (the event waited in its queue),
+    # or the event followed its predecessor within dispatch time
+    busy = has & (prev_end >= call_end)
+    queued = busy | (prev_end >= g_ts - QUEUED_NS)
+    by_pos = np.zeros(len(g_rows), bool), np.empty(len(g_rows), np.int64)  # stream order
+    by_pos[0][gpu_node - n_cpu] = busy & (stream_prev >= waited)
+    by_pos[1][gpu_node - n_cpu] = stream_prev
+    _queue_gaps(by_pos[0], g_ts[g_order] - by_pos[1], dsts[1] - n_cpu, lats[1])
+    # the launch delay of an idle stream; an event that ended before its call returned (a blocking copy) says
+    # nothing about when a launch reaches the GPU
+    idle_delays = delay[has & ~queued & (g_ts + g_dur > call_end)]
     typical = int(np.median(idle_delays)) if len(idle_delays) else 0
     lat = np.where(queued, np.minimum(delay, typical), delay)
     k_launch = len(srcs)
@@ -225,7 +251,9 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     dur = nodes["dur_ns"].copy()
     woken = sync_edges(trace, nodes, last_seg, gpu_node, g_rows, g_ts, g_ts + g_dur, launch, srcs, dsts, lats,
                         kinds, dur)
-    _relaunch(woken, cpu["lane"], k_launch, srcs, dsts, lats, kinds, nodes["start_ns"][n_cpu:], n_cpu)
+    queued_copy = _relaunch(woken, cpu["lane"], k_launch, srcs, dsts, lats, kinds, nodes["start_ns"][n_cpu:], n_cpu,
+                            by_pos[1], typical)  # fmt: skip
+    _queue_gaps(queued_copy, g_ts[g_order] - by_pos[1], dsts[1] - n_cpu, lats[1])
     handoff_edges(cpu["lane"], cpu["kind"], cpu["start_ns"], dur[:n_cpu], KIND_GAP, srcs, dsts, lats, kinds)
     nodes["dur_ns"] = dur
     nodes, gpu_node, n_cpu = drop_isolated(nodes, n_cpu, gpu_node, user_lanes, srcs, dsts, lats, kinds)
@@ -263,22 +291,30 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
 
 
 def _relaunch(woken: dict[int, int], cpu_lane: np.ndarray, k: int, srcs: list, dsts: list, lats: list,
-              kinds: list, gpu_start: np.ndarray, n_cpu: int) -> None:  # fmt: skip
+              kinds: list, gpu_start: np.ndarray, n_cpu: int, stream_prev: np.ndarray,
+              typical: int) -> np.ndarray:  # fmt: skip
     """A blocking copy's call became its wake-up node: its launch edge leaves from the node before the call.
 
-    The latency is then the GPU start minus the call's start; a call first on its thread loses the edge.
+    The latency is then the GPU start minus the call's start, or, when the stream was still busy as the call
+    began (the copy waited in its queue), the smaller of that and ``typical`` (the idle-stream launch delay);
+    a call first on its thread loses the edge. Returns which GPU events (stream order) were such queued
+    copies: their stream edge must keep the measured gap (:func:`_queue_gaps`).
     """
+    queued = np.zeros(len(gpu_start), bool)
     if not woken:
-        return
+        return queued
     src, dst, lat = srcs[k].copy(), dsts[k], lats[k].copy()
     keep = np.ones(len(src), bool)
     for e in np.flatnonzero(np.isin(src, list(woken))):
-        seg = int(src[e])
+        seg, p = int(src[e]), int(dst[e]) - n_cpu
         if seg > 0 and cpu_lane[seg - 1] == cpu_lane[seg]:
-            src[e], lat[e] = seg - 1, int(gpu_start[dst[e] - n_cpu]) - woken[seg]
+            src[e], lat[e] = seg - 1, int(gpu_start[p]) - woken[seg]
+            if stream_prev[p] >= woken[seg]:
+                lat[e], queued[p] = min(int(lat[e]), typical), True
         else:
             keep[e] = False
     srcs[k], dsts[k], lats[k], kinds[k] = src[keep], dst[keep], lat[keep], kinds[k][keep]
+    return queued
 
 
 def relabelled(g: DepGraph) -> DepGraph:
