@@ -32,8 +32,8 @@ def _cpu(name: str, ts_ns: int, dur_ns: int, cat: str = "cpu_op", args: dict | N
 
 def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, exposed_ranks: tuple[int, ...] = (5,),
               seed: int = 7, *, args_on: str = "kernel", seq: bool = False, vary_sizes: bool = False,
-              late_ranks: tuple[int, ...] = (), profiler_steps: bool = False,
-              collectives: bool = True, launches: bool = False) -> dict[int, int]:  # fmt: skip
+              late_ranks: tuple[int, ...] = (), profiler_steps: bool = False, collectives: bool = True,
+              launches: bool = False, host_in_steps: bool = False) -> dict[int, int]:  # fmt: skip
     """Write ``rank{r}.json`` files into ``out``; return the true clock offset (ns) of each rank.
 
     ``args_on``: ``"kernel"``, ``"param_comms"`` (a ``record_param_comms`` op
@@ -42,7 +42,8 @@ def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, e
     host side as PyTorch DDP has it: a ``cudaLaunchKernel`` per kernel, ahead
     of the GPU, and before the all-reduce a ``cudaEventRecord`` on the compute
     stream, a ``cudaStreamWaitEvent`` of the communication stream (with
-    Kineto's ``Stream Wait Event`` row) and the NCCL launch.
+    Kineto's ``Stream Wait Event`` row) and the NCCL launch. ``host_in_steps``:
+    each ``ProfilerStep`` opens before its host work (else at its GPU work).
     """
     rng = np.random.default_rng(seed)
     offsets = {r: int(rng.integers(-3_000_000, 3_000_000)) for r in range(ranks)}
@@ -53,7 +54,8 @@ def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, e
         if profiler_steps:
             for r in range(ranks):
                 jitter = int(rng.integers(0, 20_000))
-                events[r].append(_cpu(f"ProfilerStep#{100 + step}", t + offsets[r] + jitter, 1_000_000,
+                early = 100_000 + 20_000 if host_in_steps else 0  # open before the host's launches, as torch does
+                events[r].append(_cpu(f"ProfilerStep#{100 + step}", t + offsets[r] + jitter - early, 1_000_000,
                                       "user_annotation"))  # fmt: skip
         ready = {}
         host = {}

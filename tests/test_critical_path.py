@@ -509,13 +509,16 @@ def test_a_blocking_copy_keeps_its_launch_and_its_wait(tmp_path: Path, call: str
     assert what_if(t, [Rule(0.5, kind="gpu")]).step_time_ns == 500_000 - 120_000  # the host waits for the copy
 
 
-def _lagging(n: int = 20, copy: bool = False) -> list[dict]:
+def _lagging(n: int = 20, copy: bool = False, steps: bool = False) -> list[dict]:
     """A host launching every 10 us, its GPU running behind: 30-us kernels 8 us apart (more than dispatch).
 
     Kernel k runs [5 + 38k, 35 + 38k]; each but the first was launched while its stream was busy. With
-    ``copy``, a blocking ``cudaMemcpyAsync`` at 10n us whose copy waits 8 us behind the last kernel.
+    ``copy``, a blocking ``cudaMemcpyAsync`` at 10n us whose copy waits 8 us behind the last kernel; with
+    ``steps``, ``ProfilerStep#s`` [50s, 50s + 50] around launches 5s..5s+4.
     """
     ev = [_x("cudaLaunchKernel", "cuda_runtime", 10.0 * k, 2, correlation=k + 1) for k in range(n)]
+    if steps:
+        ev += [_x(f"ProfilerStep#{s}", "user_annotation", 50.0 * s, 50) for s in range(n // 5)]
     ev += [_x(f"k{k}", "kernel", 5.0 + 38 * k, 30, tid=7, pid=0, correlation=k + 1, device=0, stream=7)
            for k in range(n)]  # fmt: skip
     if copy:
@@ -550,6 +553,35 @@ def test_a_blocking_copy_queued_behind_a_lagging_gpu_follows_it(tmp_path: Path) 
     # wakes 2 us after it, as measured: 124 us (before, the copy kept its 145-us delay after the call's start,
     # and the run its 201 us)
     assert what_if(t, [Rule(0.5, kind="gpu")]).step_time_ns == 124_000
+
+
+def test_steps_of_a_gpu_running_behind_their_latency_and_period(tmp_path: Path) -> None:
+    from aonkit.analysis.whatif_steps import step_times
+
+    t = load_events(tmp_path, _lagging(20, steps=True))
+    ps = what_if(t).per_step()
+    s = np.arange(4)
+    # step s: its host work from 50s, its kernels 5s..5s+4 ending at 35 + 38 (5s + 4) = 187 + 190s
+    assert ps["step"].tolist() == s.tolist()
+    assert (ps["end_ns"] == (187 + 190 * s) * 1000).all() and (ps["step_time_ns"] == (187 + 140 * s) * 1000).all()
+    assert ps["period_ns"].tolist() == [-1, 190_000, 190_000, 190_000]  # the GPU's five kernels, not the host's 50 us
+    assert (ps["model_ns"] == ps["measured_ns"]).all() and (ps["model_ns"] == ps["step_time_ns"]).all()
+    # kernels x0.5: 23 us each (15 + the GPU's 8-us gap), still behind the host: 115 us a step
+    half = step_times(t, [Rule(0.5, kind="gpu")])
+    assert half["period_ns"].tolist() == [-1, 115_000, 115_000, 115_000]
+    assert (half["end_ns"] == (112 + 115 * s) * 1000).all()
+    assert (half["model_period_ns"] == ps["period_ns"]).all()
+    # one step, launched scope: the same latency; the default scope holds what starts in the host's 50 us
+    one = what_if(t, step=2, scope="launched")
+    assert one.step_time_ns == one.model_ns == one.measured_ns == (187 + 280) * 1000
+    assert what_if(t, step=2).step_time_ns == 50_000
+    assert set(critical_path(t, step=2, scope="launched")["name"]) >= {f"k{k}" for k in range(10, 15)}
+    assert what_if(t, window=(100_000, 150_000), scope="launched").step_time_ns == one.step_time_ns
+    with pytest.raises(ValueError, match="scope"):
+        what_if(t, step=2, scope="ends")
+    with pytest.raises(ValueError, match="no ProfilerStep#9"):
+        what_if(t, step=9, scope="launched")
+    assert step_times(load_events(tmp_path / "none", _lagging(5))).empty  # no steps: no rows
 
 
 def test_the_retimed_trace_and_per_rank_times(tmp_path: Path) -> None:

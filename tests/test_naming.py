@@ -34,6 +34,7 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "critical_path": {"graph_of", "composition", "prepared"}, "depgraph_job": {"build_job_graph"},
     "whatif_mc": "*", "whatif_trace": "*", "job_stats": {"merge_kernel_stats", "rank_kernel_stats"},
     "depgraph_sync": "*", "depgraph_threads": "*", "depgraph_stitch": "*", "whatif_rules": "*",
+    "whatif_steps": {"node_steps", "own_step_windows", "step_table", "window_nodes"}, "steps": {"step_rows"},
     "combine": {"combined_categories", "pid_names"},
     "correlation": {"enclosing_ops", "code_flags", "category_flags", "step_table", "step_numbers", "gpu_launch_rows",
                     "numpy_launch_candidates"},

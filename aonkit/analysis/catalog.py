@@ -114,6 +114,8 @@ ENTRIES: tuple[Entry, ...] = (
     E("What is the critical path?", "critical_path.critical_path", counterpart="HTA critical_path_analysis"),
     E("What if a class of work got faster or slower?", "critical_path.what_if",
       kwargs={"rules": [{"scale": 0.5, "kind": "gpu"}]}),
+    E("What would each step's latency and the run's step period become (a GPU running behind its host)?",
+      "whatif_steps.step_times", kwargs={"rules": [{"scale": 0.5, "kind": "gpu"}]}),
     E("What if the straggler rank were faster (collectives tied across ranks)?", "critical_path.what_if",
       takes="job", kwargs={"rules": [{"scale": 0.8, "rank": 1}]}),
     E("HTA's temporal breakdown (idle, compute, non-compute)", "hta_compat.temporal_breakdown", takes="frames",

@@ -25,6 +25,7 @@ from .combine import CombinedLater
 from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph, build_graph, relabelled
 from .memo import remembered_object
 from .whatif_rules import Rule, factors, rule_codes
+from .whatif_steps import window_nodes
 
 
 def graph_of(trace: Trace | Mapping[int, Trace]) -> DepGraph:
@@ -103,6 +104,17 @@ class WhatIf:
         trace, g, inside = self._context  # type: ignore[misc]
         return per_rank_ns(trace, g, self.start_ns, self.finish_ns, inside)
 
+    def per_step(self) -> pd.DataFrame:
+        """Every ProfilerStep's latency and period after the rules, next to the identity's and the measured.
+
+        One re-time gives them all (the rules apply to the whole trace whatever window was asked for); steps
+        hold what the ``"launched"`` scope gives them. See :func:`aonkit.analysis.whatif_steps.step_table`.
+        """
+        from .whatif_steps import step_table
+
+        trace, g, _ = self._context  # type: ignore[misc]
+        return step_table(trace, g, self.start_ns, self.finish_ns, _base_schedule(g)[0])
+
     @property
     def start_ns(self) -> np.ndarray:
         """Every node's re-timed start."""
@@ -178,35 +190,14 @@ def _base_schedule(g: DepGraph) -> tuple:
     return _BASE[g]
 
 
-def _window(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int] | None) -> np.ndarray | None:
-    """Which nodes start in the step or window (None: no step or window, every node).
-
-    A host gap that runs past the window's end is left out: it is a thread waiting for what follows the
-    window (the next step's first op), not work of the window. Kept, a worker thread idle across the step's
-    end made steps up to 2.2 times their ProfilerStep and ended their critical paths with that wait.
-    """
-    if step is not None:
-        from .steps import profiler_steps
-
-        s = profiler_steps(trace)
-        s = s[s["step"] == step]
-        if s.empty:
-            steps = sorted(set(profiler_steps(trace)["step"].tolist()))
-            raise ValueError(f"no ProfilerStep#{step} in the trace (steps: {steps[:10]})")
-        window = (int(s["ts_ns"].min()), int((s["ts_ns"] + s["dur_ns"]).max()))  # every rank's, in a job
-    if window is None:
-        return None
-    inside = (g.start_ns >= window[0]) & (g.start_ns < window[1])
-    return inside & ~((g.kind == KIND_GAP) & (g.start_ns + g.dur_ns > window[1]))
-
-
 def _span(start: np.ndarray, finish: np.ndarray) -> int:
     """Last finish minus first start, in Python ints (clock garbage spanning int64 must not wrap around)."""
     return int(finish.max()) - int(start.min())
 
 
 def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (), *, step: int | None = None,
-            window: tuple[int, int] | None = None, samples: int = 0, seed: int = 0) -> WhatIf:  # fmt: skip
+            window: tuple[int, int] | None = None, scope: str = "start", samples: int = 0,
+            seed: int = 0) -> WhatIf:  # fmt: skip
     """Re-time a trace or a job with ``rules`` (``[]``: the identity) over a ProfilerStep, a window or all of it.
 
     A job (a :class:`~aonkit.TraceSet` of ranks) is put on one clock and its
@@ -226,6 +217,9 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
         Time only ``ProfilerStep#step``.
     window : tuple of int, optional
         Time only the nodes that start in ``[t0_ns, t1_ns)`` (absolute ns).
+    scope : {"start", "launched"}
+        What a step or window holds (:mod:`aonkit.analysis.whatif_steps`): the nodes that start in it, or its
+        host work and the GPU work that work launched (the step's latency, to its last kernel's end).
     samples : int
         Monte Carlo draws of the step time (0: none).
     seed : int
@@ -243,7 +237,7 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
         When no node of the dependency graph starts in the step or window.
     """
     trace, g = prepared(trace)
-    inside = _window(trace, g, step, window)
+    inside = window_nodes(trace, g, step, window, scope)
     if inside is not None and not inside.any():
         raise ValueError("no node of the dependency graph starts in the window")
     whole = inside is None or bool(inside.all())
@@ -385,9 +379,10 @@ class _Timing:
         return path_back(g.indptr, g.src, g.lat_ns, g.release_ns, self.finish, end)
 
 
-def critical_path(trace: Trace, *, step: int | None = None, window: tuple[int, int] | None = None) -> pd.DataFrame:
+def critical_path(trace: Trace, *, step: int | None = None, window: tuple[int, int] | None = None,
+                  scope: str = "start") -> pd.DataFrame:  # fmt: skip
     """The measured trace's critical path over a ProfilerStep, a window or all of it (see :class:`WhatIf`)."""
-    return what_if(trace, (), step=step, window=window).critical_path
+    return what_if(trace, (), step=step, window=window, scope=scope).critical_path
 
 
 __all__ = ["KIND_CPU", "KIND_GAP", "KIND_GPU", "KIND_HUB", "Rule", "WhatIf", "composition", "critical_path", "graph_of",

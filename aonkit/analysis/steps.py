@@ -9,6 +9,15 @@ from ..trace import Trace
 from .correlation import gpu_links, step_numbers
 
 
+def step_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``trace.events`` that are host ``ProfilerStep#N`` annotations, and their N."""
+    ev = trace.events
+    nums = step_numbers(ev["name"])
+    is_step = (nums >= 0) & (ev["ph"] == "X").to_numpy() & (ev["cat"] != "gpu_user_annotation").to_numpy()
+    rows = np.flatnonzero(is_step)
+    return rows, nums[rows]
+
+
 def profiler_steps(trace: Trace) -> pd.DataFrame:
     """One row per ``ProfilerStep#N`` annotation, with the GPU work launched inside it.
 
@@ -24,11 +33,9 @@ def profiler_steps(trace: Trace) -> pd.DataFrame:
         (sum of durations) and ``gpu_end_ns`` (when the last one finished; -1 when none).
     """
     ev = trace.events
-    nums = step_numbers(ev["name"])
-    is_step = (nums >= 0) & (ev["ph"] == "X").to_numpy() & (ev["cat"] != "gpu_user_annotation").to_numpy()
-    rows = np.flatnonzero(is_step)
+    rows, nums = step_rows(trace)
     steps = pd.DataFrame({
-        "step": nums[rows],
+        "step": nums,
         "ts_ns": ev["ts_ns"].to_numpy()[rows],
         "dur_ns": ev["dur_ns"].to_numpy()[rows],
     })  # fmt: skip
