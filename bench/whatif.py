@@ -152,7 +152,7 @@ def hta_side_by_side() -> None:
 
     HTA's times are those of its run (``bench/out/hta_critical_path/<case>.json``, written by ``--hta``): its
     load (``TraceAnalysis``) and one ``critical_path_analysis`` call, in a fresh process. aonkit's are measured
-    here: the load, then the graph and the critical path over the same window (``what_if(trace, window=...)``,
+    here: the load, then the graph and the critical path over the same window (``what_if(trace, window=..., scope="launched")``,
     the trace's first call, the kernels loaded by one untimed call before). The Jaccard index compares the two paths' critical events
     (rows of the trace) with zero-length and annotation rows left out (HTA has no node for them;
     ``docs/critical-path-vs-hta.md``).
@@ -175,7 +175,7 @@ def hta_side_by_side() -> None:
         t0 = time.perf_counter()
         t = aonkit.load(SHARED / "traces" / rel)
         t1 = time.perf_counter()
-        path = what_if(t, window=_aonkit_window(t, d)).critical_path
+        path = what_if(t, window=_aonkit_window(t, d), scope="launched").critical_path  # HTA's step: CPU ops + their GPU work
         t2 = time.perf_counter()
         ev = t.events
         keep = (ev["dur_ns"].to_numpy() > 0) & ~ev["cat"].isin(["user_annotation", "python_function",

@@ -109,10 +109,13 @@ def hta_side(hta: dict) -> dict:
 
 
 def aonkit_side(trace, window: tuple[int, int] | None) -> dict:  # noqa: ANN001 - an aonkit Trace
-    """aonkit's critical path over the window, with each node's id and the kind of its critical incoming edge."""
+    """aonkit's critical path over the window, with each node's id and the kind of its critical incoming edge.
+
+    The window's host work and the GPU work it launched (``scope="launched"``), as HTA takes a step's.
+    """
     from aonkit.analysis.critical_path import graph_of, what_if
 
-    r = what_if(trace, window=window)
+    r = what_if(trace, window=window, scope="launched")
     path = r.critical_path.copy()
     g = graph_of(trace)
     nodes, edge = _path_nodes(g, r, window)
