@@ -377,6 +377,16 @@ def test_the_what_if_panel_updates_on_a_slider(tmp_path: Path) -> None:
     assert p._repr_mimebundle_()["text/plain"].startswith("what-if: step 125,000 ns")
 
 
+def test_the_panel_gives_the_step_period_of_a_gpu_running_behind(tmp_path: Path) -> None:
+    from aonkit.widgets import WhatIfPanel
+
+    p = WhatIfPanel(load_events(tmp_path, _lagging(20, steps=True)), step=2, scope="launched", timeline=False)
+    assert p.result.step_time_ns == 467_000 and "step period (median) <b>190.0 µs" in p.summary.value
+    p.sliders["GPU computation"].value = 0.5
+    assert "step period (median) <b>115.0 µs</b> (model 190.0 µs); <b>1.652x" in p.summary.value
+    assert "step period" not in WhatIfPanel(small_trace(tmp_path / "one"), timeline=False).summary.value
+
+
 def test_the_panel_redraws_the_retimed_timeline(tmp_path: Path) -> None:
     from aonkit.widgets import WhatIfPanel
 
@@ -571,6 +581,8 @@ def test_steps_of_a_gpu_running_behind_their_latency_and_period(tmp_path: Path) 
     assert half["period_ns"].tolist() == [-1, 115_000, 115_000, 115_000]
     assert (half["end_ns"] == (112 + 115 * s) * 1000).all()
     assert (half["model_period_ns"] == ps["period_ns"]).all()
+    assert what_if(t).periods_ns == (190_000, 190_000)
+    assert what_if(t, [Rule(0.5, kind="gpu")], step=1, scope="launched").periods_ns == (115_000, 190_000)
     # one step, launched scope: the same latency; the default scope holds what starts in the host's 50 us
     one = what_if(t, step=2, scope="launched")
     assert one.step_time_ns == one.model_ns == one.measured_ns == (187 + 280) * 1000

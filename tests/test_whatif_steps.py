@@ -82,6 +82,22 @@ def test_follow_launches_is_the_plain_reading(seed: int) -> None:
     assert got.tolist() == want.tolist()
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_group_span_is_the_plain_reading(seed: int) -> None:
+    from aonkit._kernels.step_nodes import group_span
+
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(0, 100)), int(rng.integers(1, 6))
+    code = rng.integers(-1, k, n).astype(np.int64)
+    start = rng.integers(-50, 50, n).astype(np.int64)
+    finish = start + rng.integers(0, 30, n)
+    lo, hi = group_span(code, k, start, finish)
+    for c in range(k):
+        mine = code == c
+        assert lo[c] == (start[mine].min() if mine.any() else np.iinfo(np.int64).max)
+        assert hi[c] == (finish[mine].max() if mine.any() else np.iinfo(np.int64).min)
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> aonkit.TraceSet:
     out = tmp_path_factory.mktemp("job4")

@@ -69,3 +69,22 @@ def follow_launches(order, indptr, src, edge_kind, kind, step, launch_edge, coll
                     out[v] = out[src[e]]
                     break
     return out
+
+
+@njit
+def group_span(code, n_groups, start, finish):
+    """Per group ``0..n_groups-1``, the smallest ``start`` and largest ``finish`` of its nodes.
+
+    ``code``: each node's group (-1: none). A group with no node keeps int64 max and min.
+    """
+    lo = np.full(n_groups, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(n_groups, np.iinfo(np.int64).min, np.int64)
+    for v in range(code.shape[0]):
+        c = code[v]
+        if c < 0:
+            continue
+        if start[v] < lo[c]:
+            lo[c] = start[v]
+        if finish[v] > hi[c]:
+            hi[c] = finish[v]
+    return lo, hi

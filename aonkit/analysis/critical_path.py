@@ -24,8 +24,9 @@ from .columns import names_and_cats
 from .combine import CombinedLater
 from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph, build_graph, relabelled
 from .memo import remembered_object
-from .whatif_rules import Rule, factors, rule_codes
+from .whatif_rules import Rule
 from .whatif_steps import window_nodes
+from .whatif_timing import Timing, longest_tied
 
 
 def graph_of(trace: Trace | Mapping[int, Trace]) -> DepGraph:
@@ -114,6 +115,17 @@ class WhatIf:
 
         trace, g, _ = self._context  # type: ignore[misc]
         return step_table(trace, g, self.start_ns, self.finish_ns, _base_schedule(g)[0])
+
+    @property
+    def periods_ns(self) -> tuple[int, int]:
+        """(median step period after the rules, the identity's): a step's end to the next's (-1s under two steps).
+
+        The run's cadence when a GPU runs behind its host; steps as :meth:`per_step` holds them.
+        """
+        from .whatif_steps import median_period_ns
+
+        trace, g, _ = self._context  # type: ignore[misc]
+        return median_period_ns(trace, g, self.finish_ns), median_period_ns(trace, g, _base_schedule(g)[0][1])
 
     @property
     def start_ns(self) -> np.ndarray:
@@ -243,7 +255,7 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
     whole = inside is None or bool(inside.all())
     inside = None if whole else inside  # None: every node
     base, (model_all, measured_all), end_all = _base_schedule(g)
-    t = _Timing(trace, g, rules, base)
+    t = Timing(trace, g, rules, base)
     finish = t.finish
     if whole:  # no window: whole arrays, no gathers (the slider's common case)
         end, step_ns = (end_all, model_all) if not rules else t.last()
@@ -255,7 +267,7 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
         measured = _span(g.start_ns[idx], (g.start_ns + g.dur_ns)[idx])
 
     def table() -> pd.DataFrame:
-        nodes, edges = _longest_tied(t, end, inside)
+        nodes, edges = longest_tied(t, end, inside)
         if inside is not None:
             nodes, edges = nodes[inside[nodes]], edges[inside[nodes]]
         from .whatif_trace import rank_of_nodes
@@ -282,101 +294,6 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
         every = np.ones(len(g), bool) if inside is None else inside
         result.samples_ns = step_time_samples(g, codes, t.factor(), every, int(samples), seed)
     return result
-
-
-TIED_ENDS = 64
-"""At most this many nodes finishing last together are compared for the critical path (the first ones)."""
-
-
-def _longest_tied(t: _Timing, end: int, inside: np.ndarray | None) -> tuple:
-    """The critical path (nodes, edges into them) to the node that finishes last.
-
-    Among nodes that finish last together, the one whose path starts first (it explains the most of the
-    span), so that the choice does not depend on how the nodes are numbered.
-    """
-    fin = t.finish
-    tied = np.flatnonzero(fin == fin[end]) if end >= 0 else np.zeros(0, np.int64)
-    if inside is not None:
-        tied = tied[inside[tied]]
-    best = t.path(end)
-    if len(tied) > 1:
-        first_start = fin[best[0][0]] - t.dur_at(best[0][:1])[0]
-        for v in tied[:TIED_ENDS]:
-            if v == end:
-                continue
-            p = t.path(int(v))
-            s0 = fin[p[0][0]] - t.dur_at(p[0][:1])[0]
-            if s0 < first_start:
-                best, first_start = p, s0
-    return best
-
-
-class _Timing:
-    """A graph re-timed by rules: finish times, with starts, scaled durations and paths derived on demand.
-
-    No rule: the identity schedule. Up to 16 rules: :func:`aonkit._kernels.retime.finish_times` (one lean
-    pass; the rules' masks are kept per graph). More: :func:`aonkit._kernels.dag.schedule` on scaled durations.
-    """
-
-    def __init__(self, trace: Trace, g: DepGraph, rules: Sequence[Rule | dict], base: tuple) -> None:
-        from .._kernels.dag import scale_each, schedule
-        from .._kernels.retime import finish_times
-
-        self.g, self.coded, self._start, self._factor = g, None, None, None
-        self._first = self._last = -1
-        if not rules:
-            self._start, self.finish = base[0], base[1]
-            self._dur = g.dur_ns
-            return
-        self.coded = rule_codes(trace, g, rules)
-        if self.coded is None:
-            self._factor = factors(trace, g, rules)
-            self._dur = scale_each(g.dur_ns, self._factor)
-            self._start, self.finish, _, _ = schedule(g.order, g.indptr, g.src, g.lat_ns, self._dur, g.release_ns)
-            return
-        code, tab = self.coded
-        self.finish, self._first, self._last = finish_times(g.indptr, g.src, g.lat_ns, g.dur_ns, g.release_ns,
-                                                            code, tab)  # fmt: skip
-
-    def factor(self) -> np.ndarray:
-        """Each node's duration factor."""
-        if self._factor is None:
-            self._factor = np.ones(len(self.g)) if self.coded is None else self.coded[1][self.coded[0]]
-        return self._factor
-
-    def dur_at(self, idx: np.ndarray) -> np.ndarray:
-        """Scaled durations of the nodes ``idx``."""
-        from .._kernels.dag import scale_each
-
-        if self.coded is None:
-            return self._dur[idx]
-        return scale_each(self.g.dur_ns[idx], self.coded[1][self.coded[0][idx]])
-
-    def start(self) -> np.ndarray:
-        """Every node's start."""
-        if self._start is None:
-            from .._kernels.dag import scale_each
-
-            self._start = self.finish - scale_each(self.g.dur_ns, self.factor())
-        return self._start
-
-    def last(self) -> tuple[int, int]:
-        """(the first node with the latest finish, first start to last finish)."""
-        if self.coded is not None:
-            return int(self._last), int(self.finish[self._last]) - int(self._first) if self._last >= 0 else 0
-        end = int(np.argmax(self.finish))
-        return end, int(self.finish[end]) - int(self._start.min())
-
-    def path(self, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """The critical path to ``end``: its nodes in order and the edge into each (-1: released).
-
-        Walked back from the finish times (:func:`aonkit._kernels.retime.path_back`), taking the edge the schedule
-        took, whichever way the graph was re-timed.
-        """
-        from .._kernels.retime import path_back
-
-        g = self.g
-        return path_back(g.indptr, g.src, g.lat_ns, g.release_ns, self.finish, end)
 
 
 def critical_path(trace: Trace, *, step: int | None = None, window: tuple[int, int] | None = None,

@@ -30,6 +30,7 @@ from .whatif_rules import Rule
 
 SCOPES = ("start", "launched")
 _STEPS: weakref.WeakKeyDictionary[DepGraph, np.ndarray] = weakref.WeakKeyDictionary()
+_CODES: weakref.WeakKeyDictionary[DepGraph, tuple] = weakref.WeakKeyDictionary()
 EDGE_LAUNCH, EDGE_COLLECTIVE = 2, 5
 
 
@@ -141,6 +142,27 @@ def _launched(g: DepGraph, step: np.ndarray) -> np.ndarray:
                            KIND_GPU, KIND_HUB)  # fmt: skip
 
 
+def _step_codes(trace: Trace, g: DepGraph) -> tuple[np.ndarray, np.ndarray]:
+    """The steps that hold nodes (sorted) and each node's index among them (-1: none); kept per graph."""
+    if g not in _CODES:
+        step = node_steps(trace, g)
+        steps = np.unique(step[step >= 0])
+        code = np.where(step >= 0, np.searchsorted(steps, step), -1)
+        code.flags.writeable = False
+        _CODES[g] = (steps, code)
+    return _CODES[g]
+
+
+def median_period_ns(trace: Trace, g: DepGraph, finish: np.ndarray) -> int:
+    """The median of the step periods (one step's last finish to the next's) in ``finish``; -1 under two steps."""
+    from .._kernels.step_nodes import group_span
+
+    steps, code = _step_codes(trace, g)
+    if len(steps) < 2:
+        return -1
+    return int(np.median(np.diff(group_span(code, len(steps), finish, finish)[1])))
+
+
 def step_table(trace: Trace, g: DepGraph, start: np.ndarray, finish: np.ndarray, base: tuple) -> pd.DataFrame:
     """Every step's latency and period after the rules (``start``, ``finish``) and under the identity (``base``).
 
@@ -152,16 +174,12 @@ def step_table(trace: Trace, g: DepGraph, start: np.ndarray, finish: np.ndarray,
         previous step's end; -1 for the first), ``model_ns`` and ``model_period_ns`` (the same with no rule),
         ``measured_ns`` and ``measured_period_ns``.
     """
-    step = node_steps(trace, g)
-    keep = step >= 0
-    steps, code = np.unique(step[keep], return_inverse=True)
+    steps, code = _step_codes(trace, g)
 
     def span(s: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lo = np.full(len(steps), np.iinfo(np.int64).max)
-        hi = np.full(len(steps), np.iinfo(np.int64).min)
-        np.minimum.at(lo, code, s[keep])
-        np.maximum.at(hi, code, f[keep])
-        return lo, hi
+        from .._kernels.step_nodes import group_span
+
+        return group_span(code, len(steps), s, f)
 
     def period(hi: np.ndarray) -> np.ndarray:
         return np.concatenate([[-1], np.diff(hi)]) if len(hi) else hi

@@ -47,6 +47,10 @@ class WhatIfPanel(BokehWidget, w.VBox):
         slider: what if that rank, e.g. the straggler, were faster).
     step : int, optional
         A ``ProfilerStep#N`` to time (default: the whole trace).
+    scope : {"start", "launched"}
+        What the step holds (:func:`~aonkit.analysis.critical_path.what_if`): what starts in it, or its host
+        work and the GPU work it launched. With two steps or more the summary also gives the median step
+        period (the run's cadence) before and after.
     timeline : bool
         Show the re-timed trace under the bars (``self.timeline``, its critical path outlined from the source
         ``self.critical``), redrawn after the sliders rest.
@@ -56,9 +60,9 @@ class WhatIfPanel(BokehWidget, w.VBox):
         Quiet time after the last slider move before the timeline is redrawn.
     """
 
-    def __init__(self, trace: Trace | Mapping[int, Trace], step: int | None = None, *, timeline: bool = True,
-                 width_px: int = 1000, debounce_s: float = 0.3) -> None:  # fmt: skip
-        self.trace, self.step = trace, step
+    def __init__(self, trace: Trace | Mapping[int, Trace], step: int | None = None, *, scope: str = "start",
+                 timeline: bool = True, width_px: int = 1000, debounce_s: float = 0.3) -> None:  # fmt: skip
+        self.trace, self.step, self.scope = trace, step, scope
         ranks = sorted(trace) if not isinstance(trace, Trace) else []
         self.rank = w.Dropdown(options=ranks, value=ranks[0] if ranks else None, description="rank",
                                layout=w.Layout(display="" if ranks else "none"))
@@ -73,7 +77,7 @@ class WhatIfPanel(BokehWidget, w.VBox):
                               style={"description_width": "140px"})
         self.pattern_scale = w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="scale",
                                            readout_format=".2f")
-        self.result: WhatIf = what_if(trace, step=step)
+        self.result: WhatIf = what_if(trace, step=step, scope=scope)
         self.figure, self.source = composition_figure(composition(self.result.critical_path))
         self.summary = w.HTML()
         for s in (*self.sliders.values(), self.pattern_scale, self.rank_scale, self.rank):
@@ -102,7 +106,7 @@ class WhatIfPanel(BokehWidget, w.VBox):
     def update(self) -> WhatIf:
         """Re-time with the current rules and refresh the numbers and bars; return the result."""
         try:
-            self.result = what_if(self.trace, self.rules(), step=self.step)
+            self.result = what_if(self.trace, self.rules(), step=self.step, scope=self.scope)
         except Exception as exc:  # a bad pattern: say so, keep the last result
             self.summary.value = f"<b>cannot apply</b>: {type(exc).__name__}: {exc}"
             return self.result
@@ -137,8 +141,13 @@ class WhatIfPanel(BokehWidget, w.VBox):
 
     def _show(self) -> None:
         r = self.result
-        self.summary.value = (f"step time <b>{fmt_ns(r.step_time_ns)}</b> (model {fmt_ns(r.model_ns)}, measured "
-                              f"{fmt_ns(r.measured_ns)}); speed-up <b>{r.speedup:.3f}x</b>")
+        text = (f"step time <b>{fmt_ns(r.step_time_ns)}</b> (model {fmt_ns(r.model_ns)}, measured "
+                f"{fmt_ns(r.measured_ns)}); speed-up <b>{r.speedup:.3f}x</b>")
+        period, model = r.periods_ns
+        if period > 0 and model > 0:
+            text += (f"<br>step period (median) <b>{fmt_ns(period)}</b> (model {fmt_ns(model)}); "
+                     f"<b>{model / period:.3f}x</b>")  # fmt: skip
+        self.summary.value = text
 
     def plain_text(self) -> str:
         """The re-timed step and the speed-up, in one line."""
