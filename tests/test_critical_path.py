@@ -596,6 +596,26 @@ def test_steps_of_a_gpu_running_behind_their_latency_and_period(tmp_path: Path) 
     assert step_times(load_events(tmp_path / "none", _lagging(5))).empty  # no steps: no rows
 
 
+def test_a_wait_for_another_stream_is_inferred_when_the_trace_has_no_wait_row(tmp_path: Path) -> None:
+    # DDP without Kineto's Stream Wait Event rows: compute kernel K_k (stream 7, launched early) starts 2 us
+    # after the all-reduce C_k (stream 20, launched 1 us before it runs) ends, three steps running
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+    ev = []
+    for k in range(3):
+        ev += [_x("cudaLaunchKernel", "cuda_runtime", 100.0 * k + 7, 2, correlation=2 * k + 1),
+               _x("cudaLaunchKernel", "cuda_runtime", 10.0 * k + 20, 2, correlation=2 * k + 2),
+               _x(nccl, "kernel", 100.0 * k + 10, 50, tid=20, pid=0, correlation=2 * k + 1, device=0, stream=20),
+               _x(f"K{k}", "kernel", 100.0 * k + 62, 10, tid=7, pid=0, correlation=2 * k + 2, device=0, stream=7)]
+    t = load_events(tmp_path, ev)
+    g = graph_of(t)
+    assert int((g.edge_kind == 4).sum()) == 3
+    assert what_if(t).model_ns == what_if(t).measured_ns == 272_000 - 7_000
+    # the all-reduce twice as fast: each K_k 25 us earlier (before, K_k kept its launch's delay: no change)
+    assert what_if(t, [Rule(0.5, gpu_class="communication")]).step_time_ns == 247_000 - 7_000
+    # once only: not told apart from chance (two at least), and the old answer stands
+    assert int((graph_of(load_events(tmp_path / "one", ev[:4])).edge_kind == 4).sum()) == 0
+
+
 def test_the_retimed_trace_and_per_rank_times(tmp_path: Path) -> None:
     from aonkit.analysis.kernels import kernel_stats
 

@@ -33,7 +33,7 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "roofline": {"trace_spec"}, "summary": {"busy_ns"}, "depgraph": {"build_graph", "relabelled"},
     "critical_path": {"graph_of", "composition", "prepared"}, "depgraph_job": {"build_job_graph"},
     "whatif_mc": "*", "whatif_trace": "*", "job_stats": {"merge_kernel_stats", "rank_kernel_stats"},
-    "depgraph_sync": "*", "depgraph_threads": "*", "depgraph_stitch": "*", "whatif_rules": "*",
+    "depgraph_sync": "*", "depgraph_threads": "*", "depgraph_stitch": "*", "whatif_rules": "*", "depgraph_streams": "*",
     "whatif_steps": {"node_steps", "own_step_windows", "step_table", "window_nodes", "median_period_ns"},
     "steps": {"step_rows"}, "whatif_timing": "*",
     "combine": {"combined_categories", "pid_names"},

@@ -281,6 +281,7 @@ class SynthConfig:
     slow_loader_step: int = 4  # ProfilerStep whose data loading stalls (a long host-bound gap)
     slow_loader_ms: float = 30.0
     slow_kernel_gbps: float = 300.0  # the loss's log_softmax forward: an unvectorised path far below the roof
+    compute_scale: float = 1.0  # every compute kernel's duration times this (what-if ground truth; tests)
 
     @property
     def tokens(self) -> int:
@@ -557,7 +558,7 @@ class Recorder:
         args = self._gpu_args()
         args.update(_occupancy_args(spec, grid, COMPUTE, corr))
         event = {"ph": "X", "cat": "kernel", "name": spec.name, "pid": 0, "tid": COMPUTE, "ts": start,
-                 "dur": self.jitter(dur_ns * self.slow), "args": args}  # fmt: skip
+                 "dur": self.jitter(dur_ns * self.slow * self.cfg.compute_scale), "args": args}  # fmt: skip
         self.submit(COMPUTE, event, corr, rt)
 
     def copy(self, name: str, nbytes: int, gbps: float, *, memset: bool = False) -> None:

@@ -39,6 +39,10 @@ identity never starts a node later than it was measured:
 - **stream wait**: ``cudaStreamWaitEvent`` (Kineto's ``Stream Wait Event``
   rows): the waiting stream's next GPU event after the call waits for the
   recorded stream's last GPU event launched before the ``cudaEventRecord``;
+  without such rows, a GPU event that nothing else explains and that starts
+  within dispatch time of another stream's event's end, as its stream pair
+  does far more often than chance, waits for it
+  (:mod:`aonkit.analysis.depgraph_streams`);
 - **handoff** (6): a thread idle while another of its process runs (PyTorch's
   backward on the autograd thread), the two tied both ways and the waits no
   longer host work (:mod:`aonkit.analysis.depgraph_threads`).
@@ -64,6 +68,7 @@ from .. import schema
 from ..trace import Trace
 from .columns import in_categories, op_stack, thread_keys
 from .correlation import gpu_launches
+from .depgraph_streams import inferred_waits
 from .depgraph_sync import QUEUED_NS, SYNC_CALLS, stream_wait_edges, sync_edges
 from .depgraph_threads import drop_isolated, handoff_edges
 
@@ -232,6 +237,10 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     stream_prev = prev_end
     waited = stream_wait_edges(trace, links, gpu_node, srcs, dsts, lats, kinds)
     prev_end = np.maximum(prev_end, waited)  # a stream wait that ended at the start explains it like a queue
+    waited = np.maximum(waited, inferred_waits(g_lane, g_ts, g_ts + g_dur, prev_end,
+                                               np.where(has, call_end, np.iinfo(np.int64).min), gpu_node, srcs,
+                                               dsts, lats, kinds))  # fmt: skip
+    prev_end = np.maximum(prev_end, waited)
     # queued: the launch call had returned while the stream was still busy (the event waited in its queue),
     # or the event followed its predecessor within dispatch time
     busy = has & (prev_end >= call_end)

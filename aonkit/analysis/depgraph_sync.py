@@ -21,7 +21,7 @@ QUEUED_NS = 5000
 behind it; the measured gap, the GPU's dispatch time, stays on the edge."""
 
 
-class _Groups:
+class Groups:
     """Items sorted by (group key, value, position): the items of a key with values in a range, by search."""
 
     def __init__(self, key: np.ndarray, value: np.ndarray) -> None:
@@ -197,7 +197,7 @@ def sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nda
                           np.iinfo(np.int64).max)
     pid = np.asarray(ev["pid"].array.codes).astype(np.int64)
     launch_pid = np.where(launch >= 0, pid[lr], -2)  # a sync waits for work its own process launched
-    by_pid = _Groups(launch_pid, g_end)
+    by_pid = Groups(launch_pid, g_end)
     sync_stream, g_lane_key = _sync_rows(trace, g_rows)
     corr = ev["correlation"].to_numpy()
     for j, c in enumerate(calls):

@@ -1,0 +1,89 @@
+"""Waits between streams that the trace does not record, inferred from when a GPU event starts.
+
+A GPU event that starts more than dispatch time (:data:`~aonkit.analysis.depgraph_sync.QUEUED_NS`) after its
+stream predecessor ended, and after its launch returned, waited for something. Kineto records
+``cudaStreamWaitEvent`` as a ``Stream Wait Event`` row only since PyTorch 2.1 (and the bundled sample
+traces not at all); without it the wait was charged to the launch (a GPU-side wait pinned to host time)
+or to the stream (a fixed gap). When the event starts within dispatch time of the end of an event on another
+stream of its device (DDP's compute stream resuming as the all-reduce ends), that event is taken as the one
+it waited for: a stream-wait edge (kind 4) with the measured gap, provided such starts follow that stream's
+ends far more often than chance would have them (:data:`ODDS`, against control windows :data:`CONTROL_NS`
+earlier). On the shared traces: ``df_index_resolver`` 1,966 of 2,140 unexplained starts follow another
+stream's end within 5 µs against 16-305 in the control windows (kept); ``trace_diff/test`` 87 against 49-66
+(chance: left out). The rest of the unexplained starts (a sampled trace's missing events) stay as they were.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .depgraph_sync import QUEUED_NS, Groups
+
+NONE = np.iinfo(np.int64).min
+CONTROL_NS = (10_000, 20_000, 50_000)
+"""Windows as wide as dispatch time, this long before the start: how often another stream's end falls near a
+start by chance."""
+ODDS = 4
+"""A stream pair's waits are kept when starts follow the other stream's ends at least this many times more often
+right after them than in a control window (on average); and at least :data:`MIN_HITS` times."""
+MIN_HITS = 2
+
+
+def inferred_waits(g_lane: np.ndarray, g_ts: np.ndarray, g_end: np.ndarray, prev_end: np.ndarray,
+                   launched_at: np.ndarray, gpu_node: np.ndarray, srcs: list, dsts: list, lats: list,
+                   kinds: list) -> np.ndarray:  # fmt: skip
+    """Stream-wait edges for GPU events whose start nothing else explains (appended to the edge lists).
+
+    Parameters
+    ----------
+    g_lane, g_ts, g_end : numpy.ndarray
+        Per GPU event: its lane (``device << 32 | stream``, a job's rank above), start and end.
+    prev_end : numpy.ndarray
+        The end of what it is known to follow (stream predecessor, recorded stream wait; int64 min: none).
+    launched_at : numpy.ndarray
+        When its launch call returned (int64 min: no launch in the trace).
+    gpu_node : numpy.ndarray
+        Each GPU event's node.
+
+    Returns
+    -------
+    numpy.ndarray
+        Per GPU event the end of the event it is inferred to wait for (int64 min: none).
+    """
+    out = np.full(len(g_lane), NONE, np.int64)
+    late = (g_ts - np.maximum(prev_end, launched_at) > QUEUED_NS) & (g_end > g_ts)
+    cand = np.flatnonzero(late)
+    if not len(cand):
+        return out
+    dev = g_lane >> 32
+    ends = Groups(dev, g_end)
+
+    def other_end(i: int, shift: int) -> int:
+        """The event on another stream of ``i``'s device that ends last in the window ``shift`` ns before it."""
+        a, b = ends.range(int(dev[i]), int(g_ts[i]) - QUEUED_NS - shift, int(g_ts[i]) - shift)
+        for p in range(b - 1, a - 1, -1):
+            j = int(ends.order[p])
+            if g_lane[j] != g_lane[i]:
+                return j
+        return -1
+
+    src = np.array([other_end(i, 0) for i in cand.tolist()], np.int64)
+    # a stream pair's waits are kept when its starts follow the other stream's ends far more often right after
+    # them than in the windows CONTROL_NS before: on a busy multi-stream GPU they otherwise meet by chance
+    hits: dict[tuple[int, int], int] = {}
+    for i, j in zip(cand[src >= 0].tolist(), src[src >= 0].tolist()):
+        hits[int(g_lane[i]), int(g_lane[j])] = hits.get((int(g_lane[i]), int(g_lane[j])), 0) + 1
+    chance: dict[tuple[int, int], int] = {}
+    for shift in CONTROL_NS:
+        for i in cand.tolist():
+            j = other_end(i, shift)
+            if j >= 0:
+                chance[int(g_lane[i]), int(g_lane[j])] = chance.get((int(g_lane[i]), int(g_lane[j])), 0) + 1
+    keep = {k for k, n in hits.items() if n >= MIN_HITS and n >= ODDS * chance.get(k, 0) / len(CONTROL_NS)}
+    hit = np.array([j >= 0 and (int(g_lane[i]), int(g_lane[j])) in keep for i, j in zip(cand.tolist(), src.tolist())],
+                   bool)  # fmt: skip
+    i, j = cand[hit], src[hit]
+    out[i] = g_end[j]
+    srcs.append(gpu_node[j]), dsts.append(gpu_node[i]), lats.append(g_ts[i] - g_end[j])
+    kinds.append(np.full(len(i), 4))
+    return out
