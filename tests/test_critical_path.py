@@ -380,10 +380,12 @@ def test_the_what_if_panel_updates_on_a_slider(tmp_path: Path) -> None:
 def test_the_panel_gives_the_step_period_of_a_gpu_running_behind(tmp_path: Path) -> None:
     from aonkit.widgets import WhatIfPanel
 
+    from aonkit.units import fmt_ns
+
     p = WhatIfPanel(load_events(tmp_path, _lagging(20, steps=True)), step=2, scope="launched", timeline=False)
-    assert p.result.step_time_ns == 467_000 and "step period (median) <b>190.0 µs" in p.summary.value
+    assert p.result.step_time_ns == 467_000 and f"step period (median) <b>{fmt_ns(190_000)}" in p.summary.value
     p.sliders["GPU computation"].value = 0.5
-    assert "step period (median) <b>115.0 µs</b> (model 190.0 µs); <b>1.652x" in p.summary.value
+    assert f"step period (median) <b>{fmt_ns(115_000)}</b> (model {fmt_ns(190_000)}); <b>1.652x" in p.summary.value
     assert "step period" not in WhatIfPanel(small_trace(tmp_path / "one"), timeline=False).summary.value
 
 

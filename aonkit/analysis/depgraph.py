@@ -26,8 +26,8 @@ identity never starts a node later than it was measured:
   the call returned) when the stream was idle; for an event queued behind its
   stream predecessor or a stream wait it is the smaller of the delay and the
   median delay of the idle-stream launches, so a faster predecessor moves it
-  (a queued event's delay holds the GPU's lag behind the host: kept whole, no
-  faster kernel could shorten a GPU-bound run);
+  (a queued event's measured delay holds the GPU's lag behind its host: kept
+  whole, it would stop any faster kernel from shortening a GPU-bound run);
 - **host sync**: a blocking call (``*Synchronize``, or a call whose correlated
   copy runs entirely inside it: ``cudaMemcpy``, or a pageable
   ``cudaMemcpyAsync`` that blocked; its launch edge then leaves from the node
