@@ -378,9 +378,8 @@ def test_the_what_if_panel_updates_on_a_slider(tmp_path: Path) -> None:
 
 
 def test_the_panel_gives_the_step_period_of_a_gpu_running_behind(tmp_path: Path) -> None:
-    from aonkit.widgets import WhatIfPanel
-
     from aonkit.units import fmt_ns
+    from aonkit.widgets import WhatIfPanel
 
     p = WhatIfPanel(load_events(tmp_path, _lagging(20, steps=True)), step=2, scope="launched", timeline=False)
     assert p.result.step_time_ns == 467_000 and f"step period (median) <b>{fmt_ns(190_000)}" in p.summary.value

@@ -98,6 +98,26 @@ def test_group_span_is_the_plain_reading(seed: int) -> None:
         assert hi[c] == (finish[mine].max() if mine.any() else np.iinfo(np.int64).min)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_latest_other_end_is_the_plain_reading(seed: int) -> None:
+    from aonkit._kernels.step_nodes import latest_other_end
+
+    rng = np.random.default_rng(seed)
+    n, q = int(rng.integers(0, 60)), int(rng.integers(1, 20))
+    key, end, lane = rng.integers(0, 3, n), rng.integers(0, 100, n), rng.integers(0, 4, n)
+    order = np.lexsort((end, key))
+    key, end, lane = key[order], end[order], lane[order]
+    c_key, c_lane = rng.integers(0, 3, q), rng.integers(0, 4, q)
+    hi = rng.integers(0, 110, q)
+    lo = hi - rng.integers(0, 20, q)
+    got = latest_other_end(key, end, lane, np.searchsorted(key, c_key, "left"), np.searchsorted(key, c_key, "right"),
+                           c_lane, lo, hi)  # fmt: skip
+    for k in range(q):
+        fits = [p for p in range(n) if key[p] == c_key[k] and lo[k] <= end[p] <= hi[k] and lane[p] != c_lane[k]]
+        want = max(fits, key=lambda p: (end[p], p)) if fits else -1
+        assert got[k] == want or (want >= 0 and end[got[k]] == end[want] and lane[got[k]] != c_lane[k]), k
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> aonkit.TraceSet:
     out = tmp_path_factory.mktemp("job4")

@@ -88,3 +88,28 @@ def group_span(code, n_groups, start, finish):
         if finish[v] > hi[c]:
             hi[c] = finish[v]
     return lo, hi
+
+
+@njit
+def latest_other_end(key, end, lane, group_lo, group_hi, cand_lane, lo, hi):
+    """Per query, the position of the event that ends last in ``[lo, hi]`` on a lane other than ``cand_lane``.
+
+    Events are sorted by ``key`` (a device), then ``end``; query ``q`` searches positions
+    ``group_lo[q]:group_hi[q]`` (its device's). Returns -1 where there is none.
+    """
+    out = np.full(cand_lane.shape[0], -1, np.int64)
+    for q in range(cand_lane.shape[0]):
+        a, b = group_lo[q], group_hi[q]
+        while a < b:  # first position ending after hi[q]
+            mid = (a + b) >> 1
+            if end[mid] <= hi[q]:
+                a = mid + 1
+            else:
+                b = mid
+        p = a - 1
+        while p >= group_lo[q] and end[p] >= lo[q]:
+            if lane[p] != cand_lane[q]:
+                out[q] = p
+                break
+            p -= 1
+    return out

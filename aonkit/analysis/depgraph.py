@@ -236,17 +236,19 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     prev_end[g_order[same + 1]] = end_sorted[same]
     stream_prev = prev_end
     waited = stream_wait_edges(trace, links, gpu_node, srcs, dsts, lats, kinds)
+    waited[waited > g_ts] = np.iinfo(np.int64).min  # a wait whose source ended after the start explains nothing
     prev_end = np.maximum(prev_end, waited)  # a stream wait that ended at the start explains it like a queue
     waited = np.maximum(waited, inferred_waits(g_lane, g_ts, g_ts + g_dur, prev_end,
                                                np.where(has, call_end, np.iinfo(np.int64).min), gpu_node, srcs,
                                                dsts, lats, kinds))  # fmt: skip
     prev_end = np.maximum(prev_end, waited)
-    # queued: the launch call had returned while the stream was still busy (the event waited in its queue),
-    # or the event followed its predecessor within dispatch time
-    busy = has & (prev_end >= call_end)
+    # queued: the event followed its predecessor (or a wait) within dispatch time, or its launch call had
+    # returned while its stream was still busy (it waited in the queue; the stream edge then keeps the gap,
+    # which a wait that ended later could not: its edge holds no gap past dispatch time, or was dropped)
+    busy = has & (stream_prev >= call_end) & (stream_prev >= waited)
     queued = busy | (prev_end >= g_ts - QUEUED_NS)
     by_pos = np.zeros(len(g_rows), bool), np.empty(len(g_rows), np.int64)  # stream order
-    by_pos[0][gpu_node - n_cpu] = busy & (stream_prev >= waited)
+    by_pos[0][gpu_node - n_cpu] = busy
     by_pos[1][gpu_node - n_cpu] = stream_prev
     _queue_gaps(by_pos[0], g_ts[g_order] - by_pos[1], dsts[1] - n_cpu, lats[1])
     # the launch delay of an idle stream; an event that ended before its call returned (a blocking copy) says

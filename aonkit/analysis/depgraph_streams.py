@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .depgraph_sync import QUEUED_NS, Groups
+from .depgraph_sync import QUEUED_NS
 
 NONE = np.iinfo(np.int64).min
 CONTROL_NS = (10_000, 20_000, 50_000)
@@ -58,33 +58,39 @@ def inferred_waits(g_lane: np.ndarray, g_ts: np.ndarray, g_end: np.ndarray, prev
     cand = np.flatnonzero(late)
     if not len(cand):
         return out
+    from .._kernels.step_nodes import latest_other_end
+
     dev = g_lane >> 32
-    ends = Groups(dev, g_end)
+    order = np.lexsort((g_end, dev))
+    dev_s = dev[order]
+    group_lo = np.searchsorted(dev_s, dev[cand], "left")
+    group_hi = np.searchsorted(dev_s, dev[cand], "right")
+    end_s, lane_s, c_lane = g_end[order], g_lane[order], g_lane[cand]
 
-    def other_end(i: int, shift: int) -> int:
-        """The event on another stream of ``i``'s device that ends last in the window ``shift`` ns before it."""
-        a, b = ends.range(int(dev[i]), int(g_ts[i]) - QUEUED_NS - shift, int(g_ts[i]) - shift)
-        for p in range(b - 1, a - 1, -1):
-            j = int(ends.order[p])
-            if g_lane[j] != g_lane[i]:
-                return j
-        return -1
+    def other_end(shift: int) -> np.ndarray:
+        """Per candidate, the other stream's event ending last in the window ``shift`` ns before it (-1: none)."""
+        at = g_ts[cand] - shift
+        pos = latest_other_end(dev_s, end_s, lane_s, group_lo, group_hi, c_lane, at - QUEUED_NS, at)
+        return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
 
-    src = np.array([other_end(i, 0) for i in cand.tolist()], np.int64)
+    def pairs(src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The (waiting lane, other lane) pairs of the candidates with a source, and how many of each."""
+        both = np.stack([c_lane[src >= 0], g_lane[src[src >= 0]]], axis=1)
+        return np.unique(both, axis=0, return_counts=True) if len(both) else (np.zeros((0, 2), np.int64), both[:, 0])
+
+    src = other_end(0)
     # a stream pair's waits are kept when its starts follow the other stream's ends far more often right after
     # them than in the windows CONTROL_NS before: on a busy multi-stream GPU they otherwise meet by chance
-    hits: dict[tuple[int, int], int] = {}
-    for i, j in zip(cand[src >= 0].tolist(), src[src >= 0].tolist()):
-        hits[int(g_lane[i]), int(g_lane[j])] = hits.get((int(g_lane[i]), int(g_lane[j])), 0) + 1
-    chance: dict[tuple[int, int], int] = {}
+    found, n_hits = pairs(src)
+    chance = {}
     for shift in CONTROL_NS:
-        for i in cand.tolist():
-            j = other_end(i, shift)
-            if j >= 0:
-                chance[int(g_lane[i]), int(g_lane[j])] = chance.get((int(g_lane[i]), int(g_lane[j])), 0) + 1
-    keep = {k for k, n in hits.items() if n >= MIN_HITS and n >= ODDS * chance.get(k, 0) / len(CONTROL_NS)}
-    hit = np.array([j >= 0 and (int(g_lane[i]), int(g_lane[j])) in keep for i, j in zip(cand.tolist(), src.tolist())],
-                   bool)  # fmt: skip
+        for pair, n in zip(*pairs(other_end(shift))):
+            chance[tuple(pair.tolist())] = chance.get(tuple(pair.tolist()), 0) + int(n)
+    keep = {tuple(pr.tolist()) for pr, n in zip(found, n_hits)
+            if n >= MIN_HITS and n >= ODDS * chance.get(tuple(pr.tolist()), 0) / len(CONTROL_NS)}  # fmt: skip
+    hit = np.zeros(len(cand), bool)
+    for pr in keep:
+        hit |= (src >= 0) & (c_lane == pr[0]) & (g_lane[np.maximum(src, 0)] == pr[1])
     i, j = cand[hit], src[hit]
     out[i] = g_end[j]
     srcs.append(gpu_node[j]), dsts.append(gpu_node[i]), lats.append(g_ts[i] - g_end[j])
