@@ -17,6 +17,7 @@ trace's missing events) stay as they were.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from .depgraph_sync import QUEUED_NS
 
@@ -73,24 +74,24 @@ def inferred_waits(g_lane: np.ndarray, g_ts: np.ndarray, g_end: np.ndarray, prev
         pos = latest_other_end(dev_s, end_s, lane_s, group_lo, group_hi, c_lane, at - QUEUED_NS, at)
         return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
 
-    def pairs(src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The (waiting lane, other lane) pairs of the candidates with a source, and how many of each."""
-        both = np.stack([c_lane[src >= 0], g_lane[src[src >= 0]]], axis=1)
-        return np.unique(both, axis=0, return_counts=True) if len(both) else (np.zeros((0, 2), np.int64), both[:, 0])
+    code, lanes = pd.factorize(g_lane)  # stream pairs as small integers
+    n_pairs = len(lanes) * len(lanes)
+
+    def pair_of(src: np.ndarray) -> np.ndarray:
+        """Per candidate, its (waiting lane, other lane) pair's number (-1: no source)."""
+        return np.where(src >= 0, code[cand] * len(lanes) + code[np.maximum(src, 0)], -1)
+
+    def counts(pair: np.ndarray) -> np.ndarray:
+        return np.bincount(pair[pair >= 0], minlength=n_pairs)
 
     src = other_end(0)
+    pair = pair_of(src)
     # a stream pair's waits are kept when its starts follow the other stream's ends far more often right after
     # them than in the windows CONTROL_NS before: on a busy multi-stream GPU they otherwise meet by chance
-    found, n_hits = pairs(src)
-    chance = {}
-    for shift in CONTROL_NS:
-        for pair, n in zip(*pairs(other_end(shift))):
-            chance[tuple(pair.tolist())] = chance.get(tuple(pair.tolist()), 0) + int(n)
-    keep = {tuple(pr.tolist()) for pr, n in zip(found, n_hits)
-            if n >= MIN_HITS and n >= ODDS * chance.get(tuple(pr.tolist()), 0) / len(CONTROL_NS)}  # fmt: skip
-    hit = np.zeros(len(cand), bool)
-    for pr in keep:
-        hit |= (src >= 0) & (c_lane == pr[0]) & (g_lane[np.maximum(src, 0)] == pr[1])
+    hits = counts(pair)
+    chance = sum(counts(pair_of(other_end(shift))) for shift in CONTROL_NS) / len(CONTROL_NS)
+    keep = (hits >= MIN_HITS) & (hits >= ODDS * chance)
+    hit = (pair >= 0) & keep[np.maximum(pair, 0)]
     i, j = cand[hit], src[hit]
     out[i] = g_end[j]
     srcs.append(gpu_node[j]), dsts.append(gpu_node[i]), lats.append(g_ts[i] - g_end[j])
