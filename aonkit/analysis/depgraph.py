@@ -234,6 +234,9 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     lane_sorted, end_sorted = g_lane[g_order], (g_ts + g_dur)[g_order]
     same = np.flatnonzero(lane_sorted[1:] == lane_sorted[:-1])
     prev_end[g_order[same + 1]] = end_sorted[same]
+    # a predecessor that overlaps the event by more than dispatch time (clocks that disagree, traces joined on
+    # one stream id) says nothing about queueing; its edge is the first a job's stitch drops
+    prev_end[prev_end > g_ts + QUEUED_NS] = np.iinfo(np.int64).min
     stream_prev = prev_end
     waited = stream_wait_edges(trace, links, gpu_node, srcs, dsts, lats, kinds)
     waited[waited > g_ts] = np.iinfo(np.int64).min  # a wait whose source ended after the start explains nothing
