@@ -130,6 +130,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> aonkit.TraceSet:
 def test_every_step_of_a_job_at_once_is_each_step_on_its_own(job: aonkit.TraceSet) -> None:
     ps = step_times(job)
     assert len(ps) == 4 and (ps["model_ns"] == ps["measured_ns"]).all()  # the identity, step by step
+    assert step_times({r: job[r] for r in job}).equals(ps)  # a plain mapping of ranks too
     trace, g = prepared(job)
     steps = node_steps(trace, g)
     assert set(np.unique(g.rank[(steps >= 0) & (g.kind != 3)]).tolist()) == {0, 1, 2, 3}  # by each rank's own steps

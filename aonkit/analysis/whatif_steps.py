@@ -64,7 +64,10 @@ def _step_windows(trace: Trace) -> pd.DataFrame:
     if later is None:
         return own_step_windows(trace)
     job, offsets = later
-    per = job.map(own_step_windows)  # a lazy job: in its workers, remembered
+    if hasattr(job, "map"):  # a set: a lazy one's ranks in its workers, remembered
+        per = job.map(own_step_windows)
+    else:  # a plain mapping of ranks
+        per = {r: own_step_windows(job[r]) for r in job}
     parts = [w.assign(rank=np.int64(r), ts_ns=w["ts_ns"] - int(offsets.get(r, 0)),
                       end_ns=w["end_ns"] - int(offsets.get(r, 0))) for r, w in sorted(per.items())]  # fmt: skip
     return pd.concat(parts, ignore_index=True) if parts else own_step_windows(trace)
