@@ -253,7 +253,8 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
     by_pos = np.zeros(len(g_rows), bool), np.empty(len(g_rows), np.int64)  # stream order
     by_pos[0][gpu_node - n_cpu] = busy
     by_pos[1][gpu_node - n_cpu] = stream_prev
-    _queue_gaps(by_pos[0], g_ts[g_order] - by_pos[1], dsts[1] - n_cpu, lats[1])
+    queue_gap = g_ts[g_order] - by_pos[1]
+    _queue_gaps(by_pos[0], queue_gap, dsts[1] - n_cpu, lats[1])
     # the launch delay of an idle stream; an event that ended before its call returned (a blocking copy) says
     # nothing about when a launch reaches the GPU
     idle_delays = delay[has & ~queued & (g_ts + g_dur > call_end)]
@@ -267,7 +268,7 @@ def build_graph(trace: Trace, hook: Callable[..., dict[str, np.ndarray]] | None 
                         kinds, dur)
     queued_copy = _relaunch(woken, cpu["lane"], k_launch, srcs, dsts, lats, kinds, nodes["start_ns"][n_cpu:], n_cpu,
                             by_pos[1], typical)  # fmt: skip
-    _queue_gaps(queued_copy, g_ts[g_order] - by_pos[1], dsts[1] - n_cpu, lats[1])
+    _queue_gaps(queued_copy, queue_gap, dsts[1] - n_cpu, lats[1])
     handoff_edges(cpu["lane"], cpu["kind"], cpu["start_ns"], dur[:n_cpu], KIND_GAP, srcs, dsts, lats, kinds)
     nodes["dur_ns"] = dur
     nodes, gpu_node, n_cpu = drop_isolated(nodes, n_cpu, gpu_node, user_lanes, srcs, dsts, lats, kinds)

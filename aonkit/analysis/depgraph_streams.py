@@ -1,17 +1,17 @@
 """Waits between streams that the trace does not record, inferred from when a GPU event starts.
 
 A GPU event that starts more than dispatch time (:data:`~aonkit.analysis.depgraph_sync.QUEUED_NS`) after its
-stream predecessor ended, and after its launch returned, waited for something. Kineto records
-``cudaStreamWaitEvent`` as a ``Stream Wait Event`` row only since PyTorch 2.1 (and the bundled sample
-traces not at all); without it the wait was charged to the launch (a GPU-side wait pinned to host time)
-or to the stream (a fixed gap). When the event starts within dispatch time of the end of an event on another
-stream of its device (DDP's compute stream resuming as the all-reduce ends), that event is taken as the one
-it waited for: a stream-wait edge (kind 4) with the measured gap, provided such starts follow that stream's
-ends far more often than chance would have them (:data:`ODDS`, against control windows :data:`CONTROL_NS`
-earlier). On the shared traces: ``df_index_resolver`` 1,966 of 2,140 unexplained starts follow another
-stream's end within 5 µs against 16-305 in the control windows (kept); ``trace_diff/test`` 87 against 49-66
-(chance: 14 kept, of its stream pairs that beat the odds). The rest of the unexplained starts (a sampled
-trace's missing events) stay as they were.
+stream predecessor ended, and after its launch returned, waited for something. Kineto's ``Stream Wait Event``
+rows name a ``cudaStreamWaitEvent``'s streams, but many traces have none (none of the 17 shared GPU traces with
+steps, nor the bundled sample traces); without them the wait was charged to the launch (a GPU-side wait pinned
+to host time) or to the stream (a fixed gap). When the event starts within dispatch time of the end of an event
+on another stream of its device (DDP's compute stream resuming as the all-reduce ends), that event is taken as
+the one it waited for: a stream-wait edge (kind 4) with the measured gap, provided such starts follow that
+stream's ends far more often than chance would have them (:data:`ODDS`, against control windows
+:data:`CONTROL_NS` earlier). On the shared traces: ``df_index_resolver`` 1,966 of 2,140 unexplained starts
+follow another stream's end within 5 µs against 16-305 in the control windows (kept); ``trace_diff/test`` 87
+against 49-66 (chance: 14 kept, of its stream pairs that beat the odds). The rest of the unexplained starts (a
+sampled trace's missing events) stay as they were.
 """
 
 from __future__ import annotations
