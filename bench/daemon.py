@@ -1,6 +1,6 @@
 """What the always-on daemon costs, and what readers and on-demand traces see.
 
-Usage: ``PYTHONPATH=. python bench/daemon.py [--seconds 60] [--readers 10] [--trace-steps 20]``
+Usage: ``PYTHONPATH=. python bench/daemon.py [--seconds 60] [--readers 10] [--trace-steps 20] [--gpus fake|real|both]``
 
 (a) the daemon at 10 Hz with the host and 8 fake GPUs (``tests.fake_gpus:eight_gpus``: the sampler's own Python
 cost, without a driver's) and with the host only: CPU % of one core (``/proc/<pid>/stat``, utime + stime over the
@@ -127,20 +127,40 @@ class World:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-def daemon_cost(seconds: float, readers: int) -> None:
+def real_gpus() -> int:
+    """How many GPUs the real NVML sees (0 without a driver)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no driver, no library: no real GPU to measure
+        return 0
+
+
+def daemon_cost(seconds: float, readers: int, gpus: str = "fake") -> None:
     print("\n### Daemon at 10 Hz\n")
+    latency_rows, runs = [], []
+    if gpus in ("real", "both"):
+        n = real_gpus()
+        runs += [(f"host + {n} real GPUs", "", n)] if n else []
+        if not n:
+            print("(no real GPU: NVML does not start here)\n")
+    if gpus in ("fake", "both"):
+        runs += [("host + 8 fake GPUs", "tests.fake_gpus:eight_gpus", 8), ("host only", "tests.fake_gpus:no_driver", 0)]
     print("| sampled | channels | CPU % of a core | RSS MB (peak) | Parquet bytes / GPU-hour | samples lost |")
     print("|---|---|---|---|---|---|")
-    latency_rows = []
-    for label, fake, n_gpu in (("host + 8 fake GPUs", "tests.fake_gpus:eight_gpus", 8),
-                               ("host only", "tests.fake_gpus:no_driver", 0)):
+    for label, fake, n_gpu in runs:
         w = World(fake)
         try:
             w.start()
             time.sleep(3)  # imports and the NVML probe done
             cpu = w.cpu_pct(seconds)
             rss, hwm = w.rss_mb()
-            if n_gpu:
+            if n_gpu and not latency_rows:  # readers of the first run with GPUs
                 latency_rows = reader_latency(w, readers, min(20.0, seconds))
             st = w.stop()
             hours = st["samples"] * st["interval_s"] / 3600  # the time the files cover
@@ -148,7 +168,7 @@ def daemon_cost(seconds: float, readers: int) -> None:
             print(f"| {label} | {st['channels']} | {cpu:.2f} | {rss:.0f} ({hwm:.0f}) | {per} | {st['lost']} |")
         finally:
             w.close()
-    print("\n### Readers (host + 8 fake GPUs at 10 Hz): sample time stamp to long-form table\n")
+    print(f"\n### Readers ({runs[0][0] if runs else 'none'} at 10 Hz): sample time stamp to long-form table\n")
     print("| readers | poll | latency median ms | p99 ms | samples read (fewest) / missed (most) | daemon CPU % meanwhile |")
     print("|---|---|---|---|---|---|")
     for row in latency_rows:
@@ -216,11 +236,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0, help="measured time per daemon (default 60: a minute)")
     ap.add_argument("--readers", type=int, default=10)
     ap.add_argument("--trace-steps", type=int, default=20)
-    ap.add_argument("--trace-repeats", type=int, default=3)
+    ap.add_argument("--trace-repeats", type=int, default=3, help="on-demand traces (0: skip that part)")
+    ap.add_argument("--gpus", choices=("fake", "real", "both"), default="fake",
+                    help="sample the real GPUs through NVML, the tests' fake ones (default), or both")
     args = ap.parse_args()
     print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
-    daemon_cost(args.seconds, args.readers)
-    trace_cost(args.trace_steps, args.trace_repeats)
+    daemon_cost(args.seconds, args.readers, args.gpus)
+    if args.trace_repeats:
+        trace_cost(args.trace_steps, args.trace_repeats)
 
 
 if __name__ == "__main__":
