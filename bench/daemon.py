@@ -78,7 +78,7 @@ class World:
     def __init__(self, fake: str | None) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="aonb-", dir="/tmp"))
         self.env = {**os.environ, "AONKIT_RUNTIME_DIR": str(self.base / "run"), "AONKIT_DATA_DIR": str(self.base / "data"),
-                    "PYTHONPATH": str(ROOT)}
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         self.env.pop("AONKIT_FAKE_NVML", None)
         if fake:
             self.env["AONKIT_FAKE_NVML"] = fake

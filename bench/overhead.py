@@ -5,7 +5,8 @@ Usage: ``PYTHONPATH=. python bench/overhead.py [--seconds 10] [--rates 10,100]``
 (a) ``HostSampler`` at each rate; (b) ``NvmlSampler`` on the real GPUs (when NVML starts; else it says why and
 skips), then each NVML reader timed on its own (``NvmlSampler.time_readers``): time a read and a call; (c) the
 sampler over the fake NVML of the tests (2 Hopper GPUs), i.e. the sampler's own Python cost without the driver;
-(d) ``aonkit.profile`` without tracing around a CPU-bound run (the magic's cost without torch), and its fixed cost.
+(d) ``aonkit.profile`` without tracing around a CPU-bound run (the magic's cost without torch), and its fixed cost;
+(e) with CUDA, a GPU-bound loop alone and beside the GPU sampler at 10 Hz. (b) runs at each of ``--rates``.
 
 Thread CPU is ``time.thread_time()`` of the sampling thread, from its start to its end, over the same wall time:
 a percentage of one core. Cost a sample is the sampler's own ``cost_ns`` (wall time of ``sample()``).
@@ -18,6 +19,8 @@ import argparse
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -92,12 +95,48 @@ def profile_overhead(n: int, repeat: int) -> None:
     print(f"| {p:.3f} | {q:.3f} | {100 * (q - p) / p:+.2f}% | {1000 * statistics.median(empty):.1f} |")
 
 
+def gpu_loop_overhead(repeat: int) -> None:
+    """(e) A GPU-bound loop (bf16 matrix products, a sync every 8) alone and beside the GPU sampler at 10 Hz."""
+    try:
+        import torch
+    except ImportError:
+        print("\n(e) skipped: no torch")
+        return
+    if not torch.cuda.is_available():
+        print("\n(e) skipped: torch sees no CUDA device")
+        return
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+
+    def loop() -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(400):
+            x @ x
+            if i % 8 == 7:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    loop()
+    alone, sampled = [], []
+    for _ in range(repeat):
+        alone.append(loop())
+        s = NvmlSampler(interval_s=0.1)
+        s.start()
+        sampled.append(loop())
+        s.stop()
+        s.close()
+    a, b = float(np.median(alone)), float(np.median(sampled))
+    print(f"\n(e) GPU-bound loop (400 bf16 8192^3 products), median of {repeat} alternating pairs: alone {a:.4f} s, "
+          f"beside NvmlSampler at 10 Hz {b:.4f} s: {100 * (b / a - 1):+.2f}%")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rates", default="10,100", help="host sampler rates, Hz")
     ap.add_argument("--cell", type=int, default=40_000_000, help="iterations of the CPU-bound run for (d)")
-    ap.add_argument("--repeat", type=int, default=7, help="alternating runs for (d)")
+    ap.add_argument("--repeat", type=int, default=7, help="alternating runs for (d) and (e); 0: skip (d)")
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
 
@@ -112,11 +151,12 @@ def main() -> int:
         print(f"| NvmlSampler | - | - | - | skipped: {note} | | |")
     else:
         sampler.close()
-        real = timed(NvmlSampler)(interval_s=0.1)
-        print(row(f"NvmlSampler ({len(real.devices)} GPU)", 10, run(real, args.seconds)), flush=True)
-        readers = real.time_readers(repeat=50)
-        left_out = real.unsupported
-        real.close()
+        for hz in rates:
+            real = timed(NvmlSampler)(interval_s=1 / hz)
+            print(row(f"NvmlSampler ({len(real.devices)} GPU)", hz, run(real, args.seconds)), flush=True)
+            if readers is None:
+                readers, left_out = real.time_readers(repeat=50), real.unsupported
+            real.close()
 
     try:  # (c)
         from tests.fake_nvml import FakeGpu, FakeNvml
@@ -127,7 +167,10 @@ def main() -> int:
         print(row("NvmlSampler (fake NVML, 2 GPU)", 10, run(fake, args.seconds)))
         fake.close()
 
-    profile_overhead(args.cell, args.repeat)
+    if args.repeat:
+        profile_overhead(args.cell, args.repeat)
+    if sampler is not None:
+        gpu_loop_overhead(args.repeat or 5)
 
     if readers is not None:
         print("\nNVML readers, timed alone (50 reads each):\n")

@@ -25,7 +25,8 @@ class Live:
         self.base = Path(tempfile.mkdtemp(prefix="aon-", dir="/tmp"))
         self.run_dir, self.data = self.base / "run", self.base / "data"
         self.env = {**os.environ, "AONKIT_RUNTIME_DIR": str(self.run_dir), "AONKIT_DATA_DIR": str(self.data),
-                    "AONKIT_FAKE_NVML": "tests.fake_gpus:two_gpus", "PYTHONPATH": str(ROOT)}  # fmt: skip
+                    "AONKIT_FAKE_NVML": "tests.fake_gpus:two_gpus",
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}  # fmt: skip
         self.env.pop("AONKIT_SERVE", None)
         self.procs: list[subprocess.Popen] = []
         self.daemons: list[int] = []

@@ -326,3 +326,21 @@ def test_mi300x_collectives_need_a_network() -> None:
     cal = calibrate(t, network=net)
     assert cal.factors["communication.intra"] < 0.05 and "intra_link" in cal.efficiency
     assert isinstance(cal.residuals, pd.DataFrame) and cal.summary.set_index("class").loc["all", "n"] > 1000
+
+
+CUDA_SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces" / "cuda"
+
+
+@pytest.mark.skipif(not (CUDA_SAMPLES / "gpt_b4.pt.trace.json.gz").is_file(),
+                    reason="sample_traces/cuda is made on a GPU machine (tools/make_cuda_samples.py); not made yet")
+@pytest.mark.parametrize(("fit", "other"), [(4, 8), (8, 4)])
+def test_a_calibration_on_one_batch_size_predicts_the_other(fit: int, other: int) -> None:
+    # GIVEN the same small GPT profiled on a real GPU at batch 4 and 8 (tools/make_cuda_samples.py)
+    traces = {b: aonkit.load(CUDA_SAMPLES / f"gpt_b{b}.pt.trace.json.gz") for b in (4, 8)}
+    # WHEN fitted on one, THEN the other's GPU time of the modelled ops is predicted within 15%
+    cal = calibrate(traces[fit])
+    total = summarize(cal.predict(traces[other]), cal.factors, cal.overheads).set_index("class").loc["all"]
+    assert abs(total["error"]) < 0.15, total
+    # and the fit reproduces its own trace (the affine fit's intercept)
+    own = summarize(cal.predict(traces[fit]), cal.factors, cal.overheads).set_index("class").loc["all"]
+    assert abs(own["error"]) < 1e-6, own

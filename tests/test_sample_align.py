@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
+import aonkit
 from aonkit._kernels.busy_windows import lagged_busy, merge_intervals
 from aonkit.analysis.sample_align import alignment_curve, sample_alignment
 from tests.conftest import load_events
@@ -132,3 +135,19 @@ def test_pairs_devices_and_says_what_is_missing(tmp_path) -> None:  # noqa: ANN0
     trace.samples = None
     with pytest.raises(ValueError, match="has no samples"):
         sample_alignment(trace)
+
+
+CUDA_BUNDLE = Path(__file__).resolve().parent.parent / "sample_traces" / "cuda" / "profile"
+
+
+@pytest.mark.skipif(not CUDA_BUNDLE.is_dir(), reason="sample_traces/cuda is made on a GPU machine "
+                    "(tools/make_cuda_samples.py); not made yet")  # fmt: skip
+def test_the_real_cuda_bundle_lines_up() -> None:
+    # GIVEN the %%aon_profile bundle of a GPT trained on a real GPU (its steps wait 40 ms for "data" each)
+    trace = aonkit.load(CUDA_BUNDLE)
+    table = sample_alignment(trace)
+    # THEN its GPM activity (when the GPU had GPM) matches the kernels within one sampling interval
+    gpm = table[table["metric"].str.startswith("gpm_")]
+    if gpm.empty:
+        pytest.skip(f"the bundle's GPU had no GPM metrics: {sorted(table['metric'])}")
+    assert gpm["aligned"].all() and (gpm["r"] > 0.8).all(), gpm
