@@ -358,6 +358,29 @@ def test_a_stream_wait_passes_a_speedup_across_streams(tmp_path: Path) -> None:
     assert r.critical_path["name"].tolist() == ["cudaLaunchKernel", "A", "B"]
 
 
+def test_a_recorded_wait_the_measurement_contradicts_pushes_nothing(tmp_path: Path) -> None:
+    # B waits for A by Kineto's row but starts 10 us before A ends (a mismatched row or clock): the identity
+    # must still start B when it was measured; the wait stays, with the measured overlap as its latency
+    ev = [
+        _x("cudaLaunchKernel", "cuda_runtime", 0, 5, correlation=1),
+        _x("cudaEventRecord", "cuda_runtime", 6, 2, correlation=3),
+        _x("cudaStreamWaitEvent", "cuda_runtime", 9, 2, correlation=4),
+        _x("cudaLaunchKernel", "cuda_runtime", 12, 3, correlation=2),
+        _x("A", "kernel", 10, 100, tid=7, pid=0, correlation=1, device=0, stream=7),
+        _x("Stream Wait Event", "cuda_sync", 11, 1, tid=9, pid=0, stream=9, wait_on_stream=7,
+           wait_on_cuda_event_record_corr_id=3, correlation=4, device=0),
+        _x("B", "kernel", 100, 50, tid=9, pid=0, correlation=2, device=0, stream=9),
+    ]
+    t = load_events(tmp_path, ev)
+    g = graph_of(t)
+    assert int((g.edge_kind == 4).sum()) == 1
+    r = what_if(t)
+    assert (r.start_ns == g.start_ns).all() and r.step_time_ns == r.measured_ns == 150_000
+    assert g.lat_ns[g.edge_kind == 4].tolist() == [-10_000]
+    slower = what_if(t, [Rule(1.5, name="^A$")])
+    assert slower.step_time_ns == 200_000  # A ends at 160 us, B 10 us before it: [150, 200]
+
+
 def test_the_what_if_panel_updates_on_a_slider(tmp_path: Path) -> None:
     from aonkit.widgets import WhatIfPanel
 

@@ -38,7 +38,9 @@ identity never starts a node later than it was measured:
   edge carries the measured wake-up delay;
 - **stream wait**: ``cudaStreamWaitEvent`` (Kineto's ``Stream Wait Event``
   rows): the waiting stream's next GPU event after the call waits for the
-  recorded stream's last GPU event launched before the ``cudaEventRecord``;
+  recorded stream's last GPU event launched before the ``cudaEventRecord``
+  (a source that ended after the event started, by a mismatched row or
+  clock, keeps that overlap as a negative latency);
   without such rows, a GPU event that nothing else explains and that starts
   within dispatch time of another stream's event's end, as its stream pair
   does far more often than chance, waits for it

@@ -131,7 +131,9 @@ def stream_wait_edges(trace: Trace, links: pd.DataFrame, gpu_node: np.ndarray, s
     g_end = ts[g_rows[s_i]] + np.maximum(dur[g_rows[s_i]], 0)
     gap = ts[g_rows[d_i]] - g_end
     srcs.append(gpu_node[s_i]), dsts.append(gpu_node[d_i])
-    lats.append(np.where((gap >= 0) & (gap <= QUEUED_NS), gap, 0)), kinds.append(np.full(len(s_i), 4))
+    # a gap past dispatch time is another edge's to explain; a source that ended after the start (a mismatched
+    # row or clock) keeps that overlap as a negative latency: the identity then starts every event when measured
+    lats.append(np.where(gap <= QUEUED_NS, gap, 0)), kinds.append(np.full(len(s_i), 4))
     np.maximum.at(waited, d_i, g_end)
     return waited
 
@@ -220,7 +222,8 @@ def sync_edges(trace: Trace, nodes: dict, last_seg: np.ndarray, gpu_node: np.nda
             continue
         seg = last_seg[c]
         srcs.append(np.array([gpu_node[target]])), dsts.append(np.array([seg]))
-        lats.append(np.array([max(0, int(c_end[j] - g_end[target]))])), kinds.append(np.array([3]))
+        # negative only where a blocking copy's GPU event ends after its call returned (clocks that disagree)
+        lats.append(np.array([int(c_end[j] - g_end[target])])), kinds.append(np.array([3]))
         dur[seg] = 0  # the wait is the edge's; the call keeps no length of its own: its node is the wake-up
         nodes["start_ns"][seg] = c_end[j]
     return woken
