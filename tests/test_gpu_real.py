@@ -65,13 +65,13 @@ def test_cuda_kernels_lie_between_the_host_clock_readings_around_them(tmp_path: 
 
 
 def test_gpu_samples_line_up_with_the_kernels_they_describe(tmp_path: Path) -> None:
-    # GIVEN an aonkit.profile run at 20 Hz (GPU sampler and torch.profiler with CUDA) of four 0.4 s bursts of
-    # matrix products, each followed by 0.4 s with the GPU idle
+    # GIVEN an aonkit.profile run at 10 Hz (GPU sampler and torch.profiler with CUDA) of six 0.4 s bursts of
+    # matrix products, each followed by 0.4 s with the GPU idle (10 Hz: NVML refreshes GPM every 100 ms)
     torch = cuda_torch()
     x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     torch.cuda.synchronize()
-    with aonkit.profile(tmp_path / "run", interval_s=0.05) as p:
-        for _ in range(4):
+    with aonkit.profile(tmp_path / "run", interval_s=0.1) as p:
+        for _ in range(6):
             until = time.perf_counter() + 0.4
             while time.perf_counter() < until:
                 for _ in range(4):

@@ -143,11 +143,11 @@ CUDA_BUNDLE = Path(__file__).resolve().parent.parent / "sample_traces" / "cuda" 
 @pytest.mark.skipif(not CUDA_BUNDLE.is_dir(), reason="sample_traces/cuda is made on a GPU machine "
                     "(tools/make_cuda_samples.py); not made yet")  # fmt: skip
 def test_the_real_cuda_bundle_lines_up() -> None:
-    # GIVEN the %%aon_profile bundle of a GPT trained on a real GPU (its steps wait 40 ms for "data" each)
+    # GIVEN the %%aon_profile bundle of a GPT trained on a real GPU (its steps wait 100 ms for "data" each)
     trace = aonkit.load(CUDA_BUNDLE)
     table = sample_alignment(trace)
     # THEN its GPM activity (when the GPU had GPM) matches the kernels within one sampling interval
     gpm = table[table["metric"].str.startswith("gpm_")]
     if gpm.empty:
         pytest.skip(f"the bundle's GPU had no GPM metrics: {sorted(table['metric'])}")
-    assert gpm["aligned"].all() and (gpm["r"] > 0.8).all(), gpm
+    assert gpm["aligned"].all() and (gpm["r"] > 0.5).all(), gpm

@@ -4,9 +4,11 @@ Usage: ``PYTHONPATH=. python tools/make_cuda_samples.py [--out sample_traces/cud
 
 Writes, under ``--out``:
 
-* ``profile/``: a ``%%aon_profile`` bundle (trace, GPU and host samples, manifest) of a small GPT trained for ten
-  steps in bf16, each step after 40 ms of host-side "data loading" (the GPU idles meanwhile), run through the real
-  magic in an IPython shell: ``%%aon_profile --interval 0.02 --wait 2 --warmup 1 --active 6``.
+* ``profile/``: a ``%%aon_profile`` bundle (trace, GPU and host samples, manifest) of a small GPT trained for
+  twelve steps in bf16 at batch 16 (half the layers of the model below), each step after 100 ms of host-side
+  "data loading" (the GPU idles meanwhile),
+  run through the real magic in an IPython shell: ``%%aon_profile --interval 0.1 --wait 2 --warmup 1 --active 8``
+  (10 Hz: NVML refreshes GPM metrics every 100 ms, so each GPM sample covers the time since the previous one).
 * ``gpt_b4.pt.trace.json.gz``, ``gpt_b8.pt.trace.json.gz``: the same model at batch 4 and 8, three steps each
   under torch.profiler with shapes and FLOPs: a calibration on one predicts the other
   (``tests/test_calibrate.py``, ``bench/gpu_models.py``).
@@ -89,21 +91,26 @@ def trainer(torch: Any, shape: dict[str, int], batch: int, device: str, loader_s
     return step
 
 
+def bundle_layers(shape: dict[str, int]) -> int:
+    """The bundle's model has half the layers (its trace holds eight steps and must stay under 2 MB)."""
+    return max(1, shape["layers"] // 2)
+
+
 def profile_bundle(torch: Any, shape: dict[str, int], device: str, out: Path) -> Path:
     """The ``%%aon_profile`` bundle, made through the magic in a real IPython shell."""
     from IPython.core.interactiveshell import InteractiveShell
 
     import aonkit
 
-    step = trainer(torch, shape, 8, device, loader_s=0.04)
+    step = trainer(torch, {**shape, "layers": bundle_layers(shape)}, 16, device, loader_s=0.1)
     step()  # compile and allocate outside the run
     if device == "cuda":
         torch.cuda.synchronize()
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "aonkit")
     shell.user_ns.update(step=step, aonkit=aonkit, torch=torch, device=device)
-    cell = ("%%aon_profile --interval 0.02 --wait 2 --warmup 1 --active 6 --quiet --return prof --out " + str(out)
-            + "\nfor _ in range(10):\n    step()\n    aonkit.step()\nif device == 'cuda':\n"
+    cell = ("%%aon_profile --interval 0.1 --wait 2 --warmup 1 --active 8 --quiet --return prof --out " + str(out)
+            + "\nfor _ in range(12):\n    step()\n    aonkit.step()\nif device == 'cuda':\n"
             "    torch.cuda.synchronize()\n")  # fmt: skip
     shell.run_cell(cell).raise_error()
     print("\n".join(shell.user_ns["prof"].messages))
@@ -144,7 +151,8 @@ def main() -> None:
     files = [batch_trace(torch, shape, b, args.device, args.out / f"gpt_b{b}.pt.trace.json.gz") for b in (4, 8)]
     files += sorted((args.out / "profile").iterdir())
     manifest = {
-        "model": {**shape, "mlp": "4x GELU", "attention": "causal scaled_dot_product_attention",
+        "model": {**shape, "bundle_layers": bundle_layers(shape), "mlp": "4x GELU",
+                  "attention": "causal scaled_dot_product_attention",
                   "dtype": "bf16" if args.device == "cuda" else "fp32", "optimizer": "AdamW (foreach)"},
         "torch": torch.__version__, "cuda": torch.version.cuda,
         "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None,

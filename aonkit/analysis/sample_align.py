@@ -154,7 +154,8 @@ def sample_alignment(trace: Trace, metrics: Sequence[str] | None = None, *, max_
     window_ns : int, optional
         Length of the time a sample describes, ending at its stamp. Default: since the previous sample, as
         GPM metrics and CPU shares are measured. NVML's ``gpu_util_pct`` is averaged by the driver over its own
-        period (1/6 s to 1 s, by product), which biases the lag unless given here.
+        period (1/6 s to 1 s, by product), which biases the lag unless given here. NVML refreshes GPM metrics
+        every 100 ms: sampled faster, a GPM value repeats until the next refresh, so check GPM at 10 Hz.
     devices : mapping of int to int, optional
         Sample device -> trace device (default: the one GPU of each, else equal indexes; NVML and CUDA number
         GPUs alike unless ``CUDA_VISIBLE_DEVICES`` reorders them).
