@@ -116,6 +116,8 @@ ENTRIES: tuple[Entry, ...] = (
       kwargs={"rules": [{"scale": 0.5, "kind": "gpu"}]}),
     E("What would each step's latency and the run's step period become (a GPU running behind its host)?",
       "whatif_steps.step_times", kwargs={"rules": [{"scale": 0.5, "kind": "gpu"}]}),
+    E("How would each kernel's time change on another GPU (for what_if: whatif_hardware.hardware_rules)?",
+      "whatif_hardware.hardware_scales", kwargs={"target": "H200 SXM"}),
     E("What if the straggler rank were faster (collectives tied across ranks)?", "critical_path.what_if",
       takes="job", kwargs={"rules": [{"scale": 0.8, "rank": 1}]}),
     E("HTA's temporal breakdown (idle, compute, non-compute)", "hta_compat.temporal_breakdown", takes="frames",

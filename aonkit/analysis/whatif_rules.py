@@ -44,6 +44,9 @@ class Rule:
         Only this rank's nodes (a job; host gaps, which belong to no event, are not matched).
     tid : int or str, optional
         Only the CPU time and host gaps of this thread (its ``tid``).
+    names : tuple of str, optional
+        Only events with one of these exact names (:func:`~aonkit.analysis.whatif_hardware.hardware_rules`
+        groups kernels so).
     """
 
     scale: float
@@ -52,6 +55,7 @@ class Rule:
     name: str | None = None
     rank: int | None = None
     tid: int | str | None = None
+    names: tuple[str, ...] | None = None
 
 
 def _code_values(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -66,7 +70,8 @@ def rule_mask(trace: Trace, g: DepGraph, r: Rule) -> np.ndarray:
     Names and classes are tested once per distinct name (or category and name pair), not per node, and the
     trace's events are read only when the rule needs them (a job's combined trace is then built).
     """
-    key = (r.kind, r.gpu_class, r.name, r.rank, None if r.tid is None else str(r.tid))
+    key = (r.kind, r.gpu_class, r.name, r.rank, None if r.tid is None else str(r.tid),
+           None if r.names is None else tuple(r.names))
     held = _MASKS.setdefault(g, OrderedDict())
     if key in held:
         held.move_to_end(key)
@@ -102,6 +107,10 @@ def _match(trace: Trace, g: DepGraph, r: Rule) -> np.ndarray:
         n_codes, flags = code_flags(trace.events["name"], lambda v: pat.search(str(v)))
         flags[-1] = bool(pat.search("nan"))  # a missing name reads as "nan", a node with no event as ""
         hit &= np.where(g.row >= 0, flags[n_codes[rows]], bool(pat.search("")))
+    if r.names is not None:
+        wanted = {str(n) for n in r.names}
+        n_codes, flags = code_flags(trace.events["name"], lambda v: str(v) in wanted)
+        hit &= (g.row >= 0) & flags[np.where(g.row >= 0, n_codes[rows], -1)]
     if r.rank is not None:
         from .whatif_trace import rank_of_nodes
 
