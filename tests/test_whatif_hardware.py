@@ -121,3 +121,25 @@ def test_an_unknown_gpu_says_what_to_pass(tmp_path: Path) -> None:
     assert hardware_scales(t, "H200 SXM", source="H100 SXM")["scale"].notna().all()
     with pytest.raises(KeyError):
         hardware_scales(t, "no such GPU", source="H100 SXM")
+
+
+def test_the_panel_runs_the_trace_on_another_gpu(tmp_path: Path) -> None:
+    from aonkit.widgets import WhatIfPanel
+
+    t = hand_trace(tmp_path)
+    p = WhatIfPanel(t, timeline=False)
+    assert p.device.value == "as measured" and "H200 SXM" in p.device.options
+    p.device.value = "A100 SXM4 80GB"  # the observer re-times at once
+    want = what_if(t, hardware_rules(hardware_scales(t, "A100 SXM4 80GB")))
+    assert p.result.step_time_ns == want.step_time_ns > want.measured_ns and "for A100 SXM" in p.summary.value
+    p.sliders["GPU communication"].value = 0.5  # the sliders apply on top
+    both = what_if(t, [*hardware_rules(hardware_scales(t, "A100 SXM4 80GB")), Rule(0.5, kind="gpu",
+                                                                             gpu_class="communication")])
+    assert p.result.step_time_ns == both.step_time_ns == want.step_time_ns - 150_000
+    p.device.value = "as measured"
+    assert p.result.step_time_ns == p.result.measured_ns - 150_000
+    # a trace whose GPU aonkit does not know: the panel says why and keeps the last result
+    (tmp_path / "u").mkdir()
+    q = WhatIfPanel(hand_trace(tmp_path / "u", gpu="Some Future Accelerator"), timeline=False)
+    q.device.value = "H200 SXM"
+    assert "cannot apply" in q.summary.value and "pass source=" in q.summary.value

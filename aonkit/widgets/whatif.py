@@ -19,6 +19,8 @@ import ipywidgets as w
 from jupyter_bokeh.widgets import BokehModel
 
 from ..analysis.critical_path import Rule, WhatIf, composition, what_if
+from ..analysis.whatif_hardware import hardware_rules, hardware_scales
+from ..model.hardware import devices
 from ..timeline import TimelineView, add_critical_path, critical_boxes, timeline_view
 from ..trace import Trace
 from ..units import fmt_ns
@@ -44,7 +46,9 @@ class WhatIfPanel(BokehWidget, w.VBox):
     ----------
     trace : Trace or TraceSet
         A trace, or a job's ranks (then a rank picker and its own GPU-compute
-        slider: what if that rank, e.g. the straggler, were faster).
+        slider: what if that rank, e.g. the straggler, were faster). A "run on"
+        picker re-times the GPU work for another GPU
+        (:mod:`aonkit.analysis.whatif_hardware`; the sliders apply on top).
     step : int, optional
         A ``ProfilerStep#N`` to time (default: the whole trace).
     scope : {"start", "launched"}
@@ -77,15 +81,19 @@ class WhatIfPanel(BokehWidget, w.VBox):
                               style={"description_width": "140px"})
         self.pattern_scale = w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="scale",
                                            readout_format=".2f")
+        self.device = w.Dropdown(options=["as measured", *(d.name for d in devices())], value="as measured",
+                                 description="run on", style={"description_width": "140px"})
+        self._hardware: dict[str, list[Rule]] = {}
         self.result: WhatIf = what_if(trace, step=step, scope=scope)
         self.figure, self.source = composition_figure(composition(self.result.critical_path))
         self.summary = w.HTML()
-        for s in (*self.sliders.values(), self.pattern_scale, self.rank_scale, self.rank):
+        for s in (*self.sliders.values(), self.pattern_scale, self.rank_scale, self.rank, self.device):
             s.observe(self._changed, names="value")
         self.pattern.observe(self._changed, names="value")
         self._show()
         parts = [w.HBox([w.VBox(list(self.sliders.values())),
-                         w.VBox([self.pattern, self.pattern_scale, self.rank, self.rank_scale, self.summary])]),
+                         w.VBox([self.device, self.pattern, self.pattern_scale, self.rank, self.rank_scale,
+                                 self.summary])]),
                  BokehModel(self.figure)]  # fmt: skip
         self.timeline: TimelineView | None = None
         if timeline:
@@ -95,19 +103,29 @@ class WhatIfPanel(BokehWidget, w.VBox):
         super().__init__(parts)
 
     def rules(self) -> list[Rule]:
-        """The rules the widgets set now (sliders left at 1 add none)."""
-        out = [Rule(s.value, **SLIDERS[name]) for name, s in self.sliders.items() if s.value != 1.0]
+        """The rules the widgets set now (sliders left at 1 add none; another GPU's come first)."""
+        out = list(self._device_rules())
+        out += [Rule(s.value, **SLIDERS[name]) for name, s in self.sliders.items() if s.value != 1.0]
         if self.pattern.value and self.pattern_scale.value != 1.0:
             out.append(Rule(self.pattern_scale.value, name=self.pattern.value))
         if self.rank.value is not None and self.rank_scale.value != 1.0:
             out.append(Rule(self.rank_scale.value, kind="gpu", gpu_class="computation", rank=self.rank.value))
         return out
 
+    def _device_rules(self) -> list[Rule]:
+        """The chosen GPU's rules (:func:`~aonkit.analysis.whatif_hardware.hardware_rules`), made once per GPU."""
+        name = self.device.value
+        if name == "as measured":
+            return []
+        if name not in self._hardware:
+            self._hardware[name] = hardware_rules(hardware_scales(self.trace, name))
+        return self._hardware[name]
+
     def update(self) -> WhatIf:
         """Re-time with the current rules and refresh the numbers and bars; return the result."""
         try:
             self.result = what_if(self.trace, self.rules(), step=self.step, scope=self.scope)
-        except Exception as exc:  # a bad pattern: say so, keep the last result
+        except Exception as exc:  # a bad pattern, a trace whose GPU is unknown: say so, keep the last result
             self.summary.value = f"<b>cannot apply</b>: {type(exc).__name__}: {exc}"
             return self.result
         self.source.data = composition_data(composition(self.result.critical_path))
@@ -143,6 +161,8 @@ class WhatIfPanel(BokehWidget, w.VBox):
         r = self.result
         text = (f"step time <b>{fmt_ns(r.step_time_ns)}</b> (model {fmt_ns(r.model_ns)}, measured "
                 f"{fmt_ns(r.measured_ns)}); speed-up <b>{r.speedup:.3f}x</b>")
+        if self.device.value != "as measured":
+            text += f"<br>GPU work re-timed for {self.device.value} by the two rooflines"
         period, model = r.periods_ns
         if period > 0 and model > 0:
             text += (f"<br>step period (median) <b>{fmt_ns(period)}</b> (model {fmt_ns(model)}); "
