@@ -338,9 +338,9 @@ def test_the_top_level_interface(tmp_path: Path) -> None:
     assert aonkit.what_if(aonkit.TraceSet({0: t})).step_time_ns == r.step_time_ns  # a job of one rank
 
 
-def test_a_stream_wait_passes_a_speedup_across_streams(tmp_path: Path) -> None:
-    # A on stream 7 [10,110]; B on stream 9 waits for it (cudaEventRecord + cudaStreamWaitEvent), runs [110,160]
-    ev = [
+def _stream_wait(b_start: float) -> list[dict]:
+    """A on stream 7 [10,110]; B on stream 9 waits for it (cudaEventRecord + cudaStreamWaitEvent) from ``b_start``."""
+    return [
         _x("cudaLaunchKernel", "cuda_runtime", 0, 5, correlation=1),
         _x("cudaEventRecord", "cuda_runtime", 6, 2, correlation=3),
         _x("cudaStreamWaitEvent", "cuda_runtime", 9, 2, correlation=4),
@@ -348,9 +348,12 @@ def test_a_stream_wait_passes_a_speedup_across_streams(tmp_path: Path) -> None:
         _x("A", "kernel", 10, 100, tid=7, pid=0, correlation=1, device=0, stream=7),
         _x("Stream Wait Event", "cuda_sync", 11, 1, tid=9, pid=0, stream=9, wait_on_stream=7,
            wait_on_cuda_event_record_corr_id=3, correlation=4, device=0),
-        _x("B", "kernel", 110, 50, tid=9, pid=0, correlation=2, device=0, stream=9),
+        _x("B", "kernel", b_start, 50, tid=9, pid=0, correlation=2, device=0, stream=9),
     ]
-    t = load_events(tmp_path, ev)
+
+
+def test_a_stream_wait_passes_a_speedup_across_streams(tmp_path: Path) -> None:
+    t = load_events(tmp_path, _stream_wait(110))  # B runs [110,160], right after A
     assert int((graph_of(t).edge_kind == 4).sum()) == 1
     r = what_if(t, [Rule(0.5, name="^A$")])
     assert r.model_ns == r.measured_ns == 160_000
@@ -361,17 +364,7 @@ def test_a_stream_wait_passes_a_speedup_across_streams(tmp_path: Path) -> None:
 def test_a_recorded_wait_the_measurement_contradicts_pushes_nothing(tmp_path: Path) -> None:
     # B waits for A by Kineto's row but starts 10 us before A ends (a mismatched row or clock): the identity
     # must still start B when it was measured; the wait stays, with the measured overlap as its latency
-    ev = [
-        _x("cudaLaunchKernel", "cuda_runtime", 0, 5, correlation=1),
-        _x("cudaEventRecord", "cuda_runtime", 6, 2, correlation=3),
-        _x("cudaStreamWaitEvent", "cuda_runtime", 9, 2, correlation=4),
-        _x("cudaLaunchKernel", "cuda_runtime", 12, 3, correlation=2),
-        _x("A", "kernel", 10, 100, tid=7, pid=0, correlation=1, device=0, stream=7),
-        _x("Stream Wait Event", "cuda_sync", 11, 1, tid=9, pid=0, stream=9, wait_on_stream=7,
-           wait_on_cuda_event_record_corr_id=3, correlation=4, device=0),
-        _x("B", "kernel", 100, 50, tid=9, pid=0, correlation=2, device=0, stream=9),
-    ]
-    t = load_events(tmp_path, ev)
+    t = load_events(tmp_path, _stream_wait(100))
     g = graph_of(t)
     assert int((g.edge_kind == 4).sum()) == 1
     r = what_if(t)

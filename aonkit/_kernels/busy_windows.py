@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
+from .binning import search
 
 
 @njit
@@ -40,14 +41,7 @@ def merge_intervals(start, end):
 @njit
 def _busy_until(ms, me, before, t):
     """Busy time of the disjoint intervals ``(ms, me)`` before ``t``; ``before[i]``: the lengths before ``i``."""
-    lo, hi = 0, ms.shape[0]
-    while lo < hi:  # first interval starting after t
-        mid = (lo + hi) >> 1
-        if ms[mid] <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    j = lo - 1
+    j = search(ms, 0, ms.shape[0], t, True) - 1  # the last interval starting at or before t
     if j < 0:
         return np.int64(0)
     return before[j] + min(t, me[j]) - ms[j]
