@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import aonkit
@@ -103,7 +104,7 @@ def test_the_rules_scale_exactly_the_named_kernels(tmp_path: Path) -> None:
     assert what_if(t, [Rule(0.5, names=("no_such_kernel",))]).step_time_ns == half.measured_ns
 
 
-def test_a_job_pools_its_ranks_and_a_faster_gpu_shortens_it() -> None:
+def test_a_job_pools_its_ranks_and_a_faster_gpu_shortens_it(tmp_path: Path) -> None:
     job = aonkit.load_job([SAMPLE_TRACES / f"gpu_synthetic_rank{r}.json.gz" for r in (0, 1)])
     s = hardware_scales(job, "H200 SXM")
     assert s["events"].sum() == sum(len(t.gpu_events) for t in job.values())
@@ -112,6 +113,12 @@ def test_a_job_pools_its_ranks_and_a_faster_gpu_shortens_it() -> None:
     # only the memory-bound kernels get faster (same tf32 peak): somewhat faster, far from the bandwidth ratio
     assert 1.0 < h200.speedup < 1 / bw
     assert what_if(job, hardware_rules(hardware_scales(job, "A100 SXM"))).speedup < 0.6  # 3.2x the tf32 time
+    # a lazy job: the same table, each rank costed in a worker
+    lazy = aonkit.open_job([SAMPLE_TRACES / f"gpu_synthetic_rank{r}.json.gz" for r in (0, 1)], cache_dir=tmp_path)
+    try:
+        pd.testing.assert_frame_equal(hardware_scales(lazy, "H200 SXM"), s)
+    finally:
+        lazy.close()
 
 
 def test_an_unknown_gpu_says_what_to_pass(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -114,7 +115,7 @@ def hardware_scales(trace: Trace | Mapping[int, Trace], target: DeviceSpec | str
     ----------
     trace : Trace or mapping of int to Trace
         A trace recorded with shapes (``record_shapes=True``: more of its kernels costed), or a job's ranks
-        (their names pooled, each rank costed on its own GPU).
+        (their names pooled, each rank costed on its own GPU; a lazy job's ranks in its workers).
     target : DeviceSpec or str
         The GPU to project onto (``aonkit.model.device_spec`` names: ``"H200 SXM"``, ``"B200"``, ``"MI300X"``...).
     source : DeviceSpec or str, optional
@@ -137,7 +138,10 @@ def hardware_scales(trace: Trace | Mapping[int, Trace], target: DeviceSpec | str
     tgt = _spec(target)
     if isinstance(trace, Trace):
         return _one(trace, tgt, source, comm_scale)
-    parts = [_one(t, tgt, source, comm_scale) for t in trace.values()]
+    if hasattr(trace, "map"):  # a lazy job: each rank costed in its worker, only the tables come back
+        parts = list(trace.map(partial(_one, target=tgt, source=source, comm_scale=comm_scale)).values())
+    else:
+        parts = [_one(t, tgt, source, comm_scale) for t in trace.values()]
     both = pd.concat(parts, ignore_index=True)
     both["w"] = both["scale"] * both["dur_ns"]
     how = both.groupby("name", sort=False)["how"].first()
