@@ -1,4 +1,4 @@
-"""Command line: ``aonkit summary``, ``cache``, ``report``, ``hta-report``, ``demo``."""
+"""Command line: ``aonkit summary``, ``cache``, ``report``, ``hta-report``, ``diff``, ``what-if``, ``demo``..."""
 
 from __future__ import annotations
 
@@ -165,6 +165,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return run_profile(args)
 
 
+def cmd_whatif(args: argparse.Namespace) -> int:
+    """``aonkit what-if``: re-time a trace or job under rules (aonkit.what_if)."""
+    from ._cli_whatif import run_whatif
+
+    return run_whatif(args)
+
+
 def cmd_daemon(args: argparse.Namespace) -> int:
     """``aonkit daemon start|run|stop|status``: the always-on sampler (aonkit.live)."""
     from .live.control import daemon_command
@@ -227,6 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=15, help="rows printed and drawn (default 15)")
     p.add_argument("--salvage", action="store_true", help=SALVAGE_HELP)
     p.set_defaults(func=cmd_diff)
+    from ._cli_whatif import add_whatif_arguments
+
+    p = sub.add_parser("what-if", help="re-time a trace or job with parts of the work faster, or on another GPU")
+    add_whatif_arguments(p)
+    p.set_defaults(func=cmd_whatif)
     p = sub.add_parser("profile", help="run a command under aonkit's samplers (and torch.profiler for Python)")
     p.add_argument("--out", help="bundle folder (default aon-profiles/<date>-<time>-<n>)")
     p.add_argument("--interval", type=float, default=0.1, help="sampling interval in s (default 0.1)")

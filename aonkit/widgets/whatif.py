@@ -20,6 +20,7 @@ from jupyter_bokeh.widgets import BokehModel
 
 from ..analysis.critical_path import Rule, WhatIf, composition, what_if
 from ..analysis.whatif_hardware import hardware_rules, hardware_scales
+from ..analysis.whatif_rules import PARTS
 from ..model.hardware import devices
 from ..timeline import TimelineView, add_critical_path, critical_boxes, timeline_view
 from ..trace import Trace
@@ -28,15 +29,8 @@ from ..views.whatif import composition_data, composition_figure
 from ._bokehjs import BokehWidget
 from ._loop import Debounce
 
-SLIDERS: dict[str, dict[str, Any]] = {
-    "GPU computation": {"kind": "gpu", "gpu_class": "computation"},
-    "GPU communication": {"kind": "gpu", "gpu_class": "communication"},
-    "GPU copies": {"kind": "gpu", "gpu_class": "memory"},
-    "launch calls": {"kind": "cpu", "name": r"(cuda|hip|cu)\w*Launch"},
-    "other CPU time": {"kind": "cpu", "name": r"^(?!(cuda|hip|cu)\w*Launch)"},
-    "host gaps": {"kind": "gap"},
-}
-"""The sliders and the rule each one sets (its value is the scale)."""
+SLIDERS: dict[str, dict[str, Any]] = {name: rule for name, (_, rule) in PARTS.items()}
+"""The sliders and the rule each one sets (its value is the scale): :data:`~aonkit.analysis.whatif_rules.PARTS`."""
 
 
 class WhatIfPanel(BokehWidget, w.VBox):

@@ -1,0 +1,70 @@
+"""``aonkit what-if``: the shell's answers are aonkit.what_if's, and its mistakes are one line each."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import aonkit
+from aonkit._cli_whatif import parse_rules
+from aonkit.analysis.whatif_hardware import hardware_rules, hardware_scales
+from aonkit.analysis.whatif_rules import Rule
+from aonkit.cli import main
+
+from .conftest import SAMPLE_TRACES
+
+RANKS = [SAMPLE_TRACES / f"gpu_synthetic_rank{r}.json.gz" for r in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def job_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("job")
+    for p in RANKS:
+        shutil.copy(p, d / p.name)
+    return d
+
+
+def test_a_job_with_parts_scaled_and_on_another_gpu(job_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["what-if", str(job_dir), "--scale", "gpu=0.5", "--scale", "gaps=0.8", "--on", "H200 SXM",
+                 "--path", "3"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    job = aonkit.load_job(job_dir)
+    want = aonkit.what_if(job, [*hardware_rules(hardware_scales(job, "H200 SXM")),
+                                Rule(0.5, kind="gpu", gpu_class="computation"), Rule(0.8, kind="gap")])  # fmt: skip
+    assert f"speed-up {want.speedup:.3f}x" in out and "2 ranks, the whole trace" in out
+    assert "rule x0.5 (kind=gpu, gpu_class=computation)" in out and "rule x0.8 (kind=gap)" in out
+    assert "run on H200 SXM: 30 kernel names" in out
+    after, before = want.periods_ns
+    assert f"{before / after:.3f}x" in out  # the step period, before and after
+    assert out.count("\n  ") >= 3 + 3 + 3  # rules, composition rows, the three longest pieces
+
+
+def test_one_step_of_one_trace_with_a_json_rule(capsys: pytest.CaptureFixture) -> None:
+    rule = '{"scale": 0.5, "name": "^aten::mm$", "kind": "cpu"}'
+    assert main(["what-if", str(RANKS[0]), "--step", "3", "--scope", "launched", "--rule", rule, "--path", "0"]) == 0
+    out = capsys.readouterr().out
+    want = aonkit.what_if(aonkit.load(RANKS[0]), [Rule(0.5, name="^aten::mm$", kind="cpu")], step=3,
+                          scope="launched")  # fmt: skip
+    assert "ProfilerStep#3 (scope launched)" in out and f"speed-up {want.speedup:.3f}x" in out
+    assert "longest pieces" not in out
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--scale", "tpu=0.5"], "--scale 'tpu=0.5': give PART=F with PART one of ['comm', 'copies'"),
+    (["--scale", "gpu=fast"], "'fast' is not a number"),
+    (["--rule", "{scale: 1}"], "not a rule (JSONDecodeError"),
+    (["--rule", '{"scal": 1}'], "unexpected keyword argument 'scal'"),
+    (["--rule", '{"scale": 1, "name": "(["}'], "a name pattern is not a regular expression"),
+    (["--on", "TPU v9"], "--on 'TPU v9': no device spec matches"),
+])  # fmt: skip
+def test_mistakes_are_one_line(args: list[str], said: str, capsys: pytest.CaptureFixture) -> None:
+    assert main(["what-if", str(RANKS[0]), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("aonkit: error: ") and said in err and err.count("\n") == 1
+
+
+def test_rules_from_json_take_a_list_of_names() -> None:
+    (r,) = parse_rules([], ['{"scale": 0.7, "kind": "gpu", "names": ["a", "b"]}'])
+    assert r == Rule(0.7, kind="gpu", names=("a", "b"))
