@@ -12,7 +12,7 @@ from os import environ as _environ
 from typing import TYPE_CHECKING
 from typing import Any as _Any
 
-from .errors import AonkitError, AonkitWarning, JobError, TraceFormatError, TraceTooLargeError
+from .errors import AonkitError, AonkitWarning, JobError, MissingInputError, TraceFormatError, TraceTooLargeError
 from .schema import TS_MISSING
 
 if TYPE_CHECKING:
@@ -129,6 +129,7 @@ if _environ.get("AONKIT_SERVE", "") not in ("", "0"):  # opt in to on-demand tra
 
 __all__ = [
     "AonkitError",
+    "MissingInputError",
     "AonkitWarning",
     "JobError",
     "LazyTraceSet",

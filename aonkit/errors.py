@@ -85,6 +85,10 @@ class JobError(AonkitError, ValueError):
     """Trace files do not form one job: two claim one rank, or they come from different runs."""
 
 
+class MissingInputError(AonkitError, ValueError):
+    """A trace lacks what an analysis needs (a known GPU, samples of a metric); the message says what to pass."""
+
+
 class AonkitWarning(UserWarning):
     """Data was dropped, altered or chosen on the user's behalf (the message says what and where)."""
 

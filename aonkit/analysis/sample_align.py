@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .. import schema
+from ..errors import MissingInputError
 from ..trace import Trace
 
 ACTIVITY_METRICS = ("gpm_graphics_util_pct", "gpm_sm_util_pct", "gpu_util_pct", "GR Active", "SM Active")
@@ -99,15 +100,16 @@ def alignment_curve(trace: Trace, metrics: Sequence[str] | None = None, *, max_l
 
     samples = trace.samples
     if samples is None or samples.empty:
-        raise ValueError("the trace has no samples: record with aonkit.profile, or add them with trace.with_samples")
+        raise MissingInputError("the trace has no samples: record with aonkit.profile, or add them with "
+                                "trace.with_samples")
     names = [str(m) for m in pd.unique(samples["metric"])]
     metrics = [m for m in ACTIVITY_METRICS if m in names] if metrics is None else list(metrics)
     if not metrics:
-        raise ValueError(f"the trace's samples have none of the GPU activity metrics {list(ACTIVITY_METRICS)}; "
+        raise MissingInputError(f"the trace's samples have none of the GPU activity metrics {list(ACTIVITY_METRICS)}; "
                          f"they have {sorted(names)}")
     unknown = [m for m in metrics if m not in names]
     if unknown:
-        raise ValueError(f"the trace's samples have no metric {unknown}; they have {sorted(names)}")
+        raise MissingInputError(f"the trace's samples have no metric {unknown}; they have {sorted(names)}")
     span0, span1 = _span(trace)
     parts = []
     for device, trace_device in _pairs(trace, samples, devices):
@@ -170,8 +172,8 @@ def sample_alignment(trace: Trace, metrics: Sequence[str] | None = None, *, max_
 
     Raises
     ------
-    ValueError
-        When the trace has no samples, or a metric asked for is not among them.
+    MissingInputError
+        When the trace has no samples, or a metric asked for is not among them (a ``ValueError``).
     """
     curve = alignment_curve(trace, metrics, max_lag_ns=max_lag_ns, step_ns=step_ns, window_ns=window_ns,
                             devices=devices)  # fmt: skip

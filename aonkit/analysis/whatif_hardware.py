@@ -31,6 +31,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
+from ..errors import MissingInputError
 from ..model import DeviceSpec, device_spec
 from ..trace import Trace
 from .kernels import gpu_table
@@ -50,7 +51,8 @@ def _spec(spec: DeviceSpec | str | None, trace: Trace | None = None) -> DeviceSp
         return device_spec(spec)
     found = trace_spec(trace) if trace is not None else None
     if found is None:
-        raise ValueError("the trace names no known GPU (deviceProperties); pass source=DeviceSpec(...) or a name")
+        raise MissingInputError("the trace names no known GPU (deviceProperties); pass source=DeviceSpec(...) or a "
+                                "name")
     return found
 
 
@@ -132,8 +134,8 @@ def hardware_scales(trace: Trace | Mapping[int, Trace], target: DeviceSpec | str
 
     Raises
     ------
-    ValueError
-        When the source GPU is unknown and not given.
+    MissingInputError
+        When the source GPU is unknown and not given (a ``ValueError``).
     """
     tgt = _spec(target)
     if isinstance(trace, Trace):
