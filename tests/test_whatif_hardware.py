@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -78,6 +79,11 @@ def test_each_kind_of_kernel_scales_by_its_roof(tmp_path: Path) -> None:
     bw_a100 = h100.memory_bandwidth / a100.memory_bandwidth
     assert a.at["vectorized_elementwise_kernel", "scale"] == pytest.approx(bw_a100)
     assert a.at["ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "scale"] == 2.0
+    # a target without a bf16 peak: the GEMM stays as measured and says so, never a silent NaN
+    no_bf16 = dataclasses.replace(h200, name="no-bf16", peak_flops={k: v for k, v in h200.peak_flops.items()
+                                                                    if k != "bf16"})  # fmt: skip
+    n = hardware_scales(t, no_bf16).set_index("name").loc["sm90_xmma_gemm_bf16bf16_bf16f32"]
+    assert n["scale"] == 1.0 and "1 events on a roof no-bf16 has no peak for: unchanged" in n["how"]
 
 
 def test_the_rules_scale_exactly_the_named_kernels(tmp_path: Path) -> None:

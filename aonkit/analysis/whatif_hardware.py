@@ -73,11 +73,13 @@ def _one(trace: Trace, target: DeviceSpec, source: DeviceSpec | str | None, comm
     flop, nbytes = roof["flop"].to_numpy(np.float64), roof["bytes"].to_numpy(np.float64)
     keys = roof["roof"].astype(str).to_numpy()
     old, new = _roof_time(flop, nbytes, keys, src), _roof_time(flop, nbytes, keys, target)
+    lacks = ~host & (old > 0) & ~np.isfinite(new)  # a roof (peak key) the target has no figure for
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(host | ~(old > 0) | ~np.isfinite(new), 1.0, new / old)
+        ratio = np.where(host | ~(old > 0) | lacks, 1.0, new / old)
     dur = roof["dur_ns"].to_numpy(np.float64)
-    costed = pd.DataFrame({"name": roof["name"].astype(str).to_numpy(), "w": dur * ratio, "d": dur})
-    costed = costed.groupby("name", sort=False)[["w", "d"]].sum()
+    costed = pd.DataFrame({"name": roof["name"].astype(str).to_numpy(), "w": dur * ratio, "d": dur,
+                           "lacks": lacks.astype(np.int64)})  # fmt: skip
+    costed = costed.groupby("name", sort=False)[["w", "d", "lacks"]].sum()
     # the main matrix roof: the one holding most of the costed GEMM time, for uncosted matrix kernels
     gemm = roof["kind"].astype(str).to_numpy() == "gemm"
     main = (pd.Series(dur[gemm]).groupby(keys[gemm]).sum().idxmax() if gemm.any() else
@@ -89,13 +91,15 @@ def _one(trace: Trace, target: DeviceSpec, source: DeviceSpec | str | None, comm
     rows = []
     for name, r in by_name.iterrows():
         name = str(name)
-        if name in costed.index and costed.at[name, "d"] > 0:
+        if HOST_COPY.match(name):
+            scale, how = 1.0, "host copy (PCIe or host link): unchanged"
+        elif name in costed.index and costed.at[name, "d"] > 0:
             c = costed.loc[name]
             scale, how = c["w"] / c["d"], "roofline of its op's FLOPs and bytes"
             if c["d"] < r["dur_ns"]:
                 how += f" ({c['d'] / r['dur_ns']:.0%} of its time costed)"
-        elif HOST_COPY.match(name):
-            scale, how = 1.0, "host copy (PCIe or host link): unchanged"
+            if c["lacks"]:
+                how += f"; {int(c['lacks'])} events on a roof {target.name} has no peak for: unchanged"
         elif r["kernel_class"] == "communication":
             scale, how = comm_scale, "communication: comm_scale"
         elif MATRIX_NAMES.search(name) and np.isfinite(matrix):
