@@ -108,6 +108,17 @@ def test_a_driver_window_longer_than_the_interval_biases_the_shift_unless_given(
     assert 10 * MS <= assumed["lag_ns"] <= 60 * MS
 
 
+def test_samples_that_do_not_follow_the_kernels_are_not_aligned(tmp_path) -> None:  # noqa: ANN001
+    # GIVEN samples of noise beside kernels in bursts: the best shift, -40 ms, is within the 50 ms interval,
+    # its correlation weak (0.24)
+    rng = np.random.default_rng(6)
+    kernels = bursts(rng, 3_000)
+    stamps = np.arange(300, 2_700, 50) * MS
+    row = sample_alignment(trace_with_samples(tmp_path, kernels, stamps, rng.uniform(0, 100, len(stamps)))).iloc[0]
+    # THEN however near zero that shift is, the samples are not called aligned
+    assert abs(row["lag_ns"]) <= row["interval_ns"] and row["r"] < 0.5 and not row["aligned"]
+
+
 def test_a_gpu_busy_throughout_gives_no_shift(tmp_path) -> None:  # noqa: ANN001 - pytest fixture
     kernels = [(i * MS, (i + 1) * MS) for i in range(1_000)]
     stamps = np.arange(100, 900, 50) * MS

@@ -27,6 +27,9 @@ from ..trace import Trace
 ACTIVITY_METRICS = ("gpm_graphics_util_pct", "gpm_sm_util_pct", "gpu_util_pct", "GR Active", "SM Active")
 """Metrics that rise and fall with kernel activity, in the order :func:`sample_alignment` takes them."""
 
+MIN_R = 0.5
+"""The correlation below which a best shift says nothing (the samples do not follow the kernels): not aligned."""
+
 COLUMNS = ("device", "trace_device", "metric", "windows", "interval_ns", "lag_ns", "r", "r_zero", "aligned")
 
 
@@ -168,7 +171,8 @@ def sample_alignment(trace: Trace, metrics: Sequence[str] | None = None, *, max_
         One row per (device, metric): ``windows`` (samples compared at zero shift), ``interval_ns`` (median
         sampling interval), ``lag_ns`` (the best shift; ``> 0``: samples stamped late; NaN when no shift gives a
         correlation, as when the GPU was busy or idle throughout), ``r`` (correlation at ``lag_ns``),
-        ``r_zero`` (at zero shift), ``aligned`` (``|lag_ns|`` at most one interval).
+        ``r_zero`` (at zero shift), ``aligned`` (``|lag_ns|`` at most one interval, with ``r`` at least
+        :data:`MIN_R`).
 
     Raises
     ------
@@ -187,5 +191,6 @@ def sample_alignment(trace: Trace, metrics: Sequence[str] | None = None, *, max_
         rows.append({"device": device, "trace_device": trace_device, "metric": metric,
                      "windows": int(g["windows"].iloc[zero]), "interval_ns": interval,
                      "lag_ns": float(lag[best]) if best >= 0 else np.nan, "r": r[best] if best >= 0 else np.nan,
-                     "r_zero": r[zero], "aligned": bool(best >= 0 and abs(lag[best]) <= interval)})  # fmt: skip
+                     "r_zero": r[zero],
+                     "aligned": bool(best >= 0 and abs(lag[best]) <= interval and r[best] >= MIN_R)})  # fmt: skip
     return pd.DataFrame(rows, columns=list(COLUMNS))
