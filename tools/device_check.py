@@ -1,7 +1,7 @@
 """Everything a session lent a GPU machine should run there, in one call, within its budget.
 
 Usage (on the GPU machine, from the repository root, after the carried wheels are installed; the exact ``run``
-command is in ``docs/device-check.md``): ``python3 tools/device_check.py --out $OUT [--budget-s 420]``
+command is in ``docs/device-check.md``): ``python3 tools/device_check.py --out $OUT --site /tmp/site [--budget-s 420]``
 
 Steps, most important first, each in its own process with a time limit taken from what is left of the budget
 (a step that does not fit is reported as not run):
@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-WHEELS = Path("/tmp/site")  # where docs/device-check.md installs the carried wheels
 PTH = Path(site.getsitepackages()[0]) / "aonkit-device-check.pth"
 
 ALIGN = """
@@ -60,14 +59,15 @@ STEPS: list[tuple[str, list[str], int]] = [
 ]  # fmt: skip
 
 
-def paths_for_children() -> dict[str, str]:
+def paths_for_children(wheels: Path | None) -> dict[str, str]:
     """Environment for the steps: the repository and the carried wheels importable in every child process.
 
-    A ``.pth`` file in the interpreter's site-packages reaches the children that set ``PYTHONPATH`` themselves
-    (the daemon tests do); where that directory is read-only, ``PYTHONPATH`` carries them.
+    With ``wheels`` (the GPU machine's set-up: ``--site /tmp/site``), a ``.pth`` file in the interpreter's
+    site-packages also reaches the children that set ``PYTHONPATH`` themselves (the daemon tests do); where that
+    directory is read-only, ``PYTHONPATH`` carries them. Without it nothing is written outside the repository.
     """
-    extra = [str(ROOT)] + ([str(WHEELS)] if WHEELS.is_dir() else [])
-    if WHEELS.is_dir():  # the GPU machine's set-up; elsewhere nothing is written outside the repository
+    extra = [str(ROOT)] + ([str(wheels)] if wheels is not None else [])
+    if wheels is not None:
         try:
             PTH.write_text("\n".join(extra) + "\n")
         except OSError as exc:
@@ -90,10 +90,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/device-check")))
     ap.add_argument("--budget-s", type=float, default=420.0, help="wall time for all steps together")
     ap.add_argument("--only", default="", help="comma-separated step names (default: all)")
+    ap.add_argument("--site", type=Path, help="where the carried wheels were installed (pip --target)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.chdir(ROOT)
-    env = paths_for_children()
+    env = paths_for_children(args.site)
     deadline = time.monotonic() + args.budget_s
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     report = args.out / "report.md"
@@ -119,7 +120,8 @@ def main() -> None:
             out.write(f"{status}, {time.monotonic() - t0:.1f} s\n\n```\n{text[-20000:]}\n```\n")
             out.flush()
             print(f"{name}: {status}, {time.monotonic() - t0:.1f} s", flush=True)
-    PTH.unlink(missing_ok=True)
+    if args.site is not None:
+        PTH.unlink(missing_ok=True)
     samples = ROOT / "sample_traces" / "cuda"
     if samples.is_dir():
         with tarfile.open(args.out / "cuda_samples.tar.gz", "w:gz") as tar:
