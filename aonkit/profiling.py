@@ -196,6 +196,7 @@ class Profile:
         lines = [f"aon_profile: {self.status}, {(self.t1_ns - self.t0_ns) / 1e9:.3f} s, bundle {self.path}"]
         lines += [f"  note: {m}" for m in self.messages]
         lines.append(format_summary(summarize(self.trace), "profile"))
+        lines += alignment_lines(self.trace)
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
@@ -210,6 +211,18 @@ class Profile:
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         self.stop(exc)
+
+
+def alignment_lines(trace: Trace) -> list[str]:
+    """The summary's lines on GPU samples against the kernels; none without GPU activity samples or kernels."""
+    from .analysis.sample_align import ACTIVITY_METRICS, sample_alignment
+    from .report.text import format_alignment
+
+    s = trace.samples
+    if s is None or s.empty or trace.kernels.empty or not s["metric"].astype(str).isin(ACTIVITY_METRICS).any():
+        return []
+    head = "GPU samples against the kernels (aonkit.analysis.sample_align):"
+    return [head, *format_alignment(sample_alignment(trace))]
 
 
 def _version() -> str:

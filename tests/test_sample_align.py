@@ -162,3 +162,26 @@ def test_the_real_cuda_bundle_lines_up() -> None:
     if gpm.empty:
         pytest.skip(f"the bundle's GPU had no GPM metrics: {sorted(table['metric'])}")
     assert gpm["aligned"].all() and (gpm["r"] > 0.5).all(), gpm
+
+
+def test_the_profile_summary_says_whether_the_samples_line_up(tmp_path) -> None:  # noqa: ANN001 - pytest fixture
+    from aonkit.profiling import alignment_lines
+
+    rng = np.random.default_rng(21)
+    kernels = bursts(rng, 3_000)
+    truth = np.arange(300, 2_700, 100) * MS
+    share = np.array([busy_in(kernels, t - 100 * MS, t) / (100 * MS) for t in truth])
+    on_clock = trace_with_samples(tmp_path / "a", kernels, truth, 100 * share)
+    lines = alignment_lines(on_clock)
+    assert lines[0].startswith("GPU samples against the kernels") and len(lines) == 2
+    assert "gpm_sm_util_pct of GPU 0: best match +0.0 ms" in lines[1] and lines[1].endswith("on the trace's clock")
+    late = trace_with_samples(tmp_path / "b", kernels, truth + 250 * MS, 100 * share)
+    assert lines_end(alignment_lines(late), "NOT lined up with the kernels")
+    flat = trace_with_samples(tmp_path / "c", kernels, truth, np.full(len(truth), 40.0))
+    assert "no shift matches the kernels" in alignment_lines(flat)[1]
+    host_only = trace_with_samples(tmp_path / "d", kernels, truth, share, metric="cpu_percent")
+    assert alignment_lines(host_only) == []  # no GPU activity samples: nothing to say
+
+
+def lines_end(lines: list[str], text: str) -> bool:
+    return len(lines) == 2 and lines[1].endswith(text)

@@ -7,9 +7,13 @@ hold environment dumps and tokens) never is.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..analysis.summary import TraceSummary
 from ..units import cut_text, fmt_ns
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _short(name: str, width: int = 70) -> str:
@@ -45,3 +49,17 @@ def format_summary(s: TraceSummary, rank_label: str | None = None) -> str:
     for w in s.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def format_alignment(table: pd.DataFrame) -> list[str]:
+    """Lines saying whether each GPU's activity samples line up with its kernels (:func:`sample_alignment`)."""
+    out = []
+    for r in table.itertuples(index=False):
+        where = f"{r.metric} of GPU {r.device}"
+        if r.lag_ns != r.lag_ns:  # NaN: no shift correlates (a GPU busy or idle throughout, too few samples)
+            out.append(f"  {where}: no shift matches the kernels (too few samples, or no change in activity)")
+            continue
+        verdict = "on the trace's clock" if r.aligned else "NOT lined up with the kernels"
+        out.append(f"  {where}: best match {r.lag_ns / 1e6:+.1f} ms (r {r.r:.2f}, interval "
+                   f"{r.interval_ns / 1e6:.0f} ms): {verdict}")  # fmt: skip
+    return out
