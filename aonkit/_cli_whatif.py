@@ -16,7 +16,9 @@ def add_whatif_arguments(p: argparse.ArgumentParser) -> None:
     from .analysis.whatif_rules import PARTS
 
     short = ", ".join(f"{s} ({name})" for name, (s, _) in PARTS.items())
-    p.add_argument("input", help="a trace file, or a job's directory (its ranks on one clock, collectives tied)")
+    p.add_argument("input", help="a trace file or profile bundle, or a job's directory (its ranks on one clock, "
+                   "collectives tied; opened lazily, each rank's cache written beside it as aonkit.load(dir, "
+                   "lazy=True) does)")  # fmt: skip
     p.add_argument("--scale", action="append", default=[], metavar="PART=F",
                    help=f"scale a part of the work, e.g. gpu=0.5 (repeatable); parts: {short}")  # fmt: skip
     p.add_argument("--rule", action="append", default=[], metavar="JSON",
@@ -70,13 +72,24 @@ def _said(rule: Any) -> str:
 
 def run_whatif(args: argparse.Namespace) -> int:
     """Print the re-timed step time, speed-up, step periods and the critical path after the rules."""
-    from .analysis.critical_path import composition, what_if
-    from .sources import load, load_job
-    from .units import fmt_ns
+    from .sources import load
+    from .sources.bundle import is_bundle
 
     rules = parse_rules(args.scale, args.rule)
     path = Path(args.input)
-    trace = load_job(path, salvage=args.salvage) if path.is_dir() else load(path, salvage=args.salvage)
+    job = path.is_dir() and not is_bundle(path)  # a job's ranks, opened lazily (each rank's work in a worker)
+    trace = load(path, salvage=args.salvage, lazy=job)
+    try:
+        return _report(args, path, trace, rules, job)
+    finally:
+        if job:
+            trace.close()
+
+
+def _report(args: argparse.Namespace, path: Path, trace: Any, rules: list[Any], job: bool) -> int:
+    from .analysis.critical_path import composition, what_if
+    from .units import fmt_ns
+
     hardware = []
     if args.on:
         from .analysis.whatif_hardware import hardware_rules, hardware_scales
@@ -90,7 +103,7 @@ def run_whatif(args: argparse.Namespace) -> int:
     except re.error as exc:
         raise AonkitError(f"--rule: a name pattern is not a regular expression ({exc})") from None
     where = "the whole trace" if args.step is None else f"ProfilerStep#{args.step} (scope {args.scope})"
-    ranks = f", {len(trace)} ranks" if path.is_dir() else ""
+    ranks = f", {len(trace)} ranks" if job else ""
     print(f"what-if: {path.name}{ranks}, {where}")
     for rule in rules:
         print(f"  rule {_said(rule)}")

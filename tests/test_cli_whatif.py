@@ -68,3 +68,11 @@ def test_mistakes_are_one_line(args: list[str], said: str, capsys: pytest.Captur
 def test_rules_from_json_take_a_list_of_names() -> None:
     (r,) = parse_rules([], ['{"scale": 0.7, "kind": "gpu", "names": ["a", "b"]}'])
     assert r == Rule(0.7, kind="gpu", names=("a", "b"))
+
+
+def test_a_profile_bundle_is_one_trace_not_a_job(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with aonkit.profile(tmp_path / "run", trace=False, gpu=False, interval_s=0.05):
+        sum(i * i for i in range(200_000))
+    assert main(["what-if", str(tmp_path / "run"), "--scale", "gaps=0.5", "--path", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("what-if: run, the whole trace") and "ranks" not in out.split("\n")[0]
