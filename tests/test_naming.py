@@ -30,7 +30,7 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "collectives": {"collectives_from_tables", "stragglers_from", "offsets_from_tables"},
     "diff": {"mann_whitney_p", "diff_summary"},
     "flops": {"parents", "nearest_marked"}, "kernels": {"kernel_class", "gpu_class_table"}, "overview": {"idle_totals"},
-    "roofline": {"trace_spec"}, "summary": {"busy_ns"}, "depgraph": {"build_graph", "relabelled"},
+    "roofline": {"trace_spec"}, "summary": {"busy_ns", "sorted_intervals"}, "depgraph": {"build_graph", "relabelled"},
     "critical_path": {"graph_of", "composition", "prepared"}, "depgraph_job": {"build_job_graph"},
     "whatif_mc": "*", "whatif_trace": "*", "job_stats": {"merge_kernel_stats", "rank_kernel_stats"},
     "depgraph_sync": "*", "depgraph_threads": "*", "depgraph_stitch": "*", "whatif_rules": "*", "depgraph_streams": "*",

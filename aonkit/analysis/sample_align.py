@@ -23,6 +23,7 @@ import pandas as pd
 from .. import schema
 from ..errors import MissingInputError
 from ..trace import Trace
+from .summary import sorted_intervals
 
 ACTIVITY_METRICS = ("gpm_graphics_util_pct", "gpm_sm_util_pct", "gpu_util_pct", "GR Active", "SM Active")
 """Metrics that rise and fall with kernel activity, in the order :func:`sample_alignment` takes them."""
@@ -50,13 +51,7 @@ def _busy(trace: Trace, device: int) -> tuple[np.ndarray, np.ndarray]:
     from .._kernels.busy_windows import merge_intervals
 
     k = trace.kernels
-    ok = (k["device"].to_numpy() == device) & (k["dur_ns"].to_numpy() >= 0) & (
-        k["ts_ns"].to_numpy() != schema.TS_MISSING)  # fmt: skip
-    start = k["ts_ns"].to_numpy()[ok]
-    order = np.argsort(start, kind="stable")
-    start = np.ascontiguousarray(start[order], np.int64)
-    end = np.ascontiguousarray(start + k["dur_ns"].to_numpy()[ok][order], np.int64)
-    return merge_intervals(start, end)
+    return merge_intervals(*sorted_intervals(k[k["device"].to_numpy() == device]))
 
 
 def _span(trace: Trace) -> tuple[int, int]:

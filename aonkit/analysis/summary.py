@@ -94,16 +94,20 @@ def _gpus(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["device", "name", "used", "sms", "memory_bytes"])
 
 
+def sorted_intervals(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The events' ``[ts_ns, ts_ns + dur_ns)`` intervals sorted by start (int64, contiguous); untimed ones left out."""
+    ok = (events["dur_ns"].to_numpy() >= 0) & (events["ts_ns"].to_numpy() != schema.TS_MISSING)
+    start = events["ts_ns"].to_numpy()[ok]
+    order = np.argsort(start, kind="stable")
+    start = np.ascontiguousarray(start[order], np.int64)
+    return start, np.ascontiguousarray(start + events["dur_ns"].to_numpy()[ok][order], np.int64)
+
+
 def busy_ns(events: pd.DataFrame) -> int:
     """Length of the union of the events' ``[ts_ns, ts_ns + dur_ns)`` intervals."""
     from .._kernels.intervals import union_length
 
-    ok = (events["dur_ns"].to_numpy() >= 0) & (events["ts_ns"].to_numpy() != schema.TS_MISSING)
-    start = events["ts_ns"].to_numpy()[ok]
-    order = np.argsort(start, kind="stable")
-    start = np.ascontiguousarray(start[order])
-    end = np.ascontiguousarray(start + events["dur_ns"].to_numpy()[ok][order])
-    return int(union_length(start, end))
+    return int(union_length(*sorted_intervals(events)))
 
 
 def top_kernels(trace: Trace, n: int = 10) -> pd.DataFrame:
