@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..errors import MissingInputError
 from ..trace import Trace
 from .columns import names_and_cats
 from .combine import CombinedLater
@@ -245,13 +246,14 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
 
     Raises
     ------
-    ValueError
-        When no node of the dependency graph starts in the step or window.
+    MissingInputError
+        When ``step`` names no ``ProfilerStep`` of the trace, or no node of the dependency graph starts in the
+        step or window (a ``ValueError``).
     """
     trace, g = prepared(trace)
     inside = window_nodes(trace, g, step, window, scope)
     if inside is not None and not inside.any():
-        raise ValueError("no node of the dependency graph starts in the window")
+        raise MissingInputError("no node of the dependency graph starts in the window")
     whole = inside is None or bool(inside.all())
     inside = None if whole else inside  # None: every node
     base, (model_all, measured_all), end_all = _base_schedule(g)

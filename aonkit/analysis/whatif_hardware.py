@@ -44,7 +44,8 @@ HOST_COPY = re.compile(r"^Memcpy (HtoD|DtoH|PtoP|HtoH)")
 COLUMNS = ("name", "kernel_class", "events", "dur_ns", "costed_dur_ns", "scale", "how")
 
 
-def _spec(spec: DeviceSpec | str | None, trace: Trace | None = None) -> DeviceSpec:
+def resolve_spec(spec: DeviceSpec | str | None, trace: Trace | None = None) -> DeviceSpec:
+    """``spec`` as a :class:`DeviceSpec` (a name looked up), else the trace's GPU; MissingInputError if none."""
     if isinstance(spec, DeviceSpec):
         return spec
     if spec is not None:
@@ -65,7 +66,7 @@ def _roof_time(flop: np.ndarray, nbytes: np.ndarray, roof: np.ndarray, spec: Dev
 
 
 def _one(trace: Trace, target: DeviceSpec, source: DeviceSpec | str | None, comm_scale: float) -> pd.DataFrame:
-    src = _spec(source, trace)
+    src = resolve_spec(source, trace)
     gpu = gpu_table(trace)
     roof = roofline_table(trace, spec=src, by="kernel")
     roof = roof[roof["kernel_row"].isin(gpu.index)]
@@ -141,21 +142,25 @@ def hardware_scales(trace: Trace | Mapping[int, Trace], target: DeviceSpec | str
     MissingInputError
         When the source GPU is unknown and not given (a ``ValueError``).
     """
-    tgt = _spec(target)
+    tgt = resolve_spec(target)
     if isinstance(trace, Trace):
         return _one(trace, tgt, source, comm_scale)
     if hasattr(trace, "map"):  # a lazy job: each rank costed in its worker, only the tables come back
         parts = list(trace.map(partial(_one, target=tgt, source=source, comm_scale=comm_scale)).values())
     else:
         parts = [_one(t, tgt, source, comm_scale) for t in trace.values()]
+    return pool_scales(parts, list(COLUMNS), sums=("events", "dur_ns", "costed_dur_ns"))
+
+
+def pool_scales(parts: list[pd.DataFrame], columns: list[str], sums: tuple[str, ...]) -> pd.DataFrame:
+    """Per-rank tables of per-name factors as one: ``sums`` added, ``scale`` time-weighted, the rest the first's."""
     both = pd.concat(parts, ignore_index=True)
     both["w"] = both["scale"] * both["dur_ns"]
-    how = both.groupby("name", sort=False)["how"].first()
-    out = both.groupby("name", sort=False).agg(kernel_class=("kernel_class", "first"), events=("events", "sum"),
-                                               dur_ns=("dur_ns", "sum"), costed_dur_ns=("costed_dur_ns", "sum"),
-                                               w=("w", "sum"))  # fmt: skip
+    firsts = [c for c in columns if c not in (*sums, "name", "scale")]
+    grouped = both.groupby("name", sort=False)
+    out = grouped[[*sums, "w"]].sum().join(grouped[firsts].first())
     out["scale"] = np.where(out["dur_ns"] > 0, out["w"] / out["dur_ns"].where(out["dur_ns"] > 0, 1), 1.0)
-    out = out.assign(how=how).reset_index()[list(COLUMNS)]
+    out = out.reset_index()[columns]
     out.attrs.update(parts[0].attrs if parts else {})
     return out
 

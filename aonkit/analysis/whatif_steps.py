@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..errors import MissingInputError
 from ..trace import Trace
 from .depgraph import KIND_GAP, KIND_GPU, KIND_HUB, DepGraph
 from .whatif_rules import Rule
@@ -73,9 +74,9 @@ def _step_windows(trace: Trace) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else own_step_windows(trace)
 
 
-def _no_step(trace: Trace, step: int) -> ValueError:
+def _no_step(trace: Trace, step: int) -> MissingInputError:
     steps = sorted(set(_step_windows(trace)["step"].tolist()))
-    return ValueError(f"no ProfilerStep#{step} in the trace (steps: {steps[:10]})")
+    return MissingInputError(f"no ProfilerStep#{step} in the trace (steps: {steps[:10]})")
 
 
 def window_nodes(trace: Trace, g: DepGraph, step: int | None, window: tuple[int, int] | None,
