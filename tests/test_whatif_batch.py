@@ -119,9 +119,18 @@ def test_the_rules_retime_the_trace(tmp_path: Path) -> None:
 
 def test_bad_input_says_why(tmp_path: Path) -> None:
     t = hand_trace(tmp_path, gpu="Some Future Accelerator")
-    with pytest.raises(MissingInputError, match="pass source="):
+    with pytest.raises(MissingInputError, match="pass spec="):  # its kernels are costed on an unknown GPU
         batch_scales(t, 2)
     assert batch_scales(t, 2, spec="H100 SXM")["scale"].notna().all()
+    # no kernel costed from shapes (none recorded): the GPU is not needed
+    doc = json.loads((tmp_path / "t.json").read_text())
+    for e in doc["traceEvents"]:
+        e["args"].pop("Input Dims", None)
+    (tmp_path / "bare.json").write_text(json.dumps(doc))
+    bare = batch_scales(aonkit.load(tmp_path / "bare.json"), 2, overhead_ns=2_000).set_index("name")
+    assert bare.attrs["spec"] is None
+    assert bare.at["gemv_bf16", "scale"] == pytest.approx(_scaled(20, 2.0))
+    assert bare.at["optimizer_add", "scale"] == 1.0  # still under Optimizer.step
     for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="factor must be"):
             batch_scales(t, bad, spec="H100 SXM")

@@ -121,7 +121,6 @@ def _op_ratios(trace: Trace, table: pd.DataFrame, k: float, spec: DeviceSpec) ->
 def _one(trace: Trace, k: float, comm_scale: float, overhead_ns: float | None,
          spec: DeviceSpec | str | None) -> pd.DataFrame:  # fmt: skip
     gpu = gpu_table(trace)
-    spec = resolve_spec(spec, trace)
     rows = gpu.index.to_numpy(np.int64)
     dur = gpu["dur_ns"].to_numpy(np.float64)
     names = gpu["name"].astype(str).to_numpy()
@@ -130,9 +129,10 @@ def _one(trace: Trace, k: float, comm_scale: float, overhead_ns: float | None,
         compute = dur[(klass == "computation") & (dur > 0)]
         overhead_ns = float(min(compute.min(), MAX_OVERHEAD_NS)) if len(compute) else 0.0
     ratio, how = np.full(len(gpu), float(k)), np.full(len(gpu), "no cost formula: carries the batch", object)
-    roof = roofline_table(trace, spec, by="kernel")
+    roof = roofline_table(trace, spec, by="kernel")  # no spec: the trace's GPU, if it names a known one
     roof = roof[roof["kernel_row"].isin(rows) & np.isfinite(roof["bytes"].to_numpy(np.float64))]
-    if len(roof):
+    if len(roof):  # the roofline needs the GPU; a trace with no costed kernel does not
+        spec = resolve_spec(spec, trace, arg="spec")
         where = np.searchsorted(rows, roof["kernel_row"].to_numpy(np.int64))
         ratio[where] = _op_ratios(trace, roof.reset_index(drop=True), k, spec)
         how[where] = "its op's roofline time"
@@ -152,7 +152,8 @@ def _one(trace: Trace, k: float, comm_scale: float, overhead_ns: float | None,
     out = out.reset_index()
     out["scale"] = np.where(out["dur_ns"] > 0, out["new_dur_ns"] / out["dur_ns"].where(out["dur_ns"] > 0, 1), k)
     out = out.astype({"dur_ns": np.int64, "new_dur_ns": np.int64})[list(COLUMNS)]
-    out.attrs.update(factor=float(k), overhead_ns=float(overhead_ns), spec=spec.name)
+    out.attrs.update(factor=float(k), overhead_ns=float(overhead_ns),
+                     spec=spec.name if isinstance(spec, DeviceSpec) else spec)  # fmt: skip
     return out
 
 
@@ -172,7 +173,8 @@ def batch_scales(trace: Trace | Mapping[int, Trace], factor: float, *, comm_scal
     overhead_ns : float, optional
         Fixed part of each kernel (default: the trace's shortest compute kernel, at most 5 us).
     spec : DeviceSpec or str, optional
-        The measured GPU's ceilings (default: the trace's ``deviceProperties``).
+        The measured GPU's ceilings (default: the trace's ``deviceProperties``); needed only when some kernel
+        is costed from its op's shapes.
 
     Returns
     -------
@@ -185,7 +187,8 @@ def batch_scales(trace: Trace | Mapping[int, Trace], factor: float, *, comm_scal
     ValueError
         When ``factor`` is not a finite number above 0.
     MissingInputError
-        When the trace names no known GPU and ``spec`` is not given (a ``ValueError``).
+        When kernels are costed from shapes but the trace names no known GPU and ``spec`` is not given (a
+        ``ValueError``).
     """
     if not (factor > 0 and math.isfinite(factor)):
         raise ValueError(f"factor must be a finite number > 0, not {factor!r}")

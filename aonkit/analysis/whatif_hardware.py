@@ -44,15 +44,15 @@ HOST_COPY = re.compile(r"^Memcpy (HtoD|DtoH|PtoP|HtoH)")
 COLUMNS = ("name", "kernel_class", "events", "dur_ns", "costed_dur_ns", "scale", "how")
 
 
-def resolve_spec(spec: DeviceSpec | str | None, trace: Trace | None = None) -> DeviceSpec:
-    """``spec`` as a :class:`DeviceSpec` (a name looked up), else the trace's GPU; MissingInputError if none."""
+def resolve_spec(spec: DeviceSpec | str | None, trace: Trace | None = None, arg: str = "source") -> DeviceSpec:
+    """``spec`` as a :class:`DeviceSpec` (a name looked up), else the trace's GPU; MissingInputError naming ``arg``."""
     if isinstance(spec, DeviceSpec):
         return spec
     if spec is not None:
         return device_spec(spec)
     found = trace_spec(trace) if trace is not None else None
     if found is None:
-        raise MissingInputError("the trace names no known GPU (deviceProperties); pass source=DeviceSpec(...) or a "
+        raise MissingInputError(f"the trace names no known GPU (deviceProperties); pass {arg}=DeviceSpec(...) or a "
                                 "name")
     return found
 
