@@ -26,6 +26,10 @@ def add_whatif_arguments(p: argparse.ArgumentParser) -> None:
                         "aonkit.analysis.whatif_rules.Rule)")  # fmt: skip
     p.add_argument("--on", metavar="GPU", help="re-time the GPU work for another GPU, e.g. 'H200 SXM' "
                    "(aonkit.model.device_spec names; kernels by the two rooflines: whatif_hardware)")  # fmt: skip
+    p.add_argument("--batch", type=float, metavar="K", help="re-time the GPU work for K times the measured batch "
+                   "(parameters, optimizer and gradient collectives kept; whatif_batch)")  # fmt: skip
+    p.add_argument("--batch-sweep", metavar="K,K,...", help="step time, throughput and the GPU's share of the "
+                   "critical path at each batch multiple, e.g. 0.5,1,2,4,8 (whatif_batch.batch_sweep)")  # fmt: skip
     p.add_argument("--step", type=int, help="time one ProfilerStep#N (default: the whole trace)")
     p.add_argument("--scope", choices=("start", "launched"), default="start",
                    help="a step holds what starts in it (default) or its host work and the GPU work it launched")
@@ -98,8 +102,18 @@ def _report(args: argparse.Namespace, path: Path, trace: Any, rules: list[Any], 
             hardware = hardware_rules(hardware_scales(trace, args.on))
         except (KeyError, ValueError) as exc:  # an unknown GPU name, a trace whose GPU is unknown
             raise AonkitError(f"--on {args.on!r}: {str(exc).strip(chr(34) + chr(39))}") from None
+    batch = []
+    if args.batch is not None or args.batch_sweep:
+        from .analysis.whatif_batch import batch_rules, batch_scales
+
+        if args.batch_sweep:
+            return _sweep(args, path, trace, [*hardware, *rules])
+        try:
+            batch = batch_rules(batch_scales(trace, args.batch))
+        except ValueError as exc:  # a factor <= 0; costed kernels on a GPU the trace does not name
+            raise AonkitError(f"--batch {args.batch:g}: {exc}") from None
     try:
-        r = what_if(trace, [*hardware, *rules], step=args.step, scope=args.scope)
+        r = what_if(trace, [*hardware, *batch, *rules], step=args.step, scope=args.scope)
     except re.error as exc:
         raise AonkitError(f"--rule: a name pattern is not a regular expression ({exc})") from None
     where = "the whole trace" if args.step is None else f"ProfilerStep#{args.step} (scope {args.scope})"
@@ -110,8 +124,13 @@ def _report(args: argparse.Namespace, path: Path, trace: Any, rules: list[Any], 
     if args.on:
         print(f"  run on {args.on}: {sum(len(h.names or ()) for h in hardware)} kernel names re-timed by the "
               f"rooflines ({len(hardware)} distinct factors; aonkit.analysis.whatif_hardware)")  # fmt: skip
+    if args.batch is not None:
+        print(f"  batch x{args.batch:g}: {sum(len(b.names or ()) for b in batch)} kernel names re-timed by their "
+              "work per sample (aonkit.analysis.whatif_batch)")  # fmt: skip
     print(f"measured {fmt_ns(r.measured_ns)}, model {fmt_ns(r.model_ns)} -> {fmt_ns(r.step_time_ns)}: "
           f"speed-up {r.speedup:.3f}x")  # fmt: skip
+    if args.batch is not None and r.step_time_ns > 0:
+        print(f"throughput (samples/s) x{args.batch * r.model_ns / r.step_time_ns:.3f}")
     after, before = r.periods_ns
     if after > 0 and before > 0:
         print(f"step period (median): {fmt_ns(before)} -> {fmt_ns(after)}: {before / after:.3f}x")
@@ -126,4 +145,22 @@ def _report(args: argparse.Namespace, path: Path, trace: Any, rules: list[Any], 
         for c in top.itertuples():
             name = str(c.name) if len(str(c.name)) <= 70 else str(c.name)[:67] + "..."
             print(f"  {c.part:<18} {fmt_ns(c.dur_ns):>10} {fmt_ns(c.wait_ns):>10}  {name}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace, path: Path, trace: Any, rules: list[Any]) -> int:
+    from .analysis.whatif_batch import batch_sweep
+    from .units import fmt_ns
+
+    try:
+        factors = [float(f) for f in args.batch_sweep.split(",") if f.strip()]
+        table = batch_sweep(trace, factors, step=args.step, scope=args.scope, rules=rules)
+    except ValueError as exc:  # not numbers, a factor <= 0, an unknown GPU
+        raise AonkitError(f"--batch-sweep {args.batch_sweep!r}: {exc}") from None
+    where = "the whole trace" if args.step is None else f"ProfilerStep#{args.step} (scope {args.scope})"
+    print(f"batch sweep: {path.name}, {where}")
+    print(f"  {'batch':>7} {'step':>10} {'step x':>8} {'throughput x':>13} {'GPU share of the path':>22}")
+    for row in table.itertuples():
+        print(f"  {row.factor:>6g}x {fmt_ns(row.step_ns):>10} {row.step_ratio:>8.3f} {row.throughput_ratio:>13.3f} "
+              f"{row.gpu_share:>22.1%}")  # fmt: skip
     return 0

@@ -58,11 +58,32 @@ def test_one_step_of_one_trace_with_a_json_rule(capsys: pytest.CaptureFixture) -
     (["--rule", '{"scal": 1}'], "unexpected keyword argument 'scal'"),
     (["--rule", '{"scale": 1, "name": "(["}'], "a name pattern is not a regular expression"),
     (["--on", "TPU v9"], "--on 'TPU v9': no device spec matches"),
+    (["--batch", "0"], "--batch 0: factor must be a finite number > 0"),
+    (["--batch-sweep", "1,x"], "--batch-sweep '1,x': could not convert"),
+    (["--batch-sweep", "1,-2"], "--batch-sweep '1,-2': factor must be a finite number > 0"),
 ])  # fmt: skip
 def test_mistakes_are_one_line(args: list[str], said: str, capsys: pytest.CaptureFixture) -> None:
     assert main(["what-if", str(RANKS[0]), *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("aonkit: error: ") and said in err and err.count("\n") == 1
+
+
+def test_a_bigger_batch_and_a_sweep_of_batches(job_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    from aonkit.analysis.whatif_batch import batch_rules, batch_scales, batch_sweep
+
+    assert main(["what-if", str(job_dir), "--batch", "2", "--step", "3", "--path", "0"]) == 0
+    out = capsys.readouterr().out
+    job = aonkit.load_job(job_dir)
+    want = aonkit.what_if(job, batch_rules(batch_scales(job, 2.0)), step=3)
+    assert "batch x2: " in out and f"speed-up {want.speedup:.3f}x" in out
+    assert f"throughput (samples/s) x{2 * want.model_ns / want.step_time_ns:.3f}" in out
+    assert main(["what-if", str(job_dir), "--batch-sweep", "1,2,4", "--step", "3"]) == 0
+    out = capsys.readouterr().out
+    sweep = batch_sweep(job, (1, 2, 4), step=3)
+    lines = out.splitlines()
+    assert lines[0] == "batch sweep: " + job_dir.name + ", ProfilerStep#3 (scope start)" and len(lines) == 5
+    for line, row in zip(lines[2:], sweep.itertuples()):
+        assert line.split()[0] == f"{row.factor:g}x" and f"{row.throughput_ratio:.3f}" in line
 
 
 def test_rules_from_json_take_a_list_of_names() -> None:
