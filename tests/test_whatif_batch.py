@@ -15,6 +15,7 @@ import pytest
 import aonkit
 from aonkit.analysis.critical_path import what_if
 from aonkit.analysis.whatif_batch import batch_rules, batch_scales, batch_sweep
+from aonkit.analysis.whatif_hardware import hardware_rules, hardware_scales
 from aonkit.errors import MissingInputError
 from aonkit.model import device_spec
 
@@ -157,3 +158,25 @@ def test_the_sweep_finds_where_a_bigger_batch_stops_paying(tmp_path: Path) -> No
         pd.testing.assert_frame_equal(batch_scales(lazy, 2), s)
     finally:
         lazy.close()
+
+
+def test_the_panel_grows_the_batch(tmp_path: Path) -> None:
+    from aonkit.widgets import WhatIfPanel
+
+    t = hand_trace(tmp_path)
+    p = WhatIfPanel(t, timeline=False)
+    assert p.batch.value == 1.0 and 8.0 in p.batch.options
+    p.batch.value = 4.0  # the observer re-times at once
+    want = what_if(t, batch_rules(batch_scales(t, 4.0)))
+    assert p.result.step_time_ns == want.step_time_ns > want.model_ns
+    assert f"throughput (samples/s) <b>x{4 * want.model_ns / want.step_time_ns:.3f}</b>" in p.summary.value
+    p.device.value = "H200 SXM"  # another GPU on top
+    both = what_if(t, [*batch_rules(batch_scales(t, 4.0)), *hardware_rules(hardware_scales(t, "H200 SXM"))])
+    assert p.result.step_time_ns == both.step_time_ns < want.step_time_ns
+    p.device.value, p.batch.value = "as measured", 1.0
+    assert p.result.step_time_ns == p.result.model_ns and "batch x" not in p.summary.value
+    # costed kernels on a GPU aonkit does not know: the panel says why and keeps the last result
+    (tmp_path / "u").mkdir()
+    q = WhatIfPanel(hand_trace(tmp_path / "u", gpu="Some Future Accelerator"), timeline=False)
+    q.batch.value = 2.0
+    assert "cannot apply" in q.summary.value and "pass spec=" in q.summary.value

@@ -19,6 +19,7 @@ import ipywidgets as w
 from jupyter_bokeh.widgets import BokehModel
 
 from ..analysis.critical_path import Rule, WhatIf, composition, what_if
+from ..analysis.whatif_batch import batch_rules, batch_scales
 from ..analysis.whatif_hardware import hardware_rules, hardware_scales
 from ..analysis.whatif_rules import PARTS
 from ..model.hardware import devices
@@ -31,6 +32,8 @@ from ._loop import Debounce
 
 SLIDERS: dict[str, dict[str, Any]] = {name: rule for name, (_, rule) in PARTS.items()}
 """The sliders and the rule each one sets (its value is the scale): :data:`~aonkit.analysis.whatif_rules.PARTS`."""
+BATCHES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+"""The "batch x" slider's multiples of the measured batch."""
 
 
 class WhatIfPanel(BokehWidget, w.VBox):
@@ -42,7 +45,8 @@ class WhatIfPanel(BokehWidget, w.VBox):
         A trace, or a job's ranks (then a rank picker and its own GPU-compute
         slider: what if that rank, e.g. the straggler, were faster). A "run on"
         picker re-times the GPU work for another GPU
-        (:mod:`aonkit.analysis.whatif_hardware`; the sliders apply on top).
+        (:mod:`aonkit.analysis.whatif_hardware`), a "batch x" slider for a multiple of the measured batch
+        (:mod:`aonkit.analysis.whatif_batch`, throughput shown); the sliders apply on top.
     step : int, optional
         A ``ProfilerStep#N`` to time (default: the whole trace).
     scope : {"start", "launched"}
@@ -78,16 +82,19 @@ class WhatIfPanel(BokehWidget, w.VBox):
         self.device = w.Dropdown(options=["as measured", *(d.name for d in devices())], value="as measured",
                                  description="run on", style={"description_width": "140px"})
         self._hardware: dict[str, list[Rule]] = {}
+        self.batch = w.SelectionSlider(options=BATCHES, value=1.0, description="batch x",
+                                       style={"description_width": "140px"})  # fmt: skip
+        self._batch: dict[float, list[Rule]] = {}
         self.result: WhatIf = what_if(trace, step=step, scope=scope)
         self.figure, self.source = composition_figure(composition(self.result.critical_path))
         self.summary = w.HTML()
-        for s in (*self.sliders.values(), self.pattern_scale, self.rank_scale, self.rank, self.device):
+        for s in (*self.sliders.values(), self.pattern_scale, self.rank_scale, self.rank, self.device, self.batch):
             s.observe(self._changed, names="value")
         self.pattern.observe(self._changed, names="value")
         self._show()
         parts = [w.HBox([w.VBox(list(self.sliders.values())),
-                         w.VBox([self.device, self.pattern, self.pattern_scale, self.rank, self.rank_scale,
-                                 self.summary])]),
+                         w.VBox([self.device, self.batch, self.pattern, self.pattern_scale, self.rank,
+                                 self.rank_scale, self.summary])]),
                  BokehModel(self.figure)]  # fmt: skip
         self.timeline: TimelineView | None = None
         if timeline:
@@ -97,8 +104,8 @@ class WhatIfPanel(BokehWidget, w.VBox):
         super().__init__(parts)
 
     def rules(self) -> list[Rule]:
-        """The rules the widgets set now (sliders left at 1 add none; another GPU's come first)."""
-        out = list(self._device_rules())
+        """The rules the widgets set now (sliders left at 1 add none; another GPU's and the batch's come first)."""
+        out = [*self._device_rules(), *self._batch_rules()]
         out += [Rule(s.value, **SLIDERS[name]) for name, s in self.sliders.items() if s.value != 1.0]
         if self.pattern.value and self.pattern_scale.value != 1.0:
             out.append(Rule(self.pattern_scale.value, name=self.pattern.value))
@@ -114,6 +121,15 @@ class WhatIfPanel(BokehWidget, w.VBox):
         if name not in self._hardware:
             self._hardware[name] = hardware_rules(hardware_scales(self.trace, name))
         return self._hardware[name]
+
+    def _batch_rules(self) -> list[Rule]:
+        """The batch multiple's rules (:func:`~aonkit.analysis.whatif_batch.batch_rules`), made once per multiple."""
+        k = float(self.batch.value)
+        if k == 1.0:
+            return []
+        if k not in self._batch:
+            self._batch[k] = batch_rules(batch_scales(self.trace, k))
+        return self._batch[k]
 
     def update(self) -> WhatIf:
         """Re-time with the current rules and refresh the numbers and bars; return the result."""
@@ -157,6 +173,10 @@ class WhatIfPanel(BokehWidget, w.VBox):
                 f"{fmt_ns(r.measured_ns)}); speed-up <b>{r.speedup:.3f}x</b>")
         if self.device.value != "as measured":
             text += f"<br>GPU work re-timed for {self.device.value} by the two rooflines"
+        k = float(self.batch.value)
+        if k != 1.0 and r.step_time_ns > 0:
+            text += (f"<br>batch x{k:g}: throughput (samples/s) <b>x{k * r.model_ns / r.step_time_ns:.3f}</b> "
+                     "(parameter work and gradient collectives kept)")  # fmt: skip
         period, model = r.periods_ns
         if period > 0 and model > 0:
             text += (f"<br>step period (median) <b>{fmt_ns(period)}</b> (model {fmt_ns(model)}); "
