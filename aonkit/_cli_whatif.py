@@ -159,8 +159,18 @@ def _sweep(args: argparse.Namespace, path: Path, trace: Any, rules: list[Any]) -
         raise AonkitError(f"--batch-sweep {args.batch_sweep!r}: {exc}") from None
     where = "the whole trace" if args.step is None else f"ProfilerStep#{args.step} (scope {args.scope})"
     print(f"batch sweep: {path.name}, {where}")
-    print(f"  {'batch':>7} {'step':>10} {'step x':>8} {'throughput x':>13} {'GPU share of the path':>22}")
+    print(f"  {'batch':>7} {'step':>10} {'step x':>8} {'throughput x':>13} {'GPU share of the path':>22} "
+          f"{'peak GPU memory':>24}")  # fmt: skip
     for row in table.itertuples():
         print(f"  {row.factor:>6g}x {fmt_ns(row.step_ns):>10} {row.step_ratio:>8.3f} {row.throughput_ratio:>13.3f} "
-              f"{row.gpu_share:>22.1%}")  # fmt: skip
+              f"{row.gpu_share:>22.1%} {_memory(row.peak_bytes, row.capacity_bytes):>24}")  # fmt: skip
     return 0
+
+
+def _memory(peak: int, capacity: int) -> str:
+    """``"25.9 of 85.0 GB"`` (``" OVER"`` past the capacity); ``"-"`` without memory events."""
+    if peak < 0:
+        return "-"
+    if capacity <= 0:
+        return f"{peak / 1e9:.1f} GB"
+    return f"{peak / 1e9:.1f} of {capacity / 1e9:.1f} GB" + (" OVER" if peak > capacity else "")

@@ -25,7 +25,9 @@ sys.path.insert(0, str(ROOT))
 
 import aonkit  # noqa: E402
 from aonkit.analysis.critical_path import Rule, what_if  # noqa: E402
+from aonkit.analysis.memory import memory_peaks  # noqa: E402
 from aonkit.analysis.whatif_batch import batch_rules, batch_scales, batch_sweep  # noqa: E402
+from aonkit.analysis.whatif_batch_memory import batch_memory  # noqa: E402
 
 
 def simulated_job(out: Path, batch: int) -> aonkit.TraceSet:
@@ -46,11 +48,14 @@ def truth(batches: list[int], base_batch: int) -> aonkit.TraceSet:
     with tempfile.TemporaryDirectory() as tmp:
         base = simulated_job(Path(tmp) / f"b{base_batch}", base_batch)
         print("| batch | re-simulated span | what-if | error | every compute kernel x k | every GPU event x k | "
-              "batch_scales s |")
-        print("|---|---|---|---|---|---|---|")
+              "batch_scales s | peak memory re-simulated | projected |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for b in batches:
             k = b / base_batch
-            real = what_if(simulated_job(Path(tmp) / f"b{b}", b)).measured_ns
+            job = simulated_job(Path(tmp) / f"b{b}", b)
+            real = what_if(job).measured_ns
+            peak = max(int(memory_peaks(t)[0]["peak_allocated_bytes"].max()) for t in job.values())
+            projected = int(batch_memory(base, k)["projected_bytes"].max())
             t0 = time.perf_counter()
             rules = batch_rules(batch_scales(base, k))
             took = time.perf_counter() - t0
@@ -58,7 +63,8 @@ def truth(batches: list[int], base_batch: int) -> aonkit.TraceSet:
             naive = what_if(base, [Rule(k, gpu_class="computation")]).step_time_ns
             every = what_if(base, [Rule(k, kind="gpu")]).step_time_ns
             print(f"| {b} | {real / 1e6:.2f} ms | {pred / 1e6:.2f} ms | {100 * (pred / real - 1):+.2f}% | "
-                  f"{100 * (naive / real - 1):+.2f}% | {100 * (every / real - 1):+.2f}% | {took:.2f} |")
+                  f"{100 * (naive / real - 1):+.2f}% | {100 * (every / real - 1):+.2f}% | {took:.2f} | "
+                  f"{peak / 1e9:.3f} GB | {projected / 1e9:.3f} GB |")
         return base
 
 
@@ -98,10 +104,11 @@ def main() -> None:
     t0 = time.perf_counter()
     sweep = batch_sweep(base, (0.5, 1, 2, 4, 8), step=3)
     print(f"\nsweep of the base job at ProfilerStep#3 ({time.perf_counter() - t0:.2f} s):")
-    print("| batch x | step | step x | throughput x | GPU share of the path |\n|---|---|---|---|---|")
+    print("| batch x | step | step x | throughput x | GPU share of the path | peak GPU memory |")
+    print("|---|---|---|---|---|---|")
     for r in sweep.itertuples():
         print(f"| {r.factor:g} | {r.step_ns / 1e6:.2f} ms | {r.step_ratio:.3f} | {r.throughput_ratio:.3f} | "
-              f"{r.gpu_share:.1%} |")
+              f"{r.gpu_share:.1%} | {r.peak_bytes / 1e9:.1f} of {r.capacity_bytes / 1e9:.1f} GB |")
     if a.shared:
         survey(a.shared)
 

@@ -84,6 +84,7 @@ def test_a_bigger_batch_and_a_sweep_of_batches(job_dir: Path, capsys: pytest.Cap
     assert lines[0] == "batch sweep: " + job_dir.name + ", ProfilerStep#3 (scope start)" and len(lines) == 5
     for line, row in zip(lines[2:], sweep.itertuples()):
         assert line.split()[0] == f"{row.factor:g}x" and f"{row.throughput_ratio:.3f}" in line
+        assert line.endswith(f"{row.peak_bytes / 1e9:.1f} of 85.0 GB")  # the projected peak, under the H100's
 
 
 def test_rules_from_json_take_a_list_of_names() -> None:

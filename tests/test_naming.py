@@ -43,6 +43,7 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "standin": "*", "describe_stats": "*", "group_order": "*", "key_match": "*", "lane_gaps": "*", "time_weighted": "*",
     "enclosing": "*",
     "whatif_hardware": {"hardware_rules", "pool_scales", "resolve_spec"}, "whatif_batch": {"batch_rules"},
+    "memory": {"live_at"},
     "sample_align": "*",  # needs a trace with GPU activity samples (docs/live.md), which the catalogue's subjects lack
 }  # fmt: skip
 

@@ -180,3 +180,50 @@ def test_the_panel_grows_the_batch(tmp_path: Path) -> None:
     q = WhatIfPanel(hand_trace(tmp_path / "u", gpu="Some Future Accelerator"), timeline=False)
     q.batch.value = 2.0
     assert "cannot apply" in q.summary.value and "pass spec=" in q.summary.value
+
+
+def _mem(ts: float, nbytes: int, addr: int, total: int, device_type: int = 1) -> dict:
+    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+            "args": {"Total Reserved": 1 << 20, "Total Allocated": total, "Bytes": nbytes, "Addr": addr,
+                     "Device Id": 0, "Device Type": device_type}}  # fmt: skip
+
+
+def memory_trace(tmp_path: Path) -> aonkit.Trace:
+    """1000 bytes allocated before the trace; an activation (400, freed after the peak), a gradient (200, under
+    AccumulateGrad) and another activation (300) live at the 1900-byte peak; host memory beside."""
+    ev = [_x("aten::linear", "cpu_op", 0, 20), _mem(5, 400, 1, 1400),
+          _x("torch::autograd::AccumulateGrad", "cpu_op", 30, 20), _mem(35, 200, 2, 1600),
+          _x("aten::relu", "cpu_op", 60, 20), _mem(65, 300, 3, 1900), _mem(66, 1 << 30, 9, 1 << 30, device_type=0),
+          _mem(90, -400, 1, 1500),
+          _x("gemm", "kernel", 100, 10, tid=7, pid=0, device=0, stream=7)]  # fmt: skip
+    doc = {"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 5000}],
+           "traceEvents": ev}  # fmt: skip
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    return aonkit.load(tmp_path / "m.json")
+
+
+def test_the_memory_that_grows_with_the_batch(tmp_path: Path) -> None:
+    from aonkit.analysis.whatif_batch_memory import batch_memory
+
+    t = memory_trace(tmp_path)
+    m = batch_memory(t, 3)
+    # fixed: the 1000 bytes from before the trace and the gradient; growing: the two live activations
+    assert m.to_dict("records") == [{"rank": -1, "device": 0, "peak_bytes": 1900, "fixed_bytes": 1200,
+                                     "batch_bytes": 700, "projected_bytes": 1200 + 3 * 700, "capacity_bytes": 5000}]
+    job = batch_memory({0: t, 5: t}, 0.5)
+    assert job["rank"].tolist() == [0, 5] and job["projected_bytes"].tolist() == [1550, 1550]
+    sweep = batch_sweep(t, (1, 4, 8)).set_index("factor")
+    assert sweep["peak_bytes"].tolist() == [1900, 1200 + 4 * 700, 1200 + 8 * 700]
+    assert (sweep["capacity_bytes"] == 5000).all()  # 8x does not fit
+    assert batch_memory(hand_trace(tmp_path), 2).empty  # no profile_memory events: no rows
+    assert batch_sweep(hand_trace(tmp_path), (2,))["peak_bytes"].tolist() == [-1]
+    with pytest.raises(ValueError, match="factor must be"):
+        batch_memory(t, 0)
+    # the panel says it
+    from aonkit.widgets import WhatIfPanel
+
+    p = WhatIfPanel(t, timeline=False)
+    p.batch.value = 2.0
+    assert "peak GPU memory 0.0 GB of 0.0" in p.summary.value and "does not fit" not in p.summary.value
+    p.batch.value = 8.0
+    assert "(does not fit)" in p.summary.value

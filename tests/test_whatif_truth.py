@@ -19,7 +19,9 @@ import pytest
 
 import aonkit
 from aonkit.analysis.critical_path import Rule, what_if
+from aonkit.analysis.memory import memory_peaks
 from aonkit.analysis.whatif_batch import batch_rules, batch_scales
+from aonkit.analysis.whatif_batch_memory import batch_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +60,8 @@ def test_what_if_predicts_the_job_simulated_with_other_kernel_times(base: aonkit
 @pytest.mark.parametrize("batch", [2, 16])
 def test_batch_what_if_predicts_the_job_simulated_at_another_batch(base: aonkit.TraceSet, tmp_path: Path,
                                                                    batch: int) -> None:  # fmt: skip
-    truth = what_if(_simulated_job(tmp_path / f"b{batch}", 1.0, batch=batch))
+    job = _simulated_job(tmp_path / f"b{batch}", 1.0, batch=batch)
+    truth = what_if(job)
     factor = batch / 4  # the sample job's batch
     predicted = what_if(base, batch_rules(batch_scales(base, factor)))
     # measured at session 24: +0.03% (batch 2), +0.36% (batch 16); scaling every compute kernel by the factor
@@ -66,3 +69,6 @@ def test_batch_what_if_predicts_the_job_simulated_at_another_batch(base: aonkit.
     assert predicted.step_time_ns == pytest.approx(truth.measured_ns, rel=0.01)
     naive = what_if(base, [Rule(factor, gpu_class="computation")])
     assert abs(naive.step_time_ns / truth.measured_ns - 1) > 5 * abs(predicted.step_time_ns / truth.measured_ns - 1)
+    # each rank's peak allocated memory (the simulator's activations are linear in the batch: equal at session 24)
+    peaks = [int(memory_peaks(t)[0]["peak_allocated_bytes"].max()) for t in job.values()]
+    assert batch_memory(base, factor)["projected_bytes"].tolist() == pytest.approx(peaks, rel=1e-3)

@@ -122,6 +122,8 @@ ENTRIES: tuple[Entry, ...] = (
       "whatif_batch.batch_scales", kwargs={"factor": 2.0}),
     E("Where does a bigger batch stop paying (step time, throughput and the GPU's share per batch size)?",
       "whatif_batch.batch_sweep", takes="job", kwargs={"factors": (0.5, 1, 2, 4), "step": 3}),
+    E("Would twice the batch fit in GPU memory (each GPU's peak, projected)?", "whatif_batch_memory.batch_memory",
+      kwargs={"factor": 2.0}),
     E("What if the straggler rank were faster (collectives tied across ranks)?", "critical_path.what_if",
       takes="job", kwargs={"rules": [{"scale": 0.8, "rank": 1}]}),
     E("HTA's temporal breakdown (idle, compute, non-compute)", "hta_compat.temporal_breakdown", takes="frames",

@@ -52,6 +52,16 @@ def memory_events(trace: Trace) -> pd.DataFrame:
     return out
 
 
+def live_at(events: pd.DataFrame, at: int) -> np.ndarray:
+    """Positions in one device's :func:`memory_events` of the allocations live at position ``at``.
+
+    An address is live when its last event up to and including ``at`` is an allocation (``bytes > 0``).
+    """
+    addr, nbytes = events["addr"].to_numpy()[: at + 1], events["bytes"].to_numpy()[: at + 1]
+    last = ~pd.Series(addr).duplicated(keep="last").to_numpy()
+    return np.flatnonzero(last & (nbytes > 0))
+
+
 def memory_peaks(trace: Trace, n: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Peak allocated memory per device, and the CPU ops holding the most memory at each peak.
 
@@ -87,10 +97,8 @@ def memory_peaks(trace: Trace, n: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]
         alloc = d["allocated_bytes"].to_numpy()
         at = int(np.argmax(alloc))
         peaks.append((device, int(alloc[at]), int(d["ts_ns"].iloc[at]), int(d["reserved_bytes"].max())))
-        # an address is live at the peak when its last event up to the peak is an allocation (bytes > 0)
-        addr, nbytes = d["addr"].to_numpy()[: at + 1], d["bytes"].to_numpy()[: at + 1]
-        last = ~pd.Series(addr).duplicated(keep="last").to_numpy()
-        live = np.flatnonzero(last & (nbytes > 0))
+        live = live_at(d, at)
+        nbytes = d["bytes"].to_numpy()
         if len(live):
             op_rows = ops[d.index.to_numpy()[live]]
             op = np.where(op_rows >= 0, names_of(trace.events, np.maximum(op_rows, 0)), "(no op)")

@@ -20,9 +20,10 @@ the trace, at most 5 us) and scales the rest by how its work grows:
 Per name, the factor is the time-weighted mean over its events (``batch_rules`` makes one what-if rule per
 factor, as :func:`~aonkit.analysis.whatif_hardware.hardware_rules` does). CPU time, launches and host gaps stay
 as measured: a host-bound step gains throughput almost linearly with the batch until the GPU becomes the
-bottleneck, which is what :func:`batch_sweep` shows. Not modelled: activation memory (a batch that does not fit),
-kernels that pick another algorithm at another size (tile shapes, split-K), data loading that grows with the
-batch (add ``Rule(k, kind="gap")`` yourself).
+bottleneck, which is what :func:`batch_sweep` shows, beside each GPU's projected peak memory
+(:func:`~aonkit.analysis.whatif_batch_memory.batch_memory`: whether the batch fits). Not modelled: kernels that
+pick another algorithm at another size (tile shapes, split-K), data loading that grows with the batch (add
+``Rule(k, kind="gap")`` yourself).
 """
 
 from __future__ import annotations
@@ -227,10 +228,14 @@ def batch_sweep(trace: Trace | Mapping[int, Trace], factors: Sequence[float] = (
     pandas.DataFrame
         One row per factor: ``factor``, ``step_ns`` (what-if step time), ``step_ratio`` (over the identity
         model's), ``throughput_ratio`` (samples per second over the measured batch's: ``factor / step_ratio``)
-        and ``gpu_share`` (the GPU's part of the critical path: near 1, the GPU is the bottleneck).
+        ``gpu_share`` (the GPU's part of the critical path: near 1, the GPU is the bottleneck), ``peak_bytes``
+        (the fullest GPU's peak allocated memory projected by :func:`~aonkit.analysis.whatif_batch_memory.batch_memory`;
+        -1 without ``profile_memory`` events) and ``capacity_bytes`` (that GPU's memory; -1 when unknown).
     """
     from .critical_path import what_if
+    from .whatif_batch_memory import batch_memory
 
+    mem = batch_memory(trace, 1.0)  # the fixed and the growing part of each GPU's peak, read once
     rows = []
     for f in factors:
         scaled = batch_rules(batch_scales(trace, float(f), comm_scale=comm_scale, overhead_ns=overhead_ns,
@@ -240,5 +245,12 @@ def batch_sweep(trace: Trace | Mapping[int, Trace], factors: Sequence[float] = (
         total = int(path["dur_ns"].sum())
         gpu = int(path.loc[path["kind"] == "gpu", "dur_ns"].sum())
         ratio = r.step_time_ns / r.model_ns if r.model_ns else float("nan")
-        rows.append((float(f), int(r.step_time_ns), ratio, float(f) / ratio, gpu / total if total else float("nan")))
-    return pd.DataFrame(rows, columns=["factor", "step_ns", "step_ratio", "throughput_ratio", "gpu_share"])
+        peak, capacity = -1, -1
+        if len(mem):
+            projected = np.round(mem["fixed_bytes"] + float(f) * mem["batch_bytes"]).astype(np.int64).to_numpy()
+            at = int(np.argmax(projected))
+            peak, capacity = int(projected[at]), int(mem["capacity_bytes"].iloc[at])
+        rows.append((float(f), int(r.step_time_ns), ratio, float(f) / ratio, gpu / total if total else float("nan"),
+                     peak, capacity))  # fmt: skip
+    return pd.DataFrame(rows, columns=["factor", "step_ns", "step_ratio", "throughput_ratio", "gpu_share", "peak_bytes",
+                                       "capacity_bytes"])  # fmt: skip

@@ -20,6 +20,7 @@ from jupyter_bokeh.widgets import BokehModel
 
 from ..analysis.critical_path import Rule, WhatIf, composition, what_if
 from ..analysis.whatif_batch import batch_rules, batch_scales
+from ..analysis.whatif_batch_memory import batch_memory
 from ..analysis.whatif_hardware import hardware_rules, hardware_scales
 from ..analysis.whatif_rules import PARTS
 from ..model.hardware import devices
@@ -85,6 +86,7 @@ class WhatIfPanel(BokehWidget, w.VBox):
         self.batch = w.SelectionSlider(options=BATCHES, value=1.0, description="batch x",
                                        style={"description_width": "140px"})  # fmt: skip
         self._batch: dict[float, list[Rule]] = {}
+        self._mem = None
         self.result: WhatIf = what_if(trace, step=step, scope=scope)
         self.figure, self.source = composition_figure(composition(self.result.critical_path))
         self.summary = w.HTML()
@@ -130,6 +132,12 @@ class WhatIfPanel(BokehWidget, w.VBox):
         if k not in self._batch:
             self._batch[k] = batch_rules(batch_scales(self.trace, k))
         return self._batch[k]
+
+    def _memory(self) -> Any:
+        """:func:`~aonkit.analysis.whatif_batch_memory.batch_memory` at the measured batch, read once."""
+        if self._mem is None:
+            self._mem = batch_memory(self.trace, 1.0)
+        return self._mem
 
     def update(self) -> WhatIf:
         """Re-time with the current rules and refresh the numbers and bars; return the result."""
@@ -177,6 +185,12 @@ class WhatIfPanel(BokehWidget, w.VBox):
         if k != 1.0 and r.step_time_ns > 0:
             text += (f"<br>batch x{k:g}: throughput (samples/s) <b>x{k * r.model_ns / r.step_time_ns:.3f}</b> "
                      "(parameter work and gradient collectives kept)")  # fmt: skip
+            mem = self._memory()
+            if len(mem):
+                at = mem["batch_bytes"].mul(k).add(mem["fixed_bytes"]).idxmax()
+                peak, cap = mem.at[at, "fixed_bytes"] + k * mem.at[at, "batch_bytes"], mem.at[at, "capacity_bytes"]
+                text += f"; peak GPU memory {peak / 1e9:.1f} GB" + (f" of {cap / 1e9:.1f}" if cap > 0 else "")
+                text += " <b>(does not fit)</b>" if 0 < cap < peak else ""
         period, model = r.periods_ns
         if period > 0 and model > 0:
             text += (f"<br>step period (median) <b>{fmt_ns(period)}</b> (model {fmt_ns(model)}); "
