@@ -149,8 +149,11 @@ def _one(trace: Trace, k: float, comm_scale: float, overhead_ns: float | None,
     frame = pd.DataFrame({"name": names, "kernel_class": klass, "dur_ns": dur, "new": new, "how": how})
     out = frame.groupby("name", sort=False).agg(
         kernel_class=("kernel_class", "first"), events=("dur_ns", "size"), dur_ns=("dur_ns", "sum"),
-        new_dur_ns=("new", "sum"), how=("how", lambda h: h.value_counts().index[0]))  # fmt: skip
-    out = out.reset_index()
+        new_dur_ns=("new", "sum"))  # fmt: skip
+    # per name, the rule that took most of its time (ties: the first in text order, whatever the sort)
+    by_how = frame.groupby(["name", "how"], sort=True)["dur_ns"].sum().reset_index()
+    by_how = by_how.sort_values(["name", "dur_ns"], ascending=[True, False], kind="stable")
+    out = out.join(by_how.drop_duplicates("name").set_index("name")["how"]).reset_index()
     out["scale"] = np.where(out["dur_ns"] > 0, out["new_dur_ns"] / out["dur_ns"].where(out["dur_ns"] > 0, 1), k)
     out = out.astype({"dur_ns": np.int64, "new_dur_ns": np.int64})[list(COLUMNS)]
     out.attrs.update(factor=float(k), overhead_ns=float(overhead_ns),
@@ -181,7 +184,7 @@ def batch_scales(trace: Trace | Mapping[int, Trace], factor: float, *, comm_scal
     -------
     pandas.DataFrame
         ``name``, ``kernel_class``, ``events``, ``dur_ns`` (measured total), ``new_dur_ns``, ``scale``, ``how``
-        (the rule most of its events took); ``attrs``: ``factor``, ``overhead_ns``, ``spec``.
+        (the rule that took most of its time); ``attrs``: ``factor``, ``overhead_ns``, ``spec``.
 
     Raises
     ------
