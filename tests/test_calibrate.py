@@ -344,3 +344,15 @@ def test_a_calibration_on_one_batch_size_predicts_the_other(fit: int, other: int
     # and the fit reproduces its own trace (the affine fit's intercept)
     own = summarize(cal.predict(traces[fit]), cal.factors, cal.overheads).set_index("class").loc["all"]
     assert abs(own["error"]) < 1e-6, own
+
+
+def test_an_unknown_gpu_says_what_to_pass(tmp_path: Path) -> None:
+    from aonkit.errors import MissingInputError
+    from aonkit.model.calibration_table import calibration_table
+
+    from .test_whatif_batch import hand_trace
+
+    t = hand_trace(tmp_path, gpu="Some Future Accelerator")
+    with pytest.raises(MissingInputError, match="pass spec="):
+        calibrate(t)
+    assert len(calibration_table(t, "H100 SXM")) > 0

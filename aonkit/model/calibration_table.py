@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..errors import MissingInputError
 from .hardware import DeviceSpec
 from .llm.network import DGX_A100, DGX_H100, Network, collective_time
 
@@ -106,8 +107,10 @@ def calibration_table(trace: Trace, spec: DeviceSpec | str | None = None, *, by:
 
     Raises
     ------
+    MissingInputError
+        When no spec is given and the trace's GPU is unknown (a ``ValueError``).
     ValueError
-        When no spec is given and the trace's GPU is unknown, or ``by`` is neither value.
+        When ``by`` is neither value.
     """
     from ..analysis.correlation import gpu_launches
     from ..analysis.kernels import kernel_class
@@ -118,7 +121,7 @@ def calibration_table(trace: Trace, spec: DeviceSpec | str | None = None, *, by:
     k = roofline_table(trace, spec, by="kernel", tf32=tf32, default_dtype=default_dtype)
     spec = k.attrs["spec"]
     if spec is None:
-        raise ValueError("the trace names no known GPU (deviceProperties); pass spec=DeviceSpec(...) or a name")
+        raise MissingInputError("the trace names no known GPU (deviceProperties); pass spec=DeviceSpec(...) or a name")
     notes: list[str] = []
     ev = trace.events
     ts_all = ev["ts_ns"].to_numpy(np.int64)
