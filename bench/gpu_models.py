@@ -8,8 +8,8 @@ with CUDA events (median of 20 after 5 warm-ups): achieved TFLOP/s and the fract
 the model's default ``EFFICIENCY["matmul"]``; (b) one decode step of four Llama-3 8B layers plus the logits with
 a KV cache, captured in a CUDA graph (as serving engines run it: no launch gaps), against
 ``aonkit.model.llm.decode_time`` for the same four layers; (c) ``calibrate`` on the batch-4 trace of
-``tools/make_cuda_samples.py`` predicting the batch-8 one and back, per class. (a) and (b) need CUDA; (c) needs
-only the traces. Prints markdown tables; writes no file.
+``tools/make_cuda_samples.py`` predicting the batch-8 one and back, per class; (d) the batch what-if
+(``whatif_batch``) from one to the other. (a) and (b) need CUDA; (c) and (d) need only the traces. Prints markdown tables; writes no file.
 """
 
 from __future__ import annotations
@@ -147,6 +147,24 @@ def calibration_table(folder: Path) -> None:
         for _, r in summarize(cal.predict(traces[other]), cal.factors, cal.overheads).iterrows():
             print(f"| {fit} | {other} | {r['class']} | {r['measured_ns'] / 1e6:.3f} | {r['predicted_ns'] / 1e6:.3f} | "
                   f"{r['error']:+.1%} |")
+    batch_table(traces)
+
+
+def batch_table(traces: dict) -> None:
+    """(d) ``batch_scales`` on one batch size predicting the other's kernel time and traced span."""
+    from aonkit.analysis.critical_path import what_if
+    from aonkit.analysis.whatif_batch import batch_rules, batch_scales
+
+    print("\n### (d) batch what-if (whatif_batch) on one batch size predicting the other\n")
+    print("| from | to | kernels measured ms | predicted ms | error | span measured ms | predicted ms | error |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for src, dst in ((4, 8), (8, 4)):
+        s = batch_scales(traces[src], dst / src)
+        gpu, pred = int(batch_scales(traces[dst], 1.0)["dur_ns"].sum()), int(s["new_dur_ns"].sum())
+        span, pspan = what_if(traces[dst]).measured_ns, what_if(traces[src], batch_rules(s)).step_time_ns
+        err, span_err = (pred / gpu - 1 if gpu else float("nan")), (pspan / span - 1 if span else float("nan"))
+        print(f"| {src} | {dst} | {gpu / 1e6:.3f} | {pred / 1e6:.3f} | {err:+.1%} | {span / 1e6:.3f} | "
+              f"{pspan / 1e6:.3f} | {span_err:+.1%} |")
 
 
 def main() -> None:
