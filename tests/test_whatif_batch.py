@@ -135,6 +135,9 @@ def test_bad_input_says_why(tmp_path: Path) -> None:
     for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="factor must be"):
             batch_scales(t, bad, spec="H100 SXM")
+    for kw in ({"comm_scale": -1.0}, {"overhead_ns": float("nan")}, {"overhead_ns": -5.0}):
+        with pytest.raises(ValueError, match=f"{next(iter(kw))} must be"):
+            batch_scales(t, 2, spec="H100 SXM", **kw)
 
 
 def test_the_sweep_finds_where_a_bigger_batch_stops_paying(tmp_path: Path) -> None:

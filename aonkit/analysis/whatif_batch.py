@@ -189,13 +189,18 @@ def batch_scales(trace: Trace | Mapping[int, Trace], factor: float, *, comm_scal
     Raises
     ------
     ValueError
-        When ``factor`` is not a finite number above 0.
+        When ``factor`` is not a finite number above 0, or ``comm_scale`` or ``overhead_ns`` is negative or not
+        finite.
     MissingInputError
         When kernels are costed from shapes but the trace names no known GPU and ``spec`` is not given (a
         ``ValueError``).
     """
     if not (factor > 0 and math.isfinite(factor)):
         raise ValueError(f"factor must be a finite number > 0, not {factor!r}")
+    if not (comm_scale >= 0 and math.isfinite(comm_scale)):
+        raise ValueError(f"comm_scale must be a finite number >= 0, not {comm_scale!r}")
+    if overhead_ns is not None and not (overhead_ns >= 0 and math.isfinite(overhead_ns)):
+        raise ValueError(f"overhead_ns must be a finite number >= 0, not {overhead_ns!r}")
     one = partial(_one, k=float(factor), comm_scale=float(comm_scale), overhead_ns=overhead_ns, spec=spec)
     if isinstance(trace, Trace):
         return one(trace)
