@@ -6,7 +6,9 @@ Usage: ``PYTHONPATH=. python bench/overhead.py [--seconds 10] [--rates 10,100]``
 skips), then each NVML reader timed on its own (``NvmlSampler.time_readers``): time a read and a call; (c) the
 sampler over the fake NVML of the tests (2 Hopper GPUs), i.e. the sampler's own Python cost without the driver;
 (d) ``aonkit.profile`` without tracing around a CPU-bound run (the magic's cost without torch), and its fixed cost;
-(e) with CUDA, a GPU-bound loop alone and beside the GPU sampler at 10 Hz. (b) runs at each of ``--rates``.
+(e) with CUDA, a GPU-bound loop alone and beside the GPU sampler at 10 Hz; (f) a sample's wall time beside a
+thread running Python, with and without the lowered switch interval of ``quick_handoffs``. (b) runs at each of
+``--rates``.
 
 Thread CPU is ``time.thread_time()`` of the sampling thread, from its start to its end, over the same wall time:
 a percentage of one core. Cost a sample is the sampler's own ``cost_ns`` (wall time of ``sample()``).
@@ -131,6 +133,56 @@ def gpu_loop_overhead(repeat: int) -> None:
           f"beside NvmlSampler at 10 Hz {b:.4f} s: {100 * (b / a - 1):+.2f}%")
 
 
+def handoff_table(seconds: float) -> None:
+    """(f) A sample's wall time beside a thread running Python, with and without ``quick_handoffs``.
+
+    Each call that releases the GIL (a ``pread``, an NVML call through ctypes) waits for the switch interval to
+    get it back from a busy Python thread. Rows: the host sampler, and a stand-in for an NVML sample (30 ctypes
+    calls of 20 us, ``usleep``), each with the lowered switch interval and with the default one.
+    """
+    import ctypes
+    import threading
+
+    import aonkit.sources.samplers as samplers
+
+    libc = ctypes.CDLL(None)
+
+    class ThirtyCalls(RingSampler):
+        metrics = ("x",)
+
+        def sample(self) -> np.ndarray:
+            for _ in range(30):
+                libc.usleep(20)
+            return np.array([1.0])
+
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            busy_loop(20_000)
+
+    print("\n(f) a sample's wall time beside a thread running Python (GIL hand-offs)\n")
+    print("| sampler | switch interval during a sample | samples | wall time a sample us (mean) | max us |")
+    print("|---|---|---|---|---|")
+    saved = samplers.SAMPLE_SWITCH_S
+    for name, cls in (("HostSampler", HostSampler), ("30 ctypes calls of 20 us (NVML stand-in)", ThirtyCalls)):
+        for quick in (True, False):
+            samplers.SAMPLE_SWITCH_S = saved if quick else 1.0  # 1.0: min(1.0, default) keeps the default
+            stop.clear()
+            t = threading.Thread(target=busy)
+            t.start()
+            s = cls(interval_s=0.1)
+            s.start()
+            time.sleep(seconds)
+            s.stop()
+            stop.set()
+            t.join()
+            c = s.cost_ns
+            how = f"{saved * 1e3:g} ms (quick_handoffs)" if quick else f"{sys.getswitchinterval() * 1e3:g} ms (default)"
+            print(f"| {name} | {how} | {c['n']} | {c['mean'] / 1e3:.0f} | {c['max'] / 1e3:.0f} |", flush=True)
+    samplers.SAMPLE_SWITCH_S = saved
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
@@ -167,6 +219,7 @@ def main() -> int:
         print(row("NvmlSampler (fake NVML, 2 GPU)", 10, run(fake, args.seconds)))
         fake.close()
 
+    handoff_table(min(args.seconds, 5.0))
     if args.repeat:
         profile_overhead(args.cell, args.repeat)
     if sampler is not None:

@@ -121,3 +121,32 @@ def test_channels_put_each_column_on_its_device() -> None:
     assert s.metrics == ("a", "b") and n >= 2
     rows = list(zip(frame["device"], frame["metric"], frame["value"]))
     assert rows == [(0, "a", 1.0), (0, "b", 2.0), (1, "a", 3.0)] * n
+
+
+def test_a_sample_takes_the_gil_back_quickly_and_is_stamped_at_its_start() -> None:
+    """Beside a thread running Python, each GIL hand-off of a sample would wait the 5 ms switch interval."""
+    import sys
+
+    from aonkit.sources.samplers import SAMPLE_SWITCH_S
+
+    seen: list[tuple[float, int, int]] = []
+
+    class Watching(RingSampler):
+        metrics = ("x",)
+
+        def sample(self) -> np.ndarray:
+            t = time.time_ns()
+            time.sleep(0.002)  # a reading that takes time: the stamp is its start, not its end
+            seen.append((sys.getswitchinterval(), t, time.time_ns()))
+            return np.array([1.0])
+
+    before = sys.getswitchinterval()
+    # two samplers at once (the host's and the GPUs' threads): the interval is lowered while either samples
+    with Watching(interval_s=0.005) as a, Watching(interval_s=0.007) as b:
+        time.sleep(0.1)
+    assert sys.getswitchinterval() == before  # restored
+    assert len(seen) >= 20 and all(s == pytest.approx(min(SAMPLE_SWITCH_S, before), rel=1e-3) for s, _, _ in seen)
+    stamps = np.sort(np.concatenate([a.read()[0]["ts_ns"].to_numpy(), b.read()[0]["ts_ns"].to_numpy()]))
+    starts = np.sort([t for _, t, _ in seen])
+    ends = np.sort([e for _, _, e in seen])
+    assert len(stamps) == len(seen) and (stamps <= starts).all() and (ends - stamps >= 2_000_000).all()

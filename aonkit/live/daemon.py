@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sources.samplers import HostSampler
+from ..sources.samplers import HostSampler, quick_handoffs
 from . import store
 from .options import DEFAULTS, add_run_arguments
 from .paths import LOCK, RING, STATUS, LiveError, data_root, hostname, open_private, private_dir, runtime_dir
@@ -157,16 +157,18 @@ class Daemon:
         values = np.full(len(self.channels), np.nan)
         next_t = time.monotonic()
         while not self._stop.is_set():
-            try:
-                values[: self.n_host] = self.host_sampler.sample()
-            except Exception:  # noqa: BLE001 - a bad tick is NaN, sampling goes on
-                values[: self.n_host] = np.nan
-            if self.gpu is not None:
+            stamp = time.time_ns()  # a tick is stamped with its first reading's time
+            with quick_handoffs():  # the flusher thread must not hold each reading up by a switch interval
                 try:
-                    values[self.n_host :] = self.gpu.sample()
-                except Exception:  # noqa: BLE001
-                    values[self.n_host :] = np.nan
-            self.ring.write(time.time_ns(), values)
+                    values[: self.n_host] = self.host_sampler.sample()
+                except Exception:  # noqa: BLE001 - a bad tick is NaN, sampling goes on
+                    values[: self.n_host] = np.nan
+                if self.gpu is not None:
+                    try:
+                        values[self.n_host :] = self.gpu.sample()
+                    except Exception:  # noqa: BLE001
+                        values[self.n_host :] = np.nan
+            self.ring.write(stamp, values)
             if self.ring.count - self.flushed >= self.capacity // 2:
                 self._flush_now.set()
             next_t += self.interval_s

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import os
 import select
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -62,6 +64,37 @@ class Sampler(Protocol):
 
     def read(self, cursor: int = 0) -> tuple[pd.DataFrame, int]:
         """Samples taken after ``cursor`` (long form) and the cursor to pass next time."""
+
+
+SAMPLE_SWITCH_S = 0.0002
+"""The interpreter's switch interval while a sample is taken (``sys.setswitchinterval``; see :func:`quick_handoffs`)."""
+_handoffs = {"depth": 0, "saved": 0.005}
+_handoffs_lock = threading.Lock()
+
+
+@contextmanager
+def quick_handoffs() -> Iterator[None]:
+    """Take the GIL back within :data:`SAMPLE_SWITCH_S` after each blocking call of a sample.
+
+    Every call that releases the GIL for a few microseconds or more (a ``pread`` of ``/proc``, an NVML call
+    through ctypes) hands it to a thread running Python, and getting it back waits for the interpreter's switch
+    interval (5 ms by default): beside a busy Python loop, a host sample (two reads) took 10 ms and an NVML
+    sample of 30 calls would take 150 ms, stamping it late and slowing the sampler below its rate. For the
+    sample's own duration the switch interval is lowered (process-wide, counted across the samplers' threads,
+    then restored); the busy thread loses only the sample's own work.
+    """
+    with _handoffs_lock:
+        if _handoffs["depth"] == 0:
+            _handoffs["saved"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(SAMPLE_SWITCH_S, _handoffs["saved"]))
+        _handoffs["depth"] += 1
+    try:
+        yield
+    finally:
+        with _handoffs_lock:
+            _handoffs["depth"] -= 1
+            if _handoffs["depth"] == 0:
+                sys.setswitchinterval(_handoffs["saved"])
 
 
 class RingSampler:
@@ -131,12 +164,13 @@ class RingSampler:
     def _run(self) -> None:
         next_t = time.monotonic()
         while not self._stop.is_set():
+            now = time.time_ns()  # when the readings start (a sample is stamped with its first reading's time)
             t0 = time.perf_counter_ns()
             try:
-                values = self.sample()
+                with quick_handoffs():
+                    values = self.sample()
             except Exception as exc:  # the thread goes on; the error is kept
                 self.error, values = exc, np.nan
-            now = time.time_ns()
             cost = time.perf_counter_ns() - t0
             with self._lock:
                 slot = self._count % self.capacity
