@@ -77,24 +77,33 @@ def profile_overhead(n: int, repeat: int) -> None:
 
     busy_loop(n // 100)
     plain, profiled, empty = [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for k in range(repeat):
-            t0 = time.perf_counter()
+    def alone(k: int) -> None:
+        t0 = time.perf_counter()
+        busy_loop(n)
+        plain.append(time.perf_counter() - t0)
+
+    def under(k: int) -> None:
+        t0 = time.perf_counter()
+        with aonkit.profile(f"{tmp}/b{k}", trace=False, gpu=False, interval_s=0.1):
             busy_loop(n)
-            plain.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            with aonkit.profile(f"{tmp}/b{k}", trace=False, gpu=False, interval_s=0.1):
-                busy_loop(n)
-            profiled.append(time.perf_counter() - t0)
+        profiled.append(time.perf_counter() - t0)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(repeat):  # ABBA order: a drift of the machine's speed weighs on both alike
+            for run_one in ((alone, under) if k % 2 == 0 else (under, alone)):
+                run_one(k)
             t0 = time.perf_counter()
             with aonkit.profile(f"{tmp}/e{k}", trace=False, gpu=False, interval_s=0.1):
                 pass
             empty.append(time.perf_counter() - t0)
     p, q = statistics.median(plain), statistics.median(profiled)
-    print(f"\naonkit.profile(trace=False) around a CPU-bound run, median of {repeat} alternating pairs:\n")
-    print("| run alone s | under aonkit.profile s | added | fixed cost of an empty run (start, stop, bundle) ms |")
-    print("|---|---|---|---|")
-    print(f"| {p:.3f} | {q:.3f} | {100 * (q - p) / p:+.2f}% | {1000 * statistics.median(empty):.1f} |")
+    pairs = statistics.median(b / a - 1 for a, b in zip(plain, profiled))
+    print(f"\naonkit.profile(trace=False) around a CPU-bound run, {repeat} pairs in ABBA order:\n")
+    print("| run alone s (median) | under aonkit.profile s (median) | added (medians) | added (median of pairs) | "
+          "fixed cost of an empty run (start, stop, bundle) ms |")
+    print("|---|---|---|---|---|")
+    print(f"| {p:.3f} | {q:.3f} | {100 * (q - p) / p:+.2f}% | {100 * pairs:+.2f}% | "
+          f"{1000 * statistics.median(empty):.1f} |")
 
 
 def gpu_loop_overhead(repeat: int) -> None:

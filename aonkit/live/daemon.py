@@ -22,12 +22,13 @@ import signal
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..sources.samplers import HostSampler, quick_handoffs
+from ..sources.samplers import HandoffGuard, HostSampler
 from . import store
 from .options import DEFAULTS, add_run_arguments
 from .paths import LOCK, RING, STATUS, LiveError, data_root, hostname, open_private, private_dir, runtime_dir
@@ -153,21 +154,28 @@ class Daemon:
         self._stop.set()
         os.write(self._wake[1], b"x")
 
+    def _read_tick(self, values: np.ndarray) -> None:
+        """One tick's readings into ``values`` (NaN where a sampler failed)."""
+        try:
+            values[: self.n_host] = self.host_sampler.sample()
+        except Exception:  # noqa: BLE001 - a bad tick is NaN, sampling goes on
+            values[: self.n_host] = np.nan
+        if self.gpu is not None:
+            try:
+                values[self.n_host :] = self.gpu.sample()
+            except Exception:  # noqa: BLE001
+                values[self.n_host :] = np.nan
+
     def _sample_loop(self) -> None:
         values = np.full(len(self.channels), np.nan)
         next_t = time.monotonic()
+        handoffs = HandoffGuard()  # the flusher thread must not hold each reading up by a switch interval
+        tick = partial(self._read_tick, values)
         while not self._stop.is_set():
             stamp = time.time_ns()  # a tick is stamped with its first reading's time
-            with quick_handoffs():  # the flusher thread must not hold each reading up by a switch interval
-                try:
-                    values[: self.n_host] = self.host_sampler.sample()
-                except Exception:  # noqa: BLE001 - a bad tick is NaN, sampling goes on
-                    values[: self.n_host] = np.nan
-                if self.gpu is not None:
-                    try:
-                        values[self.n_host :] = self.gpu.sample()
-                    except Exception:  # noqa: BLE001
-                        values[self.n_host :] = np.nan
+            t0 = time.perf_counter_ns()
+            handoffs.call(tick)
+            handoffs.took(time.perf_counter_ns() - t0)
             self.ring.write(stamp, values)
             if self.ring.count - self.flushed >= self.capacity // 2:
                 self._flush_now.set()

@@ -30,9 +30,8 @@ import select
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -68,33 +67,71 @@ class Sampler(Protocol):
 
 SAMPLE_SWITCH_S = 0.0002
 """The interpreter's switch interval while a sample is taken (``sys.setswitchinterval``; see :func:`quick_handoffs`)."""
-_handoffs = {"depth": 0, "saved": 0.005}
-_handoffs_lock = threading.Lock()
+SLOW_SAMPLE_NS = 1_000_000
+"""A sample slower than this (1 ms) waited on the GIL: :class:`HandoffGuard` turns quick hand-offs on."""
+QUICK_SAMPLES = 50
+"""Samples that quick hand-offs stay on for after a slow one."""
 
 
-@contextmanager
-def quick_handoffs() -> Iterator[None]:
-    """Take the GIL back within :data:`SAMPLE_SWITCH_S` after each blocking call of a sample.
+class _QuickHandoffs:
+    """The context of :func:`quick_handoffs` (one object; a class, cheaper per sample than a generator)."""
+
+    def __init__(self) -> None:
+        self.depth, self.saved, self.lock = 0, 0.005, threading.Lock()
+
+    def __enter__(self) -> None:
+        with self.lock:
+            if self.depth == 0:
+                self.saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(SAMPLE_SWITCH_S, self.saved))
+            self.depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.depth -= 1
+            if self.depth == 0:
+                sys.setswitchinterval(self.saved)
+
+
+_HANDOFFS = _QuickHandoffs()
+
+
+def quick_handoffs() -> _QuickHandoffs:
+    """Take the GIL back within :data:`SAMPLE_SWITCH_S` after each blocking call of a sample (``with`` it).
 
     Every call that releases the GIL for a few microseconds or more (a ``pread`` of ``/proc``, an NVML call
     through ctypes) hands it to a thread running Python, and getting it back waits for the interpreter's switch
-    interval (5 ms by default): beside a busy Python loop, a host sample (two reads) took 10 ms and an NVML
-    sample of 30 calls would take 150 ms, stamping it late and slowing the sampler below its rate. For the
-    sample's own duration the switch interval is lowered (process-wide, counted across the samplers' threads,
-    then restored); the busy thread loses only the sample's own work.
+    interval (5 ms by default): beside a busy Python loop, a host sample (two reads) took 10 ms and an NVML-like
+    sample of 30 calls 158 ms (``bench/overhead.py`` (f)), stamping it late and slowing the sampler below its
+    rate. For the sample's own duration the switch interval is lowered (process-wide, counted across the
+    samplers' threads, then restored); the busy thread loses only the sample's own work.
     """
-    with _handoffs_lock:
-        if _handoffs["depth"] == 0:
-            _handoffs["saved"] = sys.getswitchinterval()
-            sys.setswitchinterval(min(SAMPLE_SWITCH_S, _handoffs["saved"]))
-        _handoffs["depth"] += 1
-    try:
-        yield
-    finally:
-        with _handoffs_lock:
-            _handoffs["depth"] -= 1
-            if _handoffs["depth"] == 0:
-                sys.setswitchinterval(_handoffs["saved"])
+    return _HANDOFFS
+
+
+class HandoffGuard:
+    """One sampling thread's use of :func:`quick_handoffs`: only while its samples wait on the GIL.
+
+    A sample that took over :data:`SLOW_SAMPLE_NS` (it waited for a thread running Python) turns quick hand-offs
+    on for the next :data:`QUICK_SAMPLES` samples, and each of those that still hands the GIL over (over twice
+    :data:`SAMPLE_SWITCH_S`) keeps them on; a sampler beside idle threads never touches the switch interval.
+    """
+
+    def __init__(self) -> None:
+        self.left = 0
+
+    def call(self, fn: Any) -> Any:
+        """``fn()``, with quick hand-offs while they are on."""
+        if self.left <= 0:
+            return fn()
+        self.left -= 1
+        with _HANDOFFS:
+            return fn()
+
+    def took(self, cost_ns: int) -> None:
+        """Record a sample's wall time."""
+        if cost_ns > SLOW_SAMPLE_NS or (self.left > 0 and cost_ns > 2e9 * SAMPLE_SWITCH_S):
+            self.left = QUICK_SAMPLES
 
 
 class RingSampler:
@@ -163,15 +200,16 @@ class RingSampler:
 
     def _run(self) -> None:
         next_t = time.monotonic()
+        handoffs = HandoffGuard()
         while not self._stop.is_set():
             now = time.time_ns()  # when the readings start (a sample is stamped with its first reading's time)
             t0 = time.perf_counter_ns()
             try:
-                with quick_handoffs():
-                    values = self.sample()
+                values = handoffs.call(self.sample)
             except Exception as exc:  # the thread goes on; the error is kept
                 self.error, values = exc, np.nan
             cost = time.perf_counter_ns() - t0
+            handoffs.took(cost)
             with self._lock:
                 slot = self._count % self.capacity
                 self._ts[slot] = now
