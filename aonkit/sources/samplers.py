@@ -118,19 +118,20 @@ class HandoffGuard:
     """
 
     def __init__(self) -> None:
-        self.left = 0
+        self.left, self.on = 0, False
 
     def call(self, fn: Any) -> Any:
         """``fn()``, with quick hand-offs while they are on."""
-        if self.left <= 0:
+        self.on = self.left > 0
+        if not self.on:
             return fn()
         self.left -= 1
         with _HANDOFFS:
             return fn()
 
     def took(self, cost_ns: int) -> None:
-        """Record a sample's wall time."""
-        if cost_ns > SLOW_SAMPLE_NS or (self.left > 0 and cost_ns > 2e9 * SAMPLE_SWITCH_S):
+        """Record the wall time of the sample :meth:`call` just took."""
+        if cost_ns > SLOW_SAMPLE_NS or (self.on and cost_ns > 2e9 * SAMPLE_SWITCH_S):
             self.left = QUICK_SAMPLES
 
 
