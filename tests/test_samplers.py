@@ -165,3 +165,28 @@ def test_a_sample_takes_the_gil_back_quickly_and_is_stamped_at_its_start() -> No
     starts = np.sort([t for _, t, _ in seen])
     ends = np.sort([e for _, _, e in seen])
     assert len(stamps) == len(seen) and (stamps <= starts).all() and (ends - stamps >= 2_000_000).all()
+
+
+def test_the_guard_turns_quick_handoffs_on_after_a_slow_sample_and_off_when_they_stop_waiting() -> None:
+    import sys
+
+    from aonkit.sources.samplers import QUICK_SAMPLES, SAMPLE_SWITCH_S, HandoffGuard
+
+    g, default = HandoffGuard(), sys.getswitchinterval()
+
+    def seen() -> bool:  # is the interval lowered during this call
+        return g.call(sys.getswitchinterval) < default
+
+    assert not seen()
+    g.took(500_000)  # 0.5 ms with nothing on: not slow
+    assert not seen()
+    g.took(2_000_000)  # slow: on for the next QUICK_SAMPLES
+    on = []
+    for _ in range(QUICK_SAMPLES):
+        on.append(seen())
+        g.took(100_000)  # quick samples that no longer wait
+    assert all(on) and not seen() and sys.getswitchinterval() == default
+    g.took(2_000_000)
+    for _ in range(3 * QUICK_SAMPLES):  # samples that still hand the GIL over (over 2 x 0.2 ms) keep it on
+        assert seen()
+        g.took(int(3e9 * SAMPLE_SWITCH_S))
