@@ -152,7 +152,7 @@ def handoff_table(seconds: float) -> None:
     import ctypes
     import threading
 
-    import aonkit.sources.samplers as samplers
+    import aonkit.sources.handoffs as handoffs
 
     libc = ctypes.CDLL(None)
 
@@ -173,10 +173,10 @@ def handoff_table(seconds: float) -> None:
     print("\n(f) a sample's wall time beside a thread running Python (GIL hand-offs)\n")
     print("| sampler | switch interval during a sample | samples | wall time a sample us (mean) | max us |")
     print("|---|---|---|---|---|")
-    saved = samplers.SAMPLE_SWITCH_S
+    saved = handoffs.SAMPLE_SWITCH_S
     for name, cls in (("HostSampler", HostSampler), ("30 ctypes calls of 20 us (NVML stand-in)", ThirtyCalls)):
         for quick in (True, False):
-            samplers.SAMPLE_SWITCH_S = saved if quick else 1.0  # 1.0: min(1.0, default) keeps the default
+            handoffs.SAMPLE_SWITCH_S = saved if quick else 1.0  # 1.0: min(1.0, default) keeps the default
             stop.clear()
             t = threading.Thread(target=busy)
             t.start()
@@ -189,7 +189,7 @@ def handoff_table(seconds: float) -> None:
             c = s.cost_ns
             how = f"{saved * 1e3:g} ms (quick_handoffs)" if quick else f"{sys.getswitchinterval() * 1e3:g} ms (default)"
             print(f"| {name} | {how} | {c['n']} | {c['mean'] / 1e3:.0f} | {c['max'] / 1e3:.0f} |", flush=True)
-    samplers.SAMPLE_SWITCH_S = saved
+    handoffs.SAMPLE_SWITCH_S = saved
 
 
 def main() -> int:

@@ -42,7 +42,8 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "queues": {"queue_sweep"}, "queue_sweep": "*",  # kernels or their stand-ins (analysis.standin):
     "standin": "*", "describe_stats": "*", "group_order": "*", "key_match": "*", "lane_gaps": "*", "time_weighted": "*",
     "enclosing": "*",
-    "whatif_hardware": {"hardware_rules", "pool_scales", "resolve_spec"}, "whatif_batch": {"batch_rules"},
+    "whatif_hardware": {"hardware_rules", "pool_scales", "resolve_spec"},
+    "whatif_batch": {"batch_rules", "in_param_scope"}, "whatif_batch_memory": {"fullest"},
     "memory": {"live_at"},
     "sample_align": "*",  # needs a trace with GPU activity samples (docs/live.md), which the catalogue's subjects lack
 }  # fmt: skip

@@ -127,7 +127,7 @@ def test_a_sample_takes_the_gil_back_quickly_and_is_stamped_at_its_start() -> No
     """Beside a thread running Python, each GIL hand-off of a sample would wait the 5 ms switch interval."""
     import sys
 
-    from aonkit.sources.samplers import SAMPLE_SWITCH_S
+    from aonkit.sources.handoffs import SAMPLE_SWITCH_S
 
     seen: list[tuple[float, int, int]] = []
 
@@ -170,7 +170,7 @@ def test_a_sample_takes_the_gil_back_quickly_and_is_stamped_at_its_start() -> No
 def test_the_guard_turns_quick_handoffs_on_after_a_slow_sample_and_off_when_they_stop_waiting() -> None:
     import sys
 
-    from aonkit.sources.samplers import QUICK_SAMPLES, SAMPLE_SWITCH_S, HandoffGuard
+    from aonkit.sources.handoffs import QUICK_SAMPLES, SAMPLE_SWITCH_S, HandoffGuard
 
     g, default = HandoffGuard(), sys.getswitchinterval()
 

@@ -93,8 +93,11 @@ def _fixed_bytes(name: str, x: OpInputs, params: set[tuple[int, ...]]) -> float:
     return total + sum(x.nbytes(i) for i in fixed if x.is_tensor(i))
 
 
-def _op_ratios(trace: Trace, table: pd.DataFrame, k: float, spec: DeviceSpec) -> np.ndarray:
-    """Per row of a ``roofline_table(by="kernel")``: the ratio of its op's work at ``k`` times the batch."""
+def _op_work(trace: Trace, table: pd.DataFrame, spec: DeviceSpec) -> tuple[np.ndarray, ...]:
+    """Per row of a ``roofline_table(by="kernel")``: FLOPs, bytes, the bytes not carrying the batch, roof peak.
+
+    The peak is that of the row's roof on ``spec`` (NaN where the spec has none).
+    """
     op_rows = table["op_row"].to_numpy(np.int64)
     uniq = np.unique(op_rows)
     names = trace.events["name"].astype(object).to_numpy()[uniq]
@@ -108,45 +111,77 @@ def _op_ratios(trace: Trace, table: pd.DataFrame, k: float, spec: DeviceSpec) ->
     op_bytes = table.groupby("op_row")["bytes"].transform("sum").to_numpy(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(op_bytes > 0, nbytes / op_bytes, 0.0)  # the kernel's part of its op's bytes
-        fixed = np.minimum(np.array([fixed_of[r] for r in op_rows], np.float64) * share, nbytes)
-        new_flop, new_bytes = k * flop, fixed + k * (nbytes - fixed)
-        peak = np.array([spec.peak_flops.get(str(r), np.nan) for r in table["roof"]], np.float64)
-        old_t = np.maximum(np.where(flop > 0, flop / peak, 0.0), nbytes / spec.memory_bandwidth)
-        new_t = np.maximum(np.where(flop > 0, new_flop / peak, 0.0), new_bytes / spec.memory_bandwidth)
-        ratio = new_t / old_t
-    # a roof the spec has no peak for, or no work recorded: the byte ratio, else the batch's
-    by_bytes = np.where(nbytes > 0, new_bytes / np.where(nbytes > 0, nbytes, 1), k)
-    return np.where(np.isfinite(ratio) & (ratio > 0), ratio, by_bytes)
+    fixed = np.minimum(np.array([fixed_of[r] for r in op_rows], np.float64) * share, nbytes)
+    peak = np.array([spec.peak_flops.get(str(r), np.nan) for r in table["roof"]], np.float64)
+    return flop, nbytes, fixed, peak
 
 
-def _one(trace: Trace, k: float, comm_scale: float, overhead_ns: float | None,
-         spec: DeviceSpec | str | None) -> pd.DataFrame:  # fmt: skip
+def in_param_scope(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Whether each event of ``rows`` (-1: none) is, or runs inside, a :data:`PARAM_SCOPES` event."""
+    marked = category_flags(trace.events["name"], lambda n: bool(PARAM_SCOPES.search(str(n))))
+    return nearest_marked(np.asarray(rows, np.int64), parents(trace), marked) >= 0
+
+
+def _work(trace: Trace, spec: DeviceSpec | str | None) -> pd.DataFrame:
+    """Per GPU event, what :func:`batch_scales` needs whatever the factor (``attrs["spec"]``: the GPU used)."""
     gpu = gpu_table(trace)
     rows = gpu.index.to_numpy(np.int64)
-    dur = gpu["dur_ns"].to_numpy(np.float64)
     names = gpu["name"].astype(str).to_numpy()
-    klass = gpu["class"].astype(str).to_numpy()
-    if overhead_ns is None:
-        compute = dur[(klass == "computation") & (dur > 0)]
-        overhead_ns = float(min(compute.min(), MAX_OVERHEAD_NS)) if len(compute) else 0.0
-    ratio, how = np.full(len(gpu), float(k)), np.full(len(gpu), "no cost formula: carries the batch", object)
+    n = len(rows)
+    cols = {c: np.full(n, np.nan) for c in ("flop", "bytes", "fixed_bytes", "peak")}
+    costed = np.zeros(n, bool)
     roof = roofline_table(trace, spec, by="kernel")  # no spec: the trace's GPU, if it names a known one
     roof = roof[roof["kernel_row"].isin(rows) & np.isfinite(roof["bytes"].to_numpy(np.float64))]
     if len(roof):  # the roofline needs the GPU; a trace with no costed kernel does not
         spec = resolve_spec(spec, trace, arg="spec")
         where = np.searchsorted(rows, roof["kernel_row"].to_numpy(np.int64))
-        ratio[where] = _op_ratios(trace, roof.reset_index(drop=True), k, spec)
-        how[where] = "its op's roofline time"
-    links = gpu_links(trace).set_index("gpu_row")["op_row"].reindex(rows).fillna(-1).to_numpy(np.int64)
-    marked = category_flags(trace.events["name"], lambda n: bool(PARAM_SCOPES.search(str(n))))
-    in_scope = nearest_marked(links, parents(trace), marked) >= 0
-    param = in_scope | np.array([bool(PARAM_KERNELS.search(n)) for n in names], dtype=bool)
+        for c, v in zip(cols, _op_work(trace, roof.reset_index(drop=True), spec)):
+            cols[c][where] = v
+        costed[where] = True
+    ops = gpu_links(trace).set_index("gpu_row")["op_row"].reindex(rows).fillna(-1).to_numpy(np.int64)
+    param = in_param_scope(trace, ops) | np.array([bool(PARAM_KERNELS.search(x)) for x in names], dtype=bool)
+    work = pd.DataFrame({"name": names, "kernel_class": gpu["class"].astype(str).to_numpy(),
+                         "dur_ns": gpu["dur_ns"].to_numpy(np.float64), **cols, "costed": costed, "param": param})
+    work.attrs["spec"] = spec
+    return work
+
+
+def _one(trace: Trace, k: float, comm_scale: float, overhead_ns: float | None,
+         spec: DeviceSpec | str | None) -> pd.DataFrame:  # fmt: skip
+    if spec is None or isinstance(spec, str):  # the factor-free part once per trace (a sweep, the panel's slider)
+        from .memo import remembered_object
+
+        work = remembered_object(trace, ("batch_work", spec), lambda: _work(trace, spec))
+    else:
+        work = _work(trace, spec)
+    spec = work.attrs["spec"]
+    dur = work["dur_ns"].to_numpy(np.float64)
+    klass = work["kernel_class"].to_numpy()
+    if overhead_ns is None:
+        compute = dur[(klass == "computation") & (dur > 0)]
+        overhead_ns = float(min(compute.min(), MAX_OVERHEAD_NS)) if len(compute) else 0.0
+    ratio, how = np.full(len(work), float(k)), np.full(len(work), "no cost formula: carries the batch", object)
+    costed = work["costed"].to_numpy(bool)
+    if costed.any():
+        flop, nbytes, fixed, peak = (work[c].to_numpy(np.float64)[costed] for c in ("flop", "bytes", "fixed_bytes",
+                                                                                    "peak"))  # fmt: skip
+        new_flop, new_bytes = k * flop, fixed + k * (nbytes - fixed)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            old_t = np.maximum(np.where(flop > 0, flop / peak, 0.0), nbytes / spec.memory_bandwidth)
+            new_t = np.maximum(np.where(flop > 0, new_flop / peak, 0.0), new_bytes / spec.memory_bandwidth)
+            by_op = new_t / old_t
+        # a roof the spec has no peak for, or no work recorded: the byte ratio, else the batch's
+        by_bytes = np.where(nbytes > 0, new_bytes / np.where(nbytes > 0, nbytes, 1), k)
+        ratio[costed] = np.where(np.isfinite(by_op) & (by_op > 0), by_op, by_bytes)
+        how[costed] = "its op's roofline time"
+    param = work["param"].to_numpy(bool)
     ratio[param], how[param] = 1.0, "parameter-sized (optimizer, gradients): unchanged"
     comm = klass == "communication"
     ratio[comm], how[comm] = comm_scale, "communication: comm_scale"
     fixed = np.minimum(dur, overhead_ns)
     new = np.where(param | comm, dur * ratio, fixed + (dur - fixed) * ratio)
-    frame = pd.DataFrame({"name": names, "kernel_class": klass, "dur_ns": dur, "new": new, "how": how})
+    frame = pd.DataFrame({"name": work["name"].to_numpy(), "kernel_class": klass, "dur_ns": dur, "new": new,
+                          "how": how})  # fmt: skip
     out = frame.groupby("name", sort=False).agg(
         kernel_class=("kernel_class", "first"), events=("dur_ns", "size"), dur_ns=("dur_ns", "sum"),
         new_dur_ns=("new", "sum"))  # fmt: skip
@@ -241,7 +276,7 @@ def batch_sweep(trace: Trace | Mapping[int, Trace], factors: Sequence[float] = (
         -1 without ``profile_memory`` events) and ``capacity_bytes`` (that GPU's memory; -1 when unknown).
     """
     from .critical_path import what_if
-    from .whatif_batch_memory import batch_memory
+    from .whatif_batch_memory import batch_memory, fullest
 
     mem = batch_memory(trace, 1.0)  # the fixed and the growing part of each GPU's peak, read once
     rows = []
@@ -253,11 +288,7 @@ def batch_sweep(trace: Trace | Mapping[int, Trace], factors: Sequence[float] = (
         total = int(path["dur_ns"].sum())
         gpu = int(path.loc[path["kind"] == "gpu", "dur_ns"].sum())
         ratio = r.step_time_ns / r.model_ns if r.model_ns else float("nan")
-        peak, capacity = -1, -1
-        if len(mem):
-            projected = np.round(mem["fixed_bytes"] + float(f) * mem["batch_bytes"]).astype(np.int64).to_numpy()
-            at = int(np.argmax(projected))
-            peak, capacity = int(projected[at]), int(mem["capacity_bytes"].iloc[at])
+        peak, capacity = fullest(mem, float(f))
         rows.append((float(f), int(r.step_time_ns), ratio, float(f) / ratio, gpu / total if total else float("nan"),
                      peak, capacity))  # fmt: skip
     return pd.DataFrame(rows, columns=["factor", "step_ns", "step_ratio", "throughput_ratio", "gpu_share", "peak_bytes",

@@ -24,12 +24,10 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
-from .columns import category_flags
 from .correlation import enclosing_ops
-from .flops import nearest_marked, parents
 from .memory import live_at, memory_events
 from .roofline import trace_spec
-from .whatif_batch import PARAM_SCOPES
+from .whatif_batch import in_param_scope
 
 COLUMNS = ("rank", "device", "peak_bytes", "fixed_bytes", "batch_bytes", "projected_bytes", "capacity_bytes")
 
@@ -48,9 +46,7 @@ def _one(trace: Trace, k: float, rank: int) -> pd.DataFrame:
     mem = mem[mem["device"] >= 0]
     rows = []
     if len(mem):
-        ops = enclosing_ops(trace, mem["row"].to_numpy())
-        marked = category_flags(trace.events["name"], lambda n: bool(PARAM_SCOPES.search(str(n))))
-        scoped = nearest_marked(ops, parents(trace), marked) >= 0
+        scoped = in_param_scope(trace, enclosing_ops(trace, mem["row"].to_numpy()))
         where = pd.Series(np.arange(len(mem)), index=mem.index)
         for device, d in mem.groupby("device", sort=True):
             total = d["allocated_bytes"].to_numpy()
@@ -60,9 +56,28 @@ def _one(trace: Trace, k: float, rank: int) -> pd.DataFrame:
             param = scoped[where[d.index].to_numpy()[live]]
             peak = int(total[at])
             fixed = min(peak, max(peak - int(nbytes.sum()), 0) + int(nbytes[param].sum()))
-            rows.append((rank, int(device), peak, fixed, peak - fixed, int(round(fixed + k * (peak - fixed))),
-                         _capacity(trace, int(device))))  # fmt: skip
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+            rows.append((rank, int(device), peak, fixed, peak - fixed, 0, _capacity(trace, int(device))))
+    out = pd.DataFrame(rows, columns=list(COLUMNS))
+    out["projected_bytes"] = _projected(out, k)
+    return out
+
+
+def _projected(mem: pd.DataFrame, k: float) -> np.ndarray:
+    """``fixed + k * batch`` bytes per row of a :func:`batch_memory` table."""
+    return np.round(mem["fixed_bytes"].to_numpy(np.float64) + k * mem["batch_bytes"].to_numpy(np.float64)).astype(
+        np.int64)  # fmt: skip
+
+
+def fullest(mem: pd.DataFrame, k: float) -> tuple[int, int]:
+    """(projected peak, capacity) of the GPU a :func:`batch_memory` table says is fullest at ``k`` times the batch.
+
+    ``(-1, -1)`` for a table without rows (no ``profile_memory`` events).
+    """
+    if not len(mem):
+        return -1, -1
+    projected = _projected(mem, k)
+    at = int(np.argmax(projected))
+    return int(projected[at]), int(mem["capacity_bytes"].iloc[at])
 
 
 def batch_memory(trace: Trace | Mapping[int, Trace], factor: float) -> pd.DataFrame:

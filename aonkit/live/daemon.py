@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..sources.samplers import HandoffGuard, HostSampler
+from ..sources.handoffs import HandoffGuard
+from ..sources.samplers import HostSampler
 from . import store
 from .options import DEFAULTS, add_run_arguments
 from .paths import LOCK, RING, STATUS, LiveError, data_root, hostname, open_private, private_dir, runtime_dir

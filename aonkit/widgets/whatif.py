@@ -20,7 +20,7 @@ from jupyter_bokeh.widgets import BokehModel
 
 from ..analysis.critical_path import Rule, WhatIf, composition, what_if
 from ..analysis.whatif_batch import batch_rules, batch_scales
-from ..analysis.whatif_batch_memory import batch_memory
+from ..analysis.whatif_batch_memory import batch_memory, fullest
 from ..analysis.whatif_hardware import hardware_rules, hardware_scales
 from ..analysis.whatif_rules import PARTS
 from ..model.hardware import devices
@@ -185,10 +185,8 @@ class WhatIfPanel(BokehWidget, w.VBox):
         if k != 1.0 and r.step_time_ns > 0:
             text += (f"<br>batch x{k:g}: throughput (samples/s) <b>x{k * r.model_ns / r.step_time_ns:.3f}</b> "
                      "(parameter work and gradient collectives kept)")  # fmt: skip
-            mem = self._memory()
-            if len(mem):
-                at = mem["batch_bytes"].mul(k).add(mem["fixed_bytes"]).idxmax()
-                peak, cap = mem.at[at, "fixed_bytes"] + k * mem.at[at, "batch_bytes"], mem.at[at, "capacity_bytes"]
+            peak, cap = fullest(self._memory(), k)
+            if peak >= 0:
                 text += f"; peak GPU memory {peak / 1e9:.1f} GB" + (f" of {cap / 1e9:.1f}" if cap > 0 else "")
                 text += " <b>(does not fit)</b>" if 0 < cap < peak else ""
         period, model = r.periods_ns
