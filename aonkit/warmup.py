@@ -22,7 +22,7 @@ from typing import Any
 from .demo import SAMPLE_DIR
 from .errors import AonkitError
 
-STEPS = ("parse", "analyses", "job", "whatif", "views", "models")
+STEPS = ("parse", "analyses", "job", "whatif", "views", "models", "live")
 
 
 def _samples(src: Path) -> dict[str, Any]:
@@ -140,8 +140,14 @@ def _models(traces: dict[str, Any]) -> None:
                                     token_budget=100, step_time=st, replicas=2))
 
 
+def _live(traces: dict[str, Any]) -> None:
+    from .sources.host_compiled import kernel
+
+    kernel(compile=True)  # the host sampler's compiled loop (compiled, not run)
+
+
 _RUN = {"analyses": _analyses, "job": _job, "whatif": _whatif, "views": _views,
-        "models": _models}
+        "models": _models, "live": _live}
 
 
 def first_views(src: Path = SAMPLE_DIR) -> None:

@@ -2,7 +2,7 @@
 
 Usage: ``PYTHONPATH=. python bench/overhead.py [--seconds 10] [--rates 10,100]``
 
-(a) ``HostSampler`` at each rate; (b) ``NvmlSampler`` on the real GPUs (when NVML starts; else it says why and
+(a) ``HostSampler`` at each rate, its compiled loop and its Python loop; (b) ``NvmlSampler`` on the real GPUs (when NVML starts; else it says why and
 skips), then each NVML reader timed on its own (``NvmlSampler.time_readers``): time a read and a call; (c) the
 sampler over the fake NVML of the tests (2 Hopper GPUs), i.e. the sampler's own Python cost without the driver;
 (d) ``aonkit.profile`` without tracing around a CPU-bound run (the magic's cost without torch), and its fixed cost;
@@ -174,8 +174,16 @@ def handoff_table(seconds: float) -> None:
     print("| sampler | switch interval during a sample | samples | wall time a sample us (mean) | max us |")
     print("|---|---|---|---|---|")
     saved = handoffs.SAMPLE_SWITCH_S
-    for name, cls in (("HostSampler", HostSampler), ("30 ctypes calls of 20 us (NVML stand-in)", ThirtyCalls)):
-        for quick in (True, False):
+    def python_host(interval_s: float) -> HostSampler:
+        return HostSampler(interval_s, compiled=False)
+
+    def compiled_host(interval_s: float) -> HostSampler:
+        return HostSampler(interval_s, compiled=True)
+
+    for name, cls, ways in (("HostSampler (Python loop)", python_host, (True, False)),
+                            ("HostSampler (compiled loop: never takes the GIL)", compiled_host, (False,)),
+                            ("30 ctypes calls of 20 us (NVML stand-in)", ThirtyCalls, (True, False))):  # fmt: skip
+        for quick in ways:
             handoffs.SAMPLE_SWITCH_S = saved if quick else 1.0  # 1.0: min(1.0, default) keeps the default
             stop.clear()
             t = threading.Thread(target=busy)
@@ -203,8 +211,11 @@ def main() -> int:
 
     print("| sampler | Hz | channels | samples | cost a sample us (mean) | max us | thread CPU % of a core |")
     print("|---|---|---|---|---|---|---|")
-    for hz in rates:  # (a)
-        print(row("HostSampler", hz, run(timed(HostSampler)(interval_s=1 / hz), args.seconds)), flush=True)
+    for hz in rates:  # (a), in ABBA order: the VM's speed drifts
+        for compiled in (True, False, False, True):
+            name = "HostSampler (compiled loop)" if compiled else "HostSampler (Python loop)"
+            r = run(timed(HostSampler)(interval_s=1 / hz, compiled=compiled), args.seconds)
+            print(row(name, hz, r), flush=True)
 
     sampler, note = open_gpu_sampler()  # (b)
     readers = None

@@ -170,14 +170,14 @@ def test_samples_outlive_the_ring(monkeypatch: pytest.MonkeyPatch) -> None:
     drain.stop()
     frame = drain.frames()[0]
     n = len(frame) // 3
-    assert n > 40 and n == s._count and not messages  # more than twice the ring, none lost
+    assert n > 40 and n == s.count and not messages  # more than twice the ring, none lost
     assert (np.diff(frame["ts_ns"].to_numpy()[::3]) > 0).all()
     with HostSampler(interval_s=0.005, capacity=2) as s:  # a 10 ms ring read every 50 ms: samples are lost
         drain = _Drain([s], messages := [])
         time.sleep(0.3)
     drain.stop()
     assert drain.lost[0] > 0 and messages and "overwritten" in messages[0]
-    assert len(drain.frames()[0]) // 3 + drain.lost[0] == s._count
+    assert len(drain.frames()[0]) // 3 + drain.lost[0] == s.count
 
 
 def test_the_profile_watches_its_own_process_by_default(tmp_path: Path) -> None:

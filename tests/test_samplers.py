@@ -25,7 +25,7 @@ class Counting(RingSampler):
 
 
 def test_host_sampler_reads_real_values() -> None:
-    with HostSampler(interval_s=0.05) as s:
+    with HostSampler(interval_s=0.05, compiled=False) as s:  # the Python loop (tests/test_host_loop.py: compiled)
         time.sleep(0.4)
         frame, cursor = s.read()
     assert cursor >= 4 and len(frame) == 3 * cursor

@@ -57,3 +57,8 @@ def is_ready(dispatcher: object, *args: object) -> bool:
         return True
     except Exception:  # noqa: BLE001 - another Numba version: no opinion, compile as usual
         return True
+
+
+def compile_now(dispatcher: object, *args: object) -> None:
+    """Compile ``dispatcher`` for the types of ``args`` (or load it from the cache) without calling it."""
+    dispatcher.compile(tuple(numba.typeof(a) for a in args))

@@ -34,21 +34,20 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from . import host_compiled
 from .handoffs import HandoffGuard
+from .host_compiled import CompiledLoop, TakeOverClock
+from .samples import HOST_DEVICE, SAMPLE_COLUMNS, attach_samples, samples_table
+
+__all__ = ["HOST_DEVICE", "SAMPLE_COLUMNS", "HostSampler", "RingSampler", "Sampler", "attach_samples",
+           "samples_table"]  # fmt: skip
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..trace import Trace
-
-# pandas is imported where a table is made (read, samples_table, attach_samples), not here: the daemon
+# pandas is imported where a table is made (read; samples.py), not here: the daemon
 # samples with this module in a process that never loads pandas.
 
-HOST_DEVICE = -1
-"""``device`` of host metrics (GPUs use their index)."""
-
-SAMPLE_COLUMNS = ("ts_ns", "device", "metric", "value")
-"""Columns of a samples table: int64 ns, int64 device (-1: host), categorical metric name, float64 value."""
 
 
 class Sampler(Protocol):
@@ -123,8 +122,13 @@ class RingSampler:
     @property
     def cost_ns(self) -> dict[str, float]:
         """Time :meth:`sample` took on the thread: ``n`` samples, ``mean``, ``max``, ``last`` (ns)."""
-        n, total, most, last = self._cost
+        n, total, most, last = (int(x) for x in self._cost)
         return {"n": n, "mean": total / n if n else 0.0, "max": float(most), "last": float(last)}
+
+    @property
+    def count(self) -> int:
+        """Samples taken so far (the cursor space of :meth:`read`)."""
+        return self._count
 
     def sample(self) -> np.ndarray:
         """One value per channel (override)."""
@@ -151,6 +155,12 @@ class RingSampler:
                 c[0], c[1], c[2], c[3] = c[0] + 1, c[1] + cost, max(c[2], cost), cost
             next_t += self.interval_s
             self._sleep(max(0.0, next_t - time.monotonic()))
+            if self._leave_python():
+                return
+
+    def _leave_python(self) -> bool:
+        """True to end this Python loop (a subclass's compiled loop takes over; checked after each sleep)."""
+        return False
 
     def _sleep(self, seconds: float) -> None:
         """Wait until the next tick or until :meth:`stop` (one ``select`` on a pipe: the cheapest wake-up)."""
@@ -186,12 +196,7 @@ class RingSampler:
         """Samples taken after ``cursor``, oldest first, in long form; and the next cursor."""
         import pandas as pd
 
-        with self._lock:
-            end = self._count
-            begin = max(cursor, end - self.capacity, 0)
-            slots = np.arange(begin, end) % self.capacity
-            ts = self._ts[slots].copy()
-            values = self._values[slots].copy()
+        ts, values, end = self._snapshot(cursor)
         n, m = len(ts), len(self._channel_codes)
         frame = pd.DataFrame({
             "ts_ns": np.repeat(ts, m), "device": np.tile(self.channel_devices, n),
@@ -199,6 +204,13 @@ class RingSampler:
             "value": values.reshape(-1),
         })  # fmt: skip
         return frame, end
+
+    def _snapshot(self, cursor: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(ts, values, next cursor) of the samples in the ring after ``cursor``."""
+        with self._lock:
+            end = self._count
+            slots = np.arange(max(cursor, end - self.capacity, 0), end) % self.capacity
+            return self._ts[slots].copy(), self._values[slots].copy(), end
 
     def __enter__(self) -> RingSampler:
         self.start()
@@ -217,14 +229,30 @@ class HostSampler(RingSampler):
     On Linux each sample is two ``pread`` calls on ``/proc/stat`` and
     ``/proc/meminfo`` kept open (psutil's formulas: busy = total - idle -
     iowait; used = MemTotal - MemAvailable), about a third of psutil's cost;
-    elsewhere psutil. ``bench/overhead.py`` measures the thread's CPU time.
+    elsewhere psutil. There the sampling thread runs the compiled loop of
+    :mod:`aonkit._kernels.host_loop` when it can (it never takes the GIL:
+    0.09-0.10% of a core at 10 Hz on the dev VM against 0.28-0.40% for the
+    Python loop); ``compiled`` and :mod:`aonkit.sources.host_compiled` say
+    when. ``bench/overhead.py`` measures the thread's CPU time.
+
+    Parameters
+    ----------
+    interval_s, capacity
+        As :class:`RingSampler`.
+    compiled : bool or None
+        None (default): the compiled loop when it needs no compilation (at the
+        start, or taking over from the Python loop later); True: compiled at
+        :meth:`start` if needed; False: the Python loop only.
     """
 
     metrics = ("cpu_percent", "memory_percent", "memory_used_bytes")
 
-    def __init__(self, interval_s: float = 0.5, capacity: int = 7200) -> None:
+    def __init__(self, interval_s: float = 0.5, capacity: int = 7200, compiled: bool | None = None) -> None:
         self._fds: tuple[int, int] | None = None
         self._sampled = False  # the first sample's CPU % would cover only the ms since this point
+        self.compiled = compiled
+        self._loop: CompiledLoop | None = None  # the compiled loop, once it is loaded
+        self._clock: TakeOverClock | None = None
         try:
             self._fds = (os.open("/proc/stat", os.O_RDONLY), os.open("/proc/meminfo", os.O_RDONLY))
             self._last = self._cpu_times()
@@ -261,6 +289,45 @@ class HostSampler(RingSampler):
         used = mem_total - avail
         return cpu, 100.0 * used / mem_total, float(used)
 
+    @property
+    def count(self) -> int:
+        """Samples taken so far (the cursor space of :meth:`read`), by either loop."""
+        return self._loop.count if self._loop is not None and self._loop.active else self._count
+
+    def start(self) -> None:
+        """Start sampling; with ``compiled=True``, compile the loop first if it is not compiled."""
+        if self.compiled and self._fds is not None and self._loop is None:
+            hl = host_compiled.kernel(compile=True)
+            self._loop = host_compiled.CompiledLoop(hl, self.capacity) if hl is not None else None
+        super().start()
+
+    def _leave_python(self) -> bool:
+        if self._fds is None or self.compiled is False:
+            return False
+        if self._clock is None:
+            self._clock = host_compiled.TakeOverClock()
+        ask, may_import = self._clock.due()
+        if ask and may_import and self._loop is None:
+            hl = host_compiled.kernel()
+            self._loop = host_compiled.CompiledLoop(hl, self.capacity) if hl is not None else None
+        return self._loop is not None
+
+    def _run(self) -> None:
+        if not self._leave_python():
+            super()._run()
+        if self._loop is None or self._stop.is_set() or self._pipe is None or self._fds is None:
+            return
+        self._loop.take_over(self, self._last if self._sampled else None)
+        self._loop.run(self, self._fds, self._pipe[0])
+
+    def _snapshot(self, cursor: int) -> tuple[np.ndarray, np.ndarray, int]:
+        if self._loop is None or not self._loop.active:
+            return super()._snapshot(cursor)
+        failed = self._loop.failed
+        if failed and self.error is None:
+            self.error = OSError(f"{failed} host samples did not read or parse /proc/stat and /proc/meminfo")
+        return self._loop.read(self, cursor)
+
     def _close_fds(self) -> None:
         for fd in self._fds or ():
             os.close(fd)
@@ -268,66 +335,3 @@ class HostSampler(RingSampler):
 
     def __del__(self) -> None:
         self._close_fds()
-
-
-def samples_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` as a samples table: the :data:`SAMPLE_COLUMNS` only, with their dtypes, in time order.
-
-    Raises
-    ------
-    ValueError
-        When a column is missing.
-    """
-    import pandas as pd
-
-    missing = [c for c in SAMPLE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"a samples table needs the columns {list(SAMPLE_COLUMNS)}; missing {missing}")
-    metric = frame["metric"]
-    if isinstance(metric.dtype, pd.CategoricalDtype):
-        metric = metric.cat.rename_categories([str(c) for c in metric.cat.categories])
-    else:
-        metric = metric.astype(str).astype("category")  # categories sorted by name
-    out = pd.DataFrame({
-        "ts_ns": frame["ts_ns"].to_numpy(np.int64), "device": frame["device"].to_numpy(np.int64),
-        "metric": metric.array, "value": frame["value"].to_numpy(np.float64),
-    })  # fmt: skip
-    return out.sort_values("ts_ns", kind="stable", ignore_index=True)
-
-
-def attach_samples(trace: Trace, samples: pd.DataFrame | Sampler, *, replace: bool = False) -> pd.DataFrame:
-    """Put live samples on ``trace.samples``, where the timeline and the cache find them.
-
-    Parameters
-    ----------
-    trace : Trace
-        The trace the samples were taken beside (same clock: ``time.time_ns()``).
-    samples : pandas.DataFrame or Sampler
-        A long-form table (``sampler.read()[0]``) or a sampler, whose samples
-        still in its ring are all taken (``sampler.read(0)``).
-    replace : bool
-        Drop the trace's samples first; by default the new ones are added to
-        them (e.g. host samples beside an nsys export's GPU metrics).
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``trace.samples`` now: :data:`SAMPLE_COLUMNS`, in time order.
-
-    Raises
-    ------
-    ValueError
-        When the table lacks a column of :data:`SAMPLE_COLUMNS`.
-    """
-    import pandas as pd
-    from pandas.api.types import union_categoricals
-
-    new = samples_table(samples if isinstance(samples, pd.DataFrame) else samples.read(0)[0])
-    if trace.samples is not None and not replace:
-        old = samples_table(trace.samples)
-        metric = union_categoricals([old["metric"].array, new["metric"].array], ignore_order=True)
-        both = pd.concat([old.drop(columns="metric"), new.drop(columns="metric")], ignore_index=True)
-        both.insert(2, "metric", metric)
-        new = both.sort_values("ts_ns", kind="stable", ignore_index=True)
-    trace.samples = new
-    return new
