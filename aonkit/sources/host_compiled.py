@@ -3,9 +3,10 @@
 :class:`~aonkit.sources.samplers.HostSampler` starts in the compiled loop when it can do so without compiling
 or importing Numba on the user's time: Numba is already imported in the process and the loop is in Numba's
 cache (``aonkit warmup`` and a first load's background compile put it there). Otherwise it samples in Python
-and asks again every :data:`CHECK_S` seconds; a sampler still running after :data:`IMPORT_AFTER_S` imports
-Numba itself (about 0.6 s of one core, once per process), since a long run gains more than that.
-``compiled=True`` compiles the loop if needed when the sampler starts; ``compiled=False`` keeps Python.
+and asks again every :data:`CHECK_S` seconds (a notebook that loads a trace meanwhile brings Numba in). It never
+imports Numba itself: on the dev VM that costs 0.6 s of a core and 67 MB of RSS, and loading a first kernel
+another 70 MB (LLVM), too much to add unasked to a training process. ``compiled=True`` imports and, if needed,
+compiles the loop when the sampler starts; ``compiled=False`` keeps Python.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import numpy as np
 
 CHECK_S = 10.0
 """Seconds between a Python loop's checks whether the compiled loop can take over."""
-IMPORT_AFTER_S = 300.0
-"""Seconds of sampling after which a Python loop imports Numba to load the compiled loop."""
 TRIES = 4
 """Copies a read tries before it leaves a torn sample for the next read."""
 
@@ -118,16 +117,15 @@ class CompiledLoop:
 
 
 class TakeOverClock:
-    """When a Python loop asks for the compiled one (every :data:`CHECK_S`), and whether it may import Numba."""
+    """When a Python loop asks for the compiled one: every :data:`CHECK_S`, while Numba is imported."""
 
     def __init__(self) -> None:
-        self.started = time.monotonic()
-        self.next_check = self.started
+        self.next_check = time.monotonic()
 
-    def due(self) -> tuple[bool, bool]:
-        """(ask now, may import Numba)."""
+    def due(self) -> bool:
+        """Ask now (the first call does)."""
         now = time.monotonic()
         if now < self.next_check:
-            return False, False
+            return False
         self.next_check = now + CHECK_S
-        return True, "numba" in sys.modules or now - self.started >= IMPORT_AFTER_S
+        return "numba" in sys.modules

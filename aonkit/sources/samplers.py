@@ -306,8 +306,7 @@ class HostSampler(RingSampler):
             return False
         if self._clock is None:
             self._clock = host_compiled.TakeOverClock()
-        ask, may_import = self._clock.due()
-        if ask and may_import and self._loop is None:
+        if self._loop is None and self._clock.due():
             hl = host_compiled.kernel()
             self._loop = host_compiled.CompiledLoop(hl, self.capacity) if hl is not None else None
         return self._loop is not None
