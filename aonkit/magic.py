@@ -20,6 +20,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
 from .profiling import Profile
+from .sources import host_compiled
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,6 +81,8 @@ class AonMagics(Magics):
         return value
 
     def _new(self, args: argparse.Namespace) -> Profile:
+        if not args.quiet:  # the dashboard shown after the cell imports Numba: do it first, for the host sampler
+            host_compiled.preload()
         prof = Profile(args.out, interval_s=args.interval, trace=not args.no_trace, wait=args.wait,
                        warmup=args.warmup, active=args.active, gpu=not args.no_gpu)
         if args.ret:
