@@ -50,7 +50,7 @@ STEPS: list[tuple[str, list[str], int]] = [
              "print('aonkit', aonkit.__version__, '| bokeh', bokeh.__version__, '| numba', numba.__version__, "
              "'| numpy', numpy.__version__, '| pandas', pandas.__version__, '| pyarrow', pyarrow.__version__)"], 60),
     ("gpu tests", PYTEST, 240),
-    ("overhead", [sys.executable, "bench/overhead.py", "--seconds", "5", "--repeat", "0"], 150),
+    ("overhead", [sys.executable, "bench/overhead.py", "--seconds", "5", "--repeat", "0", "--host-pairs", "1"], 150),
     ("cuda samples", [sys.executable, "tools/make_cuda_samples.py"], 240),
     ("alignment", [sys.executable, "-c", ALIGN], 90),
     ("daemon", [sys.executable, "bench/daemon.py", "--gpus", "real", "--seconds", "20", "--readers", "4",
