@@ -81,8 +81,17 @@ class Gpm:
         self.nvml, self.rows, self.min_interval_s = nvml, list(metrics), min_interval_s
         self.samples = [nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()]
         self.request = nvml.c_nvmlGpmMetricsGet_t()
+        self._ask()
         self.t = 0.0
         self.values: tuple[float, ...] = (NAN,) * len(self.rows)
+
+    def _ask(self) -> None:
+        """Write the metric ids and their count into the request (inputs NVML leaves as they are)."""
+        req = self.request
+        req.version, req.numMetrics = self.nvml.NVML_GPM_METRICS_GET_VERSION, len(self.rows)
+        for k, (_, metric_id, _) in enumerate(self.rows):
+            req.metrics[k].metricId = metric_id
+        self.scales = [scale for _, _, scale in self.rows]
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -103,6 +112,7 @@ class Gpm:
             keep = [r for r in self.rows if r[0] not in p.reasons]
             self.values = tuple(v for r, v in zip(self.rows, p.values) if r[0] not in p.reasons)
             self.rows = keep
+            self._ask()
             return p.reasons
         return {}
 
@@ -113,25 +123,19 @@ class Gpm:
             return self.values
         nvml, req = self.nvml, self.request
         nvml.nvmlGpmSampleGet(handle, self.samples[1])
-        req.version, req.numMetrics = nvml.NVML_GPM_METRICS_GET_VERSION, len(self.rows)
         req.sample1, req.sample2 = self.samples
-        for k, (_, metric_id, _) in enumerate(self.rows):
-            req.metrics[k].metricId = metric_id
         nvml.nvmlGpmMetricsGet(req)
         self.samples.reverse()
         self.t = now
-        values, reasons = [], {}
-        for k, (name, _, scale) in enumerate(self.rows):
-            m = req.metrics[k]
-            if m.nvmlReturn != nvml.NVML_SUCCESS:
-                values.append(NAN)
-                reasons[name] = _error_text(nvml, m.nvmlReturn)
-            else:
-                values.append(m.value * scale)
-        self.values = tuple(values)
-        if reasons:
-            raise PartialRead(self.values, reasons)
-        return self.values
+        got = req.metrics[: len(self.rows)]  # one call: the metrics' structs, not one lookup per metric
+        ok = nvml.NVML_SUCCESS
+        if all(m.nvmlReturn == ok for m in got):
+            self.values = tuple([m.value * scale for m, scale in zip(got, self.scales)])
+            return self.values
+        self.values = tuple([m.value * scale if m.nvmlReturn == ok else NAN for m, scale in zip(got, self.scales)])
+        reasons = {name: _error_text(nvml, m.nvmlReturn)
+                   for (name, _, _), m in zip(self.rows, got) if m.nvmlReturn != ok}  # fmt: skip
+        raise PartialRead(self.values, reasons)
 
     def close(self) -> None:
         """Free the snapshot buffers."""
