@@ -129,6 +129,8 @@ def test_the_compiled_loop_samples_real_values_on_the_trace_clock_and_stops_at_o
     assert np.median(np.diff(ts)) == pytest.approx(20e6, rel=0.25)  # on its interval
     c = s.cost_ns
     assert c["n"] == cursor and 0 < c["mean"] <= c["max"]
+    # the readiness check and `aonkit warmup` compile the very types the sampler passes: no second compilation
+    assert len(hl.host_loop.signatures) == 1 and len(hl.ring_read.signatures) == 1
     # a long interval: stop wakes the loop at once rather than after the interval
     slow = HostSampler(interval_s=30, compiled=True)
     slow.start()

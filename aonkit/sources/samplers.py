@@ -36,7 +36,6 @@ import numpy as np
 
 from . import host_compiled
 from .handoffs import HandoffGuard
-from .host_compiled import CompiledLoop, TakeOverClock
 from .samples import HOST_DEVICE, SAMPLE_COLUMNS, attach_samples, samples_table
 
 __all__ = ["HOST_DEVICE", "SAMPLE_COLUMNS", "HostSampler", "RingSampler", "Sampler", "attach_samples",
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
 
 # pandas is imported where a table is made (read; samples.py), not here: the daemon
 # samples with this module in a process that never loads pandas.
-
 
 
 class Sampler(Protocol):
@@ -231,7 +229,7 @@ class HostSampler(RingSampler):
     iowait; used = MemTotal - MemAvailable), about a third of psutil's cost;
     elsewhere psutil. There the sampling thread runs the compiled loop of
     :mod:`aonkit._kernels.host_loop` when it can (it never takes the GIL:
-    0.09-0.10% of a core at 10 Hz on the dev VM against 0.28-0.40% for the
+    0.11-0.13% of a core at 10 Hz on the dev VM against 0.28% for the
     Python loop); ``compiled`` and :mod:`aonkit.sources.host_compiled` say
     when. ``bench/overhead.py`` measures the thread's CPU time.
 
@@ -240,9 +238,10 @@ class HostSampler(RingSampler):
     interval_s, capacity
         As :class:`RingSampler`.
     compiled : bool or None
-        None (default): the compiled loop when it needs no compilation (at the
-        start, or taking over from the Python loop later); True: compiled at
-        :meth:`start` if needed; False: the Python loop only.
+        None (default): the compiled loop where Numba is already imported and
+        the loop is in its cache (at the start, or taking over from the Python
+        loop later); True: imported and, if needed, compiled at :meth:`start`;
+        False: the Python loop only.
     """
 
     metrics = ("cpu_percent", "memory_percent", "memory_used_bytes")
@@ -251,8 +250,8 @@ class HostSampler(RingSampler):
         self._fds: tuple[int, int] | None = None
         self._sampled = False  # the first sample's CPU % would cover only the ms since this point
         self.compiled = compiled
-        self._loop: CompiledLoop | None = None  # the compiled loop, once it is loaded
-        self._clock: TakeOverClock | None = None
+        self._loop: host_compiled.CompiledLoop | None = None  # the compiled loop, once it is loaded
+        self._clock: host_compiled.TakeOverClock | None = None
         try:
             self._fds = (os.open("/proc/stat", os.O_RDONLY), os.open("/proc/meminfo", os.O_RDONLY))
             self._last = self._cpu_times()
