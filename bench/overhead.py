@@ -2,10 +2,13 @@
 
 Usage: ``PYTHONPATH=. python bench/overhead.py [--seconds 10] [--rates 10,100]``
 
-(a) ``HostSampler`` at each rate, its compiled loop and its Python loop; (b) ``NvmlSampler`` on the real GPUs (when NVML starts; else it says why and
-skips), then each NVML reader timed on its own (``NvmlSampler.time_readers``): time a read and a call; (c) the
+(a) ``HostSampler`` at each rate, its compiled loop and its Python loop; (b) ``NvmlSampler`` on the real GPUs
+(when NVML starts; else it says why and skips), then each NVML reader timed on its own
+(``NvmlSampler.time_readers``): time a read and a call; (c) the
 sampler over the fake NVML of the tests (2 Hopper GPUs), i.e. the sampler's own Python cost without the driver;
-(d) ``aonkit.profile`` without tracing around a CPU-bound run (the magic's cost without torch), and its fixed cost;
+(d) ``aonkit.profile`` without tracing around a CPU-bound run (the magic's cost without torch), its fixed cost, and
+the CPU its other threads (the sampler) used meanwhile: what the run pays for on this VM, whose speed drifts more
+than the wall-time difference;
 (e) with CUDA, a GPU-bound loop alone and beside the GPU sampler at 10 Hz; (f) a sample's wall time beside a
 thread running Python, with and without the lowered switch interval of ``quick_handoffs``. (b) runs at each of
 ``--rates``.
@@ -60,6 +63,14 @@ def row(name: str, hz: float, r: dict) -> str:
             f"{r['cpu_pct']:.3f} |")
 
 
+def process_cpu() -> float:
+    """CPU seconds of every thread of this process (user + system)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def busy_loop(n: int) -> int:
     """A CPU-bound 'cell': pure Python arithmetic."""
     total = 0
@@ -82,11 +93,15 @@ def profile_overhead(n: int, repeat: int) -> None:
         busy_loop(n)
         plain.append(time.perf_counter() - t0)
 
+    others = []  # CPU of the process's other threads (the sampler) during a profiled run, as a share of its wall
+
     def under(k: int) -> None:
-        t0 = time.perf_counter()
+        t0, c0, m0 = time.perf_counter(), process_cpu(), time.thread_time()
         with aonkit.profile(f"{tmp}/b{k}", trace=False, gpu=False, interval_s=0.1):
             busy_loop(n)
-        profiled.append(time.perf_counter() - t0)
+        wall = time.perf_counter() - t0
+        profiled.append(wall)
+        others.append(((process_cpu() - c0) - (time.thread_time() - m0)) / wall)
 
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(repeat):  # ABBA order: a drift of the machine's speed weighs on both alike
@@ -100,10 +115,10 @@ def profile_overhead(n: int, repeat: int) -> None:
     pairs = statistics.median(b / a - 1 for a, b in zip(plain, profiled))
     print(f"\naonkit.profile(trace=False) around a CPU-bound run, {repeat} pairs in ABBA order:\n")
     print("| run alone s (median) | under aonkit.profile s (median) | added (medians) | added (median of pairs) | "
-          "fixed cost of an empty run (start, stop, bundle) ms |")
-    print("|---|---|---|---|---|")
+          "fixed cost of an empty run (start, stop, bundle) ms | other threads' CPU while profiled, % of a core |")
+    print("|---|---|---|---|---|---|")
     print(f"| {p:.3f} | {q:.3f} | {100 * (q - p) / p:+.2f}% | {100 * pairs:+.2f}% | "
-          f"{1000 * statistics.median(empty):.1f} |")
+          f"{1000 * statistics.median(empty):.1f} | {100 * statistics.median(others):.3f} |")
 
 
 def gpu_loop_overhead(repeat: int) -> None:
