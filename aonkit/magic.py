@@ -46,6 +46,12 @@ def _split(code: str) -> tuple[ast.Module, ast.Expression | None]:
     return tree, None
 
 
+def _named(sampler: Any) -> str:
+    """A sampler's class, with its loop where it has a choice (``HostSampler (compiled loop)``)."""
+    loop = getattr(sampler, "loop", None)
+    return f"{type(sampler).__name__} ({loop} loop)" if loop else type(sampler).__name__
+
+
 @magics_class
 class AonMagics(Magics):
     """The ``aon_profile`` magics."""
@@ -110,7 +116,7 @@ class AonMagics(Magics):
             return None
         prof = AonMagics._running
         print("aon_profile: not running" if prof is None else f"aon_profile: running since t0={prof.t0_ns} -> "
-              f"{prof.path}, samplers: {', '.join(type(s).__name__ for s in prof._samplers)}")
+              f"{prof.path}, samplers: {', '.join(_named(s) for s in prof._samplers)}")
         return None
 
 

@@ -115,7 +115,7 @@ def test_the_compiled_loop_samples_real_values_on_the_trace_clock_and_stops_at_o
     t0 = time.time_ns()
     with s:
         time.sleep(0.3)
-        assert s._loop is not None and s._loop.active  # the compiled loop samples, not Python
+        assert s.loop == "compiled"  # the compiled loop samples, not Python
     t1 = time.time_ns()
     frame, cursor = s.read()
     assert cursor == s.count >= 8 and len(frame) == 3 * cursor
@@ -181,10 +181,10 @@ def test_the_python_loop_hands_over_to_the_compiled_one(monkeypatch: pytest.Monk
     with s:
         time.sleep(0.1)
         before, cursor = s.read()
-        assert s._loop is None
+        assert s.loop == "python"
         time.sleep(0.4)
         after, end = s.read(cursor)
-    assert s._loop is not None and s._loop.active and calls[0] == 3
+    assert s.loop == "compiled" and calls[0] == 3
     frame = before if after.empty else __import__("pandas").concat([before, after])
     ts = frame["ts_ns"].to_numpy()[::3]
     cpu = frame[frame["metric"] == "cpu_percent"]["value"].to_numpy()
@@ -205,5 +205,19 @@ def test_a_proc_file_that_does_not_parse_gives_nan_and_an_error(compiled: bool, 
     with s:
         time.sleep(0.1)
         frame, n = s.read()
-    assert (s._loop is not None) == compiled and n >= 3
+    assert s.loop == ("compiled" if compiled else "python") and n >= 3
     assert np.isnan(frame["value"]).all() and s.error is not None
+
+
+def test_a_stopped_compiled_sampler_starts_again_where_it_left_off() -> None:
+    s = HostSampler(interval_s=0.01, capacity=1000, compiled=True)
+    with s:
+        time.sleep(0.1)
+    first = s.count
+    with s:  # a new thread and stop pipe, the same ring and cursor space
+        time.sleep(0.1)
+    frame, end = s.read()
+    ts = frame["ts_ns"].to_numpy()[::3]
+    cpu = frame[frame["metric"] == "cpu_percent"]["value"].to_numpy()
+    assert end == s.count == len(ts) > first >= 3 and (np.diff(ts) > 0).all()
+    assert np.isnan(cpu[0]) and not np.isnan(cpu[1:]).any()  # after the restart, CPU % over the gap

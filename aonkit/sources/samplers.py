@@ -293,6 +293,11 @@ class HostSampler(RingSampler):
         """Samples taken so far (the cursor space of :meth:`read`), by either loop."""
         return self._loop.count if self._loop is not None and self._loop.active else self._count
 
+    @property
+    def loop(self) -> str:
+        """Which loop samples: ``"compiled"`` (once it has taken over) or ``"python"``."""
+        return "compiled" if self._loop is not None and self._loop.active else "python"
+
     def start(self) -> None:
         """Start sampling; with ``compiled=True``, compile the loop first if it is not compiled."""
         if self.compiled and self._fds is not None and self._loop is None:
