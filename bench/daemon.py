@@ -1,15 +1,19 @@
 """What the always-on daemon costs, and what readers and on-demand traces see.
 
-Usage: ``PYTHONPATH=. python bench/daemon.py [--seconds 60] [--readers 10] [--trace-steps 20] [--gpus fake|real|both]``
+Usage: ``PYTHONPATH=. python bench/daemon.py [--seconds 60] [--readers 10] [--trace-steps 20] [--gpus clib,fake,real]``
 
-(a) the daemon at 10 Hz with the host and 8 fake GPUs (``tests.fake_gpus:eight_gpus``: the sampler's own Python
-cost, without a driver's) and with the host only: CPU % of one core (``/proc/<pid>/stat``, utime + stime over the
+(a) the daemon at 10 Hz with the host and 8 simulated GPUs, and with the host only: CPU % of one core (``/proc/<pid>/stat``, utime + stime over the
 measured wall time) and RSS; (b) Parquet bytes per GPU-hour, extrapolated from the files of the measured run (one
 60 s flush, then the final one; the host's 3 channels are included, and fake values may compress differently
 from real ones); (c) reader latency, sample time stamp to long-form table, one reader polling every 1 ms; (d) the
 same with ``--readers`` readers at once, each polling every 10 ms, and the daemon's CPU meanwhile; (e) an on-demand
 trace of a torch CPU training loop: time from the request to the first profiled step, and the profiled steps'
 time against the steps before (cold: the process's first trace; warm: later ones).
+
+The simulated GPUs (``--gpus``): ``clib``, the tests' C ``libnvidia-ml.so.1`` (:mod:`tests.fake_libnvml`, built
+with the C compiler) under the real nvidia-ml-py, i.e. everything a real GPU costs except the driver's own time in
+each call; ``fake``, the tests' Python stand-in for pynvml (``tests.fake_gpus:eight_gpus``), whose own Python is
+part of what it measures; ``real``, the GPUs NVML sees.
 Prints markdown tables; writes no file (other than its temporary directory).
 """
 
@@ -75,13 +79,14 @@ while not os.path.exists(sys.argv[1]):
 
 
 class World:
-    def __init__(self, fake: str | None) -> None:
+    def __init__(self, fake: str | None, extra_env: dict[str, str] | None = None) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="aonb-", dir="/tmp"))
         self.env = {**os.environ, "AONKIT_RUNTIME_DIR": str(self.base / "run"), "AONKIT_DATA_DIR": str(self.base / "data"),
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         self.env.pop("AONKIT_FAKE_NVML", None)
         if fake:
             self.env["AONKIT_FAKE_NVML"] = fake
+        self.env.update(extra_env or {})
 
     def cli(self, *args: str) -> str:
         r = subprocess.run([sys.executable, "-m", "aonkit.cli", *args], env=self.env, capture_output=True, text=True)
@@ -141,20 +146,31 @@ def real_gpus() -> int:
         return 0
 
 
-def daemon_cost(seconds: float, readers: int, gpus: str = "fake") -> None:
+def daemon_cost(seconds: float, readers: int, gpus: str = "clib,fake") -> None:
     print("\n### Daemon at 10 Hz\n")
     latency_rows, runs = [], []
-    if gpus in ("real", "both"):
+    kinds = set(gpus.split(","))
+    if "real" in kinds:
         n = real_gpus()
-        runs += [(f"host + {n} real GPUs", "", n)] if n else []
+        runs += [(f"host + {n} real GPUs", "", n, {})] if n else []
         if not n:
             print("(no real GPU: NVML does not start here)\n")
-    if gpus in ("fake", "both"):
-        runs += [("host + 8 fake GPUs", "tests.fake_gpus:eight_gpus", 8), ("host only", "tests.fake_gpus:no_driver", 0)]
+    if "clib" in kinds:
+        from tests import fake_libnvml
+
+        try:
+            env = {k: v for k, v in fake_libnvml.environ(8).items() if k == "LD_LIBRARY_PATH" or k.startswith("AONKIT_FAKE")}
+            runs += [("host + 8 simulated GPUs (nvidia-ml-py over a C libnvidia-ml)", None, 8, env)]
+        except fake_libnvml.NoCompiler as exc:
+            print(f"({exc}: no C-library row)\n")
+    if "fake" in kinds:
+        runs += [("host + 8 fake GPUs (Python fake of pynvml)", "tests.fake_gpus:eight_gpus", 8, {})]
+    if kinds - {"real"}:
+        runs += [("host only", "tests.fake_gpus:no_driver", 0, {})]
     print("| sampled | channels | CPU % of a core | RSS MB (peak) | Parquet bytes / GPU-hour | samples lost |")
     print("|---|---|---|---|---|---|")
-    for label, fake, n_gpu in runs:
-        w = World(fake)
+    for label, fake, n_gpu, extra in runs:
+        w = World(fake, extra)
         try:
             w.start()
             time.sleep(3)  # imports and the NVML probe done
@@ -237,9 +253,13 @@ def main() -> None:
     ap.add_argument("--readers", type=int, default=10)
     ap.add_argument("--trace-steps", type=int, default=20)
     ap.add_argument("--trace-repeats", type=int, default=3, help="on-demand traces (0: skip that part)")
-    ap.add_argument("--gpus", choices=("fake", "real", "both"), default="fake",
-                    help="sample the real GPUs through NVML, the tests' fake ones (default), or both")
+    ap.add_argument("--gpus", default="clib,fake",
+                    help="comma-separated: real (the GPUs NVML sees), clib (8 GPUs of the tests' C libnvidia-ml, "
+                         "through nvidia-ml-py), fake (8 GPUs of the tests' Python fake of pynvml); "
+                         "default clib,fake")
     args = ap.parse_args()
+    if bad := set(args.gpus.split(",")) - {"real", "clib", "fake"}:
+        ap.error(f"--gpus: unknown {sorted(bad)} (real, clib, fake)")
     print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
     daemon_cost(args.seconds, args.readers, args.gpus)
     if args.trace_repeats:

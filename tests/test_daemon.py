@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -244,14 +245,16 @@ from aonkit.live.ring import Ring
 ring = Ring.create(Path(sys.argv[1]), [(0, f"m{i}") for i in range(512)], 4, 1)
 print("ready", flush=True)
 k = 0
+as_list = sys.argv[2] == "list"  # the daemon writes lists; arrays go by one slice copy
 while True:
-    ring.write(k, np.full(512, float(k)))
+    ring.write(k, [float(k)] * 512 if as_list else np.full(512, float(k)))
     k += 1
 """
 
 
-def test_seqlock_readers_never_see_a_torn_sample(tmp_path: Path) -> None:
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "ring")], stdout=subprocess.PIPE,
+@pytest.mark.parametrize("kind", ["list", "array"])
+def test_seqlock_readers_never_see_a_torn_sample(tmp_path: Path, kind: str) -> None:
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "ring"), kind], stdout=subprocess.PIPE,
                               text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
     try:
         assert writer.stdout.readline().strip() == "ready"
@@ -268,6 +271,22 @@ def test_seqlock_readers_never_see_a_torn_sample(tmp_path: Path) -> None:
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_a_list_and_an_array_write_the_same_bytes(tmp_path: Path) -> None:
+    rings = [Ring.create(tmp_path / name, [(0, "a"), (1, "b"), (-1, "c")], 3, 100) for name in ("l", "a")]
+    for k, vals in enumerate([[1.5, -2.0, np.nan], [0.0, 1e300, -0.0], [3.0, 4.0, 5.0], [6.0, 7.0, 8.0]]):
+        rings[0].write(1000 + k, vals)
+        rings[1].write(1000 + k, np.array(vals))
+    assert rings[0].count == rings[1].count == 4
+    assert bytes(rings[0].mm[rings[0].header_bytes :]) == bytes(rings[1].mm[rings[1].header_bytes :])
+    ts, values, cursor = rings[0].read(0)
+    assert ts.tolist() == [1001, 1002, 1003] and cursor == 4  # the first was lapped (capacity 3)
+    assert values[0].tolist() == [0.0, 1e300, -0.0] and rings[0].heartbeat_ns == 1003
+    with pytest.raises(struct.error):
+        rings[0].write(2000, [1.0, 2.0])  # one value short: refused, nothing shifted
+    for r in rings:
+        r.close()
 
 
 def test_zero_means_no_limit_in_the_api_as_on_the_command_line(tmp_path: Path) -> None:

@@ -394,3 +394,65 @@ def test_slow_metrics_are_read_once_per_slow_interval_and_repeat_their_value_bet
     assert all(r[(0, "temperature_c")] == 40 for r in rows)
     # a slow interval at or under the sampling interval reads everything at every sample
     assert NvmlSampler(nvml=FakeNvml([FakeGpu()]), gpm=False, interval_s=0.1, slow_interval_s=0.05).slow_every == 1
+
+
+# -- the direct readers' unpacking (aonkit.sources.nvml_direct), over a stand-in for the C function
+
+
+class _FieldCalls:
+    """A :class:`~aonkit.sources.nvml_direct.Calls` whose nvmlDeviceGetFieldValues is Python writing ``rows``."""
+
+    def __init__(self, rows: list[tuple[int, int, object, int]]) -> None:
+        self.nvml, self.error = pynvml, pynvml.NVMLError
+        self.rows = rows  # (valueType, nvmlReturn, value, timestamp) per field
+
+    def fn(self, name: str):  # noqa: ANN201 - a ctypes-like function
+        assert name == "nvmlDeviceGetFieldValues"
+
+        def call(handle: object, count: object, ref: object) -> int:
+            arr = ref._obj  # what byref() points at: the reader's own array
+            assert count.value == len(arr) == len(self.rows)
+            for v, (vtype, ret, value, ts) in zip(arr, self.rows):
+                v.valueType, v.nvmlReturn, v.timestamp = vtype, ret, ts
+                setattr(v.value, {0: "dVal", 1: "uiVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}.get(vtype, "ullVal"),
+                        value)  # fmt: skip
+            return 0
+
+        return call
+
+    def check(self, ret: int) -> None:
+        if ret:
+            raise self.error(ret)
+
+
+def test_direct_field_values_unpack_every_value_type_and_the_latest_timestamp() -> None:
+    from aonkit.sources.nvml_direct import field_counters
+
+    rows = [(3, 0, 2**60 + 1, 5), (0, 0, 2.5, 9), (4, 0, -7, 7), (5, 0, -3, 1), (1, 0, 4_000_000_000, 2)]
+    ts, values = field_counters(_FieldCalls(rows), [(197, 0)] * len(rows))(None)
+    assert ts == 9 and values == [float(2**60 + 1), 2.5, -7.0, -3.0, 4e9]
+    ts, values = field_counters(_FieldCalls([(3, 0, 10, 0), (3, 0, 20, 0)]), [(197, 0), (198, 0)])(None)
+    assert values == [10.0, 20.0] and ts > 1.6e15  # no timestamp from NVML: now, in microseconds
+
+
+def test_direct_field_values_raise_nvml_errors_and_name_an_unknown_type() -> None:
+    from aonkit.sources.nvml_direct import field_counters
+
+    bad = _FieldCalls([(3, 0, 1, 1), (3, pynvml.NVML_ERROR_NOT_SUPPORTED, 0, 1)])
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        field_counters(bad, [(138, 0), (138, 1)])(None)
+    with pytest.raises(ValueError, match="field value of unknown type 9"):
+        field_counters(_FieldCalls([(3, 0, 1, 1), (9, 0, 1, 1)]), [(197, 0), (198, 0)])(None)
+
+
+def test_a_fake_or_an_uninitialised_pynvml_gets_no_direct_calls() -> None:
+    from types import SimpleNamespace
+
+    from aonkit.sources.nvml_direct import direct_calls
+
+    assert direct_calls(FakeNvml([FakeGpu()])) is None
+    binding = SimpleNamespace(nvmlLib=None, _nvmlGetFunctionPointer=pynvml._nvmlGetFunctionPointer,
+                              NVMLError=pynvml.NVMLError)  # fmt: skip
+    assert direct_calls(binding) is None  # before nvmlInit loads the library
+    binding.nvmlLib = object()
+    assert direct_calls(binding) is not None

@@ -16,17 +16,15 @@ from __future__ import annotations
 import argparse
 import fcntl
 import importlib
+import math
 import os
 import select
 import signal
 import sys
 import threading
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from ..sources.handoffs import HandoffGuard
 from ..sources.samplers import HostSampler
@@ -155,27 +153,26 @@ class Daemon:
         self._stop.set()
         os.write(self._wake[1], b"x")
 
-    def _read_tick(self, values: np.ndarray) -> None:
-        """One tick's readings into ``values`` (NaN where a sampler failed)."""
+    def _read_tick(self) -> list[float]:
+        """One tick's readings (NaN where a sampler failed), as a list: no numpy call on the tick."""
         try:
-            values[: self.n_host] = self.host_sampler.sample()
+            values = list(self.host_sampler.sample())
         except Exception:  # noqa: BLE001 - a bad tick is NaN, sampling goes on
-            values[: self.n_host] = np.nan
+            values = [math.nan] * self.n_host
         if self.gpu is not None:
             try:
-                values[self.n_host :] = self.gpu.sample()
+                values += self.gpu.sample_list()
             except Exception:  # noqa: BLE001
-                values[self.n_host :] = np.nan
+                values += [math.nan] * (len(self.channels) - self.n_host)
+        return values
 
     def _sample_loop(self) -> None:
-        values = np.full(len(self.channels), np.nan)
         next_t = time.monotonic()
         handoffs = HandoffGuard()  # the flusher thread must not hold each reading up by a switch interval
-        tick = partial(self._read_tick, values)
         while not self._stop.is_set():
             stamp = time.time_ns()  # a tick is stamped with its first reading's time
             t0 = time.perf_counter_ns()
-            handoffs.call(tick)
+            values = handoffs.call(self._read_tick)
             handoffs.took(time.perf_counter_ns() - t0)
             self.ring.write(stamp, values)
             if self.ring.count - self.flushed >= self.capacity // 2:

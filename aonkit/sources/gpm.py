@@ -13,12 +13,17 @@ cycle counts of the interval (``*_CYCLES_*``, ``*_CTXSW_REQUESTS``).
 
 from __future__ import annotations
 
+import ctypes
+import struct
 import time
 from typing import Any
 
+from .nvml_direct import direct_calls
 from .nvml_metrics import NAN, PartialRead, Unsupported
 
 MIB = 1024.0 * 1024.0
+METRIC = "4xId24x"
+"""nvmlGpmMetric_t (nvml.h) for ``struct``: metricId (skipped), nvmlReturn, value, three name pointers (skipped)."""
 
 # (name, NVML_GPM_METRIC_<suffix>, its id, scale to the unit in the name, group); ids are NVML's ABI (nvml.h),
 # written out so that an older pynvml without the constant still works
@@ -86,12 +91,24 @@ class Gpm:
         self.values: tuple[float, ...] = (NAN,) * len(self.rows)
 
     def _ask(self) -> None:
-        """Write the metric ids and their count into the request (inputs NVML leaves as they are)."""
+        """Write the metric ids and their count into the request (inputs NVML leaves as they are).
+
+        With pynvml's ctypes request, the metrics are then unpacked from it with one ``struct`` call and the two
+        calls go to the library directly (:mod:`.nvml_direct`); a fake NVML's request is read attribute by
+        attribute.
+        """
         req = self.request
         req.version, req.numMetrics = self.nvml.NVML_GPM_METRICS_GET_VERSION, len(self.rows)
         for k, (_, metric_id, _) in enumerate(self.rows):
             req.metrics[k].metricId = metric_id
         self.scales = [scale for _, _, scale in self.rows]
+        self._direct = None
+        calls = direct_calls(self.nvml)
+        if calls is not None and isinstance(req, ctypes.Structure):
+            raw = memoryview(req.metrics).cast("B")
+            unpack = struct.Struct("<" + METRIC * len(self.rows)).unpack_from
+            self._direct = (calls.fn("nvmlGpmSampleGet"), calls.fn("nvmlGpmMetricsGet"), ctypes.byref(req),
+                            calls.check, raw, unpack)  # fmt: skip
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -122,6 +139,8 @@ class Gpm:
         if now - self.t < self.min_interval_s:
             return self.values
         nvml, req = self.nvml, self.request
+        if self._direct is not None:
+            return self._read_direct(handle, now)
         nvml.nvmlGpmSampleGet(handle, self.samples[1])
         req.sample1, req.sample2 = self.samples
         nvml.nvmlGpmMetricsGet(req)
@@ -135,6 +154,23 @@ class Gpm:
         self.values = tuple([m.value * scale if m.nvmlReturn == ok else NAN for m, scale in zip(got, self.scales)])
         reasons = {name: _error_text(nvml, m.nvmlReturn)
                    for (name, _, _), m in zip(self.rows, got) if m.nvmlReturn != ok}  # fmt: skip
+        raise PartialRead(self.values, reasons)
+
+    def _read_direct(self, handle: Any, now: float) -> tuple[float, ...]:
+        get, compute, ref, check, raw, unpack = self._direct
+        req = self.request
+        check(get(handle, self.samples[1]))
+        req.sample1, req.sample2 = self.samples
+        check(compute(ref))
+        self.samples.reverse()
+        self.t = now
+        got = unpack(raw)  # (nvmlReturn, value) of each metric
+        rets = got[0::2]
+        if not any(rets):
+            self.values = tuple([v * scale for v, scale in zip(got[1::2], self.scales)])
+            return self.values
+        self.values = tuple([NAN if r else v * scale for r, v, scale in zip(rets, got[1::2], self.scales)])
+        reasons = {name: _error_text(self.nvml, r) for (name, _, _), r in zip(self.rows, rets) if r}
         raise PartialRead(self.values, reasons)
 
     def close(self) -> None:

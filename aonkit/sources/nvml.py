@@ -51,6 +51,8 @@ class _Gpu:
     lost: bool = False
     retry_at: float = 0.0
     failing: set[str] = field(default_factory=set)
+    plan: list[list[Any]] = field(default_factory=list)
+    nans: tuple[float, ...] = ()
 
 
 class NvmlSampler(RingSampler):
@@ -113,7 +115,10 @@ class NvmlSampler(RingSampler):
         self._width = len(channels)
         self.slow_every = max(1, round(slow_interval_s / interval_s)) if interval_s > 0 else 1
         self._tick = 0
-        self._last = np.full(self._width, NAN)  # the slow readers' values between their reads
+        for gpu in self._gpus:  # [reader, slow, its last values (repeated between slow reads), NaNs of its width]
+            gpu.plan = [[r, getattr(r, "slow", False), (NAN,) * len(r.metrics), (NAN,) * len(r.metrics)]
+                        for r, _ in gpu.readers]  # fmt: skip
+            gpu.nans = (NAN,) * sum(len(r.metrics) for r, _ in gpu.readers)
         super().__init__(interval_s, capacity, channels)
 
     def _handles(self, devices: list[int] | None) -> list[_Gpu]:
@@ -143,17 +148,13 @@ class NvmlSampler(RingSampler):
         return gpus
 
     def _probe(self, rows: list[tuple[str, int, float]], gpm_min_interval_s: float) -> list[tuple[int, str]]:
-        channels: list[tuple[int, str]] = []
-
-        def add(gpu: _Gpu, reader: Reader | Gpm) -> None:
-            gpu.readers.append((reader, slice(len(channels), len(channels) + len(reader.metrics))))
-            channels.extend((gpu.index, m) for m in reader.metrics)
-
+        """Pick each GPU's readers; the channels, each GPU's together (its NVML readers, then GPM)."""
+        picked: dict[int, list[Reader | Gpm]] = {gpu.index: [] for gpu in self._gpus}
         gpms = []
         for gpu in self._gpus:
             for group in device_readers(self.nvml, self.pids):
                 if (reader := self._pick(gpu, group)) is not None:
-                    add(gpu, reader)
+                    picked[gpu.index].append(reader)
             if rows:
                 try:
                     g = Gpm(self.nvml, gpu.handle, rows, gpm_min_interval_s)
@@ -171,7 +172,13 @@ class NvmlSampler(RingSampler):
             for name, why in refused.items():
                 self._skip(gpu.index, [name], why)
             if g.metrics:
-                add(gpu, g)
+                picked[gpu.index].append(g)
+                _slow_where_gpm_measures(picked[gpu.index], g.metrics)
+        channels: list[tuple[int, str]] = []
+        for gpu in self._gpus:
+            for reader in picked[gpu.index]:
+                gpu.readers.append((reader, slice(len(channels), len(channels) + len(reader.metrics))))
+                channels.extend((gpu.index, m) for m in reader.metrics)
         return channels
 
     def _pick(self, gpu: _Gpu, group: list[Reader]) -> Reader | None:
@@ -198,34 +205,51 @@ class NvmlSampler(RingSampler):
 
     def sample(self) -> np.ndarray:
         """One value per channel now; NaN where a read failed (the failure goes to :attr:`gaps`)."""
-        out = np.full(self._width, NAN)
+        return np.array(self.sample_list(), dtype=np.float64)
+
+    def sample_list(self) -> list[float]:
+        """:meth:`sample` as a list of floats.
+
+        The daemon's tick uses no numpy: from a cold cache each numpy call costs tens of microseconds.
+        """
         fresh = self._tick % self.slow_every == 0  # the slow readers read at this sample
         self._tick += 1
+        vals: list[float] = []
+        add = vals.extend
         for gpu in self._gpus:
             if gpu.lost and not self._revive(gpu):
+                add(gpu.nans)
                 continue
-            for reader, where in gpu.readers:
-                if not fresh and getattr(reader, "slow", False):
-                    out[where] = self._last[where]
+            start, handle = len(vals), gpu.handle
+            for entry in gpu.plan:
+                reader, slow = entry[0], entry[1]
+                if slow and not fresh:
+                    add(entry[2])
                     continue
                 try:
-                    out[where] = reader.read(gpu.handle)
+                    got = reader.read(handle)
                     if gpu.failing:
                         gpu.failing.difference_update(reader.metrics)
                 except PartialRead as part:
-                    out[where] = part.values
+                    got = part.values
                     gpu.failing.difference_update(set(reader.metrics) - set(part.reasons))
                     for metric, why in part.reasons.items():
                         self._fail(gpu, metric, why)
                 except Exception as exc:
                     if isinstance(exc, self.nvml.NVMLError) and getattr(exc, "value", None) in self._lost_codes:
                         self._lose(gpu, exc)
+                        del vals[start:]
+                        add(gpu.nans)
                         break
+                    got = entry[3]
                     for metric in reader.metrics:
                         self._fail(gpu, metric, describe(exc))
-        if fresh:
-            self._last = out.copy()
-        return out
+                add(got)
+                if slow:
+                    entry[2] = got
+        if len(vals) != self._width:  # a reader gave the wrong number of values: never shift the channels
+            raise RuntimeError(f"NVML sample of {len(vals)} values for {self._width} channels")
+        return vals
 
     def _fail(self, gpu: _Gpu, metric: str, why: str) -> None:
         if metric not in gpu.failing:
@@ -318,6 +342,17 @@ class NvmlSampler(RingSampler):
     def __repr__(self) -> str:
         return (f"NvmlSampler(GPUs {list(self.devices)}, {self._width} channels, "
                 f"{len(self._unsupported)} unsupported, every {self.interval_s:g} s)")  # fmt: skip
+
+
+GPM_ALSO = {"pcie_tx_bytes_per_s": "gpm_pcie_tx_bytes_per_s", "nvlink_tx_bytes_per_s": "gpm_nvlink_tx_bytes_per_s"}
+"""A counter reader's first metric, and the GPM metric that measures the same at every sample."""
+
+
+def _slow_where_gpm_measures(readers: list[Reader | Gpm], gpm_metrics: tuple[str, ...]) -> None:
+    """Read PCIe and NVLink counters at the slow interval on a GPU whose GPM gives those rates every sample."""
+    for reader in readers:
+        if isinstance(reader, Reader) and GPM_ALSO.get(reader.metrics[0]) in gpm_metrics:
+            reader.slow = True
 
 
 def _import_pynvml() -> Any:

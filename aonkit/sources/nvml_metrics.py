@@ -22,16 +22,24 @@ Metrics (``device`` is the GPU index; a name carries its unit):
 Each entry of :func:`device_readers` is a list of alternatives, best first; the sampler keeps the first that works
 (GPM metrics: :mod:`aonkit.sources.gpm`). ``temperature_c``, ``energy_j``, ``memory_clock_mhz`` and
 ``process_memory_bytes.*`` are *slow*: the sampler reads them every ``slow_interval_s`` (1 s by default) and
-repeats the last value at the samples between.
+repeats the last value at the samples between. So are the PCIe and NVLink counters on a GPU whose GPM gives the
+same rates at every sample (``gpm_pcie_*``, ``gpm_nvlink_*``); there the counters' rates are 1 s averages.
+
+With pynvml itself (a GPU machine, or the tests' C library), the fast metrics' readers call the C functions
+directly (:mod:`aonkit.sources.nvml_direct`), each with pynvml's own reader as its fallback.
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from . import nvml_direct
+from .nvml_direct import Calls
 
 NAN = math.nan
 _VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
@@ -93,6 +101,8 @@ def field_counters(nvml: Any, ids: Callable[[Any], list[tuple[int, int]]]) -> Ca
         for v in nvml.nvmlDeviceGetFieldValues(handle, ids(handle)):
             if v.nvmlReturn != nvml.NVML_SUCCESS:
                 raise nvml.NVMLError(v.nvmlReturn)
+            if not 0 <= v.valueType < len(_VALUE_FIELDS):
+                raise ValueError(f"NVML gave a field value of unknown type {v.valueType}")
             out.append(float(getattr(v.value, _VALUE_FIELDS[v.valueType])))
             ts = max(ts, v.timestamp)
         return (ts or time.time_ns() / 1e3), out
@@ -100,8 +110,10 @@ def field_counters(nvml: Any, ids: Callable[[Any], list[tuple[int, int]]]) -> Ca
     return read
 
 
-def _nvlink(nvml: Any) -> Reader:
+def _nvlink(nvml: Any, direct: Calls | None = None) -> Reader:
+    """NVLink TX/RX summed over the links found active at the first read (through ``direct`` when given)."""
     links: list[int] = []
+    counters: list[Callable[[Any], tuple]] = []
 
     def ids(handle: Any) -> list[tuple[int, int]]:
         if not links:
@@ -116,13 +128,38 @@ def _nvlink(nvml: Any) -> Reader:
         return [(f, link) for f in (nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
                                     nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX) for link in links]  # fmt: skip
 
-    counters = field_counters(nvml, ids)
-
     def summed(handle: Any) -> tuple[float, list[float]]:
-        ts, v = counters(handle)
-        return ts, [sum(v[: len(links)]), sum(v[len(links) :])]
+        if not counters:
+            counters.append(field_counters(nvml, ids) if direct is None
+                            else nvml_direct.field_counters(direct, ids(handle)))  # fmt: skip
+        ts, v = counters[0](handle)
+        return ts, [float(sum(v[: len(links)])), float(sum(v[len(links) :]))]
 
     return Reader(("nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"), Rate(summed, 2, 1024.0))
+
+
+def _direct_readers(c: Calls, n: Any, pcie: tuple) -> dict[tuple[str, ...], Reader]:
+    """The readers of the fast metrics that call the library directly, by their metrics (see :mod:`.nvml_direct`)."""
+    made: dict[tuple[str, ...], Reader] = {}
+    wanted = [
+        (("gpu_util_pct", "memory_util_pct"),
+         lambda: nvml_direct.pair(c, "nvmlDeviceGetUtilizationRates", n.c_nvmlUtilization_t, ("gpu", "memory"))),
+        (("memory_used_bytes", "memory_total_bytes"),
+         lambda: nvml_direct.pair(c, "nvmlDeviceGetMemoryInfo", n.c_nvmlMemory_t, ("used", "total"))),
+        (("power_w",), lambda: nvml_direct.scalar(c, "nvmlDeviceGetPowerUsage", ctypes.c_uint, per=1e3)),
+        (("sm_clock_mhz",), lambda: nvml_direct.scalar(c, "nvmlDeviceGetClockInfo", ctypes.c_uint, n.NVML_CLOCK_SM)),
+        (("clock_event_reasons_mask",),
+         lambda: nvml_direct.scalar(c, "nvmlDeviceGetCurrentClocksEventReasons", ctypes.c_ulonglong)),
+        (("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"),
+         lambda: Rate(nvml_direct.field_counters(c, list(pcie)), 2, 1.0)),
+    ]  # fmt: skip
+    for metrics, make in wanted:
+        try:
+            made[metrics] = Reader(metrics, make())
+        except c.error:  # the library lacks the function: pynvml's reader says so at the probe
+            continue
+    made[("nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")] = _nvlink(n, c)
+    return made
 
 
 def _processes(nvml: Any, pids: Sequence[int]) -> Reader:
@@ -134,7 +171,11 @@ def _processes(nvml: Any, pids: Sequence[int]) -> Reader:
 
 
 def device_readers(nvml: Any, pids: Sequence[int] = ()) -> list[list[Reader]]:
-    """Fresh readers for one GPU (rates keep state): per metric group, the alternatives, best first."""
+    """Fresh readers for one GPU (rates keep state): per metric group, the alternatives, best first.
+
+    With pynvml itself (not a fake), each fast metric's first alternative calls the library directly
+    (:mod:`aonkit.sources.nvml_direct`); pynvml's own function is the next one.
+    """
     n = nvml
     pcie = (n.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0), (n.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0)
     pcie_names = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
@@ -158,6 +199,11 @@ def device_readers(nvml: Any, pids: Sequence[int] = ()) -> list[list[Reader]]:
                                             for c in (n.NVML_PCIE_UTIL_TX_BYTES, n.NVML_PCIE_UTIL_RX_BYTES)), 2)],
         [_nvlink(n)],
     ]  # fmt: skip
+    if (direct := nvml_direct.direct_calls(n)) is not None:
+        fast = _direct_readers(direct, n, pcie)
+        for group in groups:
+            if group[0].metrics in fast:
+                group.insert(0, fast[group[0].metrics])
     if pids:
         groups.append([_processes(n, pids)])
     return groups

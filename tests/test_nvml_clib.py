@@ -1,0 +1,174 @@
+"""The NVML sampler over nvidia-ml-py's real code, on the C fake of libnvidia-ml (tests/fake_libnvml).
+
+Each test runs a child process whose ``import pynvml`` loads the fake library: pynvml's structs, version fields,
+error classes and function lookup run as on a GPU machine, and so do the sampler's direct readers
+(:mod:`aonkit.sources.nvml_direct`), which a Python fake of pynvml cannot reach. Skipped without a C compiler.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .fake_libnvml import NoCompiler, environ
+
+ROOT = Path(__file__).resolve().parent.parent
+GIB, MIB = 1 << 30, 1 << 20
+PID, PID_BYTES = 4242, 3 * MIB
+
+
+def child(code: str, **knobs: object) -> dict:
+    """Run ``code`` (it prints one JSON line last) beside the fake library; its parsed output."""
+    try:
+        env = environ(**knobs)
+    except NoCompiler as exc:
+        pytest.skip(str(exc))
+    env["PYTHONPATH"] = str(ROOT)
+    prelude = "import ctypes, json, math, time\nimport pynvml\nfrom aonkit.sources.nvml import NvmlSampler\n"
+    done = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+SAMPLE_AND_COUNTERS = """
+    lib = ctypes.CDLL("libnvidia-ml.so.1")  # the one pynvml loaded: same soname
+    lib.aonkitFakeTicks.restype = lib.aonkitFakeGpmTicks.restype = ctypes.c_long
+    s = NvmlSampler(pids=[PID], interval_s=0.1, slow_interval_s=0.1)
+    time.sleep(0.25)
+    row = s.sample()
+    out = {"values": {f"{d}|{m}": (None if math.isnan(v) else v) for (d, m), v in zip(s.channels, row.tolist())},
+           "ticks": [lib.aonkitFakeTicks(i) for i in s.devices],
+           "gpm_ticks": [lib.aonkitFakeGpmTicks(i) for i in s.devices],
+           "unsupported": s.unsupported.to_dict("records"), "names": s.device_names}
+    s.close()
+    print(json.dumps(out))
+"""
+
+
+def test_every_metric_reads_through_nvidia_ml_py_with_the_values_of_the_formulas() -> None:
+    got = child(SAMPLE_AND_COUNTERS.replace("PID", str(PID)), gpus=2, processes=f"{PID}:{PID_BYTES}")
+    assert got["unsupported"] == [] and got["names"] == {"0": "Fake H100 (C)", "1": "Fake H100 (C)"}
+    v = got["values"]
+    for i in range(2):
+        k, g = got["ticks"][i], got["gpm_ticks"][i]
+        expect = {
+            "gpu_util_pct": (10 * i + k) % 101, "memory_util_pct": (5 * i + k) % 101,
+            "memory_used_bytes": (i + 1) * GIB + k * MIB, "memory_total_bytes": 80 * GIB,
+            "power_w": 100 + i, "energy_j": (i + 1) * 1000 + 10 * k, "sm_clock_mhz": 1980 - i,
+            "memory_clock_mhz": 2619, "temperature_c": 40 + i, "clock_event_reasons_mask": 4,
+            "pcie_tx_bytes_per_s": 1e7, "pcie_rx_bytes_per_s": 5e6,  # 1 MB and 0.5 MB per 0.1 s on the field clock
+            "nvlink_tx_bytes_per_s": 4 * 100 * 1024 / 0.1, "nvlink_rx_bytes_per_s": 4 * 50 * 1024 / 0.1,
+            f"process_memory_bytes.{PID}": PID_BYTES,
+            "gpm_sm_util_pct": (2 + 10 * i + g) % 100,  # one snapshot apart: (id + 10 i + k2) % 100
+            "gpm_dram_bw_util_pct": (10 + 10 * i + g) % 100,
+            "gpm_nvlink_tx_bytes_per_s": (61 + 10 * i + g) % 100 * MIB,
+        }  # fmt: skip
+        for metric, want in expect.items():
+            assert v[f"{i}|{metric}"] == pytest.approx(want, rel=1e-12), (i, metric)
+
+
+def test_the_fast_metrics_skip_pynvml_wrappers_and_cost_fewer_calls() -> None:
+    got = child("""
+        wrapped = ["nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetPowerUsage",
+                   "nvmlDeviceGetClockInfo", "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetFieldValues",
+                   "nvmlGpmSampleGet", "nvmlGpmMetricsGet"]
+        s = NvmlSampler(interval_s=0.1, slow_interval_s=100.0, gpm_min_interval_s=0.0)
+        calls = []
+        for name in wrapped:  # count what goes through pynvml's Python from now on
+            real = getattr(pynvml, name)
+            setattr(pynvml, name, lambda *a, _n=name, _f=real: (calls.append(_n), _f(*a))[1])
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        lib.aonkitFakeCalls.restype = ctypes.c_ulonglong
+        c0 = lib.aonkitFakeCalls()
+        s.sample()  # every reader reads (the slow ones through pynvml's functions)
+        c1, first = lib.aonkitFakeCalls(), list(calls)
+        calls.clear()
+        rows = [s.sample() for _ in range(3)]  # the slow ones repeat their values
+        print(json.dumps({"wrapped": calls, "wrapped_first": first, "first": c1 - c0,
+                          "later": (lib.aonkitFakeCalls() - c1) / 3}))
+    """, gpus=1)  # fmt: skip
+    assert got["wrapped"] == [] and got["wrapped_first"] == ["nvmlDeviceGetClockInfo"]  # the memory clock: slow
+    # first sample: util, memory, power, energy, SM and memory clocks, temperature, reasons, PCIe, NVLink, GPM x2
+    assert got["first"] == 12
+    # later: util, memory, power, SM clock, reasons, GPM x2; PCIe and NVLink counters are slow where GPM has them
+    assert got["later"] == 7
+
+
+def test_a_gpu_lost_through_the_direct_calls_is_a_gap_and_the_other_goes_on() -> None:
+    got = child("""
+        s = NvmlSampler(interval_s=0.1, gpm=False, lost_retry_s=1000.0)
+        rows = [s.sample() for _ in range(4)]
+        util = [[r[s.channels.index((d, "gpu_util_pct"))] for r in rows] for d in (0, 1)]
+        gaps = s.gaps
+        print(json.dumps({"util": [[None if math.isnan(x) else x for x in u] for u in util],
+                          "gaps": gaps[["device", "metric", "reason"]].to_dict("records")}))
+    """, gpus=2, lost_after=3)  # fmt: skip
+    # the probe read utilization twice; the sampler's first read is the third, then GPU 0 is lost
+    assert got["util"][0][0] is not None and got["util"][0][1:] == [None, None, None]
+    assert None not in got["util"][1]
+    [gap] = got["gaps"]
+    assert gap["device"] == 0 and gap["metric"] == "*" and "GPU is lost (NVML error 15)" in gap["reason"]
+
+
+def test_before_hopper_gpm_is_listed_and_the_counters_stay_fast() -> None:
+    got = child("""
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        lib.aonkitFakeFieldReads.restype = ctypes.c_long
+        s = NvmlSampler(interval_s=0.1, slow_interval_s=100.0)
+        f0 = lib.aonkitFakeFieldReads(0)
+        row = [s.sample() for _ in range(3)][-1]
+        print(json.dumps({"field_reads": lib.aonkitFakeFieldReads(0) - f0,
+                          "unsupported": sorted(set(s.unsupported["reason"])),
+                          "gpm": [m for _, m in s.channels if m.startswith("gpm_")],
+                          "pcie": row[s.channels.index((0, "pcie_tx_bytes_per_s"))]}))
+    """, gpus=1, hopper=0)  # fmt: skip
+    assert got["unsupported"] == ["no GPM on this GPU (Hopper or later)"] and got["gpm"] == []
+    assert got["field_reads"] == 6 and got["pcie"] == 1e7  # PCIe and NVLink counters at every sample
+
+
+def test_without_a_driver_the_sampler_says_so() -> None:
+    got = child("""
+        from aonkit.sources.nvml import open_gpu_sampler
+        s, why = open_gpu_sampler()
+        print(json.dumps({"none": s is None, "why": why}))
+    """, no_driver=1)  # fmt: skip
+    assert got["none"] and got["why"].startswith("no NVIDIA driver (NVML: Driver Not Loaded)")
+
+
+def test_the_daemon_samples_the_c_library_gpus_and_keeps_them_on_disk() -> None:
+    import os
+    import signal
+
+    import pyarrow.dataset as ds
+
+    from .live_helpers import Live
+
+    live = Live()
+    try:
+        try:
+            live.env = environ(gpus=2, base=live.env)
+        except NoCompiler as exc:
+            pytest.skip(str(exc))
+        pid = live.start_daemon()
+        live.wait(lambda: live.status().get("flushes", 0) >= 1)
+        os.kill(pid, signal.SIGTERM)
+        live.wait_stopped()
+        st = live.status()
+        frame = ds.dataset(live.data, format="parquet", partitioning="hive").to_table().to_pandas()
+    finally:
+        live.close()
+    assert st["gpus"] == [0, 1] and st["gpu_names"] == {"0": "Fake H100 (C)", "1": "Fake H100 (C)"}
+    assert st["gpu_unsupported"] == 0 and st["lost"] == 0
+    util = frame[frame["metric"].astype(str) == "gpu_util_pct"]
+    assert set(util["device"]) == {0, 1} and util["value"].notna().all()
+    assert util.groupby("device")["ts_ns"].nunique().eq(st["samples"]).all()
+    # GPU 1's utilization steps by one per read: (10 + k) % 101 for consecutive k
+    steps = np.diff(util[util["device"] == 1].sort_values("ts_ns")["value"].to_numpy()) % 101
+    assert (steps == 1).all()
