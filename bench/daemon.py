@@ -2,13 +2,14 @@
 
 Usage: ``PYTHONPATH=. python bench/daemon.py [--seconds 60] [--readers 10] [--trace-steps 20] [--gpus clib,fake,real]``
 
-(a) the daemon at 10 Hz with the host and 8 simulated GPUs, and with the host only: CPU % of one core (``/proc/<pid>/stat``, utime + stime over the
-measured wall time) and RSS; (b) Parquet bytes per GPU-hour, extrapolated from the files of the measured run (one
-60 s flush, then the final one; the host's 3 channels are included, and fake values may compress differently
-from real ones); (c) reader latency, sample time stamp to long-form table, one reader polling every 1 ms; (d) the
-same with ``--readers`` readers at once, each polling every 10 ms, and the daemon's CPU meanwhile; (e) an on-demand
-trace of a torch CPU training loop: time from the request to the first profiled step, and the profiled steps'
-time against the steps before (cold: the process's first trace; warm: later ones).
+(a) the daemon at 10 Hz with the host and 8 simulated GPUs, and with the host only, flushing every 30 s: CPU % of
+one core in steady state (``/proc/<pid>/stat``, utime + stime over ``--seconds`` from its first flush, which
+imports pyarrow), the CPU seconds it took until then, and RSS; (b) Parquet bytes per GPU-hour, extrapolated from
+the files of the run (the host's 3 channels included; fake values may compress differently from real ones);
+(c) reader latency, sample time stamp to long-form table, one reader polling every 1 ms; (d) the same with
+``--readers`` readers at once, each polling every 10 ms, and the daemon's CPU meanwhile; (e) an on-demand trace
+of a torch CPU training loop: time from the request to the first profiled step, and the profiled steps' time
+against the steps before (cold: the process's first trace; warm: later ones).
 
 The simulated GPUs (``--gpus``): ``clib``, the tests' C ``libnvidia-ml.so.1`` (:mod:`tests.fake_libnvml`, built
 with the C compiler) under the real nvidia-ml-py, i.e. everything a real GPU costs except the driver's own time in
@@ -37,6 +38,8 @@ sys.path.insert(0, str(ROOT))
 from aonkit.live.status import read_json, running_pid  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
+FLUSH_S = 30.0
+"""The measured daemons' Parquet interval (the default is 60 s): each measured minute holds two flushes."""
 
 READER = r"""
 import sys, time, numpy as np
@@ -167,13 +170,16 @@ def daemon_cost(seconds: float, readers: int, gpus: str = "clib,fake") -> None:
         runs += [("host + 8 fake GPUs (Python fake of pynvml)", "tests.fake_gpus:eight_gpus", 8, {})]
     if kinds - {"real"}:
         runs += [("host only", "tests.fake_gpus:no_driver", 0, {})]
-    print("| sampled | channels | CPU % of a core | RSS MB (peak) | Parquet bytes / GPU-hour | samples lost |")
-    print("|---|---|---|---|---|---|")
+    print("| sampled | channels | CPU % of a core | CPU s to the first flush | RSS MB (peak) | Parquet bytes / GPU-hour | samples lost |")
+    print("|---|---|---|---|---|---|---|")
     for label, fake, n_gpu, extra in runs:
         w = World(fake, extra)
         try:
-            w.start()
-            time.sleep(3)  # imports and the NVML probe done
+            w.start(flush=FLUSH_S)
+            first = time.monotonic() + 4 * FLUSH_S
+            while not read_json(w.base / "run" / "daemon.json", "status").get("flushes") and time.monotonic() < first:
+                time.sleep(0.2)  # steady state: imports, the NVML probe and the first flush (pyarrow's import) done
+            start_cpu = w.cpu_s()
             cpu = w.cpu_pct(seconds)
             rss, hwm = w.rss_mb()
             if n_gpu and not latency_rows:  # readers of the first run with GPUs
@@ -181,7 +187,7 @@ def daemon_cost(seconds: float, readers: int, gpus: str = "clib,fake") -> None:
             st = w.stop()
             hours = st["samples"] * st["interval_s"] / 3600  # the time the files cover
             per = f"{w.disk_bytes() / hours / n_gpu / 1e6:.2f} MB" if n_gpu else f"host: {w.disk_bytes() / hours / 1e6:.2f} MB/h"
-            print(f"| {label} | {st['channels']} | {cpu:.2f} | {rss:.0f} ({hwm:.0f}) | {per} | {st['lost']} |")
+            print(f"| {label} | {st['channels']} | {cpu:.2f} | {start_cpu:.2f} | {rss:.0f} ({hwm:.0f}) | {per} | {st['lost']} |")
         finally:
             w.close()
     print(f"\n### Readers ({runs[0][0] if runs else 'none'} at 10 Hz): sample time stamp to long-form table\n")

@@ -230,6 +230,27 @@ def test_disk_cap_and_retention_delete_the_oldest(tmp_path: Path) -> None:
     assert len(list(hdir.glob("date=*/hour=*"))) == 1  # emptied partitions are removed
 
 
+def test_prune_on_the_daemons_kept_list_deletes_what_a_listing_would(tmp_path: Path, monkeypatch) -> None:
+    from aonkit.live.daemon import Daemon
+
+    hour, now = 3600 * 10**9, 1_800_000_000 * 10**9
+    channels = [(-1, "cpu_percent")]
+    d = Daemon(root=tmp_path, retention_hours=2.5)
+    d.hdir = store.host_dir(tmp_path, "h")
+    listings = []
+    real_list = store.list_files
+    monkeypatch.setattr(store, "list_files", lambda h: listings.append(h) or real_list(h))
+    for k in range(6):  # one file an hour; each flush prunes on the kept list
+        written = store.write_segment(tmp_path, "h", np.array([now - (5 - k) * hour]), np.ones((1, 1)), channels, pid=7)
+        store.prune(d.hdir, None, 2.5 * 3600, now_ns=now - (5 - k) * hour, files=d._known_files(written))
+        assert d._files == real_list(d.hdir)
+    assert len(listings) == 1  # listed once, at the first flush
+    assert [f[0] for f in d._files] == [now - 2 * hour, now - hour, now]
+    (d._files[0][2]).unlink()  # deleted by someone else: seen at the next listing, an hour on
+    d._listed_at -= 3601
+    assert d._known_files([]) == real_list(d.hdir) and len(d._files) == 2 and len(listings) == 2
+
+
 def test_the_running_daemon_enforces_its_cap(live) -> None:
     pid = live.start_daemon("--flush", "0.2", "--cap-bytes", "1")
     live.wait(lambda: live.status().get("deleted", 0) >= 2)
