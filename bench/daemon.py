@@ -4,8 +4,9 @@ Usage: ``PYTHONPATH=. python bench/daemon.py [--seconds 60] [--readers 10] [--tr
 
 (a) the daemon at 10 Hz with the host and 8 simulated GPUs, and with the host only, flushing every 30 s: CPU % of
 one core in steady state (``/proc/<pid>/stat``, utime + stime over ``--seconds`` from its first flush, which
-imports pyarrow), the CPU seconds it took until then, and RSS; (b) Parquet bytes per GPU-hour, extrapolated from
-the files of the run (the host's 3 channels included; fake values may compress differently from real ones);
+imports pyarrow), the flusher's CPU for its last flush, the CPU seconds it took until the first, and RSS;
+(b) Parquet bytes per GPU-hour, extrapolated from the files of the run (the host's 3 channels included; fake
+values may compress differently from real ones);
 (c) reader latency, sample time stamp to long-form table, one reader polling every 1 ms; (d) the same with
 ``--readers`` readers at once, each polling every 10 ms, and the daemon's CPU meanwhile; (e) an on-demand trace
 of a torch CPU training loop: time from the request to the first profiled step, and the profiled steps' time
@@ -170,8 +171,9 @@ def daemon_cost(seconds: float, readers: int, gpus: str = "clib,fake") -> None:
         runs += [("host + 8 fake GPUs (Python fake of pynvml)", "tests.fake_gpus:eight_gpus", 8, {})]
     if kinds - {"real"}:
         runs += [("host only", "tests.fake_gpus:no_driver", 0, {})]
-    print("| sampled | channels | CPU % of a core | CPU s to the first flush | RSS MB (peak) | Parquet bytes / GPU-hour | samples lost |")
-    print("|---|---|---|---|---|---|---|")
+    print("| sampled | channels | CPU % of a core | a flush's CPU ms | CPU s to the first flush | RSS MB (peak) "
+          "| Parquet bytes / GPU-hour | samples lost |")
+    print("|---|---|---|---|---|---|---|---|")
     for label, fake, n_gpu, extra in runs:
         w = World(fake, extra)
         try:
@@ -182,12 +184,14 @@ def daemon_cost(seconds: float, readers: int, gpus: str = "clib,fake") -> None:
             start_cpu = w.cpu_s()
             cpu = w.cpu_pct(seconds)
             rss, hwm = w.rss_mb()
+            flush_ms = read_json(w.base / "run" / "daemon.json", "status").get("last_flush_cpu_ms", float("nan"))
             if n_gpu and not latency_rows:  # readers of the first run with GPUs
                 latency_rows = reader_latency(w, readers, min(20.0, seconds))
             st = w.stop()
             hours = st["samples"] * st["interval_s"] / 3600  # the time the files cover
             per = f"{w.disk_bytes() / hours / n_gpu / 1e6:.2f} MB" if n_gpu else f"host: {w.disk_bytes() / hours / 1e6:.2f} MB/h"
-            print(f"| {label} | {st['channels']} | {cpu:.2f} | {start_cpu:.2f} | {rss:.0f} ({hwm:.0f}) | {per} | {st['lost']} |")
+            print(f"| {label} | {st['channels']} | {cpu:.2f} | {flush_ms:.1f} | {start_cpu:.2f} | {rss:.0f} ({hwm:.0f}) | {per} "
+                  f"| {st['lost']} |")
         finally:
             w.close()
     print(f"\n### Readers ({runs[0][0] if runs else 'none'} at 10 Hz): sample time stamp to long-form table\n")

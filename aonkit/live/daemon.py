@@ -197,6 +197,7 @@ class Daemon:
             self._flush()
 
     def _flush(self) -> None:
+        cpu0 = time.thread_time()
         end = self.ring.count
         ts, values, _ = self.ring.read(self.flushed, end)
         try:
@@ -215,6 +216,7 @@ class Daemon:
         s["last_flush_ns"], s["last_flush_samples"], s["last_flush_files"] = time.time_ns(), len(ts), len(files)
         s["deleted"] += len(gone)
         s["flush_error"] = None
+        s["last_flush_cpu_ms"] = round((time.thread_time() - cpu0) * 1e3, 2)  # the flusher thread's own CPU
         self.flushed = self.ring.flushed = end
         self._write_status("running")
 
