@@ -152,6 +152,19 @@ def test_a_lost_gpu_is_tried_again_without_new_gaps() -> None:
     assert len(s.gaps) == 1
 
 
+def test_a_revived_gpu_repeats_no_slow_value_read_before_its_loss() -> None:
+    gpu = FakeGpu(lost_after=3)  # the probe reads utilisation twice: the sampler's second read finds it lost
+    s = NvmlSampler(nvml=FakeNvml([gpu]), gpm=False, interval_s=0.1, slow_interval_s=1.0, lost_retry_s=0.0)
+    first = values_of(s, s.sample())  # fresh: the slow metrics are read
+    assert first[(0, "temperature_c")] == 40
+    lost = values_of(s, s.sample())
+    assert all(math.isnan(v) for v in lost.values())
+    gpu.lost, gpu.lost_after = False, None  # back: revived at the next tick, which is not a slow one
+    back = values_of(s, s.sample())
+    assert back[(0, "power_w")] == 100 and math.isnan(back[(0, "temperature_c")])
+    assert [values_of(s, s.sample())[(0, "temperature_c")] for _ in range(8)][-1] == 40  # the next slow read
+
+
 def test_an_error_mid_run_is_nan_for_that_tick_and_a_gap_once_per_run_of_failures() -> None:
     # GIVEN a GPU whose power reading fails for two ticks, works, then fails with a non-NVML error
     gpu = FakeGpu()

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import AonkitError
 from .gpm import Gpm, gpm_metrics
-from .nvml_metrics import NAN, PartialRead, Reader, describe, device_readers
+from .nvml_metrics import NAN, PartialRead, Reader, describe, device_readers, slow_where_gpm_measures
 from .samplers import RingSampler
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class NvmlSampler(RingSampler):
                 self._skip(gpu.index, [name], why)
             if g.metrics:
                 picked[gpu.index].append(g)
-                _slow_where_gpm_measures(picked[gpu.index], g.metrics)
+                slow_where_gpm_measures(picked[gpu.index], g.metrics)
         channels: list[tuple[int, str]] = []
         for gpu in self._gpus:
             for reader in picked[gpu.index]:
@@ -240,6 +240,8 @@ class NvmlSampler(RingSampler):
                         self._lose(gpu, exc)
                         del vals[start:]
                         add(gpu.nans)
+                        for e in gpu.plan:  # nothing read before the loss is repeated after a revival
+                            e[2] = e[3]
                         break
                     got = entry[3]
                     for metric in reader.metrics:
@@ -342,17 +344,6 @@ class NvmlSampler(RingSampler):
     def __repr__(self) -> str:
         return (f"NvmlSampler(GPUs {list(self.devices)}, {self._width} channels, "
                 f"{len(self._unsupported)} unsupported, every {self.interval_s:g} s)")  # fmt: skip
-
-
-GPM_ALSO = {"pcie_tx_bytes_per_s": "gpm_pcie_tx_bytes_per_s", "nvlink_tx_bytes_per_s": "gpm_nvlink_tx_bytes_per_s"}
-"""A counter reader's first metric, and the GPM metric that measures the same at every sample."""
-
-
-def _slow_where_gpm_measures(readers: list[Reader | Gpm], gpm_metrics: tuple[str, ...]) -> None:
-    """Read PCIe and NVLink counters at the slow interval on a GPU whose GPM gives those rates every sample."""
-    for reader in readers:
-        if isinstance(reader, Reader) and GPM_ALSO.get(reader.metrics[0]) in gpm_metrics:
-            reader.slow = True
 
 
 def _import_pynvml() -> Any:

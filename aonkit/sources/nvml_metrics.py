@@ -209,6 +209,17 @@ def device_readers(nvml: Any, pids: Sequence[int] = ()) -> list[list[Reader]]:
     return groups
 
 
+GPM_ALSO = {"pcie_tx_bytes_per_s": "gpm_pcie_tx_bytes_per_s", "nvlink_tx_bytes_per_s": "gpm_nvlink_tx_bytes_per_s"}
+"""A counter reader's first metric, and the GPM metric that measures the same at every sample."""
+
+
+def slow_where_gpm_measures(readers: Sequence[Any], gpm_metrics: Sequence[str]) -> None:
+    """Make the PCIe and NVLink counter readers slow on a GPU whose GPM gives those rates every sample."""
+    for reader in readers:
+        if isinstance(reader, Reader) and GPM_ALSO.get(reader.metrics[0]) in gpm_metrics:
+            reader.slow = True
+
+
 def describe(exc: BaseException) -> str:
     """One line for an NVML (or other) error: the NVML text and code, else the type and message."""
     value = getattr(exc, "value", None)
