@@ -106,7 +106,7 @@ class Gpm:
         calls = direct_calls(self.nvml)
         if calls is not None and isinstance(req, ctypes.Structure):
             raw = memoryview(req.metrics).cast("B")
-            unpack = struct.Struct("<" + METRIC * len(self.rows)).unpack_from
+            unpack = struct.Struct("=" + METRIC * len(self.rows)).unpack_from
             self._direct = (calls.fn("nvmlGpmSampleGet"), calls.fn("nvmlGpmMetricsGet"), ctypes.byref(req),
                             calls.check, raw, unpack)  # fmt: skip
 

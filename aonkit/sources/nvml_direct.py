@@ -63,9 +63,9 @@ def scalar(c: Calls, name: str, ctype: type, *args: Any, per: float = 1.0) -> Ca
     return read
 
 
-def pair(c: Calls, name: str, struct: type, fields: tuple[str, str]) -> Callable[[Any], tuple[float, float]]:
-    """``handle -> (a, b)``: two fields of the struct ``name(handle, &out)`` fills."""
-    fn, out = c.fn(name), struct()
+def pair(c: Calls, name: str, out_type: type, fields: tuple[str, str]) -> Callable[[Any], tuple[float, float]]:
+    """``handle -> (a, b)``: two fields of the struct (``out_type``) that ``name(handle, &out)`` fills."""
+    fn, out = c.fn(name), out_type()
     ref, check = ctypes.byref(out), c.check
     a, b = fields
 
@@ -87,7 +87,7 @@ def field_counters(c: Calls, ids: Sequence[tuple[int, int]]) -> Callable[[Any], 
     for k, (field_id, scope) in enumerate(ids):
         arr[k].fieldId, arr[k].scopeId = field_id, scope
     raw = memoryview(arr).cast("B")
-    unpack = struct.Struct("<" + FIELD * n).unpack_from
+    unpack = struct.Struct("=" + FIELD * n).unpack_from  # the machine's byte order, no padding (none in C either)
     count, ref, check = ctypes.c_int32(n), ctypes.byref(arr), c.check
 
     def read(handle: Any) -> tuple[float, list[float]]:
