@@ -16,6 +16,7 @@ import pytest
 
 from aonkit.sources.gpm import GPM_METRICS, gpm_metrics
 from aonkit.sources.nvml import NvmlSampler, NvmlUnavailable, open_gpu_sampler
+from aonkit.sources.nvml_direct import Calls
 from aonkit.sources.samplers import attach_samples
 
 from .fake_nvml import GIB, FakeGpu, FakeNvml, gpm_value
@@ -412,11 +413,11 @@ def test_slow_metrics_are_read_once_per_slow_interval_and_repeat_their_value_bet
 # -- the direct readers' unpacking (aonkit.sources.nvml_direct), over a stand-in for the C function
 
 
-class _FieldCalls:
+class _FieldCalls(Calls):
     """A :class:`~aonkit.sources.nvml_direct.Calls` whose nvmlDeviceGetFieldValues is Python writing ``rows``."""
 
     def __init__(self, rows: list[tuple[int, int, object, int]]) -> None:
-        self.nvml, self.error = pynvml, pynvml.NVMLError
+        super().__init__(pynvml)
         self.rows = rows  # (valueType, nvmlReturn, value, timestamp) per field
 
     def fn(self, name: str):  # noqa: ANN201 - a ctypes-like function
@@ -432,10 +433,6 @@ class _FieldCalls:
             return 0
 
         return call
-
-    def check(self, ret: int) -> None:
-        if ret:
-            raise self.error(ret)
 
 
 def test_direct_field_values_unpack_every_value_type_and_the_latest_timestamp() -> None:

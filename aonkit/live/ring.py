@@ -25,6 +25,7 @@ import json
 import mmap
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +61,7 @@ class Ring:
             raise ValueError(f"{path} is not an aonkit ring of version {VERSION}")
         self.channels = [(int(d), str(m)) for d, m in json.loads(bytes(mm[128 : 128 + jlen]))]
         self.capacity, self.header_bytes = cap, head
-        self._slot_bytes, self._value_bytes = slot, 8 * n
+        self._slot_bytes = slot
         self._pack_values = struct.Struct(f"<{n}d").pack_into
         self.slots = np.ndarray(cap, _slot_dtype(n), buffer=mm, offset=head)
 
@@ -124,21 +125,18 @@ class Ring:
     def state(self, value: int) -> None:
         _U64.pack_into(self.mm, _STATE, value)
 
-    def write(self, ts_ns: int, values: np.ndarray | list[float]) -> None:
+    def write(self, ts_ns: int, values: Sequence[float]) -> None:
         """Publish one sample (the only writer: the daemon's sampling thread).
 
-        ``values``: a list of floats or a C-contiguous float64 array, one value per channel. Plain stores into
-        the mapping (``struct``, or one slice copy): the daemon pays this every tick from a cold cache, where
-        each numpy call costs tens of microseconds.
+        ``values``: one float per channel (the daemon's list; an array works too). Plain ``struct`` stores into
+        the mapping: the daemon pays this every tick from a cold cache, where each numpy call costs tens of
+        microseconds.
         """
         mm = self.mm
         k = _U64.unpack_from(mm, _COUNT)[0]
         off = self.header_bytes + (k % self.capacity) * self._slot_bytes
         _SEQ_TS.pack_into(mm, off, 2 * k + 1, ts_ns)
-        if isinstance(values, list):
-            self._pack_values(mm, off + 16, *values)
-        else:
-            mm[off + 16 : off + 16 + self._value_bytes] = values
+        self._pack_values(mm, off + 16, *values)
         _U64.pack_into(mm, off, 2 * k + 2)
         _U64.pack_into(mm, _COUNT, k + 1)
         _I64.pack_into(mm, _BEAT, ts_ns)

@@ -140,37 +140,25 @@ class Gpm:
             return self.values
         nvml, req = self.nvml, self.request
         if self._direct is not None:
-            return self._read_direct(handle, now)
-        nvml.nvmlGpmSampleGet(handle, self.samples[1])
-        req.sample1, req.sample2 = self.samples
-        nvml.nvmlGpmMetricsGet(req)
+            get, compute, ref, check, raw, unpack = self._direct
+            check(get(handle, self.samples[1]))
+            req.sample1, req.sample2 = self.samples
+            check(compute(ref))
+            got = unpack(raw)  # (nvmlReturn, value) of each metric
+            rets, values = got[0::2], got[1::2]
+        else:
+            nvml.nvmlGpmSampleGet(handle, self.samples[1])
+            req.sample1, req.sample2 = self.samples
+            nvml.nvmlGpmMetricsGet(req)
+            got = req.metrics[: len(self.rows)]  # one call: the metrics' structs, not one lookup per metric
+            rets, values = [m.nvmlReturn for m in got], [m.value for m in got]
         self.samples.reverse()
         self.t = now
-        got = req.metrics[: len(self.rows)]  # one call: the metrics' structs, not one lookup per metric
-        ok = nvml.NVML_SUCCESS
-        if all(m.nvmlReturn == ok for m in got):
-            self.values = tuple([m.value * scale for m, scale in zip(got, self.scales)])
+        if not any(rets):  # NVML_SUCCESS is 0
+            self.values = tuple([v * scale for v, scale in zip(values, self.scales)])
             return self.values
-        self.values = tuple([m.value * scale if m.nvmlReturn == ok else NAN for m, scale in zip(got, self.scales)])
-        reasons = {name: _error_text(nvml, m.nvmlReturn)
-                   for (name, _, _), m in zip(self.rows, got) if m.nvmlReturn != ok}  # fmt: skip
-        raise PartialRead(self.values, reasons)
-
-    def _read_direct(self, handle: Any, now: float) -> tuple[float, ...]:
-        get, compute, ref, check, raw, unpack = self._direct
-        req = self.request
-        check(get(handle, self.samples[1]))
-        req.sample1, req.sample2 = self.samples
-        check(compute(ref))
-        self.samples.reverse()
-        self.t = now
-        got = unpack(raw)  # (nvmlReturn, value) of each metric
-        rets = got[0::2]
-        if not any(rets):
-            self.values = tuple([v * scale for v, scale in zip(got[1::2], self.scales)])
-            return self.values
-        self.values = tuple([NAN if r else v * scale for r, v, scale in zip(rets, got[1::2], self.scales)])
-        reasons = {name: _error_text(self.nvml, r) for (name, _, _), r in zip(self.rows, rets) if r}
+        self.values = tuple([NAN if r else v * scale for r, v, scale in zip(rets, values, self.scales)])
+        reasons = {name: _error_text(nvml, r) for (name, _, _), r in zip(self.rows, rets) if r}
         raise PartialRead(self.values, reasons)
 
     def close(self) -> None:

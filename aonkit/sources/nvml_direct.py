@@ -99,13 +99,14 @@ def field_counters(c: Calls, ids: Sequence[tuple[int, int]]) -> Callable[[Any], 
         if all(t in _WHOLE for t in types):
             values = [float(v) for v in got[6::7]]
         else:
-            values = [_typed(arr[k].value, t) for k, t in enumerate(types)]
+            values = [typed_value(arr[k].value, t) for k, t in enumerate(types)]
         return (max(got[2::7]) or time.time_ns() / 1e3), values
 
     return read
 
 
-def _typed(value: Any, value_type: int) -> float:
+def typed_value(value: Any, value_type: int) -> float:
+    """A field value (pynvml's ``c_nvmlValue_t`` union) read as its ``nvmlValueType_t`` says, as a float."""
     if not 0 <= value_type < len(_BY_TYPE):
         raise ValueError(f"NVML gave a field value of unknown type {value_type}")
     return float(getattr(value, _BY_TYPE[value_type]))

@@ -42,7 +42,6 @@ from . import nvml_direct
 from .nvml_direct import Calls
 
 NAN = math.nan
-_VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
 
 
 class Unsupported(Exception):
@@ -101,9 +100,7 @@ def field_counters(nvml: Any, ids: Callable[[Any], list[tuple[int, int]]]) -> Ca
         for v in nvml.nvmlDeviceGetFieldValues(handle, ids(handle)):
             if v.nvmlReturn != nvml.NVML_SUCCESS:
                 raise nvml.NVMLError(v.nvmlReturn)
-            if not 0 <= v.valueType < len(_VALUE_FIELDS):
-                raise ValueError(f"NVML gave a field value of unknown type {v.valueType}")
-            out.append(float(getattr(v.value, _VALUE_FIELDS[v.valueType])))
+            out.append(nvml_direct.typed_value(v.value, v.valueType))
             ts = max(ts, v.timestamp)
         return (ts or time.time_ns() / 1e3), out
 
