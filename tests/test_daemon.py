@@ -310,6 +310,30 @@ def test_a_list_and_an_array_write_the_same_bytes(tmp_path: Path) -> None:
         r.close()
 
 
+def test_a_slot_whose_bytes_do_not_match_its_check_is_never_returned(tmp_path: Path) -> None:
+    # what a reader on a weakly ordered CPU can see: the even seq of sample k with a value not yet visible (here:
+    # the previous sample's), or sample k's seq over a slot still holding an older, complete sample's bytes
+    ring = Ring.create(tmp_path / "ring", [(0, "a"), (0, "b")], 4, 100)
+    for k in range(4):
+        ring.write(1000 + k, [float(k), -float(k)])
+    slot = ring.slots.dtype.itemsize
+    stale_value = ring.header_bytes + 1 * slot + 24  # sample 1's first value
+    ring.mm[stale_value : stale_value + 8] = struct.pack("<d", 0.0)
+    stale_slot = ring.header_bytes + 2 * slot  # sample 2's slot, its seq right, its bytes sample 3's
+    ring.mm[stale_slot + 8 : stale_slot + slot] = ring.mm[stale_slot + slot + 8 : stale_slot + 2 * slot]
+    ts, values, cursor = ring.read(0)
+    assert ts.tolist() == [1000, 1003] and values.tolist() == [[0.0, -0.0], [3.0, -3.0]] and cursor == 4
+    ring.close()
+
+
+def test_a_reader_names_a_ring_of_another_version(tmp_path: Path) -> None:
+    ring = Ring.create(tmp_path / "ring", [(0, "a")], 2, 100)
+    ring.mm[8:12] = struct.pack("<I", 1)  # the layout before the per-slot check
+    with pytest.raises(ValueError, match=r"ring of version 1, this aonkit reads version 2: restart the daemon"):
+        Ring.open(tmp_path / "ring")
+    ring.close()
+
+
 def test_zero_means_no_limit_in_the_api_as_on_the_command_line(tmp_path: Path) -> None:
     import argparse
 

@@ -10,12 +10,18 @@ Layout (little endian)::
     72    heartbeat ns i64   time.time_ns() of the last tick
     80    state u64          1 running, 2 stopped cleanly
     88    channels JSON bytes u32, then at 128 the JSON: [[device, metric], ...]
-    header bytes ...       capacity slots of (seq u64, ts_ns i64, value f64 x channels)
+    header bytes ...       capacity slots of (seq u64, check u64, ts_ns i64, value f64 x channels)
 
 Sample ``k`` goes to slot ``k % capacity``. The writer sets the slot's ``seq`` to ``2k + 1`` (odd: being
-written), writes the time and values, sets ``seq`` to ``2k + 2`` (even: done), then ``count`` to ``k + 1``.
-A reader copies the slots it wants and keeps sample ``k`` only when ``seq`` read before and after the copy is
-``2k + 2``; anything else is a torn read (retried) or a slot the writer has lapped (lost, and the cursor says so).
+written), writes the time and values, then ``check`` (the CRC-32 of the time and values bytes, started from
+``k``), sets ``seq`` to ``2k + 2`` (even: done), then ``count`` to ``k + 1``. A reader copies the slots it wants
+and keeps sample ``k`` only when ``seq`` read before and after the copy is ``2k + 2`` and the copy's ``check`` is
+right; anything else is a torn read (retried) or a slot the writer has lapped (lost, and the cursor says so).
+
+Why the check: the writer is Python, which has no memory fence. On x86-64 stores become visible in program order
+and the sequence numbers alone suffice; on a weakly ordered CPU (arm64, POWER) another core may see the even
+``seq`` before the values it covers, and a reader's loads may be reordered likewise. A copy whose bytes do not
+match its ``check`` is such a read, and is retried like any torn one (a false match: one in 2**32).
 Readers map the file read-only and take no lock, so a reader that dies or stalls never blocks the daemon.
 """
 
@@ -25,21 +31,24 @@ import json
 import mmap
 import os
 import struct
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 MAGIC = b"AONRING1"
-VERSION = 1
+VERSION = 2
 _HEAD = struct.Struct("<8sII III4x QQq QQqQ I")
 _COUNT, _FLUSHED, _BEAT, _STATE = 56, 64, 72, 80
-_SEQ_TS, _U64, _I64 = struct.Struct("<Qq"), struct.Struct("<Q"), struct.Struct("<q")
+_U64, _I64 = struct.Struct("<Q"), struct.Struct("<q")
+_CHECKED = 16  # the slot's bytes from here on (time and values) are under its check
+_K_MASK = 0xFFFFFFFF
 RUNNING, STOPPED = 1, 2
 
 
 def _slot_dtype(n: int) -> np.dtype:
-    return np.dtype([("seq", "<u8"), ("ts", "<i8"), ("v", "<f8", (n,))])
+    return np.dtype([("seq", "<u8"), ("check", "<u8"), ("ts", "<i8"), ("v", "<f8", (n,))])
 
 
 class Ring:
@@ -57,12 +66,15 @@ class Ring:
         self.mm, self.path = mm, path
         (magic, version, head, n, cap, slot, self.interval_ns, self.pid, self.started_ns,
          *_rest, jlen) = _HEAD.unpack_from(mm, 0)  # fmt: skip
-        if magic != MAGIC or version != VERSION:
-            raise ValueError(f"{path} is not an aonkit ring of version {VERSION}")
+        if magic != MAGIC:
+            raise ValueError(f"{path} is not an aonkit ring")
+        if version != VERSION:
+            raise ValueError(f"{path} is an aonkit ring of version {version}, this aonkit reads version {VERSION}: "
+                             "restart the daemon with this aonkit (`aonkit daemon stop`, then `start`)")
         self.channels = [(int(d), str(m)) for d, m in json.loads(bytes(mm[128 : 128 + jlen]))]
         self.capacity, self.header_bytes = cap, head
         self._slot_bytes = slot
-        self._pack_values = struct.Struct(f"<{n}d").pack_into
+        self._pack = struct.Struct(f"<q{n}d").pack
         self.slots = np.ndarray(cap, _slot_dtype(n), buffer=mm, offset=head)
 
     @classmethod
@@ -135,8 +147,10 @@ class Ring:
         mm = self.mm
         k = _U64.unpack_from(mm, _COUNT)[0]
         off = self.header_bytes + (k % self.capacity) * self._slot_bytes
-        _SEQ_TS.pack_into(mm, off, 2 * k + 1, ts_ns)
-        self._pack_values(mm, off + 16, *values)
+        body = self._pack(ts_ns, *values)
+        _U64.pack_into(mm, off, 2 * k + 1)
+        mm[off + _CHECKED : off + self._slot_bytes] = body
+        _U64.pack_into(mm, off + 8, zlib.crc32(body, k & _K_MASK))
         _U64.pack_into(mm, off, 2 * k + 2)
         _U64.pack_into(mm, _COUNT, k + 1)
         _I64.pack_into(mm, _BEAT, ts_ns)
@@ -162,7 +176,7 @@ class Ring:
             before = self.slots["seq"][slots]
             rec = self.slots[slots]  # a copy
             after = self.slots["seq"][slots]
-            ok = (before == want) & (after == want)
+            ok = _checked(rec, ks[todo], (before == want) & (after == want))
             ts[todo[ok]], vals[todo[ok]], keep[todo[ok]] = rec["ts"][ok], rec["v"][ok], True
             alive = ks[todo] >= self.count - self.capacity  # not yet lapped: worth another try
             todo = todo[~ok & alive]
@@ -175,6 +189,16 @@ class Ring:
             self.mm.close()
         except BufferError:  # a numpy view still holds it: the mapping goes with the last one
             pass
+
+
+def _checked(rec: np.ndarray, ks: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """``ok``, false where a copied slot's bytes do not match its ``check`` (seen out of order: retry it)."""
+    raw = rec.view(np.uint8).reshape(len(rec), -1)
+    check = rec["check"]
+    for j in np.flatnonzero(ok).tolist():
+        if zlib.crc32(raw[j, _CHECKED:], int(ks[j]) & _K_MASK) != check[j]:
+            ok[j] = False
+    return ok
 
 
 def _now() -> int:
