@@ -91,9 +91,15 @@ def test_the_fast_metrics_skip_pynvml_wrappers_and_cost_fewer_calls() -> None:
         c1, first = lib.aonkitFakeCalls(), list(calls)
         calls.clear()
         rows = [s.sample() for _ in range(3)]  # the slow ones repeat their values
+        sm = s.channels.index((0, "gpm_sm_util_pct"))
         print(json.dumps({"wrapped": calls, "wrapped_first": first, "first": c1 - c0,
-                          "later": (lib.aonkitFakeCalls() - c1) / 3}))
+                          "later": (lib.aonkitFakeCalls() - c1) / 3, "gaps": len(s.gaps),
+                          "gpm_ticks": lib.aonkitFakeGpmTicks(0), "sm": [float(r[sm]) for r in rows]}))
     """, gpus=1)  # fmt: skip
+    # the direct GPM reads alternate two requests (the snapshots swap roles): each read is the last snapshot's
+    # interval, in the right order (the library refuses an older second snapshot)
+    g = got["gpm_ticks"]
+    assert got["gaps"] == 0 and got["sm"] == [(2 + k) % 100 for k in (g - 2, g - 1, g)]
     assert got["wrapped"] == [] and got["wrapped_first"] == ["nvmlDeviceGetClockInfo"]  # the memory clock: slow
     # first sample: util, memory, power, energy, SM and memory clocks, temperature, reasons, PCIe, NVLink, GPM x2
     assert got["first"] == 12

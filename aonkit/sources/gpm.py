@@ -97,18 +97,26 @@ class Gpm:
         calls go to the library directly (:mod:`.nvml_direct`); a fake NVML's request is read attribute by
         attribute.
         """
-        req = self.request
+        self.scales = [scale for _, _, scale in self.rows]
+        self._direct = None
+        self._fill(self.request)
+        calls = direct_calls(self.nvml)
+        if calls is not None and isinstance(self.request, ctypes.Structure):
+            # two requests, one per order of the snapshots (they swap roles at each read): nothing to set per read
+            unpack = struct.Struct("=" + METRIC * len(self.rows)).unpack_from
+            phases = []
+            for older, newer in (self.samples, self.samples[::-1]):
+                req = self.nvml.c_nvmlGpmMetricsGet_t()
+                self._fill(req)
+                req.sample1, req.sample2 = older, newer
+                phases.append((newer, ctypes.byref(req), memoryview(req.metrics).cast("B"), req))
+            self._direct = (calls.fn("nvmlGpmSampleGet"), calls.fn("nvmlGpmMetricsGet"), calls.check, unpack, phases)
+            self._phase = 0
+
+    def _fill(self, req: Any) -> None:
         req.version, req.numMetrics = self.nvml.NVML_GPM_METRICS_GET_VERSION, len(self.rows)
         for k, (_, metric_id, _) in enumerate(self.rows):
             req.metrics[k].metricId = metric_id
-        self.scales = [scale for _, _, scale in self.rows]
-        self._direct = None
-        calls = direct_calls(self.nvml)
-        if calls is not None and isinstance(req, ctypes.Structure):
-            raw = memoryview(req.metrics).cast("B")
-            unpack = struct.Struct("=" + METRIC * len(self.rows)).unpack_from
-            self._direct = (calls.fn("nvmlGpmSampleGet"), calls.fn("nvmlGpmMetricsGet"), ctypes.byref(req),
-                            calls.check, raw, unpack)  # fmt: skip
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -140,12 +148,13 @@ class Gpm:
             return self.values
         nvml, req = self.nvml, self.request
         if self._direct is not None:
-            get, compute, ref, check, raw, unpack = self._direct
-            check(get(handle, self.samples[1]))
-            req.sample1, req.sample2 = self.samples
+            get, compute, check, unpack, phases = self._direct
+            newer, ref, raw, _ = phases[self._phase]
+            check(get(handle, newer))
             check(compute(ref))
             got = unpack(raw)  # (nvmlReturn, value) of each metric
             rets, values = got[0::2], got[1::2]
+            self._phase ^= 1
         else:
             nvml.nvmlGpmSampleGet(handle, self.samples[1])
             req.sample1, req.sample2 = self.samples

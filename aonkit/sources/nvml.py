@@ -115,8 +115,8 @@ class NvmlSampler(RingSampler):
         self._width = len(channels)
         self.slow_every = max(1, round(slow_interval_s / interval_s)) if interval_s > 0 else 1
         self._tick = 0
-        for gpu in self._gpus:  # [reader, slow, its last values (repeated between slow reads), NaNs of its width]
-            gpu.plan = [[r, getattr(r, "slow", False), (NAN,) * len(r.metrics), (NAN,) * len(r.metrics)]
+        for gpu in self._gpus:  # [its read, slow, last values (repeated between slow reads), NaNs of its width, reader]
+            gpu.plan = [[r.read, getattr(r, "slow", False), (NAN,) * len(r.metrics), (NAN,) * len(r.metrics), r]
                         for r, _ in gpu.readers]  # fmt: skip
             gpu.nans = (NAN,) * sum(len(r.metrics) for r, _ in gpu.readers)
         super().__init__(interval_s, capacity, channels)
@@ -220,19 +220,19 @@ class NvmlSampler(RingSampler):
             if gpu.lost and not self._revive(gpu):
                 add(gpu.nans)
                 continue
-            start, handle = len(vals), gpu.handle
+            start, handle, failing = len(vals), gpu.handle, gpu.failing
             for entry in gpu.plan:
-                reader, slow = entry[0], entry[1]
+                read, slow = entry[0], entry[1]
                 if slow and not fresh:
                     add(entry[2])
                     continue
                 try:
-                    got = reader.read(handle)
-                    if gpu.failing:
-                        gpu.failing.difference_update(reader.metrics)
+                    got = read(handle)
+                    if failing:
+                        failing.difference_update(entry[4].metrics)
                 except PartialRead as part:
                     got = part.values
-                    gpu.failing.difference_update(set(reader.metrics) - set(part.reasons))
+                    failing.difference_update(set(entry[4].metrics) - set(part.reasons))
                     for metric, why in part.reasons.items():
                         self._fail(gpu, metric, why)
                 except Exception as exc:
@@ -244,7 +244,7 @@ class NvmlSampler(RingSampler):
                             e[2] = e[3]
                         break
                     got = entry[3]
-                    for metric in reader.metrics:
+                    for metric in entry[4].metrics:
                         self._fail(gpu, metric, describe(exc))
                 add(got)
                 if slow:
