@@ -17,6 +17,7 @@ import pynvml
 
 GIB = 1 << 30
 MIB = 1 << 20
+POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT
 
 
 def gpm_value(index: int, metric_id: int, k1: int, k2: int) -> float:
@@ -29,7 +30,8 @@ class FakeGpu:
     """One fake GPU and what it refuses.
 
     ``unsupported``: functions that raise NotSupported; ``failing``: function -> exception raised now (set and
-    clear it between ticks); ``slow``: function -> seconds it sleeps; ``lost_after``: utilization reads after
+    clear it between ticks); ``power_instant``: the ``NVML_FI_DEV_POWER_INSTANT`` field (else NotSupported in its
+    field value); ``slow``: function -> seconds it sleeps; ``lost_after``: utilization reads after
     which every call raises GPU_IS_LOST; ``gpm_unsupported``: GPM metric ids NVML refuses.
     """
 
@@ -37,6 +39,7 @@ class FakeGpu:
     hopper: bool = True
     nvlinks: int = 4
     pcie_counters: bool = True
+    power_instant: bool = True
     processes: dict[int, int | None] = field(default_factory=dict)
     unsupported: set[str] = field(default_factory=set)
     failing: dict[str, Exception] = field(default_factory=dict)
@@ -170,23 +173,30 @@ class FakeNvml:
         return pynvml.NVML_FEATURE_ENABLED
 
     def nvmlDeviceGetFieldValues(self, g: FakeGpu, ids: list[tuple[int, int]]) -> list[SimpleNamespace]:
-        """Counters stepping with each read, 0.1 s apart on the field clock.
+        """Counters stepping with each read that asks for one, 0.1 s apart on the field clock; instant power.
 
-        PCIe: TX 1 MB and RX 0.5 MB a step; NVLink: TX 100 and RX 50 KiB a step on each link.
+        PCIe: TX 1 MB and RX 0.5 MB a step; NVLink: TX 100 and RX 50 KiB a step on each link. Instant power:
+        (150 + i) W + k mW (an unsigned int, as NVML gives it).
         """
         g = self._enter(g, "nvmlDeviceGetFieldValues")
-        g.field_reads += 1
-        n, out = g.field_reads, []
         per_step = {pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES: 1_000_000, pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES: 500_000,
                     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: 100, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: 50}
+        if any(field_id in per_step for field_id, _ in ids):
+            g.field_reads += 1
+        n, out = g.field_reads, []
         for field_id, scope in ids:
-            pcie = field_id in (pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES)
-            ok = g.pcie_counters if pcie else scope < g.nvlinks
+            if field_id == POWER_INSTANT:
+                ok, kind, value = g.power_instant, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, "uiVal"
+                number = (150 + g.index) * 1000 + g.ticks
+            else:
+                pcie = field_id in (pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES)
+                ok = g.pcie_counters if pcie else scope < g.nvlinks
+                kind, value = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, "ullVal"
+                number = per_step[field_id] * n
             out.append(SimpleNamespace(
-                fieldId=field_id, scopeId=scope, timestamp=1_700_000_000_000_000 + 100_000 * n,
-                valueType=pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+                fieldId=field_id, scopeId=scope, timestamp=1_700_000_000_000_000 + 100_000 * n, valueType=kind,
                 nvmlReturn=pynvml.NVML_SUCCESS if ok else pynvml.NVML_ERROR_NOT_SUPPORTED,
-                value=SimpleNamespace(ullVal=per_step[field_id] * n if ok else 0)))  # fmt: skip
+                value=SimpleNamespace(**{value: number if ok else 0})))  # fmt: skip
         return out
 
     def nvmlDeviceGetComputeRunningProcesses(self, g: FakeGpu) -> list[SimpleNamespace]:

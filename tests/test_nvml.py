@@ -21,9 +21,9 @@ from aonkit.sources.samplers import attach_samples
 
 from .fake_nvml import GIB, FakeGpu, FakeNvml, gpm_value
 
-BASIC = ("gpu_util_pct", "memory_util_pct", "memory_used_bytes", "memory_total_bytes", "power_w", "energy_j",
-         "sm_clock_mhz", "memory_clock_mhz", "temperature_c", "clock_event_reasons_mask", "pcie_tx_bytes_per_s",
-         "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")  # fmt: skip
+BASIC = ("gpu_util_pct", "memory_util_pct", "memory_used_bytes", "memory_total_bytes", "power_w",
+         "power_instant_w", "energy_j", "sm_clock_mhz", "memory_clock_mhz", "temperature_c", "clock_event_reasons_mask",
+         "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")  # fmt: skip
 
 
 def values_of(s: NvmlSampler, row: np.ndarray) -> dict[tuple[int, str], float]:
@@ -54,6 +54,8 @@ def test_two_gpus_give_one_channel_per_gpu_and_metric_in_long_form() -> None:
     by = frame.groupby(["device", "metric"], observed=True)["value"]
     assert (by.get_group((0, "temperature_c")) == 40).all() and (by.get_group((1, "temperature_c")) == 41).all()
     assert (by.get_group((0, "power_w")) == 100).all() and (by.get_group((1, "power_w")) == 101).all()
+    instant = by.get_group((1, "power_instant_w")).to_numpy()  # (150 + i) W + k mW: a new value every sample
+    assert (instant // 1 == 151).all() and (np.diff(instant) > 0).all()
     assert (by.get_group((1, "sm_clock_mhz")) == 1979).all()
     assert (by.get_group((0, "memory_total_bytes")) == 80 * GIB).all()
     used = by.get_group((1, "memory_used_bytes")).to_numpy()
@@ -71,20 +73,21 @@ def test_unsupported_metrics_are_skipped_and_listed_with_the_reason() -> None:
     # GIVEN GPU 1 without power, temperature, NVLink or PCIe counters; GPU 0 only without the newer temperature call
     gpus = [FakeGpu(unsupported={"nvmlDeviceGetTemperatureV"}),
             FakeGpu(nvlinks=0, pcie_counters=False, slow={"nvmlDeviceGetPcieThroughput": 0.004},
-                    unsupported={"nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"})]
+                    unsupported={"nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"},
+                    power_instant=False)]
     s = NvmlSampler(nvml=FakeNvml(gpus), gpm=False, max_call_s=0.002)
     off = {(d, m): why for d, m, why in s.unsupported.itertuples(index=False)}
     # THEN GPU 1's refused metrics are listed with NVML's reason and have no channel; GPU 0 keeps them
-    assert off[(1, "power_w")] == "Not Supported (NVML error 3)"
-    assert off[(1, "temperature_c")] == "Not Supported (NVML error 3); Not Supported (NVML error 3)"
+    assert off[(1, "power_w")] == off[(1, "power_instant_w")] == "Not Supported (NVML error 3)"
+    assert off[(1, "temperature_c")] == "Not Supported (NVML error 3)"  # both calls: each reason said once
     assert off[(1, "nvlink_tx_bytes_per_s")] == "no active NVLink"
     assert off[(1, "pcie_tx_bytes_per_s")].startswith("Not Supported (NVML error 3); too slow to sample: ")
-    assert set(off) == {(1, m) for m in ("power_w", "temperature_c", "nvlink_tx_bytes_per_s",
+    assert set(off) == {(1, m) for m in ("power_w", "power_instant_w", "temperature_c", "nvlink_tx_bytes_per_s",
                                           "nvlink_rx_bytes_per_s", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")}
     v = values_of(s, s.sample())
     assert (1, "power_w") not in v and v[(0, "power_w")] == 100 and v[(1, "gpu_util_pct")] >= 0
     assert v[(0, "temperature_c")] == 41  # the older call, when the newer one is refused
-    assert len(v) == 2 * len(BASIC) - 6 and s.gaps.empty
+    assert len(v) == 2 * len(BASIC) - 7 and s.gaps.empty
 
 
 def test_pcie_falls_back_to_the_throughput_call() -> None:
@@ -154,7 +157,7 @@ def test_a_lost_gpu_is_tried_again_without_new_gaps() -> None:
 
 
 def test_a_revived_gpu_repeats_no_slow_value_read_before_its_loss() -> None:
-    gpu = FakeGpu(lost_after=3)  # the probe reads utilisation twice: the sampler's second read finds it lost
+    gpu = FakeGpu(lost_after=3, power_instant=False)  # the probe reads utilisation twice: lost at the second tick
     s = NvmlSampler(nvml=FakeNvml([gpu]), gpm=False, interval_s=0.1, slow_interval_s=1.0, lost_retry_s=0.0)
     first = values_of(s, s.sample())  # fresh: the slow metrics are read
     assert first[(0, "temperature_c")] == 40
@@ -167,8 +170,9 @@ def test_a_revived_gpu_repeats_no_slow_value_read_before_its_loss() -> None:
 
 
 def test_an_error_mid_run_is_nan_for_that_tick_and_a_gap_once_per_run_of_failures() -> None:
-    # GIVEN a GPU whose power reading fails for two ticks, works, then fails with a non-NVML error
-    gpu = FakeGpu()
+    # GIVEN a GPU whose power reading (read every sample: no instant power here) fails for two ticks, works, then
+    # fails with a non-NVML error
+    gpu = FakeGpu(power_instant=False)
     s = NvmlSampler(nvml=FakeNvml([gpu]), gpm=False)
     gpu.failing["nvmlDeviceGetPowerUsage"] = pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
     bad = [values_of(s, s.sample()) for _ in range(2)]
@@ -260,7 +264,7 @@ def test_open_gpu_sampler_says_why_it_cannot() -> None:
     assert none.inits == 0  # started, then shut down again
     s, note = open_gpu_sampler(nvml=FakeNvml([FakeGpu(), FakeGpu()]), gpm=False)
     assert isinstance(s, NvmlSampler)
-    assert note == "sampling GPU 0, 1 through NVML: 14 metrics, 0 left out (see .unsupported)"
+    assert note == "sampling GPU 0, 1 through NVML: 15 metrics, 0 left out (see .unsupported)"
 
 
 def test_bad_arguments_raise() -> None:
@@ -305,7 +309,7 @@ def test_attach_samples_and_timeline_lanes_per_gpu(tmp_path) -> None:  # noqa: A
 def test_time_readers_lists_every_reader() -> None:
     s = NvmlSampler(nvml=FakeNvml([FakeGpu()]), gpm_min_interval_s=0.0)
     t = s.time_readers(repeat=3)
-    assert len(t) == 11 and t["mean_us"].gt(0).all()  # 10 basic readers and GPM
+    assert len(t) == 12 and t["mean_us"].gt(0).all()  # 11 basic readers and GPM
     assert t.loc[t["metrics"] == "gpu_util_pct,memory_util_pct", "nvml_calls"].item() == 1
     assert t["metrics"].iloc[-1].startswith("gpm_graphics_util_pct,") and t["nvml_calls"].iloc[-1] == 2
     s.start()
@@ -343,8 +347,9 @@ def test_real_gpus_give_the_basic_metrics() -> None:
         assert ((got["gpu_util_pct"] >= 0) & (got["gpu_util_pct"] <= 100)).all()
         assert ((got["memory_used_bytes"] > 0) & (got["memory_used_bytes"] <= got["memory_total_bytes"])).all()
         assert (got["sm_clock_mhz"] > 0).all()
-        if "power_w" in got:
-            assert ((got["power_w"] > 0) & (got["power_w"] < 2000)).all()
+        for power in ("power_w", "power_instant_w"):
+            if power in got:
+                assert ((got[power] > 0) & (got[power] < 2000)).all(), power
         if "temperature_c" in got:
             assert ((got["temperature_c"] > 0) & (got["temperature_c"] < 120)).all()
         if "energy_j" in got:
@@ -391,6 +396,20 @@ def test_real_cost_per_sample_is_small() -> None:
         s.close()
     assert cost["n"] >= 10
     assert cost["mean"] / len(s.devices) < 5e6, cost  # under 5 ms a GPU
+
+
+def test_power_w_is_slow_where_the_instant_power_is_read() -> None:
+    # NVML's power usage is a 1 s average on Ampere and later: at 10 Hz the instant field is read, the average
+    # at the slow interval; a GPU without the field reads the average at every sample
+    fake = FakeNvml([FakeGpu(), FakeGpu(power_instant=False)])
+    s = NvmlSampler(nvml=fake, gpm=False, interval_s=0.1, slow_interval_s=0.3)
+    before = [g.calls["nvmlDeviceGetPowerUsage"] for g in fake.gpus]
+    rows = [values_of(s, s.sample()) for _ in range(6)]
+    assert [g.calls["nvmlDeviceGetPowerUsage"] - b for g, b in zip(fake.gpus, before)] == [2, 6]
+    assert all(r[(0, "power_w")] == 100 and r[(1, "power_w")] == 101 for r in rows)
+    assert (1, "power_instant_w") not in rows[0] and s.unsupported["metric"].tolist() == ["power_instant_w"]
+    instant = [r[(0, "power_instant_w")] for r in rows]
+    assert instant == sorted(set(instant)) and int(instant[0]) == 150
 
 
 def test_slow_metrics_are_read_once_per_slow_interval_and_repeat_their_value_between() -> None:

@@ -61,7 +61,8 @@ def test_every_metric_reads_through_nvidia_ml_py_with_the_values_of_the_formulas
         expect = {
             "gpu_util_pct": (10 * i + k) % 101, "memory_util_pct": (5 * i + k) % 101,
             "memory_used_bytes": (i + 1) * GIB + k * MIB, "memory_total_bytes": 80 * GIB,
-            "power_w": 100 + i, "energy_j": (i + 1) * 1000 + 10 * k, "sm_clock_mhz": 1980 - i,
+            "power_w": 100 + i, "power_instant_w": 150 + i + k / 1000, "energy_j": (i + 1) * 1000 + 10 * k,
+            "sm_clock_mhz": 1980 - i,
             "memory_clock_mhz": 2619, "temperature_c": 40 + i, "clock_event_reasons_mask": 4,
             "pcie_tx_bytes_per_s": 1e7, "pcie_rx_bytes_per_s": 5e6,  # 1 MB and 0.5 MB per 0.1 s on the field clock
             "nvlink_tx_bytes_per_s": 4 * 100 * 1024 / 0.1, "nvlink_rx_bytes_per_s": 4 * 50 * 1024 / 0.1,
@@ -101,9 +102,11 @@ def test_the_fast_metrics_skip_pynvml_wrappers_and_cost_fewer_calls() -> None:
     g = got["gpm_ticks"]
     assert got["gaps"] == 0 and got["sm"] == [(2 + k) % 100 for k in (g - 2, g - 1, g)]
     assert got["wrapped"] == [] and got["wrapped_first"] == ["nvmlDeviceGetClockInfo"]  # the memory clock: slow
-    # first sample: util, memory, power, energy, SM and memory clocks, temperature, reasons, PCIe, NVLink, GPM x2
-    assert got["first"] == 12
-    # later: util, memory, power, SM clock, reasons, GPM x2; PCIe and NVLink counters are slow where GPM has them
+    # first sample: util, memory, power, instant power, energy, SM and memory clocks, temperature, reasons, PCIe,
+    # NVLink, GPM x2
+    assert got["first"] == 13
+    # later: util, memory, instant power, SM clock, reasons, GPM x2; power (a 1 s average) and the PCIe and NVLink
+    # counters are slow where the instant power and GPM measure the same
     assert got["later"] == 7
 
 
@@ -135,7 +138,8 @@ def test_before_hopper_gpm_is_listed_and_the_counters_stay_fast() -> None:
                           "gpm": [m for _, m in s.channels if m.startswith("gpm_")],
                           "pcie": row[s.channels.index((0, "pcie_tx_bytes_per_s"))]}))
     """, gpus=1, hopper=0)  # fmt: skip
-    assert got["unsupported"] == ["no GPM on this GPU (Hopper or later)"] and got["gpm"] == []
+    assert got["unsupported"] == ["Not Supported (NVML error 3)", "no GPM on this GPU (Hopper or later)"]
+    assert got["gpm"] == []
     assert got["field_reads"] == 6 and got["pcie"] == 1e7  # PCIe and NVLink counters at every sample
 
 

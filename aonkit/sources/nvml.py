@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import AonkitError
 from .gpm import Gpm, gpm_metrics
-from .nvml_metrics import NAN, PartialRead, Reader, describe, device_readers, slow_where_gpm_measures
+from .nvml_metrics import NAN, PartialRead, Reader, describe, device_readers, slow_where_also_measured
 from .samplers import RingSampler
 
 if TYPE_CHECKING:
@@ -173,9 +173,9 @@ class NvmlSampler(RingSampler):
                 self._skip(gpu.index, [name], why)
             if g.metrics:
                 picked[gpu.index].append(g)
-                slow_where_gpm_measures(picked[gpu.index], g.metrics)
         channels: list[tuple[int, str]] = []
         for gpu in self._gpus:
+            slow_where_also_measured(picked[gpu.index])
             for reader in picked[gpu.index]:
                 gpu.readers.append((reader, slice(len(channels), len(channels) + len(reader.metrics))))
                 channels.extend((gpu.index, m) for m in reader.metrics)
@@ -197,7 +197,7 @@ class NvmlSampler(RingSampler):
             if min(costs) <= self.max_call_s:
                 return reader
             reasons.append(f"too slow to sample: {min(costs) * 1e3:.1f} ms a read (max_call_s={self.max_call_s:g})")
-        self._skip(gpu.index, group[0].metrics, "; ".join(reasons))
+        self._skip(gpu.index, group[0].metrics, "; ".join(dict.fromkeys(reasons)))  # each reason once
         return None
 
     def _skip(self, device: int, metrics: tuple[str, ...] | list[str], why: str) -> None:

@@ -5,7 +5,9 @@ Metrics (``device`` is the GPU index; a name carries its unit):
 =============================================  ===============================================================
 ``gpu_util_pct``, ``memory_util_pct``          ``nvmlDeviceGetUtilizationRates`` (kernel time, memory R/W time)
 ``memory_used_bytes``, ``memory_total_bytes``  ``nvmlDeviceGetMemoryInfo``
-``power_w``                                    ``nvmlDeviceGetPowerUsage`` (mW / 1000)
+``power_w``                                    ``nvmlDeviceGetPowerUsage`` (mW / 1000): on Ampere and later but
+                                               GA100, NVML's average over the last second
+``power_instant_w``                            the ``NVML_FI_DEV_POWER_INSTANT`` field (the GPU's scope, mW / 1000)
 ``energy_j``                                   ``nvmlDeviceGetTotalEnergyConsumption`` (mJ since driver load / 1000)
 ``sm_clock_mhz``, ``memory_clock_mhz``         ``nvmlDeviceGetClockInfo``
 ``temperature_c``                              ``nvmlDeviceGetTemperatureV`` (else ``nvmlDeviceGetTemperature``)
@@ -22,8 +24,10 @@ Metrics (``device`` is the GPU index; a name carries its unit):
 Each entry of :func:`device_readers` is a list of alternatives, best first; the sampler keeps the first that works
 (GPM metrics: :mod:`aonkit.sources.gpm`). ``temperature_c``, ``energy_j``, ``memory_clock_mhz`` and
 ``process_memory_bytes.*`` are *slow*: the sampler reads them every ``slow_interval_s`` (1 s by default) and
-repeats the last value at the samples between. So are the PCIe and NVLink counters on a GPU whose GPM gives the
-same rates at every sample (``gpm_pcie_*``, ``gpm_nvlink_*``); there the counters' rates are 1 s averages.
+repeats the last value at the samples between. So are, on a GPU where another metric measures the same at every
+sample (:data:`ALSO`), ``power_w`` (where ``power_instant_w`` is read: ``power_w`` is a 1 s average on most GPUs
+today, which at 10 Hz would trail the timeline by half a second) and the PCIe and NVLink counters (where GPM gives
+``gpm_pcie_*``, ``gpm_nvlink_*``; the counters' rates are then 1 s averages).
 
 With pynvml itself (a GPU machine, or the tests' C library), the fast metrics' readers call the C functions
 directly (:mod:`aonkit.sources.nvml_direct`), each with pynvml's own reader as its fallback.
@@ -42,6 +46,8 @@ from . import nvml_direct
 from .nvml_direct import Calls
 
 NAN = math.nan
+INSTANT_POWER = (186, 0)
+"""(``NVML_FI_DEV_POWER_INSTANT``, ``NVML_POWER_SCOPE_GPU``): nvml.h's numbers, for a pynvml without the constant."""
 
 
 class Unsupported(Exception):
@@ -135,6 +141,15 @@ def _nvlink(nvml: Any, direct: Calls | None = None) -> Reader:
     return Reader(("nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"), Rate(summed, 2, 1024.0))
 
 
+def _first(counters: Callable[[Any], tuple[float, list[float]]], per: float) -> Callable[[Any], tuple[float]]:
+    """``handle -> (value / per,)`` of the first field value ``counters`` reads."""
+
+    def read(handle: Any) -> tuple[float]:
+        return (counters(handle)[1][0] / per,)
+
+    return read
+
+
 def _direct_readers(c: Calls, n: Any, pcie: tuple) -> dict[tuple[str, ...], Reader]:
     """The readers of the fast metrics that call the library directly, by their metrics (see :mod:`.nvml_direct`)."""
     made: dict[tuple[str, ...], Reader] = {}
@@ -144,6 +159,7 @@ def _direct_readers(c: Calls, n: Any, pcie: tuple) -> dict[tuple[str, ...], Read
         (("memory_used_bytes", "memory_total_bytes"),
          lambda: nvml_direct.pair(c, "nvmlDeviceGetMemoryInfo", n.c_nvmlMemory_t, ("used", "total"))),
         (("power_w",), lambda: nvml_direct.scalar(c, "nvmlDeviceGetPowerUsage", ctypes.c_uint, per=1e3)),
+        (("power_instant_w",), lambda: _first(nvml_direct.field_counters(c, [INSTANT_POWER]), 1e3)),
         (("sm_clock_mhz",), lambda: nvml_direct.scalar(c, "nvmlDeviceGetClockInfo", ctypes.c_uint, n.NVML_CLOCK_SM)),
         (("clock_event_reasons_mask",),
          lambda: nvml_direct.scalar(c, "nvmlDeviceGetCurrentClocksEventReasons", ctypes.c_ulonglong)),
@@ -182,6 +198,7 @@ def device_readers(nvml: Any, pids: Sequence[int] = ()) -> list[list[Reader]]:
         [Reader(("memory_used_bytes", "memory_total_bytes"),
                 lambda h: (lambda m: (float(m.used), float(m.total)))(n.nvmlDeviceGetMemoryInfo(h)))],
         [Reader(("power_w",), lambda h: (n.nvmlDeviceGetPowerUsage(h) / 1e3,))],
+        [Reader(("power_instant_w",), _first(field_counters(n, lambda h: [INSTANT_POWER]), 1e3))],
         [Reader(("energy_j",), lambda h: (n.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3,), slow=True)],
         [Reader(("sm_clock_mhz",), lambda h: (float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),))],
         [Reader(("memory_clock_mhz",), lambda h: (float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),), slow=True)],
@@ -206,14 +223,16 @@ def device_readers(nvml: Any, pids: Sequence[int] = ()) -> list[list[Reader]]:
     return groups
 
 
-GPM_ALSO = {"pcie_tx_bytes_per_s": "gpm_pcie_tx_bytes_per_s", "nvlink_tx_bytes_per_s": "gpm_nvlink_tx_bytes_per_s"}
-"""A counter reader's first metric, and the GPM metric that measures the same at every sample."""
+ALSO = {"pcie_tx_bytes_per_s": "gpm_pcie_tx_bytes_per_s", "nvlink_tx_bytes_per_s": "gpm_nvlink_tx_bytes_per_s",
+        "power_w": "power_instant_w"}
+"""A reader's first metric, and the metric that measures the same at every sample where it is read."""
 
 
-def slow_where_gpm_measures(readers: Sequence[Any], gpm_metrics: Sequence[str]) -> None:
-    """Make the PCIe and NVLink counter readers slow on a GPU whose GPM gives those rates every sample."""
+def slow_where_also_measured(readers: Sequence[Any]) -> None:
+    """Make slow each reader of one GPU whose :data:`ALSO` metric another of its ``readers`` reads."""
+    there = {m for r in readers for m in r.metrics}
     for reader in readers:
-        if isinstance(reader, Reader) and GPM_ALSO.get(reader.metrics[0]) in gpm_metrics:
+        if isinstance(reader, Reader) and ALSO.get(reader.metrics[0]) in there:
             reader.slow = True
 
 

@@ -260,17 +260,27 @@ int nvmlDeviceGetNvLinkState(gpu_t *g, unsigned link, int *active) {
     return SUCCESS;
 }
 
-/* counters stepping with each read, 0.1 s apart: PCIe TX 1 MB, RX 0.5 MB; NVLink TX 100, RX 50 KiB per link */
+/* counters stepping with each read that asks for one, 0.1 s apart: PCIe TX 1 MB, RX 0.5 MB; NVLink TX 100, RX 50
+ * KiB per link; instant power (field 186, on the Hopper fake only) (150 + i) W + k mW, an unsigned int */
 int nvmlDeviceGetFieldValues(gpu_t *g, int n, field_value_t *v) {
     int r = enter(g);
     if (r) return r;
-    unsigned long long k = ++g->field_reads;
+    int counters = 0;
+    for (int j = 0; j < n; j++) counters |= v[j].fieldId != 186;
+    unsigned long long k = counters ? ++g->field_reads : g->field_reads;
     for (int j = 0; j < n; j++) {
         unsigned id = v[j].fieldId;
-        unsigned long long step = id == 197 ? 1000000 : id == 198 ? 500000 : id == 138 ? 100 : id == 139 ? 50 : 0;
-        int ok = step && ((id == 197 || id == 198) || v[j].scopeId < nvlinks);
         v[j].timestamp = 1700000000000000LL + 100000LL * (long long)k;
         v[j].latencyUsec = 0;
+        if (id == 186) {
+            v[j].valueType = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+            v[j].nvmlReturn = hopper ? SUCCESS : ERR_NOT_SUPPORTED;
+            v[j].value.ullVal = 0;
+            v[j].value.uiVal = hopper ? (150 + g->index) * 1000 + g->ticks : 0;
+            continue;
+        }
+        unsigned long long step = id == 197 ? 1000000 : id == 198 ? 500000 : id == 138 ? 100 : id == 139 ? 50 : 0;
+        int ok = step && ((id == 197 || id == 198) || v[j].scopeId < nvlinks);
         v[j].valueType = 3; /* NVML_VALUE_TYPE_UNSIGNED_LONG_LONG */
         v[j].nvmlReturn = ok ? SUCCESS : ERR_NOT_SUPPORTED;
         v[j].value.ullVal = ok ? step * k : 0;
