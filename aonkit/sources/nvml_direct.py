@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,6 +25,8 @@ FIELD = "IIqqIIQ"
 """nvmlFieldValue_t (nvml.h) for ``struct``: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, and
 the value's 8 bytes as an unsigned 64-bit number (right for the unsigned long and long long types)."""
 _WHOLE = (2, 3)  # NVML_VALUE_TYPE_UNSIGNED_LONG, _UNSIGNED_LONG_LONG
+_UINT = 1  # NVML_VALUE_TYPE_UNSIGNED_INT: the low 4 of the value's 8 bytes (NVML may leave the others unset)
+_LOW32 = 0xFFFFFFFF if sys.byteorder == "little" else None  # the low bytes come first only on a little-endian CPU
 _BY_TYPE = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # pynvml's union, by nvmlValueType_t
 
 
@@ -98,6 +101,8 @@ def field_counters(c: Calls, ids: Sequence[tuple[int, int]]) -> Callable[[Any], 
         types = got[4::7]
         if all(t in _WHOLE for t in types):
             values = [float(v) for v in got[6::7]]
+        elif _LOW32 and all(t == _UINT for t in types):  # instant power
+            values = [float(v & _LOW32) for v in got[6::7]]
         else:
             values = [typed_value(arr[k].value, t) for k, t in enumerate(types)]
         return (max(got[2::7]) or time.time_ns() / 1e3), values

@@ -275,7 +275,7 @@ int nvmlDeviceGetFieldValues(gpu_t *g, int n, field_value_t *v) {
         if (id == 186) {
             v[j].valueType = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
             v[j].nvmlReturn = hopper ? SUCCESS : ERR_NOT_SUPPORTED;
-            v[j].value.ullVal = 0;
+            v[j].value.ullVal = 0xA5A5A5A500000000ULL; /* the union's other bytes: NVML need not clear them */
             v[j].value.uiVal = hopper ? (150 + g->index) * 1000 + g->ticks : 0;
             continue;
         }
