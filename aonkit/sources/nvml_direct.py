@@ -110,6 +110,26 @@ def field_counters(c: Calls, ids: Sequence[tuple[int, int]]) -> Callable[[Any], 
     return read
 
 
+def field_value(c: Calls, field_id: int, scope: int, per: float = 1.0) -> Callable[[Any], tuple[float]]:
+    """``handle -> (value / per,)`` of one field of ``nvmlDeviceGetFieldValues`` (instant power): one short unpack."""
+    fn, arr = c.fn("nvmlDeviceGetFieldValues"), (c.nvml.c_nvmlFieldValue_t * 1)()
+    arr[0].fieldId, arr[0].scopeId = field_id, scope
+    raw, tail = memoryview(arr).cast("B"), struct.Struct("=IIQ").unpack_from  # valueType, nvmlReturn, value
+    at = struct.calcsize("=IIqq")
+    one, ref, check = ctypes.c_int32(1), ctypes.byref(arr), c.check
+
+    def read(handle: Any) -> tuple[float]:
+        check(fn(handle, one, ref))
+        kind, ret, v = tail(raw, at)
+        if ret:
+            check(ret)
+        if kind == _UINT and _LOW32:
+            return ((v & _LOW32) / per,)
+        return ((v if kind in _WHOLE else typed_value(arr[0].value, kind)) / per,)
+
+    return read
+
+
 def typed_value(value: Any, value_type: int) -> float:
     """A field value (pynvml's ``c_nvmlValue_t`` union) read as its ``nvmlValueType_t`` says, as a float."""
     if not 0 <= value_type < len(_BY_TYPE):

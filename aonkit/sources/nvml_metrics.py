@@ -159,7 +159,7 @@ def _direct_readers(c: Calls, n: Any, pcie: tuple) -> dict[tuple[str, ...], Read
         (("memory_used_bytes", "memory_total_bytes"),
          lambda: nvml_direct.pair(c, "nvmlDeviceGetMemoryInfo", n.c_nvmlMemory_t, ("used", "total"))),
         (("power_w",), lambda: nvml_direct.scalar(c, "nvmlDeviceGetPowerUsage", ctypes.c_uint, per=1e3)),
-        (("power_instant_w",), lambda: _first(nvml_direct.field_counters(c, [INSTANT_POWER]), 1e3)),
+        (("power_instant_w",), lambda: nvml_direct.field_value(c, *INSTANT_POWER, per=1e3)),
         (("sm_clock_mhz",), lambda: nvml_direct.scalar(c, "nvmlDeviceGetClockInfo", ctypes.c_uint, n.NVML_CLOCK_SM)),
         (("clock_event_reasons_mask",),
          lambda: nvml_direct.scalar(c, "nvmlDeviceGetCurrentClocksEventReasons", ctypes.c_ulonglong)),
