@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .paths import open_private, private_dir
@@ -196,7 +195,7 @@ def read_window(root: Path, host: str, t0: int, t1: int) -> tuple[pd.DataFrame, 
             continue
         if table.num_rows:
             tables.append(table)
-            latest[pid] = max(latest.get(pid, t0), int(pc.max(table["ts_ns"]).as_py()))
+            latest[pid] = max(latest.get(pid, t0), int(np.max(table.column("ts_ns").to_numpy())))
     if not tables:
         return SCHEMA.empty_table().to_pandas(), latest
     return pa.concat_tables(tables).to_pandas(), latest
