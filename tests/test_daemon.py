@@ -169,6 +169,19 @@ def test_attaching_to_another_users_or_an_open_ring_fails(live, monkeypatch) -> 
     aonkit.live.attach().close()
 
 
+def test_a_daemon_of_another_ring_version_is_named_by_readers_and_status(live, monkeypatch) -> None:
+    live.start_daemon()
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    with open(live.run_dir / "ring", "r+b") as f:  # as an older aonkit's daemon would have made it
+        f.seek(8)
+        f.write(struct.pack("<I", 1))
+    want = "ring of version 1; this aonkit reads version 2; restart the daemon"
+    with pytest.raises(aonkit.live.DaemonNotRunning, match=want):
+        aonkit.live.attach()
+    out = live.cli("daemon", "status")
+    assert out.returncode == 0 and want in out.stdout, out.stdout + out.stderr
+
+
 def test_window_joins_files_and_ring_without_gaps_or_duplicates(live, monkeypatch) -> None:
     live.start_daemon("--flush", "0.5")
     monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
@@ -329,7 +342,7 @@ def test_a_slot_whose_bytes_do_not_match_its_check_is_never_returned(tmp_path: P
 def test_a_reader_names_a_ring_of_another_version(tmp_path: Path) -> None:
     ring = Ring.create(tmp_path / "ring", [(0, "a")], 2, 100)
     ring.mm[8:12] = struct.pack("<I", 1)  # the layout before the per-slot check
-    with pytest.raises(ValueError, match=r"ring of version 1, this aonkit reads version 2: restart the daemon"):
+    with pytest.raises(ValueError, match=r"ring of version 1; this aonkit reads version 2$"):
         Ring.open(tmp_path / "ring")
     ring.close()
 

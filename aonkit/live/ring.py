@@ -69,8 +69,7 @@ class Ring:
         if magic != MAGIC:
             raise ValueError(f"{path} is not an aonkit ring")
         if version != VERSION:
-            raise ValueError(f"{path} is an aonkit ring of version {version}, this aonkit reads version {VERSION}: "
-                             "restart the daemon with this aonkit (`aonkit daemon stop`, then `start`)")
+            raise ValueError(f"{path} is an aonkit ring of version {version}; this aonkit reads version {VERSION}")
         self.channels = [(int(d), str(m)) for d, m in json.loads(bytes(mm[128 : 128 + jlen]))]
         self.capacity, self.header_bytes = cap, head
         self._slot_bytes = slot

@@ -92,13 +92,17 @@ def status_text(rdir: Path, pid: int | None) -> str:
         from .ring import Ring
 
         check_private(rdir / RING, "daemon's ring")
-        ring = Ring.open(rdir / RING)
-        count, flushed = ring.count, ring.flushed
-        ring.close()
-        used = min(count, st["capacity"])
-        lines.append(f"  ring: {rdir / RING}: {st['channels']} channels every {st['interval_s']:g} s; "
-                     f"{used}/{st['capacity']} samples held ({100 * used / st['capacity']:.0f}% full), "
-                     f"{count - flushed} not yet on disk, {count} taken")
+        try:
+            ring = Ring.open(rdir / RING)
+        except ValueError as exc:  # a daemon of another aonkit version
+            lines.append(f"  ring: {exc}; restart the daemon (`aonkit daemon stop; aonkit daemon start`)")
+        else:
+            count, flushed = ring.count, ring.flushed
+            ring.close()
+            used = min(count, st["capacity"])
+            lines.append(f"  ring: {rdir / RING}: {st['channels']} channels every {st['interval_s']:g} s; "
+                         f"{used}/{st['capacity']} samples held ({100 * used / st['capacity']:.0f}% full), "
+                         f"{count - flushed} not yet on disk, {count} taken")
         lines.append(f"  last flush: {_ago(st.get('last_flush_ns'))}, {st.get('last_flush_samples', 0)} samples; "
                      f"{st['lost']} samples lost" + (f"; error: {st['flush_error']}" if st.get("flush_error") else ""))
     if st:
