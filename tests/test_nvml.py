@@ -474,6 +474,17 @@ def test_direct_field_values_raise_nvml_errors_and_name_an_unknown_type() -> Non
         field_counters(_FieldCalls([(3, 0, 1, 1), (9, 0, 1, 1)]), [(197, 0), (198, 0)])(None)
 
 
+def test_a_direct_single_field_reads_each_value_type_and_raises_nvml_errors() -> None:
+    from aonkit.sources.nvml_direct import field_value
+
+    for vtype, value, want in [(1, 450_123, 450.123), (3, 2**40, 2**40 / 1e3), (0, 2.5, 2.5e-3), (4, -7, -7e-3)]:
+        assert field_value(_FieldCalls([(vtype, 0, value, 1)]), 186, 0, per=1e3)(None) == (want,)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        field_value(_FieldCalls([(1, pynvml.NVML_ERROR_NOT_SUPPORTED, 0, 1)]), 186, 0)(None)
+    with pytest.raises(ValueError, match="field value of unknown type 9"):
+        field_value(_FieldCalls([(9, 0, 1, 1)]), 186, 0)(None)
+
+
 def test_a_fake_or_an_uninitialised_pynvml_gets_no_direct_calls() -> None:
     from types import SimpleNamespace
 

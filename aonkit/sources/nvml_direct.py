@@ -101,8 +101,6 @@ def field_counters(c: Calls, ids: Sequence[tuple[int, int]]) -> Callable[[Any], 
         types = got[4::7]
         if all(t in _WHOLE for t in types):
             values = [float(v) for v in got[6::7]]
-        elif _LOW32 and all(t == _UINT for t in types):  # instant power
-            values = [float(v & _LOW32) for v in got[6::7]]
         else:
             values = [typed_value(arr[k].value, t) for k, t in enumerate(types)]
         return (max(got[2::7]) or time.time_ns() / 1e3), values
