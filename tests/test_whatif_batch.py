@@ -238,11 +238,18 @@ CUDA_SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces" / "cuda"
 @pytest.mark.skipif(not (CUDA_SAMPLES / "gpt_b4.pt.trace.json.gz").is_file(),
                     reason="sample_traces/cuda is made on a GPU machine (tools/make_cuda_samples.py); not made yet")
 def test_batch_4_predicts_batch_8_on_a_real_gpu() -> None:
-    # GIVEN the same small GPT profiled on a real GPU at batch 4 and 8 (tools/make_cuda_samples.py)
+    # GIVEN the same small GPT profiled on a real GPU (H200) at batch 4 and 8 (tools/make_cuda_samples.py): a
+    # GPU-bound loop, so its throughput is the step period (one step's end to the next's)
     b4, b8 = (aonkit.load(CUDA_SAMPLES / f"gpt_b{b}.pt.trace.json.gz") for b in (4, 8))
-    s = batch_scales(b4, 2.0)
-    # THEN the kernels' total time and the traced span at batch 8 are predicted within 15% (first guesses, to be
-    # set from the measured errors beside them once the files exist)
-    measured_gpu = int(batch_scales(b8, 1.0)["dur_ns"].sum())
-    assert s["new_dur_ns"].sum() == pytest.approx(measured_gpu, rel=0.15)
-    assert what_if(b4, batch_rules(s)).step_time_ns == pytest.approx(what_if(b8).measured_ns, rel=0.15)
+    for src, dst, k in ((b4, b8, 2.0), (b8, b4, 0.5)):
+        # WHEN one is re-timed with the batch what-if to the other's batch
+        pred = what_if(src, batch_rules(batch_scales(src, k))).per_step().set_index("step")["period_ns"]
+        meas = what_if(dst).per_step().set_index("step")["period_ns"]
+        # THEN each step's period is the other's within 3% (measured on the 2026-12-04 bundle: 0.0% to 0.6%;
+        # the optimizer's kernels, a third of batch 4's GPU time, hold while the rest doubles)
+        both = (pred > 0) & (meas > 0)
+        assert both.sum() == 2, (pred, meas)
+        assert ((pred[both] / meas[both] - 1).abs() < 0.03).all(), (pred, meas)
+        # AND the identity is not already that close: the batch changes the period by over 40%
+        assert ((src_period := what_if(src).per_step().set_index("step")["period_ns"][both]) / meas[both] - 1
+                ).abs().min() > 0.4, src_period

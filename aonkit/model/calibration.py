@@ -17,14 +17,15 @@ prediction is ``c + n * t0 + r / e``:
 method     fit of a class
 =========  =================================================================================
 total      ``e = sum(r) / sum(m - c)``, the time-weighted mean of ``f``; ``t0 = 0``. Each
-           class's total time is reproduced exactly (the default)
+           class's total time is reproduced exactly
 median     ``e`` = time-weighted median of ``f``; robust to odd ops, but biased for the total
            when ``f`` is skewed (ResNet-50's convolutions: +28%)
 lstsq      least squares on time, ``min sum((m - c - r / e)**2)``: ``1/e = sum(r (m - c)) / sum(r**2)``
 affine     least squares on time of ``m - c = n * t0 + r / e`` with ``t0, 1/e >= 0``: a launch
            and tail overhead per GPU event beside the roofline time, which carries a calibration
-           across op sizes far better (``docs/calibration.md``). Falls back to ``total``
-           when the rows cannot tell the two apart (one size, or no slope left). Collectives,
+           across op sizes far better (``docs/calibration.md``); the default. Falls back to
+           ``total`` when the rows cannot tell the two apart (one size) or the fit would need a
+           negative overhead or no slope, so a class's total is reproduced either way. Collectives,
            whose latency term is already their fixed time, are fitted with ``total``
 =========  =================================================================================
 
@@ -130,12 +131,7 @@ def fit_class(ideal_ns: np.ndarray, measured_ns: np.ndarray, fixed_ns: np.ndarra
         return total, 0.0
     x = np.column_stack([n, r])
     (t0, k), *_ = np.linalg.lstsq(x, m, rcond=None)
-    if t0 < 0 or k <= 0:  # the bound is active: the better one-term fit (t0 only leaves no slope: fall back)
-        k1 = float((r * m).sum() / (r * r).sum())
-        t1 = float((n * m).sum() / (n * n).sum())
-        sse_k, sse_t = ((m - k1 * r) ** 2).sum(), ((m - t1 * n) ** 2).sum()
-        if sse_k <= sse_t:
-            return 1.0 / k1, 0.0
+    if t0 < 0 or k <= 0:  # a bound is active: t0 = 0, and the factor that keeps the class's total
         return total, 0.0
     return float(1.0 / k), float(t0)
 
