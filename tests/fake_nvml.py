@@ -32,7 +32,8 @@ class FakeGpu:
     ``unsupported``: functions that raise NotSupported; ``failing``: function -> exception raised now (set and
     clear it between ticks); ``power_instant``: the ``NVML_FI_DEV_POWER_INSTANT`` field (else NotSupported in its
     field value); ``slow``: function -> seconds it sleeps; ``lost_after``: utilization reads after
-    which every call raises GPU_IS_LOST; ``gpm_unsupported``: GPM metric ids NVML refuses.
+    which every call raises GPU_IS_LOST; ``gpm_unsupported``: GPM metric ids NVML refuses; ``gpm_frozen``: GPM
+    snapshots repeat the last one, as between two driver refreshes (set and clear it between ticks).
     """
 
     name: str = "Fake H100"
@@ -49,6 +50,7 @@ class FakeGpu:
     index: int = 0
     ticks: int = 0
     gpm_ticks: int = 0
+    gpm_frozen: bool = False
     field_reads: int = 0
     lost: bool = False
     calls: Counter = field(default_factory=Counter)
@@ -223,18 +225,19 @@ class FakeNvml:
 
     def nvmlGpmSampleGet(self, g: FakeGpu, sample: SimpleNamespace) -> SimpleNamespace:
         g = self._enter(g, "nvmlGpmSampleGet")
-        g.gpm_ticks += 1
+        g.gpm_ticks += not g.gpm_frozen  # a frozen GPU's snapshot is the last one again (no driver refresh)
         sample.gpu, sample.k = g, g.gpm_ticks
         return sample
 
     def nvmlGpmMetricsGet(self, req: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_t:
-        """Each metric: :func:`gpm_value` between the two snapshots (which must be of one GPU, the first older)."""
+        """Each metric: :func:`gpm_value` between the two snapshots (of one GPU, the first not newer); 0 for two
+        alike snapshots, with success, as the driver gives when no refresh came between them."""
         s1, s2 = req.sample1, req.sample2
-        if req.version != pynvml.NVML_GPM_METRICS_GET_VERSION or s1.gpu is not s2.gpu or s1.k >= s2.k:
+        if req.version != pynvml.NVML_GPM_METRICS_GET_VERSION or s1.gpu is not s2.gpu or s1.k > s2.k:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         g = self._enter(s2.gpu, "nvmlGpmMetricsGet")
         for m in req.metrics[: req.numMetrics]:
             refused = m.metricId in g.gpm_unsupported
             m.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED if refused else pynvml.NVML_SUCCESS
-            m.value = 0.0 if refused else gpm_value(g.index, m.metricId, s1.k, s2.k)
+            m.value = 0.0 if refused or s1.k == s2.k else gpm_value(g.index, m.metricId, s1.k, s2.k)
         return req

@@ -129,6 +129,46 @@ def test_gpm_holds_its_values_between_snapshots_closer_than_the_minimum() -> Non
     assert values_of(s, s.sample())[(0, "gpm_sm_util_pct")] == gpm_value(0, 2, 2, 3)
 
 
+def test_gpm_reads_at_a_10_hz_tick_a_little_under_the_minimum_after_the_last_snapshot() -> None:
+    # GIVEN GPM's minimum of 0.1 s and ticks that come 90 ms apart (a 10 Hz timer's jitter, a late snapshot)
+    fake = FakeNvml([FakeGpu()])
+    s = NvmlSampler(nvml=fake, gpm_min_interval_s=0.1)
+    ticks = fake.gpus[0].gpm_ticks
+    time.sleep(0.09)
+    # WHEN it samples THEN a new snapshot is taken and its values computed (not the last repeated)
+    v = values_of(s, s.sample())
+    assert fake.gpus[0].gpm_ticks == ticks + 1
+    assert v[(0, "gpm_sm_util_pct")] == gpm_value(0, 2, ticks, ticks + 1)
+    # AND 30 ms later it is too soon: the values repeat, no snapshot
+    time.sleep(0.03)
+    assert values_of(s, s.sample())[(0, "gpm_sm_util_pct")] == v[(0, "gpm_sm_util_pct")]
+    assert fake.gpus[0].gpm_ticks == ticks + 1
+    s.close()
+
+
+def test_a_gpm_snapshot_alike_the_last_repeats_the_values_and_keeps_the_older_snapshot() -> None:
+    # GIVEN a GPU whose GPM counters the driver did not refresh between two snapshots (they come out alike, and
+    # NVML computes every metric as exactly 0 with success, as measured on an H200)
+    fake = FakeNvml([FakeGpu()])
+    s = NvmlSampler(nvml=fake, gpm_min_interval_s=0.0)
+    before = values_of(s, s.sample())
+    k = fake.gpus[0].gpm_ticks
+    fake.gpus[0].gpm_frozen = True
+    # WHEN it samples THEN the last values repeat (no 0 for a busy GPU)
+    frozen = values_of(s, s.sample())
+    assert frozen[(0, "gpm_sm_util_pct")] == before[(0, "gpm_sm_util_pct")] != 0
+    # AND the next computation spans from the older snapshot (k) to the new one, the time of both ticks
+    fake.gpus[0].gpm_frozen = False
+    after = values_of(s, s.sample())
+    assert fake.gpus[0].gpm_ticks == k + 1
+    assert after[(0, "gpm_sm_util_pct")] == gpm_value(0, 2, k, k + 1)
+    # AND alike snapshots 0.2 s apart or more are an idle GPU's zeros, not a missed refresh: they are kept
+    fake.gpus[0].gpm_frozen = True
+    time.sleep(0.2)
+    assert values_of(s, s.sample())[(0, "gpm_sm_util_pct")] == 0
+    s.close()
+
+
 def test_a_gpu_lost_mid_run_is_nan_and_one_gap_and_the_other_gpu_goes_on() -> None:
     # GIVEN GPU 1 lost after 2 probe reads and 3 ticks
     fake = FakeNvml([FakeGpu(), FakeGpu(lost_after=5)])

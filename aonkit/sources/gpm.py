@@ -1,9 +1,22 @@
 """GPM (GPU Performance Monitoring, Hopper and later) metrics of one GPU, from two NVML samples.
 
 ``nvmlGpmSampleGet`` takes a snapshot of the GPU's counters; ``nvmlGpmMetricsGet`` turns two snapshots into the
-metrics over the time between them. NVML refreshes those counters every 100 ms, so a new value is computed only
-once at least ``min_interval_s`` (default 0.1 s) has passed since the last snapshot; reads in between repeat the
-last values.
+metrics over the time between them. A new value is computed once about ``min_interval_s`` (default 0.1 s) has
+passed since the last snapshot (a quarter of :data:`REFRESH_S` early, so that a 10 Hz tick a little under 100 ms
+after the last one still reads); reads in between repeat the last values.
+
+What the driver does (measured on an H200, driver 580, ``bench/gpu_lag.py``):
+
+- it refreshes the counters a snapshot copies every :data:`REFRESH_S` (100.0 ms, on its own timer), so two
+  snapshots with no refresh between them are identical, and ``nvmlGpmMetricsGet`` then returns success and
+  every metric exactly 0. A computation whose every value is exactly 0 within ``2 * REFRESH_S`` of the last
+  snapshot is taken for that: the older snapshot is kept and the last values repeat. (On a live GPU the PCIe
+  counters are never exactly 0: about 3 MB/s of the driver's own traffic when idle.)
+- the values a refresh makes visible describe the 100 ms that ended about 78 ms before it, so a GPM sample
+  stamped when it was read trails the kernels it describes by 78 ms plus the time since the last refresh:
+  78 to 178 ms (:data:`aonkit.analysis.sample_align.DRIVER_DELAY_NS`).
+- ``nvmlGpmMetricsGet`` costs about 1.5 ms of CPU a call whatever the number of metrics, against 60 us for a
+  snapshot: GPM at 10 Hz is 1.5% of a core per GPU, at 1 Hz 0.15% (the daemon's default: ``--gpm-interval``).
 
 :data:`GPM_METRICS` lists what is read (``gpm_`` + the NVML name, with its unit): ``core`` by default, ``all``
 adds the media engines (NVDEC, NVJPG, NVOFA, NVENC), the memory caches and context switching. Left out: the
@@ -22,6 +35,8 @@ from .nvml_direct import direct_calls
 from .nvml_metrics import NAN, PartialRead, Unsupported
 
 MIB = 1024.0 * 1024.0
+REFRESH_S = 0.1
+"""The driver's GPM refresh period (100.0 ms measured on an H200, driver 580)."""
 METRIC = "4xId24x"
 """nvmlGpmMetric_t (nvml.h) for ``struct``: metricId (skipped), nvmlReturn, value, three name pointers (skipped)."""
 
@@ -144,7 +159,7 @@ class Gpm:
     def read(self, handle: Any) -> tuple[float, ...]:
         """The metrics since the last snapshot (the last values while that is under ``min_interval_s`` old)."""
         now = time.monotonic()
-        if now - self.t < self.min_interval_s:
+        if now - self.t < self.min_interval_s - REFRESH_S / 4:
             return self.values
         nvml, req = self.nvml, self.request
         if self._direct is not None:
@@ -154,13 +169,16 @@ class Gpm:
             check(compute(ref))
             got = unpack(raw)  # (nvmlReturn, value) of each metric
             rets, values = got[0::2], got[1::2]
-            self._phase ^= 1
         else:
             nvml.nvmlGpmSampleGet(handle, self.samples[1])
             req.sample1, req.sample2 = self.samples
             nvml.nvmlGpmMetricsGet(req)
             got = req.metrics[: len(self.rows)]  # one call: the metrics' structs, not one lookup per metric
             rets, values = [m.nvmlReturn for m in got], [m.value for m in got]
+        if not any(values) and not any(rets) and now - self.t < 2 * REFRESH_S:
+            return self.values  # no refresh between the snapshots: keep the older one, repeat the last values
+        if self._direct is not None:
+            self._phase ^= 1
         self.samples.reverse()
         self.t = now
         if not any(rets):  # NVML_SUCCESS is 0
