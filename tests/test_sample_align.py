@@ -10,7 +10,7 @@ import pytest
 
 import aonkit
 from aonkit._kernels.busy_windows import lagged_busy, merge_intervals
-from aonkit.analysis.sample_align import alignment_curve, sample_alignment
+from aonkit.analysis.sample_align import EXPECTED_LAG_NS, alignment_curve, sample_alignment
 from tests.conftest import load_events
 
 MS = 1_000_000
@@ -66,7 +66,7 @@ def bursts(rng: np.random.Generator, t1_ms: int) -> list[tuple[int, int]]:
     return kernels
 
 
-def trace_with_samples(tmp_path, kernels, stamps, values, metric="gpm_sm_util_pct", device=0):  # noqa: ANN001, ANN201
+def trace_with_samples(tmp_path, kernels, stamps, values, metric="SM Active", device=0):  # noqa: ANN001, ANN201
     events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": s / 1e3, "dur": (e - s) / 1e3,
                "args": {"device": device, "stream": 7}} for s, e in kernels]  # fmt: skip
     trace = load_events(tmp_path, events)
@@ -86,11 +86,53 @@ def test_the_shift_that_was_put_in_is_found(tmp_path, late_ms: int) -> None:  # 
     row = sample_alignment(trace, max_lag_ns=250 * MS).iloc[0]
     # THEN the shift found is the one put in, the match is close, and "aligned" says whether it is within 50 ms
     assert abs(row["lag_ns"] - late_ms * MS) <= 2.5 * MS, row
-    assert row["r"] > 0.95 and row["interval_ns"] == 50 * MS and row["metric"] == "gpm_sm_util_pct"
+    assert row["r"] > 0.95 and row["interval_ns"] == 50 * MS and row["metric"] == "SM Active"
     assert row["aligned"] == (abs(late_ms) <= 50)
     assert row["r_zero"] <= row["r"]
     curve = alignment_curve(trace, max_lag_ns=250 * MS)
     assert len(curve) == 201 and curve["lag_ns"].diff().dropna().eq(2.5 * MS).all()
+
+
+@pytest.mark.parametrize("late_ms", [0, 130])
+def test_gpm_is_judged_against_the_drivers_own_delay(tmp_path, late_ms: int) -> None:  # noqa: ANN001
+    # GIVEN a 10 Hz GPM-like sampler whose values trail the kernels by 130 ms (the driver's 78 ms plus the time
+    # since its last refresh), or by nothing
+    rng = np.random.default_rng(late_ms + 7)
+    kernels = bursts(rng, 5_000)
+    truth = np.arange(300, 4_700, 100) * MS
+    share = np.array([busy_in(kernels, t - 100 * MS, t) / (100 * MS) for t in truth])
+    rows = {}
+    for metric in ("gpm_sm_util_pct", "SM Active"):
+        trace = trace_with_samples(tmp_path / metric, kernels, truth + late_ms * MS, 100 * share, metric=metric)
+        rows[metric] = sample_alignment(trace).iloc[0]
+    # THEN both find the shift; GPM expects the driver's delay (128 ms) and a metric stamped by the hardware none
+    for row in rows.values():
+        assert abs(row["lag_ns"] - late_ms * MS) <= 5 * MS and row["r"] > 0.95, row
+    gpm, hw = rows["gpm_sm_util_pct"], rows["SM Active"]
+    assert gpm["expected_lag_ns"] == EXPECTED_LAG_NS["gpm_sm_util_pct"] and hw["expected_lag_ns"] == 0
+    # AND "aligned" is judged against that: 130 ms late is GPM on the clock but not a hardware-stamped metric;
+    # GPM on time (ahead of its driver by 128 ms, over one interval) is not either
+    assert gpm["aligned"] == (late_ms == 130) and hw["aligned"] == (late_ms == 0)
+    # AND with no expected delay given, GPM is judged as the others
+    trace = trace_with_samples(tmp_path / "plain", kernels, truth + late_ms * MS, 100 * share, metric="gpm_sm_util_pct")
+    assert sample_alignment(trace, expected_lag_ns={}).iloc[0]["aligned"] == (late_ms == 0)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_a_periodic_workload_takes_the_alias_nearest_the_expected_lag(tmp_path, seed: int) -> None:  # noqa: ANN001
+    # GIVEN steps that repeat every 300 ms exactly (120 ms of kernels, then a wait) and a 50 ms sampler stamped
+    # 20 ms late, searched 700 ms either way: shifts of 20 ms +- 300 k correlate about as well
+    rng = np.random.default_rng(seed)
+    kernels = [(t * MS, (t + 120) * MS) for t in range(0, 3_000, 300)]
+    truth = np.arange(100, 2_900, 50) * MS
+    share = np.array([busy_in(kernels, t - 50 * MS, t) / (50 * MS) for t in truth])
+    trace = trace_with_samples(tmp_path, kernels, truth + 20 * MS, 100 * share + rng.normal(0, 2, len(share)))
+    curve = alignment_curve(trace, max_lag_ns=700 * MS)
+    peaks = curve[(curve["r"] > curve["r"].max() - 0.01)]
+    assert (peaks["lag_ns"].abs() > 250 * MS).any()  # the aliases are there
+    # THEN the peak nearest the expected lag (0) is taken, and it is the shift put in
+    row = sample_alignment(trace, max_lag_ns=700 * MS).iloc[0]
+    assert abs(row["lag_ns"] - 20 * MS) <= 2.5 * MS and row["aligned"], row
 
 
 def test_a_driver_window_longer_than_the_interval_biases_the_shift_unless_given(tmp_path) -> None:  # noqa: ANN001
@@ -174,7 +216,7 @@ def test_the_profile_summary_says_whether_the_samples_line_up(tmp_path) -> None:
     on_clock = trace_with_samples(tmp_path / "a", kernels, truth, 100 * share)
     lines = alignment_lines(on_clock)
     assert lines[0].startswith("GPU samples against the kernels") and len(lines) == 2
-    assert "gpm_sm_util_pct of GPU 0: best match +0.0 ms" in lines[1] and lines[1].endswith("on the trace's clock")
+    assert "SM Active of GPU 0: best match +0.0 ms" in lines[1] and lines[1].endswith("on the trace's clock")
     late = trace_with_samples(tmp_path / "b", kernels, truth + 250 * MS, 100 * share)
     assert lines_end(alignment_lines(late), "NOT lined up with the kernels")
     flat = trace_with_samples(tmp_path / "c", kernels, truth, np.full(len(truth), 40.0))

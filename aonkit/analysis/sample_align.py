@@ -11,6 +11,12 @@ machine, or a clock that was stepped, shows its offset here.
 >>> sample_alignment(aonkit.load("aon-profiles/run"))   # one row per GPU and metric   # doctest: +SKIP
 
 ``lag_ns > 0``: the samples are stamped late (a sample at ``t`` describes the kernels at ``t - lag_ns``).
+
+Some metrics trail the kernels by the driver's own delay, whatever the clocks (measured on an H200, driver 580,
+with ``bench/gpu_lag.py``): a GPM value describes the 100 ms that ended about 78 ms before the driver's last
+refresh (every 100 ms), so a 10 Hz GPM sample trails by 78 to 178 ms; ``power_instant_w`` by about 25 to
+40 ms; ``gpu_util_pct`` (averaged over the driver's own period) by 100 to 220 ms. :data:`EXPECTED_LAG_NS`
+holds the expected part of that, and ``aligned`` is judged against it.
 """
 
 from __future__ import annotations
@@ -25,13 +31,27 @@ from ..errors import MissingInputError
 from ..trace import Trace
 from .summary import sorted_intervals
 
-ACTIVITY_METRICS = ("gpm_graphics_util_pct", "gpm_sm_util_pct", "gpu_util_pct", "GR Active", "SM Active")
-"""Metrics that rise and fall with kernel activity, in the order :func:`sample_alignment` takes them."""
+ACTIVITY_METRICS = ("gpm_graphics_util_pct", "gpm_sm_util_pct", "gpu_util_pct", "power_instant_w", "GR Active",
+                    "SM Active")  # fmt: skip
+"""Metrics that rise and fall with kernel activity, in the order :func:`sample_alignment` takes them
+(``power_instant_w``: the GPU's power a few tens of ms back, which follows its activity with the least delay
+of NVML's readings: the clock check where GPM's delay is in doubt)."""
+
+EXPECTED_LAG_NS = {"gpm_graphics_util_pct": 128_000_000, "gpm_sm_util_pct": 128_000_000}
+"""The lag the driver alone puts between the kernels and a sample stamped when it was read: GPM's 78 ms plus
+half its 100 ms refresh period (measured on an H200, driver 580; module doc). Other metrics: 0 (NVML's
+``gpu_util_pct`` varies with the driver's averaging period, so it has none to expect; nsys's GPU metrics are
+stamped by the hardware)."""
 
 MIN_R = 0.5
 """The correlation below which a best shift says nothing (the samples do not follow the kernels): not aligned."""
 
-COLUMNS = ("device", "trace_device", "metric", "windows", "interval_ns", "lag_ns", "r", "r_zero", "aligned")
+ALIAS_R = 0.01
+"""Peaks of the correlation this close to the best are aliases of one another (a workload that repeats every
+step correlates as well a step earlier or later): the one nearest the expected lag is taken."""
+
+COLUMNS = ("device", "trace_device", "metric", "windows", "interval_ns", "lag_ns", "expected_lag_ns", "r", "r_zero",
+           "aligned")  # fmt: skip
 
 
 def _windows(ts: np.ndarray, window_ns: int | None) -> tuple[np.ndarray, np.ndarray, int]:
@@ -118,7 +138,7 @@ def alignment_curve(trace: Trace, metrics: Sequence[str] | None = None, *, max_l
             if w0.size == 0:
                 continue
             step = int(step_ns) if step_ns is not None else max(1_000, interval // 20)
-            reach = int(max_lag_ns) if max_lag_ns is not None else 5 * max(interval, 1)
+            reach = int(max_lag_ns) if max_lag_ns is not None else 5 * max(interval, 1) + EXPECTED_LAG_NS.get(metric, 0)
             half = reach // step
             lags = np.arange(-half, half + 1, dtype=np.int64) * step
             value = rows.groupby("ts_ns", sort=True)["value"].last().reindex(w1).to_numpy(np.float64)
@@ -135,9 +155,25 @@ def alignment_curve(trace: Trace, metrics: Sequence[str] | None = None, *, max_l
     return pd.concat(parts, ignore_index=True)
 
 
+def _best_shift(lag: np.ndarray, r: np.ndarray, due: int) -> int:
+    """Index of the best shift (-1 when no shift has a correlation).
+
+    The highest peak of ``r``, or of the peaks within :data:`ALIAS_R` of it (a periodic workload's aliases, a
+    period apart), the one nearest ``due``; ties to the smaller shift, the later one first.
+    """
+    if not np.isfinite(r).any():
+        return -1
+    v = np.where(np.isfinite(r), r, -np.inf)
+    pad = np.concatenate(([-np.inf], v, [-np.inf]))
+    peak = (v >= pad[:-2]) & (v >= pad[2:]) & (v >= v.max() - ALIAS_R)
+    order = np.lexsort((lag < 0, np.abs(lag), np.abs(lag - due)))
+    return int(order[peak[order]][0])
+
+
 def sample_alignment(trace: Trace, metrics: Sequence[str] | None = None, *, max_lag_ns: int | None = None,
                      step_ns: int | None = None, window_ns: int | None = None,
-                     devices: Mapping[int, int] | None = None) -> pd.DataFrame:  # fmt: skip
+                     devices: Mapping[int, int] | None = None,
+                     expected_lag_ns: Mapping[str, int] | None = None) -> pd.DataFrame:  # fmt: skip
     """How far apart in time a trace's GPU activity samples and its kernels are.
 
     Parameters
@@ -147,7 +183,8 @@ def sample_alignment(trace: Trace, metrics: Sequence[str] | None = None, *, max_
     metrics : sequence of str, optional
         Sample metrics to check (default: those of :data:`ACTIVITY_METRICS` the samples have).
     max_lag_ns : int, optional
-        Largest shift tried either way (default five sampling intervals).
+        Largest shift tried either way (default five sampling intervals, plus the metric's
+        :data:`EXPECTED_LAG_NS`).
     step_ns : int, optional
         Spacing of the shifts tried (default a twentieth of the sampling interval, at least 1 µs): the
         resolution of ``lag_ns``.
@@ -159,6 +196,8 @@ def sample_alignment(trace: Trace, metrics: Sequence[str] | None = None, *, max_
     devices : mapping of int to int, optional
         Sample device -> trace device (default: the one GPU of each, else equal indexes; NVML and CUDA number
         GPUs alike unless ``CUDA_VISIBLE_DEVICES`` reorders them).
+    expected_lag_ns : mapping of str to int, optional
+        Metric -> the lag its source alone causes (default :data:`EXPECTED_LAG_NS`; ``{}``: none).
 
     Returns
     -------
@@ -166,8 +205,8 @@ def sample_alignment(trace: Trace, metrics: Sequence[str] | None = None, *, max_
         One row per (device, metric): ``windows`` (samples compared at zero shift), ``interval_ns`` (median
         sampling interval), ``lag_ns`` (the best shift; ``> 0``: samples stamped late; NaN when no shift gives a
         correlation, as when the GPU was busy or idle throughout), ``r`` (correlation at ``lag_ns``),
-        ``r_zero`` (at zero shift), ``aligned`` (``|lag_ns|`` at most one interval, with ``r`` at least
-        :data:`MIN_R`).
+        ``expected_lag_ns`` (the source's own delay), ``r_zero`` (at zero shift), ``aligned`` (``lag_ns`` within
+        one interval of ``expected_lag_ns``, with ``r`` at least :data:`MIN_R`).
 
     Raises
     ------
@@ -176,16 +215,16 @@ def sample_alignment(trace: Trace, metrics: Sequence[str] | None = None, *, max_
     """
     curve = alignment_curve(trace, metrics, max_lag_ns=max_lag_ns, step_ns=step_ns, window_ns=window_ns,
                             devices=devices)  # fmt: skip
+    expected = EXPECTED_LAG_NS if expected_lag_ns is None else expected_lag_ns
     rows = []
     for (device, trace_device, metric), g in curve.groupby(["device", "trace_device", "metric"], sort=False):
         lag, r = g["lag_ns"].to_numpy(), g["r"].to_numpy()
         zero = int(np.flatnonzero(lag == 0)[0])
-        order = np.lexsort((lag < 0, np.abs(lag)))  # ties go to the smaller shift, the later one first
-        best = order[int(np.nanargmax(r[order]))] if np.isfinite(r).any() else -1
-        interval = int(g["interval_ns"].iloc[0])
+        interval, due = int(g["interval_ns"].iloc[0]), int(expected.get(metric, 0))
+        best = _best_shift(lag, r, due)
         rows.append({"device": device, "trace_device": trace_device, "metric": metric,
                      "windows": int(g["windows"].iloc[zero]), "interval_ns": interval,
-                     "lag_ns": float(lag[best]) if best >= 0 else np.nan, "r": r[best] if best >= 0 else np.nan,
-                     "r_zero": r[zero],
-                     "aligned": bool(best >= 0 and abs(lag[best]) <= interval and r[best] >= MIN_R)})  # fmt: skip
+                     "lag_ns": float(lag[best]) if best >= 0 else np.nan, "expected_lag_ns": due,
+                     "r": r[best] if best >= 0 else np.nan, "r_zero": r[zero],
+                     "aligned": bool(best >= 0 and abs(lag[best] - due) <= interval and r[best] >= MIN_R)})  # fmt: skip
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -60,6 +60,8 @@ def format_alignment(table: pd.DataFrame) -> list[str]:
             out.append(f"  {where}: no shift matches the kernels (too few samples, or no change in activity)")
             continue
         verdict = "on the trace's clock" if r.aligned else "NOT lined up with the kernels"
+        due = getattr(r, "expected_lag_ns", 0)
+        driver = f"; the driver's own delay ~{due / 1e6:.0f} ms" if due else ""
         out.append(f"  {where}: best match {r.lag_ns / 1e6:+.1f} ms (r {r.r:.2f}, interval "
-                   f"{r.interval_ns / 1e6:.0f} ms): {verdict}")  # fmt: skip
+                   f"{r.interval_ns / 1e6:.0f} ms{driver}): {verdict}")  # fmt: skip
     return out
