@@ -98,8 +98,8 @@ class World:
             raise SystemExit(r.stderr)
         return r.stdout
 
-    def start(self, interval: float = 0.1, flush: float = 60.0) -> int:
-        self.cli("daemon", "start", "--interval", str(interval), "--flush", str(flush))
+    def start(self, interval: float = 0.1, flush: float = 60.0, extra: tuple[str, ...] = ()) -> int:
+        self.cli("daemon", "start", "--interval", str(interval), "--flush", str(flush), *extra)
         self.pid = running_pid(self.base / "run")
         return self.pid
 
@@ -156,7 +156,9 @@ def daemon_cost(seconds: float, readers: int, gpus: str = "clib,fake") -> None:
     kinds = set(gpus.split(","))
     if "real" in kinds:
         n = real_gpus()
-        runs += [(f"host + {n} real GPUs", "", n, {})] if n else []
+        runs += [(f"host + {n} real GPUs (GPM every 1 s, slow metrics every 10 s: the defaults)", "", n, {}),
+                 (f"host + {n} real GPUs (GPM at 10 Hz, slow metrics every 1 s)", "", n, {},
+                  ("--gpm-interval", "0.1", "--slow-interval", "1"))] if n else []
         if not n:
             print("(no real GPU: NVML does not start here)\n")
     if "clib" in kinds:
@@ -174,10 +176,10 @@ def daemon_cost(seconds: float, readers: int, gpus: str = "clib,fake") -> None:
     print("| sampled | channels | CPU % of a core | a flush's CPU ms | CPU s to the first flush | RSS MB (peak) "
           "| Parquet bytes / GPU-hour | samples lost |")
     print("|---|---|---|---|---|---|---|---|")
-    for label, fake, n_gpu, extra in runs:
+    for label, fake, n_gpu, extra, *args in runs:
         w = World(fake, extra)
         try:
-            w.start(flush=FLUSH_S)
+            w.start(flush=FLUSH_S, extra=args[0] if args else ())
             first = time.monotonic() + 4 * FLUSH_S
             while not read_json(w.base / "run" / "daemon.json", "status").get("flushes") and time.monotonic() < first:
                 time.sleep(0.2)  # steady state: imports, the NVML probe and the first flush (pyarrow's import) done

@@ -361,3 +361,38 @@ def test_zero_means_no_limit_in_the_api_as_on_the_command_line(tmp_path: Path) -
     assert Daemon(root=tmp_path).cap_bytes == 10 * 1024**3
     with pytest.raises(ValueError, match="no limit"):
         Daemon(root=tmp_path, cap_bytes=-1)
+
+
+def test_the_daemon_reads_gpm_and_the_slow_metrics_at_their_own_intervals(tmp_path: Path) -> None:
+    import argparse
+
+    from aonkit.live.daemon import Daemon, daemon_from_args
+    from aonkit.live.options import add_run_arguments
+
+    # GIVEN the command line's defaults and its options
+    p = argparse.ArgumentParser()
+    add_run_arguments(p)
+    default = daemon_from_args(p.parse_args(["--root", str(tmp_path)]))
+    assert (default.gpm_interval_s, default.slow_interval_s) == (1.0, 10.0)
+    d = daemon_from_args(p.parse_args(["--root", str(tmp_path), "--gpm-interval", "0.3", "--slow-interval", "0.5"]))
+    with pytest.raises(ValueError, match="must be > 0"):
+        Daemon(root=tmp_path, gpm_interval_s=0)
+    # WHEN its samplers open on a fake Hopper GPU and it ticks for 1.2 s at 10 Hz
+    from aonkit.sources.nvml import open_gpu_sampler
+    from tests.fake_nvml import FakeGpu, FakeNvml
+
+    fake = FakeNvml([FakeGpu()])
+
+    t0 = time.monotonic()
+    gpu, _ = open_gpu_sampler(interval_s=d.interval_s, capacity=1, gpm_min_interval_s=d.gpm_interval_s,
+                              slow_interval_s=d.slow_interval_s, nvml=fake)  # fmt: skip
+    assert time.monotonic() - t0 < 0.5  # the GPM probe waits 0.15 s, not the GPM interval
+    g = fake.gpus[0]
+    snaps, temps = g.gpm_ticks, g.calls["nvmlDeviceGetTemperatureV"]
+    for k in range(12):
+        time.sleep(max(0.0, t0 + 0.2 + 0.1 * k - time.monotonic()))
+        gpu.sample_list()
+    gpu.close()
+    # THEN GPM was computed every 0.3 s (3 to 5 times) and the slow metrics read every 5th tick (3 times)
+    assert 3 <= g.gpm_ticks - snaps <= 5, g.gpm_ticks - snaps
+    assert g.calls["nvmlDeviceGetTemperatureV"] - temps == 3

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-DEFAULTS = {"interval": 0.1, "flush": 60.0, "capacity": 0, "cap_bytes": 10 * 1024**3, "retention_hours": 168.0}
+DEFAULTS = {"interval": 0.1, "flush": 60.0, "capacity": 0, "cap_bytes": 10 * 1024**3, "retention_hours": 168.0,
+            "gpm_interval": 1.0, "slow_interval": 10.0}
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The daemon's settings (``start`` and ``run``)."""
     p.add_argument("--interval", type=float, default=DEFAULTS["interval"], help="sampling interval in s (0.1: 10 Hz)")
+    p.add_argument("--gpm-interval", type=float, default=DEFAULTS["gpm_interval"],
+                   help="seconds between GPM computations on Hopper and later (default 1: NVML spends ~1.5 ms of CPU "
+                        "on each, so 10 Hz GPM is 1.5%% of a core per GPU; 0.1 for 10 Hz)")
+    p.add_argument("--slow-interval", type=float, default=DEFAULTS["slow_interval"],
+                   help="seconds between reads of the slow metrics: temperature, the energy counter (~4 ms of CPU a "
+                        "read on an H200), the memory clock, process memory (default 10)")
     p.add_argument("--flush", type=float, default=DEFAULTS["flush"],
                    help="seconds between Parquet files (also written when half the ring is new; default 60)")
     p.add_argument("--root", help="root of the Parquet files (default $AONKIT_DATA_DIR, else "

@@ -144,10 +144,13 @@ class Gpm:
         self.t = time.monotonic()
 
     def probe(self, handle: Any) -> dict[str, str]:
-        """Compute once (``min_interval_s`` after :meth:`start`); drop and return the metrics NVML refused."""
-        time.sleep(max(0.0, self.t + self.min_interval_s - time.monotonic()))
+        """Compute once; drop and return the metrics NVML refused.
+
+        It waits after :meth:`start` for one and a half driver refreshes (``min_interval_s`` if shorter).
+        """
+        time.sleep(max(0.0, self.t + min(self.min_interval_s, 1.5 * REFRESH_S) - time.monotonic()))
         try:
-            self.read(handle)
+            self.read(handle, force=True)
         except PartialRead as p:
             keep = [r for r in self.rows if r[0] not in p.reasons]
             self.values = tuple(v for r, v in zip(self.rows, p.values) if r[0] not in p.reasons)
@@ -156,10 +159,13 @@ class Gpm:
             return p.reasons
         return {}
 
-    def read(self, handle: Any) -> tuple[float, ...]:
-        """The metrics since the last snapshot (the last values while that is under ``min_interval_s`` old)."""
+    def read(self, handle: Any, force: bool = False) -> tuple[float, ...]:
+        """The metrics since the last snapshot.
+
+        The last values while that snapshot is under ``min_interval_s`` old, unless ``force``.
+        """
         now = time.monotonic()
-        if now - self.t < self.min_interval_s - REFRESH_S / 4:
+        if now - self.t < self.min_interval_s - REFRESH_S / 4 and not force:
             return self.values
         nvml, req = self.nvml, self.request
         if self._direct is not None:
