@@ -122,7 +122,7 @@ def test_parquet_layout_schema_and_permissions(live) -> None:
 
 
 def test_a_second_daemon_is_refused(live) -> None:
-    pid = live.start_daemon()
+    pid = live.start_daemon("--gpm-interval", "0.5", "--slow-interval", "2")
     again = live.cli("daemon", "start")
     assert again.returncode != 0 and f"already running (pid {pid})" in again.stderr
     foreground = live.cli("daemon", "run")
@@ -130,6 +130,7 @@ def test_a_second_daemon_is_refused(live) -> None:
     assert live.daemon_pid() == pid
     r = live.cli("daemon", "status")
     assert r.returncode == 0 and f"running (pid {pid})" in r.stdout and "GPU 0, 1 through NVML" in r.stdout
+    assert "GPM every 0.5 s, slow metrics every 2 s" in r.stdout  # what start was given reaches the daemon
     r = live.cli("daemon", "stop")
     assert r.returncode == 0 and f"stopped (pid {pid})" in r.stdout and live.daemon_pid() is None
     r = live.cli("daemon", "status")

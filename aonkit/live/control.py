@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _forwarded(args: argparse.Namespace) -> list[str]:
     out = ["--interval", str(args.interval), "--flush", str(args.flush), "--capacity", str(args.capacity),
-           "--cap-bytes", str(args.cap_bytes), "--retention-hours", str(args.retention_hours)]  # fmt: skip
+           "--cap-bytes", str(args.cap_bytes), "--retention-hours", str(args.retention_hours),
+           "--gpm-interval", str(args.gpm_interval), "--slow-interval", str(args.slow_interval)]  # fmt: skip
     if args.root:
         out += ["--root", str(Path(args.root).absolute())]
     return out

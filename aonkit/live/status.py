@@ -69,8 +69,10 @@ def samplers_line(st: dict[str, Any]) -> str:
     host = f"host ({', '.join(st['host_metrics'])})"
     if not st["gpus"]:
         return f"{host} only: {st['gpu_note']}"
+    every = (f"; GPM every {st['gpm_interval_s']:g} s, slow metrics every {st['slow_interval_s']:g} s"
+             if "gpm_interval_s" in st else "")
     return (f"{host}; GPU {', '.join(map(str, st['gpus']))} through NVML: {st['gpu_metrics']} metrics, "
-            f"{st['gpu_unsupported']} left out")  # fmt: skip
+            f"{st['gpu_unsupported']} left out{every}")  # fmt: skip
 
 
 def status_text(rdir: Path, pid: int | None) -> str:
