@@ -53,8 +53,8 @@ STEPS: list[tuple[str, list[str], int]] = [
     ("overhead", [sys.executable, "bench/overhead.py", "--seconds", "5", "--repeat", "0", "--host-pairs", "1"], 150),
     ("cuda samples", [sys.executable, "tools/make_cuda_samples.py"], 240),
     ("alignment", [sys.executable, "-c", ALIGN], 90),
-    ("daemon", [sys.executable, "bench/daemon.py", "--gpus", "real", "--seconds", "20", "--readers", "4",
-                "--trace-repeats", "0"], 150),
+    ("daemon", [sys.executable, "bench/daemon.py", "--gpus", "real", "--seconds", "15", "--readers", "4",
+                "--trace-repeats", "0"], 240),
     ("models", [sys.executable, "bench/gpu_models.py"], 240),
 ]  # fmt: skip
 
