@@ -96,6 +96,17 @@ def test_pcie_falls_back_to_the_throughput_call() -> None:
     assert v[(0, "pcie_tx_bytes_per_s")] == 2000 * 1024 and v[(0, "pcie_rx_bytes_per_s")] == 1000 * 1024
 
 
+def test_a_slow_metric_may_take_longer_at_the_probe_than_one_read_every_sample() -> None:
+    # GIVEN a GPU whose energy counter takes 4 ms a read (as an H200's does) and whose SM clock takes as long
+    g = FakeGpu(slow={"nvmlDeviceGetTotalEnergyConsumption": 0.004, "nvmlDeviceGetClockInfo": 0.004})
+    s = NvmlSampler(nvml=FakeNvml([g]), gpm=False, max_call_s=0.003)
+    off = {m: why for _, m, why in s.unsupported.itertuples(index=False)}
+    # THEN the energy counter, read once a second, is kept (up to 10 x 3 ms); the clocks, read every sample, are not
+    assert "energy_j" in s.metrics and "energy_j" not in off
+    assert off["sm_clock_mhz"].startswith("too slow to sample: ") and off["sm_clock_mhz"].endswith("(limit 3 ms)")
+    s.close()
+
+
 def test_gpm_metrics_come_from_two_snapshots_on_hopper_and_are_absent_before() -> None:
     # GIVEN a Hopper GPU (refusing SM occupancy) and an older one
     fake = FakeNvml([FakeGpu(gpm_unsupported={3}), FakeGpu(hopper=False)])
