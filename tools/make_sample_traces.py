@@ -1236,10 +1236,13 @@ def make_gpu_traces(out_dir: Path, seed: int) -> list[Path]:
 # --------------------------------------------------------------------------------------------
 # 8. README and command line
 # --------------------------------------------------------------------------------------------
+CUDA_HEADING = "## `cuda/`"
+"""The heading of the README's section on ``cuda/``, which :func:`write_readme` carries over unchanged."""
+
 README_TEMPLATE = """\
 # Sample traces
 
-Small traces bundled with aonkit for examples, docs and tests. Every file here is made by
+Small traces bundled with aonkit for examples, docs and tests. Every file here but `cuda/` is made by
 `tools/make_sample_traces.py`; regenerate them all from the repository root with
 
     python tools/make_sample_traces.py
@@ -1332,9 +1335,14 @@ def _pre_window_stats(path: Path) -> tuple[int, float]:
 def write_readme(out_dir: Path, seed: int, torch_version: str | None) -> None:
     """Describe the files present in ``out_dir`` (sizes and event counts are measured)."""
     readme = out_dir / "README.md"
-    if torch_version is None and readme.exists():
-        found = re.search(r"made with torch (\S+):", readme.read_text())
-        torch_version = found.group(1) if found else None
+    cuda_section = ""  # real CUDA runs (tools/make_cuda_samples.py, on a GPU): their section is kept as written
+    if readme.exists():
+        old = readme.read_text()
+        if torch_version is None:
+            found = re.search(r"made with torch (\S+):", old)
+            torch_version = found.group(1) if found else None
+        if (at := old.find(CUDA_HEADING)) >= 0:
+            cuda_section = "\n" + old[at:]
     what = {CPU_FILE: "real torch.profiler CPU run, 3-layer MLP",
             GPU_FILE.format(rank=0): "synthetic 2-rank DDP on H100, rank 0",
             GPU_FILE.format(rank=1): "synthetic 2-rank DDP on H100, rank 1 (the straggler)"}  # fmt: skip
@@ -1357,7 +1365,7 @@ def write_readme(out_dir: Path, seed: int, torch_version: str | None) -> None:
         pre=pre, pre_pct=pct, layers=cfg.layers, loader_ms=cfg.loader_ms, slow_loader_ms=cfg.slow_loader_ms,
         slow_step=cfg.slow_loader_step, slow_pct=100 * (cfg.straggler_slowdown - 1), nsys_file=NSYS_FILE,
         slow_gbps=cfg.slow_kernel_gbps,
-        nsys_kernels=nsys_kernels))  # fmt: skip
+        nsys_kernels=nsys_kernels) + cuda_section)  # fmt: skip
 
 
 def _nsys_rows(path: Path, table: str) -> int:
