@@ -14,7 +14,7 @@ What the driver does (measured on an H200, driver 580, ``bench/gpu_lag.py``):
   counters are never exactly 0: about 3 MB/s of the driver's own traffic when idle.)
 - the values a refresh makes visible describe the 100 ms that ended about 78 ms before it, so a GPM sample
   stamped when it was read trails the kernels it describes by 78 ms plus the time since the last refresh:
-  78 to 178 ms (:data:`aonkit.analysis.sample_align.DRIVER_DELAY_NS`).
+  78 to 178 ms (:data:`aonkit.analysis.sample_align.EXPECTED_LAG_NS`).
 - ``nvmlGpmMetricsGet`` costs about 1.5 ms of CPU a call whatever the number of metrics, against 60 us for a
   snapshot: GPM at 10 Hz is 1.5% of a core per GPU, at 1 Hz 0.15% (the daemon's default: ``--gpm-interval``).
 
