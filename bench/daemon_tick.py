@@ -70,11 +70,13 @@ def main() -> None:
             sys.exit(f"no simulated GPUs: {exc}")
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
+    from aonkit.live.options import DEFAULTS  # the daemon's own settings
     from aonkit.live.ring import Ring
     from aonkit.sources.nvml import open_gpu_sampler
     from aonkit.sources.samplers import HostSampler
 
-    gpu, note = open_gpu_sampler(interval_s=0.1, capacity=1)
+    gpu, note = open_gpu_sampler(interval_s=0.1, capacity=1, gpm_min_interval_s=DEFAULTS["gpm_interval"],
+                                 slow_interval_s=DEFAULTS["slow_interval"])  # fmt: skip
     if gpu is None:
         sys.exit(note)
     host = HostSampler(0.1, capacity=1)
