@@ -11,8 +11,8 @@ Runs bursts of bf16 matrix products of known host times (``time.monotonic_ns`` a
 It prints, per metric, the delay from each burst's start to the first reading that rises above half the
 burst's level and from its end to the first that falls below half (the readings' own stamps: the time the
 call returned), and the instants at which GPM's snapshot changed (the driver's refresh period and phase).
-Then each NVML call alone: wall and thread-CPU microseconds a call. Then the RSS the NVML library adds to a
-process. ``--json PATH`` keeps the raw readings.
+Then each NVML call alone: wall and thread-CPU microseconds a call. Then the RSS of a fresh process by stage:
+aonkit's daemon modules, ``nvmlInit``, a GPM computation, the daemon's ``NvmlSampler`` and a Parquet write. ``--json PATH`` keeps the raw readings.
 
 Usage: ``python bench/gpu_lag.py [--bursts 6] [--tick-ms 10] [--json lag.json]``
 """
@@ -49,6 +49,25 @@ out.append(('nvmlInit', rss()))
 h = pynvml.nvmlDeviceGetHandleByIndex(0)
 pynvml.nvmlDeviceGetUtilizationRates(h)
 out.append(('a handle and one read', rss()))
+try:
+    from aonkit.sources.gpm import Gpm, gpm_metrics
+    g = Gpm(pynvml, h, gpm_metrics(True), 0.1)
+    g.start(h)
+    g.probe(h)
+    g.read(h, force=True)
+    out.append(('GPM: two snapshots and a computation', rss()))
+except Exception as exc:  # no GPM: say so
+    out.append((f'GPM: {{exc}}', rss()))
+from aonkit.sources.nvml import open_gpu_sampler
+s, _ = open_gpu_sampler(interval_s=0.1, capacity=1, gpm_min_interval_s=1.0, slow_interval_s=10.0)
+s.sample_list()
+out.append(("the daemon's NvmlSampler, one tick", rss()))
+import numpy as np, tempfile, pathlib
+from aonkit.live import store
+chans = [(-1, 'cpu_percent')] + [(0, m) for m in s.metrics]
+store.write_segment(pathlib.Path(tempfile.mkdtemp()), 'h', np.arange(600, dtype=np.int64) * 100_000_000 + 1,
+                    np.random.default_rng(0).random((600, len(chans))), chans)
+out.append(("a minute's Parquet file", rss()))
 print(out)
 """
 
