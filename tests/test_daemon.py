@@ -378,19 +378,16 @@ def test_the_daemon_reads_gpm_and_the_slow_metrics_at_their_own_intervals(tmp_pa
     d = daemon_from_args(p.parse_args(["--root", str(tmp_path), "--gpm-interval", "0.3", "--slow-interval", "0.5"]))
     with pytest.raises(ValueError, match="must be > 0"):
         Daemon(root=tmp_path, gpm_interval_s=0)
-    # WHEN its samplers open on a fake Hopper GPU and it ticks for 1.2 s at 10 Hz
-    from aonkit.sources.nvml import open_gpu_sampler
+    # WHEN the daemon opens its GPU sampler on a fake Hopper GPU and it ticks for 1.2 s at 10 Hz
     from tests.fake_nvml import FakeGpu, FakeNvml
 
-    fake = FakeNvml([FakeGpu()])
-
     t0 = time.monotonic()  # the GPM probe waits 0.15 s, not the GPM interval (here 3 s)
-    slow_gpm, _ = open_gpu_sampler(interval_s=0.1, capacity=1, gpm_min_interval_s=3.0, nvml=FakeNvml([FakeGpu()]))
+    slow_gpm, _ = Daemon(root=tmp_path, gpm_interval_s=3.0).open_gpu(FakeNvml([FakeGpu()]))
     assert time.monotonic() - t0 < 2.0 and slow_gpm.metrics
     slow_gpm.close()
+    fake = FakeNvml([FakeGpu()])
     t0 = time.monotonic()
-    gpu, _ = open_gpu_sampler(interval_s=d.interval_s, capacity=1, gpm_min_interval_s=d.gpm_interval_s,
-                              slow_interval_s=d.slow_interval_s, nvml=fake)  # fmt: skip
+    gpu, _ = d.open_gpu(fake)
     g = fake.gpus[0]
     snaps, temps = g.gpm_ticks, g.calls["nvmlDeviceGetTemperatureV"]
     for k in range(12):

@@ -108,7 +108,8 @@ def _pairs(trace: Trace, samples: pd.DataFrame, devices: Mapping[int, int] | Non
 
 def alignment_curve(trace: Trace, metrics: Sequence[str] | None = None, *, max_lag_ns: int | None = None,
                     step_ns: int | None = None, window_ns: int | None = None,
-                    devices: Mapping[int, int] | None = None) -> pd.DataFrame:  # fmt: skip
+                    devices: Mapping[int, int] | None = None,
+                    expected_lag_ns: Mapping[str, int] | None = None) -> pd.DataFrame:  # fmt: skip
     """Correlation of each activity metric with the kernels' busy share at each trial shift.
 
     Parameters are those of :func:`sample_alignment`. Returns a long table ``device``, ``trace_device``,
@@ -116,6 +117,7 @@ def alignment_curve(trace: Trace, metrics: Sequence[str] | None = None, *, max_l
     """
     from .._kernels.busy_windows import lagged_busy
 
+    expected = EXPECTED_LAG_NS if expected_lag_ns is None else expected_lag_ns
     samples = trace.samples
     if samples is None or samples.empty:
         raise MissingInputError("the trace has no samples: record with aonkit.profile, or add them with "
@@ -138,7 +140,7 @@ def alignment_curve(trace: Trace, metrics: Sequence[str] | None = None, *, max_l
             if w0.size == 0:
                 continue
             step = int(step_ns) if step_ns is not None else max(1_000, interval // 20)
-            reach = int(max_lag_ns) if max_lag_ns is not None else 5 * max(interval, 1) + EXPECTED_LAG_NS.get(metric, 0)
+            reach = int(max_lag_ns) if max_lag_ns is not None else 5 * max(interval, 1) + expected.get(metric, 0)
             half = reach // step
             lags = np.arange(-half, half + 1, dtype=np.int64) * step
             value = rows.groupby("ts_ns", sort=True)["value"].last().reindex(w1).to_numpy(np.float64)
@@ -214,7 +216,7 @@ def sample_alignment(trace: Trace, metrics: Sequence[str] | None = None, *, max_
         When the trace has no samples, or a metric asked for is not among them (a ``ValueError``).
     """
     curve = alignment_curve(trace, metrics, max_lag_ns=max_lag_ns, step_ns=step_ns, window_ns=window_ns,
-                            devices=devices)  # fmt: skip
+                            devices=devices, expected_lag_ns=expected_lag_ns)  # fmt: skip
     expected = EXPECTED_LAG_NS if expected_lag_ns is None else expected_lag_ns
     rows = []
     for (device, trace_device, metric), g in curve.groupby(["device", "trace_device", "metric"], sort=False):

@@ -152,13 +152,7 @@ class Daemon:
 
     def _open(self) -> None:
         self.host_sampler = HostSampler(self.interval_s, capacity=1)
-        from ..sources.nvml import open_gpu_sampler
-
-        fake = _nvml_override()
-        self.gpu, self.gpu_note = open_gpu_sampler(interval_s=self.interval_s, capacity=1,
-                                                   gpm_min_interval_s=self.gpm_interval_s,
-                                                   slow_interval_s=self.slow_interval_s,
-                                                   **({"nvml": fake} if fake is not None else {}))  # fmt: skip
+        self.gpu, self.gpu_note = self.open_gpu(_nvml_override())
         self.channels = self.host_sampler.channels + (self.gpu.channels if self.gpu else [])
         self.n_host = len(self.host_sampler.channels)
         self.hdir = private_dir(store.host_dir(private_dir(self.root), self.host))
@@ -166,6 +160,13 @@ class Daemon:
         self.ring = Ring.create(self.rdir / RING, self.channels, self.capacity, int(self.interval_s * 1e9))
         self.started_ns, self.flushed = time.time_ns(), 0
         self._write_status("running")
+
+    def open_gpu(self, nvml: Any = None) -> tuple[Any, str]:
+        """The daemon's GPU sampler at its intervals (``open_gpu_sampler``: None and why, without NVML)."""
+        from ..sources.nvml import open_gpu_sampler
+
+        return open_gpu_sampler(interval_s=self.interval_s, capacity=1, gpm_min_interval_s=self.gpm_interval_s,
+                                slow_interval_s=self.slow_interval_s, **({"nvml": nvml} if nvml is not None else {}))
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self._stop.set()
