@@ -182,3 +182,50 @@ def test_the_daemon_samples_the_c_library_gpus_and_keeps_them_on_disk() -> None:
     # GPU 1's utilization steps by one per read: (10 + k) % 101 for consecutive k
     steps = np.diff(util[util["device"] == 1].sort_values("ts_ns")["value"].to_numpy()) % 101
     assert (steps == 1).all()
+
+
+TICKS_BOTH_WAYS = """
+    s = NvmlSampler(pids=[PID], interval_s=0.1, slow_interval_s=0.3, gpm_min_interval_s=0.0, lost_retry_s=1000.0)
+    made = type(s._fast).__name__
+    if not BATCHED:
+        s._fast = None  # every tick reader by reader
+    batched = []
+    if s._fast is not None:
+        tick = s._fast.tick
+        s._fast.tick = lambda *a: (lambda got: (batched.append(got is not None), got)[1])(tick(*a))
+    rows = [[None if math.isnan(v) else v for v in s.sample_list()] for _ in range(TICKS)]
+    print(json.dumps({"made": made, "rows": rows, "channels": s.channels, "batched": batched,
+                      "calm": s._fast is not None and s._fast.calm(),
+                      "gaps": s.gaps[["device", "metric", "reason"]].to_dict("records")}))
+"""
+
+
+def both_ways(ticks: int, batched: bool, **knobs: object) -> dict:
+    code = TICKS_BOTH_WAYS.replace("PID", str(PID)).replace("TICKS", str(ticks)).replace("BATCHED", str(batched))
+    return child(code, processes=f"{PID}:{PID_BYTES}", **knobs)
+
+
+def test_the_batched_tick_gives_what_the_reader_by_reader_tick_gives() -> None:
+    fast, slow = both_ways(12, True, gpus=3), both_ways(12, False, gpus=3)
+    assert fast["made"] == "FastTick" and fast["batched"] == [True] * 12 and fast["calm"]
+    # the same values at every tick: fast and slow metrics (every third tick reads the slow ones), GPM, processes
+    assert fast["rows"] == slow["rows"] and fast["channels"] == slow["channels"]
+    assert fast["gaps"] == slow["gaps"] == []
+    assert len(fast["rows"][0]) == len(fast["channels"]) > 3 * 30 and None not in fast["rows"][-1]
+
+
+@pytest.mark.parametrize(("what", "metric"), [("clock", "sm_clock_mhz"), ("power", "power_instant_w")])
+def test_a_direct_read_failing_while_batched_is_a_gap_and_the_batch_comes_back(what: str, metric: str) -> None:
+    for batched in (True, False):
+        got = both_ways(14, batched, gpus=2, flaky=f"{what}:5:3")
+        ch = [tuple(c) for c in got["channels"]]
+        util, value = ch.index((1, "gpu_util_pct")), ch.index((1, metric))
+        for row in got["rows"]:
+            k = row[util] - 10  # GPU 1's utilization reads so far: (10 + k) % 101
+            assert (row[value] is None) == (5 <= k < 8), (batched, k, row[value])
+            assert sum(v is None for v in row) == (5 <= k < 8)  # nothing else fails, on either GPU
+        assert [(g["device"], g["metric"]) for g in got["gaps"]] == [(1, metric)]  # recorded once
+        assert "Unknown Error (NVML error 999)" in got["gaps"][0]["reason"]
+        if batched:  # a failing tick is read again reader by reader until the metric reads again
+            b = got["batched"]
+            assert b[:2] == [True] * 2 and False in b and b[-3:] == [True] * 3 and got["calm"]

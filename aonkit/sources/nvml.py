@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import AonkitError
 from .gpm import Gpm, gpm_metrics
+from .nvml_batch import FastTick
 from .nvml_metrics import NAN, PartialRead, Reader, describe, device_readers, slow_where_also_measured
 from .samplers import RingSampler
 
@@ -125,6 +126,7 @@ class NvmlSampler(RingSampler):
             gpu.plan = [[r.read, getattr(r, "slow", False), (NAN,) * len(r.metrics), (NAN,) * len(r.metrics), r]
                         for r, _ in gpu.readers]  # fmt: skip
             gpu.nans = (NAN,) * sum(len(r.metrics) for r, _ in gpu.readers)
+        self._fast = FastTick.build(self)
         super().__init__(interval_s, capacity, channels)
 
     def _handles(self, devices: list[int] | None) -> list[_Gpu]:
@@ -215,50 +217,65 @@ class NvmlSampler(RingSampler):
         return np.array(self.sample_list(), dtype=np.float64)
 
     def sample_list(self) -> list[float]:
-        """:meth:`sample` as a list of floats.
+        """:meth:`sample` as a list of numbers (floats, or ints where NVML gives whole numbers).
 
-        The daemon's tick uses no numpy: from a cold cache each numpy call costs tens of microseconds.
+        The daemon's tick uses no numpy: from a cold cache each numpy call costs tens of microseconds. A tick with
+        no GPU lost and no failing direct read is made by :class:`~aonkit.sources.nvml_batch.FastTick`; any error
+        there sends the tick here, reading again.
         """
         fresh = self._tick % self.slow_every == 0  # the slow readers read at this sample
         self._tick += 1
+        fast = self._fast
+        if fast is not None and fast.calm():
+            if (got := fast.tick(self, fresh)) is not None:
+                return got
+            if fast.dead:
+                self._fast = None
         vals: list[float] = []
         add = vals.extend
         for gpu in self._gpus:
             if gpu.lost and not self._revive(gpu):
                 add(gpu.nans)
                 continue
-            start, handle, failing = len(vals), gpu.handle, gpu.failing
+            start = len(vals)
             for entry in gpu.plan:
-                read, slow = entry[0], entry[1]
-                if slow and not fresh:
+                if entry[1] and not fresh:  # slow: its last values
                     add(entry[2])
                     continue
-                try:
-                    got = read(handle)
-                    if failing:
-                        failing.difference_update(entry[4].metrics)
-                except PartialRead as part:
-                    got = part.values
-                    failing.difference_update(set(entry[4].metrics) - set(part.reasons))
-                    for metric, why in part.reasons.items():
-                        self._fail(gpu, metric, why)
-                except Exception as exc:
-                    if isinstance(exc, self.nvml.NVMLError) and getattr(exc, "value", None) in self._lost_codes:
-                        self._lose(gpu, exc)
-                        del vals[start:]
-                        add(gpu.nans)
-                        for e in gpu.plan:  # nothing read before the loss is repeated after a revival
-                            e[2] = e[3]
-                        break
-                    got = entry[3]
-                    for metric in entry[4].metrics:
-                        self._fail(gpu, metric, describe(exc))
+                if (got := self.read_entry(gpu, entry)) is None:  # lost
+                    del vals[start:]
+                    add(gpu.nans)
+                    break
                 add(got)
-                if slow:
+                if entry[1]:
                     entry[2] = got
         if len(vals) != self._width:  # a reader gave the wrong number of values: never shift the channels
             raise RuntimeError(f"NVML sample of {len(vals)} values for {self._width} channels")
+        if self._fast is not None:
+            self._fast.slow_read()
         return vals
+
+    def read_entry(self, gpu: _Gpu, entry: list[Any]) -> tuple[float, ...] | None:
+        """One plan entry's values now (NaN where it failed, recorded in :attr:`gaps`); None if the GPU is lost."""
+        try:
+            got = entry[0](gpu.handle)
+            if gpu.failing:
+                gpu.failing.difference_update(entry[4].metrics)
+        except PartialRead as part:
+            got = part.values
+            gpu.failing.difference_update(set(entry[4].metrics) - set(part.reasons))
+            for metric, why in part.reasons.items():
+                self._fail(gpu, metric, why)
+        except Exception as exc:
+            if isinstance(exc, self.nvml.NVMLError) and getattr(exc, "value", None) in self._lost_codes:
+                self._lose(gpu, exc)
+                for e in gpu.plan:  # nothing read before the loss is repeated after a revival
+                    e[2] = e[3]
+                return None
+            got = entry[3]
+            for metric in entry[4].metrics:
+                self._fail(gpu, metric, describe(exc))
+        return got
 
     def _fail(self, gpu: _Gpu, metric: str, why: str) -> None:
         if metric not in gpu.failing:
@@ -287,6 +304,8 @@ class NvmlSampler(RingSampler):
             gpu.retry_at = time.monotonic() + self.lost_retry_s
             return False
         gpu.handle, gpu.lost = handle, False
+        if self._fast is not None:
+            self._fast = FastTick.build(self)  # its calls hold the old handle
         return True
 
     @property
@@ -310,28 +329,9 @@ class NvmlSampler(RingSampler):
 
     def time_readers(self, repeat: int = 20) -> pd.DataFrame:
         """Time each reader now (sampler stopped): ``device``, ``metrics``, ``nvml_calls``, ``mean_us`` a read."""
-        if self._thread is not None:
-            raise RuntimeError("stop the sampler before timing its readers")
-        rows = []
-        for gpu in self._gpus:
-            for reader, _ in gpu.readers:
-                hold = getattr(reader, "min_interval_s", None)
-                if hold is not None:
-                    reader.min_interval_s = 0.0  # GPM: compute every time, as a due read does
-                t0 = time.perf_counter()
-                for _ in range(repeat):
-                    try:
-                        reader.read(gpu.handle)
-                    except Exception:  # timing only: the sampler records failures, not this
-                        pass
-                mean_us = (time.perf_counter() - t0) / repeat * 1e6
-                if hold is not None:
-                    reader.min_interval_s = hold
-                calls = getattr(reader, "calls", 2)  # GPM: a snapshot and a metrics computation
-                rows.append((gpu.index, ",".join(reader.metrics), calls, mean_us))
-        import pandas as pd
+        from .nvml_timing import time_readers
 
-        return pd.DataFrame(rows, columns=["device", "metrics", "nvml_calls", "mean_us"])
+        return time_readers(self, repeat)
 
     def close(self) -> None:
         """Stop sampling, free GPM buffers and shut NVML down (the samples stay readable)."""

@@ -19,6 +19,7 @@ import struct
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 FIELD = "IIqqIIQ"
@@ -27,7 +28,35 @@ the value's 8 bytes as an unsigned 64-bit number (right for the unsigned long an
 _WHOLE = (2, 3)  # NVML_VALUE_TYPE_UNSIGNED_LONG, _UNSIGNED_LONG_LONG
 _UINT = 1  # NVML_VALUE_TYPE_UNSIGNED_INT: the low 4 of the value's 8 bytes (NVML may leave the others unset)
 _LOW32 = 0xFFFFFFFF if sys.byteorder == "little" else None  # the low bytes come first only on a little-endian CPU
+TYPE_AT, RET_AT, VALUE_AT = (struct.calcsize(f"={FIELD[:k]}") for k in (4, 5, 6))
+"""Offsets of ``valueType``, ``nvmlReturn`` and the value in an ``nvmlFieldValue_t``."""
+WHOLE, UINT = _WHOLE, _UINT
 _BY_TYPE = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # pynvml's union, by nvmlValueType_t
+
+
+@dataclass(frozen=True)
+class Batchable:
+    """How :mod:`.nvml_batch` makes a direct reader's call itself, with the output in its shared buffer.
+
+    ``fn(handle, *before, &out)`` fills ``size`` bytes at ``out``; the reader's values are at ``values``
+    (``(offset, struct code)``, in the reader's metric order), each divided by ``per``. ``init``: the output's bytes
+    before the first call (a field value's id and scope; NVML writes only the outputs). ``field``: the output is
+    one ``nvmlFieldValue_t``, whose ``nvmlReturn`` and ``valueType`` must be checked.
+    """
+
+    fn: Callable[..., int]
+    before: tuple[Any, ...]
+    size: int
+    values: tuple[tuple[int, str], ...]
+    per: float = 1.0
+    field: bool = False
+    init: bytes = b""
+
+
+def _code(ctype: Any) -> str:
+    """The ``struct`` code (standard size) of a 4- or 8-byte integer ctypes type."""
+    code = {4: "I", 8: "Q"}[ctypes.sizeof(ctype)]
+    return code.lower() if ctype(-1).value < 0 else code
 
 
 class Calls:
@@ -63,6 +92,7 @@ def scalar(c: Calls, name: str, ctype: type, *args: Any, per: float = 1.0) -> Ca
         check(fn(handle, *args, ref))
         return (out.value / per,)
 
+    read.batch = Batchable(fn, args, ctypes.sizeof(ctype), ((0, _code(ctype)),), per)  # type: ignore[attr-defined]
     return read
 
 
@@ -76,6 +106,9 @@ def pair(c: Calls, name: str, out_type: type, fields: tuple[str, str]) -> Callab
         check(fn(handle, ref))
         return (float(getattr(out, a)), float(getattr(out, b)))
 
+    kinds = dict(out_type._fields_)
+    where = tuple((getattr(out_type, f).offset, _code(kinds[f])) for f in fields)
+    read.batch = Batchable(fn, (), ctypes.sizeof(out_type), where)  # type: ignore[attr-defined]
     return read
 
 
@@ -113,7 +146,7 @@ def field_value(c: Calls, field_id: int, scope: int, per: float = 1.0) -> Callab
     fn, arr = c.fn("nvmlDeviceGetFieldValues"), (c.nvml.c_nvmlFieldValue_t * 1)()
     arr[0].fieldId, arr[0].scopeId = field_id, scope
     raw, tail = memoryview(arr).cast("B"), struct.Struct("=IIQ").unpack_from  # valueType, nvmlReturn, value
-    at = struct.calcsize("=IIqq")
+    at = TYPE_AT
     one, ref, check = ctypes.c_int32(1), ctypes.byref(arr), c.check
 
     def read(handle: Any) -> tuple[float]:
@@ -125,6 +158,8 @@ def field_value(c: Calls, field_id: int, scope: int, per: float = 1.0) -> Callab
             return ((v & _LOW32) / per,)
         return ((v if kind in _WHOLE else typed_value(arr[0].value, kind)) / per,)
 
+    read.batch = Batchable(fn, (one,), ctypes.sizeof(arr), ((VALUE_AT, "Q"),), per, field=True,
+                           init=bytes(memoryview(arr).cast("B")))  # type: ignore[attr-defined]
     return read
 
 

@@ -9,7 +9,9 @@
  * AONKIT_FAKE_NVML_NVLINKS (active links per GPU, default 4), AONKIT_FAKE_NVML_LOST_AFTER (utilization reads after
  * which GPU 0 is lost; default never), AONKIT_FAKE_NVML_PROCESSES ("pid:bytes,pid:bytes" on every GPU),
  * AONKIT_FAKE_NVML_CALL_NS (busy-wait this long in every device call, standing in for the driver; default 0),
- * AONKIT_FAKE_NVML_NO_DRIVER (1: nvmlInit fails as it does without a driver).
+ * AONKIT_FAKE_NVML_NO_DRIVER (1: nvmlInit fails as it does without a driver), AONKIT_FAKE_NVML_FLAKY ("clock:from:count" or
+ * "power:from:count": GPU 1's SM clock read, or its instant power field, fails with NVML_ERROR_UNKNOWN while
+ * from <= k < from + count).
  * aonkitFakeCalls() returns how many NVML calls were made; aonkitFakeTicks(i), aonkitFakeGpmTicks(i) and
  * aonkitFakeFieldReads(i) GPU i's counters, for tests.
  */
@@ -59,7 +61,8 @@ typedef struct {
 
 static gpu_t gpus[MAX_GPUS];
 static unsigned n_gpus, hopper = 1, nvlinks = 4, initialized;
-static long lost_after = -1;
+static long lost_after = -1, flaky_from = -1, flaky_count;
+static int flaky_power; /* 1: the power field is flaky, 0: the SM clock */
 static long long call_ns;
 static unsigned n_procs, proc_pid[MAX_PROCS];
 static unsigned long long proc_bytes[MAX_PROCS];
@@ -89,6 +92,12 @@ static int enter(gpu_t *g) {
     return g->lost ? ERR_GPU_IS_LOST : SUCCESS;
 }
 
+/* GPU 1's SM clock (power 0) or instant power field (power 1) in its flaky reads (AONKIT_FAKE_NVML_FLAKY) */
+static int flaky(const gpu_t *g, int power) {
+    long k = (long)g->ticks;
+    return g->index == 1 && power == flaky_power && flaky_from >= 0 && k >= flaky_from && k < flaky_from + flaky_count;
+}
+
 unsigned long long aonkitFakeCalls(void) { return calls; }
 /* GPU i's utilization reads (k of the formulas), GPM snapshots and field-value reads so far; -1 for no such GPU */
 long aonkitFakeTicks(unsigned i) { return i < n_gpus ? (long)gpus[i].ticks : -1; }
@@ -105,6 +114,13 @@ int nvmlInitWithFlags(unsigned flags) {
         hopper = (unsigned)env_long("AONKIT_FAKE_NVML_HOPPER", 1);
         nvlinks = (unsigned)env_long("AONKIT_FAKE_NVML_NVLINKS", 4);
         lost_after = env_long("AONKIT_FAKE_NVML_LOST_AFTER", -1);
+        const char *fl = getenv("AONKIT_FAKE_NVML_FLAKY");
+        if (fl && (strncmp(fl, "clock:", 6) == 0 || strncmp(fl, "power:", 6) == 0)) {
+            char *end;
+            flaky_power = fl[0] == 'p';
+            flaky_from = strtol(fl + 6, &end, 10);
+            flaky_count = *end == ':' ? strtol(end + 1, NULL, 10) : 1;
+        }
         call_ns = env_long("AONKIT_FAKE_NVML_CALL_NS", 0);
         memset(gpus, 0, sizeof gpus);
         for (unsigned i = 0; i < n_gpus; i++) gpus[i].index = i;
@@ -210,6 +226,7 @@ int nvmlDeviceGetTotalEnergyConsumption(gpu_t *g, unsigned long long *mj) {
 int nvmlDeviceGetClockInfo(gpu_t *g, int type, unsigned *mhz) {
     int r = enter(g);
     if (r) return r;
+    if (type == 1 && flaky(g, 0)) return ERR_UNKNOWN;
     *mhz = type == 1 ? 1980 - g->index : 2619; /* NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 */
     return SUCCESS;
 }
@@ -274,7 +291,7 @@ int nvmlDeviceGetFieldValues(gpu_t *g, int n, field_value_t *v) {
         v[j].latencyUsec = 0;
         if (id == 186) {
             v[j].valueType = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
-            v[j].nvmlReturn = hopper ? SUCCESS : ERR_NOT_SUPPORTED;
+            v[j].nvmlReturn = !hopper ? ERR_NOT_SUPPORTED : flaky(g, 1) ? ERR_UNKNOWN : SUCCESS;
             v[j].value.ullVal = 0xA5A5A5A500000000ULL; /* the union's other bytes: NVML need not clear them */
             v[j].value.uiVal = hopper ? (150 + g->index) * 1000 + g->ticks : 0;
             continue;
