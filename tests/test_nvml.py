@@ -140,6 +140,32 @@ def test_gpm_holds_its_values_between_snapshots_closer_than_the_minimum() -> Non
     assert values_of(s, s.sample())[(0, "gpm_sm_util_pct")] == gpm_value(0, 2, 2, 3)
 
 
+def test_a_gpm_metric_failing_while_sampling_is_one_gap_until_it_is_computed_again() -> None:
+    # GIVEN a GPU whose SM utilization NVML refuses from some point on, computed every 0.15 s and sampled more often
+    fake = FakeNvml([FakeGpu()])
+    s = NvmlSampler(nvml=fake, gpm_min_interval_s=0.15)
+    fake.gpus[0].gpm_unsupported.add(2)
+    rows = []
+    for _ in range(12):  # about four computations, the samples between repeating their values
+        rows.append(values_of(s, s.sample()))
+        time.sleep(0.05)
+    assert fake.gpus[0].gpm_ticks >= 4
+    # THEN the failure is one gap (the repeated values are not the metric working again), NaN from its first
+    # computation on; the other metrics go on
+    assert [(g.device, g.metric) for g in s.gaps.itertuples()] == [(0, "gpm_sm_util_pct")]
+    nan = [bool(np.isnan(r[(0, "gpm_sm_util_pct")])) for r in rows]
+    assert nan[-1] and nan == sorted(nan) and not np.isnan(rows[-1][(0, "gpm_dram_bw_util_pct")])
+    # AND once NVML computes it again, it is seen working: a later failure is a new gap
+    fake.gpus[0].gpm_unsupported.clear()
+    time.sleep(0.15)
+    assert not np.isnan(values_of(s, s.sample())[(0, "gpm_sm_util_pct")])
+    fake.gpus[0].gpm_unsupported.add(2)
+    time.sleep(0.15)
+    s.sample()
+    assert len(s.gaps) == 2
+    s.close()
+
+
 def test_gpm_reads_at_a_10_hz_tick_a_little_under_the_minimum_after_the_last_snapshot() -> None:
     # GIVEN GPM's minimum of 0.1 s and ticks that come 90 ms apart (a 10 Hz timer's jitter, a late snapshot)
     fake = FakeNvml([FakeGpu()])
@@ -434,6 +460,32 @@ def test_real_gpm_metrics_are_present_and_in_range() -> None:
         for m, v in got.items():
             assert np.isfinite(v).all(), m
             assert ((v >= 0) & (v <= 100.5)).all() if m.endswith("_pct") else (v >= 0).all(), (m, v)
+
+
+@pytest.mark.gpu
+def test_real_gpus_sample_through_the_batched_tick() -> None:
+    # the driver's own structs and field values through FastTick (nvml_batch): every tick batched, and its
+    # values those of the reader-by-reader tick taken just after (metrics that do not move within a tick)
+    s = NvmlSampler(interval_s=0.1, slow_interval_s=0.3)
+    try:
+        assert s._fast is not None, "no batched tick on a real GPU"
+        fast = s._fast
+        tick, used = fast.tick, []
+        fast.tick = lambda *a: (lambda got: (used.append(got is not None), got)[1])(tick(*a))
+        rows = [s.sample_list() for _ in range(6)]
+        s._fast = None
+        plain = s.sample_list()
+    finally:
+        s.close()
+    assert used == [True] * 6 and s.gaps.empty, s.gaps
+    steady = ("memory_total_bytes", "clock_event_reasons_mask")
+    for (device, metric), got, want in zip(s.channels, rows[-1], plain):
+        if metric in steady:
+            assert got == want, (device, metric)
+        if metric == "power_instant_w":
+            assert 0 < got < 2000 and got == pytest.approx(want, rel=0.5), (device, got, want)
+        if metric in ("gpu_util_pct", "memory_util_pct"):
+            assert 0 <= got <= 100
 
 
 @pytest.mark.gpu

@@ -104,6 +104,7 @@ class Gpm:
         self._ask()
         self.t = 0.0
         self.values: tuple[float, ...] = (NAN,) * len(self.rows)
+        self.reasons: dict[str, str] = {}  # the last computation's failed metrics
 
     def _ask(self) -> None:
         """Write the metric ids and their count into the request (inputs NVML leaves as they are).
@@ -154,19 +155,25 @@ class Gpm:
         except PartialRead as p:
             keep = [r for r in self.rows if r[0] not in p.reasons]
             self.values = tuple(v for r, v in zip(self.rows, p.values) if r[0] not in p.reasons)
-            self.rows = keep
+            self.rows, self.reasons = keep, {}
             self._ask()
             return p.reasons
         return {}
 
+    def due_at(self) -> float:
+        """The ``time.monotonic()`` from which :meth:`read` computes again (before it, it repeats the last values)."""
+        return self.t + self.min_interval_s - REFRESH_S / 4
+
     def read(self, handle: Any, force: bool = False) -> tuple[float, ...]:
         """The metrics since the last snapshot.
 
-        The last values while that snapshot is under ``min_interval_s`` old, unless ``force``.
+        The last values while that snapshot is under ``min_interval_s`` old, unless ``force``. Repeated values
+        that held failed metrics raise :class:`PartialRead` again, as their computation did: a metric is seen to
+        work again only when it is computed again.
         """
         now = time.monotonic()
-        if now - self.t < self.min_interval_s - REFRESH_S / 4 and not force:
-            return self.values
+        if now < self.t + self.min_interval_s - REFRESH_S / 4 and not force:
+            return self._held()
         nvml, req = self.nvml, self.request
         if self._direct is not None:
             get, compute, check, unpack, phases = self._direct
@@ -182,17 +189,23 @@ class Gpm:
             got = req.metrics[: len(self.rows)]  # one call: the metrics' structs, not one lookup per metric
             rets, values = [m.nvmlReturn for m in got], [m.value for m in got]
         if not any(values) and not any(rets) and now - self.t < 2 * REFRESH_S:
-            return self.values  # no refresh between the snapshots: keep the older one, repeat the last values
+            return self._held()  # no refresh between the snapshots: keep the older one, repeat the last values
         if self._direct is not None:
             self._phase ^= 1
         self.samples.reverse()
         self.t = now
         if not any(rets):  # NVML_SUCCESS is 0
-            self.values = tuple([v * scale for v, scale in zip(values, self.scales)])
+            self.values, self.reasons = tuple([v * scale for v, scale in zip(values, self.scales)]), {}
             return self.values
         self.values = tuple([NAN if r else v * scale for r, v, scale in zip(rets, values, self.scales)])
-        reasons = {name: _error_text(nvml, r) for (name, _, _), r in zip(self.rows, rets) if r}
-        raise PartialRead(self.values, reasons)
+        self.reasons = {name: _error_text(nvml, r) for (name, _, _), r in zip(self.rows, rets) if r}
+        raise PartialRead(self.values, self.reasons)
+
+    def _held(self) -> tuple[float, ...]:
+        """The last values, and their failures again."""
+        if self.reasons:
+            raise PartialRead(self.values, self.reasons)
+        return self.values
 
     def close(self) -> None:
         """Free the snapshot buffers."""

@@ -252,7 +252,7 @@ class NvmlSampler(RingSampler):
         if len(vals) != self._width:  # a reader gave the wrong number of values: never shift the channels
             raise RuntimeError(f"NVML sample of {len(vals)} values for {self._width} channels")
         if self._fast is not None:
-            self._fast.slow_read()
+            self._fast.after_plain_tick()
         return vals
 
     def read_entry(self, gpu: _Gpu, entry: list[Any]) -> tuple[float, ...] | None:

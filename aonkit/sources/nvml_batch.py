@@ -5,8 +5,9 @@ spends more in Python than in NVML: on the dev VM, 8 simulated GPUs took 78 µs 
 calls alone take about 20, and three to four times that just after the 10 Hz wake-up. :class:`FastTick` makes
 the same C calls (each direct reader's :class:`~aonkit.sources.nvml_direct.Batchable`) with their outputs at fixed
 places of one buffer, unpacks it with one ``struct`` call and puts the values in channel order with one
-``itemgetter``. The other readers (GPM, counter rates, the slow metrics when due) are read as the sampler reads
-them (:meth:`~aonkit.sources.nvml.NvmlSampler.read_entry`); the slow metrics' last values are kept as one tuple.
+``itemgetter``. The other readers (counter rates, GPM when it is due, the slow metrics when due) are read as the
+sampler reads them (:meth:`~aonkit.sources.nvml.NvmlSampler.read_entry`); the slow metrics' and GPM's last values
+are kept as tuples (a GPM read before it is due repeats its last values, so it is not made).
 
 It runs only while no GPU is lost and none of its metrics is failing (:meth:`FastTick.calm`). Any NVML error in
 its calls (a call's return code, a field's ``nvmlReturn``) or a lost GPU returns None, and the sampler reads the
@@ -19,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import struct
 import sys
+import time
 from operator import itemgetter
 from typing import Any
 
@@ -42,6 +44,9 @@ class FastTick:
         self.gpus = sampler._gpus
         self.others: list[tuple[Any, list[Any]]] = []  # fast readers read their own way: (gpu, plan entry)
         self.slow: list[tuple[Any, list[Any]]] = []
+        self.gated: list[tuple[Any, list[Any]]] = []  # readers with a due time (GPM)
+        self.gated_values: tuple[float, ...] = ()
+        self.gated_due = 0.0
         self.watch: list[tuple[Any, frozenset[str]]] = []  # each GPU and the metrics read here
         self.calls: list[tuple[Any, tuple[Any, ...]]] = []
         self.scaled: list[tuple[int, int, float]] = []  # (item, mask, per) of values made on each tick
@@ -59,7 +64,7 @@ class FastTick:
             return None
         self = cls(sampler)
         outputs = []
-        n_slow = n_other = 0
+        n_slow = n_other = n_gated = 0
         for gpu in sampler._gpus:
             names: set[str] = set()
             for entry in gpu.plan:
@@ -68,6 +73,10 @@ class FastTick:
                     self.slow.append((gpu, entry))
                     self._sources += [("slow", n_slow + k) for k in range(width)]
                     n_slow += width
+                elif spec is None and hasattr(entry[4], "due_at"):
+                    self.gated.append((gpu, entry))
+                    self._sources += [("gated", n_gated + k) for k in range(width)]
+                    n_gated += width
                 elif spec is None:
                     self.others.append((gpu, entry))
                     self._sources += [("other", n_other + k) for k in range(width)]
@@ -79,9 +88,9 @@ class FastTick:
             self.watch.append((gpu, frozenset(names)))
         if not outputs:
             return None
-        self._n_other = n_other
+        self._n_other, self._n_gated = n_other, n_gated
         self._layout(outputs)
-        self.slow_read()
+        self.after_plain_tick()
         return self
 
     def _layout(self, outputs: list[tuple[Any, Any, int]]) -> None:
@@ -119,7 +128,8 @@ class FastTick:
         self.check = _getter([i for t, r, _ in self._fields for i in (t, r)]) if self._fields else None
         base = {"raw": 0, "scaled": len(wanted)}
         base["slow"] = base["scaled"] + len(self.scaled)
-        base["other"] = base["slow"] + sum(len(e[4].metrics) for _, e in self.slow)
+        base["gated"] = base["slow"] + sum(len(e[4].metrics) for _, e in self.slow)
+        base["other"] = base["gated"] + self._n_gated
         self.pick = _getter([base[kind] + i for kind, i in self._sources])
 
     def calm(self) -> bool:
@@ -151,6 +161,16 @@ class FastTick:
         if self.check is not None and (got := self.check(raw)) != self.expected and not self._learn(got):
             return None
         scaled = [(raw[i] & m) / per for i, m, per in self.scaled]
+        if self.gated and time.monotonic() >= self.gated_due:
+            got: list[float] = []
+            for gpu, entry in self.gated:
+                if (vals := sampler.read_entry(gpu, entry)) is None:
+                    return None
+                got += vals
+            if len(got) != self._n_gated:
+                raise RuntimeError(f"GPM readers gave {len(got)} values for {self._n_gated} channels")
+            self.gated_values = tuple(got)
+            self.gated_due = min(entry[4].due_at() for _, entry in self.gated)
         others: list[float] = []
         for gpu, entry in self.others:
             if (vals := sampler.read_entry(gpu, entry)) is None:
@@ -164,11 +184,18 @@ class FastTick:
             self.slow_read()
         if len(others) != self._n_other:
             raise RuntimeError(f"NVML readers gave {len(others)} values for {self._n_other} channels")
-        return list(self.pick((*raw, *scaled, *self.slow_values, *others)))
+        return list(self.pick((*raw, *scaled, *self.slow_values, *self.gated_values, *others)))
 
     def slow_read(self) -> None:
-        """Keep the slow metrics' last values (after the sampler read them)."""
+        """Keep the slow metrics' last values (after they were read)."""
         self.slow_values = tuple(v for _, entry in self.slow for v in entry[2])
+
+    def after_plain_tick(self) -> None:
+        """After a tick read reader by reader (or none yet): keep its slow values and GPM's, and when GPM is due."""
+        self.slow_read()
+        if self.gated:
+            self.gated_values = tuple(v for _, entry in self.gated for v in entry[4].values)
+            self.gated_due = min(entry[4].due_at() for _, entry in self.gated)
 
 
 def _getter(indices: list[int]) -> Any:
