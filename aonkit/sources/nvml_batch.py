@@ -41,7 +41,6 @@ class FastTick:
 
     def __init__(self, sampler: Any) -> None:
         self.dead = False
-        self.gpus = sampler._gpus
         self.others: list[tuple[Any, list[Any]]] = []  # fast readers read their own way: (gpu, plan entry)
         self.slow: list[tuple[Any, list[Any]]] = []
         self.gated: list[tuple[Any, list[Any]]] = []  # readers with a due time (GPM)
@@ -52,9 +51,8 @@ class FastTick:
         self.scaled: list[tuple[int, int, float]] = []  # (item, mask, per) of values made on each tick
         self.expected: tuple[int, ...] | None = None
         self.slow_values: tuple[float, ...] = ()
-        self._items: list[tuple[int, str]] = []  # (buffer offset, struct code)
         self._fields: list[tuple[int, int, int]] = []  # (type, return, value) items of each field value
-        self._sources: list[tuple[str, int]] = []  # each channel: ("raw" | "scaled" | "slow" | "other", index)
+        self._sources: list[tuple[str, int]] = []  # each channel: (kind of source, index in it)
         self.buf = ctypes.create_string_buffer(0)
 
     @classmethod
@@ -88,7 +86,7 @@ class FastTick:
             self.watch.append((gpu, frozenset(names)))
         if not outputs:
             return None
-        self._n_other, self._n_gated = n_other, n_gated
+        self._n_other, self._n_gated, self._n_slow = n_other, n_gated, n_slow
         self._layout(outputs)
         self.after_plain_tick()
         return self
@@ -100,18 +98,17 @@ class FastTick:
             places.append(at)
             at += -(-spec.size // 8) * 8
         self.buf = ctypes.create_string_buffer(max(at, 8))
-        wanted: list[tuple[int, str, int, int]] = []  # (offset, code, channel or -1, output) of every item
-        for k, ((gpu, spec, channel), off) in enumerate(zip(outputs, places)):
+        wanted: list[tuple[int, str]] = []  # (buffer offset, struct code) of every number unpacked
+        for (gpu, spec, _), off in zip(outputs, places):
             if spec.init:
                 ctypes.memmove(ctypes.addressof(self.buf) + off, spec.init, len(spec.init))
             self.calls.append((spec.fn, (gpu.handle, *spec.before, ctypes.byref(self.buf, off))))
-            for j, (o, code) in enumerate(spec.values):
-                wanted.append((off + o, code, channel + j, k))
+            wanted += [(off + o, code) for o, code in spec.values]
             if spec.field:
-                wanted += [(off + TYPE_AT, "I", -1, k), (off + RET_AT, "I", -1, k)]
+                wanted += [(off + TYPE_AT, "I"), (off + RET_AT, "I")]
         wanted.sort()
         fmt, pos, item_of = "<", 0, {}
-        for i, (o, code, _, _) in enumerate(wanted):
+        for i, (o, code) in enumerate(wanted):
             fmt += f"{o - pos}x{code}" if o > pos else code
             pos, item_of[o] = o + _SIZE[code], i
         self.unpack = struct.Struct(fmt).unpack_from
@@ -162,14 +159,14 @@ class FastTick:
             return None
         scaled = [(raw[i] & m) / per for i, m, per in self.scaled]
         if self.gated and time.monotonic() >= self.gated_due:
-            got: list[float] = []
+            gpm: list[float] = []
             for gpu, entry in self.gated:
                 if (vals := sampler.read_entry(gpu, entry)) is None:
                     return None
-                got += vals
-            if len(got) != self._n_gated:
-                raise RuntimeError(f"GPM readers gave {len(got)} values for {self._n_gated} channels")
-            self.gated_values = tuple(got)
+                gpm += vals
+            if len(gpm) != self._n_gated:
+                raise RuntimeError(f"GPM readers gave {len(gpm)} values for {self._n_gated} channels")
+            self.gated_values = tuple(gpm)
             self.gated_due = min(entry[4].due_at() for _, entry in self.gated)
         others: list[float] = []
         for gpu, entry in self.others:
@@ -182,6 +179,8 @@ class FastTick:
                     return None
                 entry[2] = vals
             self.slow_read()
+            if len(self.slow_values) != self._n_slow:
+                raise RuntimeError(f"slow NVML readers gave {len(self.slow_values)} values for {self._n_slow} channels")
         if len(others) != self._n_other:
             raise RuntimeError(f"NVML readers gave {len(others)} values for {self._n_other} channels")
         return list(self.pick((*raw, *scaled, *self.slow_values, *self.gated_values, *others)))
