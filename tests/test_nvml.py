@@ -598,3 +598,42 @@ def test_a_fake_or_an_uninitialised_pynvml_gets_no_direct_calls() -> None:
     assert direct_calls(binding) is None  # before nvmlInit loads the library
     binding.nvmlLib = object()
     assert direct_calls(binding) is not None
+
+
+def test_the_batched_tick_takes_a_field_value_by_its_type_and_hands_other_types_back() -> None:
+    # GIVEN a batched instant-power field whose C function (a ctypes callback here) writes the value's type,
+    # success and 8 bytes, of which an unsigned int's upper 4 are left unset (as NVML may)
+    import ctypes
+    import struct
+    from types import SimpleNamespace
+
+    from aonkit.sources.nvml_batch import FastTick
+    from aonkit.sources.nvml_direct import RET_AT, TYPE_AT, field_value
+    from aonkit.sources.nvml_metrics import Reader
+
+    out = {"type": 1, "ret": 0, "value": 0xA5A5A5A5_00000000 | 151_234}
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
+    def get(handle: object, count: int, at: int) -> int:
+        assert count == 1
+        struct.pack_into("=IIQ", (ctypes.c_char * 40).from_address(at), TYPE_AT, out["type"], out["ret"], out["value"])
+        return 0
+
+    class OneCall(Calls):
+        def fn(self, name: str):  # noqa: ANN201 - a ctypes function
+            assert name == "nvmlDeviceGetFieldValues"
+            return get
+
+    reader = Reader(("power_instant_w",), field_value(OneCall(pynvml), 186, 0, per=1e3))
+    assert RET_AT == TYPE_AT + 4
+    gpu = SimpleNamespace(handle=None, plan=[[reader.read, False, (math.nan,), (math.nan,), reader]], lost=False,
+                          failing=set())  # fmt: skip
+    fast = FastTick.build(SimpleNamespace(_gpus=[gpu]))
+    # THEN it reads the low 4 bytes, as the reader itself does
+    assert fast.tick(None, False) == [151.234] == [reader.read(None)[0]]
+    # AND a field's own error hands the tick back (the sampler then reads it reader by reader)
+    out["ret"] = 999
+    assert fast.tick(None, False) is None and not fast.dead
+    # AND a type it does not unpack (a double) hands every tick back from then on
+    out["ret"], out["type"] = 0, 0
+    assert fast.tick(None, False) is None and fast.dead
