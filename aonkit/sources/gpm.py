@@ -172,7 +172,7 @@ class Gpm:
         work again only when it is computed again.
         """
         now = time.monotonic()
-        if now < self.t + self.min_interval_s - REFRESH_S / 4 and not force:
+        if now < self.due_at() and not force:
             return self._held()
         nvml, req = self.nvml, self.request
         if self._direct is not None:

@@ -26,7 +26,6 @@ from typing import Any
 
 from .nvml_direct import RET_AT, TYPE_AT, UINT, WHOLE
 
-_SIZE = {"I": 4, "i": 4, "Q": 8, "q": 8}
 _ALL = (1 << 64) - 1
 
 
@@ -39,11 +38,14 @@ class FastTick:
         True once a field value came in a type it does not unpack (the sampler stops using it).
     """
 
-    def __init__(self, sampler: Any) -> None:
+    def __init__(self) -> None:
         self.dead = False
-        self.others: list[tuple[Any, list[Any]]] = []  # fast readers read their own way: (gpu, plan entry)
+        # the readers read their own way, (gpu, plan entry) each: the slow ones, those with a due time (GPM),
+        # the other fast ones (counter rates); and their widths
         self.slow: list[tuple[Any, list[Any]]] = []
-        self.gated: list[tuple[Any, list[Any]]] = []  # readers with a due time (GPM)
+        self.gated: list[tuple[Any, list[Any]]] = []
+        self.others: list[tuple[Any, list[Any]]] = []
+        self._n = {"slow": 0, "gated": 0, "other": 0}
         self.gated_values: tuple[float, ...] = ()
         self.gated_due = 0.0
         self.watch: list[tuple[Any, frozenset[str]]] = []  # each GPU and the metrics read here
@@ -60,25 +62,18 @@ class FastTick:
         """The batched tick, or None where no reader can be batched (or on a big-endian CPU)."""
         if sys.byteorder != "little":
             return None
-        self = cls(sampler)
+        self = cls()
+        groups = {"slow": self.slow, "gated": self.gated, "other": self.others}
         outputs = []
-        n_slow = n_other = n_gated = 0
         for gpu in sampler._gpus:
             names: set[str] = set()
             for entry in gpu.plan:
                 spec, width = getattr(entry[0], "batch", None), len(entry[4].metrics)
-                if entry[1]:
-                    self.slow.append((gpu, entry))
-                    self._sources += [("slow", n_slow + k) for k in range(width)]
-                    n_slow += width
-                elif spec is None and hasattr(entry[4], "due_at"):
-                    self.gated.append((gpu, entry))
-                    self._sources += [("gated", n_gated + k) for k in range(width)]
-                    n_gated += width
-                elif spec is None:
-                    self.others.append((gpu, entry))
-                    self._sources += [("other", n_other + k) for k in range(width)]
-                    n_other += width
+                if entry[1] or spec is None:
+                    kind = "slow" if entry[1] else "gated" if hasattr(entry[4], "due_at") else "other"
+                    groups[kind].append((gpu, entry))
+                    self._sources += [(kind, self._n[kind] + k) for k in range(width)]
+                    self._n[kind] += width
                 else:
                     outputs.append((gpu, spec, len(self._sources)))
                     self._sources += [("pending", -1)] * width
@@ -86,7 +81,6 @@ class FastTick:
             self.watch.append((gpu, frozenset(names)))
         if not outputs:
             return None
-        self._n_other, self._n_gated, self._n_slow = n_other, n_gated, n_slow
         self._layout(outputs)
         self.after_plain_tick()
         return self
@@ -110,7 +104,7 @@ class FastTick:
         fmt, pos, item_of = "<", 0, {}
         for i, (o, code) in enumerate(wanted):
             fmt += f"{o - pos}x{code}" if o > pos else code
-            pos, item_of[o] = o + _SIZE[code], i
+            pos, item_of[o] = o + struct.calcsize("<" + code), i
         self.unpack = struct.Struct(fmt).unpack_from
         for (_, spec, channel), off in zip(outputs, places):
             for j, (o, _) in enumerate(spec.values):
@@ -125,8 +119,8 @@ class FastTick:
         self.check = _getter([i for t, r, _ in self._fields for i in (t, r)]) if self._fields else None
         base = {"raw": 0, "scaled": len(wanted)}
         base["slow"] = base["scaled"] + len(self.scaled)
-        base["gated"] = base["slow"] + sum(len(e[4].metrics) for _, e in self.slow)
-        base["other"] = base["gated"] + self._n_gated
+        base["gated"] = base["slow"] + self._n["slow"]
+        base["other"] = base["gated"] + self._n["gated"]
         self.pick = _getter([base[kind] + i for kind, i in self._sources])
 
     def calm(self) -> bool:
@@ -159,39 +153,37 @@ class FastTick:
             return None
         scaled = [(raw[i] & m) / per for i, m, per in self.scaled]
         if self.gated and time.monotonic() >= self.gated_due:
-            gpm: list[float] = []
-            for gpu, entry in self.gated:
-                if (vals := sampler.read_entry(gpu, entry)) is None:
-                    return None
-                gpm += vals
-            if len(gpm) != self._n_gated:
-                raise RuntimeError(f"GPM readers gave {len(gpm)} values for {self._n_gated} channels")
-            self.gated_values = tuple(gpm)
-            self.gated_due = min(entry[4].due_at() for _, entry in self.gated)
-        others: list[float] = []
-        for gpu, entry in self.others:
-            if (vals := sampler.read_entry(gpu, entry)) is None:
+            if (gpm := self._read("gated", self.gated, sampler)) is None:
                 return None
-            others += vals
+            self.gated_values = gpm
+            self.gated_due = min(entry[4].due_at() for _, entry in self.gated)
+        if (others := self._read("other", self.others, sampler)) is None:
+            return None
         if fresh:
-            for gpu, entry in self.slow:
-                if (vals := sampler.read_entry(gpu, entry)) is None:
-                    return None
-                entry[2] = vals
-            self.slow_read()
-            if len(self.slow_values) != self._n_slow:
-                raise RuntimeError(f"slow NVML readers gave {len(self.slow_values)} values for {self._n_slow} channels")
-        if len(others) != self._n_other:
-            raise RuntimeError(f"NVML readers gave {len(others)} values for {self._n_other} channels")
+            if (slow := self._read("slow", self.slow, sampler)) is None:
+                return None
+            self.slow_values = slow
         return list(self.pick((*raw, *scaled, *self.slow_values, *self.gated_values, *others)))
 
-    def slow_read(self) -> None:
-        """Keep the slow metrics' last values (after they were read)."""
-        self.slow_values = tuple(v for _, entry in self.slow for v in entry[2])
+    def _read(self, kind: str, group: list[tuple[Any, list[Any]]], sampler: Any) -> tuple[float, ...] | None:
+        """The values of ``group``'s readers, read as the sampler reads them; None if a GPU was lost.
+
+        A slow reader's values are kept in its entry. A wrong number of values raises, as in the sampler's tick.
+        """
+        got: list[float] = []
+        for gpu, entry in group:
+            if (vals := sampler.read_entry(gpu, entry)) is None:
+                return None
+            if entry[1]:
+                entry[2] = vals
+            got += vals
+        if len(got) != self._n[kind]:
+            raise RuntimeError(f"NVML readers ({kind}) gave {len(got)} values for {self._n[kind]} channels")
+        return tuple(got)
 
     def after_plain_tick(self) -> None:
         """After a tick read reader by reader (or none yet): keep its slow values and GPM's, and when GPM is due."""
-        self.slow_read()
+        self.slow_values = tuple(v for _, entry in self.slow for v in entry[2])
         if self.gated:
             self.gated_values = tuple(v for _, entry in self.gated for v in entry[4].values)
             self.gated_due = min(entry[4].due_at() for _, entry in self.gated)

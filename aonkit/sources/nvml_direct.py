@@ -25,12 +25,11 @@ from typing import Any
 FIELD = "IIqqIIQ"
 """nvmlFieldValue_t (nvml.h) for ``struct``: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, and
 the value's 8 bytes as an unsigned 64-bit number (right for the unsigned long and long long types)."""
-_WHOLE = (2, 3)  # NVML_VALUE_TYPE_UNSIGNED_LONG, _UNSIGNED_LONG_LONG
-_UINT = 1  # NVML_VALUE_TYPE_UNSIGNED_INT: the low 4 of the value's 8 bytes (NVML may leave the others unset)
+WHOLE = (2, 3)  # NVML_VALUE_TYPE_UNSIGNED_LONG, _UNSIGNED_LONG_LONG
+UINT = 1  # NVML_VALUE_TYPE_UNSIGNED_INT: the low 4 of the value's 8 bytes (NVML may leave the others unset)
 _LOW32 = 0xFFFFFFFF if sys.byteorder == "little" else None  # the low bytes come first only on a little-endian CPU
 TYPE_AT, RET_AT, VALUE_AT = (struct.calcsize(f"={FIELD[:k]}") for k in (4, 5, 6))
 """Offsets of ``valueType``, ``nvmlReturn`` and the value in an ``nvmlFieldValue_t``."""
-WHOLE, UINT = _WHOLE, _UINT
 _BY_TYPE = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # pynvml's union, by nvmlValueType_t
 
 
@@ -132,7 +131,7 @@ def field_counters(c: Calls, ids: Sequence[tuple[int, int]]) -> Callable[[Any], 
         if any(rets := got[5::7]):
             check(next(r for r in rets if r))
         types = got[4::7]
-        if all(t in _WHOLE for t in types):
+        if all(t in WHOLE for t in types):
             values = [float(v) for v in got[6::7]]
         else:
             values = [typed_value(arr[k].value, t) for k, t in enumerate(types)]
@@ -154,9 +153,9 @@ def field_value(c: Calls, field_id: int, scope: int, per: float = 1.0) -> Callab
         kind, ret, v = tail(raw, at)
         if ret:
             check(ret)
-        if kind == _UINT and _LOW32:
+        if kind == UINT and _LOW32:
             return ((v & _LOW32) / per,)
-        return ((v if kind in _WHOLE else typed_value(arr[0].value, kind)) / per,)
+        return ((v if kind in WHOLE else typed_value(arr[0].value, kind)) / per,)
 
     read.batch = Batchable(fn, (one,), ctypes.sizeof(arr), ((VALUE_AT, "Q"),), per, field=True,
                            init=bytes(memoryview(arr).cast("B")))  # type: ignore[attr-defined]
