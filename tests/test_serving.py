@@ -205,6 +205,29 @@ def test_replicas_needed_matches_erlang_c():
     assert plan.tried.set_index("replicas").loc[14, "queue_p99_s"] > 0.6
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_sweep_rows_are_each_rates_simulation_summary(threads):
+    # GIVEN a sweep of continuous batching on 2 replicas (random lengths), run on 1 or 3 threads at once
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    eng = {"step_time": st, "max_batch": 16, "token_budget": 512, "chunked_prefill": True}
+    rates, lengths = [4.0, 9.0, 15.0, 30.0], (Lengths.lognormal(300, 1.0), Lengths.geometric(40))
+    sweep = serving_sweep(rates, *lengths, n_requests=4000, seed=5, threads=threads, replicas=2, **eng)
+    # THEN each row is, to the last bit, the summary simulate_serving gives for that rate alone
+    for row, rate in zip(sweep.to_dict("records"), rates):
+        res = simulate_serving(ArrivalProcess(rate, 1.0), *lengths, n_requests=4000, seed=5, warmup=0.1, replicas=2,
+                               **eng)  # fmt: skip
+        assert row == {"arrival_rate_per_s": rate, **res.summary,
+                       "busy_fraction": float(res.replicas["busy_fraction"].mean())}  # fmt: skip
+    # AND replicas_needed's rows are those of the same simulations
+    plan = replicas_needed(30.0, 0.05, *lengths, n_requests=4000, seed=5, **eng)
+    assert len(plan.tried) >= 3
+    for row in plan.tried.to_dict("records"):
+        res = simulate_serving(ArrivalProcess(30.0, 1.0), *lengths, n_requests=4000, seed=5, warmup=0.1,
+                               replicas=row["replicas"], **eng)  # fmt: skip
+        assert row == {"replicas": row["replicas"], **res.summary,
+                       "busy_fraction": float(res.replicas["busy_fraction"].mean())}  # fmt: skip
+
+
 def test_closed_forms():
     assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
     assert mmc(0.5, 1.0, 1) == mm1(0.5, 1.0)
@@ -331,6 +354,43 @@ def test_simpy_model_independent_draws(chunked):
 
 
 # --- invariants and validation --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("routing", ["jsq", "round_robin", "central"])
+def test_decode_steps_run_ahead_give_the_event_loops_results_to_the_bit(routing):
+    from aonkit._kernels.serving import simulate
+    from aonkit.model.serving import prepare
+
+    # GIVEN 30 random engines and loads per routing (1-4 replicas, batches of 1-8, light to saturated, bursty
+    # or even arrivals, whole or chunked prompts, sequences that finish together)
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    ran_ahead = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        chunked, mb = bool(seed % 2), int(rng.integers(1, 9))
+        run = prepare(ArrivalProcess(float(rng.uniform(0.5, 40)), float(rng.uniform(0, 3))),
+                      Lengths.lognormal(200, 1.0) if chunked else Lengths.uniform(1, 300),
+                      Lengths.geometric(float(rng.uniform(1, 60))) if seed % 5 else 16, step_time=st, n_requests=2000,
+                      replicas=int(rng.integers(1, 5)), max_batch=mb, chunked_prefill=chunked, routing=routing,
+                      token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else None, seed=seed)  # fmt: skip
+        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        # WHEN the kernel runs decode-only steps ahead of the event loop, and when it does not
+        ahead, plain = simulate(*args, True), simulate(*args, False)
+        # THEN every time and count is the same, to the last bit
+        for a, b in zip(ahead, plain):
+            np.testing.assert_array_equal(a, b)
+        ran_ahead += int(plain[4].sum() > 2 * len(run.arrivals))  # mostly decode steps: ahead had work
+    assert ran_ahead >= 10
+    # AND where arrivals come exactly as decode steps end (binary fractions: exact sums), the step end is handled
+    # first, then the arrival, then the next step (the arrival's prefill), both ways
+    exact = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0, 0.0))
+    run = prepare(np.arange(1, 400) * 0.5, 8, Lengths.geometric(12), step_time=exact, replicas=2, max_batch=4,
+                  routing=routing, seed=1)  # fmt: skip
+    args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+    ahead, plain = simulate(*args, True), simulate(*args, False)
+    for a, b in zip(ahead, plain):
+        np.testing.assert_array_equal(a, b)
+    assert np.isin(plain[2], run.arrivals).sum() > 20  # finishes at an arrival's instant
 
 
 @pytest.mark.parametrize(("chunked", "routing"), [(False, "jsq"), (True, "jsq"), (False, "central"),

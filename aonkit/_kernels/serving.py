@@ -18,7 +18,8 @@ each later token at the end of a decode step. Decoding sequences sit in a heap
 keyed by the replica's decode-step count at which they finish, and the summed
 context is kept from counts, so a step costs O(1) plus O(log max_batch) per
 admission and finish. At one instant, step ends are handled before arrivals,
-and replicas start their next step after both. Step time is ``overhead`` plus
+and replicas start their next step after both, lowest replica first among
+simultaneous step ends. Step time is ``overhead`` plus
 the prefill table at the step's prompt tokens (when any) plus the decode table
 at (batch, summed context) (when any); tables are linear interpolants on uniform
 grids (``x0``, ``h``). Loops index with ``range(n)`` from 0.
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_leaf
 
 JSQ, ROUND_ROBIN, CENTRAL = 0, 1, 2
 
@@ -37,13 +38,17 @@ QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK = ra
 NCOL = 15
 
 
-@njit
+@njit_leaf
 def heap_push(hk, hv, r, n, key, val):
-    """Push (key, val) onto the min-heap of ``n`` items in row ``r`` of ``hk``/``hv``."""
+    """Push (key, val) onto the min-heap of ``n`` items in row ``r`` of ``hk``/``hv`` (ordered by key, then val).
+
+    Equal keys pop in ``val`` order, whatever the heap's history: simultaneous step ends are handled lowest
+    replica first.
+    """
     j = n
     while j > 0:
         p = (j - 1) >> 1
-        if hk[r, p] <= key:
+        if hk[r, p] < key or (hk[r, p] == key and hv[r, p] < val):
             break
         hk[r, j] = hk[r, p]
         hv[r, j] = hv[r, p]
@@ -52,7 +57,7 @@ def heap_push(hk, hv, r, n, key, val):
     hv[r, j] = val
 
 
-@njit
+@njit_leaf
 def heap_pop(hk, hv, r, n):
     """Drop the root of the min-heap of ``n`` items in row ``r`` (read it first)."""
     n -= 1
@@ -63,9 +68,9 @@ def heap_pop(hk, hv, r, n):
         c = 2 * j + 1
         if c >= n:
             break
-        if c + 1 < n and hk[r, c + 1] < hk[r, c]:
+        if c + 1 < n and (hk[r, c + 1] < hk[r, c] or (hk[r, c + 1] == hk[r, c] and hv[r, c + 1] < hv[r, c])):
             c += 1
-        if hk[r, c] >= key:
+        if hk[r, c] > key or (hk[r, c] == key and hv[r, c] > val):
             break
         hk[r, j] = hk[r, c]
         hv[r, j] = hv[r, c]
@@ -74,7 +79,7 @@ def heap_pop(hk, hv, r, n):
     hv[r, j] = val
 
 
-@njit
+@njit_leaf
 def interp(tab, row, x0, h, x):
     """Row ``row`` of ``tab`` (values at ``x0 + k*h``) interpolated linearly at ``x``."""
     u = (x - x0) / h
@@ -85,8 +90,12 @@ def interp(tab, row, x0, h, x):
 
 @njit
 def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead, pf_tab, pf_x0, pf_h, dc_tab,
-             dc_x0, dc_h):
-    """Per request (start, first token, finish, replica); per replica (steps, busy s, prefill and decode tokens)."""
+             dc_x0, dc_h, ahead=True):
+    """Per request (start, first token, finish, replica); per replica (steps, busy s, prefill and decode tokens).
+
+    ``ahead``: run a replica's decode-only steps ahead (:func:`decode_ahead`) while nothing can reach it; the
+    results are the same to the last bit either way (the tests compare).
+    """
     n = arr.shape[0]
     start = np.full(n, np.nan)
     first = np.full(n, np.nan)
@@ -221,6 +230,47 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             si[r, BUSY] = 1
             busy_s[r] += dur
             n_busy += 1
-            heap_push(ek, ev, np.int64(0), en, t + dur, r)
+            end = t + dur
+            if ahead and decode and tokens == 0 and pn == 0 and si[q, QL] == 0:
+                end = decode_ahead(si, r, end, arr[i] if i < n else np.inf, busy_s, hk, hv, fin, pr, out, overhead,
+                                   dc_tab, dc_x0, dc_h)
+                if end < 0:  # it ran out of work: idle
+                    n_busy -= 1
+                    continue
+            heap_push(ek, ev, np.int64(0), en, end, r)
             en += 1
     return start, first, fin, rep, si[:n_rep, STEPS].copy(), busy_s, si[:n_rep, PTOK].copy(), si[:n_rep, DTOK].copy()
+
+
+@njit_leaf
+def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h):
+    """Run replica ``r``'s decode-only steps while each ends before ``until`` (the next arrival).
+
+    Called as a decode-only step starts (nothing waiting for ``r``, no prompt in progress): until an
+    arrival nothing else can reach ``r`` (other replicas share only the arrivals, and the central queue,
+    empty, only grows with them), so its steps follow one another as the event loop would run them, with
+    the same arithmetic in the same order. Returns the end of the step in progress (for the event heap) or
+    -1 when its last sequence finished and it went idle (``BUSY`` cleared).
+    """
+    while end < until:
+        si[r, STEPS] += 1  # the step ending at `end`
+        d = si[r, DSTEP] + 1
+        si[r, DSTEP] = d
+        while si[r, HN] > 0 and hk[r, 0] <= d:
+            j = hv[r, 0]
+            heap_pop(hk, hv, r, si[r, HN])
+            si[r, HN] -= 1
+            fin[j] = end
+            si[r, RUN] -= 1
+            si[r, SP] -= pr[j]
+            si[r, SJ] -= d - out[j] + 1
+        b = si[r, HN]
+        if b == 0:
+            si[r, BUSY] = 0
+            return -1.0
+        ctx = si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ]  # the next decode step, starting at `end`
+        dur = overhead + interp(dc_tab, b, dc_x0, dc_h, ctx)
+        si[r, DTOK] += b
+        busy_s[r] += dur
+        end = end + dur
+    return end

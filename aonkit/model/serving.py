@@ -5,12 +5,18 @@ and runs the Numba simulation (:mod:`aonkit._kernels.serving`; the policy is
 described there and in docs/serving-model.md). It returns one row per request
 (arrival, admission, first token, finish, and from them queueing time, TTFT,
 TPOT and end-to-end latency), one row per replica and a summary of percentiles
-and throughput (:func:`serving_summary`).
+and throughput (:func:`serving_summary`). :func:`prepare` and :func:`summarize` are the
+same steps for many simulations whose summaries are all that is wanted (a sweep):
+they run side by side on threads and build no tables.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -20,6 +26,7 @@ from .serving_inputs import ArrivalProcess, Lengths, StepTime
 ROUTINGS = ("jsq", "round_robin", "central")
 UNLIMITED = 2**62
 METRICS = ("queue", "ttft", "tpot", "e2e")
+PERCENTILES = (50, 90, 99)
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,63 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
     context_points : int
         Grid points of a ``decode_time_s`` function along total context (see :class:`StepTime`).
     """
+    run = prepare(arrivals, prompt_tokens, output_tokens, step_time=step_time, n_requests=n_requests,
+                  replicas=replicas, max_batch=max_batch, token_budget=token_budget, chunked_prefill=chunked_prefill,
+                  routing=routing, seed=seed, warmup=warmup, context_points=context_points)  # fmt: skip
+    start, first, fin, rep, steps, busy, ptok, dtok = _execute(run)
+    arr, prompt, output = run.arrivals, run.prompt, run.output
+    queue, ttft, tpot, e2e = _latencies(arr, output, start, first, fin)
+    requests = pd.DataFrame({
+        "arrival_s": arr, "prompt_tokens": prompt, "output_tokens": output, "replica": rep, "start_s": start,
+        "first_token_s": first, "finish_s": fin, "queue_s": queue, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
+    })
+    per_replica = pd.DataFrame({
+        "replica": np.arange(run.replicas), "requests": np.bincount(rep, minlength=run.replicas), "steps": steps,
+        "busy_s": busy, "busy_fraction": _busy_fraction(busy, arr, fin), "prefill_tokens": ptok,
+        "decode_tokens": dtok,
+    })
+    return ServingResult(requests, per_replica, serving_summary(requests, warmup))
+
+
+class Prepared(NamedTuple):
+    """One simulation's checked inputs, drawn and sorted (what :func:`prepare` returns).
+
+    ``arrivals``, ``prompt`` and ``output`` are in input order; ``order`` sorts them by arrival;
+    ``kernel_args`` are the rest of the kernel's arguments (replicas, engine, step-time tables).
+    """
+
+    arrivals: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    order: np.ndarray
+    replicas: int
+    warmup: float
+    kernel_args: tuple
+
+
+def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
+            output_tokens: int | Lengths | object, *, step_time: StepTime, n_requests: int | None = None,
+            replicas: int = 1, max_batch: int = 1, token_budget: int | None = None, chunked_prefill: bool = False,
+            routing: str = "jsq", seed: int | None = None, warmup: float = 0.0,
+            context_points: int = 513) -> Prepared:
+    """Validate and draw one simulation's inputs; nothing runs yet (:func:`summarize` runs it).
+
+    Parameters
+    ----------
+    arrivals, prompt_tokens, output_tokens, step_time, n_requests, replicas, max_batch, token_budget,
+    chunked_prefill, routing, seed, warmup, context_points
+        As for :func:`simulate_serving`, which calls this first.
+
+    Returns
+    -------
+    Prepared
+        The drawn arrivals and lengths, their arrival order and the kernel's other arguments.
+
+    Raises
+    ------
+    ValueError
+        As :func:`simulate_serving` raises it, before anything is simulated.
+    """
     rng = np.random.default_rng(seed)
     if isinstance(arrivals, ArrivalProcess):
         if n_requests is None or int(n_requests) < 1:
@@ -116,34 +180,74 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
     max_tokens = min(budget, int(np.partition(prompt, n - k)[n - k:].sum()))
     max_context = int(np.partition(prompt + output - 1, n - k)[n - k:].sum())
     tabs = step_time.tables(max_tokens, int(max_batch), max_context, int(context_points))
+    from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN
 
-    from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN, simulate
-
-    order = np.argsort(arr, kind="stable")
     code = {"jsq": JSQ, "round_robin": ROUND_ROBIN, "central": CENTRAL}[routing]
-    res = simulate(arr[order], prompt[order], output[order], int(replicas), int(max_batch), budget,
-                   bool(chunked_prefill), code, float(step_time.overhead_s), *tabs)
+    args = (int(replicas), int(max_batch), budget, bool(chunked_prefill), code, float(step_time.overhead_s), *tabs)
+    return Prepared(arr, prompt, output, np.argsort(arr, kind="stable"), int(replicas), float(warmup), args)
+
+
+def summarize(runs: Sequence[Prepared], threads: int | None = None) -> list[dict]:
+    """Run each prepared simulation and keep only its summary (plus ``busy_fraction``), several at once.
+
+    Parameters
+    ----------
+    runs : sequence of Prepared
+        From :func:`prepare`.
+    threads : int, optional
+        Simulations run at once (default: one per run, at most the CPU count and 8). The kernel and numpy's
+        partitions release the GIL, so they run side by side; the results do not depend on it.
+
+    Returns
+    -------
+    list of dict
+        Per run, in order: what ``simulate_serving(...).summary`` holds for the same arguments, to the last bit,
+        and ``busy_fraction`` (the mean of the replicas'). No per-request table is built.
+    """
+    def one(run: Prepared) -> dict:
+        start, first, fin, _, _, busy, _, _ = _execute(run)
+        queue, ttft, tpot, e2e = _latencies(run.arrivals, run.output, start, first, fin)
+        metrics = {"queue": queue, "ttft": ttft, "tpot": tpot, "e2e": e2e}
+        summary = _summary(run.arrivals, fin, run.output, metrics, run.warmup, PERCENTILES)
+        return {**summary, "busy_fraction": float(np.mean(_busy_fraction(busy, run.arrivals, fin)))}
+
+    n = min(len(runs), os.cpu_count() or 1, 8) if threads is None else max(1, int(threads))
+    if n <= 1 or len(runs) <= 1:
+        return [one(r) for r in runs]
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(one, runs))
+
+
+def _execute(run: Prepared) -> tuple[np.ndarray, ...]:
+    """The kernel on one prepared run.
+
+    Per request (start, first token, finish, replica) in input order, then per replica (steps, busy s, prefill
+    tokens, decode tokens).
+    """
+    from .._kernels.serving import simulate
+
+    o = run.order
+    res = simulate(run.arrivals[o], run.prompt[o], run.output[o], *run.kernel_args)
     start, first, fin, rep = (np.empty_like(x) for x in res[:4])
     for dst, src in zip((start, first, fin, rep), res[:4]):
-        dst[order] = src
+        dst[o] = src
+    return (start, first, fin, rep, *res[4:])
+
+
+def _latencies(arr: np.ndarray, output: np.ndarray, start: np.ndarray, first: np.ndarray,
+               fin: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(queue, TTFT, TPOT, end-to-end) seconds per request; TPOT is NaN for one output token."""
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (fin - first) / (output - 1), np.nan)
-    requests = pd.DataFrame({
-        "arrival_s": arr, "prompt_tokens": prompt, "output_tokens": output, "replica": rep, "start_s": start,
-        "first_token_s": first, "finish_s": fin, "queue_s": start - arr, "ttft_s": first - arr, "tpot_s": tpot,
-        "e2e_s": fin - arr,
-    })
+    return start - arr, first - arr, tpot, fin - arr
+
+
+def _busy_fraction(busy: np.ndarray, arr: np.ndarray, fin: np.ndarray) -> np.ndarray | float:
     span = float(fin.max() - arr.min())
-    steps, busy, ptok, dtok = res[4:]
-    per_replica = pd.DataFrame({
-        "replica": np.arange(int(replicas)), "requests": np.bincount(rep, minlength=int(replicas)), "steps": steps,
-        "busy_s": busy, "busy_fraction": busy / span if span > 0 else np.nan, "prefill_tokens": ptok,
-        "decode_tokens": dtok,
-    })
-    return ServingResult(requests, per_replica, serving_summary(requests, warmup))
+    return busy / span if span > 0 else np.nan
 
 
-def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tuple = (50, 90, 99)) -> dict:
+def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tuple = PERCENTILES) -> dict:
     """Percentiles and throughput of a :attr:`ServingResult.requests` table.
 
     The earliest ``warmup`` fraction of arrivals is left out. For each of ``queue``, ``ttft``,
@@ -173,9 +277,13 @@ def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tu
         Requests that finish in the window count towards throughput even when they arrived during the
         warm-up.
     """
-    arr = requests["arrival_s"].to_numpy()
-    fin = requests["finish_s"].to_numpy()
-    out = requests["output_tokens"].to_numpy()
+    metrics = {m: requests[f"{m}_s"].to_numpy() for m in METRICS}
+    return _summary(requests["arrival_s"].to_numpy(), requests["finish_s"].to_numpy(),
+                    requests["output_tokens"].to_numpy(), metrics, warmup, percentiles)  # fmt: skip
+
+
+def _summary(arr: np.ndarray, fin: np.ndarray, out: np.ndarray, metrics: dict[str, np.ndarray], warmup: float,
+             percentiles: tuple) -> dict:
     order = np.argsort(arr, kind="stable")
     measured = order[int(np.floor(warmup * arr.size)):]
     t0, t1 = arr[measured[0]], fin.max()
@@ -186,8 +294,8 @@ def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tu
         "throughput_per_s": float(done.sum() / window) if window > 0 else np.nan,
         "output_tokens_per_s": float(out[done].sum() / window) if window > 0 else np.nan,
     }
-    for m in METRICS:
-        x = requests[f"{m}_s"].to_numpy()[measured]
+    for m, values in metrics.items():
+        x = values[measured]
         x = x[np.isfinite(x)]
         summary[f"{m}_mean_s"] = float(x.mean()) if x.size else np.nan
         for q, v in zip(percentiles, np.percentile(x, percentiles) if x.size else [np.nan] * len(percentiles)):

@@ -16,12 +16,13 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .serving import simulate_serving
+from .serving import prepare, summarize
 from .serving_inputs import ArrivalProcess
 
 
 def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: object, *, n_requests: int,
-                  arrival_cv: float = 1.0, seed: int = 0, warmup: float = 0.1, **engine: object) -> pd.DataFrame:
+                  arrival_cv: float = 1.0, seed: int = 0, warmup: float = 0.1, threads: int | None = None,
+                  **engine: object) -> pd.DataFrame:
     """One :func:`serving_summary` row per arrival rate (column ``arrival_rate_per_s``), plus ``busy_fraction``.
 
     ``engine`` holds the other arguments of :func:`simulate_serving` (``step_time``, ``replicas``,
@@ -44,6 +45,9 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
         Seed of every simulation (common random numbers).
     warmup : float, default 0.1
         Fraction of the earliest arrivals left out of each summary, in ``[0, 1)``.
+    threads : int, optional
+        Simulations run at once (default: one per rate, at most the CPU count and 8); the rows do not
+        depend on it.
     **engine
         Keyword arguments of :func:`simulate_serving`; ``step_time`` is required.
 
@@ -61,13 +65,11 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
         As :func:`simulate_serving` and :class:`~aonkit.model.serving_inputs.ArrivalProcess` raise it
         (a rate that is not positive, a bad engine argument...).
     """
-    rows = []
-    for rate in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64)):
-        res = simulate_serving(ArrivalProcess(float(rate), arrival_cv), prompt_tokens, output_tokens,
-                               n_requests=n_requests, seed=seed, warmup=warmup, **engine)
-        rows.append({"arrival_rate_per_s": float(rate), **res.summary,
-                     "busy_fraction": float(res.replicas["busy_fraction"].mean())})
-    return pd.DataFrame(rows)
+    rates = [float(r) for r in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))]
+    runs = [prepare(ArrivalProcess(rate, arrival_cv), prompt_tokens, output_tokens, n_requests=n_requests, seed=seed,
+                    warmup=warmup, **engine) for rate in rates]  # fmt: skip
+    rows = summarize(runs, threads)
+    return pd.DataFrame([{"arrival_rate_per_s": rate, **row} for rate, row in zip(rates, rows)])
 
 
 def saturation_knee(sweep: pd.DataFrame, metric: str = "ttft_p99_s", factor: float = 2.0,
@@ -176,9 +178,9 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
 
     def meets(c: int) -> bool:
         if c not in tried:
-            res = simulate_serving(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens,
-                                   n_requests=n_requests, replicas=c, seed=seed, warmup=warmup, **engine)
-            tried[c] = {"replicas": c, **res.summary, "busy_fraction": float(res.replicas["busy_fraction"].mean())}
+            run = prepare(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens, n_requests=n_requests,
+                          replicas=c, seed=seed, warmup=warmup, **engine)  # fmt: skip
+            tried[c] = {"replicas": c, **summarize([run])[0]}
         return tried[c][metric] <= slo_s
 
     hi = 1
