@@ -189,7 +189,12 @@ def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path
             return {k: re.search(rf"{k}\s*\n\s*([^\n]+)", text).group(1) for k in ("step time", "MFU",
                                                                                   "model FLOP/s per GPU")}
 
-        before = shown()
+        sources = """() => { const out = {};
+          for (const d of window.Bokeh.documents) for (const n of ['llm_step', 'llm_inference_batch']) {
+            const m = d.get_model_by_name(n); if (m) out[n] = JSON.stringify([...m.data.entries()].map(
+              ([k, v]) => [k, Array.from(v)])); }
+          return out; }"""
+        before, data_before = shown(), page.evaluate(sources)
         device = next(s for s in panel.locator("select").all()
                       if s.evaluate("e => e.value") == "H100 SXM")  # fmt: skip
         # WHEN the person picks another GPU in the page
@@ -201,4 +206,8 @@ def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path
         after = shown()
         rate = {k: float(v["model FLOP/s per GPU"].split()[0]) for k, v in (("h100", before), ("a100", after))}
         assert after["step time"] != before["step time"] and rate["a100"] < rate["h100"], (before, after)
+        # AND BokehJS holds the new data of both tabs' figures (each tab's changes arrive as one patch)
+        data_after = page.evaluate(sources)
+        assert set(data_before) == {"llm_step", "llm_inference_batch"}
+        assert all(data_after[k] != data_before[k] for k in ("llm_step", "llm_inference_batch")), data_after
         assert not [e for e in page.aonkit_errors if e.startswith("page error")], page.aonkit_errors

@@ -8,7 +8,6 @@ for the same runs; Rajbhandari et al. 2020 (ZeRO) Figure 1; model cards / papers
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -351,16 +350,6 @@ def test_step_time_near_korthikanti_table5(name: str) -> None:
         par = Parallelism(tp=t, pp=p, sp=sp, recompute=rec)
         st = training_step(cfg, A100, par, batch, network=DGX_A100, dtype="fp16", flash=False)
         assert st.step_s == pytest.approx(measured, rel=0.2)
-
-
-def test_step_time_evaluation_is_fast() -> None:
-    par = Parallelism(tp=8, pp=16, dp=64, cp=1, sp=True, vpp=2, zero=1)
-    runs = []
-    for _ in range(20):
-        t0 = time.perf_counter()
-        training_step(LLAMA3_405B, H100, par, 2048)
-        runs.append(time.perf_counter() - t0)
-    assert min(runs) < 0.010  # a slider change re-evaluates in well under 10 ms (about 20 us measured)
 
 
 def test_moe_step_time_expert_parallel() -> None:

@@ -270,3 +270,62 @@ def test_serving_panel_bad_setting_and_text() -> None:
     bundle = p._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/plain"].startswith("serving: 1 replica(s) at 10 req/s") and "knee" in bundle["text/plain"]
+
+
+# ---- what goes to the page -------------------------------------------------------------------------------------
+def _patches(view) -> list[dict]:
+    """Record the PATCH-DOC messages ``view`` sends from now on: each message's decoded content."""
+    import json
+
+    sent: list[tuple[dict, list]] = []
+    view.send = lambda content, buffers=None: sent.append((content, buffers or []))
+    messages = []
+
+    def decoded() -> list[dict]:
+        # jupyter_bokeh's framing: header, metadata, content, then (ref, bytes) per buffer
+        messages.clear()
+        parts = [c.get("payload") for c, _ in sent]
+        i = 0
+        while i < len(parts):
+            header = json.loads(parts[i])
+            assert header["msgtype"] == "PATCH-DOC"
+            messages.append(json.loads(parts[i + 2]))
+            i += 3 + 2 * header.get("num_buffers", 0)
+        return messages
+
+    return decoded
+
+
+def test_a_panel_update_reaches_the_page_as_one_patch_per_view() -> None:
+    from aonkit.widgets._patch import BokehView
+
+    # GIVEN the LLM panel (two bokeh views: training, inference), sending nothing yet
+    p = LLMModelPanel()
+    assert all(isinstance(v, BokehView) for v in p.views)
+    got = [_patches(v) for v in p.views]
+    # WHEN a control changes
+    p.device.value = "A100 SXM4 80GB"
+    # THEN each view sends one PATCH-DOC holding all its sources' new data
+    training, inference = (g() for g in got)
+    assert len(training) == 1 and len(inference) == 1
+    changed = {e["model"]["id"] for e in training[0]["events"]}
+    assert changed == {p.sources[k].id for k in ("step", "memory", "capacity")}
+    assert {e["model"]["id"] for e in inference[0]["events"]} == {p.sources[k].id for k in ("batch", "context")}
+    # AND outside a panel update, changes go out one message each, as jupyter_bokeh sends them
+    p.sources["step"].data = step_data(step_table(p.step))
+    p.sources["memory"].data = memory_data(memory_table(p.memory))
+    assert len(got[0]()) == 3
+
+
+def test_serving_panel_update_is_one_patch_and_an_error_sends_nothing() -> None:
+    p = ServingPanel(10.0, step_time="linear", n_requests=2000, replicas=1, lengths="fixed")
+    got = _patches(p.view)
+    p.max_batch.value = 32
+    (patch,) = got()
+    assert {e["model"]["id"] for e in patch["events"]} == {s.id for s in p.sources.values()}
+    # WHEN a setting cannot be simulated (a prompt beyond the token budget without chunking)
+    p.chunked.value = False
+    assert not p.error and len(got()) == 2
+    p.prompt.value = 4096
+    # THEN the figures keep the last valid answer: no patch is sent for it
+    assert "exceeds token_budget" in p.error and len(got()) == 2

@@ -20,7 +20,6 @@ from typing import Any
 
 import ipywidgets as w
 from bokeh.layouts import row
-from jupyter_bokeh.widgets import BokehModel
 
 from ..model.hardware import DeviceSpec, devices
 from ..model.llm import (
@@ -50,6 +49,7 @@ from ..views.llm import (
     step_table,
 )
 from ._bokehjs import BokehWidget
+from ._patch import BokehView
 
 NETWORKS: dict[str, Network] = {n.name: n for n in (DGX_H100, DGX_A100)}
 """Network presets by name."""
@@ -242,7 +242,8 @@ class LLMModelPanel(BokehWidget, w.VBox):
                               w.HTML("<small>TTFT/TPOT against batch at this context,<br>"
                                      "and against context at this batch</small>")]}  # fmt: skip
         columns = [w.VBox([w.HTML(f"<b>{name}</b>"), *ctrls]) for name, ctrls in head.items()]
-        self.tabs = w.Tab(children=[BokehModel(row(fig_step, fig_mem)), BokehModel(inf_layout)])
+        self.views = (BokehView(row(fig_step, fig_mem)), BokehView(inf_layout))
+        self.tabs = w.Tab(children=list(self.views))
         self.tabs.set_title(0, "training")
         self.tabs.set_title(1, "inference")
         super().__init__([w.HBox([columns[0], columns[1]]), w.HBox([columns[2], columns[3]]), self.summary,
@@ -305,12 +306,13 @@ class LLMModelPanel(BokehWidget, w.VBox):
             self.update_s = time.perf_counter() - t0
             return self.step
         self.error = ""
-        self.sources["step"].data = step_data(step_table(self.step))
-        self.sources["memory"].data = memory_data(memory_table(self.memory))
-        self.sources["capacity"].data = capacity_data(self.memory.total, self._capacity())
-        for sweep in ("batch", "context"):
-            self.sources[sweep].data = inference_data(self.inference, sweep)
-        self._show()
+        with self.views[0].one_patch(), self.views[1].one_patch():  # after the summary, one patch a tab
+            self.sources["step"].data = step_data(step_table(self.step))
+            self.sources["memory"].data = memory_data(memory_table(self.memory))
+            self.sources["capacity"].data = capacity_data(self.memory.total, self._capacity())
+            for sweep in ("batch", "context"):
+                self.sources[sweep].data = inference_data(self.inference, sweep)
+            self._show()
         self.update_s = time.perf_counter() - t0
         return self.step
 

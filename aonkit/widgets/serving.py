@@ -6,8 +6,10 @@ numbers), finds its :func:`~aonkit.model.saturation_knee`, and asks
 :func:`~aonkit.model.replicas_needed` for the fewest replicas whose p99 TTFT meets the objective at the
 chosen rate; the figures come from :mod:`aonkit.views.serving`. Engine step times are either the analytic
 model's (:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decode_time` of a preset on a
-device with tensor parallelism) or linear coefficients. The defaults (20,000 requests, 8 rates) keep an
-update to a few tenths of a second; sliders act on release.
+device with tensor parallelism) or linear coefficients. The sweep's simulations run side by side on threads
+(the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as one
+patch, after the numbers. With the defaults (20,000 requests, 8 rates) an update takes 56-90 ms on a 2-CPU
+machine (``bench/model_widgets.py``); sliders act on release.
 """
 
 from __future__ import annotations
@@ -16,20 +18,21 @@ import html
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ipywidgets as w
 import numpy as np
 import pandas as pd
-from jupyter_bokeh.widgets import BokehModel
 
 from ..model.hardware import DeviceSpec, devices
 from ..model.llm import PRESETS, TransformerConfig, decode_time, prefill_time
-from ..model.serving_analysis import replicas_needed, saturation_knee, serving_sweep
+from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, serving_sweep
 from ..model.serving_inputs import Lengths, StepTime
 from ..views import theme
 from ..views.serving import knee_data, marker_data, slo_data, sweep_data, sweep_figures
 from ._bokehjs import BokehWidget
+from ._patch import BokehView
 
 _STYLE = {"description_width": "130px"}
 _WIDE = w.Layout(width="360px")
@@ -94,7 +97,8 @@ class ServingPanel(BokehWidget, w.VBox):
     error : str
         Why the last change could not be simulated ("" when it could).
     update_s : float
-        Wall time of the last :meth:`update`.
+        Wall time of the last :meth:`update`, its messages to the page included (the summary shows the time to
+        compute it).
     """
 
     def __init__(self, rate_per_s: float = 20.0, *, cv: float = 1.0, replicas: int = 1, max_batch: int = 64,
@@ -146,7 +150,7 @@ class ServingPanel(BokehWidget, w.VBox):
         self._step_cache: tuple[tuple, StepTime] | None = None
 
         self.error = ""
-        self.update_s = math.nan
+        self.update_s = self._computed_s = math.nan
         self._evaluate()
         layout, self.sources = sweep_figures(self.sweep, self.knee, self.rate.value, self.slo.value)
         self.summary = w.HTML()
@@ -158,7 +162,8 @@ class ServingPanel(BokehWidget, w.VBox):
         load = w.VBox([w.HTML("<b>load</b>"), self.rate, self.cv, self.prompt, self.output, self.lengths, self.slo])
         engine = w.VBox([w.HTML("<b>engine</b>"), self.replicas, self.max_batch, self.token_budget, self.chunked,
                          self.step_kind, self.model_box, self.linear_box])  # fmt: skip
-        super().__init__([w.HBox([load, engine]), self.summary, BokehModel(layout)])
+        self.view = BokehView(layout)
+        super().__init__([w.HBox([load, engine]), self.summary, self.view])
 
     # ---- inputs ------------------------------------------------------------------------------------------------
     def step_time(self) -> StepTime:
@@ -192,16 +197,20 @@ class ServingPanel(BokehWidget, w.VBox):
     def _evaluate(self) -> None:
         prompts, outputs = self.workload()
         kw = {"n_requests": self.n_requests, "arrival_cv": float(self.cv.value), "seed": self.seed, **self.engine()}
-        sweep = serving_sweep(self.rates(), prompts, outputs, replicas=int(self.replicas.value), **kw)
-        knee = saturation_knee(sweep, "ttft_p99_s")
-        try:
-            plan = replicas_needed(float(self.rate.value), float(self.slo.value), prompts, outputs,
-                                   max_replicas=self.max_replicas, **kw)  # fmt: skip
-        except ValueError as exc:
-            if "not met with" not in str(exc):
-                raise
-            plan = None
-        self.sweep, self.knee, self.plan = sweep, knee, plan
+
+        def plan() -> ReplicaPlan | None:
+            try:
+                return replicas_needed(float(self.rate.value), float(self.slo.value), prompts, outputs,
+                                       max_replicas=self.max_replicas, **kw)  # fmt: skip
+            except ValueError as exc:
+                if "not met with" not in str(exc):
+                    raise
+                return None
+
+        with ThreadPoolExecutor(1) as pool:  # the replica search's simulations run beside the sweep's
+            planned = pool.submit(plan)
+            sweep = serving_sweep(self.rates(), prompts, outputs, replicas=int(self.replicas.value), **kw)
+            self.sweep, self.knee, self.plan = sweep, saturation_knee(sweep, "ttft_p99_s"), planned.result()
 
     def _toggle_step_boxes(self) -> None:
         self.model_box.layout.display = "" if self.step_kind.value == "model" else "none"
@@ -211,18 +220,20 @@ class ServingPanel(BokehWidget, w.VBox):
         """Re-simulate with the controls' values, refresh the plots and numbers; return the sweep."""
         t0 = time.perf_counter()
         self._toggle_step_boxes()
-        try:
-            self._evaluate()
-        except (ValueError, KeyError, ZeroDivisionError) as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
-        else:
-            self.error = ""
-            self.sources["sweep"].data = sweep_data(self.sweep)
-            self.sources["knee"].data = knee_data(self.knee)
-            self.sources["rate"].data = marker_data(float(self.rate.value), "arrival rate")
-            self.sources["slo"].data = slo_data(float(self.slo.value))
+        with self.view.one_patch():  # the figures' changes leave last, as one patch: the page draws them once
+            try:
+                self._evaluate()
+            except (ValueError, KeyError, ZeroDivisionError) as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
+            else:
+                self.error = ""
+                self.sources["sweep"].data = sweep_data(self.sweep)
+                self.sources["knee"].data = knee_data(self.knee)
+                self.sources["rate"].data = marker_data(float(self.rate.value), "arrival rate")
+                self.sources["slo"].data = slo_data(float(self.slo.value))
+            self._computed_s = time.perf_counter() - t0
+            self._show()
         self.update_s = time.perf_counter() - t0
-        self._show()
         return self.sweep
 
     def replicas_for_slo(self) -> int | None:
@@ -251,7 +262,7 @@ class ServingPanel(BokehWidget, w.VBox):
     def _show(self) -> None:
         status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
                   f"{html.escape(self.error)}</div>" if self.error else "")  # fmt: skip
-        took = f" (update {self.update_s * 1e3:.0f} ms)" if math.isfinite(self.update_s) else ""
+        took = f" (computed in {self._computed_s * 1e3:.0f} ms)" if math.isfinite(self._computed_s) else ""
         self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{status}"
 
     def _changed(self, change: dict) -> None:

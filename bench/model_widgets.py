@@ -1,0 +1,186 @@
+"""How long the model panels take to answer a change (issue 16's target: <= 100 ms per change).
+
+Usage: ``PYTHONPATH=. python bench/model_widgets.py [--repeats 10] [--browser]``.
+
+1. In this process: ``LLMModelPanel`` and ``ServingPanel`` (their defaults: Llama-3 70B on H100s; the serving queue
+   of Llama-3 8B on one H100 at 20 requests/s, 20,000 requests per simulation) get a scripted series of changes,
+   control by control, each value set as a person's release of the control sets it (``widget.value = v``, which
+   runs the panel's observer); the panel's own ``update_s`` (evaluation, figure sources and the summary) is
+   collected. Median, 90th percentile and worst per control, in ms.
+2. ``--browser``: the same panels in a real JupyterLab in headless Chromium (the tests' ``tests/browser.py``: the
+   system Chromium, network closed). A dropdown of the panel is changed in the page (its ``<select>`` set and
+   ``change`` dispatched, as a click does), and the page times until the panel's main BokehJS data source has new
+   data and its summary text has changed (the kernel's answer has arrived and been applied), then until two
+   animation frames later (drawn). That is what a person waits for: the message to the kernel, the evaluation, the
+   messages back and BokehJS's redraw.
+
+Prints markdown; writes only a temporary notebook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+LLM_CHANGES = {  # control -> values set in turn (each differs from the one before)
+    "tp": [4, 2, 8],
+    "pp": [8, 2, 4],
+    "global_batch": [512, 2048, 1024],
+    "device": ["A100 SXM4 80GB", "H200 SXM", "H100 SXM"],
+    "preset": ["Llama-3 8B", "GPT-3 175B", "Llama-3 70B"],
+    "recompute": ["full", "none", "selective"],
+    "inference_context": [4096, 32768, 8192],
+}
+SERVING_CHANGES = {
+    "rate": [10.0, 40.0, 20.0],
+    "cv": [2.0, 0.5, 1.0],
+    "replicas": [2, 4, 1],
+    "max_batch": [32, 128, 64],
+    "prompt": [256, 2048, 512],
+    "device": ["A100 SXM4 80GB", "H200 SXM", "H100 SXM"],
+    "tp": [2, 4, 1],
+}
+
+
+def in_process(repeats: int) -> None:
+    """Time each control's changes in this process (the panels' own ``update_s``)."""
+    from aonkit.widgets import LLMModelPanel, ServingPanel
+
+    for name, make, changes in (("LLMModelPanel", LLMModelPanel, LLM_CHANGES),
+                                ("ServingPanel", ServingPanel, SERVING_CHANGES)):  # fmt: skip
+        t0 = time.perf_counter()
+        panel = make()
+        print(f"\n### {name}: built in {time.perf_counter() - t0:.2f} s; update per change, ms\n")
+        print("| control | changes | median | p90 | worst |\n|---|---:|---:|---:|---:|")
+        every = []
+        for control, values in changes.items():
+            widget = getattr(panel, control)
+            if widget.value not in values:
+                values = [*values, widget.value]
+            got = []
+            for _ in range(repeats):
+                for v in values:
+                    if widget.value == v:
+                        continue
+                    widget.value = v
+                    got.append(panel.update_s * 1e3)
+            every += got
+            print(f"| {control} | {len(got)} | {statistics.median(got):.1f} | {_q(got, 0.9):.1f} | {max(got):.1f} |")
+        print(f"| all | {len(every)} | {statistics.median(every):.1f} | {_q(every, 0.9):.1f} | {max(every):.1f} |")
+
+
+def _q(x: list[float], q: float) -> float:
+    s = sorted(x)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+CHANGE_JS = """async ([mark, current, value, source, summaryMark]) => {
+  const area = [...document.querySelectorAll('.jp-CodeCell .jp-OutputArea')].find((a) => a.innerText.includes(mark));
+  if (!area) return 'no output area with ' + mark;
+  const sel = [...area.querySelectorAll('select')].find((s) => s.value === current);
+  if (!sel) return 'no select showing ' + current;
+  let src = null;
+  for (const d of window.Bokeh.documents) { src = d.get_model_by_name(source) || src; }
+  const summary = [...area.querySelectorAll('.widget-html-content')].find((e) => e.innerText.includes(summaryMark));
+  if (!src || !summary) return 'no source ' + source + ' or summary';
+  // event-driven, no polling (the page must not take CPU from the kernel): the source's data replaced, the
+  // summary's text replaced
+  let dataAt = null, textAt = null, done;
+  const both = new Promise((r) => { done = r; });
+  const check = () => { if (dataAt !== null && textAt !== null) done(); };
+  const slot = () => { if (dataAt === null) { dataAt = performance.now(); check(); } };
+  src.properties.data.change.connect(slot);
+  const obs = new MutationObserver(() => { if (textAt === null) { textAt = performance.now(); check(); } });
+  obs.observe(summary, {childList: true, subtree: true, characterData: true});
+  const t0 = performance.now();
+  sel.value = value;
+  sel.dispatchEvent(new Event('change', {bubbles: true}));
+  const timeout = new Promise((r) => setTimeout(() => r('timeout'), 30000));
+  const got = await Promise.race([both, timeout]);
+  obs.disconnect();
+  src.properties.data.change.disconnect(slot);
+  if (got === 'timeout') return 'no answer in 30 s';
+  const t1 = Math.max(dataAt, textAt);
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const m = /computed in (\\d+) ms/.exec(summary.innerText);
+  return [t1 - t0, performance.now() - t0, m ? Number(m[1]) : null];
+}"""
+
+BROWSER_CHANGES = [  # (panel's output text, summary text, source, [(select showing, value to pick)...])
+    ("memory per GPU", "step time", "llm_step", [("H100 SXM", "A100 SXM4 80GB")]),
+    ("replicas for p99 TTFT", "replicas for p99 TTFT", "serving_sweep", [("H100 SXM", "A100 SXM4 80GB"), ("1", "2")]),
+]
+
+
+def in_browser(repeats: int) -> None:
+    """Time dropdown changes made in the page of a real JupyterLab, to the redrawn figure."""
+    from tests.browser import browser_page, jupyter_lab
+    from tests.test_gallery_browser import run_all
+
+    cells = ["from aonkit.widgets import LLMModelPanel\nLLMModelPanel()",
+             "from aonkit.widgets import ServingPanel\nServingPanel()"]
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
+                    for c in cells],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="aonb-") as tmp:
+        root = Path(tmp)
+        (root / "notebooks").mkdir()
+        (root / "notebooks" / "panels.ipynb").write_text(json.dumps(nb))
+        with jupyter_lab(root) as server:
+            base, token = server.split("|")
+            with browser_page(allow_hosts=(base,)) as (page, _blocked):
+                state = run_all(page, base, token, "panels.ipynb")
+                if not all(c["count"] and not c["errors"] for c in state["cells"]):
+                    sys.exit(f"the panels' notebook did not run: {state}")
+                page.wait_for_function("() => { const names = new Set(); for (const d of window.Bokeh.documents)"
+                                       " for (const n of ['llm_step', 'serving_sweep']) if (d.get_model_by_name(n))"
+                                       " names.add(n); return names.size === 2; }", timeout=60_000)  # fmt: skip
+                page.wait_for_timeout(2000)
+                print("\n### In JupyterLab (headless Chromium): a dropdown changed in the page, ms\n")
+                print("| panel | change | n | to new data: median | worst | to drawn: median | worst | kernel's computation:"
+                      " median |\n|---|---|---:|---:|---:|---:|---:|---:|")
+                for mark, summary, source, steps in BROWSER_CHANGES:
+                    for current, value in steps:
+                        got = []
+                        for _ in range(repeats):  # there and back: each a change
+                            for a, b in ((current, value), (value, current)):
+                                r = page.evaluate(CHANGE_JS, [mark, a, b, source, summary])
+                                if isinstance(r, str):
+                                    sys.exit(f"{mark}: {r}")
+                                got.append(r)
+                                page.wait_for_timeout(200)
+                        a, b = [g[0] for g in got], [g[1] for g in got]
+                        k = [g[2] for g in got if g[2] is not None]
+                        print(f"| {source.split('_')[0]} | {current} <-> {value} | {len(got)} | "
+                              f"{statistics.median(a):.0f} | {max(a):.0f} | {statistics.median(b):.0f} | "
+                              f"{max(b):.0f} | {statistics.median(k) if k else '-'} |")  # fmt: skip
+                errors = [e for e in page.aonkit_errors if e.startswith("page error")]
+                if errors:
+                    print("page errors:", errors)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--browser", action="store_true", help="also time changes made in JupyterLab's page")
+    ap.add_argument("--browser-only", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    if not args.browser_only:
+        in_process(args.repeats)
+    if args.browser or args.browser_only:
+        in_browser(args.repeats)
+
+
+if __name__ == "__main__":
+    main()
