@@ -41,16 +41,22 @@ SWEEP_FRACTIONS = (0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 
 
 class _Memo:
-    """A step-time function that remembers its last grid: the tables of every simulation in a sweep are equal."""
+    """A step-time function that remembers its last grid: the tables of every simulation in a sweep are equal.
+
+    The sweep and the replica search call it from two threads, so the grid and its values are kept as one
+    tuple, replaced in one step: a reader never pairs one grid with another's values.
+    """
 
     def __init__(self, f: Callable[..., Any]) -> None:
-        self.f, self.key, self.value = f, None, None
+        self.f, self.last = f, (None, None)
 
     def __call__(self, *args: np.ndarray) -> np.ndarray:
         key = tuple((a.shape, a.tobytes()) for a in map(np.asarray, args))
-        if key != self.key:
-            self.key, self.value = key, np.asarray(self.f(*args), dtype=np.float64)
-        return self.value
+        last = self.last
+        if key != last[0]:
+            last = (key, np.asarray(self.f(*args), dtype=np.float64))
+            self.last = last
+        return last[1]
 
 
 def model_step_time(config: TransformerConfig, device: DeviceSpec, tp: int = 1) -> StepTime:
