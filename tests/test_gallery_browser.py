@@ -191,8 +191,9 @@ def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path
 
         sources = """() => { const out = {};
           for (const d of window.Bokeh.documents) for (const n of ['llm_step', 'llm_inference_batch']) {
-            const m = d.get_model_by_name(n); if (m) out[n] = JSON.stringify([...m.data.entries()].map(
-              ([k, v]) => [k, Array.from(v)])); }
+            const m = d.get_model_by_name(n);
+            if (m) out[n] = JSON.stringify((m.data instanceof Map ? [...m.data.entries()] : Object.entries(m.data))
+              .map(([k, v]) => [k, Array.from(v)])); }
           return out; }"""
         before, data_before = shown(), page.evaluate(sources)
         device = next(s for s in panel.locator("select").all()
