@@ -231,9 +231,9 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             busy_s[r] += dur
             n_busy += 1
             end = t + dur
-            if ahead and decode and tokens == 0 and pn == 0 and si[q, QL] == 0:
-                end = decode_ahead(si, r, end, arr[i] if i < n else np.inf, busy_s, hk, hv, fin, pr, out, overhead,
-                                   dc_tab, dc_x0, dc_h)
+            until = arr[i] if i < n else np.inf
+            if ahead and end < until and tokens == 0 and decode and pn == 0 and si[q, QL] == 0:  # a step to take
+                end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h)
                 if end < 0:  # it ran out of work: idle
                     n_busy -= 1
                     continue
