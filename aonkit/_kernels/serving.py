@@ -88,6 +88,21 @@ def interp(tab, row, x0, h, x):
     return tab[row, k] + (u - k) * (tab[row, k + 1] - tab[row, k])
 
 
+@njit_leaf
+def end_decode_step(si, r, t, hk, hv, fin, pr, out):
+    """End replica ``r``'s decode step at ``t``: its decode-step count advances, the sequences it completed finish."""
+    d = si[r, DSTEP] + 1
+    si[r, DSTEP] = d
+    while si[r, HN] > 0 and hk[r, 0] <= d:
+        j = hv[r, 0]
+        heap_pop(hk, hv, r, si[r, HN])
+        si[r, HN] -= 1
+        fin[j] = t
+        si[r, RUN] -= 1
+        si[r, SP] -= pr[j]
+        si[r, SJ] -= d - out[j] + 1
+
+
 @njit
 def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead, pf_tab, pf_x0, pf_h, dc_tab,
              dc_x0, dc_h, ahead=True):
@@ -130,16 +145,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             si[r, BUSY] = 0
             si[r, STEPS] += 1
             if si[r, DEC]:
-                d = si[r, DSTEP] + 1
-                si[r, DSTEP] = d
-                while si[r, HN] > 0 and hk[r, 0] <= d:
-                    j = hv[r, 0]
-                    heap_pop(hk, hv, r, si[r, HN])
-                    si[r, HN] -= 1
-                    fin[j] = t
-                    si[r, RUN] -= 1
-                    si[r, SP] -= pr[j]
-                    si[r, SJ] -= d - out[j] + 1
+                end_decode_step(si, r, t, hk, hv, fin, pr, out)
             keep = 0
             for k in range(si[r, PN]):
                 j = pbuf[r, k]
@@ -254,16 +260,7 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
     """
     while end < until:
         si[r, STEPS] += 1  # the step ending at `end`
-        d = si[r, DSTEP] + 1
-        si[r, DSTEP] = d
-        while si[r, HN] > 0 and hk[r, 0] <= d:
-            j = hv[r, 0]
-            heap_pop(hk, hv, r, si[r, HN])
-            si[r, HN] -= 1
-            fin[j] = end
-            si[r, RUN] -= 1
-            si[r, SP] -= pr[j]
-            si[r, SJ] -= d - out[j] + 1
+        end_decode_step(si, r, end, hk, hv, fin, pr, out)
         b = si[r, HN]
         if b == 0:
             si[r, BUSY] = 0
