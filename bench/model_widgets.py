@@ -12,7 +12,8 @@ Usage: ``PYTHONPATH=. python bench/model_widgets.py [--repeats 10] [--browser]``
    ``change`` dispatched, as a click does), and the page times until the panel's main BokehJS data source has new
    data and its summary text has changed (the kernel's answer has arrived and been applied), then until two
    animation frames later (drawn). That is what a person waits for: the message to the kernel, the evaluation, the
-   messages back and BokehJS's redraw.
+   messages back and BokehJS's redraw. The serving panel's own "computed in" figure is its evaluation in that
+   kernel (which shares the machine with the Jupyter server and Chromium).
 
 Prints markdown; writes only a temporary notebook.
 """
