@@ -205,24 +205,26 @@ def test_replicas_needed_matches_erlang_c():
     assert plan.tried.set_index("replicas").loc[14, "queue_p99_s"] > 0.6
 
 
-@pytest.mark.parametrize("threads", [1, 3])
-def test_sweep_rows_are_each_rates_simulation_summary(threads):
-    # GIVEN a sweep of continuous batching on 2 replicas (random lengths), run on 1 or 3 threads at once
+@pytest.mark.parametrize(("threads", "cv"), [(1, 1.0), (3, 1.0), (2, 0.0), (2, 2.5)])
+def test_sweep_rows_are_each_rates_simulation_summary(threads, cv):
+    # GIVEN a sweep of continuous batching on 2 replicas (random lengths), run on 1 to 3 threads at once, with
+    # Poisson, evenly spaced or bursty arrivals
     st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
     eng = {"step_time": st, "max_batch": 16, "token_budget": 512, "chunked_prefill": True}
     rates, lengths = [4.0, 9.0, 15.0, 30.0], (Lengths.lognormal(300, 1.0), Lengths.geometric(40))
-    sweep = serving_sweep(rates, *lengths, n_requests=4000, seed=5, threads=threads, replicas=2, **eng)
+    sweep = serving_sweep(rates, *lengths, n_requests=4000, seed=5, threads=threads, replicas=2, arrival_cv=cv,
+                          **eng)  # fmt: skip
     # THEN each row is, to the last bit, the summary simulate_serving gives for that rate alone
     for row, rate in zip(sweep.to_dict("records"), rates):
-        res = simulate_serving(ArrivalProcess(rate, 1.0), *lengths, n_requests=4000, seed=5, warmup=0.1, replicas=2,
+        res = simulate_serving(ArrivalProcess(rate, cv), *lengths, n_requests=4000, seed=5, warmup=0.1, replicas=2,
                                **eng)  # fmt: skip
         assert row == {"arrival_rate_per_s": rate, **res.summary,
                        "busy_fraction": float(res.replicas["busy_fraction"].mean())}  # fmt: skip
     # AND replicas_needed's rows are those of the same simulations
-    plan = replicas_needed(30.0, 0.05, *lengths, n_requests=4000, seed=5, **eng)
+    plan = replicas_needed(30.0, 0.08, *lengths, n_requests=4000, seed=5, arrival_cv=cv, **eng)
     assert len(plan.tried) >= 3
     for row in plan.tried.to_dict("records"):
-        res = simulate_serving(ArrivalProcess(30.0, 1.0), *lengths, n_requests=4000, seed=5, warmup=0.1,
+        res = simulate_serving(ArrivalProcess(30.0, cv), *lengths, n_requests=4000, seed=5, warmup=0.1,
                                replicas=row["replicas"], **eng)  # fmt: skip
         assert row == {"replicas": row["replicas"], **res.summary,
                        "busy_fraction": float(res.replicas["busy_fraction"].mean())}  # fmt: skip

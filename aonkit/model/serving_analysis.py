@@ -63,11 +63,19 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
     ------
     ValueError
         As :func:`simulate_serving` and :class:`~aonkit.model.serving_inputs.ArrivalProcess` raise it
-        (a rate that is not positive, a bad engine argument...).
+        (a rate that is not positive, a bad engine argument...), and for no rate at all.
     """
     rates = [float(r) for r in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))]
-    runs = [prepare(ArrivalProcess(rate, arrival_cv), prompt_tokens, output_tokens, n_requests=n_requests, seed=seed,
-                    warmup=warmup, **engine) for rate in rates]  # fmt: skip
+    if not rates:
+        raise ValueError("rates_per_s is empty: give at least one arrival rate")
+    runs = [prepare(ArrivalProcess(rates[0], arrival_cv), prompt_tokens, output_tokens, n_requests=n_requests,
+                    seed=seed, warmup=warmup, **engine)]  # fmt: skip
+    for rate in rates[1:]:
+        # prepare() would draw the same lengths and tabulate the same step times at every rate: the gamma gaps
+        # take as many random numbers at any scale, so the lengths drawn after them are the same. Only the arrival
+        # times differ, drawn here exactly as prepare() draws them (the tests compare with simulate_serving).
+        arrivals = ArrivalProcess(rate, arrival_cv).sample(int(n_requests), np.random.default_rng(seed))
+        runs.append(runs[0]._replace(arrivals=arrivals, order=np.argsort(arrivals, kind="stable")))
     rows = summarize(runs, threads)
     return pd.DataFrame([{"arrival_rate_per_s": rate, **row} for rate, row in zip(rates, rows)])
 
