@@ -8,8 +8,8 @@ chosen rate; the figures come from :mod:`aonkit.views.serving`. Engine step time
 model's (:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decode_time` of a preset on a
 device with tensor parallelism) or linear coefficients. The sweep's simulations run side by side on threads
 (the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as one
-patch, after the numbers. With the defaults (20,000 requests, 8 rates) an update takes 56-90 ms on a 2-CPU
-machine (``bench/model_widgets.py``); sliders act on release.
+patch, after the numbers. With the defaults (20,000 requests, 8 rates) an update takes 42-53 ms (median per
+control) on a 2-CPU machine (``bench/model_widgets.py``); sliders act on release.
 """
 
 from __future__ import annotations
