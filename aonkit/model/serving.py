@@ -187,6 +187,23 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     return Prepared(arr, prompt, output, np.argsort(arr, kind="stable"), int(replicas), float(warmup), args)
 
 
+def rerun(run: Prepared, *, arrivals: np.ndarray | None = None, replicas: int | None = None) -> Prepared:
+    """``run`` with other arrival times or another replica count, nothing else drawn or tabulated again.
+
+    For runs that differ only there and share a seed: the lengths :func:`prepare` draws after the arrivals are
+    the same at any rate (the gamma gaps take as many random numbers at any scale), and the step-time tables do
+    not depend on either. ``arrivals`` must be drawn as :func:`prepare` draws them (``ArrivalProcess.sample``
+    with a fresh generator of the same seed).
+    """
+    if arrivals is not None:
+        run = run._replace(arrivals=arrivals, order=np.argsort(arrivals, kind="stable"))
+    if replicas is not None:
+        if int(replicas) != replicas or replicas < 1:
+            raise ValueError(f"replicas must be a positive integer, got {replicas!r}")
+        run = run._replace(replicas=int(replicas), kernel_args=(int(replicas), *run.kernel_args[1:]))
+    return run
+
+
 def summarize(runs: Sequence[Prepared], threads: int | None = None) -> list[dict]:
     """Run each prepared simulation and keep only its summary (plus ``busy_fraction``), several at once.
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .serving import prepare, summarize
+from .serving import prepare, rerun, summarize
 from .serving_inputs import ArrivalProcess
 
 
@@ -70,12 +70,9 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
         raise ValueError("rates_per_s is empty: give at least one arrival rate")
     runs = [prepare(ArrivalProcess(rates[0], arrival_cv), prompt_tokens, output_tokens, n_requests=n_requests,
                     seed=seed, warmup=warmup, **engine)]  # fmt: skip
-    for rate in rates[1:]:
-        # prepare() would draw the same lengths and tabulate the same step times at every rate: the gamma gaps
-        # take as many random numbers at any scale, so the lengths drawn after them are the same. Only the arrival
-        # times differ, drawn here exactly as prepare() draws them (the tests compare with simulate_serving).
+    for rate in rates[1:]:  # the same lengths and tables at every rate: only the arrival times are drawn again
         arrivals = ArrivalProcess(rate, arrival_cv).sample(int(n_requests), np.random.default_rng(seed))
-        runs.append(runs[0]._replace(arrivals=arrivals, order=np.argsort(arrivals, kind="stable")))
+        runs.append(rerun(runs[0], arrivals=arrivals))
     rows = summarize(runs, threads)
     return pd.DataFrame([{"arrival_rate_per_s": rate, **row} for rate, row in zip(rates, rows)])
 
@@ -183,12 +180,12 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
         When ``metric`` is not a summary key.
     """
     tried: dict[int, dict] = {}
+    base = prepare(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens, n_requests=n_requests,
+                   seed=seed, warmup=warmup, **engine)  # fmt: skip
 
     def meets(c: int) -> bool:
-        if c not in tried:
-            run = prepare(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens, n_requests=n_requests,
-                          replicas=c, seed=seed, warmup=warmup, **engine)  # fmt: skip
-            tried[c] = {"replicas": c, **summarize([run])[0]}
+        if c not in tried:  # the same requests at every count: only the replicas change
+            tried[c] = {"replicas": c, **summarize([rerun(base, replicas=c)])[0]}
         return tried[c][metric] <= slo_s
 
     hi = 1
