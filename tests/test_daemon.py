@@ -137,6 +137,26 @@ def test_a_second_daemon_is_refused(live) -> None:
     assert r.returncode == 3 and "not running" in r.stdout
 
 
+def python_threads(pid: int) -> int:
+    """Threads of ``pid`` named as its main thread: OpenBLAS's pool is, Arrow's and jemalloc's are not."""
+    tasks = Path(f"/proc/{pid}/task")
+    comms = [(t / "comm").read_text() for t in tasks.iterdir()]
+    return comms.count(Path(f"/proc/{pid}/comm").read_text())
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_the_daemon_starts_no_blas_thread_pool_in_the_background_or_the_foreground(live) -> None:
+    pid = live.start_daemon()
+    assert python_threads(pid) <= 2  # the sampling thread and the flusher (numpy's OpenBLAS: one per other CPU)
+    assert live.cli("daemon", "stop").returncode == 0
+    fg = live.spawn(["-m", "aonkit.cli", "daemon", "run", "--interval", "0.05", "--flush", "1"])
+    live.wait(lambda: live.status().get("state") == "running" and live.daemon_pid() is not None)
+    assert live.daemon_pid() == fg.pid  # replaced itself (execve): the same pid, as systemd expects
+    assert python_threads(fg.pid) <= 2
+    fg.send_signal(signal.SIGTERM)
+    assert fg.wait(60) == 0 and live.status()["state"] == "stopped" and live.status()["lost"] == 0
+
+
 def test_host_only_without_a_driver_says_so(live) -> None:
     live.start_daemon(AONKIT_FAKE_NVML="tests.fake_gpus:no_driver")
     r = live.cli("daemon", "status")

@@ -19,8 +19,22 @@ def daemon_command(args: argparse.Namespace) -> int:
     return {"start": start, "run": run, "stop": stop, "status": status}[args.action](args)
 
 
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""The daemon's environment: no BLAS or OpenMP thread pool. It does no linear algebra, and numpy's OpenBLAS
+otherwise starts one thread per further CPU at import, each spinning about 0.1 s of CPU before it sleeps
+(``bench/RESULTS.md``, session 31)."""
+
+
 def run(args: argparse.Namespace) -> int:
-    """Sample in the foreground until SIGTERM or SIGINT."""
+    """Sample in the foreground until SIGTERM or SIGINT.
+
+    When numpy may already have started a BLAS thread pool in this process (the environment lacks
+    :data:`ONE_THREAD`), the process replaces itself (``execve``: same pid, for systemd) with
+    ``python -m aonkit.live.daemon run`` under it.
+    """
+    if any(os.environ.get(k) != v for k, v in ONE_THREAD.items()):
+        argv = [sys.executable, "-m", "aonkit.live.daemon", "run", *_forwarded(args)]
+        os.execve(sys.executable, argv, {**os.environ, **ONE_THREAD})  # noqa: S606
     from .daemon import daemon_from_args
 
     return daemon_from_args(args).run()
@@ -47,6 +61,7 @@ def start(args: argparse.Namespace, timeout_s: float = 60.0) -> int:
     if env.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.pathsep.join(str(Path(p).absolute()) for p in env["PYTHONPATH"].split(os.pathsep))
     env.pop("AONKIT_SERVE", None)
+    env.update(ONE_THREAD)
     log_start = os.lseek(log, 0, os.SEEK_END)
     proc = subprocess.Popen([sys.executable, "-m", "aonkit.live.daemon", "run", *_forwarded(args)],  # noqa: S603
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", env=env,
