@@ -49,6 +49,7 @@ SERVING_CHANGES = {
     "prompt": [256, 2048, 512],
     "device": ["A100 SXM4 80GB", "H200 SXM", "H100 SXM"],
     "tp": [2, 4, 1],
+    "slo": [0.2, 1.0, 0.5],
 }
 
 

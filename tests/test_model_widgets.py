@@ -329,3 +329,35 @@ def test_serving_panel_update_is_one_patch_and_an_error_sends_nothing() -> None:
     p.prompt.value = 4096
     # THEN the figures keep the last valid answer: no patch is sent for it
     assert "exceeds token_budget" in p.error and len(got()) == 2
+
+
+def test_serving_panel_reruns_only_the_parts_a_change_needs_and_agrees_with_a_fresh_panel() -> None:
+    # GIVEN a panel
+    kw = {"step_time": "linear", "n_requests": 2000, "lengths": "fixed"}
+    p = ServingPanel(10.0, replicas=1, slo_s=0.5, **kw)
+    got = _patches(p.view)
+    sweep, plan = p.sweep, p.plan
+    # WHEN only the objective changes: the sweep is kept, the replica search runs, the figures' sweep is not resent
+    p.slo.value = 0.05
+    assert p.sweep is sweep and p.plan is not plan
+    (patch,) = got()
+    assert {e["model"]["id"] for e in patch["events"]} == {p.sources["rate"].id, p.sources["slo"].id}
+    # WHEN only the replica count changes: the sweep runs, the replica search (its own counts) is kept
+    plan = p.plan
+    p.replicas.value = 2
+    assert p.sweep is not sweep and p.plan is plan
+    # WHEN controls change in turn, one of them to a setting that cannot be simulated and back
+    steps = [("rate", 14.0), ("max_batch", 16), ("chunked", False), ("prompt", 4096), ("token_budget", 8192),
+             ("slo", 0.2), ("cv", 2.0), ("replicas", 3), ("output", 64), ("slo", 0.3)]  # fmt: skip
+    for name, value in steps:
+        getattr(p, name).value = value
+        assert bool(p.error) == (name == "prompt"), name  # a whole 4096-token prompt over a 2048-token budget
+    assert not p.error
+    # THEN every number equals a panel built with the final values
+    fresh = ServingPanel(14.0, replicas=3, slo_s=0.3, cv=2.0, max_batch=16, token_budget=8192, prompt_tokens=4096,
+                         output_tokens=64, chunked_prefill=False, **kw)  # fmt: skip
+    pd.testing.assert_frame_equal(p.sweep, fresh.sweep)
+    assert p.knee == fresh.knee and p.replicas_for_slo() == fresh.replicas_for_slo()
+    pd.testing.assert_frame_equal(p.plan.tried, fresh.plan.tried)
+    assert p.text() == fresh.text()
+    assert p.sources["sweep"].data["ttft_p99_ms"] == pytest.approx(fresh.sources["sweep"].data["ttft_p99_ms"])
