@@ -13,7 +13,11 @@ Usage: ``PYTHONPATH=. python bench/model_widgets.py [--repeats 10] [--browser]``
    data and its summary text has changed (the kernel's answer has arrived and been applied), then until two
    animation frames later (drawn). That is what a person waits for: the message to the kernel, the evaluation, the
    messages back and BokehJS's redraw. The serving panel's own "computed in" figure is its evaluation in that
-   kernel (which shares the machine with the Jupyter server and Chromium).
+   kernel (which shares the machine with the Jupyter server and Chromium). Then the serving panel's rate slider
+   is dragged with the mouse (25 moves of 1 px, 20 ms apart, then released), for the default panel (sliders
+   answer while dragged) and one with ``live=False`` (on release): how long the drag took (the page handles each
+   mouse move only when it is free), how many answers the page showed during it, and the time from the release to
+   the final value's answer and to it drawn.
 
 Prints markdown; writes only a temporary notebook.
 """
@@ -91,7 +95,7 @@ CHANGE_JS = """async ([mark, current, value, source, summaryMark]) => {
   const sel = [...area.querySelectorAll('select')].find((s) => s.value === current);
   if (!sel) return 'no select showing ' + current;
   let src = null;
-  for (const d of window.Bokeh.documents) { src = d.get_model_by_name(source) || src; }
+  for (const d of window.Bokeh.documents) { src = src || d.get_model_by_name(source); }  // the first panel's
   const summary = [...area.querySelectorAll('.widget-html-content')].find((e) => e.innerText.includes(summaryMark));
   if (!src || !summary) return 'no source ' + source + ' or summary';
   // event-driven, no polling (the page must not take CPU from the kernel): the source's data replaced, the
@@ -122,6 +126,83 @@ BROWSER_CHANGES = [  # (panel's output text, summary text, source, [(select show
     ("replicas for p99 TTFT", "replicas for p99 TTFT", "serving_sweep", [("H100 SXM", "A100 SXM4 80GB"), ("1", "2")]),
 ]
 
+HANDLE_JS = """([mark, label, summaryMark]) => {
+  const area = [...document.querySelectorAll('.jp-CodeCell .jp-OutputArea')].find((a) => a.innerText.includes(mark));
+  const slider = area && [...area.querySelectorAll('.widget-slider')].find((s) => s.innerText.includes(label));
+  const summary = area && [...area.querySelectorAll('.widget-html-content')].find((e) => e.innerText.includes(summaryMark));
+  if (!slider || !summary) return 'no slider ' + label + ' or summary';
+  // every answer shown: when its summary text changed (event-driven, no polling)
+  if (window.__aonObs) window.__aonObs.disconnect();
+  const log = window.__aonDrag = {text: []};
+  const obs = window.__aonObs = new MutationObserver(() => log.text.push([performance.now(), summary.innerText]));
+  obs.observe(summary, {childList: true, subtree: true, characterData: true});
+  window.__aonSummary = summary;
+  window.__aonReadout = slider.querySelector('.widget-readout');
+  slider.scrollIntoView({block: 'center'});
+  const r = slider.querySelector('.noUi-handle').getBoundingClientRect();
+  return [r.x + r.width / 2, r.y + r.height / 2];
+}"""
+
+SETTLED_JS = """async ([released]) => {
+  // the answer for the slider's final value: the summary's rate equals the readout, then two frames (drawn)
+  const shown = () => Number((/at ([0-9.e+-]+) req\\/s/.exec(window.__aonSummary.innerText) || [])[1]);
+  const want = () => Number(window.__aonReadout.innerText.trim());
+  const deadline = performance.now() + 30000;
+  while (!(Math.abs(shown() - want()) <= 0.006 * want())) {  // both printed to 3 significant digits
+    if (performance.now() > deadline) return 'no answer for ' + want() + ': ' + window.__aonSummary.innerText;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  const settled = performance.now();
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const log = window.__aonDrag;
+  const text = log.text.map((t) => t[0]);
+  return {shown: new Set(log.text.map((t) => t[1])).size, shown_during: new Set(log.text.filter((t) => t[0] < released).map((t) => t[1])).size,
+          settled: settled - released, rate: want(), drawn: performance.now() - released};
+}"""
+
+
+def drag(page, repeats: int, mark: str, px: int = 1, moves: int = 25, every_ms: int = 20) -> list[dict]:
+    """Drag the rate slider of the serving panel whose output shows ``mark`` (``moves`` mouse moves ``every_ms``
+    apart), release it, and time the answers shown."""
+    rows = []
+    for i in range(repeats):
+        xy = page.evaluate(HANDLE_JS, [mark, "arrival rate", "replicas for p99 TTFT"])
+        if isinstance(xy, str):
+            sys.exit(xy)
+        x, y = xy
+        sign = 1 if i % 2 == 0 else -1  # right, then back left
+        page.mouse.move(x, y)
+        page.mouse.down()
+        t0 = page.evaluate("performance.now()")
+        for k in range(1, moves + 1):
+            page.mouse.move(x + sign * px * k, y)
+            page.wait_for_timeout(every_ms)
+        page.mouse.up()
+        released = page.evaluate("performance.now()")
+        r = page.evaluate(SETTLED_JS, [released])
+        if isinstance(r, str):
+            sys.exit(r)
+        rows.append({**r, "dragged": released - t0})
+        page.wait_for_timeout(500)
+    return rows
+
+
+def drags(page, repeats: int) -> None:
+    """The live panel and an on-release one (``live=False``), dragged in turn."""
+    got: dict[str, list[dict]] = {"live": [], "on release": []}
+    for _ in range(repeats):
+        for kind, mark in (("live", "replicas for p99 TTFT"), ("on release", "answers on release")):
+            got[kind] += drag(page, 2, mark)  # right, then back left
+    print("\n### In JupyterLab: the serving panel's rate slider dragged (25 mouse moves of 1 px, 20 ms apart) and "
+          "released\n")
+    print("| sliders | drags | drag ms (median) | answers shown while dragged | release to final answer ms: median "
+          "| worst | to drawn: median | worst |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+    for kind, rows in got.items():
+        col = {k: [r[k] for r in rows] for k in ("dragged", "shown_during", "settled", "drawn")}
+        print(f"| {kind} | {len(rows)} | {statistics.median(col['dragged']):.0f} | {min(col['shown_during'])}-"
+              f"{max(col['shown_during'])} | {statistics.median(col['settled']):.0f} | {max(col['settled']):.0f} "
+              f"| {statistics.median(col['drawn']):.0f} | {max(col['drawn']):.0f} |")
+
 
 def in_browser(repeats: int) -> None:
     """Time dropdown changes made in the page of a real JupyterLab, to the redrawn figure."""
@@ -129,7 +210,8 @@ def in_browser(repeats: int) -> None:
     from tests.test_gallery_browser import run_all
 
     cells = ["from aonkit.widgets import LLMModelPanel\nLLMModelPanel()",
-             "from aonkit.widgets import ServingPanel\nServingPanel()"]
+             "from aonkit.widgets import ServingPanel\nServingPanel()",
+             "print('answers on release')\nServingPanel(live=False)"]
     nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
                     for c in cells],
           "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
@@ -166,6 +248,7 @@ def in_browser(repeats: int) -> None:
                         print(f"| {source.split('_')[0]} | {current} <-> {value} | {len(got)} | "
                               f"{statistics.median(a):.0f} | {max(a):.0f} | {statistics.median(b):.0f} | "
                               f"{max(b):.0f} | {statistics.median(k) if k else '-'} |")  # fmt: skip
+                drags(page, max(2, repeats // 2))
                 errors = [e for e in page.aonkit_errors if e.startswith("page error")]
                 if errors:
                     print("page errors:", errors)

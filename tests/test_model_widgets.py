@@ -361,3 +361,84 @@ def test_serving_panel_reruns_only_the_parts_a_change_needs_and_agrees_with_a_fr
     pd.testing.assert_frame_equal(p.plan.tried, fresh.plan.tried)
     assert p.text() == fresh.text()
     assert p.sources["sweep"].data["ttft_p99_ms"] == pytest.approx(fresh.sources["sweep"].data["ttft_p99_ms"])
+
+
+def test_serving_panel_simulates_changes_that_arrive_together_once_and_a_read_applies_a_waiting_one() -> None:
+    import asyncio
+
+    p = ServingPanel(10.0, step_time="linear", n_requests=2000, lengths="fixed")
+    assert all(c.continuous_update for c in (p.rate, p.slo, p.replicas, p.max_batch))  # live while dragged
+    on_release = ServingPanel(10.0, step_time="linear", n_requests=500, lengths="fixed", live=False)
+    assert not any(c.continuous_update for c in (on_release.rate, on_release.slo, on_release.cv, on_release.output))
+
+    async def in_a_kernel() -> None:  # a running loop, as in an IPython kernel
+        n0 = p.updates
+        # WHEN a dragged slider's values arrive together (the kernel was busy meanwhile)
+        for rate in (11.0, 12.0, 13.0, 14.0):
+            p.rate.value = rate
+        assert p.updates == n0 and p._sweep["arrival_rate_per_s"].max() == pytest.approx(20.0)  # none run yet
+        await asyncio.sleep(0.1)
+        # THEN one update ran, with the last value
+        assert p.updates == n0 + 1 and p._sweep["arrival_rate_per_s"].max() == pytest.approx(28.0)
+        # WHEN a change waits and a result is read at once (a notebook cell that sets and reads)
+        p.slo.value = 0.05
+        assert p.updates == n0 + 1
+        direct = replicas_needed(14.0, 0.05, 512, 128, n_requests=2000, step_time=p.step_time(), max_batch=64,
+                                 token_budget=2048, chunked_prefill=True)  # fmt: skip
+        # THEN the read simulates it first, and it is not simulated again
+        assert p.replicas_for_slo() == direct.replicas and p.updates == n0 + 2
+        await asyncio.sleep(0.1)
+        assert p.updates == n0 + 2
+
+    asyncio.run(in_a_kernel())
+
+
+def test_latest_joins_requests_to_the_scheduled_call_without_postponing_it_and_answers_the_last() -> None:
+    import asyncio
+
+    from aonkit.widgets._loop import Latest
+
+    seen: list[int] = []
+    value = [0]
+    latest = Latest(lambda: seen.append(value[0]), 0.005)
+
+    async def bursts() -> None:
+        for burst in range(4):  # requests that arrive together (a kernel busy meanwhile): one call, the last value
+            for k in range(3):
+                value[0] = 10 * burst + k
+                latest()
+            await asyncio.sleep(0.03)
+        # a request while a call is scheduled joins it and does not move it (a debounce would: a steady stream
+        # of requests would then be answered only when it stops)
+        latest()
+        when = latest._handle.when()
+        await asyncio.sleep(0)
+        value[0] = 99
+        latest()
+        assert latest._handle.when() == when
+        await asyncio.sleep(0.03)
+
+    asyncio.run(bursts())
+    assert seen == [2, 12, 22, 32, 99] and not latest.pending
+    latest()  # without a running loop: at once
+    assert seen == [2, 12, 22, 32, 99, 99]
+
+
+def test_in_a_real_kernel_a_cells_changes_wait_and_a_read_simulates_them_first() -> None:
+    from tests.kernel_run import run_cells, text_of
+
+    out = run_cells(
+        "from aonkit.widgets import ServingPanel\n"
+        "p = ServingPanel(10.0, step_time='linear', n_requests=2000, lengths='fixed')\n"
+        "n0 = p.updates\n"
+        "for r in (11.0, 12.0, 13.0):\n"
+        "    p.rate.value = r\n"
+        "print('waiting', p.updates - n0)\n"
+        "print('read', p.sweep['arrival_rate_per_s'].max(), p.updates - n0)\n",
+        "p.cv.value = 2.0\n",  # left waiting at the end of the cell
+        "import time\ntime.sleep(0.2)\n",
+        "print('later', p.updates - n0, p.numbers() == ServingPanel(13.0, cv=2.0, step_time='linear', "
+        "n_requests=2000, lengths='fixed').numbers())\n",
+    )  # fmt: skip
+    assert "waiting 0\nread 26.0 1\n" in text_of(out[0])  # one update, for the last of the three values
+    assert "later 2 True" in text_of(out[3])  # the waiting change ran between cells, once

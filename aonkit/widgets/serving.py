@@ -10,8 +10,13 @@ device with tensor parallelism) or linear coefficients. The sweep's simulations 
 (the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as one
 patch, after the numbers. Each part runs only when one of its inputs changed: a new objective runs only the
 replica search (9 ms), a new replica count only the sweep. With the defaults (20,000 requests, 8 rates) an
-update takes 43-50 ms (median per control) on a 2-CPU machine (``bench/model_widgets.py``); sliders act on
-release.
+update takes 43-50 ms (median per control) on a 2-CPU machine (``bench/model_widgets.py``).
+
+Sliders answer while dragged (``live=True``). In a kernel a change is simulated :data:`COALESCE_S` after it
+arrives, with the values that arrived meanwhile (:class:`~aonkit.widgets._loop.Latest`): a dragged slider is
+answered as often as the machine allows and never falls behind, and its last value is always answered. Reading a
+result (``sweep``, ``numbers()``, ``text()``...) first simulates a change still waiting, so a cell that sets a
+control and reads the panel sees the new answer.
 """
 
 from __future__ import annotations
@@ -34,10 +39,14 @@ from ..model.serving_inputs import Lengths, StepTime
 from ..views import theme
 from ..views.serving import knee_data, marker_data, slo_data, sweep_data, sweep_figures
 from ._bokehjs import BokehWidget
+from ._loop import Latest
 from ._patch import BokehView
 
 _STYLE = {"description_width": "130px"}
 _WIDE = w.Layout(width="360px")
+COALESCE_S = 0.005
+"""In a kernel, a change is simulated this long after it arrives, together with those that arrived meanwhile:
+the messages a dragged slider sent while the last change was simulated come in together."""
 SWEEP_FRACTIONS = (0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 """Default arrival rates of the sweep, as fractions of the chosen rate."""
 
@@ -67,9 +76,10 @@ def model_step_time(config: TransformerConfig, device: DeviceSpec, tp: int = 1) 
                     decode_time_s=_Memo(lambda b, c: decode_time(config, device, b, c / b, tp=tp).seconds))  # fmt: skip
 
 
-def _slider(kind: type, name: str, value: float, lo: float, hi: float, step: float, **kw: Any) -> w.ValueWidget:
+def _slider(kind: type, name: str, value: float, lo: float, hi: float, step: float, live: bool,
+            **kw: Any) -> w.ValueWidget:
     return kind(value=value, min=lo, max=max(hi, value), step=step, description=name, style=_STYLE, layout=_WIDE,
-                continuous_update=False, **kw)  # fmt: skip
+                continuous_update=live, **kw)  # fmt: skip
 
 
 class ServingPanel(BokehWidget, w.VBox):
@@ -90,6 +100,10 @@ class ServingPanel(BokehWidget, w.VBox):
         Requests simulated per point (keep it small for interactivity).
     max_replicas : int
         Upper bound of the replica search.
+    live : bool
+        Sliders answer while dragged (True: each answer uses the latest value, and the values that arrive
+        while one is simulated make one answer) or only when released (False: less work for a slow machine's
+        page; ``bench/model_widgets.py`` measures both).
     Other parameters set the initial slider values.
 
     Attributes
@@ -107,6 +121,9 @@ class ServingPanel(BokehWidget, w.VBox):
     update_s : float
         Wall time of the last :meth:`update`, its messages to the page included (the summary shows the time to
         compute it).
+    updates : int
+        Updates run so far. In a kernel, the changes that arrive while one is simulated (a slider being dragged)
+        make one update, with the latest values; reading a result first simulates a change still waiting.
     """
 
     def __init__(self, rate_per_s: float = 20.0, *, cv: float = 1.0, replicas: int = 1, max_batch: int = 64,
@@ -114,25 +131,26 @@ class ServingPanel(BokehWidget, w.VBox):
                  lengths: str = "random", chunked_prefill: bool = True, slo_s: float = 0.5,
                  step_time: str = "model", model: str = "Llama-3 8B", device: str = "H100 SXM", tp: int = 1,
                  prefill: tuple[float, float] = (0.005, 2e-5), decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7),
-                 n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0) -> None:  # fmt: skip
+                 n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0,
+                 live: bool = True) -> None:  # fmt: skip
         self.n_requests, self.max_replicas, self.seed = int(n_requests), int(max_replicas), seed
         self.devices = {d.name: d for d in devices()}
         self.rate = w.FloatLogSlider(value=rate_per_s, base=10, min=-1, max=4, step=0.05,
                                      description="arrival rate (/s)", style=_STYLE, layout=_WIDE,
-                                     continuous_update=False, readout_format=".3g")  # fmt: skip
-        self.cv = _slider(w.FloatSlider, "arrival CV", cv, 0.0, 4.0, 0.1)
-        self.replicas = _slider(w.IntSlider, "replicas", replicas, 1, 64, 1)
-        self.max_batch = _slider(w.IntSlider, "max batch", max_batch, 1, 512, 1)
-        self.token_budget = _slider(w.IntSlider, "token budget", token_budget, 64, 16384, 64)
-        self.prompt = _slider(w.IntSlider, "prompt tokens", prompt_tokens, 1, 16384, 1)
-        self.output = _slider(w.IntSlider, "output tokens", output_tokens, 1, 4096, 1)
+                                     continuous_update=live, readout_format=".3g")  # fmt: skip
+        self.cv = _slider(w.FloatSlider, "arrival CV", cv, 0.0, 4.0, 0.1, live)
+        self.replicas = _slider(w.IntSlider, "replicas", replicas, 1, 64, 1, live)
+        self.max_batch = _slider(w.IntSlider, "max batch", max_batch, 1, 512, 1, live)
+        self.token_budget = _slider(w.IntSlider, "token budget", token_budget, 64, 16384, 64, live)
+        self.prompt = _slider(w.IntSlider, "prompt tokens", prompt_tokens, 1, 16384, 1, live)
+        self.output = _slider(w.IntSlider, "output tokens", output_tokens, 1, 4096, 1, live)
         self.lengths = w.ToggleButtons(options=["fixed", "random"], value=lengths, description="lengths",
                                        tooltips=["every request has these lengths",
                                                  "prompts lognormal (CV 1), outputs geometric, with these means"],
                                        style={**_STYLE, "button_width": "80px"})  # fmt: skip
         self.chunked = w.Checkbox(value=chunked_prefill, description="chunked prefill", indent=False)
         self.slo = w.FloatLogSlider(value=slo_s, base=10, min=-2.5, max=1.5, step=0.05, description="p99 TTFT SLO (s)",
-                                    style=_STYLE, layout=_WIDE, continuous_update=False,
+                                    style=_STYLE, layout=_WIDE, continuous_update=live,
                                     readout_format=".3g")  # fmt: skip
         self.step_kind = w.ToggleButtons(options=["model", "linear"], value=step_time, description="step time",
                                          style={**_STYLE, "button_width": "80px"})  # fmt: skip
@@ -157,11 +175,13 @@ class ServingPanel(BokehWidget, w.VBox):
         self._toggle_step_boxes()
         self._step_cache: tuple[tuple, StepTime] | None = None
 
-        self.error = ""
+        self._error = ""
         self.update_s = self._computed_s = math.nan
+        self.updates = 0
+        self._request = Latest(self.update, COALESCE_S)
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
         self._evaluate()
-        layout, self.sources = sweep_figures(self.sweep, self.knee, self.rate.value, self.slo.value)
+        layout, self.sources = sweep_figures(self._sweep, self._knee, self.rate.value, self.slo.value)
         self.summary = w.HTML()
         self._show()
         for c in (self.rate, self.cv, self.replicas, self.max_batch, self.token_budget, self.prompt, self.output,
@@ -237,11 +257,11 @@ class ServingPanel(BokehWidget, w.VBox):
         with ThreadPoolExecutor(1) as pool:  # the replica search's simulations run beside the sweep's
             planned = pool.submit(plan) if new_plan else None
             sweep = (serving_sweep(self.rates(), prompts, outputs, replicas=int(self.replicas.value), **kw)
-                     if new_sweep else self.sweep)  # fmt: skip
-            knee = saturation_knee(sweep, "ttft_p99_s") if new_sweep else self.knee
-            planned_now = planned.result() if planned is not None else self.plan
+                     if new_sweep else self._sweep)  # fmt: skip
+            knee = saturation_knee(sweep, "ttft_p99_s") if new_sweep else self._knee
+            planned_now = planned.result() if planned is not None else self._plan
         # all or nothing: a part that raised leaves the last valid setting whole, and both parts to run again
-        self.sweep, self.knee, self.plan, self._keys = sweep, knee, planned_now, (sweep_key, plan_key)
+        self._sweep, self._knee, self._plan, self._keys = sweep, knee, planned_now, (sweep_key, plan_key)
         return new_sweep, new_plan
 
     def _toggle_step_boxes(self) -> None:
@@ -251,38 +271,68 @@ class ServingPanel(BokehWidget, w.VBox):
     def update(self) -> pd.DataFrame:
         """Re-simulate with the controls' values, refresh the plots and numbers; return the sweep."""
         t0 = time.perf_counter()
+        self._request.cancel()  # this update applies any change still waiting
+        self.updates += 1
         self._toggle_step_boxes()
         with self.view.one_patch():  # the figures' changes leave last, as one patch: the page draws them once
             try:
                 new_sweep, _ = self._evaluate()
             except (ValueError, KeyError, ZeroDivisionError) as exc:
-                self.error = f"{type(exc).__name__}: {exc}"
+                self._error = f"{type(exc).__name__}: {exc}"
             else:
-                self.error = ""
+                self._error = ""
                 if new_sweep:
-                    self.sources["sweep"].data = sweep_data(self.sweep)
-                    self.sources["knee"].data = knee_data(self.knee)
+                    self.sources["sweep"].data = sweep_data(self._sweep)
+                    self.sources["knee"].data = knee_data(self._knee)
                 self.sources["rate"].data = marker_data(float(self.rate.value), "arrival rate")
                 self.sources["slo"].data = slo_data(float(self.slo.value))
             self._computed_s = time.perf_counter() - t0
             self._show()
         self.update_s = time.perf_counter() - t0
-        return self.sweep
+        return self._sweep
+
+    # ---- results: a change that is still to be simulated is simulated first ------------------------------------
+    @property
+    def sweep(self) -> pd.DataFrame:
+        """The last :func:`~aonkit.model.serving_sweep`."""
+        self._request.flush()
+        return self._sweep
+
+    @property
+    def knee(self) -> dict:
+        """Its :func:`~aonkit.model.saturation_knee` (on p99 TTFT)."""
+        self._request.flush()
+        return self._knee
+
+    @property
+    def plan(self) -> ReplicaPlan | None:
+        """:func:`~aonkit.model.replicas_needed` at the chosen rate (None when over ``max_replicas``)."""
+        self._request.flush()
+        return self._plan
+
+    @property
+    def error(self) -> str:
+        """Why the last change could not be simulated ("" when it could)."""
+        self._request.flush()
+        return self._error
 
     def replicas_for_slo(self) -> int | None:
         """Fewest replicas meeting the p99 TTFT objective at the chosen rate (None: more than ``max_replicas``)."""
-        return None if self.plan is None else int(self.plan.replicas)
+        self._request.flush()
+        return None if self._plan is None else int(self._plan.replicas)
 
     def numbers(self) -> dict[str, float]:
         """Headline numbers: the knee, capacity, and the sweep row at the chosen rate."""
-        at = self.sweep.iloc[(self.sweep["arrival_rate_per_s"] - float(self.rate.value)).abs().argmin()]
+        self._request.flush()
+        at = self._sweep.iloc[(self._sweep["arrival_rate_per_s"] - float(self.rate.value)).abs().argmin()]
         need = self.replicas_for_slo()
-        return {"knee_rate_per_s": self.knee["knee_rate_per_s"], "capacity_per_s": self.knee["capacity_per_s"],
+        return {"knee_rate_per_s": self._knee["knee_rate_per_s"], "capacity_per_s": self._knee["capacity_per_s"],
                 "ttft_p99_s": float(at["ttft_p99_s"]), "tpot_p50_s": float(at["tpot_p50_s"]),
                 "e2e_p99_s": float(at["e2e_p99_s"]), "replicas_needed": math.nan if need is None else need}  # fmt: skip
 
     def text(self) -> str:
         """A one-line plain-text summary (also the ``text/plain`` of the widget)."""
+        self._request.flush()
         n = self.numbers()
         need = self.replicas_for_slo()
         need_text = f"{need}" if need is not None else f"more than {self.max_replicas}"
@@ -294,12 +344,12 @@ class ServingPanel(BokehWidget, w.VBox):
 
     def _show(self) -> None:
         status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
-                  f"{html.escape(self.error)}</div>" if self.error else "")  # fmt: skip
+                  f"{html.escape(self._error)}</div>" if self._error else "")  # fmt: skip
         took = f" (computed in {self._computed_s * 1e3:.0f} ms)" if math.isfinite(self._computed_s) else ""
         self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{status}"
 
     def _changed(self, change: dict) -> None:
-        self.update()
+        self._request()  # in a kernel: once for the changes that arrive together (a slider dragged)
 
     def plain_text(self) -> str:
         """The serving model's answer, in one line."""
