@@ -21,7 +21,7 @@ def daemon_command(args: argparse.Namespace) -> int:
 
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """The daemon's environment: no BLAS or OpenMP thread pool. It does no linear algebra, and numpy's OpenBLAS
-otherwise starts one thread per further CPU at import, each spinning about 0.1 s of CPU before it sleeps
+otherwise starts one thread per further CPU at import, each spinning 0.1-0.2 s of CPU before it sleeps
 (``bench/RESULTS.md``, session 31)."""
 
 

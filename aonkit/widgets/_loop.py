@@ -24,33 +24,11 @@ class Debounce:
         except RuntimeError:  # no loop running (a script, a test): nothing to wait on
             self.fn()
             return
-        if self._handle is not None:
-            self._handle.cancel()
-        self._handle = loop.call_later(self.delay_s, self.fn)
+        self._schedule(loop)
 
-
-class Latest:
-    """Call ``fn`` once for the requests that arrive together: ``delay_s`` after the first of them.
-
-    Requests made while a call is scheduled join it (the call reads the latest values). While ``fn`` runs, the
-    loop runs nothing else, so the requests that arrive meanwhile (a dragged slider's messages) come in together
-    and make one call: a stream of requests is answered as fast as ``fn`` allows, the last one always, and never
-    queues up. Unlike :class:`Debounce`, a steady stream is not starved. Uses the running asyncio loop (the
-    IPython kernel's); with no loop running (a plain script, a test) each request calls at once.
-    """
-
-    def __init__(self, fn: Callable[[], None], delay_s: float) -> None:
-        self.fn, self.delay_s = fn, delay_s
-        self._handle: asyncio.TimerHandle | None = None
-
-    def __call__(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop running (a script, a test): nothing to wait on
-            self.fn()
-            return
-        if self._handle is None:
-            self._handle = loop.call_later(self.delay_s, self._fire)
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.cancel()  # a later request moves the call
+        self._handle = loop.call_later(self.delay_s, self._fire)
 
     def _fire(self) -> None:
         self._handle = None
@@ -72,3 +50,18 @@ class Latest:
         if self._handle is not None:
             self._handle.cancel()
             self._fire()
+
+
+class Latest(Debounce):
+    """Call ``fn`` once for the requests that arrive together: ``delay_s`` after the first of them.
+
+    Requests made while a call is scheduled join it (the call reads the latest values). While ``fn`` runs, the
+    loop runs nothing else, so the requests that arrive meanwhile (a dragged slider's messages) come in together
+    and make one call: a stream of requests is answered as fast as ``fn`` allows, the last one always, and never
+    queues up. Unlike :class:`Debounce`, a steady stream is not starved. With no loop running (a plain script, a
+    test) each request calls at once.
+    """
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._handle is None:  # a later request joins the call, and does not move it
+            self._handle = loop.call_later(self.delay_s, self._fire)

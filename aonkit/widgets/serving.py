@@ -269,7 +269,7 @@ class ServingPanel(BokehWidget, w.VBox):
         self.linear_box.layout.display = "none" if self.step_kind.value == "model" else ""
 
     def update(self) -> pd.DataFrame:
-        """Re-simulate with the controls' values, refresh the plots and numbers; return the sweep."""
+        """Simulate what the changes need (:meth:`_evaluate`), refresh the plots and numbers; return the sweep."""
         t0 = time.perf_counter()
         self._request.cancel()  # this update applies any change still waiting
         self.updates += 1
