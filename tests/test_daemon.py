@@ -157,6 +157,23 @@ def test_the_daemon_starts_no_blas_thread_pool_in_the_background_or_the_foregrou
     assert fg.wait(60) == 0 and live.status()["state"] == "stopped" and live.status()["lost"] == 0
 
 
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="needs Linux /proc")
+def test_status_says_what_the_daemon_costs(live) -> None:
+    pid = live.start_daemon()
+    live.wait(lambda: live.status().get("flushes", 0) >= 2)
+    st = live.status()
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu_now = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")  # the kernel's count, read after the status
+    # THEN its CPU is this process's (imports included: well over 0.1 s; never more than the kernel counts since)
+    assert 0.1 < st["cpu_s"] <= cpu_now + 0.02
+    assert 0 < st["cpu_percent"] < 100 and 0.5 < st["cpu_window_s"] < 30  # over the last flush interval (1 s)
+    rss_kb = int(re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{pid}/status").read_text())[1])
+    assert abs(st["rss_bytes"] / (rss_kb * 1024) - 1) < 0.25 and st["rss_peak_bytes"] >= st["rss_bytes"]
+    r = live.cli("daemon", "status")
+    assert re.search(r"cost: \d+\.\d\d% of a core over the last \d+ s \(\d+\.\d\d% since the start, start-up "
+                     r"included\); RSS [\d.]+ MiB \(peak [\d.]+ MiB\)", r.stdout), r.stdout
+
+
 def test_host_only_without_a_driver_says_so(live) -> None:
     live.start_daemon(AONKIT_FAKE_NVML="tests.fake_gpus:no_driver")
     r = live.cli("daemon", "status")

@@ -128,6 +128,7 @@ class Daemon:
         self._stop = threading.Event()
         self._flush_now = threading.Event()
         self._wake = os.pipe()
+        self._cost_mark = (time.monotonic(), time.process_time())
 
     def run(self) -> int:
         """Sample until SIGTERM/SIGINT; return 0."""
@@ -251,7 +252,8 @@ class Daemon:
     def _write_status(self, state: str) -> None:
         gpu = self.gpu
         write_json(self.rdir / STATUS, {
-            "state": state, "pid": os.getpid(), "started_ns": self.started_ns, "host": self.host,
+            "state": state, "pid": os.getpid(), "started_ns": self.started_ns, "status_ns": time.time_ns(),
+            "host": self.host,
             "interval_s": self.interval_s, "flush_s": self.flush_s, "root": str(self.root),
             "ring": str(self.rdir / RING), "capacity": self.capacity, "channels": len(self.channels),
             "cap_bytes": self.cap_bytes,
@@ -259,8 +261,28 @@ class Daemon:
             "slow_interval_s": self.slow_interval_s, "host_metrics": list(self.host_sampler.metrics),
             "gpus": list(gpu.devices) if gpu else [], "gpu_names": getattr(gpu, "device_names", {}),
             "gpu_metrics": len(gpu.metrics) if gpu else 0, "gpu_unsupported": gpu.n_unsupported if gpu else 0,
-            "gpu_note": self.gpu_note, "samples": self.ring.count, **self.stats,
+            "gpu_note": self.gpu_note, "samples": self.ring.count, **self.stats, **self._cost(),
         })  # fmt: skip
+
+    def _cost(self) -> dict[str, Any]:
+        """What the daemon costs: its CPU since the last status (all threads) and since it started, and its RSS."""
+        now, cpu = time.monotonic(), time.process_time()
+        (t0, c0), self._cost_mark = self._cost_mark, (now, cpu)
+        rss = _rss_bytes()
+        return {"cpu_s": round(cpu, 3), "cpu_window_s": round(now - t0, 3),
+                "cpu_percent": round(100 * (cpu - c0) / (now - t0), 3) if now > t0 else None,
+                "rss_bytes": rss[0], "rss_peak_bytes": rss[1]}  # fmt: skip
+
+
+def _rss_bytes() -> tuple[int | None, int | None]:
+    """(resident, peak resident) bytes of this process from ``/proc/self/status``; None where it is not there."""
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return None, None
+    kb = {k: int(v.split()[0]) * 1024 for k, v in (ln.split(":", 1) for ln in text.splitlines() if ":" in ln)
+          if k in ("VmRSS", "VmHWM")}  # fmt: skip
+    return kb.get("VmRSS"), kb.get("VmHWM")
 
 
 def main(argv: list[str] | None = None) -> int:

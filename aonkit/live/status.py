@@ -107,6 +107,12 @@ def status_text(rdir: Path, pid: int | None) -> str:
                          f"{count - flushed} not yet on disk, {count} taken")
         lines.append(f"  last flush: {_ago(st.get('last_flush_ns'))}, {st.get('last_flush_samples', 0)} samples; "
                      f"{st['lost']} samples lost" + (f"; error: {st['flush_error']}" if st.get("flush_error") else ""))
+        if st.get("cpu_percent") is not None:
+            since = 100 * st["cpu_s"] / max(1e-9, (st["status_ns"] - st["started_ns"]) / 1e9)
+            rss = (f"; RSS {_size(st['rss_bytes'])} (peak {_size(st['rss_peak_bytes'])})"
+                   if st.get("rss_bytes") is not None else "")  # fmt: skip
+            lines.append(f"  cost: {st['cpu_percent']:.2f}% of a core over the last {st['cpu_window_s']:.0f} s "
+                         f"({since:.2f}% since the start, start-up included){rss}")
     if st:
         hdir = store.host_dir(Path(st["root"]), st["host"])
         files = store.list_files(hdir) if hdir.is_dir() else []
