@@ -217,6 +217,7 @@ class Daemon:
         ts, values, _ = self.ring.read(self.flushed, end)
         try:
             files = store.write_segment(self.root, self.host, ts, values, self.channels) if len(ts) else []
+            store.release_memory()
             gone = store.prune(self.hdir, self.cap_bytes,
                                None if self.retention_hours is None else self.retention_hours * 3600,
                                files=self._known_files(files))  # fmt: skip
