@@ -70,7 +70,7 @@ def _strings(names: list[str]) -> pa.Array:
 def release_memory() -> None:
     """Give the memory Arrow freed back to the system (its allocator keeps it for reuse otherwise).
 
-    After writing a minute of 8 GPUs, the process held 86 MB, 80 MB after this, for 0.05 ms of CPU
+    After writing a minute of 8 GPUs, the process held 86.4 MiB, 80.3 MiB after this, for 0.05 ms of CPU
     (``bench/RESULTS.md``, session 31); the daemon calls it after each flush.
     """
     pa.default_memory_pool().release_unused()

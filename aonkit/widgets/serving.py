@@ -180,13 +180,15 @@ class ServingPanel(BokehWidget, w.VBox):
         self.updates = 0
         self._request = Latest(self.update, COALESCE_S)
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
+        self._controls = (self.rate, self.cv, self.replicas, self.max_batch, self.token_budget, self.prompt,
+                          self.output, self.lengths, self.chunked, self.slo, self.step_kind, self.model, self.device,
+                          self.tp, *self.coeffs.values())  # fmt: skip
+        """Every control a change of which is simulated (observed, and the keys of :meth:`_inputs`)."""
         self._evaluate()
         layout, self.sources = sweep_figures(self._sweep, self._knee, self.rate.value, self.slo.value)
         self.summary = w.HTML()
         self._show()
-        for c in (self.rate, self.cv, self.replicas, self.max_batch, self.token_budget, self.prompt, self.output,
-                  self.lengths, self.chunked, self.slo, self.step_kind, self.model, self.device, self.tp,
-                  *self.coeffs.values()):  # fmt: skip
+        for c in self._controls:
             c.observe(self._changed, names="value")
         load = w.VBox([w.HTML("<b>load</b>"), self.rate, self.cv, self.prompt, self.output, self.lengths, self.slo])
         engine = w.VBox([w.HTML("<b>engine</b>"), self.replicas, self.max_batch, self.token_budget, self.chunked,
@@ -224,18 +226,17 @@ class ServingPanel(BokehWidget, w.VBox):
 
     # ---- evaluation ------------------------------------------------------------------------------------------
     def _inputs(self) -> tuple[tuple, tuple]:
-        """What the sweep and the replica search each depend on, as keys of the controls' values."""
-        if self.step_kind.value == "model":
-            engine: tuple = ("model", self.model.value, self.device.value, int(self.tp.value))
-        else:
-            engine = ("linear", *(float(v.value) for v in self.coeffs.values()))
-        common = (engine, int(self.max_batch.value), int(self.token_budget.value), bool(self.chunked.value),
-                  int(self.prompt.value), int(self.output.value), self.lengths.value, float(self.cv.value),
-                  self.n_requests, self.seed, float(self.rate.value))  # fmt: skip
-        return (*common, int(self.replicas.value)), (*common, float(self.slo.value), self.max_replicas)
+        """What the sweep and the replica search each depend on, as keys of the controls' values.
 
-    def _evaluate(self) -> tuple[bool, bool]:
-        """Run what the changed controls need: the sweep, the replica search or both; say which ran.
+        Every control's value but the objective's and the replica count's respectively: a control added to the
+        panel is in both unless left out here.
+        """
+        common = tuple(c.value for c in self._controls if c is not self.slo and c is not self.replicas)
+        common += (self.n_requests, self.seed)
+        return (*common, self.replicas.value), (*common, self.slo.value, self.max_replicas)
+
+    def _evaluate(self) -> bool:
+        """Run what the changed controls need: the sweep, the replica search or both; True when the sweep ran.
 
         A change of the objective leaves the sweep as it was, and one of the replica count leaves the replica
         search (it tries its own counts); each part is recomputed only when one of its inputs changed.
@@ -262,7 +263,7 @@ class ServingPanel(BokehWidget, w.VBox):
             planned_now = planned.result() if planned is not None else self._plan
         # all or nothing: a part that raised leaves the last valid setting whole, and both parts to run again
         self._sweep, self._knee, self._plan, self._keys = sweep, knee, planned_now, (sweep_key, plan_key)
-        return new_sweep, new_plan
+        return new_sweep
 
     def _toggle_step_boxes(self) -> None:
         self.model_box.layout.display = "" if self.step_kind.value == "model" else "none"
@@ -276,7 +277,7 @@ class ServingPanel(BokehWidget, w.VBox):
         self._toggle_step_boxes()
         with self.view.one_patch():  # the figures' changes leave last, as one patch: the page draws them once
             try:
-                new_sweep, _ = self._evaluate()
+                new_sweep = self._evaluate()
             except (ValueError, KeyError, ZeroDivisionError) as exc:
                 self._error = f"{type(exc).__name__}: {exc}"
             else:
