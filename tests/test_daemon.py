@@ -264,6 +264,54 @@ def test_sigkill_leaves_complete_files_and_a_restart_works(live) -> None:
     assert Ring.open(live.run_dir / "ring").pid == new
 
 
+def _break_data_dir(live) -> Path:
+    """Put a plain file where the daemon's data directory was (as a removed or unwritable one); return the dir."""
+    away = live.base / "data.away"
+    live.data.rename(away)
+    live.data.write_text("not a directory")
+    return away
+
+
+def test_a_failing_write_keeps_the_samples_until_a_write_succeeds(live) -> None:
+    pid = live.start_daemon("--flush", "0.3")
+    live.wait(lambda: live.status().get("flushes", 0) >= 1)
+    away = _break_data_dir(live)
+    live.wait(lambda: live.status().get("flush_failures", 0) >= 2)
+    st = live.status()
+    assert live.daemon_pid() == pid and st["flush_error"].startswith(("NotADirectoryError", "FileExistsError"))
+    text = live.cli("daemon", "status").stdout
+    assert "WRITING FAILS since" in text and st["flush_error"] in text and "keeps the last 300 s" in text
+    live.data.unlink()
+    away.rename(live.data)
+    live.wait(lambda: live.status().get("flush_error", "") is None and live.status()["flushes"] > st["flushes"])
+    assert "WRITING FAILS" not in live.cli("daemon", "status").stdout
+    stop = live.cli("daemon", "stop")
+    assert stop.returncode == 0 and "all others on disk" in stop.stdout
+    st = live.status()
+    assert st["state"] == "stopped" and st["lost"] == 0 and st["unsaved"] == 0 and st["flush_failures"] >= 2
+    disk = disk_table(live.data)
+    assert disk["ts_ns"].nunique() == st["samples"]  # every tick, those taken during the failures included
+    assert disk.groupby("ts_ns").size().eq(st["channels"]).all()
+
+
+def test_a_failing_write_is_retried_at_its_pace_and_a_failed_stop_says_what_was_not_written(live) -> None:
+    # a 20-sample ring is more than half unwritten after 0.5 s of failures: each tick then asks for a write,
+    # which must not make the flusher try at every tick (20 a second here)
+    live.start_daemon("--flush", "0.5", "--capacity", "20")
+    live.wait(lambda: live.status().get("flushes", 0) >= 1)
+    _break_data_dir(live)
+    live.wait(lambda: live.status().get("flush_failures", 0) >= 1)
+    t0, n0 = time.monotonic(), live.status()["flush_failures"]
+    time.sleep(2.5)
+    tries = live.status()["flush_failures"] - n0
+    assert 1 <= tries <= (time.monotonic() - t0) / 0.5 + 2, tries
+    stop = live.cli("daemon", "stop")
+    st = live.status()
+    assert stop.returncode == 1 and st["state"] == "stopped" and 0 < st["unsaved"] <= 20
+    assert f"{st['unsaved']} NOT WRITTEN" in stop.stdout and st["flush_error"] in stop.stdout
+    assert f"{st['unsaved']} samples NOT WRITTEN at its stop" in live.cli("daemon", "status").stdout
+
+
 def test_disk_cap_and_retention_delete_the_oldest(tmp_path: Path) -> None:
     hour = 3600 * 10**9
     now = 1_800_000_000 * 10**9
@@ -437,3 +485,57 @@ def test_the_daemon_reads_gpm_and_the_slow_metrics_at_their_own_intervals(tmp_pa
     reads = g.gpm_ticks - snaps
     assert 2 <= reads <= 1 + took / 0.275 and (took > 1.6 or reads <= 5), (reads, took)
     assert g.calls["nvmlDeviceGetTemperatureV"] - temps == 3
+
+
+def test_no_error_of_a_write_a_prune_or_the_status_stops_the_flusher(tmp_path: Path, monkeypatch) -> None:
+    import threading
+
+    from aonkit.live.daemon import Daemon
+    from aonkit.live.paths import private_dir
+    from aonkit.live.status import read_json, status_text
+
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(tmp_path / "run"))
+    d = Daemon(root=tmp_path / "data", flush_s=0.05)
+    d.rdir = private_dir(tmp_path / "run")
+    d._open()
+    for k in range(5):
+        d.ring.write(1_800_000_000 * 10**9 + k, [float(k)] * len(d.channels))
+    real_write, real_prune = store.write_segment, store.prune
+
+    # an error that is not an OSError (an Arrow bug, a MemoryError...) keeps the samples for the next write
+    monkeypatch.setattr(store, "write_segment", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    d._flush()
+    st = read_json(d.rdir / "daemon.json", "status")
+    assert st["flush_error"] == "RuntimeError: boom" and st["flush_failures"] == 1 and d.flushed == 0
+    # a prune that fails after a good write: the samples are on disk, the prune is said
+    monkeypatch.setattr(store, "write_segment", real_write)
+    monkeypatch.setattr(store, "prune", lambda *a, **k: (_ for _ in ()).throw(PermissionError("no")))
+    d._flush()
+    st = read_json(d.rdir / "daemon.json", "status")
+    assert d.flushed == 5 and st["flush_error"] is None and st["prune_error"] == "PermissionError: no"
+    assert disk_table(tmp_path / "data")["ts_ns"].nunique() == 5
+    assert "disk cap and retention not applied: PermissionError: no" in status_text(d.rdir, os.getpid())
+    monkeypatch.setattr(store, "prune", real_prune)
+    d.ring.write(1_800_000_000 * 10**9 + 5, [5.0] * len(d.channels))
+    d._flush()
+    assert read_json(d.rdir / "daemon.json", "status")["prune_error"] is None and d.flushed == 6
+
+    # a status that cannot be written (runtime directory removed) leaves the flusher running
+    def no_status(state: str) -> None:
+        raise FileNotFoundError("run dir gone")
+
+    monkeypatch.setattr(d, "_write_status", no_status)
+    flusher = threading.Thread(target=d._flush_loop, daemon=True)
+    flusher.start()
+    d.ring.write(1_800_000_000 * 10**9 + 6, [6.0] * len(d.channels))
+    deadline = time.monotonic() + 30
+    while d.flushed < 7 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # several more rounds, each failing to write the status
+    assert flusher.is_alive() and d.flushed == 7
+    d._stop.set()
+    flusher.join(10)
+    assert not flusher.is_alive()
+    d.ring.close()
+    if d.gpu is not None:
+        d.gpu.close()

@@ -100,6 +100,11 @@ def stop(args: argparse.Namespace) -> int:
             raise LiveError(f"the daemon (pid {pid}) did not stop within {args.timeout:g} s")
         time.sleep(0.05)
     st = read_json(rdir / STATUS, "daemon status file") or {}
+    if st.get("unsaved"):
+        print(f"aonkit daemon: stopped (pid {pid}); {st.get('samples', '?')} samples taken, {st.get('lost', '?')} "
+              f"lost, {st['unsaved']} NOT WRITTEN (the last write failed: {st.get('flush_error')}); the others "
+              f"are on disk under {st.get('root', '?')}")  # fmt: skip
+        return 1
     print(f"aonkit daemon: stopped (pid {pid}); {st.get('samples', '?')} samples taken, "
           f"{st.get('lost', '?')} lost, all others on disk under {st.get('root', '?')}")
     return 0

@@ -7,6 +7,12 @@ writes the ring (:mod:`.ring`); a flusher thread reads the ring like any reader 
 (:mod:`.store`) every ``flush_s`` seconds, or sooner when half the ring is unflushed. SIGTERM or SIGINT stops
 sampling, writes the last partial segment, marks the ring stopped and releases the lock.
 
+A write that fails (a full disk, a removed or replaced data directory, any error) never stops the daemon: the
+samples stay in the ring, the error and since when are in the status (``flush_error``, ``flush_error_since_ns``,
+``flush_failures``), and the write is tried again every :data:`RETRY_S` seconds; the first that succeeds writes
+every sample still in the ring (those it lapped meanwhile are counted in ``lost``). Samples a failing final write
+leaves unwritten at the stop are counted in ``unsaved``.
+
 Test hook: ``AONKIT_FAKE_NVML=module:factory`` (read here only) samples GPUs through ``factory()``, an object
 with pynvml's API (e.g. the fake NVML of the tests), instead of ``pynvml``.
 """
@@ -36,6 +42,9 @@ from .status import write_json
 
 RELIST_S = 3600.0
 """How often the flusher lists the host's files again (files deleted or added by others are seen then)."""
+RETRY_S = 5.0
+"""After a failed write the flusher tries again this long later (or after ``flush_s``, if shorter), not at every
+tick of a ring more than half unflushed: a full disk must not turn the flusher into a busy loop."""
 
 
 def lock(rdir: Path, tries: int = 20) -> int:
@@ -122,7 +131,8 @@ class Daemon:
         self.cap_bytes, self.retention_hours = cap_bytes or None, retention_hours or None  # 0: no limit, as the CLI
         self.host = hostname()
         self.stats: dict[str, Any] = {"flushes": 0, "last_flush_ns": None, "last_flush_samples": 0, "lost": 0,
-                                      "deleted": 0, "flush_error": None}  # fmt: skip
+                                      "deleted": 0, "flush_error": None, "flush_error_since_ns": None,
+                                      "flush_failures": 0, "unsaved": 0}  # fmt: skip
         self._files: list[tuple[int, int, Path, int]] | None = None  # this host's files, oldest first
         self._listed_at = 0.0
         self._stop = threading.Event()
@@ -131,7 +141,7 @@ class Daemon:
         self._cost_mark = (time.monotonic(), time.process_time())
 
     def run(self) -> int:
-        """Sample until SIGTERM/SIGINT; return 0."""
+        """Sample until SIGTERM/SIGINT; return 0, or 1 when the final write failed (``unsaved`` samples)."""
         self.rdir = private_dir(runtime_dir())
         lock_fd = lock(self.rdir)
         try:
@@ -144,12 +154,15 @@ class Daemon:
             self._flush_now.set()
             flusher.join()
             self._flush()  # the last partial segment
+            pending = self.ring.count - self.flushed  # 0 unless that write failed
+            self.stats["unsaved"] = min(pending, self.capacity)  # in the ring, not on disk
+            self.stats["lost"] += pending - self.stats["unsaved"]  # lapped by the ring before any write
             self.ring.state = STOPPED
             (self.rdir / RING).unlink(missing_ok=True)
             self._write_status("stopped")
         finally:
             os.close(lock_fd)
-        return 0
+        return 1 if self.stats["unsaved"] else 0
 
     def _open(self) -> None:
         self.host_sampler = HostSampler(self.interval_s, capacity=1)
@@ -205,35 +218,54 @@ class Daemon:
 
     def _flush_loop(self) -> None:
         while not self._stop.is_set():
-            self._flush_now.wait(self.flush_s)
+            if self.stats["flush_error"] is None:
+                self._flush_now.wait(self.flush_s)
+            else:  # failing: try again on its own clock, not at each tick of a ring more than half unflushed
+                self._stop.wait(min(self.flush_s, RETRY_S))
             if self._stop.is_set():
                 return
             self._flush_now.clear()
-            self._flush()
+            try:
+                self._flush()
+            except Exception as exc:  # noqa: BLE001 - the status could not be written: say so, go on
+                print(f"aonkit daemon: cannot write its status: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def _flush(self) -> None:
+        """Write the ring's unwritten samples to Parquet, then apply the disk cap and retention; update the status.
+
+        A failed write leaves them in the ring for the next try (its files are named by their first sample, so
+        a retry replaces what a half-done one wrote); a failed prune is said in the status and tried again at the
+        next write.
+        """
         cpu0 = time.thread_time()
-        end = self.ring.count
-        ts, values, _ = self.ring.read(self.flushed, end)
+        s = self.stats
         try:
+            end = self.ring.count
+            ts, values, _ = self.ring.read(self.flushed, end)
             files = store.write_segment(self.root, self.host, ts, values, self.channels) if len(ts) else []
+        except Exception as exc:  # noqa: BLE001 - disk full, removed root...: keep the samples, try again later
+            self._files = None  # list the directory again next time
+            s["flush_error"] = f"{type(exc).__name__}: {exc}"
+            s["flush_error_since_ns"] = s["flush_error_since_ns"] or time.time_ns()
+            s["flush_failures"] += 1
+            self._write_status("running")
+            return
+        s["lost"] += (end - self.flushed) - len(ts)
+        s["flushes"] += 1
+        s["last_flush_ns"], s["last_flush_samples"], s["last_flush_files"] = time.time_ns(), len(ts), len(files)
+        s["flush_error"] = s["flush_error_since_ns"] = None
+        self.flushed = self.ring.flushed = end
+        try:
             store.release_memory()
             gone = store.prune(self.hdir, self.cap_bytes,
                                None if self.retention_hours is None else self.retention_hours * 3600,
                                files=self._known_files(files))  # fmt: skip
-        except OSError as exc:  # disk full, removed root: keep the samples in the ring and try again
-            self._files = None  # list the directory again next time
-            self.stats["flush_error"] = f"{type(exc).__name__}: {exc}"
-            self._write_status("running")
-            return
-        s = self.stats
-        s["lost"] += (end - self.flushed) - len(ts)
-        s["flushes"] += 1
-        s["last_flush_ns"], s["last_flush_samples"], s["last_flush_files"] = time.time_ns(), len(ts), len(files)
-        s["deleted"] += len(gone)
-        s["flush_error"] = None
+            s["deleted"] += len(gone)
+            s["prune_error"] = None
+        except Exception as exc:  # noqa: BLE001 - the samples are on disk; the cap is applied at the next write
+            self._files = None
+            s["prune_error"] = f"{type(exc).__name__}: {exc}"
         s["last_flush_cpu_ms"] = round((time.thread_time() - cpu0) * 1e3, 2)  # the flusher thread's own CPU
-        self.flushed = self.ring.flushed = end
         self._write_status("running")
 
     def _known_files(self, written: list[tuple[Path, int]]) -> list[tuple[int, int, Path, int]]:

@@ -75,6 +75,19 @@ def samplers_line(st: dict[str, Any]) -> str:
             f"{st['gpu_unsupported']} left out{every}")  # fmt: skip
 
 
+def _write_errors(st: dict[str, Any]) -> list[str]:
+    """Status lines for a failing Parquet write (with how long the ring keeps what waits) and a failing prune."""
+    out = []
+    if st.get("flush_error"):
+        keeps = st["capacity"] * st["interval_s"]
+        out.append(f"  WRITING FAILS since {_ago(st.get('flush_error_since_ns'))}, {st.get('flush_failures', 1)} "
+                   f"tries: {st['flush_error']}; the samples wait in the ring, which keeps the last {keeps:g} s "
+                   "(older ones are lost while this lasts)")
+    if st.get("prune_error"):
+        out.append(f"  disk cap and retention not applied: {st['prune_error']}")
+    return out
+
+
 def status_text(rdir: Path, pid: int | None) -> str:
     """The status report: running or not, samplers, ring, disk, last flush and opted-in processes."""
     from . import store
@@ -84,7 +97,9 @@ def status_text(rdir: Path, pid: int | None) -> str:
     if pid is None:
         lines = ["aonkit daemon: not running"]
         if st:
-            lines.append(f"  last run: pid {st['pid']}, {st['state']}; last flush {_ago(st.get('last_flush_ns'))}")
+            lines.append(f"  last run: pid {st['pid']}, {st['state']}; last flush {_ago(st.get('last_flush_ns'))}"
+                         + (f"; {st['unsaved']} samples NOT WRITTEN at its stop: {st.get('flush_error')}"
+                            if st.get("unsaved") else ""))  # fmt: skip
     elif st is None or st.get("pid") != pid:
         return f"aonkit daemon: starting (pid {pid})"
     else:
@@ -106,7 +121,8 @@ def status_text(rdir: Path, pid: int | None) -> str:
                          f"{used}/{st['capacity']} samples held ({100 * used / st['capacity']:.0f}% full), "
                          f"{count - flushed} not yet on disk, {count} taken")
         lines.append(f"  last flush: {_ago(st.get('last_flush_ns'))}, {st.get('last_flush_samples', 0)} samples; "
-                     f"{st['lost']} samples lost" + (f"; error: {st['flush_error']}" if st.get("flush_error") else ""))
+                     f"{st['lost']} samples lost")
+        lines += _write_errors(st)
         if st.get("cpu_percent") is not None:
             since = 100 * st["cpu_s"] / max(1e-9, (st["status_ns"] - st["started_ns"]) / 1e9)
             rss = (f"; RSS {_size(st['rss_bytes'])} (peak {_size(st['rss_peak_bytes'])})"
