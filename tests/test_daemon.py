@@ -312,6 +312,26 @@ def test_a_failing_write_is_retried_at_its_pace_and_a_failed_stop_says_what_was_
     assert f"{st['unsaved']} samples NOT WRITTEN at its stop" in live.cli("daemon", "status").stdout
 
 
+def test_status_and_readers_say_when_sampling_has_stalled(live, monkeypatch) -> None:
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    pid = live.start_daemon()
+    live.wait(lambda: live.status().get("flushes", 0) >= 1)
+    reader = aonkit.live.attach()
+    assert reader.alive and "STALLED" not in live.cli("daemon", "status").stdout
+    os.kill(pid, signal.SIGSTOP)  # as a sampling thread blocked in NVML: no tick, the process still there
+    try:
+        time.sleep(2.5)
+        r = live.cli("daemon", "status")
+        assert r.returncode == 0 and re.search(r"SAMPLING STALLED: no sample for [2-9]\.\d s", r.stdout), r.stdout
+        assert not reader.alive
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    live.wait(lambda: reader.alive)
+    text = live.cli("daemon", "status").stdout
+    assert "STALLED" not in text and re.search(r"taken, the last 0\.\d s ago", text), text
+    reader.close()
+
+
 def test_disk_cap_and_retention_delete_the_oldest(tmp_path: Path) -> None:
     hour = 3600 * 10**9
     now = 1_800_000_000 * 10**9

@@ -17,7 +17,7 @@ import pandas as pd
 from ..sources.samplers import samples_table
 from . import store
 from .paths import RING, STATUS, DaemonNotRunning, NotOwnerError, check_private, runtime_dir
-from .ring import RUNNING, Ring
+from .ring import RUNNING, Ring, stalled
 from .status import read_json
 
 
@@ -109,8 +109,7 @@ class LiveReader:
     @property
     def alive(self) -> bool:
         """True while the daemon runs (its ring is marked running and was written within a few intervals)."""
-        fresh = time.time_ns() - self.ring.heartbeat_ns < max(5 * self.ring.interval_ns, 2 * 10**9)
-        return self.ring.state == RUNNING and fresh
+        return self.ring.state == RUNNING and not stalled(self.ring.heartbeat_ns, self.ring.interval_ns, time.time_ns())
 
     def close(self) -> None:
         """Unmap the ring."""

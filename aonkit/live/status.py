@@ -106,7 +106,7 @@ def status_text(rdir: Path, pid: int | None) -> str:
         up = int((time.time_ns() - st["started_ns"]) / 1e9)
         lines = [f"aonkit daemon: running (pid {pid}), up {up // 3600}:{up // 60 % 60:02d}:{up % 60:02d}",
                  f"  samplers: {samplers_line(st)}"]
-        from .ring import Ring
+        from .ring import Ring, stalled
 
         check_private(rdir / RING, "daemon's ring")
         try:
@@ -114,12 +114,16 @@ def status_text(rdir: Path, pid: int | None) -> str:
         except ValueError as exc:  # a daemon of another aonkit version
             lines.append(f"  ring: {exc}; restart the daemon (`aonkit daemon stop; aonkit daemon start`)")
         else:
-            count, flushed = ring.count, ring.flushed
+            count, flushed, beat, every = ring.count, ring.flushed, ring.heartbeat_ns, ring.interval_ns
             ring.close()
-            used = min(count, st["capacity"])
+            used, now = min(count, st["capacity"]), time.time_ns()
             lines.append(f"  ring: {rdir / RING}: {st['channels']} channels every {st['interval_s']:g} s; "
                          f"{used}/{st['capacity']} samples held ({100 * used / st['capacity']:.0f}% full), "
-                         f"{count - flushed} not yet on disk, {count} taken")
+                         f"{count - flushed} not yet on disk, {count} taken, the last {(now - beat) / 1e9:.1f} s ago")
+            if count and stalled(beat, every, now):
+                lines.append(f"  SAMPLING STALLED: no sample for {(now - beat) / 1e9:.1f} s (one every "
+                             f"{st['interval_s']:g} s expected): the process is stopped (SIGSTOP, a debugger) or "
+                             "blocked, e.g. in an NVML call to a failing GPU")  # fmt: skip
         lines.append(f"  last flush: {_ago(st.get('last_flush_ns'))}, {st.get('last_flush_samples', 0)} samples; "
                      f"{st['lost']} samples lost")
         lines += _write_errors(st)
