@@ -149,7 +149,8 @@ class Profile:
                     trace_json.unlink(missing_ok=True)  # no half-written export left in the bundle
                 trace_json = None
         for s in self._samplers:
-            s.stop()
+            if s.stop() is False:  # a thread blocked in a driver call is not waited for: the bundle is written
+                self.messages.append(f"{type(s).__name__}: {s.stuck}; its samples until then are kept")
         if self._drained is not None:
             self._drained.stop()
         self.status = "ok" if error is None else f"raised {type(error).__name__}"

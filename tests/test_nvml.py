@@ -637,3 +637,47 @@ def test_the_batched_tick_takes_a_field_value_by_its_type_and_hands_other_types_
     # AND a type it does not unpack (a double) hands every tick back from then on
     out["ret"], out["type"] = 0, 0
     assert fast.tick(None, False) is None and fast.dead
+
+
+def test_a_sampler_blocked_in_nvml_does_not_hold_the_profile_at_its_stop(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    import aonkit
+    from aonkit.profiling import Profile
+    from aonkit.sources import samplers
+
+    monkeypatch.setattr(samplers, "STOP_WAIT_S", 0.3)
+    gpu = FakeGpu(power_instant=False)
+    sampler = NvmlSampler(nvml=FakeNvml([gpu]), gpm=False, interval_s=0.05)
+    monkeypatch.setattr(Profile, "_gpu_sampler", lambda self: [sampler])
+    prof = aonkit.profile(tmp_path / "run", trace=False, interval_s=0.05).start()
+    time.sleep(0.4)
+    gpu.slow["nvmlDeviceGetPowerUsage"] = 2.0  # the GPU stops answering: the next read blocks for 2 s
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    path = prof.stop()
+    took = time.monotonic() - t0
+    # THEN the stop waited about STOP_WAIT_S (0.3 s, and 5 intervals), not for the driver, and said so
+    assert took < 1.5, took
+    note = next(m for m in prof.messages if m.startswith("NvmlSampler: its thread was still taking a sample"))
+    assert "0.3 s after the stop" in note and note.endswith("its samples until then are kept")
+    bundle = aonkit.load(path)
+    assert (bundle.samples["device"] == 0).any() and (bundle.samples["device"] == -1).any()
+    # AND the thread, once the call returns, ends by itself and closes its pipe; NVML was left open meanwhile
+    fds = sampler._orphaned_pipe
+    assert fds is not None and sampler.stuck and sampler.nvml is not None
+    pipes = [os.fstat(fd).st_ino for fd in fds]
+    sampler.close()  # a close while it is still blocked leaves NVML open for it
+    assert sampler._open
+    deadline = time.monotonic() + 10
+    while sampler._thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sampler._thread.is_alive() and sampler._orphaned_pipe is None
+    for fd, ino in zip(fds, pipes):  # closed (the number may be reused since, by another file)
+        try:
+            assert os.fstat(fd).st_ino != ino
+        except OSError:
+            pass
+    assert sampler.stop() is True  # a later stop finds it ended
+    sampler.close()
+    assert not sampler._open

@@ -334,9 +334,13 @@ class NvmlSampler(RingSampler):
         return time_readers(self, repeat)
 
     def close(self) -> None:
-        """Stop sampling, free GPM buffers and shut NVML down (the samples stay readable)."""
-        if getattr(self, "_thread", None) is not None:  # (not made yet when the probe failed)
-            self.stop()
+        """Stop sampling, free GPM buffers and shut NVML down (the samples stay readable).
+
+        When the sampling thread is still inside an NVML call after :meth:`stop`'s wait (``stuck``), NVML is
+        left open for it: freeing its buffers or shutting NVML down under it is not safe.
+        """
+        if getattr(self, "_thread", None) is not None and not self.stop():  # (no thread when the probe failed)
+            return
         for gpu in getattr(self, "_gpus", []):
             for reader, _ in gpu.readers:
                 if isinstance(reader, Gpm):

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 # pandas is imported where a table is made (read; samples.py), not here: the daemon
 # samples with this module in a process that never loads pandas.
 
+STOP_WAIT_S = 5.0
+"""How long :meth:`RingSampler.stop` waits for a sampling thread that is inside a sample (at least 5 intervals)."""
+
 
 class Sampler(Protocol):
     """What a live view needs from a sampler."""
@@ -56,8 +59,8 @@ class Sampler(Protocol):
     def start(self) -> None:
         """Start sampling (idempotent)."""
 
-    def stop(self) -> None:
-        """Stop sampling and join the thread."""
+    def stop(self) -> bool | None:
+        """Stop sampling and join the thread (False: a thread blocked in a call was not waited for)."""
 
     def read(self, cursor: int = 0) -> tuple[pd.DataFrame, int]:
         """Samples taken after ``cursor`` (long form) and the cursor to pass next time."""
@@ -85,6 +88,8 @@ class RingSampler:
     error : Exception or None
         The last exception :meth:`sample` raised; that sample's values are NaN and
         sampling goes on (the thread never raises).
+    stuck : str or None
+        Why the last :meth:`stop` did not wait for the thread (None when it did).
     """
 
     metrics: tuple[str, ...] = ()
@@ -109,8 +114,10 @@ class RingSampler:
         self._stop = threading.Event()
         self._pipe: tuple[int, int] | None = None  # wakes the sleeping thread on stop (POSIX)
         self._thread: threading.Thread | None = None
+        self._orphaned_pipe: tuple[int, int] | None = None
         self._cost = [0, 0, 0, 0]  # n, total, max, last (ns)
         self.error: Exception | None = None
+        self.stuck: str | None = None
 
     @property
     def channels(self) -> list[tuple[int, str]]:
@@ -174,21 +181,45 @@ class RingSampler:
         self._stop.clear()
         if os.name == "posix" and self._pipe is None:
             self._pipe = os.pipe()
-        self._thread = threading.Thread(target=self._run, name=f"aonkit-{type(self).__name__}", daemon=True)
+        self.stuck = None
+        self._thread = threading.Thread(target=self._thread_main, name=f"aonkit-{type(self).__name__}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop sampling and wait for the thread."""
+    def _thread_main(self) -> None:
+        try:
+            self._run()
+        finally:
+            left = self._orphaned_pipe  # the pipe of a stop that did not wait for this thread
+            self._orphaned_pipe = None
+            for fd in left or ():
+                os.close(fd)
+
+    def stop(self, timeout_s: float | None = None) -> bool:
+        """Stop sampling and wait for the thread; True when it has ended.
+
+        A thread still inside :meth:`sample` after ``timeout_s`` (default :data:`STOP_WAIT_S`, and at least 5
+        intervals), e.g. blocked in an NVML call to a GPU that fell off the bus, is not waited for: it is told
+        to stop, left to end by itself (a daemon thread), and ``stuck`` says so; the samples taken until then
+        stay readable. The caller (a notebook cell) is never held by a driver.
+        """
         self._stop.set()
         if self._pipe is not None:
             os.write(self._pipe[1], b"x")
         if self._thread is not None:
-            self._thread.join()
+            wait = max(STOP_WAIT_S, 5 * self.interval_s) if timeout_s is None else timeout_s
+            self._thread.join(wait)
+            if self._thread.is_alive():
+                self.stuck = (f"its thread was still taking a sample {wait:g} s after the stop (blocked in a driver "
+                              "call?)")
+                if self._pipe is not None:  # closed by the thread when it ends
+                    self._orphaned_pipe, self._pipe = self._pipe, None
+                return False
             self._thread = None
         if self._pipe is not None:
             for fd in self._pipe:
                 os.close(fd)
             self._pipe = None
+        return True
 
     def read(self, cursor: int = 0) -> tuple[pd.DataFrame, int]:
         """Samples taken after ``cursor``, oldest first, in long form; and the next cursor."""
