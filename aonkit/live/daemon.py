@@ -9,7 +9,7 @@ sampling, writes the last partial segment, marks the ring stopped and releases t
 
 A write that fails (a full disk, a removed or replaced data directory, any error) never stops the daemon: the
 samples stay in the ring, the error and since when are in the status (``flush_error``, ``flush_error_since_ns``,
-``flush_failures``), and the write is tried again every :data:`RETRY_S` seconds; the first that succeeds writes
+``flush_failures``), and the write is tried again every :data:`~aonkit.live.flusher.RETRY_S` seconds; the first that succeeds writes
 every sample still in the ring (those it lapped meanwhile are counted in ``lost``). Samples a failing final write
 leaves unwritten at the stop are counted in ``unsaved``.
 
@@ -35,16 +35,11 @@ from typing import Any
 from ..sources.handoffs import HandoffGuard
 from ..sources.samplers import HostSampler
 from . import store
+from .flusher import Flusher
 from .options import DEFAULTS, add_run_arguments
 from .paths import LOCK, RING, STATUS, LiveError, data_root, hostname, open_private, private_dir, runtime_dir
 from .ring import STOPPED, Ring
 from .status import write_json
-
-RELIST_S = 3600.0
-"""How often the flusher lists the host's files again (files deleted or added by others are seen then)."""
-RETRY_S = 5.0
-"""After a failed write the flusher tries again this long later (or after ``flush_s``, if shorter), not at every
-tick of a ring more than half unflushed: a full disk must not turn the flusher into a busy loop."""
 
 
 def lock(rdir: Path, tries: int = 20) -> int:
@@ -73,7 +68,7 @@ def _nvml_override() -> Any:
     return getattr(importlib.import_module(module), factory)()
 
 
-class Daemon:
+class Daemon(Flusher):
     """One daemon run; :meth:`run` returns when it was told to stop, after the final flush.
 
     The constructor only checks and stores the settings; :meth:`run` takes the lock, opens the samplers, creates
@@ -137,6 +132,7 @@ class Daemon:
         self._listed_at = 0.0
         self._stop = threading.Event()
         self._flush_now = threading.Event()
+        self._flush_lock = threading.Lock()  # the flusher's writes and the main thread's
         self._wake = os.pipe()
         self._cost_mark = (time.monotonic(), time.process_time())
 
@@ -215,72 +211,6 @@ class Daemon:
             if next_t < now - self.interval_s:  # fell behind (suspended): skip the missed ticks
                 next_t = now
             select.select([self._wake[0]], [], [], max(0.0, next_t - now))
-
-    def _flush_loop(self) -> None:
-        while not self._stop.is_set():
-            if self.stats["flush_error"] is None:
-                self._flush_now.wait(self.flush_s)
-            else:  # failing: try again on its own clock, not at each tick of a ring more than half unflushed
-                self._stop.wait(min(self.flush_s, RETRY_S))
-            if self._stop.is_set():
-                return
-            self._flush_now.clear()
-            try:
-                self._flush()
-            except Exception as exc:  # noqa: BLE001 - the status could not be written: say so, go on
-                print(f"aonkit daemon: cannot write its status: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-    def _flush(self) -> None:
-        """Write the ring's unwritten samples to Parquet, then apply the disk cap and retention; update the status.
-
-        A failed write leaves them in the ring for the next try (its files are named by their first sample, so
-        a retry replaces what a half-done one wrote); a failed prune is said in the status and tried again at the
-        next write.
-        """
-        cpu0 = time.thread_time()
-        s = self.stats
-        try:
-            end = self.ring.count
-            ts, values, _ = self.ring.read(self.flushed, end)
-            files = store.write_segment(self.root, self.host, ts, values, self.channels) if len(ts) else []
-        except Exception as exc:  # noqa: BLE001 - disk full, removed root...: keep the samples, try again later
-            self._files = None  # list the directory again next time
-            s["flush_error"] = f"{type(exc).__name__}: {exc}"
-            s["flush_error_since_ns"] = s["flush_error_since_ns"] or time.time_ns()
-            s["flush_failures"] += 1
-            self._write_status("running")
-            return
-        s["lost"] += (end - self.flushed) - len(ts)
-        s["flushes"] += 1
-        s["last_flush_ns"], s["last_flush_samples"], s["last_flush_files"] = time.time_ns(), len(ts), len(files)
-        s["flush_error"] = s["flush_error_since_ns"] = None
-        self.flushed = self.ring.flushed = end
-        try:
-            store.release_memory()
-            gone = store.prune(self.hdir, self.cap_bytes,
-                               None if self.retention_hours is None else self.retention_hours * 3600,
-                               files=self._known_files(files))  # fmt: skip
-            s["deleted"] += len(gone)
-            s["prune_error"] = None
-        except Exception as exc:  # noqa: BLE001 - the samples are on disk; the cap is applied at the next write
-            self._files = None
-            s["prune_error"] = f"{type(exc).__name__}: {exc}"
-        s["last_flush_cpu_ms"] = round((time.thread_time() - cpu0) * 1e3, 2)  # the flusher thread's own CPU
-        self._write_status("running")
-
-    def _known_files(self, written: list[tuple[Path, int]]) -> list[tuple[int, int, Path, int]]:
-        """The host's files for :func:`store.prune`, oldest first.
-
-        Listed at the first flush and every :data:`RELIST_S`; between, the list kept so far plus the files just
-        ``written`` (a listing costs a ``stat`` per file: 10,080 files for a week of one-minute flushes).
-        """
-        if self._files is None or time.monotonic() - self._listed_at > RELIST_S:
-            self._files, self._listed_at = store.list_files(self.hdir), time.monotonic()
-        else:
-            for path, size in written:
-                if m := store.PART.match(path.name):
-                    self._files.append((int(m[1]), int(m[2]), path, size))
-        return self._files
 
     def _write_status(self, state: str) -> None:
         gpu = self.gpu
