@@ -332,6 +332,59 @@ def test_status_and_readers_say_when_sampling_has_stalled(live, monkeypatch) -> 
     reader.close()
 
 
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_removed_runtime_directory_is_made_again_and_no_sample_is_lost(live, monkeypatch) -> None:
+    import shutil
+
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    pid = live.start_daemon()
+    live.wait(lambda: live.status().get("flushes", 0) >= 1)
+    old = aonkit.live.attach()
+    shutil.rmtree(live.run_dir)  # what a logout does to $XDG_RUNTIME_DIR (or a /tmp cleaner to /tmp/aonkit-UID)
+    live.wait(lambda: live.run_dir.is_dir() and live.status().get("runtime_recreated") == 1)
+    assert live.daemon_pid() == pid and mode(live.run_dir) == 0o700
+    new = aonkit.live.attach()
+    assert new.pid == pid and new.alive and len(new.read(0)[0])
+    live.wait(lambda: not old.alive)  # the old mapping is written no more
+    again = live.cli("daemon", "start")
+    assert again.returncode == 2 and f"already running (pid {pid})" in again.stdout + again.stderr
+    new.close()
+    old.close()
+    assert live.cli("daemon", "stop").returncode == 0
+    st = live.status()
+    assert st["state"] == "stopped" and st["lost"] == 0 and st["unsaved"] == 0
+    assert disk_table(live.data)["ts_ns"].nunique() == st["samples"]  # both rings' samples, every one
+
+
+def test_a_daemon_whose_runtime_directory_another_took_stops_and_leaves_that_one_alone(live, monkeypatch) -> None:
+    import shutil
+
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    first = live.start_daemon()
+    live.wait(lambda: live.status().get("flushes", 0) >= 1)
+    os.kill(first, signal.SIGSTOP)  # so that the second starts before the first notices
+    try:
+        shutil.rmtree(live.run_dir)
+        second = live.start_daemon()
+    finally:
+        os.kill(first, signal.SIGCONT)
+    live.wait(lambda: not _running(first))
+    st = live.status()
+    assert live.daemon_pid() == second and st["pid"] == second and st["state"] == "running"
+    reader = aonkit.live.attach()
+    assert reader.pid == second and reader.alive
+    reader.close()
+    assert live.cli("daemon", "stop").returncode == 0
+    pids = {int(p.stem.rsplit("-", 1)[1]) for p in live.data.rglob("part-*.parquet")}
+    assert pids == {first, second}  # the first wrote its samples before it stopped
+
+
 def test_disk_cap_and_retention_delete_the_oldest(tmp_path: Path) -> None:
     hour = 3600 * 10**9
     now = 1_800_000_000 * 10**9
@@ -510,13 +563,14 @@ def test_the_daemon_reads_gpm_and_the_slow_metrics_at_their_own_intervals(tmp_pa
 def test_no_error_of_a_write_a_prune_or_the_status_stops_the_flusher(tmp_path: Path, monkeypatch) -> None:
     import threading
 
-    from aonkit.live.daemon import Daemon
+    from aonkit.live.daemon import Daemon, lock
     from aonkit.live.paths import private_dir
     from aonkit.live.status import read_json, status_text
 
     monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(tmp_path / "run"))
     d = Daemon(root=tmp_path / "data", flush_s=0.05)
     d.rdir = private_dir(tmp_path / "run")
+    d._lock_fd = lock(d.rdir)  # as run() does
     d._open()
     for k in range(5):
         d.ring.write(1_800_000_000 * 10**9 + k, [float(k)] * len(d.channels))
@@ -557,5 +611,6 @@ def test_no_error_of_a_write_a_prune_or_the_status_stops_the_flusher(tmp_path: P
     flusher.join(10)
     assert not flusher.is_alive()
     d.ring.close()
+    os.close(d._lock_fd)
     if d.gpu is not None:
         d.gpu.close()

@@ -9,9 +9,10 @@ sampling, writes the last partial segment, marks the ring stopped and releases t
 
 A write that fails (a full disk, a removed or replaced data directory, any error) never stops the daemon: the
 samples stay in the ring, the error and since when are in the status (``flush_error``, ``flush_error_since_ns``,
-``flush_failures``), and the write is tried again every :data:`~aonkit.live.flusher.RETRY_S` seconds; the first that succeeds writes
-every sample still in the ring (those it lapped meanwhile are counted in ``lost``). Samples a failing final write
-leaves unwritten at the stop are counted in ``unsaved``.
+``flush_failures``), and the write is tried again every :data:`~aonkit.live.flusher.RETRY_S` seconds; the first
+that succeeds writes every sample still in the ring (those it lapped meanwhile are counted in ``lost``). Samples a
+failing final write leaves unwritten at the stop are counted in ``unsaved``. A removed runtime directory is made
+again (:mod:`.runtime_guard`).
 
 Test hook: ``AONKIT_FAKE_NVML=module:factory`` (read here only) samples GPUs through ``factory()``, an object
 with pynvml's API (e.g. the fake NVML of the tests), instead of ``pynvml``.
@@ -38,7 +39,8 @@ from . import store
 from .flusher import Flusher
 from .options import DEFAULTS, add_run_arguments
 from .paths import LOCK, RING, STATUS, LiveError, data_root, hostname, open_private, private_dir, runtime_dir
-from .ring import STOPPED, Ring
+from .ring import STOPPED
+from .runtime_guard import RuntimeGuard, file_id
 from .status import write_json
 
 
@@ -68,7 +70,7 @@ def _nvml_override() -> Any:
     return getattr(importlib.import_module(module), factory)()
 
 
-class Daemon(Flusher):
+class Daemon(Flusher, RuntimeGuard):
     """One daemon run; :meth:`run` returns when it was told to stop, after the final flush.
 
     The constructor only checks and stores the settings; :meth:`run` takes the lock, opens the samplers, creates
@@ -133,13 +135,15 @@ class Daemon(Flusher):
         self._stop = threading.Event()
         self._flush_now = threading.Event()
         self._flush_lock = threading.Lock()  # the flusher's writes and the main thread's
+        self._lost_runtime = threading.Event()  # set by the flusher: the runtime directory is to be made again
+        self._samples_before, self._ring_id = 0, None  # samples of the rings before this one
         self._wake = os.pipe()
         self._cost_mark = (time.monotonic(), time.process_time())
 
     def run(self) -> int:
         """Sample until SIGTERM/SIGINT; return 0, or 1 when the final write failed (``unsaved`` samples)."""
         self.rdir = private_dir(runtime_dir())
-        lock_fd = lock(self.rdir)
+        self._lock_fd = lock(self.rdir)
         try:
             self._open()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -154,10 +158,11 @@ class Daemon(Flusher):
             self.stats["unsaved"] = min(pending, self.capacity)  # in the ring, not on disk
             self.stats["lost"] += pending - self.stats["unsaved"]  # lapped by the ring before any write
             self.ring.state = STOPPED
-            (self.rdir / RING).unlink(missing_ok=True)
+            if file_id(self.rdir / RING) == self._ring_id:  # not another daemon's
+                (self.rdir / RING).unlink(missing_ok=True)
             self._write_status("stopped")
         finally:
-            os.close(lock_fd)
+            os.close(self._lock_fd)
         return 1 if self.stats["unsaved"] else 0
 
     def _open(self) -> None:
@@ -167,7 +172,7 @@ class Daemon(Flusher):
         self.n_host = len(self.host_sampler.channels)
         self.hdir = private_dir(store.host_dir(private_dir(self.root), self.host))
         store.remove_stale_temps(self.hdir)
-        self.ring = Ring.create(self.rdir / RING, self.channels, self.capacity, int(self.interval_s * 1e9))
+        self._new_ring()
         self.started_ns, self.flushed = time.time_ns(), 0
         self._write_status("running")
 
@@ -199,6 +204,11 @@ class Daemon(Flusher):
         next_t = time.monotonic()
         handoffs = HandoffGuard()  # the flusher thread must not hold each reading up by a switch interval
         while not self._stop.is_set():
+            if self._lost_runtime.is_set():
+                self._lost_runtime.clear()
+                if not self._reopen_runtime():  # another daemon samples now
+                    self._stop.set()
+                    break
             stamp = time.time_ns()  # a tick is stamped with its first reading's time
             t0 = time.perf_counter_ns()
             values = handoffs.call(self._read_tick)
@@ -213,6 +223,8 @@ class Daemon(Flusher):
             select.select([self._wake[0]], [], [], max(0.0, next_t - now))
 
     def _write_status(self, state: str) -> None:
+        if not self.owns_runtime():  # the directory is gone, or another daemon's now
+            return
         gpu = self.gpu
         write_json(self.rdir / STATUS, {
             "state": state, "pid": os.getpid(), "started_ns": self.started_ns, "status_ns": time.time_ns(),
@@ -224,7 +236,7 @@ class Daemon(Flusher):
             "slow_interval_s": self.slow_interval_s, "host_metrics": list(self.host_sampler.metrics),
             "gpus": list(gpu.devices) if gpu else [], "gpu_names": getattr(gpu, "device_names", {}),
             "gpu_metrics": len(gpu.metrics) if gpu else 0, "gpu_unsupported": gpu.n_unsupported if gpu else 0,
-            "gpu_note": self.gpu_note, "samples": self.ring.count, **self.stats, **self._cost(),
+            "gpu_note": self.gpu_note, "samples": self._samples_before + self.ring.count, **self.stats, **self._cost(),
         })  # fmt: skip
 
     def _cost(self) -> dict[str, Any]:

@@ -1,0 +1,87 @@
+"""The daemon's hold on its runtime directory: it notices the directory (or its ring) was removed, and makes it again.
+
+A logout removes ``$XDG_RUNTIME_DIR`` (systemd-logind, unless the user lingers), and a ``/tmp`` cleaner may remove
+an old ``/tmp/aonkit-UID``. The daemon's mapping and lock outlive their files, but readers could no longer attach,
+and ``aonkit daemon start`` would find no lock and start a second daemon. So after each flush the flusher checks
+that the lock and ring files in the directory are still the daemon's own; when not, the sampling thread, at its
+next tick, writes the old ring's samples to Parquet, takes the lock again in a new directory and makes a new ring
+there (readers attach again; ``stats["runtime_recreated"]`` counts it). Where another daemon has taken the
+directory meanwhile, this one stops (after writing its samples) and leaves that daemon's files alone.
+
+A mixin of :class:`aonkit.live.daemon.Daemon` (its ``rdir``, ``ring``, ``channels``, ``capacity``, ``interval_s``,
+``flushed``, ``stats``, ``_flush_lock``, ``_write_pending`` and ``_write_status``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from .paths import LOCK, RING, LiveError, private_dir
+from .ring import Ring
+
+
+def file_id(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, or None when it is not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class RuntimeGuard:
+    """Keeps the daemon's runtime directory (see the module)."""
+
+    rdir: Path
+    ring: Ring
+    stats: dict[str, Any]
+    _flush_lock: threading.Lock
+    _lock_fd: int
+    _ring_id: tuple[int, int] | None
+    _samples_before: int
+
+    def owns_runtime(self) -> bool:
+        """Whether the lock file in the runtime directory is still the one this daemon holds."""
+        held = os.fstat(self._lock_fd)
+        return file_id(self.rdir / LOCK) == (held.st_dev, held.st_ino)
+
+    def _runtime_intact(self) -> bool:
+        return self.owns_runtime() and file_id(self.rdir / RING) == self._ring_id
+
+    def _new_ring(self) -> None:
+        self.ring = Ring.create(self.rdir / RING, self.channels, self.capacity, int(self.interval_s * 1e9))
+        self._ring_id = file_id(self.rdir / RING)
+
+    def _reopen_runtime(self) -> bool:
+        """Make the runtime directory, lock and ring again (the sampling thread); False: another daemon has it."""
+        from .daemon import lock
+
+        try:
+            if not self.owns_runtime():
+                fd = lock(private_dir(self.rdir))
+                os.close(self._lock_fd)
+                self._lock_fd = fd
+        except LiveError as exc:  # "already running (pid N)": that daemon samples from now on
+            self.stats["stop_reason"] = f"another daemon took the runtime directory {self.rdir}: {exc}"
+            print(f"aonkit daemon: stopping: {self.stats['stop_reason']}", file=sys.stderr, flush=True)
+            return False
+        except OSError as exc:  # tried again after the next flush
+            print(f"aonkit daemon: cannot make the runtime directory again: {exc}", file=sys.stderr, flush=True)
+            return True
+        with self._flush_lock:  # the old ring's samples to disk, then the new ring: the flusher sees one or the other
+            self._write_pending()
+            old, pending = self.ring, self.ring.count - self.flushed
+            self.stats["lost"] += pending  # 0 unless that write failed: the old ring is not kept
+            self._samples_before += old.count
+            self._new_ring()
+            self.flushed = 0
+            old.close()
+        self.stats["runtime_recreated"] = self.stats.get("runtime_recreated", 0) + 1
+        print(f"aonkit daemon: the runtime directory {self.rdir} was removed; made it again with a new ring",
+              file=sys.stderr, flush=True)  # fmt: skip
+        self._write_status("running")
+        return True
