@@ -320,15 +320,16 @@ def test_status_and_readers_say_when_sampling_has_stalled(live, monkeypatch) -> 
     assert reader.alive and "STALLED" not in live.cli("daemon", "status").stdout
     os.kill(pid, signal.SIGSTOP)  # as a sampling thread blocked in NVML: no tick, the process still there
     try:
-        time.sleep(2.5)
+        time.sleep(3.5)  # past 2 s without a tick, and 3 s (3 flushes) without a write
         r = live.cli("daemon", "status")
-        assert r.returncode == 0 and re.search(r"SAMPLING STALLED: no sample for [2-9]\.\d s", r.stdout), r.stdout
+        assert r.returncode == 0 and re.search(r"SAMPLING STALLED: no sample for [3-9]\.\d s", r.stdout), r.stdout
+        assert re.search(r"WRITING LATE: no write for [3-9] s \(one every 1 s expected\)", r.stdout), r.stdout
         assert not reader.alive
     finally:
         os.kill(pid, signal.SIGCONT)
-    live.wait(lambda: reader.alive)
+    live.wait(lambda: reader.alive and live.status()["status_ns"] > time.time_ns() - 10**9)
     text = live.cli("daemon", "status").stdout
-    assert "STALLED" not in text and re.search(r"taken, the last 0\.\d s ago", text), text
+    assert "STALLED" not in text and "LATE" not in text and re.search(r"taken, the last 0\.\d s ago", text), text
     reader.close()
 
 

@@ -127,6 +127,10 @@ def status_text(rdir: Path, pid: int | None) -> str:
         lines.append(f"  last flush: {_ago(st.get('last_flush_ns'))}, {st.get('last_flush_samples', 0)} samples; "
                      f"{st['lost']} samples lost")
         lines += _write_errors(st)
+        late = (time.time_ns() - (st.get("last_flush_ns") or st["started_ns"])) / 1e9
+        if not st.get("flush_error") and late > max(3 * st["flush_s"], st["flush_s"] + 2):
+            lines.append(f"  WRITING LATE: no write for {late:.0f} s (one every {st['flush_s']:g} s expected): the "
+                         "flusher is blocked (a hung network file system?) or the process is stopped")  # fmt: skip
         if st.get("cpu_percent") is not None:
             since = 100 * st["cpu_s"] / max(1e-9, (st["status_ns"] - st["started_ns"]) / 1e9)
             rss = (f"; RSS {_size(st['rss_bytes'])} (peak {_size(st['rss_peak_bytes'])})"
