@@ -44,8 +44,9 @@ class Flusher:
                 self._flush()
             except Exception as exc:  # noqa: BLE001 - the status could not be written: say so, go on
                 print(f"aonkit daemon: cannot write its status: {type(exc).__name__}: {exc}", file=sys.stderr)
-            if not self._runtime_intact():  # removed (a logout, a /tmp cleaner): the sampling thread makes it again
-                self._lost_runtime.set()
+            with self._flush_lock:  # (the sampling thread replaces the lock and ring under it)
+                if not self._runtime_intact():  # removed (a logout, a /tmp cleaner): the sampling thread makes it
+                    self._lost_runtime.set()
 
     def _flush(self) -> None:
         with self._flush_lock:

@@ -41,15 +41,15 @@ MAGIC = b"AONRING1"
 VERSION = 2
 _HEAD = struct.Struct("<8sII III4x QQq QQqQ I")
 _COUNT, _FLUSHED, _BEAT, _STATE = 56, 64, 72, 80
+_U64, _I64 = struct.Struct("<Q"), struct.Struct("<q")
+_CHECKED = 16  # the slot's bytes from here on (time and values) are under its check
+_K_MASK = 0xFFFFFFFF
+RUNNING, STOPPED = 1, 2
 
 
 def stalled(heartbeat_ns: int, interval_ns: int, now_ns: int) -> bool:
     """Whether a writer whose last tick was at ``heartbeat_ns`` has missed several: 5 intervals, and 2 s at least."""
     return now_ns - heartbeat_ns >= max(5 * interval_ns, 2 * 10**9)
-_U64, _I64 = struct.Struct("<Q"), struct.Struct("<q")
-_CHECKED = 16  # the slot's bytes from here on (time and values) are under its check
-_K_MASK = 0xFFFFFFFF
-RUNNING, STOPPED = 1, 2
 
 
 def _slot_dtype(n: int) -> np.dtype:

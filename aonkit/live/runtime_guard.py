@@ -60,24 +60,28 @@ class RuntimeGuard:
         """Make the runtime directory, lock and ring again (the sampling thread); False: another daemon has it."""
         from .daemon import lock
 
-        try:
-            if not self.owns_runtime():
-                fd = lock(private_dir(self.rdir))
-                os.close(self._lock_fd)
-                self._lock_fd = fd
-        except LiveError as exc:  # "already running (pid N)": that daemon samples from now on
-            self.stats["stop_reason"] = f"another daemon took the runtime directory {self.rdir}: {exc}"
-            print(f"aonkit daemon: stopping: {self.stats['stop_reason']}", file=sys.stderr, flush=True)
-            return False
-        except OSError as exc:  # tried again after the next flush
-            print(f"aonkit daemon: cannot make the runtime directory again: {exc}", file=sys.stderr, flush=True)
-            return True
-        with self._flush_lock:  # the old ring's samples to disk, then the new ring: the flusher sees one or the other
-            self._write_pending()
-            old, pending = self.ring, self.ring.count - self.flushed
-            self.stats["lost"] += pending  # 0 unless that write failed: the old ring is not kept
+        with self._flush_lock:  # the flusher, which checks the lock under it, sees the old state or the new one
+            try:
+                if not self.owns_runtime():
+                    fd = lock(private_dir(self.rdir))
+                    old_fd, self._lock_fd = self._lock_fd, fd
+                    os.close(old_fd)
+            except LiveError as exc:  # "already running (pid N)": that daemon samples from now on
+                self.stats["stop_reason"] = f"another daemon took the runtime directory {self.rdir}: {exc}"
+                print(f"aonkit daemon: stopping: {self.stats['stop_reason']}", file=sys.stderr, flush=True)
+                return False
+            except OSError as exc:  # tried again after the next flush
+                print(f"aonkit daemon: cannot make the runtime directory again: {exc}", file=sys.stderr, flush=True)
+                return True
+            self._write_pending()  # the old ring's samples to disk, then the new ring
+            old = self.ring
+            try:
+                self._new_ring()
+            except OSError as exc:  # the old ring stays in use; tried again after the next flush
+                print(f"aonkit daemon: cannot make a new ring: {exc}", file=sys.stderr, flush=True)
+                return True
+            self.stats["lost"] += old.count - self.flushed  # 0 unless that write failed: the old ring is not kept
             self._samples_before += old.count
-            self._new_ring()
             self.flushed = 0
             old.close()
         self.stats["runtime_recreated"] = self.stats.get("runtime_recreated", 0) + 1
