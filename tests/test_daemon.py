@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -281,6 +282,8 @@ def test_a_failing_write_keeps_the_samples_until_a_write_succeeds(live) -> None:
     assert live.daemon_pid() == pid and st["flush_error"].startswith(("NotADirectoryError", "FileExistsError"))
     text = live.cli("daemon", "status").stdout
     assert "WRITING FAILS since" in text and st["flush_error"] in text and "keeps the last 300 s" in text
+    got = json.loads(live.cli("daemon", "status", "--json").stdout)
+    assert got["health"] == "degraded" and got["problems"][0].startswith("WRITING FAILS since")
     live.data.unlink()
     away.rename(live.data)
     live.wait(lambda: live.status().get("flush_error", "") is None and live.status()["flushes"] > st["flushes"])
@@ -310,6 +313,9 @@ def test_a_failing_write_is_retried_at_its_pace_and_a_failed_stop_says_what_was_
     assert stop.returncode == 1 and st["state"] == "stopped" and 0 < st["unsaved"] <= 20
     assert f"{st['unsaved']} NOT WRITTEN" in stop.stdout and st["flush_error"] in stop.stdout
     assert f"{st['unsaved']} samples NOT WRITTEN at its stop" in live.cli("daemon", "status").stdout
+    gone = live.cli("daemon", "status", "--json")
+    got = json.loads(gone.stdout)
+    assert gone.returncode == 3 and got["health"] == "not running" and got["status"]["unsaved"] == st["unsaved"]
 
 
 def test_status_and_readers_say_when_sampling_has_stalled(live, monkeypatch) -> None:
@@ -318,18 +324,26 @@ def test_status_and_readers_say_when_sampling_has_stalled(live, monkeypatch) -> 
     live.wait(lambda: live.status().get("flushes", 0) >= 1)
     reader = aonkit.live.attach()
     assert reader.alive and "STALLED" not in live.cli("daemon", "status").stdout
+    healthy = json.loads(live.cli("daemon", "status", "--json").stdout)
+    assert healthy["health"] == "ok" and healthy["problems"] == [] and healthy["pid"] == pid
+    assert healthy["status"]["pid"] == pid and healthy["ring"]["count"] > 0
     os.kill(pid, signal.SIGSTOP)  # as a sampling thread blocked in NVML: no tick, the process still there
     try:
         time.sleep(3.5)  # past 2 s without a tick, and 3 s (3 flushes) without a write
         r = live.cli("daemon", "status")
         assert r.returncode == 0 and re.search(r"SAMPLING STALLED: no sample for [3-9]\.\d s", r.stdout), r.stdout
         assert re.search(r"WRITING LATE: no write for [3-9] s \(one every 1 s expected\)", r.stdout), r.stdout
+        js = live.cli("daemon", "status", "--json")
+        got = json.loads(js.stdout)
+        assert js.returncode == 0 and got["health"] == "degraded"
+        assert [x.split(":")[0] for x in got["problems"]] == ["SAMPLING STALLED", "WRITING LATE"]
         assert not reader.alive
     finally:
         os.kill(pid, signal.SIGCONT)
     live.wait(lambda: reader.alive and live.status()["status_ns"] > time.time_ns() - 10**9)
     text = live.cli("daemon", "status").stdout
     assert "STALLED" not in text and "LATE" not in text and re.search(r"taken, the last 0\.\d s ago", text), text
+    assert json.loads(live.cli("daemon", "status", "--json").stdout)["health"] == "ok"
     reader.close()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 from .paths import LOG, STATUS, LiveError, open_private, private_dir, runtime_dir
-from .status import read_json, running_pid, status_text
+from .status import read_json, running_pid, status_json, status_text
 
 
 def daemon_command(args: argparse.Namespace) -> int:
@@ -114,5 +115,8 @@ def status(args: argparse.Namespace) -> int:
     """Print the status; 0 when running, 3 when not (as ``systemctl status``)."""
     rdir = runtime_dir()
     pid = running_pid(rdir) if rdir.is_dir() else None
-    print(status_text(rdir, pid))
+    if getattr(args, "json", False):
+        print(json.dumps(status_json(rdir, pid)))
+    else:
+        print(status_text(rdir, pid))
     return 0 if pid is not None else 3

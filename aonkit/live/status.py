@@ -75,17 +75,64 @@ def samplers_line(st: dict[str, Any]) -> str:
             f"{st['gpu_unsupported']} left out{every}")  # fmt: skip
 
 
-def _write_errors(st: dict[str, Any]) -> list[str]:
-    """Status lines for a failing Parquet write (with how long the ring keeps what waits) and a failing prune."""
+def ring_state(rdir: Path) -> dict[str, int] | str:
+    """The running daemon's ring counters (``count``, ``flushed``, ``heartbeat_ns``, ``interval_ns``), or why not."""
+    from .ring import Ring
+
+    check_private(rdir / RING, "daemon's ring")
+    try:
+        ring = Ring.open(rdir / RING)
+    except ValueError as exc:  # a daemon of another aonkit version
+        return f"{exc}; restart the daemon (`aonkit daemon stop; aonkit daemon start`)"
+    try:
+        return {"count": ring.count, "flushed": ring.flushed, "heartbeat_ns": ring.heartbeat_ns,
+                "interval_ns": ring.interval_ns}  # fmt: skip
+    finally:
+        ring.close()
+
+
+def problems(st: dict[str, Any], ring: dict[str, int] | str, now_ns: int) -> list[str]:
+    """What is wrong with a running daemon, one line each (none when healthy).
+
+    Sampling stalled, writes failing or late, the disk cap not applied.
+    """
+    from .ring import stalled
+
     out = []
+    if isinstance(ring, dict) and ring["count"] and stalled(ring["heartbeat_ns"], ring["interval_ns"], now_ns):
+        out.append(f"SAMPLING STALLED: no sample for {(now_ns - ring['heartbeat_ns']) / 1e9:.1f} s (one every "
+                   f"{st['interval_s']:g} s expected): the process is stopped (SIGSTOP, a debugger) or blocked, "
+                   "e.g. in an NVML call to a failing GPU")  # fmt: skip
     if st.get("flush_error"):
         keeps = st["capacity"] * st["interval_s"]
-        out.append(f"  WRITING FAILS since {_ago(st.get('flush_error_since_ns'))}, {st.get('flush_failures', 1)} "
+        out.append(f"WRITING FAILS since {_ago(st.get('flush_error_since_ns'))}, {st.get('flush_failures', 1)} "
                    f"tries: {st['flush_error']}; the samples wait in the ring, which keeps the last {keeps:g} s "
                    "(older ones are lost while this lasts)")
+    else:
+        late = (now_ns - (st.get("last_flush_ns") or st["started_ns"])) / 1e9
+        if late > max(3 * st["flush_s"], st["flush_s"] + 2):
+            out.append(f"WRITING LATE: no write for {late:.0f} s (one every {st['flush_s']:g} s expected): the "
+                       "flusher is blocked (a hung network file system?) or the process is stopped")  # fmt: skip
     if st.get("prune_error"):
-        out.append(f"  disk cap and retention not applied: {st['prune_error']}")
+        out.append(f"disk cap and retention not applied: {st['prune_error']}")
     return out
+
+
+def status_json(rdir: Path, pid: int | None) -> dict[str, Any]:
+    """What ``aonkit daemon status --json`` prints.
+
+    ``health`` ("ok", "degraded", "starting" or "not running"), ``problems`` (as :func:`problems`), ``pid``,
+    ``ring`` (its counters, or why not) and ``status`` (the daemon's ``daemon.json``).
+    """
+    st = read_json(rdir / STATUS, "daemon status file")
+    out: dict[str, Any] = {"pid": pid, "problems": [], "ring": None, "status": st}
+    if pid is None:
+        return {**out, "health": "not running"}
+    if st is None or st.get("pid") != pid:
+        return {**out, "health": "starting"}
+    ring = ring_state(rdir)
+    found = problems(st, ring, time.time_ns())
+    return {**out, "health": "degraded" if found else "ok", "problems": found, "ring": ring}
 
 
 def status_text(rdir: Path, pid: int | None) -> str:
@@ -106,31 +153,18 @@ def status_text(rdir: Path, pid: int | None) -> str:
         up = int((time.time_ns() - st["started_ns"]) / 1e9)
         lines = [f"aonkit daemon: running (pid {pid}), up {up // 3600}:{up // 60 % 60:02d}:{up % 60:02d}",
                  f"  samplers: {samplers_line(st)}"]
-        from .ring import Ring, stalled
-
-        check_private(rdir / RING, "daemon's ring")
-        try:
-            ring = Ring.open(rdir / RING)
-        except ValueError as exc:  # a daemon of another aonkit version
-            lines.append(f"  ring: {exc}; restart the daemon (`aonkit daemon stop; aonkit daemon start`)")
+        ring, now = ring_state(rdir), time.time_ns()
+        if isinstance(ring, str):
+            lines.append(f"  ring: {ring}")
         else:
-            count, flushed, beat, every = ring.count, ring.flushed, ring.heartbeat_ns, ring.interval_ns
-            ring.close()
-            used, now = min(count, st["capacity"]), time.time_ns()
+            count, used = ring["count"], min(ring["count"], st["capacity"])
             lines.append(f"  ring: {rdir / RING}: {st['channels']} channels every {st['interval_s']:g} s; "
                          f"{used}/{st['capacity']} samples held ({100 * used / st['capacity']:.0f}% full), "
-                         f"{count - flushed} not yet on disk, {count} taken, the last {(now - beat) / 1e9:.1f} s ago")
-            if count and stalled(beat, every, now):
-                lines.append(f"  SAMPLING STALLED: no sample for {(now - beat) / 1e9:.1f} s (one every "
-                             f"{st['interval_s']:g} s expected): the process is stopped (SIGSTOP, a debugger) or "
-                             "blocked, e.g. in an NVML call to a failing GPU")  # fmt: skip
+                         f"{count - ring['flushed']} not yet on disk, {count} taken, the last "
+                         f"{(now - ring['heartbeat_ns']) / 1e9:.1f} s ago")  # fmt: skip
         lines.append(f"  last flush: {_ago(st.get('last_flush_ns'))}, {st.get('last_flush_samples', 0)} samples; "
                      f"{st['lost']} samples lost")
-        lines += _write_errors(st)
-        late = (time.time_ns() - (st.get("last_flush_ns") or st["started_ns"])) / 1e9
-        if not st.get("flush_error") and late > max(3 * st["flush_s"], st["flush_s"] + 2):
-            lines.append(f"  WRITING LATE: no write for {late:.0f} s (one every {st['flush_s']:g} s expected): the "
-                         "flusher is blocked (a hung network file system?) or the process is stopped")  # fmt: skip
+        lines += [f"  {line}" for line in problems(st, ring, now)]
         if st.get("cpu_percent") is not None:
             since = 100 * st["cpu_s"] / max(1e-9, (st["status_ns"] - st["started_ns"]) / 1e9)
             rss = (f"; RSS {_size(st['rss_bytes'])} (peak {_size(st['rss_peak_bytes'])})"
