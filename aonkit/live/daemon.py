@@ -130,7 +130,7 @@ class Daemon(Flusher, RuntimeGuard):
         self.stats: dict[str, Any] = {"flushes": 0, "last_flush_ns": None, "last_flush_samples": 0, "lost": 0,
                                       "deleted": 0, "flush_error": None, "flush_error_since_ns": None,
                                       "flush_failures": 0, "unsaved": 0}  # fmt: skip
-        self._files: list[tuple[int, int, Path, int]] | None = None  # this host's files, oldest first
+        self._files: list[tuple[int, int, str, int]] | None = None  # this host's files, oldest first
         self._listed_at = 0.0
         self._stop = threading.Event()
         self._flush_now = threading.Event()

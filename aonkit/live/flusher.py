@@ -26,7 +26,7 @@ tick of a ring more than half unflushed: a full disk must not turn the flusher i
 class Flusher:
     """Writes the daemon's ring to Parquet (see the module)."""
 
-    _files: list[tuple[int, int, Path, int]] | None
+    _files: list[tuple[int, int, str, int]] | None
     _listed_at: float
     _flush_lock: threading.Lock
     stats: dict[str, Any]
@@ -90,17 +90,19 @@ class Flusher:
         s["last_flush_cpu_ms"] = round((time.thread_time() - cpu0) * 1e3, 2)  # the flusher thread's own CPU
         self._write_status("running")
 
-    def _known_files(self, written: list[tuple[Path, int]]) -> list[tuple[int, int, Path, int]]:
+    def _known_files(self, written: list[tuple[Path, int]]) -> list[tuple[int, int, str, int]]:
         """The host's files for :func:`store.prune`, oldest first.
 
         Listed at the first flush and every :data:`RELIST_S`; between, the list kept so far plus the files just
-        ``written`` (a listing costs a ``stat`` per file: 10,080 files for a week of one-minute flushes).
+        ``written`` (a listing costs a ``stat`` per file: 10,080 files for a week of one-minute flushes). Paths are
+        kept as ``str``: 296 bytes a file against 552 as ``Path`` (2.9 MB for that week, held until retention).
         """
         if self._files is None or time.monotonic() - self._listed_at > RELIST_S:
-            self._files, self._listed_at = store.list_files(self.hdir), time.monotonic()
+            listed = store.list_files(self.hdir)
+            self._files, self._listed_at = [(t, pid, str(p), n) for t, pid, p, n in listed], time.monotonic()
         else:
             for path, size in written:
                 if m := store.PART.match(path.name):
-                    self._files.append((int(m[1]), int(m[2]), path, size))
+                    self._files.append((int(m[1]), int(m[2]), str(path), size))
         return self._files
 

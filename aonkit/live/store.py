@@ -162,13 +162,13 @@ def _alive(pid: int) -> bool:
 
 
 def prune(hdir: Path, cap_bytes: int | None, retention_s: float | None, now_ns: int | None = None,
-          files: list[tuple[int, int, Path, int]] | None = None) -> list[Path]:  # fmt: skip
+          files: list[tuple[int, int, Path | str, int]] | None = None) -> list[Path]:  # fmt: skip
     """Delete this host's files that started over ``retention_s`` ago, then the oldest while over ``cap_bytes``.
 
     The newest file is always kept. Emptied partition directories are removed. Returns the files deleted.
     ``files``: the host's files as :func:`list_files` gives them, kept by the caller (the daemon adds each file it
-    writes) and updated here; without it the directory is listed, a ``stat`` per file: a week of one-minute
-    files is 10,080 of them, at every flush.
+    writes; its paths may be ``str``) and updated here; without it the directory is listed, a ``stat`` per file:
+    a week of one-minute files is 10,080 of them, at every flush.
     """
     if files is None:
         files = list_files(hdir)
@@ -179,6 +179,7 @@ def prune(hdir: Path, cap_bytes: int | None, retention_s: float | None, now_ns: 
         old = retention_s is not None and start < now_ns - retention_s * 1e9
         if not old and (cap_bytes is None or total <= cap_bytes):
             break
+        path = Path(path)
         path.unlink(missing_ok=True)
         gone.append(path)
         total -= size
