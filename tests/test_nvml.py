@@ -681,3 +681,26 @@ def test_a_sampler_blocked_in_nvml_does_not_hold_the_profile_at_its_stop(tmp_pat
     assert sampler.stop() is True  # a later stop finds it ended
     sampler.close()
     assert not sampler._open
+
+
+def test_a_live_monitor_stopped_over_a_blocked_sampler_says_so(monkeypatch) -> None:
+    from aonkit.sources import samplers
+    from aonkit.widgets import LiveMonitor
+
+    monkeypatch.setattr(samplers, "STOP_WAIT_S", 0.2)
+    gpu = FakeGpu(power_instant=False)
+    sampler = NvmlSampler(nvml=FakeNvml([gpu]), gpm=False, interval_s=0.05)
+    monitor = LiveMonitor(sampler, interval_s=0.1)  # starts the sampler (no event loop here: polled by hand)
+    time.sleep(0.3)
+    gpu.slow["nvmlDeviceGetPowerUsage"] = 1.0
+    time.sleep(0.15)
+    t0 = time.monotonic()
+    monitor.stop()
+    assert time.monotonic() - t0 < 0.9
+    assert monitor.status.value.startswith("stopped · ") and "still taking a sample 0.25 s after the stop" in (
+        monitor.status.value), monitor.status.value
+    gpu.slow.clear()
+    deadline = time.monotonic() + 10
+    while sampler._thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sampler.close()

@@ -104,9 +104,10 @@ class LiveMonitor(BokehWidget, w.VBox):
             self._task.cancel()
             self._task = None
             self.poll()  # the samples that arrived since the last poll
-        self.sampler.stop()
+        ended = self.sampler.stop()
         self.pause.disabled = True
-        self.status.value = f"stopped · {self.cursor:,} samples"
+        stuck = f" · {self.sampler.stuck}" if ended is False and getattr(self.sampler, "stuck", None) else ""
+        self.status.value = f"stopped · {self.cursor:,} samples{stuck}"
 
     def close(self) -> None:
         """Stop polling and the sampler, and close the widget (it leaves the page)."""
