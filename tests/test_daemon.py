@@ -369,6 +369,7 @@ def test_a_removed_runtime_directory_is_made_again_and_no_sample_is_lost(live, m
     live.wait(lambda: not old.alive)  # the old mapping is written no more
     again = live.cli("daemon", "start")
     assert again.returncode == 2 and f"already running (pid {pid})" in again.stdout + again.stderr
+    assert "removed and made again 1 time(s)" in live.cli("daemon", "status").stdout
     new.close()
     old.close()
     assert live.cli("daemon", "stop").returncode == 0

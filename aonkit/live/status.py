@@ -165,6 +165,9 @@ def status_text(rdir: Path, pid: int | None) -> str:
         lines.append(f"  last flush: {_ago(st.get('last_flush_ns'))}, {st.get('last_flush_samples', 0)} samples; "
                      f"{st['lost']} samples lost")
         lines += [f"  {line}" for line in problems(st, ring, now)]
+        if st.get("runtime_recreated"):
+            lines.append(f"  runtime directory: removed and made again {st['runtime_recreated']} time(s) (a logout "
+                         "removes $XDG_RUNTIME_DIR: set AONKIT_RUNTIME_DIR, or `loginctl enable-linger`)")  # fmt: skip
         if st.get("cpu_percent") is not None:
             since = 100 * st["cpu_s"] / max(1e-9, (st["status_ns"] - st["started_ns"]) / 1e9)
             rss = (f"; RSS {_size(st['rss_bytes'])} (peak {_size(st['rss_peak_bytes'])})"
