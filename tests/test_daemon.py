@@ -331,8 +331,8 @@ def test_status_and_readers_say_when_sampling_has_stalled(live, monkeypatch) -> 
     try:
         time.sleep(3.5)  # past 2 s without a tick, and 3 s (3 flushes) without a write
         r = live.cli("daemon", "status")
-        assert r.returncode == 0 and re.search(r"SAMPLING STALLED: no sample for [3-9]\.\d s", r.stdout), r.stdout
-        assert re.search(r"WRITING LATE: no write for [3-9] s \(one every 1 s expected\)", r.stdout), r.stdout
+        assert r.returncode == 0 and re.search(r"SAMPLING STALLED: no sample for \d+\.\d s", r.stdout), r.stdout
+        assert re.search(r"WRITING LATE: no write for \d+ s \(one every 1 s expected\)", r.stdout), r.stdout
         js = live.cli("daemon", "status", "--json")
         got = json.loads(js.stdout)
         assert js.returncode == 0 and got["health"] == "degraded"

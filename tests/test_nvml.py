@@ -652,13 +652,13 @@ def test_a_sampler_blocked_in_nvml_does_not_hold_the_profile_at_its_stop(tmp_pat
     monkeypatch.setattr(Profile, "_gpu_sampler", lambda self: [sampler])
     prof = aonkit.profile(tmp_path / "run", trace=False, interval_s=0.05).start()
     time.sleep(0.4)
-    gpu.slow["nvmlDeviceGetPowerUsage"] = 2.0  # the GPU stops answering: the next read blocks for 2 s
+    gpu.slow["nvmlDeviceGetPowerUsage"] = 4.0  # the GPU stops answering: the next read blocks for 4 s
     time.sleep(0.2)
     t0 = time.monotonic()
     path = prof.stop()
     took = time.monotonic() - t0
-    # THEN the stop waited about STOP_WAIT_S (0.3 s, and 5 intervals), not for the driver, and said so
-    assert took < 1.5, took
+    # THEN the stop waited about STOP_WAIT_S (0.3 s, and 5 intervals), not the driver's 4 s, and said so
+    assert took < 3.0, took
     note = next(m for m in prof.messages if m.startswith("NvmlSampler: its thread was still taking a sample"))
     assert "0.3 s after the stop" in note and note.endswith("its samples until then are kept")
     bundle = aonkit.load(path)
@@ -692,11 +692,11 @@ def test_a_live_monitor_stopped_over_a_blocked_sampler_says_so(monkeypatch) -> N
     sampler = NvmlSampler(nvml=FakeNvml([gpu]), gpm=False, interval_s=0.05)
     monitor = LiveMonitor(sampler, interval_s=0.1)  # starts the sampler (no event loop here: polled by hand)
     time.sleep(0.3)
-    gpu.slow["nvmlDeviceGetPowerUsage"] = 1.0
+    gpu.slow["nvmlDeviceGetPowerUsage"] = 4.0
     time.sleep(0.15)
     t0 = time.monotonic()
     monitor.stop()
-    assert time.monotonic() - t0 < 0.9
+    assert time.monotonic() - t0 < 3.0
     assert monitor.status.value.startswith("stopped · ") and "still taking a sample 0.25 s after the stop" in (
         monitor.status.value), monitor.status.value
     gpu.slow.clear()
