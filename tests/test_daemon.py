@@ -358,11 +358,13 @@ def test_a_removed_runtime_directory_is_made_again_and_no_sample_is_lost(live, m
     import shutil
 
     monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
-    pid = live.start_daemon()
-    live.wait(lambda: live.status().get("flushes", 0) >= 1)
+    pid = live.start_daemon("--flush", "60")  # the directory is checked every 5 s between writes
+    live.wait(lambda: aonkit.live.attach().alive)
     old = aonkit.live.attach()
     shutil.rmtree(live.run_dir)  # what a logout does to $XDG_RUNTIME_DIR (or a /tmp cleaner to /tmp/aonkit-UID)
+    t0 = time.monotonic()
     live.wait(lambda: live.run_dir.is_dir() and live.status().get("runtime_recreated") == 1)
+    assert time.monotonic() - t0 < 20
     assert live.daemon_pid() == pid and mode(live.run_dir) == 0o700
     new = aonkit.live.attach()
     assert new.pid == pid and new.alive and len(new.read(0)[0])

@@ -2,8 +2,8 @@
 
 A logout removes ``$XDG_RUNTIME_DIR`` (systemd-logind, unless the user lingers), and a ``/tmp`` cleaner may remove
 an old ``/tmp/aonkit-UID``. The daemon's mapping and lock outlive their files, but readers could no longer attach,
-and ``aonkit daemon start`` would find no lock and start a second daemon. So after each flush the flusher checks
-that the lock and ring files in the directory are still the daemon's own; when not, the sampling thread, at its
+and ``aonkit daemon start`` would find no lock and start a second daemon. So every 5 s and after each write the
+flusher checks that the lock and ring files in the directory are still the daemon's own; when not, the sampling thread, at its
 next tick, writes the old ring's samples to Parquet, takes the lock again in a new directory and makes a new ring
 there (readers attach again; ``stats["runtime_recreated"]`` counts it). Where another daemon has taken the
 directory meanwhile, this one stops (after writing its samples) and leaves that daemon's files alone.
