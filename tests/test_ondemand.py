@@ -101,6 +101,27 @@ def test_opted_in_loop_is_traced_for_three_steps_and_keeps_training(live, train,
     assert not (procs / f"{proc.pid}.json").exists() and not (procs / f"{proc.pid}.sock").exists()
 
 
+def test_after_its_runtime_directory_is_removed_a_job_is_still_traced_with_the_daemons_samples(
+        live, train, tmp_path: Path) -> None:  # fmt: skip
+    import shutil
+
+    live.start_daemon("--interval", "0.02", "--flush", "60")
+    proc = train(AONKIT_SERVE="1")
+    procs = live.run_dir / "procs"
+    shutil.rmtree(live.run_dir)  # a logout's cleanup of $XDG_RUNTIME_DIR: the job and the daemon run on
+    live.wait(lambda: live.status().get("runtime_recreated") == 1 and (procs / f"{proc.pid}.json").exists()
+              and (procs / f"{proc.pid}.sock").exists(), timeout=30)  # fmt: skip
+    out = tmp_path / "bundle"
+    r = live.cli("trace", str(proc.pid), "--steps", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    trace = aonkit.load(out)
+    assert profiler_steps(trace) == ["ProfilerStep#0", "ProfilerStep#1"] and trace.bundle["pid"] == proc.pid
+    assert trace.samples["ts_ns"].between(trace.bundle["t0_ns"], trace.bundle["t1_ns"]).all()
+    (tmp_path / "stop").touch()
+    assert proc.wait(60) == 0
+    assert not (procs / f"{proc.pid}.json").exists() and not (procs / f"{proc.pid}.sock").exists()
+
+
 def test_without_a_daemon_the_bundle_says_why_it_has_no_samples(live, train, tmp_path: Path) -> None:
     proc = train(AONKIT_SERVE="1")
     out = tmp_path / "bundle"

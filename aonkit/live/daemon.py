@@ -38,9 +38,9 @@ from ..sources.samplers import HostSampler
 from . import store
 from .flusher import Flusher
 from .options import DEFAULTS, add_run_arguments
-from .paths import LOCK, RING, STATUS, LiveError, data_root, hostname, open_private, private_dir, runtime_dir
+from .paths import LOCK, RING, STATUS, LiveError, data_root, file_id, hostname, open_private, private_dir, runtime_dir
 from .ring import STOPPED
-from .runtime_guard import RuntimeGuard, file_id
+from .runtime_guard import RuntimeGuard
 from .status import write_json
 
 

@@ -15,15 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from . import store
+from .paths import CHECK_S
 
 RELIST_S = 3600.0
 """How often the flusher lists the host's files again (files deleted or added by others are seen then)."""
 RETRY_S = 5.0
 """After a failed write the flusher tries again this long later (or after ``flush_s``, if shorter), not at every
 tick of a ring more than half unflushed: a full disk must not turn the flusher into a busy loop."""
-CHECK_S = 5.0
-"""Between writes, the flusher checks this often that the runtime directory's lock and ring are still the daemon's
-(two ``stat`` and an ``fstat``; a wake-up every 5 s costs about 0.002% of a core)."""
 
 
 class Flusher:

@@ -2,11 +2,13 @@
 
 A logout removes ``$XDG_RUNTIME_DIR`` (systemd-logind, unless the user lingers), and a ``/tmp`` cleaner may remove
 an old ``/tmp/aonkit-UID``. The daemon's mapping and lock outlive their files, but readers could no longer attach,
-and ``aonkit daemon start`` would find no lock and start a second daemon. So every 5 s and after each write the
-flusher checks that the lock and ring files in the directory are still the daemon's own; when not, the sampling thread, at its
-next tick, writes the old ring's samples to Parquet, takes the lock again in a new directory and makes a new ring
-there (readers attach again; ``stats["runtime_recreated"]`` counts it). Where another daemon has taken the
-directory meanwhile, this one stops (after writing its samples) and leaves that daemon's files alone.
+and ``aonkit daemon start`` would find no lock and start a second daemon. So every
+:data:`~aonkit.live.paths.CHECK_S` (5 s) and after each write the flusher checks that the lock and ring files in
+the directory are still the daemon's own; when not, the sampling thread, at its next tick, writes the old ring's
+samples to Parquet, takes the lock again in a new directory and makes a new ring there (readers attach again;
+``stats["runtime_recreated"]`` counts it). Where another daemon has taken the directory meanwhile, this one stops
+(after writing its samples) and leaves that daemon's files alone. Opted-in processes register again the same way
+(:mod:`.serve`).
 
 A mixin of :class:`aonkit.live.daemon.Daemon` (its ``rdir``, ``ring``, ``channels``, ``capacity``, ``interval_s``,
 ``flushed``, ``stats``, ``_flush_lock``, ``_write_pending`` and ``_write_status``).
@@ -20,17 +22,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .paths import LOCK, RING, LiveError, private_dir
+from .paths import LOCK, RING, LiveError, file_id, private_dir
 from .ring import Ring
-
-
-def file_id(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of ``path``, or None when it is not there."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 class RuntimeGuard:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .paths import PROCS, LiveError, private_dir, runtime_dir
+from .paths import CHECK_S, PROCS, LiveError, file_id, private_dir, runtime_dir
 from .registry import JOB_ID_VARS, RANK_VARS, WORLD_VARS, from_env, int_or_none, proc_start
 from .status import write_json
 
@@ -47,14 +47,11 @@ class Server:
         self.pid = os.getpid()
         procs = private_dir(private_dir(runtime_dir()) / PROCS)
         self.sock_path, self.entry_path = procs / f"{self.pid}.sock", procs / f"{self.pid}.json"
-        self.sock_path.unlink(missing_ok=True)  # left by a dead process with this pid
         if len(str(self.sock_path)) > 100:
             raise LiveError(f"the control socket path {self.sock_path} is too long for a Unix socket; "
                             "set AONKIT_RUNTIME_DIR to a shorter directory")
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(self.sock_path))
-        os.chmod(self.sock_path, 0o600)
-        self.listener.listen(8)
+        self.listener = self._listen()
+        self._closed = False
         self.job: _Job | None = None
         self.hook: Any = None
         self.lock = threading.Lock()
@@ -64,6 +61,7 @@ class Server:
                       "argv": sys.argv[:8], "proc_start": proc_start(self.pid), "socket": str(self.sock_path),
                       "registered_ns": time.time_ns()}  # fmt: skip
         write_json(self.entry_path, self.entry)
+        self._ids = (file_id(self.sock_path), file_id(self.entry_path))
         if "torch" in sys.modules:
             self.add_hook()  # here, on the caller's thread: no other thread mutates torch's hook dict
         threading.Thread(target=self._accept, name="aonkit-serve", daemon=True).start()
@@ -79,16 +77,42 @@ class Server:
         """Unregister (only in the process that registered: a forked child inherits this object)."""
         if os.getpid() != self.pid:
             return
+        self._closed = True  # the control thread registers no more
         self.entry_path.unlink(missing_ok=True)
         self.sock_path.unlink(missing_ok=True)
         self.listener.close()
+
+    def _listen(self) -> socket.socket:
+        """A listening socket bound at ``sock_path`` (0600; a file left there by a dead process is replaced)."""
+        self.sock_path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.sock_path))
+        os.chmod(self.sock_path, 0o600)
+        listener.listen(8)
+        return listener
+
+    def _register_again(self) -> None:
+        """Bind and register again when the socket or entry was removed (the runtime directory of a logout)."""
+        if self._closed or (file_id(self.sock_path), file_id(self.entry_path)) == self._ids:
+            return
+        try:
+            private_dir(private_dir(self.sock_path.parent.parent) / PROCS)
+            old, self.listener = self.listener, self._listen()
+            old.close()
+            write_json(self.entry_path, self.entry)
+            self._ids = (file_id(self.sock_path), file_id(self.entry_path))
+        except OSError:  # tried again at the next check
+            pass
 
     # -- control thread ----------------------------------------------------------------------------
     def _accept(self) -> None:
         while True:
             try:
+                if not select.select([self.listener], [], [], CHECK_S)[0]:
+                    self._register_again()
+                    continue
                 conn, _ = self.listener.accept()
-            except OSError:
+            except (OSError, ValueError):  # closed (ValueError: select on a closed socket)
                 return
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             if struct.unpack("3i", creds)[1] != os.getuid():
