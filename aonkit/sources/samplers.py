@@ -114,7 +114,9 @@ class RingSampler:
         self._stop = threading.Event()
         self._pipe: tuple[int, int] | None = None  # wakes the sleeping thread on stop (POSIX)
         self._thread: threading.Thread | None = None
-        self._orphaned_pipe: tuple[int, int] | None = None
+        self._orphaned_pipe: tuple[int, int] | None = None  # a stop's pipe for a thread it did not wait for
+        self._end_lock = threading.Lock()  # the thread's end and a stop that gives up on it: one before the other
+        self._ended = True
         self._cost = [0, 0, 0, 0]  # n, total, max, last (ns)
         self.error: Exception | None = None
         self.stuck: str | None = None
@@ -181,7 +183,7 @@ class RingSampler:
         self._stop.clear()
         if os.name == "posix" and self._pipe is None:
             self._pipe = os.pipe()
-        self.stuck = None
+        self.stuck, self._ended = None, False
         self._thread = threading.Thread(target=self._thread_main, name=f"aonkit-{type(self).__name__}", daemon=True)
         self._thread.start()
 
@@ -189,8 +191,9 @@ class RingSampler:
         try:
             self._run()
         finally:
-            left = self._orphaned_pipe  # the pipe of a stop that did not wait for this thread
-            self._orphaned_pipe = None
+            with self._end_lock:
+                self._ended = True
+                left, self._orphaned_pipe = self._orphaned_pipe, None  # the pipe of a stop that did not wait
             for fd in left or ():
                 os.close(fd)
 
@@ -208,12 +211,13 @@ class RingSampler:
         if self._thread is not None:
             wait = max(STOP_WAIT_S, 5 * self.interval_s) if timeout_s is None else timeout_s
             self._thread.join(wait)
-            if self._thread.is_alive():
-                self.stuck = (f"its thread was still taking a sample {wait:g} s after the stop (blocked in a driver "
-                              "call?)")
-                if self._pipe is not None:  # closed by the thread when it ends
-                    self._orphaned_pipe, self._pipe = self._pipe, None
-                return False
+            with self._end_lock:
+                if not self._ended:
+                    self.stuck = (f"its thread was still taking a sample {wait:g} s after the stop (blocked in a "
+                                  "driver call?)")
+                    if self._pipe is not None:  # closed by the thread when it ends
+                        self._orphaned_pipe, self._pipe = self._pipe, None
+                    return False
             self._thread = None
         if self._pipe is not None:
             for fd in self._pipe:
