@@ -361,6 +361,7 @@ def test_a_removed_runtime_directory_is_made_again_and_no_sample_is_lost(live, m
     pid = live.start_daemon("--flush", "60")  # the directory is checked every 5 s between writes
     live.wait(lambda: aonkit.live.attach().alive)
     old = aonkit.live.attach()
+    cursor = old.read(0)[1]
     shutil.rmtree(live.run_dir)  # what a logout does to $XDG_RUNTIME_DIR (or a /tmp cleaner to /tmp/aonkit-UID)
     t0 = time.monotonic()
     live.wait(lambda: live.run_dir.is_dir() and live.status().get("runtime_recreated") == 1)
@@ -368,7 +369,17 @@ def test_a_removed_runtime_directory_is_made_again_and_no_sample_is_lost(live, m
     assert live.daemon_pid() == pid and mode(live.run_dir) == 0o700
     new = aonkit.live.attach()
     assert new.pid == pid and new.alive and len(new.read(0)[0])
-    live.wait(lambda: not old.alive)  # the old mapping is written no more
+    got = []
+
+    def follows() -> bool:  # a reader attached before follows the daemon to its new ring, its cursor counting on
+        nonlocal cursor
+        frame, cursor = old.read(cursor)
+        got.append(frame)
+        return old.alive and len(frame) > 0 and old.ring.path.samefile(new.ring.path)
+
+    live.wait(follows)
+    ts = pd.concat(got)["ts_ns"].unique()
+    assert old.pid == pid and np.all(np.diff(ts) > 0)
     again = live.cli("daemon", "start")
     assert again.returncode == 2 and f"already running (pid {pid})" in again.stdout + again.stderr
     assert "removed and made again 1 time(s)" in live.cli("daemon", "status").stdout
@@ -378,6 +389,31 @@ def test_a_removed_runtime_directory_is_made_again_and_no_sample_is_lost(live, m
     st = live.status()
     assert st["state"] == "stopped" and st["lost"] == 0 and st["unsaved"] == 0
     assert disk_table(live.data)["ts_ns"].nunique() == st["samples"]  # both rings' samples, every one
+
+
+def test_a_reader_follows_a_restarted_daemon_and_its_cursor_counts_on(live, monkeypatch) -> None:
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    first = live.start_daemon()
+    reader = aonkit.live.attach()
+    live.wait(lambda: len(reader.read(0)[0]) > 0)
+    frame, cursor = reader.read(0)
+    assert live.cli("daemon", "stop").returncode == 0
+    frame, cursor = reader.read(cursor)  # the rest of the first run's samples
+    second = live.start_daemon()
+    seen = [frame]
+
+    def follows() -> bool:
+        nonlocal cursor
+        frame, cursor = reader.read(cursor)
+        seen.append(frame)
+        return reader.pid == second and len(frame) > 0
+
+    live.wait(follows)
+    ts = pd.concat(seen)["ts_ns"].to_numpy()
+    assert first != second and reader.alive and np.all(np.diff(np.unique(ts)) > 0)
+    # a LiveMonitor on this reader goes on drawing across the restart: the cursor only grows
+    assert cursor > reader.ring.count
+    reader.close()
 
 
 def test_a_daemon_whose_runtime_directory_another_took_stops_and_leaves_that_one_alone(live, monkeypatch) -> None:

@@ -45,7 +45,7 @@ class LiveReader:
     interval_s : float
         The daemon's sampling interval.
     pid : int
-        The daemon's pid.
+        The pid of the daemon whose ring it reads (it follows a restarted daemon: :meth:`read`).
     root, host : pathlib.Path, str
         Where its Parquet files are: ``<root>/host=<host>/...``.
     """
@@ -56,6 +56,7 @@ class LiveReader:
         self.metrics = tuple(dict.fromkeys(m for _, m in self.channels))
         self.interval_s = ring.interval_ns / 1e9
         self.pid = ring.pid
+        self._base, self._followed_at = 0, 0.0  # the cursor of the rings before this one; the last follow check
         self._devices = np.array([d for d, _ in self.channels], np.int64)
         self._codes = np.array([self.metrics.index(m) for _, m in self.channels], np.int64)
 
@@ -67,9 +68,37 @@ class LiveReader:
         """Nothing to stop: the daemon keeps sampling."""
 
     def read(self, cursor: int = 0) -> tuple[pd.DataFrame, int]:
-        """Samples taken after ``cursor`` still in the ring (long form, oldest first) and the next cursor."""
-        ts, values, end = self.ring.read(cursor)
-        return self._frame(ts, values), end
+        """Samples taken after ``cursor`` still in the ring (long form, oldest first) and the next cursor.
+
+        When this ring has nothing new and its daemon has stopped writing it, the reader follows the daemon to the
+        ring now at the same path (a restarted daemon, or one that made its removed runtime directory again), if
+        it has the same channels and interval; the cursor goes on counting (checked at most once a second).
+        """
+        ts, values, end = self.ring.read(max(0, cursor - self._base))
+        if not len(ts) and not self.alive and self._follow():
+            ts, values, end = self.ring.read(0)
+        return self._frame(ts, values), self._base + end
+
+    def _follow(self) -> bool:
+        """Map the ring now at this one's path when it is another daemon run's with the same layout."""
+        now = time.monotonic()
+        if now - self._followed_at < 1.0:
+            return False
+        self._followed_at = now
+        path = self.ring.path
+        try:
+            check_private(path, "daemon's ring")
+            new = Ring.open(path)
+        except (OSError, ValueError):  # none there (yet), or of another version
+            return False
+        same_run = (new.pid, new.started_ns) == (self.ring.pid, self.ring.started_ns)
+        if same_run or new.channels != self.channels or new.interval_ns != self.ring.interval_ns:
+            new.close()
+            return False
+        old, self.ring, self.pid = self.ring, new, new.pid
+        self._base += old.count
+        old.close()
+        return True
 
     def _frame(self, ts: np.ndarray, values: np.ndarray) -> pd.DataFrame:
         n, m = len(ts), len(self.channels)
