@@ -230,6 +230,31 @@ def test_sweep_rows_are_each_rates_simulation_summary(threads, cv):
                        "busy_fraction": float(res.replicas["busy_fraction"].mean())}  # fmt: skip
 
 
+def _sweep_in_child(queue) -> None:
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    sweep = serving_sweep([4.0, 9.0], 300, 40, n_requests=500, seed=5, threads=2, step_time=st, max_batch=16)
+    queue.put(sweep["ttft_p99_s"].tolist())
+
+
+def test_a_forked_child_runs_sweeps_on_its_own_threads() -> None:
+    # the sweep's threads are kept between calls; a forked child's copy of them has no threads and must not be used
+    import multiprocessing
+
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    here = serving_sweep([4.0, 9.0], 300, 40, n_requests=500, seed=5, threads=2, step_time=st, max_batch=16)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_sweep_in_child, args=(queue,))
+    child.start()
+    try:
+        got = queue.get(timeout=120)
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    assert got == here["ttft_p99_s"].tolist()
+
+
 def test_closed_forms():
     assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
     assert mmc(0.5, 1.0, 1) == mm1(0.5, 1.0)

@@ -10,7 +10,7 @@ device with tensor parallelism) or linear coefficients. The sweep's simulations 
 (the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as one
 patch, after the numbers. Each part runs only when one of its inputs changed: a new objective runs only the
 replica search (9 ms), a new replica count only the sweep. With the defaults (20,000 requests, 8 rates) an
-update takes 43-50 ms (median per control) on a 2-CPU machine (``bench/model_widgets.py``).
+update takes 43-56 ms (median per control) on a 2-CPU machine (``bench/model_widgets.py``).
 
 Sliders answer while dragged (``live=True``). In a kernel a change is simulated :data:`COALESCE_S` after it
 arrives, with the values that arrived meanwhile (:class:`~aonkit.widgets._loop.Latest`): a dragged slider is
@@ -25,7 +25,7 @@ import html
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import ipywidgets as w
@@ -174,6 +174,7 @@ class ServingPanel(BokehWidget, w.VBox):
         self.linear_box = w.VBox(list(self.coeffs.values()))
         self._toggle_step_boxes()
         self._step_cache: tuple[tuple, StepTime] | None = None
+        self._beside: ThreadPoolExecutor | None = None
 
         self._error = ""
         self.update_s = self._computed_s = math.nan
@@ -255,12 +256,18 @@ class ServingPanel(BokehWidget, w.VBox):
                     raise
                 return None
 
-        with ThreadPoolExecutor(1) as pool:  # the replica search's simulations run beside the sweep's
-            planned = pool.submit(plan) if new_plan else None
+        if self._beside is None:  # kept: starting a thread at each update took about 2 ms on 2 CPUs
+            self._beside = ThreadPoolExecutor(1, thread_name_prefix="aonkit-serving-panel")
+        planned = self._beside.submit(plan) if new_plan else None  # the replica search beside the sweep
+        try:
             sweep = (serving_sweep(self.rates(), prompts, outputs, replicas=int(self.replicas.value), **kw)
                      if new_sweep else self._sweep)  # fmt: skip
             knee = saturation_knee(sweep, "ttft_p99_s") if new_sweep else self._knee
-            planned_now = planned.result() if planned is not None else self._plan
+        except BaseException:
+            if planned is not None:
+                wait([planned])  # nothing of this update runs on after it
+            raise
+        planned_now = planned.result() if planned is not None else self._plan
         # all or nothing: a part that raised leaves the last valid setting whole, and both parts to run again
         self._sweep, self._knee, self._plan, self._keys = sweep, knee, planned_now, (sweep_key, plan_key)
         return new_sweep
