@@ -411,9 +411,24 @@ def test_a_reader_follows_a_restarted_daemon_and_its_cursor_counts_on(live, monk
     live.wait(follows)
     ts = pd.concat(seen)["ts_ns"].to_numpy()
     assert first != second and reader.alive and np.all(np.diff(np.unique(ts)) > 0)
-    # a LiveMonitor on this reader goes on drawing across the restart: the cursor only grows
-    assert cursor > reader.ring.count
+    assert cursor > reader.ring.count  # the cursor only grows
     reader.close()
+
+
+def test_a_live_monitor_on_the_daemon_keeps_drawing_across_a_restart(live, monkeypatch) -> None:
+    from aonkit.widgets import LiveMonitor
+
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    live.start_daemon()
+    monitor = LiveMonitor(aonkit.live.attach(), interval_s=0.1)  # no event loop here: polled by hand
+    live.wait(lambda: monitor.poll() > 0)
+    assert live.cli("daemon", "stop").returncode == 0
+    monitor.poll()
+    before = len(monitor.source.data["t"])
+    second = live.start_daemon()
+    live.wait(lambda: monitor.poll() > 0 and monitor.sampler.pid == second)
+    assert len(monitor.source.data["t"]) > before
+    monitor.close()
 
 
 def test_a_daemon_whose_runtime_directory_another_took_stops_and_leaves_that_one_alone(live, monkeypatch) -> None:
