@@ -20,3 +20,21 @@ def no_driver() -> FakeNvml:
     import pynvml
 
     return FakeNvml([], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+
+def hanging_gpus() -> FakeNvml:
+    """Two fake Hopper GPUs whose utilization read blocks while the file ``$AONKIT_TEST_HANG`` exists (a GPU that
+    fell off the bus can hold an NVML call that long)."""
+    import os
+    import time
+    from pathlib import Path
+
+    flag = Path(os.environ["AONKIT_TEST_HANG"])
+
+    class Hanging(FakeNvml):
+        def nvmlDeviceGetUtilizationRates(self, g: FakeGpu):  # noqa: ANN201, N802 - pynvml's name
+            while flag.exists():
+                time.sleep(0.02)
+            return super().nvmlDeviceGetUtilizationRates(g)
+
+    return Hanging([FakeGpu(), FakeGpu()])

@@ -148,12 +148,12 @@ def python_threads(pid: int) -> int:
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
 def test_the_daemon_starts_no_blas_thread_pool_in_the_background_or_the_foreground(live) -> None:
     pid = live.start_daemon()
-    assert python_threads(pid) <= 2  # the sampling thread and the flusher (numpy's OpenBLAS: one per other CPU)
+    assert python_threads(pid) <= 3  # sampling, flusher, GPU watchdog (numpy's OpenBLAS: one per other CPU)
     assert live.cli("daemon", "stop").returncode == 0
     fg = live.spawn(["-m", "aonkit.cli", "daemon", "run", "--interval", "0.05", "--flush", "1"])
     live.wait(lambda: live.status().get("state") == "running" and live.daemon_pid() is not None)
     assert live.daemon_pid() == fg.pid  # replaced itself (execve): the same pid, as systemd expects
-    assert python_threads(fg.pid) <= 2
+    assert python_threads(fg.pid) <= 3
     fg.send_signal(signal.SIGTERM)
     assert fg.wait(60) == 0 and live.status()["state"] == "stopped" and live.status()["lost"] == 0
 
@@ -452,6 +452,35 @@ def test_a_daemon_whose_runtime_directory_another_took_stops_and_leaves_that_one
     assert live.cli("daemon", "stop").returncode == 0
     pids = {int(p.stem.rsplit("-", 1)[1]) for p in live.data.rglob("part-*.parquet")}
     assert pids == {first, second}  # the first wrote its samples before it stopped
+
+
+def test_a_blocked_gpu_read_leaves_the_host_sampled(live, tmp_path: Path) -> None:
+    hang = tmp_path / "hang"  # while it exists, the fake GPUs' utilization read does not return
+    live.start_daemon("--flush", "1", AONKIT_FAKE_NVML="tests.fake_gpus:hanging_gpus", AONKIT_TEST_HANG=str(hang))
+    live.wait(lambda: live.status().get("flushes", 0) >= 1)
+    hang.touch()
+    t0 = time.time_ns()
+    live.wait(lambda: live.status().get("gpu_blocked_since_ns"), timeout=30)
+    r = live.cli("daemon", "status")
+    assert "GPU READS BLOCKED since" in r.stdout and "SAMPLING STALLED" not in r.stdout, r.stdout
+    time.sleep(1.0)
+    hang.unlink()
+    t1 = time.time_ns()
+    live.wait(lambda: live.status().get("gpu_blocked_since_ns", 1) is None and live.status()["flushes"] > 2)
+    time.sleep(1.0)  # GPU samples again
+    assert live.cli("daemon", "stop").returncode == 0
+    st = live.status()
+    assert st["gpu_blocks"] == 1 and st["lost"] == 0
+    disk = disk_table(live.data)
+    assert not disk.duplicated(["ts_ns", "device", "metric"]).any()
+    host = disk[disk["device"] == -1]
+    assert pd.Series(host["ts_ns"].unique()).is_monotonic_increasing  # the blocked tick was dropped
+    gpu = disk[(disk["device"] == 0) & (disk["metric"] == "gpu_util_pct")].set_index("ts_ns")["value"]
+    during = np.unique(host["ts_ns"][(host["ts_ns"] > t0 + 2.5e9) & (host["ts_ns"] < t1)])
+    assert len(during) >= 10  # the host sampled on at 20 Hz through the block (at least 1 s of it)
+    assert gpu.loc[during].isna().all()
+    after = gpu[gpu.index > t1 + 0.3e9]
+    assert after.notna().all() and len(after) > 5
 
 
 def test_disk_cap_and_retention_delete_the_oldest(tmp_path: Path) -> None:

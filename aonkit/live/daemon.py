@@ -37,6 +37,7 @@ from ..sources.handoffs import HandoffGuard
 from ..sources.samplers import HostSampler
 from . import store
 from .flusher import Flusher
+from .gpu_watch import GpuWatch
 from .options import DEFAULTS, add_run_arguments
 from .paths import LOCK, RING, STATUS, LiveError, data_root, file_id, hostname, open_private, private_dir, runtime_dir
 from .ring import STOPPED
@@ -70,7 +71,7 @@ def _nvml_override() -> Any:
     return getattr(importlib.import_module(module), factory)()
 
 
-class Daemon(Flusher, RuntimeGuard):
+class Daemon(Flusher, RuntimeGuard, GpuWatch):
     """One daemon run; :meth:`run` returns when it was told to stop, after the final flush.
 
     The constructor only checks and stores the settings; :meth:`run` takes the lock, opens the samplers, creates
@@ -129,7 +130,8 @@ class Daemon(Flusher, RuntimeGuard):
         self.host = hostname()
         self.stats: dict[str, Any] = {"flushes": 0, "last_flush_ns": None, "last_flush_samples": 0, "lost": 0,
                                       "deleted": 0, "flush_error": None, "flush_error_since_ns": None,
-                                      "flush_failures": 0, "unsaved": 0}  # fmt: skip
+                                      "flush_failures": 0, "unsaved": 0, "gpu_blocks": 0,
+                                      "gpu_blocked_since_ns": None}  # fmt: skip
         self._files: list[tuple[int, int, str, int]] | None = None  # this host's files, oldest first
         self._listed_at = 0.0
         self._stop = threading.Event()
@@ -137,6 +139,8 @@ class Daemon(Flusher, RuntimeGuard):
         self._flush_lock = threading.Lock()  # the flusher's writes and the main thread's
         self._lost_runtime = threading.Event()  # set by the flusher: the runtime directory is to be made again
         self._samples_before, self._ring_id = 0, None  # samples of the rings before this one
+        self._tick_lock = threading.Lock()  # the sampling thread's host sample and ring write, and the watchdog's
+        self._gpu_since, self._covered_to_ns = 0.0, 0  # (GpuWatch)
         self._wake = os.pipe()
         self._cost_mark = (time.monotonic(), time.process_time())
 
@@ -150,6 +154,8 @@ class Daemon(Flusher, RuntimeGuard):
                 signal.signal(sig, self._on_signal)
             flusher = threading.Thread(target=self._flush_loop, name="aonkit-flusher", daemon=True)
             flusher.start()
+            if self.gpu is not None:
+                threading.Thread(target=self._watch_loop, name="aonkit-gpu-watch", daemon=True).start()
             self._sample_loop()
             self._flush_now.set()
             flusher.join()
@@ -189,15 +195,18 @@ class Daemon(Flusher, RuntimeGuard):
 
     def _read_tick(self) -> list[float]:
         """One tick's readings (NaN where a sampler failed), as a list: no numpy call on the tick."""
-        try:
-            values = list(self.host_sampler.sample())
-        except Exception:  # noqa: BLE001 - a bad tick is NaN, sampling goes on
-            values = [math.nan] * self.n_host
+        with self._tick_lock:  # (the watchdog samples the host too, while a GPU read is blocked)
+            try:
+                values = list(self.host_sampler.sample())
+            except Exception:  # noqa: BLE001 - a bad tick is NaN, sampling goes on
+                values = [math.nan] * self.n_host
         if self.gpu is not None:
+            self._gpu_since = time.monotonic()
             try:
                 values += self.gpu.sample_list()
             except Exception:  # noqa: BLE001
                 values += [math.nan] * (len(self.channels) - self.n_host)
+            self._gpu_since = 0.0
         return values
 
     def _sample_loop(self) -> None:
@@ -213,7 +222,9 @@ class Daemon(Flusher, RuntimeGuard):
             t0 = time.perf_counter_ns()
             values = handoffs.call(self._read_tick)
             handoffs.took(time.perf_counter_ns() - t0)
-            self.ring.write(stamp, values)
+            with self._tick_lock:
+                if stamp > self._covered_to_ns:  # else the watchdog sampled past this tick's stamp: dropped
+                    self.ring.write(stamp, values)
             if self.ring.count - self.flushed >= self.capacity // 2:
                 self._flush_now.set()
             next_t += self.interval_s

@@ -103,6 +103,9 @@ def problems(st: dict[str, Any], ring: dict[str, int] | str, now_ns: int) -> lis
         out.append(f"SAMPLING STALLED: no sample for {(now_ns - ring['heartbeat_ns']) / 1e9:.1f} s (one every "
                    f"{st['interval_s']:g} s expected): the process is stopped (SIGSTOP, a debugger) or blocked, "
                    "e.g. in an NVML call to a failing GPU")  # fmt: skip
+    if st.get("gpu_blocked_since_ns"):
+        out.append(f"GPU READS BLOCKED since {_ago(st['gpu_blocked_since_ns'])}: an NVML call has not returned (a "
+                   "GPU fallen off the bus?); the host is sampled on, the GPU channels are NaN meanwhile")
     if st.get("flush_error"):
         keeps = st["capacity"] * st["interval_s"]
         out.append(f"WRITING FAILS since {_ago(st.get('flush_error_since_ns'))}, {st.get('flush_failures', 1)} "
