@@ -38,19 +38,24 @@ class GpuWatch:
         while not self._stop.wait(WATCH_S):
             since = self._gpu_since
             if since and time.monotonic() - since > BLOCKED_S:
-                self._cover()
+                self._cover(since)
 
-    def _cover(self) -> None:
-        """Write host-only ticks at the daemon's interval until the blocked GPU read returns."""
+    def _cover(self, since: float) -> None:
+        """Write host-only ticks at the daemon's interval until the GPU read that began at ``since`` returns.
+
+        Only that read: the sampling thread's next one (a new ``_gpu_since``) is not covered.
+        """
+        if self._gpu_since != since:  # it returned after the look
+            return
         s = self.stats
         s["gpu_blocks"] += 1
-        s["gpu_blocked_since_ns"] = time.time_ns() - int((time.monotonic() - self._gpu_since) * 1e9)
+        s["gpu_blocked_since_ns"] = time.time_ns() - int((time.monotonic() - since) * 1e9)
         self._flush_now.set()  # the flusher writes the status soon (this thread never writes files)
         missing = [math.nan] * (len(self.channels) - self.n_host)
         next_t = time.monotonic()
-        while self._gpu_since and not self._stop.is_set():
+        while self._gpu_since == since and not self._stop.is_set():
             with self._tick_lock:
-                if not self._gpu_since:  # returned meanwhile: the sampling thread goes on
+                if self._gpu_since != since:  # returned meanwhile: the sampling thread goes on
                     break
                 stamp = time.time_ns()
                 try:
