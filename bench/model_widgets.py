@@ -89,22 +89,21 @@ def _q(x: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-CHANGE_JS = """async ([mark, current, value, source, summaryMark]) => {
+CHANGE_JS = """async ([mark, current, value, summaryMark]) => {
   const area = [...document.querySelectorAll('.jp-CodeCell .jp-OutputArea')].find((a) => a.innerText.includes(mark));
   if (!area) return 'no output area with ' + mark;
   const sel = [...area.querySelectorAll('select')].find((s) => s.value === current);
   if (!sel) return 'no select showing ' + current;
-  let src = null;
-  for (const d of window.Bokeh.documents) { src = src || d.get_model_by_name(source); }  // the first panel's
+  const charts = area.querySelector('.aon-charts');  // the panel's first charts (LLM: training; serving: all)
   const summary = [...area.querySelectorAll('.widget-html-content')].find((e) => e.innerText.includes(summaryMark));
-  if (!src || !summary) return 'no source ' + source + ' or summary';
-  // event-driven, no polling (the page must not take CPU from the kernel): the source's data replaced, the
-  // summary's text replaced
-  let dataAt = null, textAt = null, done;
+  if (!charts || !summary) return 'no charts or summary';
+  // event-driven, no polling (the page must not take CPU from the kernel): the charts drew new data (their
+  // "aon-drawn" event, sent after the canvas calls), the summary's text replaced
+  let dataAt = null, textAt = null, drawMs = null, done;
   const both = new Promise((r) => { done = r; });
   const check = () => { if (dataAt !== null && textAt !== null) done(); };
-  const slot = () => { if (dataAt === null) { dataAt = performance.now(); check(); } };
-  src.properties.data.change.connect(slot);
+  const slot = (ev) => { if (dataAt === null) { dataAt = performance.now(); drawMs = ev.detail; check(); } };
+  charts.parentElement.addEventListener('aon-drawn', slot);
   const obs = new MutationObserver(() => { if (textAt === null) { textAt = performance.now(); check(); } });
   obs.observe(summary, {childList: true, subtree: true, characterData: true});
   const t0 = performance.now();
@@ -113,17 +112,17 @@ CHANGE_JS = """async ([mark, current, value, source, summaryMark]) => {
   const timeout = new Promise((r) => setTimeout(() => r('timeout'), 30000));
   const got = await Promise.race([both, timeout]);
   obs.disconnect();
-  src.properties.data.change.disconnect(slot);
+  charts.parentElement.removeEventListener('aon-drawn', slot);
   if (got === 'timeout') return 'no answer in 30 s';
   const t1 = Math.max(dataAt, textAt);
   await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
   const m = /computed in (\\d+) ms/.exec(summary.innerText);
-  return [t1 - t0, performance.now() - t0, m ? Number(m[1]) : null];
+  return [t1 - t0, performance.now() - t0, m ? Number(m[1]) : null, drawMs];
 }"""
 
-BROWSER_CHANGES = [  # (panel's output text, summary text, source, [(select showing, value to pick)...])
-    ("memory per GPU", "step time", "llm_step", [("H100 SXM", "A100 SXM4 80GB")]),
-    ("replicas for p99 TTFT", "replicas for p99 TTFT", "serving_sweep", [("H100 SXM", "A100 SXM4 80GB"), ("1", "2")]),
+BROWSER_CHANGES = [  # (panel, panel's output text, summary text, [(select showing, value to pick)...])
+    ("llm", "memory per GPU", "step time", [("H100 SXM", "A100 SXM4 80GB")]),
+    ("serving", "replicas for p99 TTFT", "replicas for p99 TTFT", [("H100 SXM", "A100 SXM4 80GB"), ("1", "2")]),
 ]
 
 HANDLE_JS = """([mark, label, summaryMark]) => {
@@ -226,28 +225,30 @@ def in_browser(repeats: int) -> None:
                 state = run_all(page, base, token, "panels.ipynb")
                 if not all(c["count"] and not c["errors"] for c in state["cells"]):
                     sys.exit(f"the panels' notebook did not run: {state}")
-                page.wait_for_function("() => { const names = new Set(); for (const d of window.Bokeh.documents)"
-                                       " for (const n of ['llm_step', 'serving_sweep']) if (d.get_model_by_name(n))"
-                                       " names.add(n); return names.size === 2; }", timeout=60_000)  # fmt: skip
+                page.wait_for_function("() => document.querySelectorAll('.aon-charts').length >= 4",
+                                       timeout=60_000)  # the LLM panel's two tabs, two serving panels
                 page.wait_for_timeout(2000)
                 print("\n### In JupyterLab (headless Chromium): a dropdown changed in the page, ms\n")
                 print("| panel | change | n | to new data: median | worst | to drawn: median | worst | kernel's computation:"
-                      " median |\n|---|---|---:|---:|---:|---:|---:|---:|")
-                for mark, summary, source, steps in BROWSER_CHANGES:
+                      " median | canvas calls: median |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
+                for name, mark, summary, steps in BROWSER_CHANGES:
                     for current, value in steps:
                         got = []
                         for _ in range(repeats):  # there and back: each a change
                             for a, b in ((current, value), (value, current)):
-                                r = page.evaluate(CHANGE_JS, [mark, a, b, source, summary])
+                                r = page.evaluate(CHANGE_JS, [mark, a, b, summary])
                                 if isinstance(r, str):
                                     sys.exit(f"{mark}: {r}")
                                 got.append(r)
                                 page.wait_for_timeout(200)
                         a, b = [g[0] for g in got], [g[1] for g in got]
                         k = [g[2] for g in got if g[2] is not None]
-                        print(f"| {source.split('_')[0]} | {current} <-> {value} | {len(got)} | "
+                        d = [g[3] for g in got if g[3] is not None]
+                        dm = f"{statistics.median(d):.1f}" if d else "-"
+                        print(f"| {name} | {current} <-> {value} | {len(got)} | "
                               f"{statistics.median(a):.0f} | {max(a):.0f} | {statistics.median(b):.0f} | "
-                              f"{max(b):.0f} | {statistics.median(k) if k else '-'} |")  # fmt: skip
+                              f"{max(b):.0f} | {statistics.median(k) if k else '-'} | "
+                              f"{dm} |")  # fmt: skip
                 drags(page, max(2, repeats // 2))
                 errors = [e for e in page.aonkit_errors if e.startswith("page error")]
                 if errors:

@@ -274,61 +274,59 @@ def test_serving_panel_bad_setting_and_text() -> None:
 
 # ---- what goes to the page -------------------------------------------------------------------------------------
 def _patches(view) -> list[dict]:
-    """Record the PATCH-DOC messages ``view`` sends from now on: each message's decoded content."""
-    import json
-
-    sent: list[tuple[dict, list]] = []
-    view.send = lambda content, buffers=None: sent.append((content, buffers or []))
-    messages = []
+    """Record the state updates the charts widget ``view`` sends from now on: per message, the sources whose
+    columns differ from the previous message's (or from the state at the start)."""
+    sent: list[dict] = []
+    view._send = lambda msg, buffers=None: sent.append(msg)
+    last = {"data": dict(view.data)}
 
     def decoded() -> list[dict]:
-        # jupyter_bokeh's framing: header, metadata, content, then (ref, bytes) per buffer
-        messages.clear()
-        parts = [c.get("payload") for c, _ in sent]
-        i = 0
-        while i < len(parts):
-            header = json.loads(parts[i])
-            assert header["msgtype"] == "PATCH-DOC"
-            messages.append(json.loads(parts[i + 2]))
-            i += 3 + 2 * header.get("num_buffers", 0)
-        return messages
+        out = []
+        for msg in sent:
+            assert msg["method"] == "update" and set(msg["state"]) == {"data"}, msg
+            data = msg["state"]["data"]
+            out.append({"changed": {k for k, v in data.items() if last["data"].get(k) != v}})
+            last["data"] = data
+        sent.clear()
+        return out
 
     return decoded
 
 
-def test_a_panel_update_reaches_the_page_as_one_patch_per_view() -> None:
-    from aonkit.widgets._patch import BokehView
+def test_a_panel_update_reaches_the_page_as_one_message_per_view() -> None:
+    from aonkit.widgets.charts import Charts
 
-    # GIVEN the LLM panel (two bokeh views: training, inference), sending nothing yet
+    # GIVEN the LLM panel (two canvas chart views: training, inference), sending nothing yet
     p = LLMModelPanel()
-    assert all(isinstance(v, BokehView) for v in p.views)
+    assert all(isinstance(v, Charts) for v in p.views)
     got = [_patches(v) for v in p.views]
-    # WHEN a control changes
-    p.device.value = "A100 SXM4 80GB"
-    # THEN each view sends one PATCH-DOC holding all its sources' new data
+    # WHEN a control changes (a GPU with more memory: the step time and the capacity line change, not the memory)
+    p.device.value = "H200 SXM"
+    # THEN each view sends one message holding all its sources' new data
     training, inference = (g() for g in got)
     assert len(training) == 1 and len(inference) == 1
-    changed = {e["model"]["id"] for e in training[0]["events"]}
-    assert changed == {p.sources[k].id for k in ("step", "memory", "capacity")}
-    assert {e["model"]["id"] for e in inference[0]["events"]} == {p.sources[k].id for k in ("batch", "context")}
-    # AND outside a panel update, changes go out one message each, as jupyter_bokeh sends them
-    p.sources["step"].data = step_data(step_table(p.step))
-    p.sources["memory"].data = memory_data(memory_table(p.memory))
-    assert len(got[0]()) == 3
+    assert training[0]["changed"] == {"step", "capacity"}
+    assert inference[0]["changed"] == {"batch", "context"}
+    # AND outside a panel update, changes go out one message each
+    p.device.value = "H100 SXM"
+    got[0]()
+    p.sources["step"].data = {**p.sources["step"].data, "seconds": [1.0] * len(p.sources["step"].data["seconds"])}
+    p.sources["memory"].data = {**p.sources["memory"].data, "gb": [1.0] * len(p.sources["memory"].data["gb"])}
+    assert [m["changed"] for m in got[0]()] == [{"step"}, {"memory"}]
 
 
-def test_serving_panel_update_is_one_patch_and_an_error_sends_nothing() -> None:
+def test_serving_panel_update_is_one_message_and_an_error_sends_nothing() -> None:
     p = ServingPanel(10.0, step_time="linear", n_requests=2000, replicas=1, lengths="fixed")
     got = _patches(p.view)
     p.max_batch.value = 32
     (patch,) = got()
-    assert {e["model"]["id"] for e in patch["events"]} == {s.id for s in p.sources.values()}
+    assert patch["changed"] == {"sweep", "knee"}  # the rate and objective markers stay where they were
     # WHEN a setting cannot be simulated (a prompt beyond the token budget without chunking)
     p.chunked.value = False
-    assert not p.error and len(got()) == 2
+    assert not p.error and len(got()) == 1
     p.prompt.value = 4096
-    # THEN the figures keep the last valid answer: no patch is sent for it
-    assert "exceeds token_budget" in p.error and len(got()) == 2
+    # THEN the figures keep the last valid answer: nothing is sent for it
+    assert "exceeds token_budget" in p.error and got() == []
 
 
 def test_serving_panel_reruns_only_the_parts_a_change_needs_and_agrees_with_a_fresh_panel() -> None:
@@ -337,11 +335,11 @@ def test_serving_panel_reruns_only_the_parts_a_change_needs_and_agrees_with_a_fr
     p = ServingPanel(10.0, replicas=1, slo_s=0.5, **kw)
     got = _patches(p.view)
     sweep, plan = p.sweep, p.plan
-    # WHEN only the objective changes: the sweep is kept, the replica search runs, the figures' sweep is not resent
+    # WHEN only the objective changes: the sweep is kept, the replica search runs, only the objective line moves
     p.slo.value = 0.05
     assert p.sweep is sweep and p.plan is not plan
     (patch,) = got()
-    assert {e["model"]["id"] for e in patch["events"]} == {p.sources["rate"].id, p.sources["slo"].id}
+    assert patch["changed"] == {"slo"}
     # WHEN only the replica count changes: the sweep runs, the replica search (its own counts) is kept
     plan = p.plan
     p.replicas.value = 2

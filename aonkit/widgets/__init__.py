@@ -5,9 +5,11 @@ that re-queries its level of detail on zoom and pan; ``LiveMonitor(sampler)``
 streams a sampler's metrics with rollover and a pause button; ``WhatIfPanel(trace)``
 re-times the trace's dependency graph as sliders move; ``LLMModelPanel()`` and
 ``ServingPanel()`` put the analytic LLM model and the serving queue under sliders; ``show(fig)``
-shows any bokeh figure (e.g. :func:`aonkit.views.diff.diff_figure`). All render through
+shows any bokeh figure (e.g. :func:`aonkit.views.diff.diff_figure`). The bokeh ones render through
 jupyter_bokeh; the first one shown to a front end puts BokehJS on the page inline, once, so
-nothing is fetched from a CDN and no ``output_notebook`` call is needed first.
+nothing is fetched from a CDN and no ``output_notebook`` call is needed first. The two model panels draw
+on canvases of their own (:mod:`aonkit.widgets.charts`, ``widgets/charts.js``), which redraw within a
+frame of their data's arrival; they need no BokehJS.
 Importing this package imports ipywidgets and bokeh; ``import aonkit`` does not.
 """
 

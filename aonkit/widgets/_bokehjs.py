@@ -81,12 +81,11 @@ def ensure_bokehjs() -> None:
     _loaded.add(session)
 
 
-class BokehWidget:
-    """Mixin for an ipywidget that shows bokeh models: BokehJS goes out before the widget's first display.
+class TextWidget:
+    """Mixin for an ipywidget with a plain-text form.
 
-    Put it first among the bases (``class Dashboard(BokehWidget, w.VBox)``).
-    :meth:`plain_text`, when it returns text, is the ``text/plain`` form
-    (what a terminal, a log or a notebook without widgets shows).
+    :meth:`plain_text`, when it returns text, is ``text/plain`` (what a terminal, a log or a notebook without
+    widgets shows). Put it first among the bases (``class LLMModelPanel(TextWidget, w.VBox)``).
     """
 
     def plain_text(self) -> str | None:
@@ -94,9 +93,20 @@ class BokehWidget:
         return None
 
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
-        ensure_bokehjs()
         bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
         text = self.plain_text()
         if text is not None and bundle is not None:
             bundle["text/plain"] = text
         return bundle
+
+
+class BokehWidget(TextWidget):
+    """Mixin for an ipywidget that shows bokeh models: BokehJS goes out before the widget's first display.
+
+    Put it first among the bases (``class Dashboard(BokehWidget, w.VBox)``); it has :class:`TextWidget`'s
+    plain-text form.
+    """
+
+    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+        ensure_bokehjs()
+        return super()._repr_mimebundle_(**kwargs)

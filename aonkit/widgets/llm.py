@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
-from bokeh.layouts import row
 
 from ..model.hardware import DeviceSpec, devices
 from ..model.llm import (
@@ -39,17 +38,15 @@ from ..views import theme
 from ..views.llm import (
     capacity_data,
     inference_data,
-    inference_figures,
     inference_table,
     memory_data,
-    memory_figure,
     memory_table,
     step_data,
-    step_figure,
     step_table,
 )
-from ._bokehjs import BokehWidget
-from ._patch import BokehView
+from ..views.model_charts import inference_charts, memory_chart, step_chart
+from ._bokehjs import TextWidget
+from .charts import Charts
 
 NETWORKS: dict[str, Network] = {n.name: n for n in (DGX_H100, DGX_A100)}
 """Network presets by name."""
@@ -112,7 +109,7 @@ def _set(widget: w.ValueWidget, value: Any) -> None:
     widget.value = value
 
 
-class LLMModelPanel(BokehWidget, w.VBox):
+class LLMModelPanel(TextWidget, w.VBox):
     """The analytic LLM model under sliders: training step time, MFU, tokens/s, memory per GPU, TTFT/TPOT.
 
     Parameters
@@ -144,8 +141,10 @@ class LLMModelPanel(BokehWidget, w.VBox):
     memory : MemoryBreakdown
     inference : DataFrame
         :func:`aonkit.views.llm.inference_table` of the current settings.
-    sources : dict of str to ColumnDataSource
-        ``"step"``, ``"memory"``, ``"capacity"``, ``"batch"``, ``"context"``.
+    sources : dict of str to ChartSource
+        ``"step"``, ``"memory"``, ``"capacity"``, ``"batch"``, ``"context"`` (``.data``: the columns drawn).
+    views : tuple of Charts
+        The training and the inference tab's canvas charts (:mod:`aonkit.widgets.charts`).
     error : str
         Why the last change could not be evaluated ("" when it could).
     update_s : float
@@ -224,10 +223,13 @@ class LLMModelPanel(BokehWidget, w.VBox):
         self.error = ""
         self.update_s = math.nan
         self._evaluate()  # raises on an invalid initial setting: the caller passed it
-        fig_step, src_step = step_figure(step_table(self.step))
-        fig_mem, src_mem, src_cap = memory_figure(memory_table(self.memory), self._capacity())
-        inf_layout, inf_sources = inference_figures(self.inference)
-        self.sources = {"step": src_step, "memory": src_mem, "capacity": src_cap, **inf_sources}
+        self.views = (
+            Charts([step_chart(), memory_chart()], {
+                "step": step_data(step_table(self.step)), "memory": memory_data(memory_table(self.memory)),
+                "capacity": capacity_data(self.memory.total, self._capacity())}),
+            Charts(inference_charts(), {s: inference_data(self.inference, s) for s in ("batch", "context")}),
+        )  # fmt: skip
+        self.sources = {**self.views[0].sources, **self.views[1].sources}
         self.summary = w.HTML()
         self._show()
 
@@ -242,7 +244,6 @@ class LLMModelPanel(BokehWidget, w.VBox):
                               w.HTML("<small>TTFT/TPOT against batch at this context,<br>"
                                      "and against context at this batch</small>")]}  # fmt: skip
         columns = [w.VBox([w.HTML(f"<b>{name}</b>"), *ctrls]) for name, ctrls in head.items()]
-        self.views = (BokehView(row(fig_step, fig_mem)), BokehView(inf_layout))
         self.tabs = w.Tab(children=list(self.views))
         self.tabs.set_title(0, "training")
         self.tabs.set_title(1, "inference")

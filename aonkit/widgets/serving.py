@@ -37,10 +37,11 @@ from ..model.llm import PRESETS, TransformerConfig, decode_time, prefill_time
 from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, serving_sweep
 from ..model.serving_inputs import Lengths, StepTime
 from ..views import theme
-from ..views.serving import knee_data, marker_data, slo_data, sweep_data, sweep_figures
-from ._bokehjs import BokehWidget
+from ..views.model_charts import sweep_charts
+from ..views.serving import knee_data, marker_data, slo_data, sweep_data
+from ._bokehjs import TextWidget
 from ._loop import Latest
-from ._patch import BokehView
+from .charts import Charts
 
 _STYLE = {"description_width": "130px"}
 _WIDE = w.Layout(width="360px")
@@ -82,7 +83,7 @@ def _slider(kind: type, name: str, value: float, lo: float, hi: float, step: flo
                 continuous_update=live, **kw)  # fmt: skip
 
 
-class ServingPanel(BokehWidget, w.VBox):
+class ServingPanel(TextWidget, w.VBox):
     """Sliders over the serving simulation: latency percentiles vs arrival rate, the knee, replicas for an SLO.
 
     Parameters
@@ -114,8 +115,10 @@ class ServingPanel(BokehWidget, w.VBox):
         Its :func:`~aonkit.model.saturation_knee` (on p99 TTFT).
     plan : ReplicaPlan or None
         :func:`~aonkit.model.replicas_needed` at the chosen rate (None when over ``max_replicas``).
-    sources : dict of str to ColumnDataSource
-        ``"sweep"``, ``"knee"``, ``"rate"``, ``"slo"``.
+    sources : dict of str to ChartSource
+        ``"sweep"``, ``"knee"``, ``"rate"``, ``"slo"`` (``.data``: the columns drawn).
+    view : Charts
+        The canvas charts (:mod:`aonkit.widgets.charts`).
     error : str
         Why the last change could not be simulated ("" when it could).
     update_s : float
@@ -186,7 +189,11 @@ class ServingPanel(BokehWidget, w.VBox):
                           self.tp, *self.coeffs.values())  # fmt: skip
         """Every control a change of which is simulated (observed, and the keys of :meth:`_inputs`)."""
         self._evaluate()
-        layout, self.sources = sweep_figures(self._sweep, self._knee, self.rate.value, self.slo.value)
+        self.view = Charts(sweep_charts(), {
+            "sweep": sweep_data(self._sweep), "knee": knee_data(self._knee),
+            "rate": marker_data(float(self.rate.value), "arrival rate"), "slo": slo_data(float(self.slo.value))},
+            columns=2)  # fmt: skip
+        self.sources = self.view.sources
         self.summary = w.HTML()
         self._show()
         for c in self._controls:
@@ -194,7 +201,6 @@ class ServingPanel(BokehWidget, w.VBox):
         load = w.VBox([w.HTML("<b>load</b>"), self.rate, self.cv, self.prompt, self.output, self.lengths, self.slo])
         engine = w.VBox([w.HTML("<b>engine</b>"), self.replicas, self.max_batch, self.token_budget, self.chunked,
                          self.step_kind, self.model_box, self.linear_box])  # fmt: skip
-        self.view = BokehView(layout)
         super().__init__([w.HBox([load, engine]), self.summary, self.view])
 
     # ---- inputs ------------------------------------------------------------------------------------------------

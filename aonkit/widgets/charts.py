@@ -1,0 +1,135 @@
+"""``Charts``: canvas charts drawn in the page by aonkit's own ES module, for panels that must redraw fast.
+
+In JupyterLab, a BokehJS figure given new data was drawn 60-120 ms later on a 2-CPU machine (its layout pass
+and CSS reads restyle the whole page; ``bench/RESULTS.md``, sessions 30-32), over the model panels' 100 ms
+budget. ``Charts`` draws lines, points, stacked bars, spans, text, legends and a hover read-out on one
+``<canvas>`` per chart (``widgets/charts.js``, an anywidget module shipped inline: nothing is fetched), and a
+change of data touches nothing else in the page.
+
+A chart is described once (``spec``: a dict built in :mod:`aonkit.views.model_charts`); its data are named
+sources of columns. :class:`ChartSource` gives each source the ``.data`` attribute of a bokeh
+``ColumnDataSource``, so a panel assigns new columns the same way; inside :meth:`Charts.one_patch` the
+assignments leave as one message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import numpy as np
+import traitlets
+
+WEB = Path(__file__).resolve().parent / "web"
+"""The browser-side code: ``widgets/`` at the top of the checkout (``aonkit/widgets/web`` links to it)."""
+
+
+def _clean(values: Any) -> list:
+    """A column as JSON: numbers as floats or ints, NaN and infinities as ``None`` (a gap), text as is."""
+    if isinstance(values, np.ndarray):
+        values = values.tolist()
+    out = []
+    for v in values:
+        if isinstance(v, float) and not math.isfinite(v):
+            out.append(None)
+        elif isinstance(v, (np.floating, np.integer, np.bool_)):
+            x = v.item()
+            out.append(None if isinstance(x, float) and not math.isfinite(x) else x)
+        else:
+            out.append(v)
+    return out
+
+
+class ChartSource:
+    """One named source of a :class:`Charts`: set :attr:`data` (a dict of columns) to redraw what uses it.
+
+    ``data`` reads back exactly what was assigned (NaN stays NaN); the page gets NaN as a gap.
+    """
+
+    def __init__(self, charts: Charts, name: str, data: Mapping[str, Any]) -> None:
+        self.charts, self.name = charts, name
+        self._data = dict(data)
+
+    @property
+    def id(self) -> str:
+        """The source's name in the page."""
+        return self.name
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The columns last assigned."""
+        return self._data
+
+    @data.setter
+    def data(self, value: Mapping[str, Any]) -> None:
+        lengths = {len(v) for v in value.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"source {self.name!r}: columns of different lengths {sorted(lengths)}")
+        self._data = dict(value)
+        self.charts._changed(self.name)
+
+
+class Charts(anywidget.AnyWidget):
+    """A row or grid of canvas charts sharing named data sources.
+
+    Parameters
+    ----------
+    charts : list of dict
+        One spec per chart (see ``widgets/charts.js`` and :mod:`aonkit.views.model_charts`).
+    sources : mapping of str to mapping
+        Initial columns per source name.
+    columns : int, optional
+        Charts per row (default: all in one row).
+
+    Attributes
+    ----------
+    sources : dict of str to ChartSource
+    """
+
+    _esm = WEB / "charts.js"
+    _css = WEB / "charts.css"
+    spec = traitlets.Dict().tag(sync=True)
+    data = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, charts: list[dict], sources: Mapping[str, Mapping[str, Any]], columns: int | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
+        names = {m["source"] for c in charts for m in c["marks"]} | {c["hover"]["source"] for c in charts
+                                                                     if c.get("hover")}  # fmt: skip
+        missing = sorted(names - set(sources))
+        if missing:
+            raise ValueError(f"charts use sources {missing} that were not given")
+        self._held: set[str] | None = None
+        self.sources = {name: ChartSource(self, name, cols) for name, cols in sources.items()}
+        super().__init__(spec={"charts": list(charts), "columns": int(columns or len(charts))},
+                         data={n: {k: _clean(v) for k, v in s.data.items()} for n, s in self.sources.items()},
+                         **kwargs)  # fmt: skip
+
+    def _changed(self, name: str) -> None:
+        if self._held is not None:
+            self._held.add(name)
+        else:
+            self._send_sources({name})
+
+    def _send_sources(self, names: set[str]) -> None:
+        data = dict(self.data)
+        for n in names:
+            data[n] = {k: _clean(v) for k, v in self.sources[n].data.items()}
+        self.data = data  # one message
+
+    @contextmanager
+    def one_patch(self) -> Iterator[None]:
+        """Send the sources changed inside the block as one message when it ends (even on an error)."""
+        if self._held is not None:
+            yield
+            return
+        self._held = set()
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            if held:
+                self._send_sources(held)
