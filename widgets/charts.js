@@ -384,6 +384,8 @@ function render({model, el}) {
       canvas.height = Math.round(chart.height * dpr);
       canvas.style.width = chart.width + "px";
       canvas.style.height = chart.height + "px";
+      canvas.setAttribute("role", "img");
+      canvas.setAttribute("aria-label", chart.title || "chart");
       root.insertBefore(canvas, tip);
       const c = {chart, canvas, ctx: canvas.getContext("2d"), dpr, L: null};
       canvas.addEventListener("mousemove", (ev) => hover(c, ev));

@@ -5,8 +5,9 @@ efficiency overrides, network, inference batch/context/TP) re-evaluates
 :func:`~aonkit.model.llm.training_step`, :func:`~aonkit.model.llm.training_memory` and the
 :func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decode_time` curves (well under a
 millisecond of model time; see ``docs/llm-model.md``) and assigns the new columns to the figures'
-sources (built in :mod:`aonkit.views.llm`). A layout the model rejects (heads not divisible by TP, a
-global batch that is not a multiple of micro-batch x DP, ...) is reported and the last valid result kept.
+sources (columns from :mod:`aonkit.views.llm`, drawn on canvases by :mod:`aonkit.widgets.charts`).
+A layout the model rejects (heads not divisible by TP, a global batch that is not a multiple of
+micro-batch x DP, ...) is reported and the last valid result kept.
 """
 
 from __future__ import annotations
@@ -307,7 +308,7 @@ class LLMModelPanel(TextWidget, w.VBox):
             self.update_s = time.perf_counter() - t0
             return self.step
         self.error = ""
-        with self.views[0].one_patch(), self.views[1].one_patch():  # after the summary, one patch a tab
+        with self.views[0].one_patch(), self.views[1].one_patch():  # after the summary, one message a tab
             self.sources["step"].data = step_data(step_table(self.step))
             self.sources["memory"].data = memory_data(memory_table(self.memory))
             self.sources["capacity"].data = capacity_data(self.memory.total, self._capacity())

@@ -4,11 +4,12 @@ A change re-runs :func:`~aonkit.model.serving_sweep` over ``points`` arrival rat
 (from an eighth to twice the chosen rate; ``n_requests`` simulated requests each, common random
 numbers), finds its :func:`~aonkit.model.saturation_knee`, and asks
 :func:`~aonkit.model.replicas_needed` for the fewest replicas whose p99 TTFT meets the objective at the
-chosen rate; the figures come from :mod:`aonkit.views.serving`. Engine step times are either the analytic
+chosen rate; the figures' columns come from :mod:`aonkit.views.serving`, drawn on canvases
+(:mod:`aonkit.widgets.charts`, specs in :mod:`aonkit.views.model_charts`). Engine step times are either the analytic
 model's (:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decode_time` of a preset on a
 device with tensor parallelism) or linear coefficients. The sweep's simulations run side by side on threads
 (the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as one
-patch, after the numbers. Each part runs only when one of its inputs changed: a new objective runs only the
+message, after the numbers. Each part runs only when one of its inputs changed: a new objective runs only the
 replica search (9 ms), a new replica count only the sweep. With the defaults (20,000 requests, 8 rates) an
 update takes 43-56 ms (median per control) on a 2-CPU machine (``bench/model_widgets.py``).
 
@@ -288,7 +289,7 @@ class ServingPanel(TextWidget, w.VBox):
         self._request.cancel()  # this update applies any change still waiting
         self.updates += 1
         self._toggle_step_boxes()
-        with self.view.one_patch():  # the figures' changes leave last, as one patch: the page draws them once
+        with self.view.one_patch():  # the figures' changes leave last, as one message: the page draws them once
             try:
                 new_sweep = self._evaluate()
             except (ValueError, KeyError, ZeroDivisionError) as exc:
