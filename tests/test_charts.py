@@ -139,9 +139,12 @@ RENDER = """([charts, data]) => {
   host.appendChild(el);
   const handlers = {};
   const state = {spec: {charts, columns: charts.length}, data};
-  const model = {get: (k) => state[k], on: (ev, cb) => { handlers[ev] = cb; }, off: () => {}};
+  window.sent = [];
+  const model = {get: (k) => state[k], on: (ev, cb) => { handlers[ev] = cb; }, off: () => {},
+                 send: (m) => window.sent.push(m)};
   window.aon.default.render({model, el});
   window.setData = (d) => { state.data = d; handlers['change:data'](); };
+  window.message = (m) => handlers['msg:custom'](m);
   window.el = el;
   return el.dataset.drawn;
 }"""
@@ -226,3 +229,154 @@ def test_a_wheel_carries_the_browser_code(tmp_path) -> None:
     with zipfile.ZipFile(wheel) as z:
         for name in ("charts.js", "charts.css"):
             assert z.read(f"aonkit/widgets/web/{name}") == (root / "widgets" / name).read_bytes()
+
+
+# ---- the live monitor's rows ------------------------------------------------------------------------------------
+def _wide_reference(samples, channels):
+    """The obvious way: a pandas pivot of the long form, the last value of a cell kept."""
+    import numpy as np
+    import pandas as pd
+
+    from aonkit.views.monitor import column_name
+
+    names = [column_name(d, m) for d, m in channels]
+    key = [column_name(int(d), str(m)) for d, m in zip(samples["device"], samples["metric"])]
+    table = pd.DataFrame({"ts_ns": samples["ts_ns"].to_numpy(), "key": key, "value": samples["value"].to_numpy()})
+    table = table.pivot_table(index="ts_ns", columns="key", values="value", aggfunc="last", dropna=False)
+    return {"t": table.index.to_numpy(np.int64) / 1e6,
+            **{n: table[n].to_numpy(np.float64) if n in table.columns else np.full(len(table), np.nan)
+               for n in names}}  # fmt: skip
+
+
+def test_wide_rows_equal_a_pivot_of_the_long_form() -> None:
+    import numpy as np
+    import pandas as pd
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from aonkit.views.monitor import wide
+
+    metrics = ["gpu_util_pct", "power_w", "memory_used_bytes"]
+    row = st.tuples(st.integers(0, 6), st.integers(-1, 3), st.sampled_from(metrics),
+                    st.floats(-1e6, 1e6, allow_nan=False))  # fmt: skip
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(row, min_size=1, max_size=60), st.booleans(), st.integers(0, 3))
+    def check(rows, categorical, skip) -> None:
+        df = pd.DataFrame(rows, columns=["ts_ns", "device", "metric", "value"])
+        df["ts_ns"] *= 100_000_000
+        if categorical:
+            df["metric"] = df["metric"].astype(pd.CategoricalDtype(metrics))
+        channels = [(d, m) for d in (-1, 0, 1, 2, 3) for m in metrics][skip:]  # some channels not shown
+        got, want = wide(df, channels), _wide_reference(df, channels)
+        assert list(got) == list(want)
+        for k in got:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+    check()
+
+
+def test_a_stream_sends_only_its_rows_and_a_new_view_gets_all_kept() -> None:
+    import numpy as np
+
+    spec = model_charts.chart("m", model_charts.axis("time", zoom=True), model_charts.axis("linear"),
+                              [{"kind": "line", "source": "s", "x": "t", "y": "v", "color": "#000000"}], width=300,
+                              height=120)  # fmt: skip
+    c = Charts([spec], {"s": {"t": np.empty(0), "v": np.empty(0)}})
+    sent = []
+    c.send = lambda msg, buffers=None: sent.append(msg)
+    for i in range(5):
+        c.sources["s"].stream({"t": [2.0 * i, 2.0 * i + 1], "v": [float(i), math.nan]}, rollover=6)
+    # each message holds its two rows only; Python keeps the last six
+    assert [m["rows"]["t"] for m in sent] == [[2.0 * i, 2.0 * i + 1] for i in range(5)]
+    assert sent[0]["rows"]["v"] == [0.0, None] and all(m["rollover"] == 6 for m in sent)
+    np.testing.assert_array_equal(c.sources["s"].data["t"], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    assert c.data["s"]["t"] == []  # the synced state is not resent at each stream
+    # WHEN a new view of the widget asks (a reloaded page), it gets what is kept, once
+    c._message(c, {"kind": "snapshot"}, [])
+    assert sent[-1] == {"kind": "reset", "data": {"s": {"t": [4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+                                                        "v": [2.0, None, 3.0, None, 4.0, None]}}}
+    with pytest.raises(ValueError, match="stream columns"):
+        c.sources["s"].stream({"t": [1.0]})
+
+
+STREAM = """([rows, rollover, n]) => {
+  let data = {s: {t: [], v: []}};
+  for (let i = 0; i < n; i++) data = window.aon.parts.appendRows(data, 's', rows, rollover);
+  return data.s;
+}"""
+
+
+def test_the_page_appends_streamed_rows_and_rolls_over(page) -> None:
+    got = page.evaluate(STREAM, [{"t": [1, 2, 3], "v": [4, None, 6]}, 7, 3])
+    assert got == {"t": [3, 1, 2, 3, 1, 2, 3], "v": [6, 4, None, 6, 4, None, 6]}
+
+
+def test_time_ticks_fall_on_whole_seconds_and_minutes(page) -> None:
+    t0 = 1_764_917_463_250.0  # 2025-12-05 06:51:03.250 UTC, ms
+    for span_ms, step in ((2_000, 500), (60_000, 15_000), (30 * 60_000, 300_000)):
+        got = page.evaluate("([lo, hi]) => { const t = window.aon.parts.ticks({type: 'time'}, lo, hi);"
+                            " return [t, window.aon.parts.labels({type: 'time'}, t)]; }", [t0, t0 + span_ms])
+        ticks, labels = got
+        assert all(t % step == 0 for t in ticks) and 3 <= len(ticks) <= 7, (span_ms, ticks)
+        assert all(t0 <= t <= t0 + span_ms for t in ticks)
+        import datetime as dt
+
+        first = dt.datetime.fromtimestamp(ticks[0] / 1e3, dt.timezone.utc)
+        want = first.strftime("%H:%M") if step >= 60_000 else first.strftime("%H:%M:%S")
+        if step < 1000:
+            want += f".{first.microsecond // 100_000}"
+        assert labels[0] == want, (labels, want)
+    assert page.evaluate("() => [1023, 1536, 1.5 * 2 ** 30, 80e9].map(window.aon.parts.fmtBytes)") == [
+        "1023 B", "1.5 KiB", "1.5 GiB", "74.5 GiB"]
+
+
+def test_streamed_rows_arriving_together_are_drawn_once_and_the_time_axis_zooms(page) -> None:
+    spec = model_charts.chart("m", model_charts.axis("time", zoom=True), model_charts.axis("linear"),
+                              [{"kind": "line", "source": "s", "x": "t", "y": "v", "color": "#000000"}], width=400,
+                              height=140)  # fmt: skip
+    assert page.evaluate(RENDER, [[spec], {"s": {"t": [], "v": []}}]) == "1"
+    assert page.evaluate("() => window.sent") == [{"kind": "snapshot"}]  # a new view asks for the rows kept
+    # WHEN three streams arrive in one task
+    drawn = page.evaluate("""async () => {
+      for (let i = 0; i < 3; i++) window.message({kind: 'stream', source: 's', rollover: 100,
+                                                  rows: {t: [1e12 + 1000 * i, 1e12 + 1000 * i + 500], v: [i, i + 1]}});
+      await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      return window.el.dataset.drawn; }""")
+    assert drawn == "2"  # THEN one draw for the three
+    # WHEN ctrl + wheel over the chart: the time axis zooms in around the pointer
+    box = page.evaluate("() => { const r = window.el.querySelector('canvas').getBoundingClientRect();"
+                        " return [r.x, r.y, r.width, r.height]; }")
+    page.mouse.move(box[0] + box[2] * 0.5, box[1] + box[3] * 0.5)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -100)
+    page.keyboard.up("Control")
+    page.wait_for_timeout(100)
+    zoomed = page.evaluate("() => window.el.dataset.view")
+    lo, hi = map(float, zoomed.split(","))
+    assert 1e12 < lo < hi < 1e12 + 2500 and hi - lo == pytest.approx(2500 * 0.8, rel=1e-6)
+    # a plain wheel leaves the axis alone (the page scrolls); a double click follows the data again
+    page.mouse.wheel(0, -100)
+    page.wait_for_timeout(100)
+    assert page.evaluate("() => window.el.dataset.view") == zoomed
+    page.mouse.dblclick(box[0] + box[2] * 0.5, box[1] + box[3] * 0.5)
+    page.wait_for_timeout(100)
+    assert page.evaluate("() => window.el.dataset.view") == ""
+
+
+def test_a_chart_out_of_sight_is_drawn_when_it_comes_into_view(page) -> None:
+    charts, data = _bar_chart(top=10.0)
+    page.evaluate(RENDER, [charts, data])
+    # GIVEN the chart scrolled far out of sight (a monitor's 34th chart)
+    page.evaluate("() => { document.getElementById('host').style.marginTop = '5000px'; window.scrollTo(0, 0); }")
+    page.wait_for_timeout(200)  # the observer's callback
+    # WHEN its data change
+    page.evaluate("(d) => window.setData(d)", {"s": {**data["s"], "t": [4.0]}})
+    # THEN it is not drawn meanwhile: the old bar is still on its canvas
+    assert page.evaluate(PIXEL, [0.55, 0.3]) == [255, 0, 0]
+    # WHEN it is scrolled into view: it is drawn with the new data
+    page.evaluate("() => window.el.scrollIntoView()")
+    page.wait_for_timeout(200)
+    assert page.evaluate(PIXEL, [0.55, 0.3]) == [255, 255, 255]
+    assert page.evaluate(PIXEL, [0.55, 0.8]) == [255, 0, 0]
+    page.evaluate("() => { document.getElementById('host').style.marginTop = '0px'; window.scrollTo(0, 0); }")

@@ -166,7 +166,8 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
         assert tl["max_right"] <= tl["end"] + span, tl  # drawn for this window (its margin), not the whole trace
         assert tl["labels"], tl  # names on the bars wide enough at this zoom
         # WHEN the wheel turns over the timeline
-        canvas = page.query_selector(".jp-CodeCell .jp-OutputArea canvas")
+        # the dashboard's own (the first cell's output; the live monitor further down draws on canvases too)
+        canvas = page.query_selector(".jp-CodeCell .jp-OutputArea").query_selector("canvas")
         canvas.scroll_into_view_if_needed()
         box = canvas.bounding_box()
         page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 40)

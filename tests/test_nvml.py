@@ -300,7 +300,7 @@ def test_one_gpu_sampler_feeds_the_live_monitor_figures() -> None:
     frame = run_for(s, 0.2)
     view = monitor_view(s.channels)
     data = wide(frame, s.channels)
-    assert len(view.figures) == len(s.metrics) and set(data) == {"t", *(f"{m}@0" for m in s.metrics)}
+    assert len(view.charts) == len(s.metrics) and set(data) == {"t", *(f"{m}@0" for m in s.metrics)}
     assert len(data["t"]) == s.read()[1] and (data["process_memory_bytes.7@0"] == GIB).all()
     assert (data["temperature_c@0"] == 40).all() and np.isfinite(data["gpm_sm_util_pct@0"]).all()
 
@@ -313,12 +313,17 @@ def test_two_gpus_are_two_lines_per_metric_and_export_as_a_bundle(tmp_path: Path
     s = NvmlSampler(nvml=FakeNvml([FakeGpu(), FakeGpu(hopper=False)]), interval_s=0.02)
     frame = run_for(s, 0.2)
     view = monitor_view(s.channels, metrics=["temperature_c", "power_w"])
-    assert [str(f.title.text.text) for f in view.figures] == ["temperature_c", "power_w"]
-    assert [len(f.renderers) for f in view.figures] == [2, 2]  # a line per GPU
+    assert [c["title"] for c in view.charts] == ["temperature_c", "power_w"]
+    assert [[m["y"] for m in c["marks"]] for c in view.charts] == [["temperature_c@0", "temperature_c@1"],
+                                                                   ["power_w@0", "power_w@1"]]  # a line per GPU
+    assert [it["label"] for it in view.charts[0]["legend"]["items"]] == ["GPU 0", "GPU 1"]
     data = wide(frame, view.channels)
     assert np.isfinite(data["temperature_c@0"]).all() and np.isfinite(data["temperature_c@1"]).all()
     m = LiveMonitor(s, metrics=["temperature_c"])
     m.poll()
+    shown = m.source.data["temperature_c@1"]  # the monitor's rows: what the sampler held (it samples on)
+    np.testing.assert_array_equal(shown, wide(s.read(0)[0], m.view.channels)["temperature_c@1"][:len(shown)])
+    assert len(shown) >= 5
     out = m.export(tmp_path / "last", minutes=5)
     t = aonkit.load(out)
     assert set(t.samples["device"]) == {0, 1} and t.events["name"].tolist() == ["aon_profile"]

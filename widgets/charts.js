@@ -25,19 +25,28 @@ const col = (data, mark, key) => {
 };
 
 // ---- scales and ticks -------------------------------------------------------------------------------------
-function extent(chart, data, dim) {
+function extent(chart, data, dim, view) {
   const axis = chart[dim];
-  const vals = [];
-  const push = (arr) => { if (arr) for (const v of arr) { const x = num(v); if (!Number.isNaN(x)) vals.push(x); } };
+  const log = axis.type === "log";
+  if (dim === "x" && axis.zoom && view) return view.slice();  // the person's zoom or pan (data units)
+  let lo = Infinity, hi = -Infinity;
+  const push = (arr, off = 0) => {
+    if (!arr) return;
+    for (const v of arr) {
+      let x = num(v) + off;
+      if (Number.isNaN(x)) continue;
+      if (log) { if (!(x > 0)) continue; x = Math.log10(x); }
+      if (x < lo) lo = x;
+      if (x > hi) hi = x;
+    }
+  };
   for (const m of chart.marks) {
     const k = m.kind;
     if (dim === "x") {
       if (k === "line" || k === "points" || k === "text") push(col(data, m, "x"));
       else if (k === "hbar") { push(col(data, m, "left")); push(col(data, m, "right")); }
-      else if (k === "vbar") {
-        const xs = col(data, m, "x") || [];
-        push(xs.map((v) => num(v) - m.width / 2)); push(xs.map((v) => num(v) + m.width / 2));
-      } else if (k === "segment") { push(col(data, m, "x0")); push(col(data, m, "x1")); }
+      else if (k === "vbar") { push(col(data, m, "x"), -m.width / 2); push(col(data, m, "x"), m.width / 2); }
+      else if (k === "segment") { push(col(data, m, "x0")); push(col(data, m, "x1")); }
       else if (k === "vspan") push(col(data, m, "x"));
     } else {
       if (k === "line" || k === "points" || k === "text") push(col(data, m, "y"));
@@ -46,12 +55,9 @@ function extent(chart, data, dim) {
       else if (k === "hspan") push(col(data, m, "y"));
     }
   }
-  const log = axis.type === "log";
-  let xs = log ? vals.filter((v) => v > 0).map(Math.log10) : vals;
-  let lo = Math.min(...xs), hi = Math.max(...xs);
-  if (!xs.length) { lo = 0; hi = 1; }
+  if (lo > hi) { lo = 0; hi = 1; }
   if (hi === lo) { lo -= log ? 0.5 : Math.abs(lo) * 0.1 || 1; hi += log ? 0.5 : Math.abs(hi) * 0.1 || 1; }
-  const pad = (hi - lo) * 0.05;
+  const pad = (hi - lo) * (axis.type === "time" ? 0 : 0.05);
   const fixedLo = typeof axis.start === "number", fixedHi = typeof axis.end === "number";
   lo = fixedLo ? (log ? Math.log10(axis.start) : axis.start) : lo - pad;
   hi = fixedHi ? (log ? Math.log10(axis.end) : axis.end) : hi + pad;
@@ -89,10 +95,44 @@ function ticks(axis, lo, hi) {
     for (let v = Math.ceil(10 ** lo / step) * step; v <= 10 ** hi * (1 + 1e-9); v += step) res.push(v);
     return res;
   }
-  const step = niceStep(hi - lo, 5);
+  const step = axis.type === "time" ? timeStep(hi - lo, 5) : niceStep(hi - lo, 5);
   const out = [];
   for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
   return out;
+}
+
+// steps of a time axis (ms): whole seconds, minutes and hours where they fit
+const TIME_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3,
+                    900e3, 1800e3, 3600e3, 7200e3, 10800e3, 21600e3, 43200e3, 86400e3];
+function timeStep(span, n) {
+  for (const s of TIME_STEPS) if (span / s <= n) return s;
+  return niceStep(span, n);
+}
+
+const pad2 = (x) => String(x).padStart(2, "0");
+function fmtTime(v, step) {  // UTC, as the samples' clock (ms since the epoch)
+  const d = new Date(v);
+  let t = `${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())}`;
+  if (step < 60e3) t += `:${pad2(d.getUTCSeconds())}`;
+  if (step < 1e3) t += "." + String(d.getUTCMilliseconds()).padStart(3, "0").slice(0, step < 10 ? 3 : step < 100 ? 2 : 1);
+  if (step >= 86400e3) t = `${d.getUTCFullYear()}-${pad2(d.getUTCMonth() + 1)}-${pad2(d.getUTCDate())}`;
+  return t;
+}
+
+function fmtBytes(v) {
+  const a = Math.abs(v);
+  if (a < 1024) return fmt(v) + " B";
+  const e = Math.min(5, Math.floor(Math.log2(a) / 10));
+  return String(Number((v / 2 ** (10 * e)).toPrecision(3))) + " " + ["B", "KiB", "MiB", "GiB", "TiB", "PiB"][e];
+}
+
+function labels(axis, values) {
+  if (axis.type === "factor") return axis.factors.map(String);
+  if (axis.type === "time") {
+    const step = values.length > 1 ? values[1] - values[0] : 1e3;
+    return values.map((v) => fmtTime(v, step));
+  }
+  return values.map(axis.format === "bytes" ? fmtBytes : fmt);
 }
 
 function fmt(v) {
@@ -125,13 +165,13 @@ function scale(axis, lo, hi, p0, p1) {
 }
 
 // ---- one chart ---------------------------------------------------------------------------------------------
-function layout(chart, ctx, data) {
+function layout(chart, ctx, data, view) {
   ctx.font = FONT;
-  const xr = chart.x.type === "factor" ? [0, 1] : extent(chart, data, "x");
+  const xr = chart.x.type === "factor" ? [0, 1] : extent(chart, data, "x", view);
   const yr = chart.y.type === "factor" ? [0, 1] : extent(chart, data, "y");
   const yt = chart.y.type === "factor" ? [] : ticks(chart.y, ...yr);
   const xt = chart.x.type === "factor" ? [] : ticks(chart.x, ...xr);
-  const ylabels = chart.y.type === "factor" ? chart.y.factors.map(String) : yt.map(fmt);
+  const ylabels = labels(chart.y, yt), xlabels = labels(chart.x, xt);
   const yw = Math.max(0, ...ylabels.map((t) => ctx.measureText(t).width));
   const legend = chart.legend && chart.legend.items && chart.legend.items.length ? chart.legend : null;
   let legendW = 0;
@@ -141,7 +181,7 @@ function layout(chart, ctx, data) {
   const top = chart.title ? 26 : 10;
   const bottom = (chart.x.hidden ? 8 : 22) + (chart.x.label ? 16 : 0);
   const f = {x0: left, x1: chart.width - right, y0: top, y1: chart.height - bottom};
-  return {f, xr, yr, xt, yt, ylabels, legend, legendW,
+  return {f, xr, yr, xt, yt, ylabels, xlabels, legend, legendW,
           sx: scale(chart.x, ...xr, f.x0, f.x1), sy: scale(chart.y, ...yr, f.y1, f.y0)};
 }
 
@@ -276,11 +316,11 @@ function drawAxes(ctx, chart, L) {
   if (!chart.x.hidden) {
     ctx.textAlign = "center";
     ctx.textBaseline = "top";
-    for (const v of xt) {
+    xt.forEach((v, i) => {
       const p = sx(v);
       ctx.beginPath(); ctx.moveTo(p, f.y1); ctx.lineTo(p, f.y1 + 4); ctx.stroke();
-      ctx.fillText(fmt(v), p, f.y1 + 6);
-    }
+      ctx.fillText(L.xlabels[i], p, f.y1 + 6);
+    });
     if (chart.x.label) ctx.fillText(chart.x.label, (f.x0 + f.x1) / 2, f.y1 + 22);
   }
   if (chart.y.label) {
@@ -303,7 +343,9 @@ function drawAxes(ctx, chart, L) {
 function drawLegend(ctx, L) {
   const lg = L.legend;
   if (!lg) return;
-  const rowH = 15, w = L.legendW, h = lg.items.length * rowH + 8;
+  // on the right a legend fits the frame's height (eight GPUs beside a short chart)
+  const rowH = lg.location === "right" ? Math.max(9, Math.min(15, (L.f.y1 - L.f.y0 - 14) / lg.items.length)) : 15;
+  const w = L.legendW, h = lg.items.length * rowH + 8;
   const x = lg.location === "right" ? L.f.x1 + 10 : L.f.x0 + 8, y = L.f.y0 + 6;
   ctx.font = FONT;
   ctx.globalAlpha = 1;
@@ -361,6 +403,18 @@ function hoverLines(chart, data, L, mx, my) {
   return hv.fields.map(([label, field, suffix]) => [label, show((src[field] || [])[i]) + (suffix || "")]);
 }
 
+// ---- streaming ---------------------------------------------------------------------------------------------
+function appendRows(data, name, rows, rollover) {
+  // rows appended to source `name` (its columns copied first: the model's own arrays stay as they came)
+  const src = data[name] = {...(data[name] || {})};
+  for (const [k, v] of Object.entries(rows)) {
+    const cur = src[k] ? Array.from(src[k]) : [];
+    for (const x of v) cur.push(x);
+    src[k] = rollover > 0 && cur.length > rollover ? cur.slice(cur.length - rollover) : cur;
+  }
+  return data;
+}
+
 // ---- the widget ----------------------------------------------------------------------------------------------
 function render({model, el}) {
   const root = document.createElement("div");
@@ -372,9 +426,12 @@ function render({model, el}) {
   root.appendChild(tip);
   let charts = [];
   let drawn = 0;
+  let data = {...(model.get("data") || {})};
+  let view = null;  // the zoomed or panned x range of the charts whose x axis has `zoom` (null: follow the data)
+  let frame = 0;
 
   function build() {
-    for (const c of charts) c.canvas.remove();
+    for (const c of charts) { if (seen) seen.unobserve(c.canvas); c.canvas.remove(); }
     const spec = model.get("spec") || {charts: []};
     root.style.gridTemplateColumns = `repeat(${spec.columns || spec.charts.length || 1}, max-content)`;
     const dpr = window.devicePixelRatio || 1;
@@ -387,39 +444,90 @@ function render({model, el}) {
       canvas.setAttribute("role", "img");
       canvas.setAttribute("aria-label", chart.title || "chart");
       root.insertBefore(canvas, tip);
-      const c = {chart, canvas, ctx: canvas.getContext("2d"), dpr, L: null};
+      const c = {chart, canvas, ctx: canvas.getContext("2d"), dpr, L: null, visible: true, dirty: false};
+      if (seen) seen.observe(canvas);
       canvas.addEventListener("mousemove", (ev) => hover(c, ev));
       canvas.addEventListener("mouseleave", () => { tip.style.display = "none"; });
+      if (chart.x.zoom) zoomable(c);
       return c;
     });
   }
 
+  function drawOne(c) {
+    const {ctx, chart, dpr} = c;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, chart.width, chart.height);
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, chart.width, chart.height);
+    const L = layout(chart, ctx, data, view);
+    L.rects = [];
+    drawFrame(ctx, chart, L);
+    drawMarks(ctx, chart, data, L);
+    drawAxes(ctx, chart, L);
+    drawLegend(ctx, L);
+    c.L = L;
+    c.dirty = false;
+    el.dataset.xmax = String(L.xr[1]);  // e.g. the newest sample drawn
+  }
+
   function draw() {
+    // a chart scrolled out of sight is drawn when it comes back (a monitor of eight GPUs has 34 charts)
     const t0 = performance.now();
-    const data = model.get("data") || {};
     for (const c of charts) {
-      const {ctx, chart, dpr} = c;
-      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-      ctx.clearRect(0, 0, chart.width, chart.height);
-      ctx.fillStyle = "#fff";
-      ctx.fillRect(0, 0, chart.width, chart.height);
-      const L = layout(chart, ctx, data);
-      L.rects = [];
-      drawFrame(ctx, chart, L);
-      drawMarks(ctx, chart, data, L);
-      drawAxes(ctx, chart, L);
-      drawLegend(ctx, L);
-      c.L = L;
+      if (c.visible) drawOne(c);
+      else c.dirty = true;
     }
     drawn += 1;
     el.dataset.drawn = String(drawn);
     el.dispatchEvent(new CustomEvent("aon-drawn", {detail: performance.now() - t0}));
   }
 
+  const seen = typeof IntersectionObserver === "function" ? new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      const c = charts.find((x) => x.canvas === e.target);
+      if (!c) continue;
+      c.visible = e.isIntersecting;
+      if (c.visible && c.dirty) drawOne(c);
+    }
+  }) : null;
+
+  function setView(v) {
+    view = v;
+    el.dataset.view = v ? v.join(",") : "";  // what the person zoomed to (empty: following the data)
+    later();
+  }
+
+  function later() {  // one draw at the next frame for everything that arrived before it (none while hidden)
+    if (!frame) frame = requestAnimationFrame(() => { frame = 0; draw(); });
+  }
+
+  function zoomable(c) {
+    // ctrl (or a trackpad's pinch) + wheel zooms the time axis around the pointer, a drag pans it, a double click
+    // follows the data again; the plain wheel scrolls the page
+    c.canvas.addEventListener("wheel", (ev) => {
+      if (!(ev.ctrlKey || ev.metaKey) || !c.L) return;
+      ev.preventDefault();
+      const [lo, hi] = view || c.L.xr;
+      const at = c.L.sx.invert(ev.offsetX);
+      const k = ev.deltaY > 0 ? 1.25 : 0.8;
+      setView([at - (at - lo) * k, at + (hi - at) * k]);
+    }, {passive: false});
+    let dragFrom = null;
+    c.canvas.addEventListener("mousedown", (ev) => { if (c.L) dragFrom = [ev.clientX, (view || c.L.xr).slice()]; });
+    window.addEventListener("mouseup", () => { dragFrom = null; });
+    c.canvas.addEventListener("mousemove", (ev) => {
+      if (!dragFrom || !c.L) return;
+      const [x0, [lo, hi]] = dragFrom;
+      const d = (ev.clientX - x0) * (hi - lo) / (c.L.f.x1 - c.L.f.x0);
+      setView([lo - d, hi - d]);
+    });
+    c.canvas.addEventListener("dblclick", () => setView(null));
+  }
+
   function hover(c, ev) {
     if (!c.L) return;
     const r = c.canvas.getBoundingClientRect();
-    const lines = hoverLines(c.chart, model.get("data") || {}, c.L, ev.clientX - r.left, ev.clientY - r.top);
+    const lines = hoverLines(c.chart, data, c.L, ev.clientX - r.left, ev.clientY - r.top);
     if (!lines) { tip.style.display = "none"; return; }
     tip.replaceChildren(...lines.map(([k, v]) => {
       const d = document.createElement("div");
@@ -434,13 +542,25 @@ function render({model, el}) {
     tip.style.top = ev.clientY - rr.top + 12 + "px";
   }
 
+  const onSpec = () => { build(); draw(); };
+  const onData = () => { data = {...(model.get("data") || {})}; draw(); };
+  const onMsg = (msg) => {
+    if (!msg || typeof msg !== "object") return;
+    if (msg.kind === "stream") { appendRows(data, msg.source, msg.rows, msg.rollover); later(); }
+    else if (msg.kind === "reset") { data = {...data, ...msg.data}; later(); }
+  };
   build();
   draw();
-  const onSpec = () => { build(); draw(); };
   model.on("change:spec", onSpec);
-  model.on("change:data", draw);
-  return () => { model.off("change:spec", onSpec); model.off("change:data", draw); };
+  model.on("change:data", onData);
+  model.on("msg:custom", onMsg);
+  model.send({kind: "snapshot"});  // rows streamed before this view existed (a reload, a second view)
+  return () => {
+    model.off("change:spec", onSpec); model.off("change:data", onData); model.off("msg:custom", onMsg);
+    if (frame) cancelAnimationFrame(frame);
+    if (seen) seen.disconnect();
+  };
 }
 
 export default {render};
-export const parts = {fmt, ticks, extent, niceStep, scale, layout, hoverLines};  // for tests
+export const parts = {fmt, fmtTime, fmtBytes, ticks, labels, extent, niceStep, scale, layout, hoverLines, appendRows};  // for tests

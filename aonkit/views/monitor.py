@@ -1,10 +1,9 @@
-"""Live-monitor figures: samples in, one line plot per metric (a line per device) on a shared time axis out.
+"""Live-monitor figures: samples in, one line chart per metric (a line per device) on a shared time axis out.
 
-:func:`monitor_view` builds the plots and their empty source for a sampler's
-channels, (device, metric) pairs; :func:`wide` turns long-form samples
-(``ts_ns``, ``device``, ``metric``, ``value``; see :mod:`aonkit.sources.samplers`)
-into rows for that source, one column per channel. Streaming, pausing and the
-polling loop are the widget's (:class:`aonkit.widgets.LiveMonitor`).
+:func:`monitor_view` describes the charts (canvas chart specs, drawn by :class:`aonkit.widgets.charts.Charts`)
+for a sampler's channels, (device, metric) pairs; :func:`wide` turns long-form samples (``ts_ns``, ``device``,
+``metric``, ``value``; see :mod:`aonkit.sources.samplers`) into rows for their one source, ``"s"``, one column
+per channel. Streaming, pausing and the polling loop are the widget's (:class:`aonkit.widgets.LiveMonitor`).
 """
 
 from __future__ import annotations
@@ -14,11 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, DatetimeTickFormatter, LayoutDOM, NumeralTickFormatter
-from bokeh.plotting import figure
 
 from . import theme
+from .model_charts import axis, chart
 
 PLOT_HEIGHT = 140
 """Height of each metric's plot, in pixels."""
@@ -38,65 +35,73 @@ def device_label(device: int) -> str:
 
 
 def wide(samples: pd.DataFrame, channels: Sequence[Channel]) -> dict[str, np.ndarray]:
-    """Long-form samples to columns ``t`` (ms since epoch, for a datetime axis) and one per channel."""
+    """Long-form samples to columns ``t`` (ms since the epoch) and one per channel, a row per sample time.
+
+    Rows are the distinct ``ts_ns`` in increasing order; a channel without a value at a time is NaN; of two
+    values of one channel at one time, the later row's is kept. Samples of channels not in ``channels`` are left
+    out.
+    """
     names = [column_name(d, m) for d, m in channels]
     if samples.empty:
         return {"t": np.empty(0), **{n: np.empty(0) for n in names}}
-    device = samples["device"].to_numpy(np.int64) if "device" in samples else np.full(len(samples), -1)
-    key = pd.Series([column_name(int(d), str(m)) for d, m in zip(device, samples["metric"].astype(str))])
-    table = pd.DataFrame({"ts_ns": samples["ts_ns"].to_numpy(), "key": key, "value": samples["value"].to_numpy()})
-    table = table.pivot_table(index="ts_ns", columns="key", values="value", aggfunc="last")
-    out = {"t": table.index.to_numpy(np.int64) / 1e6}
-    for n in names:
-        out[n] = table[n].to_numpy(np.float64) if n in table.columns else np.full(len(table), np.nan)
-    return out
+    ts = samples["ts_ns"].to_numpy(np.int64)
+    device = samples["device"].to_numpy(np.int64) if "device" in samples else np.full(len(samples), -1, np.int64)
+    m = samples["metric"]
+    if isinstance(m.dtype, pd.CategoricalDtype):  # the samplers' tables: no strings to compare
+        mcode, metrics = m.cat.codes.to_numpy(np.int64), m.cat.categories.astype(str)
+    else:
+        mcode, metrics = pd.factorize(m.astype(str), sort=True)
+    mcode = np.where(mcode < 0, len(metrics), mcode).astype(np.int64)  # a missing metric: no channel's
+    metrics = [*map(str, metrics), ""]
+    pair = mcode * (int(device.max()) + 2) + (np.maximum(device, -1) + 1)  # one code per (device, metric)
+    pairs, pair_row = np.unique(pair, return_inverse=True)
+    where = {(int(d), str(m)): i for i, (d, m) in enumerate(channels)}
+    span = int(device.max()) + 2
+    col_of = np.array([where.get((int(c % span) - 1, str(metrics[c // span])), -1) for c in pairs], np.int64)
+    col = np.where(device < -1, -1, col_of[pair_row])  # no device below -1 (the host)
+    times, row = np.unique(ts, return_inverse=True)
+    keep = col >= 0
+    flat = (row * len(names) + col)[keep][::-1]  # reversed: the first of each cell below is the last row
+    cells, first = np.unique(flat, return_index=True)
+    out = np.full(len(times) * len(names), np.nan)
+    out[cells] = samples["value"].to_numpy(np.float64)[keep][::-1][first]
+    out = out.reshape(len(times), len(names))
+    return {"t": times / 1e6, **{n: out[:, i] for i, n in enumerate(names)}}
 
 
 @dataclass
 class MonitorView:
-    """The monitor's bokeh models.
+    """The monitor's charts.
 
     Attributes
     ----------
-    source : ColumnDataSource
-        Columns ``t`` and one per channel (rows from :func:`wide`); stream into it.
     channels : list of (int, str)
-        The channels shown, in source-column order.
-    figures : list of bokeh figure
-        One line plot per metric (a line per device, legend by device), x ranges shared.
-    layout : LayoutDOM
-        The figures in a column.
+        The channels shown, in source-column order (columns of :func:`wide`).
+    charts : list of dict
+        One line chart spec per metric (a line per device, legend by device), on source ``"s"``; their time axes
+        zoom and pan together.
     """
 
-    source: ColumnDataSource
     channels: list[Channel]
-    figures: list
-    layout: LayoutDOM
+    charts: list[dict]
 
 
 def monitor_view(channels: Sequence[Channel], width: int = theme.CARD_WIDTH * 2,
                  metrics: Sequence[str] | None = None) -> MonitorView:  # fmt: skip
-    """An empty source and one plot per metric of ``channels`` (only ``metrics`` when given), a line per device."""
+    """One chart per metric of ``channels`` (only ``metrics`` when given, in that order), a line per device."""
     shown = [(int(d), str(m)) for d, m in channels if metrics is None or m in metrics]
-    source = ColumnDataSource(wide(pd.DataFrame(columns=["ts_ns", "device", "metric", "value"]), shown))
     devices = sorted({d for d, _ in shown})
     palette = theme.ROOF_COLORS[1:] or theme.ROOF_COLORS
-    plots: list = []
+    color = {d: palette[devices.index(d) % len(palette)] for d in devices}
     order = [m for m in (metrics or ()) if any(m == x for _, x in shown)] or dict.fromkeys(m for _, m in shown)
+    charts = []
     for metric in order:  # the order asked for, else the sampler's
-        shared = {"x_range": plots[0].x_range} if plots else {}
-        fig = figure(height=PLOT_HEIGHT, width=width, x_axis_type="datetime", tools="xpan,xwheel_zoom,reset",
-                     **shared)
-        fig.title.text = theme.plain(metric)
-        for d in (d for d, m in shown if m == metric):
-            fig.line("t", column_name(d, metric), source=source, color=palette[devices.index(d) % len(palette)],
-                     legend_label=device_label(d))
-        fig.legend.location = "top_left"
-        fig.legend.visible = len(devices) > 1
-        # sub-second ticks with their second (bokeh's default drew "800ms 000ms 200ms" across a second)
-        fig.xaxis.formatter = DatetimeTickFormatter(milliseconds="%H:%M:%S.%1N", seconds="%H:%M:%S",
-                                                    minsec="%H:%M:%S")  # fmt: skip
-        if metric.endswith("_bytes"):
-            fig.yaxis.formatter = NumeralTickFormatter(format="0.0 ib")  # 1.7 GiB, not 1.784e+9
-        plots.append(fig)
-    return MonitorView(source, shown, plots, column(*plots))
+        devs = [d for d, m in shown if m == metric]
+        marks = [{"kind": "line", "source": "s", "x": "t", "y": column_name(d, metric), "color": color[d],
+                  "line_width": 1.5} for d in devs]  # fmt: skip
+        legend = ({"location": "right", "items": [{"label": device_label(d), "color": color[d]} for d in devs]}
+                  if len(devices) > 1 else None)  # fmt: skip
+        y = axis("linear", format="bytes") if metric.endswith("_bytes") else axis("linear")  # 1.7 GiB, not 1.8e9
+        charts.append(chart(metric, axis("time", zoom=True), y, marks, width=width, height=PLOT_HEIGHT,
+                            legend=legend))  # fmt: skip
+    return MonitorView(shown, charts)

@@ -6,10 +6,11 @@ budget. ``Charts`` draws lines, points, stacked bars, spans, text, legends and a
 ``<canvas>`` per chart (``widgets/charts.js``, an anywidget module shipped inline: nothing is fetched), and a
 change of data touches nothing else in the page.
 
-A chart is described once (``spec``: a dict built in :mod:`aonkit.views.model_charts`); its data are named
-sources of columns. :class:`ChartSource` gives each source the ``.data`` attribute of a bokeh
-``ColumnDataSource``, so a panel assigns new columns the same way; inside :meth:`Charts.one_patch` the
-assignments leave as one message.
+A chart is described once (``spec``: a dict built in :mod:`aonkit.views.model_charts` or
+:mod:`aonkit.views.monitor`); its data are named sources of columns. :class:`ChartSource` gives each source the
+``.data`` attribute and the ``.stream(rows, rollover)`` method of a bokeh ``ColumnDataSource``: a panel assigns new
+columns the same way, and inside :meth:`Charts.one_patch` the assignments leave as one message; a stream sends
+only its new rows, and the page draws at its next frame whatever arrived before it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ def _clean(values: Any) -> list:
     return out
 
 
+def _check_lengths(name: str, columns: Mapping[str, Any]) -> None:
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"source {name!r}: columns of different lengths {sorted(lengths)}")
+
+
 class ChartSource:
     """One named source of a :class:`Charts`: set :attr:`data` (a dict of columns) to redraw what uses it.
 
@@ -66,11 +73,29 @@ class ChartSource:
 
     @data.setter
     def data(self, value: Mapping[str, Any]) -> None:
-        lengths = {len(v) for v in value.values()}
-        if len(lengths) > 1:
-            raise ValueError(f"source {self.name!r}: columns of different lengths {sorted(lengths)}")
+        _check_lengths(self.name, value)
         self._data = dict(value)
+        self.charts._streamed.discard(self.name)
         self.charts._changed(self.name)
+
+    def stream(self, rows: Mapping[str, Any], rollover: int | None = None) -> None:
+        """Append ``rows`` (the same columns as :attr:`data`) and keep the last ``rollover`` rows.
+
+        Only the new rows go to the page (a small message at each call, whatever the length kept), at once.
+        """
+        _check_lengths(self.name, rows)
+        if set(rows) != set(self._data):
+            raise ValueError(f"source {self.name!r}: stream columns {sorted(rows)} are not {sorted(self._data)}")
+        n = len(next(iter(rows.values()), ()))
+        if n == 0:
+            return
+        keep = None if rollover is None or rollover <= 0 else int(rollover)
+        for k, v in rows.items():
+            col = np.concatenate([np.asarray(self._data[k]), np.asarray(v)])
+            self._data[k] = col[-keep:] if keep is not None and len(col) > keep else col
+        self.charts._streamed.add(self.name)
+        self.charts.send({"kind": "stream", "source": self.name, "rollover": keep or 0,
+                          "rows": {k: _clean(v) for k, v in rows.items()}})  # fmt: skip
 
 
 class Charts(anywidget.AnyWidget):
@@ -103,10 +128,18 @@ class Charts(anywidget.AnyWidget):
         if missing:
             raise ValueError(f"charts use sources {missing} that were not given")
         self._held: set[str] | None = None
+        self._streamed: set[str] = set()  # sources whose rows in the page came by stream(), not by `data`
         self.sources = {name: ChartSource(self, name, cols) for name, cols in sources.items()}
         super().__init__(spec={"charts": list(charts), "columns": int(columns or len(charts))},
                          data={n: {k: _clean(v) for k, v in s.data.items()} for n, s in self.sources.items()},
                          **kwargs)  # fmt: skip
+        self.on_msg(self._message)
+
+    def _message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        """A view that starts asks for the rows streamed before it: they go as one message to all views."""
+        if isinstance(content, dict) and content.get("kind") == "snapshot" and self._streamed:
+            self.send({"kind": "reset", "data": {n: {k: _clean(v) for k, v in self.sources[n].data.items()}
+                                                 for n in sorted(self._streamed)}})  # fmt: skip
 
     def _changed(self, name: str) -> None:
         if self._held is not None:
