@@ -9,7 +9,7 @@ import math
 import pytest
 
 from aonkit.views import model_charts
-from aonkit.widgets.charts import WEB, Charts
+from aonkit.widgets.charts import Charts
 
 FIELD_KEYS = ("x", "y", "left", "right", "bottom", "top", "x0", "x1", "y0", "y1", "text", "color_field")
 
@@ -88,9 +88,10 @@ def test_the_panels_charts_draw_columns_their_data_has() -> None:
 # ---- the ES module in Chromium ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def page():
+    from aonkit.widgets.charts import ESM
     from tests.browser import browser_page
 
-    src = (WEB / "charts.js").read_text()
+    src = ESM  # the module as the widget ships it
     url = "data:text/javascript;base64," + base64.b64encode(src.encode()).decode()
     with browser_page() as (pg, blocked):
         pg.set_content("<html><body><div id='host'></div></body></html>")
@@ -227,7 +228,9 @@ def test_a_wheel_carries_the_browser_code(tmp_path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = (tmp_path / "dist").glob("aonkit-*.whl")
     with zipfile.ZipFile(wheel) as z:
-        for name in ("charts.js", "charts.css"):
+        names = sorted(p.name for p in (root / "widgets").iterdir() if p.suffix in (".js", ".css"))
+        assert len(names) == 4, names
+        for name in names:
             assert z.read(f"aonkit/widgets/web/{name}") == (root / "widgets" / name).read_bytes()
 
 
@@ -380,3 +383,10 @@ def test_a_chart_out_of_sight_is_drawn_when_it_comes_into_view(page) -> None:
     assert page.evaluate(PIXEL, [0.55, 0.3]) == [255, 255, 255]
     assert page.evaluate(PIXEL, [0.55, 0.8]) == [255, 0, 0]
     page.evaluate("() => { document.getElementById('host').style.marginTop = '0px'; window.scrollTo(0, 0); }")
+
+
+def test_a_bytes_axis_steps_in_whole_binary_units(page) -> None:
+    got = page.evaluate("() => { const a = {type: 'linear', format: 'bytes'}, t = window.aon.parts.ticks(a, 0.5e9,"
+                        " 8.3e9); return [t, window.aon.parts.labels(a, t)]; }")
+    ticks, labels = got
+    assert ticks == [2 * 2**30, 4 * 2**30, 6 * 2**30] and labels == ["2 GiB", "4 GiB", "6 GiB"], got

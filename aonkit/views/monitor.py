@@ -91,7 +91,7 @@ def monitor_view(channels: Sequence[Channel], width: int = theme.CARD_WIDTH * 2,
     """One chart per metric of ``channels`` (only ``metrics`` when given, in that order), a line per device."""
     shown = [(int(d), str(m)) for d, m in channels if metrics is None or m in metrics]
     devices = sorted({d for d, _ in shown})
-    palette = theme.ROOF_COLORS[1:] or theme.ROOF_COLORS
+    palette = theme.DEVICE_COLORS
     color = {d: palette[devices.index(d) % len(palette)] for d in devices}
     order = [m for m in (metrics or ()) if any(m == x for _, x in shown)] or dict.fromkeys(m for _, m in shown)
     charts = []

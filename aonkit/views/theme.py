@@ -14,8 +14,8 @@ from bokeh.models import PlainText
 from ..units import fmt_ns
 
 __all__ = [
-    "BOUND_COLORS", "BOUND_LABELS", "CARD_HEIGHT", "CARD_WIDTH", "CLASS_COLORS", "FIG_HEIGHT", "FIG_WIDTH",
-    "IDLE_COLORS", "IDLE_LABELS", "MISSING", "POINT_SIZE", "ROOF_COLORS", "TABLE_HEIGHT", "TABLE_WIDTH",
+    "BOUND_COLORS", "BOUND_LABELS", "CARD_HEIGHT", "CARD_WIDTH", "CLASS_COLORS", "DEVICE_COLORS", "FIG_HEIGHT",
+    "FIG_WIDTH", "IDLE_COLORS", "IDLE_LABELS", "MISSING", "POINT_SIZE", "ROOF_COLORS", "TABLE_HEIGHT", "TABLE_WIDTH",
     "fmt_bytes", "fmt_flop", "fmt_flop_rate", "fmt_ns", "fmt_pct", "fmt_si", "plain", "time_unit",
 ]  # fmt: skip
 
@@ -34,6 +34,10 @@ IDLE_LABELS: dict[str, str] = {"host_wait": "host wait", "kernel_wait": "kernel 
 
 ROOF_COLORS: tuple[str, ...] = ("#000000", "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
 """Roof lines in order: memory-bandwidth slope first, then compute ceilings."""
+
+DEVICE_COLORS: tuple[str, ...] = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                                  "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
+"""A line per device (the live monitor): ten distinct colours, so the eight GPUs of a node never share one."""
 
 FIG_WIDTH, FIG_HEIGHT = 720, 460
 CARD_WIDTH, CARD_HEIGHT = 320, 170

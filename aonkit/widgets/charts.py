@@ -3,7 +3,7 @@
 In JupyterLab, a BokehJS figure given new data was drawn 60-120 ms later on a 2-CPU machine (its layout pass
 and CSS reads restyle the whole page; ``bench/RESULTS.md``, sessions 30-32), over the model panels' 100 ms
 budget. ``Charts`` draws lines, points, stacked bars, spans, text, legends and a hover read-out on one
-``<canvas>`` per chart (``widgets/charts.js``, an anywidget module shipped inline: nothing is fetched), and a
+``<canvas>`` per chart (``widgets/charts*.js``, an anywidget module shipped inline: nothing is fetched), and a
 change of data touches nothing else in the page.
 
 A chart is described once (``spec``: a dict built in :mod:`aonkit.views.model_charts` or
@@ -27,6 +27,10 @@ import traitlets
 
 WEB = Path(__file__).resolve().parent / "web"
 """The browser-side code: ``widgets/`` at the top of the checkout (``aonkit/widgets/web`` links to it)."""
+PARTS = ("charts_axes.js", "charts_draw.js", "charts.js")
+"""The module's source files, joined in this order (anywidget loads one module from a string)."""
+ESM = "\n".join((WEB / name).read_text(encoding="utf-8") for name in PARTS)
+"""The ES module the page runs."""
 
 
 def _clean(values: Any) -> list:
@@ -115,7 +119,7 @@ class Charts(anywidget.AnyWidget):
     sources : dict of str to ChartSource
     """
 
-    _esm = WEB / "charts.js"
+    _esm = ESM
     _css = WEB / "charts.css"
     spec = traitlets.Dict().tag(sync=True)
     data = traitlets.Dict().tag(sync=True)
