@@ -317,6 +317,7 @@ def test_two_gpus_are_two_lines_per_metric_and_export_as_a_bundle(tmp_path: Path
     assert [[m["y"] for m in c["marks"]] for c in view.charts] == [["temperature_c@0", "temperature_c@1"],
                                                                    ["power_w@0", "power_w@1"]]  # a line per GPU
     assert [it["label"] for it in view.charts[0]["legend"]["items"]] == ["GPU 0", "GPU 1"]
+    assert {c["min_left"] for c in view.charts} == {72} and all(c["x"]["zoom"] for c in view.charts)  # aligned, linked
     data = wide(frame, view.channels)
     assert np.isfinite(data["temperature_c@0"]).all() and np.isfinite(data["temperature_c@1"]).all()
     m = LiveMonitor(s, metrics=["temperature_c"])

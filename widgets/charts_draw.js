@@ -12,7 +12,7 @@ function layout(chart, ctx, data, view) {
   const legend = chart.legend && chart.legend.items && chart.legend.items.length ? chart.legend : null;
   let legendW = 0;
   if (legend) legendW = Math.max(...legend.items.map((it) => ctx.measureText(it.label).width)) + 34;
-  const left = 10 + (chart.y.label ? 16 : 0) + yw + 6;
+  const left = Math.max(chart.min_left || 0, 10 + (chart.y.label ? 16 : 0) + yw + 6);  // min_left: aligned charts
   const right = legend && legend.location === "right" ? legendW + 12 : 14;
   const top = chart.title ? 26 : 10;
   const bottom = (chart.x.hidden ? 8 : 22) + (chart.x.label ? 16 : 0);

@@ -19,6 +19,8 @@ from .model_charts import axis, chart
 
 PLOT_HEIGHT = 140
 """Height of each metric's plot, in pixels."""
+MIN_LEFT = 72
+"""Left margin of every chart (px), wide enough for labels like ``7.45 GiB``: the time axes line up."""
 
 Channel = tuple[int, str]
 """(device, metric): device -1 is the host, else the GPU index."""
@@ -102,6 +104,7 @@ def monitor_view(channels: Sequence[Channel], width: int = theme.CARD_WIDTH * 2,
         legend = ({"location": "right", "items": [{"label": device_label(d), "color": color[d]} for d in devs]}
                   if len(devices) > 1 else None)  # fmt: skip
         y = axis("linear", format="bytes") if metric.endswith("_bytes") else axis("linear")  # 1.7 GiB, not 1.8e9
-        charts.append(chart(metric, axis("time", zoom=True), y, marks, width=width, height=PLOT_HEIGHT,
-                            legend=legend))  # fmt: skip
+        spec = chart(metric, axis("time", zoom=True), y, marks, width=width, height=PLOT_HEIGHT, legend=legend)
+        spec["min_left"] = MIN_LEFT  # the same left margin: one instant at one x in every chart
+        charts.append(spec)
     return MonitorView(shown, charts)
