@@ -25,11 +25,9 @@ Prints markdown; writes only a temporary notebook.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -205,54 +203,40 @@ def drags(page, repeats: int) -> None:
 
 def in_browser(repeats: int) -> None:
     """Time dropdown changes made in the page of a real JupyterLab, to the redrawn figure."""
-    from tests.browser import browser_page, jupyter_lab
-    from tests.test_gallery_browser import run_all
+    from bench._lab import notebook_page
 
     cells = ["from aonkit.widgets import LLMModelPanel\nLLMModelPanel()",
              "from aonkit.widgets import ServingPanel\nServingPanel()",
              "print('answers on release')\nServingPanel(live=False)"]
-    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
-                    for c in cells],
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-          "nbformat": 4, "nbformat_minor": 5}  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="aonb-") as tmp:
-        root = Path(tmp)
-        (root / "notebooks").mkdir()
-        (root / "notebooks" / "panels.ipynb").write_text(json.dumps(nb))
-        with jupyter_lab(root) as server:
-            base, token = server.split("|")
-            with browser_page(allow_hosts=(base,)) as (page, _blocked):
-                state = run_all(page, base, token, "panels.ipynb")
-                if not all(c["count"] and not c["errors"] for c in state["cells"]):
-                    sys.exit(f"the panels' notebook did not run: {state}")
-                page.wait_for_function("() => document.querySelectorAll('.aon-charts').length >= 4",
-                                       timeout=60_000)  # the LLM panel's two tabs, two serving panels
-                page.wait_for_timeout(2000)
-                print("\n### In JupyterLab (headless Chromium): a dropdown changed in the page, ms\n")
-                print("| panel | change | n | to new data: median | worst | to drawn: median | worst | kernel's computation:"
-                      " median | canvas calls: median |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
-                for name, mark, summary, steps in BROWSER_CHANGES:
-                    for current, value in steps:
-                        got = []
-                        for _ in range(repeats):  # there and back: each a change
-                            for a, b in ((current, value), (value, current)):
-                                r = page.evaluate(CHANGE_JS, [mark, a, b, summary])
-                                if isinstance(r, str):
-                                    sys.exit(f"{mark}: {r}")
-                                got.append(r)
-                                page.wait_for_timeout(200)
-                        a, b = [g[0] for g in got], [g[1] for g in got]
-                        k = [g[2] for g in got if g[2] is not None]
-                        d = [g[3] for g in got if g[3] is not None]
-                        dm = f"{statistics.median(d):.1f}" if d else "-"
-                        print(f"| {name} | {current} <-> {value} | {len(got)} | "
-                              f"{statistics.median(a):.0f} | {max(a):.0f} | {statistics.median(b):.0f} | "
-                              f"{max(b):.0f} | {statistics.median(k) if k else '-'} | "
-                              f"{dm} |")  # fmt: skip
-                drags(page, max(2, repeats // 2))
-                errors = [e for e in page.aonkit_errors if e.startswith("page error")]
-                if errors:
-                    print("page errors:", errors)
+    with notebook_page(cells, "panels.ipynb") as page:
+        page.wait_for_function("() => document.querySelectorAll('.aon-charts').length >= 4",
+                               timeout=60_000)  # the LLM panel's two tabs, two serving panels
+        page.wait_for_timeout(2000)
+        print("\n### In JupyterLab (headless Chromium): a dropdown changed in the page, ms\n")
+        print("| panel | change | n | to new data: median | worst | to drawn: median | worst | kernel's computation:"
+              " median | canvas calls: median |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for name, mark, summary, steps in BROWSER_CHANGES:
+            for current, value in steps:
+                got = []
+                for _ in range(repeats):  # there and back: each a change
+                    for a, b in ((current, value), (value, current)):
+                        r = page.evaluate(CHANGE_JS, [mark, a, b, summary])
+                        if isinstance(r, str):
+                            sys.exit(f"{mark}: {r}")
+                        got.append(r)
+                        page.wait_for_timeout(200)
+                a, b = [g[0] for g in got], [g[1] for g in got]
+                k = [g[2] for g in got if g[2] is not None]
+                d = [g[3] for g in got if g[3] is not None]
+                dm = f"{statistics.median(d):.1f}" if d else "-"
+                print(f"| {name} | {current} <-> {value} | {len(got)} | "
+                      f"{statistics.median(a):.0f} | {max(a):.0f} | {statistics.median(b):.0f} | "
+                      f"{max(b):.0f} | {statistics.median(k) if k else '-'} | "
+                      f"{dm} |")  # fmt: skip
+        drags(page, max(2, repeats // 2))
+        errors = [e for e in page.aonkit_errors if e.startswith("page error")]
+        if errors:
+            print("page errors:", errors)
 
 
 def main() -> None:

@@ -20,10 +20,8 @@ Prints markdown; writes only a temporary notebook.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -82,55 +80,42 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--idle", action="store_true", help="a notebook without the monitor (the page's own cost)")
     args = ap.parse_args()
-    from tests.browser import browser_page, jupyter_lab
-    from tests.test_gallery_browser import run_all
+    import psutil
 
-    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-                     "source": "print('no monitor')" if args.idle else cell(args.gpus)}],
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-          "nbformat": 4, "nbformat_minor": 5}  # fmt: skip
+    from bench._lab import notebook_page
+
     print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}; LiveMonitor of "
           f"{f'{args.gpus} fake GPUs' if args.gpus else 'the host'}, {args.seconds:g} s per window\n")
-    with tempfile.TemporaryDirectory(prefix="aonb-") as tmp:
-        root = Path(tmp)
-        (root / "notebooks").mkdir()
-        (root / "notebooks" / "monitor.ipynb").write_text(json.dumps(nb))
-        with jupyter_lab(root) as server:
-            base, token = server.split("|")
-            import psutil
-
-            with browser_page(allow_hosts=(base,)) as (page, _blocked):
-                state = run_all(page, base, token, "monitor.ipynb")
-                if not all(c["count"] and not c["errors"] for c in state["cells"]):
-                    sys.exit(f"the monitor's notebook did not run: {state}")
-                page.wait_for_timeout(3000)
-                kernel = next(p for p in psutil.process_iter(["cmdline"])
-                              if "ipykernel" in " ".join(p.info["cmdline"] or []))  # fmt: skip
-                renderers = [p for p in psutil.process_iter(["cmdline"])
-                             if "--type=renderer" in " ".join(p.info["cmdline"] or [])]  # fmt: skip
-                cdp = page.context.new_cdp_session(page)
-                cdp.send("Performance.enable", {"timeMetric": "threadTicks"})
-                pause = page.locator("button", has_text="pause").first
-                rows = []
-                for label in (("idle", "idle") if args.idle else ("streaming", "paused", "streaming")):
-                    if label == "paused" or (rows and rows[-1][0] == "paused"):
-                        pause.click()
-                        page.wait_for_timeout(1000)
-                    r = window(cdp, kernel, renderers, args.seconds)
-                    r["lag"] = page.evaluate(LAG_JS)
-                    rows.append((label, r))
-                print("| monitor | page main thread | script | layout | style | renderers' CPU | kernel CPU | display "
-                      "behind, ms |")
-                print("|---|---:|---:|---:|---:|---:|---:|---:|")
-                for label, r in rows:
-                    lag = "-" if r["lag"] is None or label != "streaming" else f"{r['lag']:.0f}"
-                    print(f"| {label} | {r['TaskDuration']:.1f} | {r['ScriptDuration']:.1f} | "
-                          f"{r['LayoutDuration']:.1f} | {r['RecalcStyleDuration']:.1f} | {r['renderers']:.1f} | "
-                          f"{r['kernel']:.1f} | {lag} |")  # fmt: skip
-                print("\nms of work per second of wall time (10 = 1% of a core).")
-                errors = [e for e in page.aonkit_errors if e.startswith("page error")]
-                if errors:
-                    print("page errors:", errors)
+    source = "print('no monitor')" if args.idle else cell(args.gpus)
+    with notebook_page([source], "monitor.ipynb") as page:
+        page.wait_for_timeout(3000)
+        kernel = next(p for p in psutil.process_iter(["cmdline"])
+                      if "ipykernel" in " ".join(p.info["cmdline"] or []))  # fmt: skip
+        renderers = [p for p in psutil.process_iter(["cmdline"])
+                     if "--type=renderer" in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable", {"timeMetric": "threadTicks"})
+        pause = page.locator("button", has_text="pause").first
+        rows = []
+        for label in (("idle", "idle") if args.idle else ("streaming", "paused", "streaming")):
+            if label == "paused" or (rows and rows[-1][0] == "paused"):
+                pause.click()
+                page.wait_for_timeout(1000)
+            r = window(cdp, kernel, renderers, args.seconds)
+            r["lag"] = page.evaluate(LAG_JS)
+            rows.append((label, r))
+        print("| monitor | page main thread | script | layout | style | renderers' CPU | kernel CPU | display "
+              "behind, ms |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for label, r in rows:
+            lag = "-" if r["lag"] is None or label != "streaming" else f"{r['lag']:.0f}"
+            print(f"| {label} | {r['TaskDuration']:.1f} | {r['ScriptDuration']:.1f} | "
+                  f"{r['LayoutDuration']:.1f} | {r['RecalcStyleDuration']:.1f} | {r['renderers']:.1f} | "
+                  f"{r['kernel']:.1f} | {lag} |")  # fmt: skip
+        print("\nms of work per second of wall time (10 = 1% of a core).")
+        errors = [e for e in page.aonkit_errors if e.startswith("page error")]
+        if errors:
+            print("page errors:", errors)
 
 
 if __name__ == "__main__":
