@@ -95,6 +95,9 @@ CHANGE_JS = """async ([mark, current, value, summaryMark]) => {
   const charts = area.querySelector('.aon-charts');  // the panel's first charts (LLM: training; serving: all)
   const summary = [...area.querySelectorAll('.widget-html-content')].find((e) => e.innerText.includes(summaryMark));
   if (!charts || !summary) return 'no charts or summary';
+  // in sight: charts out of sight are drawn only when they come back
+  charts.scrollIntoView({block: 'center'});
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
   // event-driven, no polling (the page must not take CPU from the kernel): the charts drew new data (their
   // "aon-drawn" event, sent after the canvas calls), the summary's text replaced
   let dataAt = null, textAt = null, drawMs = null, done;
