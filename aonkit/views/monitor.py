@@ -55,10 +55,10 @@ def wide(samples: pd.DataFrame, channels: Sequence[Channel]) -> dict[str, np.nda
         mcode, metrics = pd.factorize(m.astype(str), sort=True)
     mcode = np.where(mcode < 0, len(metrics), mcode).astype(np.int64)  # a missing metric: no channel's
     metrics = [*map(str, metrics), ""]
-    pair = mcode * (int(device.max()) + 2) + (np.maximum(device, -1) + 1)  # one code per (device, metric)
+    span = max(int(device.max()), -1) + 2
+    pair = mcode * span + (np.maximum(device, -1) + 1)  # one code per (device, metric)
     pairs, pair_row = np.unique(pair, return_inverse=True)
-    where = {(int(d), str(m)): i for i, (d, m) in enumerate(channels)}
-    span = int(device.max()) + 2
+    where = {(int(d), str(name)): i for i, (d, name) in enumerate(channels)}
     col_of = np.array([where.get((int(c % span) - 1, str(metrics[c // span])), -1) for c in pairs], np.int64)
     col = np.where(device < -1, -1, col_of[pair_row])  # no device below -1 (the host)
     times, row = np.unique(ts, return_inverse=True)
