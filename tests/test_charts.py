@@ -390,3 +390,20 @@ def test_a_bytes_axis_steps_in_whole_binary_units(page) -> None:
                         " 8.3e9); return [t, window.aon.parts.labels(a, t)]; }")
     ticks, labels = got
     assert ticks == [2 * 2**30, 4 * 2**30, 6 * 2**30] and labels == ["2 GiB", "4 GiB", "6 GiB"], got
+
+
+def test_a_chart_takes_jupyterlabs_theme_colours(page) -> None:
+    charts, data = _bar_chart(top=4.0)
+    # GIVEN JupyterLab's dark theme variables on the page
+    page.evaluate("() => { const s = document.getElementById('host').style; s.setProperty('--jp-layout-color0',"
+                  " '#111111'); s.setProperty('--jp-ui-font-color1', '#eeeeee'); }")
+    try:
+        page.evaluate(RENDER, [charts, data])
+        # THEN the background is the theme's, and the bar is still its own colour
+        assert page.evaluate(PIXEL, [0.55, 0.3]) == [17, 17, 17]
+        assert page.evaluate(PIXEL, [0.55, 0.8]) == [255, 0, 0]
+    finally:
+        page.evaluate("() => { const s = document.getElementById('host').style;"
+                      " s.removeProperty('--jp-layout-color0'); s.removeProperty('--jp-ui-font-color1'); }")
+    page.evaluate(RENDER, [charts, data])  # without them: light, as outside JupyterLab
+    assert page.evaluate(PIXEL, [0.55, 0.3]) == [255, 255, 255]

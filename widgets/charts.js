@@ -42,10 +42,12 @@ function render({model, el}) {
   let data = {...(model.get("data") || {})};
   let view = null;  // the zoomed or panned x range of the charts whose x axis has `zoom` (null: follow the data)
   let frame = 0;
+  let pal = LIGHT;
 
   function build() {
     for (const c of charts) { if (seen) seen.unobserve(c.canvas); c.canvas.remove(); }
     const spec = model.get("spec") || {charts: []};
+    pal = palette(el);
     root.style.gridTemplateColumns = `repeat(${spec.columns || spec.charts.length || 1}, max-content)`;
     const dpr = window.devicePixelRatio || 1;
     charts = spec.charts.map((chart) => {
@@ -70,10 +72,11 @@ function render({model, el}) {
     const {ctx, chart, dpr} = c;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, chart.width, chart.height);
-    ctx.fillStyle = "#fff";
+    ctx.fillStyle = pal.bg;
     ctx.fillRect(0, 0, chart.width, chart.height);
     const L = layout(chart, ctx, data, view);
     L.rects = [];
+    L.pal = pal;
     drawFrame(ctx, chart, L);
     drawMarks(ctx, chart, data, L);
     drawAxes(ctx, chart, L);
@@ -164,6 +167,12 @@ function render({model, el}) {
   };
   build();
   draw();
+  // JupyterLab marks its theme on <body> (data-jp-theme-name): a new theme redraws with its colours
+  const themed = typeof MutationObserver === "function" && document.body ? new MutationObserver(() => {
+    pal = palette(el);
+    draw();
+  }) : null;
+  if (themed) themed.observe(document.body, {attributes: true, attributeFilter: ["data-jp-theme-name"]});
   model.on("change:spec", onSpec);
   model.on("change:data", onData);
   model.on("msg:custom", onMsg);
@@ -172,6 +181,7 @@ function render({model, el}) {
     model.off("change:spec", onSpec); model.off("change:data", onData); model.off("msg:custom", onMsg);
     if (frame) cancelAnimationFrame(frame);
     if (seen) seen.disconnect();
+    if (themed) themed.disconnect();
   };
 }
 

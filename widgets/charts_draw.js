@@ -107,7 +107,12 @@ function drawMarks(ctx, chart, data, L) {
         if (Number.isNaN(px) || Number.isNaN(py)) continue;
         const t = String(ts[i] ?? ""), tw = ctx.measureText(t).width;
         const x = Math.min(px, f.x1 - tw - 2);
-        if (m.background) { ctx.fillStyle = "rgba(255,255,255,0.75)"; ctx.fillRect(x - 2, py - 1, tw + 4, 14); }
+        if (m.background) {  // a veil under the label, over the bars
+          ctx.globalAlpha = 0.75;
+          ctx.fillStyle = L.pal.veil;
+          ctx.fillRect(x - 2, py - 1, tw + 4, 14);
+          ctx.globalAlpha = 1;
+        }
         ctx.fillStyle = colorOf(m, data, i);
         ctx.fillText(t, x, py);
       }
@@ -122,7 +127,7 @@ function drawFrame(ctx, chart, L) {
   ctx.lineWidth = 1;
   ctx.setLineDash([]);
   ctx.globalAlpha = 1;
-  ctx.strokeStyle = GRID;
+  ctx.strokeStyle = L.pal.grid;
   ctx.beginPath();
   for (const v of xt) { const p = Math.round(sx(v)) + 0.5; if (chart.x.grid !== false) { ctx.moveTo(p, f.y0); ctx.lineTo(p, f.y1); } }
   for (const v of yt) { const p = Math.round(sy(v)) + 0.5; ctx.moveTo(f.x0, p); ctx.lineTo(f.x1, p); }
@@ -132,8 +137,8 @@ function drawFrame(ctx, chart, L) {
 function drawAxes(ctx, chart, L) {
   const {f, sx, sy, xt, yt, ylabels} = L;
   ctx.font = FONT;
-  ctx.fillStyle = TEXT;
-  ctx.strokeStyle = AXIS;
+  ctx.fillStyle = L.pal.text;
+  ctx.strokeStyle = L.pal.axis;
   ctx.lineWidth = 1;
   ctx.setLineDash([]);
   ctx.globalAlpha = 1;
@@ -185,9 +190,11 @@ function drawLegend(ctx, L) {
   const x = lg.location === "right" ? L.f.x1 + 10 : L.f.x0 + 8, y = L.f.y0 + 6;
   ctx.font = FONT;
   ctx.globalAlpha = 1;
-  ctx.fillStyle = "rgba(255,255,255,0.8)";
+  ctx.globalAlpha = 0.8;
+  ctx.fillStyle = L.pal.veil;
   ctx.fillRect(x, y, w, h);
-  ctx.strokeStyle = GRID;
+  ctx.globalAlpha = 1;
+  ctx.strokeStyle = L.pal.grid;
   ctx.setLineDash([]);
   ctx.strokeRect(x + 0.5, y + 0.5, w, h);
   ctx.textAlign = "left";
@@ -199,7 +206,7 @@ function drawLegend(ctx, L) {
       ctx.strokeStyle = it.color; ctx.lineWidth = 2; ctx.setLineDash(it.dash || []);
       ctx.beginPath(); ctx.moveTo(x + 6, cy); ctx.lineTo(x + 24, cy); ctx.stroke(); ctx.setLineDash([]);
     }
-    ctx.fillStyle = TEXT;
+    ctx.fillStyle = L.pal.text;
     ctx.fillText(it.label, x + 28, cy);
   });
 }
