@@ -232,18 +232,19 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None) -> list[dict
     n = min(len(runs), os.cpu_count() or 1, 8) if threads is None else max(1, int(threads))
     if n <= 1 or len(runs) <= 1:
         return [one(r) for r in runs]
-    return list(_pool(n).map(one, runs))
+    return list(thread_pool(n).map(one, runs))
 
 
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def _pool(n: int) -> ThreadPoolExecutor:
-    """A pool of ``n`` threads, kept for the next call.
+def thread_pool(n: int) -> ThreadPoolExecutor:
+    """A pool of ``n`` threads for simulations, kept for the next call.
 
-    Starting the threads took 5-6 ms of a 45 ms panel update on a 2-CPU machine. Keyed by pid too: a forked
-    child's copy of a pool has no threads and would never run a task.
+    ``ServingPanel``'s replica search runs on ``thread_pool(1)`` beside the sweep. Starting the threads took
+    5-6 ms of a 45 ms panel update on a 2-CPU machine. Keyed by pid too: a forked child's copy of a pool has no
+    threads and would never run a task.
     """
     key = (os.getpid(), n)
     with _POOLS_LOCK:

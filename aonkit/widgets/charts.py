@@ -66,11 +66,6 @@ class ChartSource:
         self._data = dict(data)
 
     @property
-    def id(self) -> str:
-        """The source's name in the page."""
-        return self.name
-
-    @property
     def data(self) -> dict[str, Any]:
         """The columns last assigned."""
         return self._data
