@@ -255,11 +255,29 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
     Called as a decode-only step starts (nothing waiting for ``r``, no prompt in progress): until an
     arrival nothing else can reach ``r`` (other replicas share only the arrivals, and the central queue,
     empty, only grows with them), so its steps follow one another as the event loop would run them, with
-    the same arithmetic in the same order. Returns the end of the step in progress (for the event heap) or
-    -1 when its last sequence finished and it went idle (``BUSY`` cleared).
+    the same arithmetic in the same order. Between two finishes the batch is the same, so those steps run
+    in a loop of locals (the step count, decode-step count, tokens and busy time are written back after
+    it); a step at which a sequence finishes goes through :func:`end_decode_step`. Returns the end of the
+    step in progress (for the event heap) or -1 when its last sequence finished and it went idle (``BUSY``
+    cleared).
     """
     while end < until:
-        si[r, STEPS] += 1  # the step ending at `end`
+        b = si[r, HN]
+        d = si[r, DSTEP]
+        last = hk[r, 0] - 1  # the last decode-step count before the next finish
+        if d < last:  # steps that end with no sequence finishing
+            sp, sj, steps, dtok, busy = si[r, SP], si[r, SJ], si[r, STEPS], si[r, DTOK], busy_s[r]
+            while end < until and d < last:
+                steps += 1  # the step ending at `end`
+                d += 1
+                dur = overhead + interp(dc_tab, b, dc_x0, dc_h, sp + b * (1 + d) - sj)  # the next, from `end`
+                dtok += b
+                busy += dur
+                end = end + dur
+            si[r, DSTEP], si[r, STEPS], si[r, DTOK] = d, steps, dtok
+            busy_s[r] = busy
+            continue
+        si[r, STEPS] += 1  # the step ending at `end`: a sequence finishes
         end_decode_step(si, r, end, hk, hv, fin, pr, out)
         b = si[r, HN]
         if b == 0:

@@ -23,11 +23,13 @@ import numpy as np
 import pandas as pd
 
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
+from .serving_stats import METRICS, PERCENTILES, busy_fraction, latencies, serving_summary, summary_in_arrival_order
+
+__all__ = ["METRICS", "PERCENTILES", "ROUTINGS", "Prepared", "ServingResult", "prepare", "rerun", "serving_summary",
+           "simulate_serving", "summarize", "thread_pool"]
 
 ROUTINGS = ("jsq", "round_robin", "central")
 UNLIMITED = 2**62
-METRICS = ("queue", "ttft", "tpot", "e2e")
-PERCENTILES = (50, 90, 99)
 
 
 @dataclass(frozen=True)
@@ -97,14 +99,14 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
                   routing=routing, seed=seed, warmup=warmup, context_points=context_points)  # fmt: skip
     start, first, fin, rep, steps, busy, ptok, dtok = _execute(run)
     arr, prompt, output = run.arrivals, run.prompt, run.output
-    queue, ttft, tpot, e2e = _latencies(arr, output, start, first, fin)
+    queue, ttft, tpot, e2e = latencies(arr, output, start, first, fin)
     requests = pd.DataFrame({
         "arrival_s": arr, "prompt_tokens": prompt, "output_tokens": output, "replica": rep, "start_s": start,
         "first_token_s": first, "finish_s": fin, "queue_s": queue, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
     })
     per_replica = pd.DataFrame({
         "replica": np.arange(run.replicas), "requests": np.bincount(rep, minlength=run.replicas), "steps": steps,
-        "busy_s": busy, "busy_fraction": _busy_fraction(busy, arr, fin), "prefill_tokens": ptok,
+        "busy_s": busy, "busy_fraction": busy_fraction(busy, arr, fin), "prefill_tokens": ptok,
         "decode_tokens": dtok,
     })
     return ServingResult(requests, per_replica, serving_summary(requests, warmup))
@@ -222,12 +224,13 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None) -> list[dict
         Per run, in order: what ``simulate_serving(...).summary`` holds for the same arguments, to the last bit,
         and ``busy_fraction`` (the mean of the replicas'). No per-request table is built.
     """
-    def one(run: Prepared) -> dict:
-        start, first, fin, _, _, busy, _, _ = _execute(run)
-        queue, ttft, tpot, e2e = _latencies(run.arrivals, run.output, start, first, fin)
-        metrics = {"queue": queue, "ttft": ttft, "tpot": tpot, "e2e": e2e}
-        summary = _summary(run.arrivals, fin, run.output, metrics, run.warmup, PERCENTILES)
-        return {**summary, "busy_fraction": float(np.mean(_busy_fraction(busy, run.arrivals, fin)))}
+    def one(run: Prepared) -> dict:  # in arrival order, as the kernel gives it: no column goes back to input order
+        arr, output = run.arrivals[run.order], run.output[run.order]
+        start, first, fin, _, _, busy, _, _ = _kernel(run, arr, output)
+        k = int(np.floor(run.warmup * arr.size))  # the measured requests: from the k-th arrival on
+        lat = latencies(arr[k:], output[k:], start[k:], first[k:], fin[k:])
+        summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES)
+        return {**summary, "busy_fraction": float(np.mean(busy_fraction(busy, arr, fin)))}
 
     n = min(len(runs), os.cpu_count() or 1, 8) if threads is None else max(1, int(threads))
     if n <= 1 or len(runs) <= 1:
@@ -253,89 +256,25 @@ def thread_pool(n: int) -> ThreadPoolExecutor:
         return _POOLS[key]
 
 
-def _execute(run: Prepared) -> tuple[np.ndarray, ...]:
-    """The kernel on one prepared run.
+def _kernel(run: Prepared, arr: np.ndarray, output: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The kernel on one prepared run, given its arrivals and output lengths in arrival order (``run.order``).
 
-    Per request (start, first token, finish, replica) in input order, then per replica (steps, busy s, prefill
+    Per request (start, first token, finish, replica) in arrival order, then per replica (steps, busy s, prefill
     tokens, decode tokens).
     """
     from .._kernels.serving import simulate
 
+    return simulate(arr, run.prompt[run.order], output, *run.kernel_args)
+
+
+def _execute(run: Prepared) -> tuple[np.ndarray, ...]:
+    """:func:`_kernel` with the per-request results in input order."""
     o = run.order
-    res = simulate(run.arrivals[o], run.prompt[o], run.output[o], *run.kernel_args)
+    res = _kernel(run, run.arrivals[o], run.output[o])
     start, first, fin, rep = (np.empty_like(x) for x in res[:4])
     for dst, src in zip((start, first, fin, rep), res[:4]):
         dst[o] = src
     return (start, first, fin, rep, *res[4:])
-
-
-def _latencies(arr: np.ndarray, output: np.ndarray, start: np.ndarray, first: np.ndarray,
-               fin: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(queue, TTFT, TPOT, end-to-end) seconds per request; TPOT is NaN for one output token."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(output > 1, (fin - first) / (output - 1), np.nan)
-    return start - arr, first - arr, tpot, fin - arr
-
-
-def _busy_fraction(busy: np.ndarray, arr: np.ndarray, fin: np.ndarray) -> np.ndarray | float:
-    span = float(fin.max() - arr.min())
-    return busy / span if span > 0 else np.nan
-
-
-def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tuple = PERCENTILES) -> dict:
-    """Percentiles and throughput of a :attr:`ServingResult.requests` table.
-
-    The earliest ``warmup`` fraction of arrivals is left out. For each of ``queue``, ``ttft``,
-    ``tpot`` and ``e2e``: ``<m>_mean_s`` and ``<m>_p<q>_s``. ``throughput_per_s`` and
-    ``output_tokens_per_s`` count the requests (their output tokens) that finish in ``window_s``, from
-    the first measured arrival to the last finish, per second: the arrival rate below saturation, the
-    service capacity above it (the replicas are then busy through the window).
-
-    Parameters
-    ----------
-    requests : pandas.DataFrame
-        A :attr:`ServingResult.requests` table; uses ``arrival_s``, ``finish_s``, ``output_tokens``,
-        ``queue_s``, ``ttft_s``, ``tpot_s`` and ``e2e_s`` (seconds). Must have at least one row.
-    warmup : float, default 0.0
-        Fraction of the earliest arrivals left out of the latency statistics and of the window, in
-        ``[0, 1)`` (not validated here; :func:`simulate_serving` checks it).
-    percentiles : tuple of float, default (50, 90, 99)
-        Percentiles (0 to 100) reported per metric, by :func:`numpy.percentile` (linear interpolation).
-
-    Returns
-    -------
-    dict
-        ``requests`` (rows in the table), ``measured`` (rows after the warm-up), ``window_s``,
-        ``throughput_per_s`` (requests per second) and ``output_tokens_per_s`` (NaN for an empty
-        window), then per metric ``<m>_mean_s`` and ``<m>_p<q>_s`` in seconds (``q`` formatted with
-        ``:g``, e.g. ``ttft_p99_s``), over the measured rows' finite values (NaN when there are none).
-        Requests that finish in the window count towards throughput even when they arrived during the
-        warm-up.
-    """
-    metrics = {m: requests[f"{m}_s"].to_numpy() for m in METRICS}
-    return _summary(requests["arrival_s"].to_numpy(), requests["finish_s"].to_numpy(),
-                    requests["output_tokens"].to_numpy(), metrics, warmup, percentiles)  # fmt: skip
-
-
-def _summary(arr: np.ndarray, fin: np.ndarray, out: np.ndarray, metrics: dict[str, np.ndarray], warmup: float,
-             percentiles: tuple) -> dict:
-    order = np.argsort(arr, kind="stable")
-    measured = order[int(np.floor(warmup * arr.size)):]
-    t0, t1 = arr[measured[0]], fin.max()
-    done = fin >= t0
-    window = float(t1 - t0)
-    summary = {
-        "requests": int(arr.size), "measured": int(measured.size), "window_s": window,
-        "throughput_per_s": float(done.sum() / window) if window > 0 else np.nan,
-        "output_tokens_per_s": float(out[done].sum() / window) if window > 0 else np.nan,
-    }
-    for m, values in metrics.items():
-        x = values[measured]
-        x = x[np.isfinite(x)]
-        summary[f"{m}_mean_s"] = float(x.mean()) if x.size else np.nan
-        for q, v in zip(percentiles, np.percentile(x, percentiles) if x.size else [np.nan] * len(percentiles)):
-            summary[f"{m}_p{q:g}_s"] = float(v)
-    return summary
 
 
 def _lengths(spec: int | Lengths | object, n: int, rng: np.random.Generator, name: str) -> np.ndarray:
