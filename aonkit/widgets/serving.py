@@ -10,8 +10,8 @@ model's (:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decod
 device with tensor parallelism) or linear coefficients. The sweep's simulations run side by side on threads
 (the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as one
 message, after the numbers. Each part runs only when one of its inputs changed: a new objective runs only the
-replica search (9 ms), a new replica count only the sweep. With the defaults (20,000 requests, 8 rates) an
-update takes 43-56 ms (median per control) on a 2-CPU machine (``bench/model_widgets.py``).
+replica search (7 ms), a new replica count only the sweep. With the defaults (20,000 requests, 8 rates) an
+update takes 32-45 ms (median per control) on a 2-CPU machine (``bench/model_widgets.py``).
 
 Sliders answer while dragged (``live=True``). In a kernel a change is simulated :data:`COALESCE_S` after it
 arrives, with the values that arrived meanwhile (:class:`~aonkit.widgets._loop.Latest`): a dragged slider is
