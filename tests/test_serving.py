@@ -230,6 +230,18 @@ def test_sweep_rows_are_each_rates_simulation_summary(threads, cv):
                        "busy_fraction": float(res.replicas["busy_fraction"].mean())}  # fmt: skip
 
 
+@pytest.mark.parametrize("cv", [0.0, 0.5, 1.0, 2.5])
+def test_arrivals_from_one_set_of_draws_are_each_rates_own_to_the_bit(cv):
+    # GIVEN the draws of one process of a cv, from a seeded generator
+    draws = ArrivalProcess(3.0, cv).draws(5000, np.random.default_rng(11))
+    for rate in (0.01, 3.0, 7.3, 1e4):
+        # WHEN another rate's process turns them into arrival times
+        got = ArrivalProcess(rate, cv).from_draws(draws, 5000)
+        # THEN they are the times it samples itself from the same seed, to the bit
+        np.testing.assert_array_equal(got, ArrivalProcess(rate, cv).sample(5000, np.random.default_rng(11)))
+    assert (draws is None) == (cv == 0)
+
+
 def _sweep_in_child(queue) -> None:
     st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
     sweep = serving_sweep([4.0, 9.0], 300, 40, n_requests=500, seed=5, threads=2, step_time=st, max_batch=16)

@@ -70,9 +70,10 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
         raise ValueError("rates_per_s is empty: give at least one arrival rate")
     runs = [prepare(ArrivalProcess(rates[0], arrival_cv), prompt_tokens, output_tokens, n_requests=n_requests,
                     seed=seed, warmup=warmup, **engine)]  # fmt: skip
-    for rate in rates[1:]:  # the same lengths and tables at every rate: only the arrival times are drawn again
-        arrivals = ArrivalProcess(rate, arrival_cv).sample(int(n_requests), np.random.default_rng(seed))
-        runs.append(rerun(runs[0], arrivals=arrivals))
+    # the same lengths and tables at every rate, and the same draws for the arrival times, scaled to each rate
+    draws = ArrivalProcess(rates[0], arrival_cv).draws(int(n_requests), np.random.default_rng(seed))
+    for rate in rates[1:]:
+        runs.append(rerun(runs[0], arrivals=ArrivalProcess(rate, arrival_cv).from_draws(draws, int(n_requests))))
     rows = summarize(runs, threads)
     return pd.DataFrame([{"arrival_rate_per_s": rate, **row} for rate, row in zip(rates, rows)])
 

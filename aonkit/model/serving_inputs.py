@@ -51,13 +51,26 @@ class ArrivalProcess:
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Arrival times (s) of ``n`` requests."""
+        return self.from_draws(self.draws(n, rng), n)
+
+    def draws(self, n: int, rng: np.random.Generator) -> np.ndarray | None:
+        """The random numbers :meth:`sample` takes from ``rng`` (None for ``cv=0``, which takes none).
+
+        They depend on ``cv`` only, not on the rate: processes of one ``cv`` at several rates turn the same
+        draws into their arrivals with :meth:`from_draws` (common random numbers, drawn once).
+        """
+        return None if self.cv == 0 else rng.standard_gamma(1.0 / self.cv**2, n)
+
+    def from_draws(self, draws: np.ndarray | None, n: int | None = None) -> np.ndarray:
+        """Arrival times from :meth:`draws` of a process with this ``cv``: :meth:`sample`'s, to the bit.
+
+        ``n`` is needed only with ``cv=0`` (no draws).
+        """
         mean = 1.0 / self.rate_per_s
-        if self.cv == 0:
-            gaps = np.full(n, mean)
-        else:
-            shape = 1.0 / self.cv**2
-            gaps = rng.standard_gamma(shape, n) * (mean / shape)
-        return np.cumsum(gaps)
+        if draws is None:
+            return np.cumsum(np.full(n, mean))
+        shape = 1.0 / self.cv**2
+        return np.cumsum(draws * (mean / shape))
 
 
 @dataclass(frozen=True, eq=False)
