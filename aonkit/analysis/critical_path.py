@@ -23,6 +23,7 @@ from ..errors import MissingInputError
 from ..trace import Trace
 from .columns import names_and_cats
 from .combine import CombinedLater
+from .critical_parts import parts, path_composition
 from .depgraph import KIND_CPU, KIND_GAP, KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph, build_graph, relabelled
 from .memo import remembered_object
 from .whatif_rules import Rule
@@ -79,8 +80,9 @@ class WhatIf:
 
     def __init__(self, step_time_ns: int, model_ns: int, measured_ns: int,
                  start_ns: np.ndarray | Callable[[], np.ndarray], finish_ns: np.ndarray,
-                 path: Callable[[], pd.DataFrame]) -> None:  # fmt: skip
+                 path: Callable[[], pd.DataFrame], comp: Callable[[], pd.DataFrame] | None = None) -> None:  # fmt: skip
         self.step_time_ns, self.model_ns, self.measured_ns = step_time_ns, model_ns, measured_ns
+        self._comp, self._comp_table = comp, None
         self._start = start_ns  # or how to make it: a slider's re-time leaves the starts for when they are read
         self.finish_ns = finish_ns
         self._path = path
@@ -152,27 +154,15 @@ class WhatIf:
             self._table = self._path()
         return self._table
 
+    def composition(self) -> pd.DataFrame:
+        """:func:`composition` of :attr:`critical_path`, the same table, made without building the path's table."""
+        if self._comp_table is None:
+            self._comp_table = self._comp() if self._comp is not None else composition(self.critical_path)
+        return self._comp_table
+
     def __repr__(self) -> str:
         return (f"WhatIf(step_time_ns={self.step_time_ns:,}, model_ns={self.model_ns:,}, "
                 f"measured_ns={self.measured_ns:,}, speedup={self.speedup:.3f})")
-
-
-def _parts(trace: Trace, g: DepGraph, nodes: np.ndarray) -> np.ndarray:
-    """What each path node is, for the composition: ``gpu <kernel class>``, ``launch``, ``cpu``, ``host gap``."""
-    from .kernels import kernel_class
-
-    names, cats = _names_and_cats(trace, np.maximum(g.row[nodes], 0))
-    out = []
-    for k, n, c in zip(g.kind[nodes], names, cats):
-        if k == KIND_GPU:
-            out.append(f"gpu {kernel_class(str(c), str(n))}")
-        elif k == KIND_GAP:
-            out.append("host gap")
-        elif k == KIND_HUB:
-            out.append("collective wait")
-        else:
-            out.append("launch" if "Launch" in str(n) else "cpu")
-    return np.array(out, dtype=object)
 
 
 def _names_and_cats(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -268,10 +258,25 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
         step_ns, model_ns = _span(finish[idx] - t.dur_at(idx), finish[idx]), _span(base[0][idx], base[1][idx])
         measured = _span(g.start_ns[idx], (g.start_ns + g.dur_ns)[idx])
 
+    found: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def path() -> tuple[np.ndarray, np.ndarray]:  # (nodes, edges into them), found once for the table and the bars
+        if not found:
+            nodes, edges = longest_tied(t, end, inside)
+            found.append((nodes, edges) if inside is None else (nodes[inside[nodes]], edges[inside[nodes]]))
+        return found[0]
+
+    def waits(edges: np.ndarray) -> np.ndarray:
+        if not len(g.lat_ns):
+            return np.zeros(len(edges), np.int64)
+        return np.where(edges >= 0, g.lat_ns[np.maximum(edges, 0)], 0)
+
+    def comp() -> pd.DataFrame:
+        nodes, edges = path()
+        return path_composition(trace, g, nodes, t.dur_at(nodes), waits(edges))
+
     def table() -> pd.DataFrame:
-        nodes, edges = longest_tied(t, end, inside)
-        if inside is not None:
-            nodes, edges = nodes[inside[nodes]], edges[inside[nodes]]
+        nodes, edges = path()
         from .whatif_trace import rank_of_nodes
 
         dur = t.dur_at(nodes)
@@ -280,14 +285,13 @@ def what_if(trace: Trace | Mapping[int, Trace], rules: Sequence[Rule | dict] = (
             "rank": rank_of_nodes(trace, g)[nodes],
             "name": np.where(g.row[nodes] >= 0, _names_and_cats(trace, np.maximum(g.row[nodes], 0))[0], "(host gap)"),
             "lane": g.lane[nodes], "row": g.row[nodes], "start_ns": finish[nodes] - dur, "dur_ns": dur,
-            "wait_ns": (np.where(edges >= 0, g.lat_ns[np.maximum(edges, 0)], 0) if len(g.lat_ns)
-                        else np.zeros(len(nodes), np.int64)),
+            "wait_ns": waits(edges),
         })  # fmt: skip
-        out.insert(1, "part", _parts(trace, g, nodes))
+        out.insert(1, "part", parts(trace, g, nodes))
         out["share"] = out["dur_ns"] / (int(out["dur_ns"].sum()) or 1)
         return out
 
-    result = WhatIf(step_ns, model_ns, measured, t.start, finish, table)
+    result = WhatIf(step_ns, model_ns, measured, t.start, finish, table, comp)
     result._context = (trace, g, inside)
     if samples:
         from .whatif_mc import step_time_samples

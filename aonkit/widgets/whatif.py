@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as w
 from jupyter_bokeh.widgets import BokehModel
 
-from ..analysis.critical_path import Rule, WhatIf, composition, what_if
+from ..analysis.critical_path import Rule, WhatIf, what_if
 from ..analysis.whatif_batch import batch_rules, batch_scales
 from ..analysis.whatif_batch_memory import batch_memory, fullest
 from ..analysis.whatif_hardware import hardware_rules, hardware_scales
@@ -88,7 +88,7 @@ class WhatIfPanel(BokehWidget, w.VBox):
         self._batch: dict[float, list[Rule]] = {}
         self._mem = None
         self.result: WhatIf = what_if(trace, step=step, scope=scope)
-        self.figure, self.source = composition_figure(composition(self.result.critical_path))
+        self.figure, self.source = composition_figure(self.result.composition())
         self.summary = w.HTML()
         for s in (*self.sliders.values(), self.pattern_scale, self.rank_scale, self.rank, self.device, self.batch):
             s.observe(self._changed, names="value")
@@ -146,7 +146,7 @@ class WhatIfPanel(BokehWidget, w.VBox):
         except Exception as exc:  # a bad pattern, a trace whose GPU is unknown: say so, keep the last result
             self.summary.value = f"<b>cannot apply</b>: {type(exc).__name__}: {exc}"
             return self.result
-        self.source.data = composition_data(composition(self.result.critical_path))
+        self.source.data = composition_data(self.result.composition())
         self._show()
         if self.timeline is not None:
             self._redraw()
