@@ -85,6 +85,18 @@ def test_the_panels_charts_draw_columns_their_data_has() -> None:
     assert _check_fields(s.view.spec["charts"], {k: v.data for k, v in s.view.sources.items()}) >= 40
 
 
+def test_the_what_if_panels_bars_draw_columns_their_data_has() -> None:
+    import aonkit
+    from aonkit.widgets import WhatIfPanel
+
+    from .conftest import SAMPLE_TRACES
+
+    w = WhatIfPanel(aonkit.load(str(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")), timeline=False)
+    assert _check_fields(w.view.spec["charts"], {k: v.data for k, v in w.view.sources.items()}) >= 6
+    bars = w.source.data
+    assert bars["part"][0] == "gpu computation" and bars["ms"][0] > 0 and bars["left"] == [0.0] * len(bars["part"])
+
+
 # ---- the ES module in Chromium ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def page():

@@ -1,13 +1,19 @@
-"""What-if figures: the critical path's composition as horizontal bars (a table in, a bokeh figure out)."""
+"""What-if figures: the critical path's composition as horizontal bars (a table in, a canvas chart's spec out).
+
+The bars are drawn by aonkit's canvas charts (:mod:`aonkit.widgets.charts`, ``widgets/charts.js``), as the model
+panels' are: a slider's change redraws them in about a millisecond of the page's time, where BokehJS's redraw
+of a figure took 60-180 ms in JupyterLab (``bench/RESULTS.md``, sessions 33 and 34).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
-from bokeh.models import ColumnDataSource
-from bokeh.plotting import figure
 
 from . import theme
+from .model_charts import axis, chart
 
 PART_COLORS = {"gpu computation": theme.CLASS_COLORS["computation"],
                "gpu communication": theme.CLASS_COLORS["communication"],
@@ -21,15 +27,15 @@ def composition_data(comp: pd.DataFrame) -> dict[str, list]:
     """A composition table as the bar source's columns: every part, in a fixed order, with ms and text."""
     t = comp.set_index("part").reindex(list(PARTS)).fillna(0)
     ms = t["time_ns"].to_numpy(np.float64) / 1e6
-    return {"part": list(PARTS), "ms": ms.tolist(), "color": [PART_COLORS[p] for p in PARTS],
-            "text": [f"{theme.fmt_ns(v * 1e6)} ({s:.0%})" for v, s in zip(ms, t["share"].to_numpy())]}
+    return {"part": list(PARTS), "left": [0.0] * len(PARTS), "ms": ms.tolist(),
+            "color": [PART_COLORS[p] for p in PARTS],
+            "text": [f"{theme.fmt_ns(v * 1e6)} ({s:.0%})" for v, s in zip(ms, t["share"].to_numpy())]}  # fmt: skip
 
 
-def composition_figure(comp: pd.DataFrame, width: int = theme.FIG_WIDTH) -> tuple[figure, ColumnDataSource]:
-    """Horizontal bars of the critical path's time by part; stream new data into the returned source."""
-    source = ColumnDataSource(composition_data(comp))
-    fig = figure(y_range=list(reversed(PARTS)), height=260, width=width, tools="", toolbar_location=None,
-                 x_axis_label="time on the critical path (ms)")
-    fig.hbar(y="part", right="ms", height=0.7, color="color", source=source)
-    fig.title.text = theme.plain("critical path by part")
-    return fig, source
+def composition_chart(width: int = theme.FIG_WIDTH, height: int = 260) -> dict[str, Any]:
+    """Horizontal bars of the critical path's time by part (source ``"composition"``: :func:`composition_data`)."""
+    bars = {"kind": "hbar", "source": "composition", "y": "part", "left": "left", "right": "ms", "height": 0.7,
+            "color_field": "color"}  # fmt: skip
+    return chart("critical path by part", axis("linear", "time on the critical path (ms)", start=0),
+                 axis("factor", factors=list(reversed(PARTS))), [bars], width=width, height=height,
+                 hover={"mode": "bars", "source": "composition", "fields": [["", "part"], ["time", "text"]]})

@@ -4,7 +4,8 @@ Each slider scales one part of the work (GPU computation, communication,
 copies, launch calls, other CPU time, untraced host gaps); a free row scales
 the events whose name matches a pattern. A change re-times the graph in one
 pass (10 ms on 1M nodes, ``bench/RESULTS.md``) and updates the numbers and the
-composition bars (built in :mod:`aonkit.views.whatif`) at once, and, once the
+composition bars (canvas charts, :mod:`aonkit.widgets.charts`; their spec and data in :mod:`aonkit.views.whatif`;
+the bars need only the path's time by part, :meth:`WhatIf.composition`) at once, and, once the
 sliders rest, the re-timed timeline (:meth:`WhatIf.retimed_trace` drawn by the
 live timeline, the critical path outlined; annotations such as ``ProfilerStep``
 move with the work they enclose, instants keep their measured times).
@@ -27,9 +28,10 @@ from ..model.hardware import devices
 from ..timeline import TimelineView, add_critical_path, critical_boxes, timeline_view
 from ..trace import Trace
 from ..units import fmt_ns
-from ..views.whatif import composition_data, composition_figure
+from ..views.whatif import composition_chart, composition_data
 from ._bokehjs import BokehWidget
 from ._loop import Debounce
+from .charts import Charts
 
 SLIDERS: dict[str, dict[str, Any]] = {name: rule for name, (_, rule) in PARTS.items()}
 """The sliders and the rule each one sets (its value is the scale): :data:`~aonkit.analysis.whatif_rules.PARTS`."""
@@ -88,7 +90,8 @@ class WhatIfPanel(BokehWidget, w.VBox):
         self._batch: dict[float, list[Rule]] = {}
         self._mem = None
         self.result: WhatIf = what_if(trace, step=step, scope=scope)
-        self.figure, self.source = composition_figure(self.result.composition())
+        self.view = Charts([composition_chart()], {"composition": composition_data(self.result.composition())})
+        self.source = self.view.sources["composition"]
         self.summary = w.HTML()
         for s in (*self.sliders.values(), self.pattern_scale, self.rank_scale, self.rank, self.device, self.batch):
             s.observe(self._changed, names="value")
@@ -97,7 +100,7 @@ class WhatIfPanel(BokehWidget, w.VBox):
         parts = [w.HBox([w.VBox(list(self.sliders.values())),
                          w.VBox([self.device, self.batch, self.pattern, self.pattern_scale, self.rank,
                                  self.rank_scale, self.summary])]),
-                 BokehModel(self.figure)]  # fmt: skip
+                 self.view]  # fmt: skip
         self.timeline: TimelineView | None = None
         if timeline:
             self.timeline = self._new_timeline(self.result.retimed_trace(), width_px)
