@@ -393,6 +393,39 @@ def test_the_what_if_panel_updates_on_a_slider(tmp_path: Path) -> None:
     assert p._repr_mimebundle_()["text/plain"].startswith("what-if: step 125,000 ns")
 
 
+def test_the_panel_re_times_changes_that_arrive_together_once_and_a_read_applies_a_waiting_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import asyncio
+
+    import aonkit.widgets.whatif as wi
+    from aonkit.widgets import WhatIfPanel
+
+    t = small_trace(tmp_path)
+    p = WhatIfPanel(t, timeline=False)
+    calls: list[int] = []
+    real = wi.what_if
+    monkeypatch.setattr(wi, "what_if", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    async def in_a_kernel() -> None:  # the kernel's loop is running: changes wait for it
+        # WHEN a dragged slider's values and another slider's arrive together (the kernel was busy meanwhile)
+        for v in (0.9, 0.7, 0.5):
+            p.sliders["GPU computation"].value = v
+        p.sliders["host gaps"].value = 0.5
+        assert calls == []
+        await asyncio.sleep(0.1)
+        # THEN one re-time answers them all, with the latest values
+        assert len(calls) == 1
+        want = what_if(t, [Rule(0.5, gpu_class="computation"), Rule(0.5, kind="gap")]).step_time_ns
+        assert p._result.step_time_ns == want and p.source.data["ms"][0] > 0
+        # AND a cell that sets a slider and reads the result at once sees the new answer
+        p.sliders["GPU computation"].value = 1.0
+        assert p.result.step_time_ns == what_if(t, [Rule(0.5, kind="gap")]).step_time_ns and len(calls) == 2
+        await asyncio.sleep(0.05)
+        assert len(calls) == 2  # nothing left waiting
+
+    asyncio.run(in_a_kernel())
+
+
 def test_the_panel_gives_the_step_period_of_a_gpu_running_behind(tmp_path: Path) -> None:
     from aonkit.units import fmt_ns
     from aonkit.widgets import WhatIfPanel

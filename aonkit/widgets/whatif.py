@@ -9,6 +9,11 @@ the bars need only the path's time by part, :meth:`WhatIf.composition`) at once,
 sliders rest, the re-timed timeline (:meth:`WhatIf.retimed_trace` drawn by the
 live timeline, the critical path outlined; annotations such as ``ProfilerStep``
 move with the work they enclose, instants keep their measured times).
+
+In a kernel a change is re-timed :data:`COALESCE_S` after it arrives, with the values that arrived meanwhile
+(:class:`~aonkit.widgets._loop.Latest`): on a large trace a dragged slider is answered as often as the re-time
+allows and never falls behind. Reading ``result`` first re-times a change still waiting, so a cell that sets a
+slider and reads the result sees the new answer.
 """
 
 from __future__ import annotations
@@ -30,13 +35,18 @@ from ..trace import Trace
 from ..units import fmt_ns
 from ..views.whatif import composition_chart, composition_data
 from ._bokehjs import BokehWidget
-from ._loop import Debounce
+from ._loop import Debounce, Latest
 from .charts import Charts
 
 SLIDERS: dict[str, dict[str, Any]] = {name: rule for name, (_, rule) in PARTS.items()}
 """The sliders and the rule each one sets (its value is the scale): :data:`~aonkit.analysis.whatif_rules.PARTS`."""
 BATCHES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 """The "batch x" slider's multiples of the measured batch."""
+
+
+COALESCE_S = 0.005
+"""In a kernel, a change is re-timed this long after it arrives, together with those that arrived meanwhile (a
+dragged slider's messages): on a large trace the panel answers as often as it can and never falls behind."""
 
 
 class WhatIfPanel(BokehWidget, w.VBox):
@@ -89,8 +99,9 @@ class WhatIfPanel(BokehWidget, w.VBox):
                                        style={"description_width": "140px"})  # fmt: skip
         self._batch: dict[float, list[Rule]] = {}
         self._mem = None
-        self.result: WhatIf = what_if(trace, step=step, scope=scope)
-        self.view = Charts([composition_chart()], {"composition": composition_data(self.result.composition())})
+        self._result: WhatIf = what_if(trace, step=step, scope=scope)
+        self._request = Latest(self.update, COALESCE_S)
+        self.view = Charts([composition_chart()], {"composition": composition_data(self._result.composition())})
         self.source = self.view.sources["composition"]
         self.summary = w.HTML()
         for s in (*self.sliders.values(), self.pattern_scale, self.rank_scale, self.rank, self.device, self.batch):
@@ -103,7 +114,7 @@ class WhatIfPanel(BokehWidget, w.VBox):
                  self.view]  # fmt: skip
         self.timeline: TimelineView | None = None
         if timeline:
-            self.timeline = self._new_timeline(self.result.retimed_trace(), width_px)
+            self.timeline = self._new_timeline(self._result.retimed_trace(), width_px)
             self._redraw = Debounce(self.refresh_timeline, debounce_s)
             parts.append(BokehModel(self.timeline.layout))
         super().__init__(parts)
@@ -142,18 +153,25 @@ class WhatIfPanel(BokehWidget, w.VBox):
             self._mem = batch_memory(self.trace, 1.0)
         return self._mem
 
+    @property
+    def result(self) -> WhatIf:
+        """The last re-time (:class:`~aonkit.analysis.critical_path.WhatIf`); a change still waiting is made first."""
+        self._request.flush()
+        return self._result
+
     def update(self) -> WhatIf:
         """Re-time with the current rules and refresh the numbers and bars; return the result."""
+        self._request.cancel()  # this update applies any change still waiting
         try:
-            self.result = what_if(self.trace, self.rules(), step=self.step, scope=self.scope)
+            self._result = what_if(self.trace, self.rules(), step=self.step, scope=self.scope)
         except Exception as exc:  # a bad pattern, a trace whose GPU is unknown: say so, keep the last result
             self.summary.value = f"<b>cannot apply</b>: {type(exc).__name__}: {exc}"
-            return self.result
-        self.source.data = composition_data(self.result.composition())
+            return self._result
+        self.source.data = composition_data(self._result.composition())
         self._show()
         if self.timeline is not None:
             self._redraw()
-        return self.result
+        return self._result
 
     def refresh_timeline(self) -> None:
         """Draw the current result's re-timed trace in the timeline now (slider moves do it once they rest)."""
@@ -172,14 +190,14 @@ class WhatIfPanel(BokehWidget, w.VBox):
         """The re-timed trace's timeline, with the current critical path outlined (``self.critical``)."""
         view = timeline_view(trace, width_px=width_px)
         view.figure.title.text = "re-timed timeline (a model, not a measurement); critical path outlined"
-        self.critical = add_critical_path(view.figure, trace, self.result.critical_path)
+        self.critical = add_critical_path(view.figure, trace, self._result.critical_path)
         return view
 
     def _changed(self, change: dict) -> None:
-        self.update()
+        self._request()
 
     def _show(self) -> None:
-        r = self.result
+        r = self._result
         text = (f"step time <b>{fmt_ns(r.step_time_ns)}</b> (model {fmt_ns(r.model_ns)}, measured "
                 f"{fmt_ns(r.measured_ns)}); speed-up <b>{r.speedup:.3f}x</b>")
         if self.device.value != "as measured":
