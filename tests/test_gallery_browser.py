@@ -70,6 +70,21 @@ TIMELINE_STATE = """() => {
 }"""
 
 
+SENT_JS = """() => {
+  // the jupyter_bokeh events the page sends the kernel ("jsevent" messages): [kind, attr, bytes]
+  window.__aonSent = [];
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (data) {
+    const text = typeof data === 'string' ? data : new TextDecoder().decode(data);
+    if (text.includes('"jsevent"')) {
+      window.__aonSent.push([(/"kind":"(\\w+)"/.exec(text) || [])[1], (/"attr":"(\\w+)"/.exec(text) || [])[1],
+                             text.length]);
+    }
+    return send.call(this, data);
+  };
+}"""
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
     """One JupyterLab over a copy of ``notebooks/`` (the checkout is never written) next to ``sample_traces/``."""
@@ -170,11 +185,18 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
         canvas = page.query_selector(".jp-CodeCell .jp-OutputArea").query_selector("canvas")
         canvas.scroll_into_view_if_needed()
         box = canvas.bounding_box()
+        page.evaluate(SENT_JS)  # from here on, what the page sends the kernel about bokeh models is logged
         page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 40)
         page.mouse.wheel(0, 400)  # zoom out, at the trace's start (bokeh refused this by default)
         # THEN the axis moves and the kernel re-queries the new window (the glyphs reach past the old one)
         page.wait_for_function(f"() => {{ const t = ({TIMELINE_STATE})(); return t && t.end - t.start > {span} * 1.05 "
                                f"&& t.max_right > {tl['end'] + span}; }}", timeout=30_000)
+        page.wait_for_timeout(500)
+        # AND the page told the kernel the new range, and sent none of the glyphs back (jupyter_bokeh echoes every
+        # change of a synced source: the kernel's new glyphs, and the labels the page made from them)
+        sent = page.evaluate("window.__aonSent")
+        assert {attr for _, attr, _ in sent} & {"start", "end"}, sent
+        assert not [m for m in sent if m[1] not in ("start", "end")], sent
 
 
 def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path]) -> None:

@@ -110,3 +110,23 @@ class BokehWidget(TextWidget):
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
         ensure_bokehjs()
         return super()._repr_mimebundle_(**kwargs)
+
+
+def bokeh_model(root: Any) -> Any:
+    """A jupyter_bokeh widget of ``root`` whose data sources go one way, from the kernel to the page.
+
+    jupyter_bokeh's page side sends every change of its document back to the kernel, those the kernel's own
+    patches made included: each new set of glyphs came back whole (encoded, base64, through the server) to be
+    decoded and validated again in the kernel, and so did what the page's callbacks compute (the bars' labels,
+    the highlight). aonkit's Python reads none of that. Every ``ColumnDataSource`` and ``Selection`` under
+    ``root`` is made ``syncable=False``: BokehJS then makes no change event for them, so nothing is sent back,
+    while the kernel's changes still reach the page. Ranges stay synced (the dashboard re-queries on a zoom).
+    """
+    from bokeh.models import ColumnDataSource, Selection
+    from jupyter_bokeh.widgets import BokehModel
+
+    for m in root.references():
+        if isinstance(m, (ColumnDataSource, Selection)):
+            m.syncable = False
+    return BokehModel(root)
+

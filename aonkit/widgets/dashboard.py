@@ -7,7 +7,6 @@ from typing import Any
 
 import ipywidgets as w
 from bokeh.layouts import column
-from jupyter_bokeh.widgets import BokehModel
 
 from ..analysis.combine import combine_ranks
 from ..analysis.overview import Overview, overview
@@ -16,7 +15,7 @@ from ..report.text import format_summary
 from ..timeline import TimelineView, add_critical_path, timeline_view
 from ..trace import Trace
 from ..views.dashboard import dashboard
-from ._bokehjs import BokehWidget
+from ._bokehjs import BokehWidget, bokeh_model
 from ._loop import Debounce
 
 
@@ -70,7 +69,7 @@ class Dashboard(BokehWidget, w.VBox):
             for attr in ("start", "end"):
                 self.timeline.figure.x_range.on_change(attr, self._on_range)
             parts.insert(0, self.timeline.layout)
-        self.bokeh = BokehModel(column(*parts))
+        self.bokeh = bokeh_model(column(*parts))
         super().__init__([self.bokeh])
 
     def _on_range(self, attr: str, old: Any, new: Any) -> None:

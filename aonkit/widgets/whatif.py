@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import ipywidgets as w
-from jupyter_bokeh.widgets import BokehModel
 
 from ..analysis.critical_path import Rule, WhatIf, what_if
 from ..analysis.whatif_batch import batch_rules, batch_scales
@@ -34,7 +33,7 @@ from ..timeline import TimelineView, add_critical_path, critical_boxes, timeline
 from ..trace import Trace
 from ..units import fmt_ns
 from ..views.whatif import composition_chart, composition_data
-from ._bokehjs import BokehWidget
+from ._bokehjs import BokehWidget, bokeh_model
 from ._loop import Debounce, Latest
 from .charts import Charts
 
@@ -116,7 +115,7 @@ class WhatIfPanel(BokehWidget, w.VBox):
         if timeline:
             self.timeline = self._new_timeline(self._result.retimed_trace(), width_px)
             self._redraw = Debounce(self.refresh_timeline, debounce_s)
-            parts.append(BokehModel(self.timeline.layout))
+            parts.append(bokeh_model(self.timeline.layout))
         super().__init__(parts)
 
     def rules(self) -> list[Rule]:
@@ -184,7 +183,7 @@ class WhatIfPanel(BokehWidget, w.VBox):
         except ValueError:  # the lanes changed (e.g. an op scaled to nothing): a new timeline in its place
             width = self.timeline.window[2]
             self.timeline = self._new_timeline(trace, width)
-            self.children = (*self.children[:-1], BokehModel(self.timeline.layout))
+            self.children = (*self.children[:-1], bokeh_model(self.timeline.layout))
 
     def _new_timeline(self, trace: Trace, width_px: int) -> TimelineView:
         """The re-timed trace's timeline, with the current critical path outlined (``self.critical``)."""
