@@ -1,0 +1,115 @@
+"""The live dashboard's zoom in JupyterLab: from a new x range to the kernel's glyphs drawn, and what it costs.
+
+Usage: ``PYTHONPATH=. python bench/dashboard_page.py [--trace PATH] [--zooms 12]``.
+
+A ``Dashboard`` of a trace (default: the bundled ``sample_traces/gpu_synthetic_rank0.json.gz``) in a real
+JupyterLab in headless Chromium (the tests' ``tests/browser.py``). The timeline's x range is set from JavaScript
+to a series of windows (each zoom in or out as a wheel would make it), and each is timed until the timeline's
+glyph source holds the kernel's answer (glyphs reaching past the old window, or fewer for a narrower one: its
+data replaced) and two animation frames later. Per zoom: the page's main-thread time (CDP ``TaskDuration``), the
+kernel's CPU time (its process), and the bytes of jupyter_bokeh events the page sent back to the kernel.
+
+Prints markdown; writes only a temporary notebook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+ZOOM_JS = """async ([start, end]) => {
+  let xr = null, src = null;
+  for (const d of window.Bokeh.documents) {
+    xr = xr || d.get_model_by_name('timeline_x');
+    src = src || d.get_model_by_name('timeline_quads');
+  }
+  if (!xr || !src) return 'no timeline';
+  const before = src.data;
+  const t0 = performance.now();
+  let done;
+  const got = new Promise((r) => { done = r; });
+  const seen = () => { if (src.data !== before) done(); };
+  src.connect(src.properties.data.change, seen);
+  xr.setv({start, end});
+  const r = await Promise.race([got, new Promise((r) => setTimeout(() => r('timeout'), 30000))]);
+  if (r === 'timeout') return 'no answer in 30 s';
+  const answered = performance.now() - t0;
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return [answered, performance.now() - t0, xr.start, xr.end];
+}"""
+
+SENT_JS = """() => {
+  window.__aonSentBytes = 0;
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (data) {
+    const text = typeof data === 'string' ? data : new TextDecoder().decode(data);
+    if (text.includes('"jsevent"')) window.__aonSentBytes += text.length;
+    return send.call(this, data);
+  };
+}"""
+
+
+def _kernel_cpu() -> float:
+    import psutil
+
+    total = 0.0
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "ipykernel" in " ".join(p.cmdline()):
+                t = p.cpu_times()
+                total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trace", default=str(ROOT / "sample_traces" / "gpu_synthetic_rank0.json.gz"))
+    ap.add_argument("--zooms", type=int, default=12)
+    a = ap.parse_args()
+    from bench._lab import notebook_page
+
+    cell = f"import aonkit\nfrom aonkit.widgets import Dashboard\nDashboard(aonkit.load({a.trace!r}))"
+    with notebook_page([cell], "dashboard.ipynb") as page:
+        page.wait_for_function("() => window.Bokeh && [...window.Bokeh.documents].some((d) =>"
+                               " d.get_model_by_name('timeline_quads'))", timeout=60_000)
+        page.wait_for_timeout(2000)
+        page.evaluate(SENT_JS)
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable")
+        task0 = cdp.send("Performance.getMetrics")["metrics"]
+        cpu0 = _kernel_cpu()
+        xr = page.evaluate("() => { for (const d of window.Bokeh.documents) { const x = d.get_model_by_name("
+                           "'timeline_x'); if (x) return [x.start, x.end]; } }")
+        lo, hi = xr
+        rows = []
+        for k in range(a.zooms):  # in by halves to 1/64 of the trace, then out again
+            depth = k if k < a.zooms // 2 else a.zooms - k
+            span = (hi - lo) / 2 ** min(depth, 6)
+            mid = lo + (hi - lo) * 0.37
+            r = page.evaluate(ZOOM_JS, [max(lo, mid - span / 2), mid + span / 2])
+            if isinstance(r, str):
+                sys.exit(r)
+            rows.append(r)
+            page.wait_for_timeout(600)
+        task1 = cdp.send("Performance.getMetrics")["metrics"]
+        cpu = (_kernel_cpu() - cpu0) * 1e3 / len(rows)
+        task = {m["name"]: m["value"] for m in task1}["TaskDuration"] - {m["name"]: m["value"] for m in task0}[
+            "TaskDuration"]
+        sent = page.evaluate("window.__aonSentBytes")
+        ans, drawn = [r[0] for r in rows], [r[1] for r in rows]
+        print("\n### Dashboard zoom in JupyterLab, ms per zoom\n")
+        print("| zooms | answer: median | worst | drawn: median | worst | page main thread | kernel CPU | "
+              "bytes sent back per zoom |\n|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print(f"| {len(rows)} | {statistics.median(ans):.0f} | {max(ans):.0f} | {statistics.median(drawn):.0f} | "
+              f"{max(drawn):.0f} | {task * 1e3 / len(rows):.0f} | {cpu:.0f} | {sent / len(rows):,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
