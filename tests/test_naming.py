@@ -26,7 +26,7 @@ TIME_WORDS = {"ts", "dur", "time", "start", "end", "delay", "span", "busy", "idl
 NOT_TIMES = ("_share", "_fraction", "_pct", "_category", "_row", "_count", "_events", "_ops")
 BARE_ROLES = {"op", "gpu", "launch", "kernel", "annotation", "index", "parent", "top_op"}
 HELPERS = {  # public functions that are building blocks, not analyses (documented in their modules)
-    "columns": "*", "memo": "*", "catalog": "*", "comm_match": "*", "distributed": "*",
+    "columns": "*", "memo": "*", "catalog": "*", "comm_match": "*", "distributed": "*", "critical_parts": "*",
     "collectives": {"collectives_from_tables", "stragglers_from", "offsets_from_tables"},
     "diff": {"mann_whitney_p", "diff_summary"},
     "flops": {"parents", "nearest_marked"}, "kernels": {"kernel_class", "gpu_class_table"}, "overview": {"idle_totals"},
