@@ -129,4 +129,3 @@ def bokeh_model(root: Any) -> Any:
         if isinstance(m, (ColumnDataSource, Selection)):
             m.syncable = False
     return BokehModel(root)
-
