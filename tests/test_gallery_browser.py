@@ -85,6 +85,21 @@ SENT_JS = """() => {
 }"""
 
 
+SELECT_JS = """async () => {
+  let src = null, hl = null;
+  for (const d of window.Bokeh.documents) {
+    src = src || d.get_model_by_name('timeline_quads');
+    hl = hl || d.get_model_by_name('timeline_highlight');
+  }
+  const D = src.data;
+  const pick = D.launch.findIndex((v) => v >= 0);
+  const before = hl.data.left.length;
+  src.selected.indices = [pick];
+  await new Promise((r) => setTimeout(r, 300));
+  return {pick, before, after: hl.data.left.length};
+}"""
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
     """One JupyterLab over a copy of ``notebooks/`` (the checkout is never written) next to ``sample_traces/``."""
@@ -197,6 +212,13 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
         sent = page.evaluate("window.__aonSent")
         assert {attr for _, attr, _ in sent} & {"start", "end"}, sent
         assert not [m for m in sent if m[1] not in ("start", "end")], sent
+        # AND a kernel picked in the page still outlines its launch (the selection's callback runs in the page)
+        page.mouse.wheel(0, 3000)  # out to where kernels with their launches are drawn one by one
+        page.wait_for_function("() => { for (const d of window.Bokeh.documents) { const s = d.get_model_by_name("
+                               "'timeline_quads'); if (s) return s.data.launch.some((v) => v >= 0); } }",
+                               timeout=30_000)  # fmt: skip
+        picked = page.evaluate(SELECT_JS)
+        assert picked["pick"] >= 0 and picked["before"] == 0 and picked["after"] >= 1, picked
 
 
 def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path]) -> None:
