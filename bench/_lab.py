@@ -35,3 +35,8 @@ def notebook_page(cells: list[str], name: str = "bench.ipynb") -> Iterator[Any]:
                 if not all(c["count"] and not c["errors"] for c in state["cells"]):
                     sys.exit(f"{name} did not run: {state}")
                 yield page
+
+
+def page_metrics(cdp: Any) -> dict[str, float]:
+    """Chrome's ``Performance.getMetrics`` of a page's CDP session (enabled by the caller), by name (seconds)."""
+    return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}

@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("--trace", default=str(ROOT / "sample_traces" / "gpu_synthetic_rank0.json.gz"))
     ap.add_argument("--zooms", type=int, default=12)
     a = ap.parse_args()
-    from bench._lab import notebook_page
+    from bench._lab import notebook_page, page_metrics
 
     cell = f"import aonkit\nfrom aonkit.widgets import Dashboard\nDashboard(aonkit.load({a.trace!r}))"
     with notebook_page([cell], "dashboard.ipynb") as page:
@@ -83,7 +83,7 @@ def main() -> None:
         page.evaluate(SENT_JS)
         cdp = page.context.new_cdp_session(page)
         cdp.send("Performance.enable")
-        task0 = cdp.send("Performance.getMetrics")["metrics"]
+        task0 = page_metrics(cdp)["TaskDuration"]
         cpu0 = _kernel_cpu()
         xr = page.evaluate("() => { for (const d of window.Bokeh.documents) { const x = d.get_model_by_name("
                            "'timeline_x'); if (x) return [x.start, x.end]; } }")
@@ -98,10 +98,8 @@ def main() -> None:
                 sys.exit(r)
             rows.append(r)
             page.wait_for_timeout(600)
-        task1 = cdp.send("Performance.getMetrics")["metrics"]
+        task = page_metrics(cdp)["TaskDuration"] - task0
         cpu = (_kernel_cpu() - cpu0) * 1e3 / len(rows)
-        task = {m["name"]: m["value"] for m in task1}["TaskDuration"] - {m["name"]: m["value"] for m in task0}[
-            "TaskDuration"]
         sent = page.evaluate("window.__aonSentBytes")
         ans, drawn = [r[0] for r in rows], [r[1] for r in rows]
         print("\n### Dashboard zoom in JupyterLab, ms per zoom\n")

@@ -50,8 +50,10 @@ LAG_JS = """() => { const el = [...document.querySelectorAll('.aon-charts')].map
 
 def window(cdp, kernel, renderers, seconds: float) -> dict[str, float]:
     """ms of work per second over ``seconds``: the page's main thread by kind, the kernel, the renderers."""
+    from bench._lab import page_metrics
+
     def metrics() -> dict[str, float]:
-        got = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+        got = page_metrics(cdp)
         return {k: got.get(k, 0.0) for k in METRICS}
 
     def cpu(ps) -> float:

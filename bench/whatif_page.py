@@ -63,12 +63,10 @@ HANDLE_JS = """() => {
 }"""
 
 
-def _metrics(cdp) -> dict[str, float]:
-    return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
-
-
 def changes(page, cdp, repeats: int) -> None:
-    got, m0 = [], _metrics(cdp)
+    from bench._lab import page_metrics
+
+    got, m0 = [], page_metrics(cdp)
     for _ in range(repeats):
         for a, b in (("as measured", "H200 SXM"), ("H200 SXM", "as measured")):
             r = page.evaluate(CHANGE_JS, [a, b])
@@ -76,7 +74,7 @@ def changes(page, cdp, repeats: int) -> None:
                 sys.exit(r)
             got.append(r)
             page.wait_for_timeout(1200)  # past the timeline's debounced redraw, when there is one
-    m1 = _metrics(cdp)
+    m1 = page_metrics(cdp)
     task = (m1["TaskDuration"] - m0["TaskDuration"]) * 1e3 / len(got)
     a, b = [g[0] for g in got], [g[1] for g in got]
     print(f"| run on: as measured <-> H200 SXM | {len(got)} | {statistics.median(a):.0f} | {max(a):.0f} | "

@@ -31,20 +31,23 @@ def _part_of_each_node(kind: np.ndarray, names: np.ndarray, cats: np.ndarray) ->
     return out
 
 
-def _cases() -> list[tuple[str, object, dict]]:
-    job = aonkit.load_job([str(p) for p in JOB])
+@pytest.fixture(scope="module")
+def cases() -> list[tuple[str, object, dict]]:
+    """A trace (read once), whole, a step, with rules; and a two-rank job, read again for each of its cases."""
     one = aonkit.load(str(JOB[0]))
-    return [("trace", one, {}), ("trace, faster kernels", one, {"rules": [Rule(0.5, gpu_class="computation")]}),
-            ("trace, step 3", one, {"step": 3}), ("job", job, {}),
+    job = lambda: aonkit.load_job([str(p) for p in JOB])  # noqa: E731 - a fresh job: its events not yet combined
+    return [("trace", lambda: one, {}),
+            ("trace, faster kernels", lambda: one, {"rules": [Rule(0.5, gpu_class="computation")]}),
+            ("trace, step 3", lambda: one, {"step": 3}), ("job", job, {}),
             ("job, step 3 launched", job, {"step": 3, "scope": "launched", "rules": [Rule(0.3, kind="gap")]})]
 
 
 @pytest.mark.parametrize("case", range(5))
-def test_parts_and_composition_are_the_node_by_node_ones(case: int) -> None:
+def test_parts_and_composition_are_the_node_by_node_ones(case: int, cases: list) -> None:
     # GIVEN a trace or a two-rank job (events read from their ranks, not combined), whole, a step, with rules
-    label, trace, kw = _cases()[case]
+    label, make, kw = cases[case]
     # WHEN it is re-timed
-    result = what_if(trace, **kw)
+    result = what_if(make(), **kw)
     path = result.critical_path
     # THEN each node's part is the node-by-node definition (kernel class per node, launch calls by name)
     trace_ = result._context[0]
@@ -67,3 +70,13 @@ def test_a_long_path_on_a_real_trace_composes_as_its_table() -> None:
     comp = fast.composition()  # before the table is built
     pd.testing.assert_frame_equal(comp, composition(slow.critical_path))
     assert comp["time_ns"].iloc[:-1].sum() == slow.critical_path["dur_ns"].sum()
+
+
+def test_an_empty_path_has_no_parts_and_only_waits(cases: list) -> None:
+    from aonkit.analysis.critical_parts import parts, path_composition
+
+    trace_, g, _ = what_if(cases[0][1]())._context
+    none = np.empty(0, np.int64)
+    assert parts(trace_, g, none).tolist() == []
+    comp = path_composition(trace_, g, none, none, none)
+    assert comp["part"].tolist() == ["waits"] and comp["time_ns"].tolist() == [0]

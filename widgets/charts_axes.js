@@ -4,7 +4,7 @@
 
 const FONT = "11px system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
 const TITLE_FONT = "600 12px system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
-const LIGHT = {bg: "#ffffff", text: "#333333", axis: "#444444", grid: "#e6e6e6", veil: "#ffffff"};
+const LIGHT = {bg: "#ffffff", text: "#333333", axis: "#444444", grid: "#e6e6e6"};
 
 function palette(el) {
   // JupyterLab's theme (light or dark) where its variables are set, else LIGHT; read once per view
@@ -13,7 +13,7 @@ function palette(el) {
   const bg = v("--jp-layout-color0");
   if (!bg) return LIGHT;
   return {bg, text: v("--jp-ui-font-color1") || LIGHT.text, axis: v("--jp-ui-font-color2") || LIGHT.axis,
-          grid: v("--jp-border-color2") || LIGHT.grid, veil: bg};
+          grid: v("--jp-border-color2") || LIGHT.grid};
 }
 
 const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v : NaN);

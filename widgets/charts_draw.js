@@ -109,7 +109,7 @@ function drawMarks(ctx, chart, data, L) {
         const x = Math.min(px, f.x1 - tw - 2);
         if (m.background) {  // a veil under the label, over the bars
           ctx.globalAlpha = 0.75;
-          ctx.fillStyle = L.pal.veil;
+          ctx.fillStyle = L.pal.bg;
           ctx.fillRect(x - 2, py - 1, tw + 4, 14);
           ctx.globalAlpha = 1;
         }
@@ -189,9 +189,8 @@ function drawLegend(ctx, L) {
   const w = L.legendW, h = lg.items.length * rowH + 8;
   const x = lg.location === "right" ? L.f.x1 + 10 : L.f.x0 + 8, y = L.f.y0 + 6;
   ctx.font = FONT;
-  ctx.globalAlpha = 1;
   ctx.globalAlpha = 0.8;
-  ctx.fillStyle = L.pal.veil;
+  ctx.fillStyle = L.pal.bg;
   ctx.fillRect(x, y, w, h);
   ctx.globalAlpha = 1;
   ctx.strokeStyle = L.pal.grid;

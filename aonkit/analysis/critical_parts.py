@@ -13,28 +13,25 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
+from .columns import name_codes, pair_keys
 from .combine import CombinedLater
 from .depgraph import KIND_GAP, KIND_GPU, KIND_HUB, DepGraph
 
 GAP_PART, HUB_PART = "host gap", "collective wait"
 
 
-def _name_cat_codes(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(name codes, names, category codes, categories) of the events ``rows``; a missing value is ``nan``.
+def _name_cat_codes(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, pd.Index, np.ndarray, pd.Index]:
+    """(name codes, names, category codes, categories) of the events ``rows``; code -1 is a missing value.
 
-    From the columns' categorical codes when the trace has its events; a job not yet combined reads each row
-    from its rank (object arrays, factorized here).
+    From the columns' codes (:func:`~aonkit.analysis.columns.name_codes`) when the trace has its events; a job
+    not yet combined reads each row from its rank (object arrays, factorized here).
     """
     if isinstance(trace, CombinedLater) and "_later" in trace.__dict__:
         names, cats = trace.names_and_cats(rows)
-        n_codes, n_uniq = pd.factorize(names, use_na_sentinel=False)
-        c_codes, c_uniq = pd.factorize(cats, use_na_sentinel=False)
-        return n_codes, np.asarray(n_uniq, dtype=object), c_codes, np.asarray(c_uniq, dtype=object)
-    out = []
-    for col in (trace.events["name"].array, trace.events["cat"].array):
-        values = np.append(np.asarray(col.categories, dtype=object), np.nan)
-        out += [np.asarray(col.codes)[rows].astype(np.int64) % len(values), values]  # code -1 reads the NaN
-    return out[0], out[1], out[2], out[3]
+        (n_codes, n_vals), (c_codes, c_vals) = (pd.factorize(v, use_na_sentinel=True) for v in (names, cats))
+        return n_codes, pd.Index(n_vals), c_codes, pd.Index(c_vals)
+    (n_codes, n_vals), (c_codes, c_vals) = (name_codes(trace.events[c]) for c in ("name", "cat"))
+    return n_codes[rows], n_vals, c_codes[rows], c_vals
 
 
 def part_codes(trace: Trace, g: DepGraph, nodes: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -43,26 +40,26 @@ def part_codes(trace: Trace, g: DepGraph, nodes: np.ndarray) -> tuple[np.ndarray
 
     kind = g.kind[nodes]
     n_codes, n_vals, c_codes, c_vals = _name_cat_codes(trace, np.maximum(g.row[nodes], 0))
-    width = max(len(c_vals), 1)
-    pairs, inv = np.unique(n_codes.astype(np.int64) * width + c_codes, return_inverse=True)
+    keys, back = pair_keys(n_codes, c_codes)
+    pairs, inv = np.unique(keys, return_inverse=True)
     labels: dict[str, int] = {GAP_PART: 0, HUB_PART: 1}
     gpu = np.empty(len(pairs), np.int64)
     cpu = np.empty(len(pairs), np.int64)
-    for i, p in enumerate(pairs.tolist()):
-        name, cat = str(n_vals[p // width]), str(c_vals[p % width])
+    for i, (n, c) in enumerate(zip(*back(pairs))):
+        name, cat = (str(vals[k]) if k >= 0 else "nan" for vals, k in ((n_vals, n), (c_vals, c)))
         gpu[i] = labels.setdefault(f"gpu {kernel_class(cat, name)}", len(labels))
         cpu[i] = labels.setdefault("launch" if "Launch" in name else "cpu", len(labels))
     inv = inv.reshape(-1)
-    codes = np.where(kind == KIND_GPU, gpu[inv] if len(pairs) else 0, cpu[inv] if len(pairs) else 0)
+    codes = np.where(kind == KIND_GPU, gpu[inv], cpu[inv])
     codes[kind == KIND_GAP] = 0
     codes[kind == KIND_HUB] = 1
-    return codes.astype(np.int64), list(labels)
+    return codes, list(labels)
 
 
 def parts(trace: Trace, g: DepGraph, nodes: np.ndarray) -> np.ndarray:
     """Each path node's part, as an object array of labels."""
     codes, labels = part_codes(trace, g, nodes)
-    return np.array(labels, dtype=object)[codes] if len(nodes) else np.empty(0, dtype=object)
+    return np.array(labels, dtype=object)[codes]
 
 
 def path_composition(trace: Trace, g: DepGraph, nodes: np.ndarray, dur_ns: np.ndarray,

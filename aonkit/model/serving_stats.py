@@ -63,9 +63,8 @@ def summary_in_arrival_order(arr: np.ndarray, fin: np.ndarray, out: np.ndarray, 
                              first_measured: int, percentiles: tuple = PERCENTILES) -> dict:
     """The :func:`serving_summary` of requests sorted by arrival, measured from index ``first_measured`` on.
 
-    ``metrics`` maps a name to per-request seconds in the same order; only their values from
-    ``first_measured`` on are read, so they may hold just those (then indexed from 0: pass arrays of length
-    ``arr.size - first_measured``). See :func:`serving_summary` for the keys.
+    ``metrics`` maps a name to the measured requests' seconds, in the same order (``arr.size - first_measured``
+    values each). See :func:`serving_summary` for the keys.
     """
     t0, t1 = arr[first_measured], fin.max()
     done = fin >= t0
@@ -75,10 +74,8 @@ def summary_in_arrival_order(arr: np.ndarray, fin: np.ndarray, out: np.ndarray, 
         "throughput_per_s": float(done.sum() / window) if window > 0 else np.nan,
         "output_tokens_per_s": float(out[done].sum() / window) if window > 0 else np.nan,
     }
-    measured = arr.size - first_measured
     for m, values in metrics.items():
-        x = values[values.size - measured:]
-        x = x[np.isfinite(x)]  # a copy: sorted in place below
+        x = values[np.isfinite(values)]  # a copy: sorted in place below
         summary[f"{m}_mean_s"] = float(x.mean()) if x.size else np.nan
         x.sort()
         for q, v in zip(percentiles, sorted_percentiles(x, percentiles)):
@@ -121,7 +118,7 @@ def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tu
     """
     arr = requests["arrival_s"].to_numpy()
     order = np.argsort(arr, kind="stable")
-    metrics = {m: requests[f"{m}_s"].to_numpy()[order] for m in METRICS}
+    k = int(np.floor(warmup * arr.size))
+    metrics = {m: requests[f"{m}_s"].to_numpy()[order[k:]] for m in METRICS}
     return summary_in_arrival_order(arr[order], requests["finish_s"].to_numpy()[order],
-                                    requests["output_tokens"].to_numpy()[order], metrics,
-                                    int(np.floor(warmup * arr.size)), percentiles)  # fmt: skip
+                                    requests["output_tokens"].to_numpy()[order], metrics, k, percentiles)  # fmt: skip
