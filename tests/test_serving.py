@@ -237,7 +237,13 @@ def test_arrivals_from_one_set_of_draws_are_each_rates_own_to_the_bit(cv):
     for rate in (0.01, 3.0, 7.3, 1e4):
         # WHEN another rate's process turns them into arrival times
         got = ArrivalProcess(rate, cv).from_draws(draws, 5000)
-        # THEN they are the times it samples itself from the same seed, to the bit
+        # THEN they are the renewal process's times from the same seed, gamma gaps of mean 1/rate, to the bit
+        if cv == 0:
+            want = np.cumsum(np.full(5000, 1.0 / rate))
+        else:
+            shape = 1.0 / cv**2
+            want = np.cumsum(np.random.default_rng(11).standard_gamma(shape, 5000) * ((1.0 / rate) / shape))
+        np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(got, ArrivalProcess(rate, cv).sample(5000, np.random.default_rng(11)))
     assert (draws is None) == (cv == 0)
 

@@ -1,8 +1,8 @@
 """What-if figures: the critical path's composition as horizontal bars (a table in, a canvas chart's spec out).
 
 The bars are drawn by aonkit's canvas charts (:mod:`aonkit.widgets.charts`, ``widgets/charts.js``), as the model
-panels' are: a slider's change redraws them in about a millisecond of the page's time, where BokehJS's redraw
-of a figure took 60-180 ms in JupyterLab (``bench/RESULTS.md``, sessions 33 and 34).
+panels' are: in JupyterLab on 2 vCPUs a change of ``WhatIfPanel`` costs the page's main thread 35 ms with them,
+78-130 ms with the bokeh bars they replaced (``bench/whatif_page.py``; ``bench/RESULTS.md``, session 34).
 """
 
 from __future__ import annotations
