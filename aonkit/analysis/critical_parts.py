@@ -40,7 +40,7 @@ def part_codes(trace: Trace, g: DepGraph, nodes: np.ndarray) -> tuple[np.ndarray
 
     kind = g.kind[nodes]
     n_codes, n_vals, c_codes, c_vals = _name_cat_codes(trace, np.maximum(g.row[nodes], 0))
-    keys, back = pair_keys(n_codes, c_codes)
+    keys, back = pair_keys(n_codes.astype(np.int64), c_codes.astype(np.int64))  # the one signature its callers use
     pairs, inv = np.unique(keys, return_inverse=True)
     labels: dict[str, int] = {GAP_PART: 0, HUB_PART: 1}
     gpu = np.empty(len(pairs), np.int64)
