@@ -33,7 +33,8 @@ from .tiles import counter_tiles, index_of, timeline_tiles
 _VIEWS = {
     "timeline_view": ".view", "TimelineView": ".view", "static_timeline": ".static",
     "timeline_pyramid": ".pyramid", "Pyramid": ".pyramid", "add_critical_path": ".critical",
-    "critical_boxes": ".critical", "color_legend": ".view_figs",
+    "critical_boxes": ".critical", "color_legend": ".view_figs", "CanvasTimeline": ".canvas",
+    "canvas_timeline": ".canvas",
 }  # fmt: skip
 
 
@@ -46,7 +47,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "STACK_SEPARATOR", "Pyramid", "TimelineIndex", "TimelineView", "add_critical_path", "counter_tiles",
+    "STACK_SEPARATOR", "CanvasTimeline", "Pyramid", "TimelineIndex", "TimelineView", "add_critical_path",
+    "canvas_timeline", "counter_tiles",
     "critical_boxes", "color_legend", "index_of", "stacks",
     "static_timeline", "tile_details", "timeline_index", "timeline_pyramid", "timeline_tiles", "timeline_view",
 ]  # fmt: skip

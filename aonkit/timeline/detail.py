@@ -39,6 +39,18 @@ def stacks(trace: Trace, index: TimelineIndex, rows: np.ndarray) -> list[str]:
     return [STACK_SEPARATOR.join(n[i] for n, v in zip(names, valid) if v[i]) for i in range(len(rows))]
 
 
+def launch_maps(trace: Trace, links: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per event row, the row of its launch call and of the innermost CPU op around it (-1 where there is none).
+
+    ``links`` is :func:`~aonkit.analysis.correlation.gpu_links` of ``trace``; build these once per trace.
+    """
+    launch_of = np.full(len(trace.events), -1, np.int64)
+    op_of = np.full(len(trace.events), -1, np.int64)
+    launch_of[links["gpu_row"].to_numpy()] = links["launch_row"].to_numpy()
+    op_of[links["gpu_row"].to_numpy()] = links["op_row"].to_numpy()
+    return launch_of, op_of
+
+
 def tile_details(trace: Trace, index: TimelineIndex, tiles: pd.DataFrame,
                  links: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
     """``tiles`` with the hover and selection columns of each glyph's event.
@@ -68,10 +80,7 @@ def tile_details(trace: Trace, index: TimelineIndex, tiles: pd.DataFrame,
         links = gpu_links(trace)
     ev = trace.events
     rows = tiles["row"].to_numpy()
-    launch_of = np.full(len(ev), -1, np.int64)
-    op_of = np.full(len(ev), -1, np.int64)
-    launch_of[links["gpu_row"].to_numpy()] = links["launch_row"].to_numpy()
-    op_of[links["gpu_row"].to_numpy()] = links["op_row"].to_numpy()
+    launch_of, op_of = launch_maps(trace, links)
     launch, op = launch_of[rows], op_of[rows]
     gpu = (index.lanes["kind"].to_numpy() == "gpu")[tiles["lane"].to_numpy()]
     cpu_stack = stacks(trace, index, np.where(gpu, op, rows))

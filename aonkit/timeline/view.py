@@ -27,7 +27,7 @@ from .detail import tile_details
 from .index import TimelineIndex
 from .labels import add_bar_labels
 from .tiles import index_of, timeline_tiles
-from .view_data import counter_frame, counter_points, counter_series, glyph_frame, lane_slots, span
+from .view_data import counter_frame, counter_points, counter_series, glyph_frame, lane_slots, padded_window, span
 from .view_figs import add_quads, counter_figures, empty_highlight, lane_figure
 
 __all__ = ["TimelineView", "timeline_view"]
@@ -99,12 +99,7 @@ class TimelineView:
 
     def query(self, t0_ns: int, t1_ns: int, width_px: int) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         """The glyph frame and the counter frames of a window (with the margin), without touching the sources."""
-        t0, t1, width = int(t0_ns), int(t1_ns), int(width_px)
-        pad = int((t1 - t0) * self.margin)
-        a, b = max(t0 - pad, self.origin_ns), min(t1 + pad, self.end_ns)
-        if a >= b:  # the window is outside the trace
-            a, b = self.origin_ns, self.origin_ns + 1
-        px = max(1, round(width * (b - a) / max(t1 - t0, 1)))
+        a, b, px = padded_window(t0_ns, t1_ns, width_px, self.margin, self.origin_ns, self.end_ns)
         if self._links is None:
             self._links = gpu_links(self.trace)
         details = tile_details(self.trace, self.index, timeline_tiles(self.index, a, b, px), self._links)

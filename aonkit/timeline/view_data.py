@@ -56,6 +56,21 @@ def span(trace: Trace, index: TimelineIndex) -> tuple[int, int]:
     return (int(ts.min()), int(ts.max()) + 1) if len(ts) else (0, 1)
 
 
+def padded_window(t0_ns: int, t1_ns: int, width_px: int, margin: float, origin_ns: int,
+                  end_ns: int) -> tuple[int, int, int]:  # fmt: skip
+    """The window ``[t0_ns, t1_ns)`` widened by ``margin`` of its length on each side, kept inside the trace's span.
+
+    Returns ``(a, b, px)``: the widened window (absolute ns; the span's first nanosecond when the window lies
+    outside it) and its width in pixels at the scale of ``width_px`` for ``[t0_ns, t1_ns)``.
+    """
+    t0, t1, width = int(t0_ns), int(t1_ns), int(width_px)
+    pad = int((t1 - t0) * margin)
+    a, b = max(t0 - pad, origin_ns), min(t1 + pad, end_ns)
+    if a >= b:  # the window is outside the trace
+        a, b = origin_ns, origin_ns + 1
+    return a, b, max(1, round(width * (b - a) / max(t1 - t0, 1)))
+
+
 def colors(cat: np.ndarray, name: np.ndarray, gpu: np.ndarray) -> np.ndarray:
     """Colour per glyph: GPU work by kernel class, everything else by category (decided once per distinct triple)."""
     key = pd.MultiIndex.from_arrays([pd.Series(cat, dtype=object), pd.Series(name, dtype=object), gpu])

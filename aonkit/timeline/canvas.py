@@ -1,0 +1,143 @@
+"""What the canvas timeline widget asks of a trace: its lanes, a window's glyphs as one binary message, outlines.
+
+:class:`CanvasTimeline` is the kernel side of :class:`aonkit.widgets.timeline.TimelineCanvas` without the widget:
+the lanes and counter groups the page lays out once, and for a window (:meth:`~CanvasTimeline.query`) the glyphs
+of :func:`~aonkit.timeline.tiles.timeline_tiles` with a margin on each side, as the columns of
+:func:`~aonkit.timeline.canvas_data.canvas_frame` packed into little-endian buffers, with the counters' points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.correlation import gpu_links
+from ..trace import Trace
+from ..views import theme
+from .canvas_data import canvas_frame, pack
+from .critical import critical_boxes
+from .detail import launch_maps
+from .index import TimelineIndex
+from .tiles import index_of, timeline_tiles
+from .view_data import GLYPH_PAD, counter_points, counter_series, lane_slots, padded_window, span
+
+
+@dataclass
+class Window:
+    """One query's answer: the message and buffers for the page, and what they hold.
+
+    Attributes
+    ----------
+    message : dict
+        ``{"kind": "tiles", "seq", "n", "px", "window": [a_ms, b_ms], "columns": {name: [dtype, buffer]},
+        "tables", "counters": [[x spec, value spec], ...]}``.
+    buffers : list of bytes
+    window : tuple of (int, int, int)
+        The window queried (absolute ns, the margin included) and its width in pixels.
+    columns, tables : dict
+        :func:`~aonkit.timeline.canvas_data.canvas_frame` of the window.
+    counters : list of tuple of numpy.ndarray
+        Per counter series (in :attr:`CanvasTimeline.groups` order): ``(x_ms, value)``.
+    """
+
+    message: dict
+    buffers: list[bytes]
+    window: tuple[int, int, int]
+    columns: dict[str, np.ndarray]
+    tables: dict[str, list[str]]
+    counters: list[tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass
+class CanvasTimeline:
+    """A trace's timeline for the canvas widget: lanes, counter groups, and window queries.
+
+    Build it with :func:`canvas_timeline`.
+
+    Attributes
+    ----------
+    trace : Trace
+    index : TimelineIndex
+    lanes : pandas.DataFrame
+        :func:`~aonkit.timeline.view_data.lane_slots` of the index.
+    origin_ns, end_ns : int
+        The trace's span; x is ms since ``origin_ns``.
+    margin : float
+        Share of a window queried beyond each side of it.
+    """
+
+    trace: Trace
+    index: TimelineIndex
+    lanes: pd.DataFrame
+    origin_ns: int
+    end_ns: int
+    margin: float = 0.5
+    _maps: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    _series: list = field(default_factory=list, repr=False)
+
+    @property
+    def span_ms(self) -> float:
+        """The trace's span in ms."""
+        return (self.end_ns - self.origin_ns) / 1e6
+
+    def lane_list(self) -> list[dict]:
+        """The lanes as the page lays them out: ``label``, first ``slot``, ``rows``, ``kind``."""
+        cols = self.lanes[["label", "slot", "rows", "kind"]].itertuples(index=False)
+        return [{"label": str(lab), "slot": int(s), "rows": int(r), "kind": str(k)} for lab, s, r, k in cols]
+
+    def groups(self) -> list[dict]:
+        """The counter charts: ``{name, unit, series: [{label, color, dash}]}``, series in query order."""
+        out: dict[str, dict] = {}
+        for group, label, unit, *_ in self._series:
+            g = out.setdefault(group, {"name": group, "unit": unit, "series": []})
+            k = len(g["series"])
+            color = theme.ROOF_COLORS[(k // 2 if group == "memory" else k) % len(theme.ROOF_COLORS)]
+            g["series"].append({"label": label, "color": color,
+                                "dash": group == "memory" and label.endswith("reserved")})  # fmt: skip
+        return list(out.values())
+
+    def query(self, t0_ns: int, t1_ns: int, width_px: int, seq: int = 0) -> Window:
+        """The glyphs and counter points of ``[t0_ns, t1_ns)`` at ``width_px``, with the margin, as a message."""
+        a, b, px = padded_window(int(t0_ns), int(t1_ns), int(width_px), self.margin, self.origin_ns, self.end_ns)
+        if self._maps is None:
+            self._maps = launch_maps(self.trace, gpu_links(self.trace))
+        tiles = timeline_tiles(self.index, a, b, px)
+        cols, tables = canvas_frame(self.trace, self.index, self.lanes, tiles, self._maps, self.origin_ns)
+        counters, columns, pairs = [], dict(cols), []
+        for k, (_, _, _, ts, v) in enumerate(self._series):
+            pts = counter_points(ts, v, a, b, px, self.origin_ns)
+            counters.append((pts["x"].to_numpy(np.float64), pts["value"].to_numpy(np.float64)))
+            columns[f"c{k}_x"], columns[f"c{k}_v"] = counters[-1]
+            pairs.append((f"c{k}_x", f"c{k}_v"))
+        spec, buffers = pack(columns)
+        message = {"kind": "tiles", "seq": int(seq), "n": int(len(cols["x0"])), "px": px, "tables": tables,
+                   "window": [(a - self.origin_ns) / 1e6, (b - self.origin_ns) / 1e6], "columns": spec,
+                   "counters": [[spec[x], spec[v]] for x, v in pairs]}  # fmt: skip
+        return Window(message, buffers, (a, b, px), cols, tables, counters)
+
+    def outline(self, trace: Trace, path: pd.DataFrame) -> dict[str, list]:
+        """The boxes of a critical-path table of ``trace`` as the page draws them: ``x0``, ``x1`` (ms), ``slot``."""
+        boxes = critical_boxes(trace, path)
+        return {"x0": boxes["left"].tolist(), "x1": boxes["right"].tolist(),
+                "slot": (boxes["top"] - GLYPH_PAD).round().astype(int).tolist()}  # fmt: skip
+
+    def retimed(self, trace: Trace) -> CanvasTimeline:
+        """The same timeline over ``trace``, the same events at other times (their GPU links are kept).
+
+        Raises ``ValueError`` when its lanes differ from these.
+        """
+        index = index_of(trace)
+        lanes = lane_slots(index)
+        if not lanes[["label", "rows"]].equals(self.lanes[["label", "rows"]]):
+            raise ValueError("the trace's lanes differ from the drawn ones: build a new timeline for it")
+        origin, end = span(trace, index)
+        return CanvasTimeline(trace, index, lanes, origin, end, self.margin, self._maps, counter_series(trace))
+
+
+def canvas_timeline(trace: Trace, margin: float = 0.5) -> CanvasTimeline:
+    """The :class:`CanvasTimeline` of ``trace`` (its timeline index built once and kept with it)."""
+    index = index_of(trace)
+    origin, end = span(trace, index)
+    return CanvasTimeline(trace, index, lane_slots(index), origin, end, float(margin), None, counter_series(trace))
