@@ -1,7 +1,8 @@
-"""ipywidgets compositions of the bokeh views, for notebooks.
+"""ipywidgets compositions of the views, for notebooks.
 
 ``Dashboard(trace)`` shows the summary cards, tables, roofline and a timeline
-that re-queries its level of detail on zoom and pan; ``LiveMonitor(sampler)``
+that asks the kernel for the level of detail of each window it is zoomed or panned to
+(``TimelineCanvas``, :mod:`aonkit.widgets.timeline`); ``LiveMonitor(sampler)``
 streams a sampler's metrics with rollover and a pause button; ``WhatIfPanel(trace)``
 re-times the trace's dependency graph as sliders move; ``LLMModelPanel()`` and
 ``ServingPanel()`` put the analytic LLM model and the serving queue under sliders; ``show(fig)``
@@ -9,7 +10,8 @@ shows any bokeh figure (e.g. :func:`aonkit.views.diff.diff_figure`). The bokeh o
 jupyter_bokeh; the first one shown to a front end puts BokehJS on the page inline, once, so
 nothing is fetched from a CDN and no ``output_notebook`` call is needed first. The two model panels draw
 on canvases of their own (:mod:`aonkit.widgets.charts`, ``widgets/charts.js``), which redraw within a
-frame of their data's arrival; they need no BokehJS.
+frame of their data's arrival, and so do the monitor, ``WhatIfPanel`` and the live timeline
+(``widgets/timeline.js``); they need no BokehJS.
 Importing this package imports ipywidgets and bokeh; ``import aonkit`` does not.
 """
 
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Dashboard", "LLMModelPanel", "LiveMonitor", "Plot", "ServingPanel", "WhatIfPanel", "show"]
+__all__ = ["Dashboard", "LLMModelPanel", "LiveMonitor", "Plot", "ServingPanel", "TimelineCanvas", "WhatIfPanel",
+           "show"]
 
 
 def __getattr__(name: str) -> Any:  # import each widget only when asked for
@@ -33,6 +36,10 @@ def __getattr__(name: str) -> Any:  # import each widget only when asked for
         from .whatif import WhatIfPanel
 
         return WhatIfPanel
+    if name == "TimelineCanvas":
+        from .timeline import TimelineCanvas
+
+        return TimelineCanvas
     if name == "LLMModelPanel":
         from .llm import LLMModelPanel
 

@@ -1,0 +1,169 @@
+"""``TimelineCanvas``: the live level-of-detail timeline drawn on canvases in the page, fed typed buffers.
+
+The page (``widgets/timeline*.js``, an anywidget module shipped inline) zooms and pans at once from the glyphs
+it holds, draws names on wide bars, hovers, and outlines a selected kernel's launching op and launch call; when
+a zoom or pan rests it sets :attr:`TimelineCanvas.view`, and the kernel answers with the new window's glyphs
+(:func:`~aonkit.timeline.tiles.timeline_tiles` with a margin on each side) as one message of little-endian
+buffers: names, categories and colours travel as codes into tables of the window's distinct values
+(:mod:`aonkit.timeline.canvas_data`). Counters (memory, sampled metrics) are step lines under the lanes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import pandas as pd
+import traitlets
+
+from ..timeline import CanvasTimeline, canvas_timeline
+from ..trace import Trace
+
+WEB = Path(__file__).resolve().parent / "web"
+ESM = "\n".join((WEB / name).read_text(encoding="utf-8") for name in ("charts_axes.js", "timeline_data.js",
+                                                                      "timeline.js"))  # fmt: skip
+"""The ES module the page runs: the charts' axes and ticks, then the timeline's data and widget."""
+LAYOUT = {"gutter": 180, "row_px": 16, "max_height": 640, "counter_px": 110}
+"""Lane-label column and row height (px), the lanes' visible height before they scroll, a counter chart's height."""
+REQUERY_ZOOM = 1.1
+"""A window inside the glyphs at hand is not queried again unless its scale changed by more than this factor."""
+
+
+class TimelineCanvas(anywidget.AnyWidget):
+    """The timeline of ``trace`` on canvases: GPU streams and CPU threads as lanes, counters below.
+
+    Parameters
+    ----------
+    trace : Trace
+        The trace (its timeline index is built once and kept with it).
+    width_px : int
+        Width in pixels, the lane labels' column included; the glyphs' level of detail follows the rest.
+    t0_ns, t1_ns : int, optional
+        The first window, absolute ns (default: the whole trace).
+    margin : float
+        Share of the window queried on each side beyond it, so pans show glyphs before the next query.
+    title : str
+        A line of text over the timeline (default none).
+
+    Attributes
+    ----------
+    timeline : CanvasTimeline
+        The trace's lanes and window queries (:class:`aonkit.timeline.canvas.CanvasTimeline`); ``trace``,
+        ``origin_ns`` and ``end_ns`` are its.
+    window : tuple of (int, int, int)
+        The last queried window with its margin (absolute ns) and its width in pixels.
+    columns, tables, counters
+        What the last query sent (:class:`aonkit.timeline.canvas.Window`).
+    seq : int
+        How many windows were sent.
+    """
+
+    _esm = ESM
+    _css = WEB / "timeline.css"
+    geometry = traitlets.Dict().tag(sync=True)
+    lanes = traitlets.List().tag(sync=True)
+    groups = traitlets.List().tag(sync=True)
+    critical = traitlets.Dict().tag(sync=True)
+    span_ms = traitlets.Float(1.0).tag(sync=True)
+    width_px = traitlets.Int(1200).tag(sync=True)
+    view = traitlets.List().tag(sync=True)
+    title = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, trace: Trace, width_px: int = 1200, t0_ns: int | None = None, t1_ns: int | None = None, *,
+                 margin: float = 0.5, **kwargs: Any) -> None:  # fmt: skip
+        if int(width_px) <= LAYOUT["gutter"] + 50:
+            raise ValueError(f"width_px must exceed {LAYOUT['gutter'] + 50} (the lane labels take "
+                             f"{LAYOUT['gutter']}), got {width_px}")  # fmt: skip
+        self.timeline: CanvasTimeline = canvas_timeline(trace, margin)
+        self.seq, self._last = 0, None
+        t0 = self.origin_ns if t0_ns is None else int(t0_ns)
+        t1 = self.end_ns if t1_ns is None else int(t1_ns)
+        if t0 >= t1:
+            raise ValueError(f"the window must have t0_ns < t1_ns, got {t0} and {t1}")
+        super().__init__(geometry=dict(LAYOUT), width_px=int(width_px), lanes=self.timeline.lane_list(),
+                         groups=self.timeline.groups(), span_ms=self.timeline.span_ms,
+                         view=[(t0 - self.origin_ns) / 1e6, (t1 - self.origin_ns) / 1e6], **kwargs)  # fmt: skip
+        self.window = (0, 0, 0)
+        self.observe(self._on_view, names="view")
+        self.on_msg(self._message)
+        self.update(t0, t1)
+
+    @property
+    def trace(self) -> Trace:
+        """The drawn trace."""
+        return self.timeline.trace
+
+    @property
+    def origin_ns(self) -> int:
+        """The trace's first nanosecond (x = 0)."""
+        return self.timeline.origin_ns
+
+    @property
+    def end_ns(self) -> int:
+        """The end of the trace's span."""
+        return self.timeline.end_ns
+
+    @property
+    def lanes_frame(self) -> pd.DataFrame:
+        """The lanes with their first ``slot`` (:func:`~aonkit.timeline.view_data.lane_slots`)."""
+        return self.timeline.lanes
+
+    @property
+    def plot_px(self) -> int:
+        """Pixels of the time axis (the width less the lane labels' column)."""
+        return self.width_px - LAYOUT["gutter"]
+
+    def update(self, t0_ns: int, t1_ns: int) -> None:
+        """Query ``[t0_ns, t1_ns)`` (absolute ns) and send its glyphs to the page (the view is left as it is)."""
+        self.seq += 1
+        got = self.timeline.query(t0_ns, t1_ns, self.plot_px, self.seq)
+        self.columns, self.tables, self.counters, self.window = got.columns, got.tables, got.counters, got.window
+        self._last = (got.message, got.buffers)
+        self.send(got.message, got.buffers)
+
+    def covers(self, t0_ns: int, t1_ns: int) -> bool:
+        """Whether the glyphs at hand serve the window: inside the last query, at nearly its scale."""
+        a, b, px = self.window
+        if px <= 0 or t0_ns < a or t1_ns > b:
+            return False
+        queried = (b - a) / px  # ns per pixel of the last query
+        asked = (t1_ns - t0_ns) / self.plot_px
+        return 1 / REQUERY_ZOOM <= asked / queried <= REQUERY_ZOOM
+
+    def _on_view(self, change: dict) -> None:
+        t0, t1 = self.range_window()
+        if t1 > t0 and not self.covers(t0, t1):
+            self.update(t0, t1)
+
+    def _message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("kind") == "hello" and self._last is not None:
+            self.send(*self._last)  # a view that starts (a reload, a second view) gets the glyphs at hand
+
+    # ---- what a notebook calls ---------------------------------------------------------------------------------
+    def range_window(self) -> tuple[int, int]:
+        """The page's view as absolute ns."""
+        lo, hi = self.view
+        return self.origin_ns + round(lo * 1e6), self.origin_ns + round(hi * 1e6)
+
+    def zoom(self, t0_ns: int, t1_ns: int) -> None:
+        """Show ``[t0_ns, t1_ns)`` (absolute ns), as a wheel zoom would."""
+        t0, t1 = int(t0_ns), int(t1_ns)
+        if not t0 < t1:
+            raise ValueError(f"the window must have t0_ns < t1_ns, got {t0} and {t1}")
+        self.view = [(t0 - self.origin_ns) / 1e6, (t1 - self.origin_ns) / 1e6]
+
+    def outline(self, trace: Trace, path: pd.DataFrame | None) -> None:
+        """Outline the events of a critical-path table of ``trace`` (None: remove the outline)."""
+        self.critical = {} if path is None else self.timeline.outline(trace, path)
+
+    def retime(self, trace: Trace) -> None:
+        """Draw ``trace``, the same events at other times, in the same lanes and window from the origin.
+
+        Raises ``ValueError`` when its lanes differ from the drawn ones (then build a new widget).
+        """
+        lo, hi = self.view
+        self.timeline = self.timeline.retimed(trace)
+        self.span_ms = self.timeline.span_ms
+        t0 = self.origin_ns + max(round(lo * 1e6), 0)
+        self.update(t0, max(min(self.origin_ns + round(hi * 1e6), self.end_ns), t0 + 1))

@@ -1,0 +1,230 @@
+"""The canvas timeline: its typed columns against the bokeh timeline's text ones, the widget's queries, the page."""
+
+from __future__ import annotations
+
+import base64
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import aonkit
+from aonkit.analysis.correlation import gpu_links
+from aonkit.timeline.canvas_data import canvas_frame, pack
+from aonkit.timeline.detail import launch_maps, tile_details
+from aonkit.timeline.tiles import index_of, timeline_tiles
+from aonkit.timeline.view_data import glyph_frame, lane_slots, span
+from aonkit.units import fmt_ns
+from aonkit.widgets.timeline import TimelineCanvas
+
+from .conftest import SAMPLE_TRACES as SAMPLES
+from .conftest import require_shared
+
+
+class Recorded(TimelineCanvas):
+    """The widget with the messages it sends kept (the comm is the only thing replaced)."""
+
+    def send(self, content, buffers=None):  # type: ignore[override]
+        self.sent = [*getattr(self, "sent", []), (content, buffers)]
+
+
+def _decode(names: list[str], cols: dict, k: int) -> str:
+    out = []
+    while k >= 0:
+        out.append(names[cols["anc_name"][k]])
+        k = cols["anc_parent"][k]
+    return " > ".join(out[::-1])
+
+
+@pytest.mark.parametrize("name", ["gpu_synthetic_rank0.json.gz", "cpu_mlp.pt.trace.json.gz",
+                                  "hta/df_index_resolver/df_index_resolver.json.gz"])  # fmt: skip
+def test_the_columns_say_what_the_bokeh_timelines_text_says(name: str) -> None:
+    trace = aonkit.load(require_shared("traces") / name if "/" in name else SAMPLES / name)
+    index = index_of(trace)
+    slots, (origin, end) = lane_slots(index), span(trace, index)
+    links = gpu_links(trace)
+    for t0, t1, px in ((origin, end, 1500), (origin + (end - origin) // 3, origin + (end - origin) // 3 + 2_000_000,
+                                              900)):  # fmt: skip
+        tiles = timeline_tiles(index, t0, t1, px)
+        want = glyph_frame(trace, index, slots, tile_details(trace, index, tiles, links), origin)
+        cols, tables = canvas_frame(trace, index, slots, tiles, launch_maps(trace, links), origin)
+        names, cats, colors = (np.asarray(tables[k], object) for k in ("names", "cats", "colors"))
+        assert list(names[cols["name"]]) == list(want["name"])
+        assert list(cats[cols["cat"]]) == list(want["cat"])
+        assert list(colors[cols["color"]]) == list(want["color"])
+        assert [_decode(tables["names"], cols, k) for k in cols["stack"]] == list(want["stack"])
+        np.testing.assert_array_equal(cols["x0"], want["left"])
+        np.testing.assert_array_equal(cols["x1"], want["right"])
+        np.testing.assert_array_equal(cols["slot"] + 0.08, want["top"])
+        for mine, theirs in (("count", "count"), ("busy_ns", "busy_ns"), ("dur_ns", "dur_ns"), ("row", "row"),
+                             ("correlation", "correlation"), ("op_x0", "op_left"), ("op_x1", "op_right"),
+                             ("launch_x0", "launch_left"), ("launch_x1", "launch_right")):  # fmt: skip
+            np.testing.assert_array_equal(np.asarray(cols[mine], np.float64), want[theirs].to_numpy(np.float64))
+        np.testing.assert_array_equal(cols["op_slot"] + 0.08, want["op_top"])
+        assert len(set(tables["names"])) == len(tables["names"])  # a table of distinct values
+
+
+def test_pack_sends_little_endian_columns_that_read_back() -> None:
+    cols = {"x0": np.array([0.5, math.nan]), "slot": np.array([3, -1], np.int64), "name": np.array([0, 2], np.int32)}
+    spec, buffers = pack(cols)
+    assert spec == {"x0": ["f8", 0], "slot": ["i4", 1], "name": ["i4", 2]}
+    back = np.frombuffer(buffers[0], "<f8")
+    assert back[0] == 0.5 and math.isnan(back[1])
+    assert np.frombuffer(buffers[1], "<i4").tolist() == [3, -1]
+
+
+def test_the_widget_queries_a_window_only_when_its_glyphs_do_not_serve_it() -> None:
+    trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
+    w = Recorded(trace, width_px=1000)
+    assert len(w.sent) == 1 and w.sent[0][0]["n"] == len(w.columns["x0"]) > 0
+    msg, buffers = w.sent[0]
+    assert len(buffers) == len(msg["columns"]) and msg["counters"]  # the sample trace records memory
+    o = w.origin_ns
+    # WHEN the page zooms to 2 ms (as a wheel sets the view): the kernel answers with that window and its margin
+    w.view = [100.0, 102.0]
+    assert len(w.sent) == 2 and w.window[0] == o + 99_000_000 and w.window[1] == o + 103_000_000
+    assert w.window[2] == round(w.plot_px * 2)  # the margin at the view's scale
+    assert (w.columns["count"] == 1).sum() > 0  # events one by one at this zoom
+    # a pan inside the margin at the same scale needs no query; a zoom does, and so does a pan past the margin
+    w.view = [100.5, 102.5]
+    assert len(w.sent) == 2
+    w.view = [100.5, 101.5]
+    assert len(w.sent) == 3
+    w.view = [103.0, 104.0]  # past the margin of [100.5, 101.5]
+    assert len(w.sent) == 4
+    w.zoom(o + 200_000_000, o + 201_000_000)
+    assert len(w.sent) == 5 and w.view == [200.0, 201.0] and w.range_window() == (o + 200_000_000, o + 201_000_000)
+    # a view that starts asks for the glyphs at hand: the last message again, nothing queried
+    seq = w.seq
+    w._message(w, {"kind": "hello"}, [])
+    assert len(w.sent) == 6 and w.sent[-1] == w.sent[-2] and w.seq == seq
+    with pytest.raises(ValueError, match="t0_ns < t1_ns"):
+        w.zoom(o + 5, o + 5)
+    with pytest.raises(ValueError, match="width_px"):
+        TimelineCanvas(trace, width_px=200)
+
+
+def test_outline_and_retime() -> None:
+    from aonkit.timeline import critical_boxes
+
+    trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
+    w = Recorded(trace, width_px=1000)
+    path = pd.DataFrame({"row": w.columns["row"][w.columns["count"] == 1][:5].astype(np.int64)})
+    w.outline(trace, path)
+    want = critical_boxes(trace, path)
+    assert w.critical["x0"] == want["left"].tolist() and len(w.critical["slot"]) == len(want["left"])
+    np.testing.assert_allclose(np.asarray(w.critical["slot"]) + 0.08, want["top"])
+    w.outline(trace, None)
+    assert w.critical == {}
+    with pytest.raises(ValueError, match="lanes differ"):
+        w.retime(aonkit.load(SAMPLES / "cpu_mlp.pt.trace.json.gz"))
+    n = len(w.sent)
+    w.retime(trace)  # the same lanes: the same window again
+    assert len(w.sent) == n + 1
+
+
+# ---- the ES module in Chromium ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def page():
+    from aonkit.widgets.timeline import ESM
+    from tests.browser import browser_page
+
+    url = "data:text/javascript;base64," + base64.b64encode(ESM.encode()).decode()
+    with browser_page() as (pg, blocked):
+        pg.set_content("<html><body><div id='host'></div></body></html>")
+        pg.add_style_tag(path=str(Path(__file__).resolve().parent.parent / "widgets" / "timeline.css"))
+        pg.evaluate(f"async () => {{ window.aon = await import({url!r}); }}")
+        yield pg
+        assert not blocked and not pg.aonkit_errors, (blocked, pg.aonkit_errors)
+
+
+RENDER = """([state, msg, bufs]) => {
+  const host = document.getElementById('host');
+  host.replaceChildren();
+  const el = document.createElement('div');
+  host.appendChild(el);
+  const handlers = {};
+  window.sent = []; window.saved = [];
+  const model = {get: (k) => state[k], on: (ev, cb) => { handlers[ev] = cb; }, off: () => {},
+                 set: (k, v) => { state[k] = v; }, save_changes: () => window.saved.push(state.view.slice()),
+                 send: (m) => window.sent.push(m)};
+  window.aon.default.render({model, el});
+  const buffers = bufs.map((b) => { const s = atob(b), u = new Uint8Array(s.length);
+    for (let i = 0; i < s.length; i++) u[i] = s.charCodeAt(i); return new DataView(u.buffer); });
+  handlers['msg:custom'](msg, buffers);
+  window.el = el;
+  return new Promise((r) => requestAnimationFrame(() => r({...el.dataset})));
+}"""
+
+
+def _render(page, w: TimelineCanvas) -> dict:
+    state = {k: getattr(w, k) for k in ("geometry", "lanes", "groups", "critical", "span_ms", "width_px", "view")}
+    msg, buffers = w.sent[-1]
+    return page.evaluate(RENDER, [state, msg, [base64.b64encode(b).decode() for b in buffers]])
+
+
+def test_the_page_decodes_the_glyphs_and_says_what_python_says(page) -> None:
+    trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
+    w = Recorded(trace, width_px=1000)
+    w.zoom(w.origin_ns + 100_000_000, w.origin_ns + 104_000_000)
+    ds = _render(page, w)
+    assert ds["seq"] == str(w.seq) and ds["glyphs"] == str(len(w.columns["x0"])) and int(ds["labels"]) > 0
+    details = tile_details(trace, w.timeline.index, timeline_tiles(w.timeline.index, *w.window), gpu_links(trace))
+    # every glyph's hover, as the bokeh timeline's tooltips wrote it from the kernel's text columns
+    tips = page.evaluate("() => { const d = window.el.aonTimeline.tiles;"
+                         " return Array.from({length: d.n}, (_, i) => window.aon.parts.tipLines(d, i)); }")
+    for i, lines in enumerate(tips):
+        r = details.iloc[i]
+        got = dict((k, v) for k, v in lines)
+        dur = fmt_ns(r["dur_ns"]) if r["dur_ns"] >= 0 else "instant"
+        if r["count"] == 1:
+            assert lines[0] == ["", r["name"]] and got["category"] == r["cat"] and got["duration"] == dur
+        else:
+            assert got["longest"] == r["name"] and got["its duration"] == dur
+            assert got["events"] == f"{r['count']:,} in this pixel, busy {fmt_ns(r['busy_ns'])}"
+        assert got.get("op stack", "") == r["stack"]
+    # fmtNs is aonkit.units.fmt_ns, the rounding edges included
+    values = [0, 1, 999, 1000, 1234, 6125, 6135, 99_950, 999_499, 999_500, 1e6, 2.5e9, 3.6e12, -1500, -6125,
+              1_234_500, 8_765_500]
+    assert page.evaluate("(v) => v.map(window.aon.parts.fmtNs)", values) == [fmt_ns(v) for v in values]
+
+
+def test_a_click_outlines_the_launch_and_a_wheel_zooms_at_once_then_asks_the_kernel(page) -> None:
+    trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
+    w = Recorded(trace, width_px=1000)
+    w.zoom(w.origin_ns + 100_000_000, w.origin_ns + 104_000_000)
+    _render(page, w)
+    c = w.columns
+    inside = (c["count"] == 1) & ~np.isnan(c["launch_x0"]) & (c["x0"] >= 100.0) & (c["x1"] <= 104.0)
+    i = int(np.flatnonzero(inside)[np.argmax((c["x1"] - c["x0"])[inside])])  # the widest launched kernel in view
+    box = page.evaluate("() => { const r = window.el.querySelector('.aon-timeline-canvas').getBoundingClientRect();"
+                        " return [r.x, r.y]; }")
+    x, y = page.evaluate(f"() => window.el.aonTimeline.screenOf({i})")
+    # the glyph's own colour is under it (above its name: 6 px up from its middle, 2 px into its 16 px row)
+    color = w.tables["colors"][w.columns["color"][i]]
+    pixel = page.evaluate("""([x, y]) => { const c = window.el.querySelector('.aon-timeline-canvas');
+      const k = c.width / c.getBoundingClientRect().width;
+      return Array.from(c.getContext('2d').getImageData(Math.round(x * k), Math.round(y * k), 1, 1).data); }""",
+                          [x, y - 6])  # fmt: skip
+    want = [int(color[k:k + 2], 16) for k in (1, 3, 5)]
+    assert all(abs(p - q * 0.9 - 255 * 0.1) <= 3 for p, q in zip(pixel[:3], want)), (pixel, want)  # alpha 0.9
+    page.mouse.click(box[0] + x, box[1] + y)
+    page.wait_for_timeout(50)
+    ds = page.evaluate("() => ({...window.el.dataset})")
+    assert ds["selected"] == str(int(w.columns["row"][i])) and int(ds["highlight"]) >= 1
+    # WHEN the wheel turns: the view changes in the next frame, and the kernel is asked once the wheel rests
+    before = page.evaluate("() => window.el.aonTimeline.view")
+    page.mouse.move(box[0] + x, box[1] + y)
+    page.mouse.wheel(0, 200)
+    page.wait_for_timeout(30)
+    after = page.evaluate("() => window.el.aonTimeline.view")
+    assert after[1] - after[0] > (before[1] - before[0]) * 1.5
+    page.wait_for_timeout(300)
+    saved = page.evaluate("() => window.saved")
+    assert saved and saved[-1] == pytest.approx(after)
+    # a double click shows the whole trace
+    page.mouse.dblclick(box[0] + x, box[1] + y)
+    page.wait_for_timeout(30)
+    assert page.evaluate("() => window.el.aonTimeline.view") == pytest.approx([0.0, w.span_ms])
