@@ -1,13 +1,16 @@
-"""The live dashboard's zoom in JupyterLab: from a new x range to the kernel's glyphs drawn, and what it costs.
+"""The live dashboard's zoom in JupyterLab: from a new view to the kernel's glyphs drawn, and what it costs.
 
 Usage: ``PYTHONPATH=. python bench/dashboard_page.py [--trace PATH] [--zooms 12]``.
 
 A ``Dashboard`` of a trace (default: the bundled ``sample_traces/gpu_synthetic_rank0.json.gz``) in a real
-JupyterLab in headless Chromium (the tests' ``tests/browser.py``). The timeline's x range is set from JavaScript
-to a series of windows (each zoom in or out as a wheel would make it), and each is timed until the timeline's
-glyph source holds the kernel's answer (glyphs reaching past the old window, or fewer for a narrower one: its
-data replaced) and two animation frames later. Per zoom: the page's main-thread time (CDP ``TaskDuration``), the
-kernel's CPU time (its process), and the bytes of jupyter_bokeh events the page sent back to the kernel.
+JupyterLab in headless Chromium (the tests' ``tests/browser.py``). The timeline is set from JavaScript to a
+series of windows (each zoom in or out as a wheel would make it), and each is timed until the kernel's glyphs
+for it are in the page and two animation frames later ("drawn"). Per zoom: the page's main-thread time (CDP
+``TaskDuration``), the kernel's CPU time (its process), and the bytes of jupyter_bokeh events the page sent back.
+
+Either timeline is measured, whichever the checkout's dashboard has: the canvas one (``TimelineCanvas``: its
+view set through the element's test hook, as a wheel sets it; "first frame" is its redraw from the glyphs at
+hand, before the kernel answers) or the bokeh one of session 34 and before (its x range set; no first frame).
 
 Prints markdown; writes only a temporary notebook.
 """
@@ -41,6 +44,25 @@ ZOOM_JS = """async ([start, end]) => {
   const answered = performance.now() - t0;
   await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
   return [answered, performance.now() - t0, xr.start, xr.end];
+}"""
+
+CANVAS_ZOOM_JS = """async ([start, end]) => {
+  const el = document.querySelector('.aon-timeline').parentElement;
+  const seq = Number(el.dataset.seq), drawn = Number(el.dataset.drawn);
+  const t0 = performance.now();
+  el.aonTimeline.setView(start, end);
+  let first = null;
+  const until = (f) => new Promise((r) => { const go = () => (f() ? r() : setTimeout(go, 1)); go(); });
+  const r = await Promise.race([
+    (async () => {
+      await until(() => Number(el.dataset.drawn) > drawn); first = performance.now() - t0;
+      await until(() => Number(el.dataset.seq) > seq); return performance.now() - t0;
+    })(),
+    new Promise((r) => setTimeout(() => r('timeout'), 30000))]);
+  if (r === 'timeout') return 'no answer in 30 s';
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const v = el.aonTimeline.view;
+  return [r, performance.now() - t0, v[0], v[1], first];
 }"""
 
 SENT_JS = """() => {
@@ -77,23 +99,31 @@ def main() -> None:
 
     cell = f"import aonkit\nfrom aonkit.widgets import Dashboard\nDashboard(aonkit.load({a.trace!r}))"
     with notebook_page([cell], "dashboard.ipynb") as page:
-        page.wait_for_function("() => window.Bokeh && [...window.Bokeh.documents].some((d) =>"
-                               " d.get_model_by_name('timeline_quads'))", timeout=60_000)
+        canvas = page.evaluate("() => !!document.querySelector('.aon-timeline')")
+        if canvas:
+            page.wait_for_function("() => Number(document.querySelector('.aon-timeline').parentElement.dataset.seq)"
+                                   " > 0", timeout=60_000)  # fmt: skip
+        else:
+            page.wait_for_function("() => window.Bokeh && [...window.Bokeh.documents].some((d) =>"
+                                   " d.get_model_by_name('timeline_quads'))", timeout=60_000)
         page.wait_for_timeout(2000)
         page.evaluate(SENT_JS)
         cdp = page.context.new_cdp_session(page)
         cdp.send("Performance.enable")
         task0 = page_metrics(cdp)["TaskDuration"]
         cpu0 = _kernel_cpu()
-        xr = page.evaluate("() => { for (const d of window.Bokeh.documents) { const x = d.get_model_by_name("
-                           "'timeline_x'); if (x) return [x.start, x.end]; } }")
+        if canvas:
+            xr = page.evaluate("() => document.querySelector('.aon-timeline').parentElement.aonTimeline.view")
+        else:
+            xr = page.evaluate("() => { for (const d of window.Bokeh.documents) { const x = d.get_model_by_name("
+                               "'timeline_x'); if (x) return [x.start, x.end]; } }")
         lo, hi = xr
         rows = []
         for k in range(a.zooms):  # in by halves to 1/64 of the trace, then out again
             depth = k if k < a.zooms // 2 else a.zooms - k
             span = (hi - lo) / 2 ** min(depth, 6)
             mid = lo + (hi - lo) * 0.37
-            r = page.evaluate(ZOOM_JS, [max(lo, mid - span / 2), mid + span / 2])
+            r = page.evaluate(CANVAS_ZOOM_JS if canvas else ZOOM_JS, [max(lo, mid - span / 2), mid + span / 2])
             if isinstance(r, str):
                 sys.exit(r)
             rows.append(r)
@@ -102,11 +132,13 @@ def main() -> None:
         cpu = (_kernel_cpu() - cpu0) * 1e3 / len(rows)
         sent = page.evaluate("window.__aonSentBytes")
         ans, drawn = [r[0] for r in rows], [r[1] for r in rows]
-        print("\n### Dashboard zoom in JupyterLab, ms per zoom\n")
-        print("| zooms | answer: median | worst | drawn: median | worst | page main thread | kernel CPU | "
-              "bytes sent back per zoom |\n|---:|---:|---:|---:|---:|---:|---:|---:|")
-        print(f"| {len(rows)} | {statistics.median(ans):.0f} | {max(ans):.0f} | {statistics.median(drawn):.0f} | "
-              f"{max(drawn):.0f} | {task * 1e3 / len(rows):.0f} | {cpu:.0f} | {sent / len(rows):,.0f} |")
+        first = [r[4] for r in rows if len(r) > 4]
+        print(f"\n### Dashboard zoom in JupyterLab ({'canvas' if canvas else 'bokeh'} timeline), ms per zoom\n")
+        print("| zooms | first frame: median | answer: median | worst | drawn: median | worst | page main thread | "
+              "kernel CPU | bytes sent back per zoom |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print(f"| {len(rows)} | {f'{statistics.median(first):.0f}' if first else '-'} | {statistics.median(ans):.0f} "
+              f"| {max(ans):.0f} | {statistics.median(drawn):.0f} | {max(drawn):.0f} | {task * 1e3 / len(rows):.0f} | "
+              f"{cpu:.0f} | {sent / len(rows):,.0f} |")
 
 
 if __name__ == "__main__":

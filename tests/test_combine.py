@@ -76,7 +76,7 @@ def test_dashboard_of_a_job_has_lanes_per_rank(job: aonkit.TraceSet) -> None:
     from aonkit.widgets import Dashboard
 
     d = Dashboard(job, width_px=600)
-    labels = d.timeline.lanes["label"].tolist()
+    labels = [lane["label"] for lane in d.timeline.lanes]
     assert labels[0] == "rank 0 GPU 0 stream 7" and "rank 1 GPU 0 stream 7" in labels
     assert d.overview.summary.n_events == sum(len(t.events) for t in job.values())
 

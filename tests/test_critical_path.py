@@ -387,7 +387,7 @@ def test_the_what_if_panel_updates_on_a_slider(tmp_path: Path) -> None:
     p.pattern.value, p.pattern_scale.value = "^aten::add$", 0.0
     assert p.result.step_time_ns == 125_000
     # the op scaled to nothing changes the lanes: a new re-timed timeline takes the old one's place
-    assert p.children[-1]._model is p.timeline.layout and "re-timed" in p.timeline.trace.warnings[-1]
+    assert p.children[-1] is p.timeline and "re-timed" in p.timeline.trace.warnings[-1]
     p.pattern.value = "(["  # a bad pattern says so and keeps the last result
     assert "cannot apply" in p.summary.value and p.result.step_time_ns == 125_000
     assert p._repr_mimebundle_()["text/plain"].startswith("what-if: step 125,000 ns")
@@ -443,18 +443,18 @@ def test_the_panel_redraws_the_retimed_timeline(tmp_path: Path) -> None:
     # GIVEN the panel over a small trace (no event loop here: the debounced redraw runs at once)
     t = small_trace(tmp_path)
     p = WhatIfPanel(t, width_px=800)
-    src, fig = p.timeline.source, p.timeline.figure
+    tl = p.timeline
 
-    def gpu_bars() -> dict[str, float]:  # each kernel's drawn width (ms), by name
-        d = src.data
-        return {n: r - lo for n, r, lo in zip(d["name"], d["right"], d["left"]) if n in ("gemm", "relu")}
+    def gpu_bars() -> dict[str, float]:  # each kernel's drawn width (ms), by name: what the page was last sent
+        c, names = tl.columns, tl.tables["names"]
+        return {names[k]: r - lo for k, r, lo in zip(c["name"], c["x1"], c["x0"]) if names[k] in ("gemm", "relu")}
 
     before = gpu_bars()
     # WHEN GPU computation is made twice as fast
     p.sliders["GPU computation"].value = 0.5
     # THEN the same figure and source now draw the re-timed kernels: each half as long as measured
     after = gpu_bars()
-    assert p.timeline.source is src and p.timeline.figure is fig and set(after) == set(before) == {"gemm", "relu"}
+    assert p.timeline is tl and set(after) == set(before) == {"gemm", "relu"}
     for name, width in after.items():
         assert width == pytest.approx(before[name] / 2, rel=1e-6), name
     assert p.timeline.trace.warnings[-1].startswith("re-timed by aonkit.what_if")
@@ -462,9 +462,9 @@ def test_the_panel_redraws_the_retimed_timeline(tmp_path: Path) -> None:
     from aonkit.timeline import critical_boxes
 
     want = critical_boxes(p.timeline.trace, p.result.critical_path)
-    assert list(p.critical.data["name"]) == list(want["name"]) and "relu" in list(want["name"])
-    np.testing.assert_allclose(p.critical.data["right"], want["right"])
-    assert max(p.critical.data["right"]) == pytest.approx(p.result.step_time_ns / 1e6)  # the path ends the step
+    assert "relu" in list(want["name"]) and len(p.timeline.critical["x1"]) == len(want["name"])
+    np.testing.assert_allclose(p.timeline.critical["x1"], want["right"])
+    assert max(p.timeline.critical["x1"]) == pytest.approx(p.result.step_time_ns / 1e6)  # the path ends the step
     # and a trace with other lanes is refused rather than drawn wrong
     with pytest.raises(ValueError, match="lanes differ"):
         p.timeline.retime(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"))
@@ -535,12 +535,13 @@ def test_the_path_is_outlined_on_the_dashboard_timeline(tmp_path: Path) -> None:
 
     t = small_trace(tmp_path)
     d = Dashboard(t, width_px=600, critical_path=True)
-    boxes = d.critical.data
-    assert list(boxes["name"]) == ["cudaLaunchKernel", "gemm", "relu", "cudaDeviceSynchronize", "aten::add"]
-    assert boxes["left"][1] == pytest.approx(0.020) and boxes["right"][1] == pytest.approx(0.120)  # gemm, ms
-    gpu_slot = d.timeline.lanes.set_index("kind").loc["gpu", "slot"]
-    assert boxes["top"][1] > gpu_slot - 1 and boxes["bottom"][1] < gpu_slot + 2  # on the GPU lane
-    assert [r.name for r in d.timeline.figure.renderers].count("critical_path") == 1
+    boxes = d.timeline.critical  # what the page outlines: the path's events, in path order
+    want = critical_boxes(t, critical_path(t))
+    assert list(want["name"]) == ["cudaLaunchKernel", "gemm", "relu", "cudaDeviceSynchronize", "aten::add"]
+    assert boxes["x0"] == want["left"].tolist() and boxes["x1"] == want["right"].tolist()
+    assert boxes["x0"][1] == pytest.approx(0.020) and boxes["x1"][1] == pytest.approx(0.120)  # gemm, ms
+    gpu_slot = d.timeline.lanes_frame.set_index("kind").loc["gpu", "slot"]
+    assert boxes["slot"][1] == gpu_slot  # on the GPU lane
     assert len(critical_boxes(t, critical_path(t).iloc[:0])["left"]) == 0
 
 

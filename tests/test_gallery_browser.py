@@ -57,46 +57,27 @@ CELL_STATE = """name => {
 }"""
 
 TIMELINE_STATE = """() => {
-  for (const d of window.Bokeh.documents) {
-    const xr = d.get_model_by_name('timeline_x'), src = d.get_model_by_name('timeline_quads');
-    if (xr && src) {
-      const l = Array.from(src.data.left), r = Array.from(src.data.right);
-      const lab = d.get_model_by_name('timeline_labels');
-      return {start: xr.start, end: xr.end, n: l.length, min_left: Math.min(...l), max_right: Math.max(...r),
-              labels: lab ? Array.from(lab.data.text) : null};
-    }
-  }
-  return null;
+  // the dashboard's canvas timeline (the first cell's output): its view, glyphs and what it drew
+  const t = document.querySelector('.jp-CodeCell .aon-timeline');
+  if (!t || !t.parentElement.aonTimeline || !t.parentElement.aonTimeline.tiles) return null;
+  const el = t.parentElement, d = el.aonTimeline.tiles, v = el.aonTimeline.view;
+  return {start: v[0], end: v[1], n: d.n, seq: Number(el.dataset.seq), labels: Number(el.dataset.labels),
+          min_left: Math.min(...d.cols.x0), max_right: Math.max(...d.cols.x1), window: d.window};
 }"""
 
 
-SENT_JS = """() => {
-  // the jupyter_bokeh events the page sends the kernel ("jsevent" messages): [kind, attr, bytes]
+SENT_JS = r"""() => {
+  // what the page sends the kernel: [message type, the widget state's keys or the custom message's kind]
   window.__aonSent = [];
   const send = WebSocket.prototype.send;
   WebSocket.prototype.send = function (data) {
     const text = typeof data === 'string' ? data : new TextDecoder().decode(data);
-    if (text.includes('"jsevent"')) {
-      window.__aonSent.push([(/"kind":"(\\w+)"/.exec(text) || [])[1], (/"attr":"(\\w+)"/.exec(text) || [])[1],
-                             text.length]);
+    if (text.includes('"comm_msg"')) {
+      const state = /"state":\{"(\w+)"/.exec(text), kind = /"kind":"(\w+)"/.exec(text);
+      window.__aonSent.push([state ? 'state' : kind ? 'custom' : 'other', (state || kind || [])[1], text.length]);
     }
     return send.call(this, data);
   };
-}"""
-
-
-SELECT_JS = """async () => {
-  let src = null, hl = null;
-  for (const d of window.Bokeh.documents) {
-    src = src || d.get_model_by_name('timeline_quads');
-    hl = hl || d.get_model_by_name('timeline_highlight');
-  }
-  const D = src.data;
-  const pick = D.launch.findIndex((v) => v >= 0);
-  const before = hl.data.left.length;
-  src.selected.indices = [pick];
-  await new Promise((r) => setTimeout(r, 300));
-  return {pick, before, after: hl.data.left.length};
 }"""
 
 
@@ -188,37 +169,46 @@ def test_notebook_runs_all_and_renders_in_jupyterlab(lab: tuple[str, str, Path],
 
 def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple[str, str, Path]) -> None:
     with ran(lab, "01_dashboard.ipynb") as page:
-        # THEN the axis shows the window the zoom cell asked for (the first 1%), and the glyphs are of that window
+        # THEN the timeline shows the window the zoom cell asked for (the first 1%), and the glyphs are of that window
+        page.wait_for_function(f"() => {{ const t = ({TIMELINE_STATE})(); return t && t.end < 10; }}", timeout=30_000)
         tl = page.evaluate(TIMELINE_STATE)
-        assert tl is not None and tl["n"] > 0
+        assert tl["n"] > 0 and tl["labels"] > 0, tl  # names on the bars wide enough at this zoom
         span = tl["end"] - tl["start"]
-        assert tl["start"] == pytest.approx(0.0, abs=1e-9) and 0 < span < 10.0, tl  # 1% of a 338 ms trace
+        assert tl["start"] == pytest.approx(0.0, abs=1e-9) and 0 < span < 10.0, tl  # 1% of a 360 ms trace
         assert tl["max_right"] <= tl["end"] + span, tl  # drawn for this window (its margin), not the whole trace
-        assert tl["labels"], tl  # names on the bars wide enough at this zoom
         # WHEN the wheel turns over the timeline
-        # the dashboard's own (the first cell's output; the live monitor further down draws on canvases too)
-        canvas = page.query_selector(".jp-CodeCell .jp-OutputArea").query_selector("canvas")
-        canvas.scroll_into_view_if_needed()
-        box = canvas.bounding_box()
-        page.evaluate(SENT_JS)  # from here on, what the page sends the kernel about bokeh models is logged
+        lanes = page.query_selector(".jp-CodeCell .aon-timeline-canvas")
+        lanes.scroll_into_view_if_needed()
+        box = lanes.bounding_box()
+        page.evaluate(SENT_JS)  # from here on, what the page sends the kernel is logged
         page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 40)
-        page.mouse.wheel(0, 400)  # zoom out, at the trace's start (bokeh refused this by default)
-        # THEN the axis moves and the kernel re-queries the new window (the glyphs reach past the old one)
+        page.mouse.wheel(0, 400)  # zoom out, at the trace's start
+        # THEN the view widens at once, and the kernel answers with the new window's glyphs (past the old window)
         page.wait_for_function(f"() => {{ const t = ({TIMELINE_STATE})(); return t && t.end - t.start > {span} * 1.05 "
-                               f"&& t.max_right > {tl['end'] + span}; }}", timeout=30_000)
-        page.wait_for_timeout(500)
-        # AND the page told the kernel the new range, and sent none of the glyphs back (jupyter_bokeh echoes every
-        # change of a synced source: the kernel's new glyphs, and the labels the page made from them)
+                               f"&& t.seq > {tl['seq']} && t.max_right > {tl['end'] + span}; }}", timeout=30_000)
+        page.wait_for_timeout(300)
+        # AND the page told the kernel its view and nothing else (no glyphs go back)
         sent = page.evaluate("window.__aonSent")
-        assert {attr for _, attr, _ in sent} & {"start", "end"}, sent
-        assert not [m for m in sent if m[1] not in ("start", "end")], sent
-        # AND a kernel picked in the page still outlines its launch (the selection's callback runs in the page)
+        assert ["state", "view"] in [m[:2] for m in sent] and all(m[:2] == ["state", "view"] for m in sent), sent
+        assert max(m[2] for m in sent) < 2000, sent
+        # AND a kernel clicked in the page outlines its launch
+        seq = page.evaluate(TIMELINE_STATE)["seq"]
         page.mouse.wheel(0, 3000)  # out to where kernels with their launches are drawn one by one
-        page.wait_for_function("() => { for (const d of window.Bokeh.documents) { const s = d.get_model_by_name("
-                               "'timeline_quads'); if (s) return s.data.launch.some((v) => v >= 0); } }",
-                               timeout=30_000)  # fmt: skip
-        picked = page.evaluate(SELECT_JS)
-        assert picked["pick"] >= 0 and picked["before"] == 0 and picked["after"] >= 1, picked
+        page.wait_for_function(f"() => ({TIMELINE_STATE})().seq > {seq}", timeout=30_000)  # the kernel's answer
+        page.wait_for_function("() => { const d = document.querySelector('.jp-CodeCell .aon-timeline').parentElement"
+                               ".aonTimeline.tiles; return d && d.cols.launch_x0.some((v, i) => !Number.isNaN(v) "
+                               "&& d.cols.count[i] === 1 && (d.cols.x1[i] - d.cols.x0[i]) * 800 > (d.window[1] - "
+                               "d.window[0])); }", timeout=30_000)  # fmt: skip
+        x, y = page.evaluate("""() => { const el = document.querySelector('.jp-CodeCell .aon-timeline').parentElement;
+          const d = el.aonTimeline.tiles, v = el.aonTimeline.view, c = d.cols;
+          let best = -1;
+          for (let i = 0; i < d.n; i++) if (!Number.isNaN(c.launch_x0[i]) && c.count[i] === 1 && c.x0[i] > v[0]
+              && c.x1[i] < v[1] && (best < 0 || c.x1[i] - c.x0[i] > c.x1[best] - c.x0[best])) best = i;
+          return el.aonTimeline.screenOf(best); }""")
+        box = lanes.bounding_box()
+        page.mouse.click(box["x"] + x, box["y"] + y)
+        page.wait_for_function("() => Number(document.querySelector('.jp-CodeCell .aon-timeline').parentElement"
+                               ".dataset.highlight) >= 1", timeout=5_000)  # fmt: skip
 
 
 def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path]) -> None:

@@ -141,8 +141,9 @@ def test_the_dashboard_shows_the_samples_under_the_timeline(tmp_path: Path) -> N
             torch.randn(64, 64) @ torch.randn(64, 64)
             time.sleep(0.03)
     d = Dashboard(p.trace, width_px=600)
-    assert {"cpu_percent (host)", "memory_percent (host)"} <= set(d.timeline.counters)
-    assert sum(len(s.data["x"]) for s in d.timeline.counters.values()) > 0
+    series = [s["label"] for g in d.timeline.groups for s in g["series"]]  # the counter charts under the lanes
+    assert {"cpu_percent (host)", "memory_percent (host)"} <= set(series)
+    assert len(d.timeline.counters) == len(series) and sum(len(x) for x, _ in d.timeline.counters) > 0
     assert p.summary_text().startswith("aon_profile: ok, ") and str(p.path) in p.summary_text()
 
 

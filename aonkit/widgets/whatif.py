@@ -29,13 +29,13 @@ from ..analysis.whatif_batch_memory import batch_memory, fullest
 from ..analysis.whatif_hardware import hardware_rules, hardware_scales
 from ..analysis.whatif_rules import PARTS
 from ..model.hardware import devices
-from ..timeline import TimelineView, add_critical_path, critical_boxes, timeline_view
 from ..trace import Trace
 from ..units import fmt_ns
 from ..views.whatif import composition_chart, composition_data
-from ._bokehjs import BokehWidget, bokeh_model
+from ._bokehjs import TextWidget
 from ._loop import Debounce, Latest
 from .charts import Charts
+from .timeline import TimelineCanvas
 
 SLIDERS: dict[str, dict[str, Any]] = {name: rule for name, (_, rule) in PARTS.items()}
 """The sliders and the rule each one sets (its value is the scale): :data:`~aonkit.analysis.whatif_rules.PARTS`."""
@@ -48,7 +48,7 @@ COALESCE_S = 0.005
 dragged slider's messages): on a large trace the panel answers as often as it can and never falls behind."""
 
 
-class WhatIfPanel(BokehWidget, w.VBox):
+class WhatIfPanel(TextWidget, w.VBox):
     """What-if sliders over a trace or a job, optionally one ProfilerStep.
 
     Parameters
@@ -66,8 +66,9 @@ class WhatIfPanel(BokehWidget, w.VBox):
         work and the GPU work it launched. With two steps or more the summary also gives the median step
         period (the run's cadence) before and after.
     timeline : bool
-        Show the re-timed trace under the bars (``self.timeline``, its critical path outlined from the source
-        ``self.critical``), redrawn after the sliders rest.
+        Show the re-timed trace under the bars (``self.timeline``, a
+        :class:`~aonkit.widgets.timeline.TimelineCanvas` with the critical path outlined), redrawn after the
+        sliders rest.
     width_px : int
         Width of the timeline.
     debounce_s : float
@@ -111,11 +112,11 @@ class WhatIfPanel(BokehWidget, w.VBox):
                          w.VBox([self.device, self.batch, self.pattern, self.pattern_scale, self.rank,
                                  self.rank_scale, self.summary])]),
                  self.view]  # fmt: skip
-        self.timeline: TimelineView | None = None
+        self.timeline: TimelineCanvas | None = None
         if timeline:
             self.timeline = self._new_timeline(self._result.retimed_trace(), width_px)
             self._redraw = Debounce(self.refresh_timeline, debounce_s)
-            parts.append(bokeh_model(self.timeline.layout))
+            parts.append(self.timeline)
         super().__init__(parts)
 
     def rules(self) -> list[Rule]:
@@ -178,18 +179,20 @@ class WhatIfPanel(BokehWidget, w.VBox):
             return
         trace = self.result.retimed_trace()
         try:
-            self.timeline.retime(trace)
-            self.critical.data = critical_boxes(trace, self.result.critical_path)
+            with self.timeline.hold_sync():  # the new outline and the new span reach the page together
+                self.timeline.retime(trace)
+                self.timeline.outline(trace, self.result.critical_path)
         except ValueError:  # the lanes changed (e.g. an op scaled to nothing): a new timeline in its place
-            width = self.timeline.window[2]
-            self.timeline = self._new_timeline(trace, width)
-            self.children = (*self.children[:-1], bokeh_model(self.timeline.layout))
+            old = self.timeline
+            self.timeline = self._new_timeline(trace, old.width_px)
+            self.children = (*self.children[:-1], self.timeline)
+            old.close()
 
-    def _new_timeline(self, trace: Trace, width_px: int) -> TimelineView:
-        """The re-timed trace's timeline, with the current critical path outlined (``self.critical``)."""
-        view = timeline_view(trace, width_px=width_px)
-        view.figure.title.text = "re-timed timeline (a model, not a measurement); critical path outlined"
-        self.critical = add_critical_path(view.figure, trace, self._result.critical_path)
+    def _new_timeline(self, trace: Trace, width_px: int) -> TimelineCanvas:
+        """The re-timed trace's timeline, with the current critical path outlined (``timeline.critical``)."""
+        view = TimelineCanvas(trace, width_px=width_px,
+                              title="re-timed timeline (a model, not a measurement); critical path outlined")
+        view.outline(trace, self._result.critical_path)
         return view
 
     def _changed(self, change: dict) -> None:
