@@ -11,12 +11,16 @@ import sys
 import time
 from pathlib import Path
 
-from .paths import LOG, STATUS, LiveError, open_private, private_dir, runtime_dir
+from .paths import EXIT_RUNNING, LOG, STATUS, AlreadyRunning, LiveError, open_private, private_dir, runtime_dir
 from .status import read_json, running_pid, status_json, status_text
 
 
 def daemon_command(args: argparse.Namespace) -> int:
     """Run ``aonkit daemon ACTION``; return the exit status (``status``: 0 running, 3 not running)."""
+    if args.action == "unit":
+        from .unit import unit_command
+
+        return unit_command(args)
     return {"start": start, "run": run, "stop": stop, "status": status}[args.action](args)
 
 
@@ -34,14 +38,19 @@ def run(args: argparse.Namespace) -> int:
     ``python -m aonkit.live.daemon run`` under it.
     """
     if any(os.environ.get(k) != v for k, v in ONE_THREAD.items()):
-        argv = [sys.executable, "-m", "aonkit.live.daemon", "run", *_forwarded(args)]
+        argv = [sys.executable, "-m", "aonkit.live.daemon", "run", *forwarded_args(args)]
         os.execve(sys.executable, argv, {**os.environ, **ONE_THREAD})  # noqa: S606
     from .daemon import daemon_from_args
 
-    return daemon_from_args(args).run()
+    try:
+        return daemon_from_args(args).run()
+    except AlreadyRunning as exc:  # its own status, so that a systemd unit does not restart on it
+        print(f"aonkit: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_RUNNING
 
 
-def _forwarded(args: argparse.Namespace) -> list[str]:
+def forwarded_args(args: argparse.Namespace) -> list[str]:
+    """The run options of ``args`` as a command line for ``python -m aonkit.live.daemon run`` (the root absolute)."""
     out = ["--interval", str(args.interval), "--flush", str(args.flush), "--capacity", str(args.capacity),
            "--cap-bytes", str(args.cap_bytes), "--retention-hours", str(args.retention_hours),
            "--gpm-interval", str(args.gpm_interval), "--slow-interval", str(args.slow_interval)]  # fmt: skip
@@ -64,7 +73,7 @@ def start(args: argparse.Namespace, timeout_s: float = 60.0) -> int:
     env.pop("AONKIT_SERVE", None)
     env.update(ONE_THREAD)
     log_start = os.lseek(log, 0, os.SEEK_END)
-    proc = subprocess.Popen([sys.executable, "-m", "aonkit.live.daemon", "run", *_forwarded(args)],  # noqa: S603
+    proc = subprocess.Popen([sys.executable, "-m", "aonkit.live.daemon", "run", *forwarded_args(args)],  # noqa: S603
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", env=env,
                             start_new_session=True)  # fmt: skip
     os.close(log)

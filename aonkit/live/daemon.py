@@ -39,7 +39,20 @@ from . import store
 from .flusher import Flusher
 from .gpu_watch import GpuWatch
 from .options import DEFAULTS, add_run_arguments
-from .paths import LOCK, RING, STATUS, LiveError, data_root, file_id, hostname, open_private, private_dir, runtime_dir
+from .paths import (
+    EXIT_RUNNING,
+    LOCK,
+    RING,
+    STATUS,
+    AlreadyRunning,
+    LiveError,
+    data_root,
+    file_id,
+    hostname,
+    open_private,
+    private_dir,
+    runtime_dir,
+)
 from .ring import STOPPED
 from .runtime_guard import RuntimeGuard
 from .status import write_json
@@ -56,7 +69,7 @@ def lock(rdir: Path, tries: int = 20) -> int:
             if i == tries - 1:
                 pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
                 os.close(fd)
-                raise LiveError(f"already running (pid {pid}); stop it with `aonkit daemon stop`") from None
+                raise AlreadyRunning(f"already running (pid {pid}); stop it with `aonkit daemon stop`") from None
             time.sleep(0.01)
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -281,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         return daemon_from_args(args).run()
     except LiveError as exc:
         print(f"aonkit daemon: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return EXIT_RUNNING if isinstance(exc, AlreadyRunning) else 1
 
 
 def daemon_from_args(args: argparse.Namespace) -> Daemon:

@@ -36,6 +36,10 @@ def add_daemon_arguments(p: argparse.ArgumentParser) -> None:
     add_run_arguments(sub.add_parser("run", help="run the daemon in the foreground (systemd, containers)"))
     stop = sub.add_parser("stop", help="stop it: the last samples are written to Parquet first")
     stop.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it to stop (default 30)")
+    unit = sub.add_parser("unit", help="print a systemd unit that runs the daemon (docs/daemon.md, 'Under systemd')")
+    add_run_arguments(unit)
+    unit.add_argument("--system", metavar="USER",
+                      help="a system unit running the daemon as USER (default: a user unit, for systemctl --user)")
     st = sub.add_parser("status", help="pid, uptime, samplers, ring, files on disk, last flush, opted-in processes")
     st.add_argument("--json", action="store_true",
                     help='one JSON object for monitoring: "health" (ok, degraded, starting, not running), '

@@ -29,6 +29,15 @@ class LiveError(AonkitError, RuntimeError):
     """The always-on daemon or an on-demand trace cannot do what was asked; the message says why."""
 
 
+class AlreadyRunning(LiveError):
+    """The user's daemon already runs on this node (the message gives its pid)."""
+
+
+EXIT_RUNNING = 4
+"""Exit status of ``aonkit daemon run`` when this user's daemon already runs (a systemd unit does not restart on
+it: ``RestartPreventExitStatus``)."""
+
+
 class DaemonNotRunning(LiveError):
     """No aonkit daemon of this user runs on this node (or its ring is gone)."""
 
