@@ -209,6 +209,15 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
         page.mouse.click(box["x"] + x, box["y"] + y)
         page.wait_for_function("() => Number(document.querySelector('.jp-CodeCell .aon-timeline').parentElement"
                                ".dataset.highlight) >= 1", timeout=5_000)  # fmt: skip
+        # AND keys pressed after the click move the timeline and never reach JupyterLab's command mode
+        cells = (f"() => {{ const m = ({NOTEBOOK})('01_dashboard.ipynb').content.model; "
+                 "return Array.from({length: m.cells.length}, (_, i) => m.cells.get(i).type); }")
+        before, start = page.evaluate(cells), page.evaluate(TIMELINE_STATE)["start"]
+        for key in ("d", "d", "a", "x", "b", "m"):  # command mode: delete, delete, above, cut, below, markdown
+            page.keyboard.press(key)
+        page.wait_for_timeout(300)
+        assert page.evaluate(cells) == before
+        assert page.evaluate(TIMELINE_STATE)["start"] != start  # D, D, A: panned
 
 
 def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path]) -> None:

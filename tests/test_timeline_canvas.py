@@ -160,7 +160,8 @@ RENDER = """([state, msg, bufs]) => {
 
 
 def _render(page, w: TimelineCanvas) -> dict:
-    state = {k: getattr(w, k) for k in ("geometry", "lanes", "groups", "critical", "span_ms", "width_px", "view")}
+    state = {k: getattr(w, k) for k in ("geometry", "lanes", "groups", "critical", "span_ms", "width_px", "view",
+                                         "legend", "title")}
     msg, buffers = w.sent[-1]
     return page.evaluate(RENDER, [state, msg, [base64.b64encode(b).decode() for b in buffers]])
 
@@ -228,3 +229,40 @@ def test_a_click_outlines_the_launch_and_a_wheel_zooms_at_once_then_asks_the_ker
     page.mouse.dblclick(box[0] + x, box[1] + y)
     page.wait_for_timeout(30)
     assert page.evaluate("() => window.el.aonTimeline.view") == pytest.approx([0.0, w.span_ms])
+
+
+def test_shift_drag_measures_a_range_and_keys_zoom_and_pan(page) -> None:
+    trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
+    w = Recorded(trace, width_px=1000)
+    w.zoom(w.origin_ns + 100_000_000, w.origin_ns + 110_000_000)
+    _render(page, w)
+    box = page.evaluate("() => { const r = window.el.querySelector('.aon-timeline-canvas').getBoundingClientRect();"
+                        " return [r.x, r.y]; }")
+    gutter, plot = w.geometry["gutter"], w.plot_px
+    x0, x1 = gutter + plot * 0.25, gutter + plot * 0.75  # 102.5 ms to 107.5 ms
+    # WHEN shift+drag over the lanes
+    page.keyboard.down("Shift")
+    page.mouse.move(box[0] + x0, box[1] + 20)
+    page.mouse.down()
+    page.mouse.move(box[0] + x1, box[1] + 60, steps=5)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_timeout(50)
+    # THEN the range is measured (the view stays), and the axis says its length
+    lo, hi = map(float, page.evaluate("() => window.el.dataset.measure").split(","))
+    assert lo == pytest.approx(102.5, abs=0.02) and hi == pytest.approx(107.5, abs=0.02)
+    assert page.evaluate("() => window.el.aonTimeline.view") == pytest.approx([100.0, 110.0])
+    assert page.evaluate("() => window.el.dataset.selected") == ""  # a measure is not a click
+    # WHEN keys are pressed: W zooms in around the pointer, D pans right, Escape drops the measure
+    page.keyboard.press("w")
+    v = page.evaluate("() => window.el.aonTimeline.view")
+    assert v[1] - v[0] == pytest.approx(8.0) and v[0] < 107.5 < v[1]
+    page.keyboard.press("d")
+    v2 = page.evaluate("() => window.el.aonTimeline.view")
+    assert v2[0] == pytest.approx(v[0] + 1.6) and v2[1] - v2[0] == pytest.approx(8.0)
+    page.keyboard.press("Escape")
+    page.wait_for_timeout(50)
+    assert page.evaluate("() => window.el.dataset.measure") == ""
+    # the colour key is text, one entry per colour the timelines draw
+    key = page.evaluate("() => window.el.querySelector('.aon-timeline-key').innerText")
+    assert "GPU: computation" in key and "CPU op" in key

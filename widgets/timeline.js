@@ -35,11 +35,14 @@ function render({model, el}) {
   const G = L.gutter, ROW = L.row_px;
   const root = document.createElement("div");
   root.className = "aon-timeline";
+  root.tabIndex = 0;  // W/S/A/D and Escape once clicked; JupyterLab's own shortcuts stay out (see keys)
+  root.setAttribute("data-lm-suppress-shortcuts", "true");
   el.appendChild(root);
   const tip = document.createElement("div");
   tip.className = "aon-charts-tip";
   tip.style.display = "none";
   let tiles = null, view = null, pal = LIGHT, drawn = 0, frame = 0, sent = null, timer = 0, selected = -1;
+  let measure = null, measuring = null, lastT = null;  // a measured time range (ms), its drag's start, the pointer
   let axis, scroller, spacer, lanes, counters = [];
 
   const span = () => Math.max(model.get("span_ms"), 1e-6);
@@ -56,6 +59,20 @@ function render({model, el}) {
       t.textContent = model.get("title");  // text, never HTML
       root.appendChild(t);
     }
+    const key = document.createElement("div");  // the colour key: swatches and text nodes
+    key.className = "aon-timeline-key";
+    for (const [label, color] of model.get("legend") || []) {
+      const item = document.createElement("span"), sw = document.createElement("span");
+      sw.className = "aon-timeline-swatch";
+      sw.style.background = color;
+      item.append(sw, document.createTextNode(label));
+      key.appendChild(item);
+    }
+    const help = document.createElement("span");
+    help.className = "aon-timeline-help";
+    help.textContent = "wheel: zoom · drag: pan · shift+drag: measure · click: select · W/S/A/D · dbl-click: all";
+    key.appendChild(help);
+    root.appendChild(key);
     const W = model.get("width_px"), total = rows() * ROW;
     const visible = Math.min(total, L.max_height);
     axis = canvasOf(W, AXIS_PX, "timeline time axis");
@@ -98,6 +115,14 @@ function render({model, el}) {
     ctx.beginPath(); ctx.moveTo(G, AXIS_PX - 0.5); ctx.lineTo(axis.w, AXIS_PX - 0.5); ctx.stroke();
     const tk = ticks({type: "linear"}, view[0], view[1]);
     const text = labels({type: "linear"}, tk);
+    if (measure) {  // the measured range's span over it
+      const a = Math.max(sx(measure[0]), G), b = Math.min(sx(measure[1]), axis.w);
+      ctx.fillStyle = "rgba(0, 110, 230, 0.15)"; ctx.fillRect(a, 0, Math.max(b - a, 1), AXIS_PX);
+      ctx.fillStyle = pal.text; ctx.font = TITLE_FONT;
+      ctx.fillText(fmtNs((measure[1] - measure[0]) * 1e6), Math.min(Math.max((a + b) / 2, G + 40), axis.w - 40), AXIS_PX / 2 - 2);
+      ctx.font = FONT;
+      return tk;
+    }
     tk.forEach((v, k) => {
       const x = Math.round(sx(v)) + 0.5;
       ctx.beginPath(); ctx.moveTo(x, AXIS_PX - 5); ctx.lineTo(x, AXIS_PX); ctx.stroke();
@@ -155,6 +180,7 @@ function render({model, el}) {
       }
       el.dataset.highlight = String(boxes.length);
     }
+    if (measure) shade(ctx, H);
     const cp = model.get("critical") || {};
     if (cp.x0 && cp.x0.length) {
       ctx.lineWidth = 2; ctx.strokeStyle = CRITICAL;
@@ -206,6 +232,7 @@ function render({model, el}) {
       }
       ctx.stroke();
     });
+    if (measure) shade(ctx, c.h);
     ctx.restore();
     ctx.setLineDash([]);
     ctx.textAlign = "left"; ctx.textBaseline = "top"; ctx.font = FONT;
@@ -218,6 +245,13 @@ function render({model, el}) {
     ctx.strokeStyle = pal.axis; ctx.beginPath(); ctx.moveTo(G - 0.5, top); ctx.lineTo(G - 0.5, bottom); ctx.stroke();
   }
 
+  function shade(ctx, H) {  // the measured range: a band with its edges
+    const a = sx(measure[0]), b = sx(measure[1]);
+    ctx.fillStyle = "rgba(0, 110, 230, 0.12)"; ctx.fillRect(a, 0, Math.max(b - a, 1), H);
+    ctx.strokeStyle = "rgba(0, 90, 200, 0.8)"; ctx.lineWidth = 1;
+    for (const x of [a, b]) { ctx.beginPath(); ctx.moveTo(Math.round(x) + 0.5, 0); ctx.lineTo(Math.round(x) + 0.5, H); ctx.stroke(); }
+  }
+
   function draw() {
     const t0 = performance.now();
     if (!view) view = (model.get("view") || [0, span()]).slice();
@@ -226,6 +260,7 @@ function render({model, el}) {
     for (const c of counters) drawCounter(c);
     drawn += 1;
     Object.assign(el.dataset, {drawn: String(drawn), seq: String(tiles ? tiles.seq : -1), view: view.join(","),
+                               measure: measure ? measure.join(",") : "",
                                labels: String(n), glyphs: String(tiles ? tiles.n : 0)});
     el.dispatchEvent(new CustomEvent("aon-drawn", {detail: performance.now() - t0}));
   }
@@ -259,9 +294,27 @@ function render({model, el}) {
       setView(at - (at - view[0]) * k, at + (view[1] - at) * k);
     }, {passive: false});
     let from = null, moved = false;
-    cv.addEventListener("mousedown", (ev) => { if (view) { from = [ev.clientX, view.slice()]; moved = false; } });
-    window.addEventListener("mouseup", () => { from = null; });
+    cv.addEventListener("mousedown", (ev) => {
+      if (!view) return;
+      root.focus({preventScroll: true});
+      moved = false;
+      if (ev.shiftKey && ev.offsetX >= G) {  // shift+drag measures a range
+        measuring = tx(ev.offsetX); measure = null; from = null;
+        return;
+      }
+      from = [ev.clientX, view.slice()];
+    });
+    window.addEventListener("mouseup", () => { from = null; measuring = null; });
     cv.addEventListener("mousemove", (ev) => {
+      lastT = ev.offsetX >= G ? tx(ev.offsetX) : null;
+      if (measuring !== null) {
+        const t = Math.min(Math.max(tx(ev.offsetX), 0), span());
+        measure = [Math.min(measuring, t), Math.max(measuring, t)];
+        moved = true;
+        tip.style.display = "none";
+        later();
+        return;
+      }
       if (from) {
         const [x0, [lo, hi]] = from;
         if (Math.abs(ev.clientX - x0) > 2) moved = true;
@@ -273,11 +326,30 @@ function render({model, el}) {
     cv.addEventListener("mouseleave", () => { tip.style.display = "none"; });
     cv.addEventListener("dblclick", () => setView(0, span()));
     if (c === lanes) cv.addEventListener("click", (ev) => {
-      if (moved) return;
+      if (moved || ev.shiftKey) return;
       selected = pick(ev);
       el.dataset.selected = selected >= 0 ? String(tiles.cols.row[selected]) : "";
       later();
     });
+  }
+
+  function keys(ev) {
+    // W/S zoom in and out (around the pointer), A/D pan, Escape drops the measure and the selection. Every other
+    // key stops here too, so that JupyterLab's command-mode shortcuts (D D deletes a cell) never see it.
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.key === "Tab" || !view) return;
+    ev.stopPropagation();
+    const k = ev.key.toLowerCase(), w = view[1] - view[0];
+    const at = lastT !== null && lastT >= view[0] && lastT <= view[1] ? lastT : (view[0] + view[1]) / 2;
+    if (k === "w" || k === "s") {
+      const f = k === "w" ? 0.8 : 1.25;
+      setView(at - (at - view[0]) * f, at + (view[1] - at) * f);
+    } else if (k === "a" || k === "d") {
+      const d = (k === "a" ? -0.2 : 0.2) * w;
+      setView(view[0] + d, view[1] + d);
+    } else if (k === "escape") {
+      measure = null; selected = -1; el.dataset.selected = ""; later();
+    } else return;
+    ev.preventDefault();
   }
 
   function pick(ev) {
@@ -366,6 +438,7 @@ function render({model, el}) {
       return [sx((Math.max(c.x0[i], view[0]) + Math.min(c.x1[i], view[1])) / 2), c.slot[i] * ROW - scroller.scrollTop + ROW / 2];
     },
   };
+  root.addEventListener("keydown", keys);
   model.send({kind: "hello"});
   return () => {
     model.off("msg:custom", onMsg); model.off("change:view", onView);

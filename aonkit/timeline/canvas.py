@@ -21,7 +21,7 @@ from .critical import critical_boxes
 from .detail import launch_maps
 from .index import TimelineIndex
 from .tiles import index_of, timeline_tiles
-from .view_data import GLYPH_PAD, counter_points, counter_series, lane_slots, padded_window, span
+from .view_data import GLYPH_PAD, LEGEND, counter_points, counter_series, lane_slots, padded_window, span
 
 
 @dataclass
@@ -86,6 +86,10 @@ class CanvasTimeline:
         """The lanes as the page lays them out: ``label``, first ``slot``, ``rows``, ``kind``."""
         cols = self.lanes[["label", "slot", "rows", "kind"]].itertuples(index=False)
         return [{"label": str(lab), "slot": int(s), "rows": int(r), "kind": str(k)} for lab, s, r, k in cols]
+
+    def legend(self) -> list[list[str]]:
+        """The colour key, ``[label, colour]`` per entry (:data:`~aonkit.timeline.view_data.LEGEND`)."""
+        return [[label, color] for label, color in LEGEND]
 
     def groups(self) -> list[dict]:
         """The counter charts: ``{name, unit, series: [{label, color, dash}]}``, series in query order."""

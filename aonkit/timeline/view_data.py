@@ -29,6 +29,13 @@ CAT_COLORS: dict[str, str] = {
 }  # fmt: skip
 """Colour of non-GPU-work categories; GPU kernels, copies and sets use :data:`theme.CLASS_COLORS`."""
 OTHER_COLOR = "#999999"
+LEGEND = (("GPU: computation", theme.CLASS_COLORS["computation"]),
+          ("GPU: communication", theme.CLASS_COLORS["communication"]),
+          ("GPU: memory copy / set", theme.CLASS_COLORS["memory"]),
+          ("CPU op", CAT_COLORS["cpu_op"]), ("annotation", CAT_COLORS["user_annotation"]),
+          ("runtime / driver call", CAT_COLORS["cuda_runtime"]), ("Python function", CAT_COLORS["python_function"]),
+          ("other", OTHER_COLOR))  # fmt: skip
+"""The colour key: (label, colour) of every colour the timelines draw, in a fixed order."""
 EVENT_TOOLTIPS = [("", "@name"), ("category", "@cat"), ("duration", "@dur_text"), ("op stack", "@stack"),
                   ("correlation", "@correlation")]  # fmt: skip
 BIN_TOOLTIPS = [("events", "@count{0,0} in this pixel, busy @busy_text"), ("longest", "@name"),

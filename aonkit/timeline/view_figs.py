@@ -31,7 +31,7 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from ..views import theme
-from .view_data import BIN_TOOLTIPS, CAT_COLORS, COUNTER_TOOLTIPS, EVENT_TOOLTIPS, OTHER_COLOR, TARGETS
+from .view_data import BIN_TOOLTIPS, COUNTER_TOOLTIPS, EVENT_TOOLTIPS, LEGEND, TARGETS
 
 ROW_PX = 16
 """Screen height of one lane row."""
@@ -158,14 +158,6 @@ def counter_figures(groups: dict[str, list[tuple[str, ColumnDataSource]]], x_ran
     return figs
 
 
-_LEGEND = (("GPU: computation", theme.CLASS_COLORS["computation"]),
-           ("GPU: communication", theme.CLASS_COLORS["communication"]),
-           ("GPU: memory copy / set", theme.CLASS_COLORS["memory"]),
-           ("CPU op", CAT_COLORS["cpu_op"]), ("annotation", CAT_COLORS["user_annotation"]),
-           ("runtime / driver call", CAT_COLORS["cuda_runtime"]), ("Python function", CAT_COLORS["python_function"]),
-           ("other", OTHER_COLOR))  # fmt: skip
-
-
 def color_legend(palette: list[str] | None = None) -> Div:
     """The timeline's colour key as a row of swatches; only the colours in ``palette`` (all when None).
 
@@ -186,7 +178,7 @@ def color_legend(palette: list[str] | None = None) -> Div:
         call, Python function, other).
     """
     used = None if palette is None else {c.lower() for c in palette}
-    items = [(label, color) for label, color in _LEGEND if used is None or color.lower() in used]
+    items = [(label, color) for label, color in LEGEND if used is None or color.lower() in used]
     cells = "".join(f"<span style='margin-right:14px;white-space:nowrap'><span style='display:inline-block;width:11px;"
                     f"height:11px;margin-right:4px;vertical-align:-1px;background:{html.escape(color)}'></span>"
                     f"{html.escape(label)}</span>" for label, color in items)  # fmt: skip

@@ -69,6 +69,7 @@ class TimelineCanvas(anywidget.AnyWidget):
     width_px = traitlets.Int(1200).tag(sync=True)
     view = traitlets.List().tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
+    legend = traitlets.List().tag(sync=True)
 
     def __init__(self, trace: Trace, width_px: int = 1200, t0_ns: int | None = None, t1_ns: int | None = None, *,
                  margin: float = 0.5, **kwargs: Any) -> None:  # fmt: skip
@@ -82,7 +83,7 @@ class TimelineCanvas(anywidget.AnyWidget):
         if t0 >= t1:
             raise ValueError(f"the window must have t0_ns < t1_ns, got {t0} and {t1}")
         super().__init__(geometry=dict(LAYOUT), width_px=int(width_px), lanes=self.timeline.lane_list(),
-                         groups=self.timeline.groups(), span_ms=self.timeline.span_ms,
+                         groups=self.timeline.groups(), span_ms=self.timeline.span_ms, legend=self.timeline.legend(),
                          view=[(t0 - self.origin_ns) / 1e6, (t1 - self.origin_ns) / 1e6], **kwargs)  # fmt: skip
         self.window = (0, 0, 0)
         self.observe(self._on_view, names="view")
