@@ -100,6 +100,9 @@ def test_the_widget_queries_a_window_only_when_its_glyphs_do_not_serve_it() -> N
     seq = w.seq
     w._message(w, {"kind": "hello"}, [])
     assert len(w.sent) == 6 and w.sent[-1] == w.sent[-2] and w.seq == seq
+    # a page drawn narrower than width_px says so with the view: the level of detail follows the width drawn
+    w.set_state({"page_px": 410, "view": [300.0, 301.0]})
+    assert w.plot_px == 410 and w.window[2] == 820  # the view and its margin at 410 px per ms
     with pytest.raises(ValueError, match="t0_ns < t1_ns"):
         w.zoom(o + 5, o + 5)
     with pytest.raises(ValueError, match="width_px"):
@@ -150,6 +153,7 @@ RENDER = """([state, msg, bufs]) => {
   const model = {get: (k) => state[k], on: (ev, cb) => { handlers[ev] = cb; }, off: () => {},
                  set: (k, v) => { state[k] = v; }, save_changes: () => window.saved.push(state.view.slice()),
                  send: (m) => window.sent.push(m)};
+  window.state = state;
   window.aon.default.render({model, el});
   const buffers = bufs.map((b) => { const s = atob(b), u = new Uint8Array(s.length);
     for (let i = 0; i < s.length; i++) u[i] = s.charCodeAt(i); return new DataView(u.buffer); });
@@ -266,3 +270,21 @@ def test_shift_drag_measures_a_range_and_keys_zoom_and_pan(page) -> None:
     # the colour key is text, one entry per colour the timelines draw
     key = page.evaluate("() => window.el.querySelector('.aon-timeline-key').innerText")
     assert "GPU: computation" in key and "CPU op" in key
+
+
+def test_in_a_narrow_output_area_it_draws_as_wide_as_the_area(page) -> None:
+    trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
+    w = Recorded(trace, width_px=1200)
+    page.evaluate("() => { document.getElementById('host').style.width = '700px'; }")
+    try:
+        _render(page, w)
+        width = page.evaluate("() => window.el.querySelector('.aon-timeline-canvas').getBoundingClientRect().width")
+        assert width == 700  # no sideways scroll
+        box = page.evaluate("() => { const r = window.el.querySelector('.aon-timeline-canvas')"
+                            ".getBoundingClientRect(); return [r.x, r.y]; }")
+        page.mouse.move(box[0] + 400, box[1] + 20)
+        page.mouse.wheel(0, -200)
+        page.wait_for_timeout(300)
+        assert page.evaluate("() => window.state.page_px") == 700 - w.geometry["gutter"]  # sent with the view
+    finally:
+        page.evaluate("() => { document.getElementById('host').style.width = ''; }")

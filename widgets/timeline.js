@@ -6,7 +6,8 @@
 // the kernel's finer glyphs for the new window come as typed buffers (names as codes into small tables).
 //
 // Model state (set from Python): geometry {gutter, row_px, max_height, counter_px}, lanes [{label, slot, rows}],
-// span_ms, width_px, title, groups [{name, unit, series: [{label, color, dash}]}] (counter charts; series numbered in
+// span_ms, width_px (the widest it draws; narrower where the output area is, page_px then says the time axis's
+// pixels, set with the view), title, legend [[label, color]], groups [{name, unit, series: [{label, color, dash}]}] (counter charts; series numbered in
 // order across groups), critical {x0, x1, slot} (outlined boxes), view [lo, hi] (ms since the origin; the page
 // sets it, debounced, after a zoom or pan; Python sets it to zoom).
 // Messages from Python: {kind: "tiles", ...} with buffers (timeline_data.js). To Python: {kind: "hello"} when a
@@ -46,7 +47,8 @@ function render({model, el}) {
   let axis, scroller, spacer, lanes, counters = [];
 
   const span = () => Math.max(model.get("span_ms"), 1e-6);
-  const plotW = () => model.get("width_px") - G;
+  let fit = model.get("width_px");  // the width drawn: width_px, or less where the output area is narrower
+  const plotW = () => fit - G;
   const rows = () => model.get("lanes").reduce((n, l) => Math.max(n, l.slot + Math.max(l.rows, 1)), 0);
   const sx = (t) => G + (t - view[0]) * plotW() / (view[1] - view[0]);
   const tx = (x) => view[0] + (x - G) * (view[1] - view[0]) / plotW();
@@ -73,7 +75,8 @@ function render({model, el}) {
     help.textContent = "wheel: zoom · drag: pan · shift+drag: measure · click: select · W/S/A/D · dbl-click: all";
     key.appendChild(help);
     root.appendChild(key);
-    const W = model.get("width_px"), total = rows() * ROW;
+    fit = widthFor(el.clientWidth);
+    const W = fit, total = rows() * ROW;
     const visible = Math.min(total, L.max_height);
     axis = canvasOf(W, AXIS_PX, "timeline time axis");
     scroller = document.createElement("div");
@@ -96,6 +99,11 @@ function render({model, el}) {
     root.appendChild(tip);
     scroller.addEventListener("scroll", later);
     for (const c of [axis, lanes, ...counters]) interact(c);
+  }
+
+  function widthFor(avail) {  // never wider than width_px or the output area (no sideways scroll), nor too narrow
+    const want = model.get("width_px");
+    return Math.round(avail > 0 ? Math.max(Math.min(want, avail), Math.min(want, G + 200)) : want);
   }
 
   // ---- drawing -------------------------------------------------------------------------------------------
@@ -274,6 +282,7 @@ function render({model, el}) {
     clearTimeout(timer);
     timer = setTimeout(() => {  // the kernel's glyphs for the new window, once the zoom or pan rests
       sent = view.slice();
+      model.set("page_px", plotW());  // the kernel's level of detail follows the width drawn
       model.set("view", sent);
       model.save_changes();
     }, DEBOUNCE_MS);
@@ -439,6 +448,12 @@ function render({model, el}) {
     },
   };
   root.addEventListener("keydown", keys);
+  const resized = typeof ResizeObserver === "function" ? new ResizeObserver(() => {
+    if (widthFor(el.clientWidth) === fit) return;
+    build(); draw();
+    if (view) setView(view[0], view[1]);  // the kernel's glyphs for the new width
+  }) : null;
+  if (resized) resized.observe(el);
   model.send({kind: "hello"});
   return () => {
     model.off("msg:custom", onMsg); model.off("change:view", onView);
@@ -447,6 +462,7 @@ function render({model, el}) {
     if (frame) cancelAnimationFrame(frame);
     clearTimeout(timer);
     if (themed) themed.disconnect();
+    if (resized) resized.disconnect();
   };
 }
 

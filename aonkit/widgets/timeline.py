@@ -38,7 +38,8 @@ class TimelineCanvas(anywidget.AnyWidget):
     trace : Trace
         The trace (its timeline index is built once and kept with it).
     width_px : int
-        Width in pixels, the lane labels' column included; the glyphs' level of detail follows the rest.
+        Width in pixels, the lane labels' column included; the glyphs' level of detail follows the rest. In a
+        narrower output area the page draws as wide as the area and says so (``page_px``, with the view).
     t0_ns, t1_ns : int, optional
         The first window, absolute ns (default: the whole trace).
     margin : float
@@ -70,6 +71,7 @@ class TimelineCanvas(anywidget.AnyWidget):
     view = traitlets.List().tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     legend = traitlets.List().tag(sync=True)
+    page_px = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, trace: Trace, width_px: int = 1200, t0_ns: int | None = None, t1_ns: int | None = None, *,
                  margin: float = 0.5, **kwargs: Any) -> None:  # fmt: skip
@@ -112,8 +114,8 @@ class TimelineCanvas(anywidget.AnyWidget):
 
     @property
     def plot_px(self) -> int:
-        """Pixels of the time axis (the width less the lane labels' column)."""
-        return self.width_px - LAYOUT["gutter"]
+        """Pixels of the time axis: as the page last drew it (``page_px``), else ``width_px`` less the labels."""
+        return self.page_px if self.page_px > 0 else self.width_px - LAYOUT["gutter"]
 
     def update(self, t0_ns: int, t1_ns: int) -> None:
         """Query ``[t0_ns, t1_ns)`` (absolute ns) and send its glyphs to the page (the view is left as it is)."""
