@@ -4,7 +4,8 @@ Usage: ``PYTHONPATH=. python bench/dashboard_page.py [--trace PATH] [--zooms 12]
 
 A ``Dashboard`` of a trace (default: the bundled ``sample_traces/gpu_synthetic_rank0.json.gz``) in a real
 JupyterLab in headless Chromium (the tests' ``tests/browser.py``). The timeline is set from JavaScript to a
-series of windows (each zoom in or out as a wheel would make it), and each is timed until the kernel's glyphs
+series of windows, each twice or half the last one (as wheel zooms make them; in by halves to 1/64 of the trace
+and out to 0.87 of it, so that every step needs the kernel), and each is timed until the kernel's glyphs
 for it are in the page and two animation frames later ("drawn"). Per zoom: the page's main-thread time (CDP
 ``TaskDuration``), the kernel's CPU time (its process), and the bytes of jupyter_bokeh events the page sent back.
 
@@ -119,8 +120,8 @@ def main() -> None:
                                "'timeline_x'); if (x) return [x.start, x.end]; } }")
         lo, hi = xr
         rows = []
-        for k in range(a.zooms):  # in by halves to 1/64 of the trace, then out again
-            depth = k if k < a.zooms // 2 else a.zooms - k
+        for k in range(1, a.zooms + 1):  # in by halves to 1/64 of the trace, then out again: each step 2x
+            depth = k if k <= a.zooms // 2 else a.zooms - k  # (a step the glyphs at hand serve asks nothing)
             span = (hi - lo) / 2 ** min(depth, 6)
             mid = lo + (hi - lo) * 0.37
             r = page.evaluate(CANVAS_ZOOM_JS if canvas else ZOOM_JS, [max(lo, mid - span / 2), mid + span / 2])
