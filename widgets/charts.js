@@ -145,14 +145,7 @@ function render({model, el}) {
     const r = c.canvas.getBoundingClientRect();
     const lines = hoverLines(c.chart, data, c.L, ev.clientX - r.left, ev.clientY - r.top);
     if (!lines) { tip.style.display = "none"; return; }
-    tip.replaceChildren(...lines.map(([k, v]) => {
-      const d = document.createElement("div");
-      const b = document.createElement("b");
-      b.textContent = k ? k + ": " : "";
-      d.append(b, document.createTextNode(v));  // text nodes: labels are data, never HTML
-      return d;
-    }));
-    tip.style.display = "block";
+    fillTip(tip, lines);
     const rr = root.getBoundingClientRect();
     tip.style.left = ev.clientX - rr.left + 12 + "px";
     tip.style.top = ev.clientY - rr.top + 12 + "px";

@@ -1,4 +1,5 @@
-// aonkit's canvas charts, part 1 of 3: values, ranges, ticks and their labels.
+// aonkit's canvas charts, part 1 of 3: values, ranges, ticks and their labels, and the hover read-out's lines
+// (also part 1 of the canvas timeline, widgets/timeline.js).
 // The three parts (charts_axes.js, charts_draw.js, charts.js) are joined in that order into one ES module by
 // aonkit.widgets.charts (anywidget loads a module from a string, so it cannot import its neighbours).
 
@@ -14,6 +15,18 @@ function palette(el) {
   if (!bg) return LIGHT;
   return {bg, text: v("--jp-ui-font-color1") || LIGHT.text, axis: v("--jp-ui-font-color2") || LIGHT.axis,
           grid: v("--jp-border-color2") || LIGHT.grid};
+}
+
+function fillTip(tip, lines) {
+  // a hover read-out, one line per [label, text]: text nodes only (labels and names are data, never HTML)
+  tip.replaceChildren(...lines.map(([k, v]) => {
+    const d = document.createElement("div");
+    const b = document.createElement("b");
+    b.textContent = k ? k + ": " : "";
+    d.append(b, document.createTextNode(v));
+    return d;
+  }));
+  tip.style.display = "block";
 }
 
 const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v : NaN);

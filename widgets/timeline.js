@@ -372,14 +372,7 @@ function render({model, el}) {
 
   function showTip(lines, ev) {
     if (!lines || !lines.length) { tip.style.display = "none"; return; }
-    tip.replaceChildren(...lines.map(([k, v]) => {
-      const d = document.createElement("div");
-      const b = document.createElement("b");
-      b.textContent = k ? k + ": " : "";
-      d.append(b, document.createTextNode(v));  // text nodes: names are data, never HTML
-      return d;
-    }));
-    tip.style.display = "block";
+    fillTip(tip, lines);
     const rr = root.getBoundingClientRect();
     tip.style.left = Math.min(ev.clientX - rr.left + 12, rr.width - 240) + "px";
     tip.style.top = ev.clientY - rr.top + 14 + "px";
