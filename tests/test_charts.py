@@ -241,7 +241,7 @@ def test_a_wheel_carries_the_browser_code(tmp_path) -> None:
     (wheel,) = (tmp_path / "dist").glob("aonkit-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = sorted(p.name for p in (root / "widgets").iterdir() if p.suffix in (".js", ".css"))
-        assert len(names) == 7, names  # the charts (3 parts and their css), the timeline (2 parts and its css)
+        assert len(names) == 8, names  # the charts (3 parts and their css), the timeline (3 parts and its css)
         for name in names:
             assert z.read(f"aonkit/widgets/web/{name}") == (root / "widgets" / name).read_bytes()
 

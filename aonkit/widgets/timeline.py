@@ -21,9 +21,10 @@ from ..timeline import CanvasTimeline, canvas_timeline
 from ..trace import Trace
 
 WEB = Path(__file__).resolve().parent / "web"
-ESM = "\n".join((WEB / name).read_text(encoding="utf-8") for name in ("charts_axes.js", "timeline_data.js",
-                                                                      "timeline.js"))  # fmt: skip
-"""The ES module the page runs: the charts' axes and ticks, then the timeline's data and widget."""
+PARTS = ("charts_axes.js", "timeline_data.js", "timeline_draw.js", "timeline.js")
+"""The module's source files, joined in this order: the charts' axes and ticks, the timeline's data, drawing, widget."""
+ESM = "\n".join((WEB / name).read_text(encoding="utf-8") for name in PARTS)
+"""The ES module the page runs."""
 LAYOUT = {"gutter": 180, "row_px": 16, "max_height": 640, "counter_px": 110}
 """Lane-label column and row height (px), the lanes' visible height before they scroll, a counter chart's height."""
 REQUERY_ZOOM = 1.1
