@@ -288,3 +288,40 @@ def test_in_a_narrow_output_area_it_draws_as_wide_as_the_area(page) -> None:
         assert page.evaluate("() => window.state.page_px") == 700 - w.geometry["gutter"]  # sent with the view
     finally:
         page.evaluate("() => { document.getElementById('host').style.width = ''; }")
+
+
+def test_a_gpu_bundles_many_counters_show_the_key_ones_and_fold_the_rest(page) -> None:
+    from aonkit.timeline.canvas import KEY_COUNTERS
+
+    trace = aonkit.load(SAMPLES / "cuda" / "profile")  # an NVML/GPM recording of an H200: some 35 metrics
+    w = Recorded(trace, width_px=1000)
+    names = [g["name"] for g in w.groups]
+    opened = [g["name"] for g in w.groups if g["open"]]
+    assert len(names) > 20 and set(opened) == set(KEY_COUNTERS) & set(names) and "gpu_util_pct" in opened
+    assert all(g["open"] for g in Recorded(aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")).groups)  # few: all
+    _render(page, w)
+    folded = len(names) - len(opened)
+    got = page.evaluate("""() => { const m = window.el.querySelector('.aon-timeline-more');
+      return [m.querySelector('summary').textContent, m.querySelectorAll('canvas').length, m.open]; }""")
+    assert got == [f"{folded} more counters", folded, False]
+
+    def ink() -> int:  # painted pixels of the first folded chart that are not its background
+        return page.evaluate("""() => { const c = window.el.querySelector('.aon-timeline-more canvas');
+          const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+          let n = 0;
+          for (let i = 0; i < d.length; i += 4) if (d[i + 3] && Math.min(d[i], d[i + 1], d[i + 2]) < 250) n++;
+          return n; }""")
+
+    assert ink() == 0  # folded: not drawn
+    page.evaluate("() => { window.el.querySelector('.aon-timeline-more').open = true; }")
+    page.wait_for_timeout(100)
+    assert ink() > 100  # opened: drawn
+
+
+def test_the_page_shows_no_code_words_in_its_text(page) -> None:
+    """The widget's own words (key, help, folded list) are plain text: no ``S.`` or ``undefined`` from the code."""
+    trace = aonkit.load(SAMPLES / "cuda" / "profile")
+    _render(page, Recorded(trace, width_px=1000))
+    text = page.evaluate("() => window.el.innerText")
+    assert "shift+drag: measure" in text and "more counters" in text
+    assert "S." not in text and "undefined" not in text and "NaN" not in text

@@ -63,7 +63,7 @@ function render({model, el}) {
     }
     const help = document.createElement("span");
     help.className = "aon-timeline-help";
-    help.textContent = "wheel: zoom · drag: pan · shift+drag: S.measure · click: select · W/S/A/D · dbl-click: all";
+    help.textContent = "wheel: zoom · drag: pan · shift+drag: measure · click: select · W/S/A/D · dbl-click: all";
     key.appendChild(help);
     root.appendChild(key);
     S.fit = widthFor(el.clientWidth);
@@ -80,13 +80,23 @@ function render({model, el}) {
     S.lanes.canvas.className = "aon-timeline-canvas";
     S.scroller.append(S.lanes.canvas, spacer);
     root.append(S.axis.canvas, S.scroller);
-    S.counters = model.get("groups").map((g, k) => {
+    // the counter charts: those marked open under the lanes, the rest in a folded list drawn once opened
+    const groups = model.get("groups"), folded = groups.filter((g) => !g.open).length;
+    const more = document.createElement("details");
+    more.className = "aon-timeline-more";
+    const summary = document.createElement("summary");
+    summary.textContent = `${folded} more counter${folded === 1 ? "" : "s"}`;
+    more.appendChild(summary);
+    more.addEventListener("toggle", later);
+    S.counters = groups.map((g, k) => {
       const c = canvasOf(W, L.counter_px, "counter " + g.name);
       c.group = g;
-      c.first = model.get("groups").slice(0, k).reduce((n, x) => n + x.series.length, 0);
-      root.appendChild(c.canvas);
+      c.first = groups.slice(0, k).reduce((n, x) => n + x.series.length, 0);
+      c.shown = g.open ? () => true : () => more.open;
+      (g.open ? root : more).appendChild(c.canvas);
       return c;
     });
+    if (folded) root.appendChild(more);
     root.appendChild(tip);
     S.scroller.addEventListener("scroll", later);
     for (const c of [S.axis, S.lanes, ...S.counters]) interact(c);
@@ -102,7 +112,7 @@ function render({model, el}) {
     if (!S.view) S.view = (model.get("view") || [0, span()]).slice();
     const tk = drawAxis(S);
     const n = drawLanes(S, tk);
-    for (const c of S.counters) drawCounter(S, c);
+    for (const c of S.counters) if (c.shown()) drawCounter(S, c);  // a folded chart costs nothing
     drawn += 1;
     Object.assign(el.dataset, {drawn: String(drawn), seq: String(S.tiles ? S.tiles.seq : -1), view: S.view.join(","),
                                measure: S.measure ? S.measure.join(",") : "",

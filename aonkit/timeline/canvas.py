@@ -23,6 +23,13 @@ from .index import TimelineIndex
 from .tiles import index_of, timeline_tiles
 from .view_data import GLYPH_PAD, LEGEND, counter_points, counter_series, lane_slots, padded_window, span
 
+KEY_COUNTERS = ("memory", "gpu_util_pct", "gpm_sm_util_pct", "gpm_tensor_util_pct", "gpm_dram_bw_util_pct",
+                "power_w", "sm_clock_mhz", "cpu_percent")
+"""The counter charts shown under the lanes when there are many: device memory, how busy the GPU and its SMs,
+tensor cores and DRAM are, its power and clock, the host's CPU."""
+OPEN_ALL = 6
+"""Up to this many counter charts are all shown."""
+
 
 @dataclass
 class Window:
@@ -92,14 +99,21 @@ class CanvasTimeline:
         return [[label, color] for label, color in LEGEND]
 
     def groups(self) -> list[dict]:
-        """The counter charts: ``{name, unit, series: [{label, color, dash}]}``, series in query order."""
+        """The counter charts: ``{name, unit, open, series: [{label, color, dash}]}``, series in query order.
+
+        ``open``: shown under the lanes; the others are folded in a list (a GPU bundle records some 35 metrics).
+        With at most :data:`OPEN_ALL` charts all are open, else those in :data:`KEY_COUNTERS`.
+        """
         out: dict[str, dict] = {}
         for group, label, unit, *_ in self._series:
-            g = out.setdefault(group, {"name": group, "unit": unit, "series": []})
+            g = out.setdefault(group, {"name": group, "unit": unit, "open": True, "series": []})
             k = len(g["series"])
             color = theme.ROOF_COLORS[(k // 2 if group == "memory" else k) % len(theme.ROOF_COLORS)]
             g["series"].append({"label": label, "color": color,
                                 "dash": group == "memory" and label.endswith("reserved")})  # fmt: skip
+        if len(out) > OPEN_ALL:
+            for name, g in out.items():
+                g["open"] = name in KEY_COUNTERS
         return list(out.values())
 
     def query(self, t0_ns: int, t1_ns: int, width_px: int, seq: int = 0) -> Window:
