@@ -325,3 +325,35 @@ def test_the_page_shows_no_code_words_in_its_text(page) -> None:
     text = page.evaluate("() => window.el.innerText")
     assert "shift+drag: measure" in text and "more counters" in text
     assert "S." not in text and "undefined" not in text and "NaN" not in text
+
+
+def test_the_find_box_counts_and_keeps_what_matches_in_view(page) -> None:
+    import re
+
+    trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
+    w = Recorded(trace, width_px=1000)
+    w.zoom(w.origin_ns + 100_000_000, w.origin_ns + 140_000_000)
+    _render(page, w)
+    c, names = w.columns, np.asarray(w.tables["names"], object)
+    slots = c["slot"] < 640 // 16 + 2  # the rows the lanes' canvas shows unscrolled
+    inside = (c["x1"] >= 100.0) & (c["x0"] <= 140.0) & slots
+
+    def found(text: str) -> str:
+        page.fill(".aon-timeline-find", text)
+        page.wait_for_timeout(60)
+        return page.evaluate("() => window.el.dataset.found")
+
+    # a substring, case-insensitively; then a regex (its names tested in Python the same way)
+    want = sum(1 for n, k in zip(names[c["name"]], inside) if k and "nccl" in n.lower())
+    assert want > 0 and found("NCCL") == str(want)
+    want = sum(1 for n, k in zip(names[c["name"]], inside) if k and re.search(r"^aten::(linear|addmm)$", n))
+    assert found("/^aten::(linear|addmm)$/") == str(want)
+    assert page.evaluate("() => window.el.querySelector('.aon-timeline-count').textContent") == f"{want} in view"
+    # a regex that does not compile says so and finds nothing; typing never moves the view
+    before = page.evaluate("() => window.el.aonTimeline.view")
+    assert found("/(/") == "" and page.evaluate(
+        "() => window.el.querySelector('.aon-timeline-find').classList.contains('aon-timeline-bad')")
+    page.focus(".aon-timeline-find")
+    page.keyboard.type("dddd")
+    assert page.evaluate("() => window.el.aonTimeline.view") == before
+    assert found("") == ""

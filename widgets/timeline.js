@@ -37,6 +37,7 @@ function render({model, el}) {
              fit: model.get("width_px"), axis: null, scroller: null, lanes: null, counters: []};
   let drawn = 0, frame = 0, sent = null, timer = 0, measuring = null, lastT = null, spacer = null;
   let drag = null, moved = false;  // a pan's start [clientX, view]; whether the pointer moved since the press
+  S.findText = ""; S.found = null;  // the find box's text; per glyph of the tiles, whether its name matches
 
   const span = () => Math.max(model.get("span_ms"), 1e-6);
   const plotW = () => S.fit - G;
@@ -61,6 +62,15 @@ function render({model, el}) {
       item.append(sw, document.createTextNode(label));
       key.appendChild(item);
     }
+    const find = document.createElement("input");
+    find.type = "search";
+    find.className = "aon-timeline-find";
+    find.placeholder = "find: name or /regex/";
+    find.value = S.findText;
+    find.addEventListener("input", () => { S.findText = find.value; refind(); });
+    const count = document.createElement("span");
+    count.className = "aon-timeline-count";
+    key.append(find, count);
     const help = document.createElement("span");
     help.className = "aon-timeline-help";
     help.textContent = "wheel: zoom · drag: pan · shift+drag: measure · click: select · W/S/A/D · dbl-click: all";
@@ -102,6 +112,14 @@ function render({model, el}) {
     for (const c of [S.axis, S.lanes, ...S.counters]) interact(c);
   }
 
+  function refind() {  // the find box's matches among the glyphs at hand (again for each new set of tiles)
+    const test = matcher(S.findText);
+    const box = root.querySelector(".aon-timeline-find");
+    if (box) box.classList.toggle("aon-timeline-bad", test === undefined);  // a regex that does not compile
+    S.found = test && S.tiles ? matches(S.tiles, test) : null;
+    later();
+  }
+
   function widthFor(avail) {  // never wider than width_px or the output area (no sideways scroll), nor too narrow
     const want = model.get("width_px");
     return Math.round(avail > 0 ? Math.max(Math.min(want, avail), Math.min(want, G + 200)) : want);
@@ -112,6 +130,8 @@ function render({model, el}) {
     if (!S.view) S.view = (model.get("view") || [0, span()]).slice();
     const tk = drawAxis(S);
     const n = drawLanes(S, tk);
+    const count = root.querySelector(".aon-timeline-count");
+    if (count) count.textContent = el.dataset.found ? `${el.dataset.found} in view` : "";
     for (const c of S.counters) if (c.shown()) drawCounter(S, c);  // a folded chart costs nothing
     drawn += 1;
     Object.assign(el.dataset, {drawn: String(drawn), seq: String(S.tiles ? S.tiles.seq : -1), view: S.view.join(","),
@@ -195,6 +215,7 @@ function render({model, el}) {
     // key stops here too, so that JupyterLab's command-mode shortcuts (D D deletes a cell) never see it.
     if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.key === "Tab" || !S.view) return;
     ev.stopPropagation();
+    if (ev.target && ev.target.tagName === "INPUT") return;  // typing in the find box
     const k = ev.key.toLowerCase(), w = S.view[1] - S.view[0];
     const at = lastT !== null && lastT >= S.view[0] && lastT <= S.view[1] ? lastT : (S.view[0] + S.view[1]) / 2;
     if (k === "w" || k === "s") {
@@ -257,7 +278,7 @@ function render({model, el}) {
       if (S.tiles.cols.row[i] === row && S.tiles.cols.count[i] === 1) { S.selected = i; break; }
     }
     el.dataset.selected = S.selected >= 0 ? String(row) : "";
-    later();
+    refind();
   };
   const onView = () => {
     const v = model.get("view");
@@ -310,4 +331,5 @@ function render({model, el}) {
 }
 
 export default {render};
-export const parts = {fmtNs, decode, hit, stackText, tipLines, barLabels, highlightBoxes, clampView};  // for tests
+export const parts = {fmtNs, decode, hit, stackText, tipLines, barLabels, highlightBoxes, clampView, matcher,
+                      matches};  // for tests

@@ -144,6 +144,28 @@ function highlightBoxes(d, i) {
   return out;
 }
 
+function matcher(text) {
+  // what the find box asks for: a case-insensitive substring, or /regex/ (flags after it); null for nothing or a
+  // regex that does not compile (the box then says so)
+  const t = (text || "").trim();
+  if (!t) return null;
+  const m = /^\/(.+)\/([a-z]*)$/.exec(t);
+  if (m) {
+    try { const re = new RegExp(m[1], m[2].includes("i") ? m[2] : m[2] + "i"); return (s) => re.test(s); }
+    catch (e) { return undefined; }
+  }
+  const low = t.toLowerCase();
+  return (s) => s.toLowerCase().includes(low);
+}
+
+function matches(d, test) {
+  // per glyph: 1 when its name (a bin's: its longest event's) passes the test; each distinct name tested once
+  const hitName = Uint8Array.from(d.names, (s) => (test(s) ? 1 : 0));
+  const out = new Uint8Array(d.n);
+  for (let i = 0; i < d.n; i++) out[i] = hitName[d.cols.name[i]];
+  return out;
+}
+
 function clampView(lo, hi, span, minWidth) {
   // a view inside [0, span], at least minWidth wide, keeping its width when it is pushed back in
   let w = Math.min(Math.max(hi - lo, minWidth), span);

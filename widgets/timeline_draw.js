@@ -69,15 +69,18 @@ function drawLanes(S, tk) {
   if (tiles) {
     const c = tiles.cols, s0 = Math.floor(top / ROW) - 1, s1 = Math.ceil((top + H) / ROW) + 1;
     const pad = ROW * 0.08, k = (S.fit - G) / (view[1] - view[0]);
-    let run = -1;
+    let run = -1, nFound = 0;
+    const found = S.found && S.found.length === tiles.n ? S.found : null;
     for (const i of tiles.order) {
       const slot = c.slot[i];
       if (slot < s0 || slot > s1 || c.x1[i] < view[0] || c.x0[i] > view[1]) continue;
-      const key = (c.count[i] === 1 ? 1 << 20 : 0) + c.color[i];
+      const dim = found && !found[i];  // the find box's non-matches, faded
+      if (found && !dim) nFound += 1;
+      const key = (c.count[i] === 1 ? 1 << 20 : 0) + (dim ? 1 << 21 : 0) + c.color[i];
       if (key !== run) {
         if (run >= 0) ctx.fill();
         ctx.fillStyle = tiles.colors[c.color[i]] || "#999999";
-        ctx.globalAlpha = c.count[i] === 1 ? EVENT_ALPHA : BIN_ALPHA;
+        ctx.globalAlpha = (c.count[i] === 1 ? EVENT_ALPHA : BIN_ALPHA) * (dim ? 0.15 : 1);
         ctx.beginPath();
         run = key;
       }
@@ -86,6 +89,7 @@ function drawLanes(S, tk) {
     }
     if (run >= 0) ctx.fill();
     ctx.globalAlpha = 1;
+    S.el.dataset.found = found ? String(nFound) : "";
     ctx.font = "10px system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
     ctx.fillStyle = "#1a1a1a"; ctx.textBaseline = "middle"; ctx.textAlign = "left";
     for (const [a, slot, text] of barLabels(tiles, view[0], view[1], k)) {
