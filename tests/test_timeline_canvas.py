@@ -186,6 +186,9 @@ def test_the_page_decodes_the_glyphs_and_says_what_python_says(page) -> None:
         dur = fmt_ns(r["dur_ns"]) if r["dur_ns"] >= 0 else "instant"
         if r["count"] == 1:
             assert lines[0] == ["", r["name"]] and got["category"] == r["cat"] and got["duration"] == dur
+            launch = trace.events["ts_ns"].to_numpy()[r["launch"]] if r["launch"] >= 0 else None
+            assert got.get("launched") == (None if launch is None else f"{fmt_ns(r['start_ns'] - launch)} before it "
+                                                                      "started")
         else:
             assert got["longest"] == r["name"] and got["its duration"] == dur
             assert got["events"] == f"{r['count']:,} in this pixel, busy {fmt_ns(r['busy_ns'])}"

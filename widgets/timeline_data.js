@@ -107,6 +107,9 @@ function tipLines(d, i) {
   if (c.count[i] === 1) {
     const out = [["", name], ["category", cat], ["duration", dur]];
     if (stack) out.push(["op stack", stack]);
+    if (!Number.isNaN(c.launch_x0[i])) {  // a GPU glyph: from its launch call's start to its own
+      out.push(["launched", fmtNs(Math.round((c.x0[i] - c.launch_x0[i]) * 1e6)) + " before it started"]);
+    }
     if (c.correlation[i] >= 0) out.push(["correlation", String(c.correlation[i])]);
     return out;
   }

@@ -103,6 +103,15 @@ function drawLanes(S, tk) {
     if (selected >= 0) {
       ctx.lineWidth = 1.5;
       ctx.strokeRect(sx(c.x0[selected]), y(c.slot[selected]) + pad, Math.max(sx(c.x1[selected]) - sx(c.x0[selected]), 1), ROW - 2 * pad);
+      const launch = boxes.find((bx) => bx[3] === "launch");
+      if (launch) {  // an arrow from the launch call's start to the kernel's: the launch's queueing delay, drawn
+        const x0 = sx(launch[0]), y0 = y(launch[2]) + ROW / 2, x1 = sx(c.x0[selected]), y1 = y(c.slot[selected]) + ROW / 2;
+        const ang = Math.atan2(y1 - y0, x1 - x0);
+        ctx.beginPath(); ctx.moveTo(x0, y0); ctx.lineTo(x1, y1);
+        ctx.lineTo(x1 - 7 * Math.cos(ang - 0.4), y1 - 7 * Math.sin(ang - 0.4));
+        ctx.moveTo(x1, y1); ctx.lineTo(x1 - 7 * Math.cos(ang + 0.4), y1 - 7 * Math.sin(ang + 0.4));
+        ctx.stroke();
+      }
     }
     S.el.dataset.highlight = String(boxes.length);
   }
