@@ -103,6 +103,10 @@ def test_the_widget_queries_a_window_only_when_its_glyphs_do_not_serve_it() -> N
     # a page drawn narrower than width_px says so with the view: the level of detail follows the width drawn
     w.set_state({"page_px": 410, "view": [300.0, 301.0]})
     assert w.plot_px == 410 and w.window[2] == 820  # the view and its margin at 410 px per ms
+    n = len(w.sent)
+    for bad in ([5.0, 1.0], [float("nan"), 3.0], [1.0], ["a", 2.0]):  # a view no page makes: ignored, no error
+        w.set_state({"view": bad})
+    assert len(w.sent) == n
     with pytest.raises(ValueError, match="t0_ns < t1_ns"):
         w.zoom(o + 5, o + 5)
     with pytest.raises(ValueError, match="width_px"):

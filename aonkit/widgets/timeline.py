@@ -10,6 +10,7 @@ buffers: names, categories and colours travel as codes into tables of the window
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,10 @@ class TimelineCanvas(anywidget.AnyWidget):
         return 1 / REQUERY_ZOOM <= asked / queried <= REQUERY_ZOOM
 
     def _on_view(self, change: dict) -> None:
+        v = change["new"]  # from the page: two finite numbers, the first the smaller, or nothing is queried
+        if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) and math.isfinite(x)
+                                                            for x in v) and v[0] < v[1]):  # fmt: skip
+            return
         t0, t1 = self.range_window()
         if t1 > t0 and not self.covers(t0, t1):
             self.update(t0, t1)
