@@ -18,7 +18,7 @@
 //
 // Part 4 of 4 (after charts_axes.js, timeline_data.js and timeline_draw.js, joined by aonkit.widgets.timeline).
 
-const DEBOUNCE_MS = 60;
+const DEBOUNCE_MS = 16;  // one frame: ipywidgets sends a view at once and holds the next until the kernel answers
 
 function render({model, el}) {
   const L = model.get("geometry");
