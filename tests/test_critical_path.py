@@ -470,6 +470,19 @@ def test_the_panel_redraws_the_retimed_timeline(tmp_path: Path) -> None:
         p.timeline.retime(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"))
 
 
+def test_the_compared_timelines_stay_linked_when_the_retimed_one_is_replaced(tmp_path: Path) -> None:
+    from aonkit.widgets import WhatIfPanel
+
+    p = WhatIfPanel(small_trace(tmp_path), width_px=800, compare=True)
+    assert list(p.children[-2:]) == [p.measured, p.timeline]
+    assert p._link.source == (p.measured, "view") and p._link.target == (p.timeline, "view")
+    assert p.measured.critical == p.timeline.critical  # no change yet: the same path
+    first = p.timeline
+    p.pattern.value, p.pattern_scale.value = "^aten::add$", 0.0  # the op scaled to nothing: other lanes
+    assert p.timeline is not first and p.children[-1] is p.timeline
+    assert p._link.source == (p.measured, "view") and p._link.target == (p.timeline, "view")  # linked anew
+
+
 def test_a_faster_straggler_shortens_the_job_by_the_planted_numbers(tmp_path: Path) -> None:
     from .gen_ranks import GEMM, write_job
 

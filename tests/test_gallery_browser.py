@@ -220,6 +220,26 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
         assert page.evaluate(TIMELINE_STATE)["start"] != start  # D, D, A: panned
 
 
+def test_what_if_panels_two_timelines_move_together(lab: tuple[str, str, Path]) -> None:
+    with ran(lab, "02_profile_and_whatif.ipynb") as page:
+        # GIVEN the what-if panel with the step as measured above the re-timed one (compare=True)
+        views = """() => [...document.querySelectorAll('.aon-timeline')].filter((t) => t.querySelector(
+            '.aon-timeline-title')).map((t) => t.parentElement.aonTimeline.view)"""
+        page.wait_for_function(f"() => ({views})().length === 2", timeout=30_000)
+        width = page.evaluate(views)[0][1] - page.evaluate(views)[0][0]
+        titled = [t for t in page.query_selector_all(".aon-timeline") if t.query_selector(".aon-timeline-title")]
+        lanes = titled[0].query_selector(".aon-timeline-canvas")
+        lanes.scroll_into_view_if_needed()
+        box = lanes.bounding_box()
+        # WHEN the wheel zooms the measured one
+        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + 20)
+        page.mouse.wheel(0, -300)
+        # THEN the re-timed one shows the same window (linked in the page)
+        same = "Math.abs(v[1][0] - v[0][0]) < 1e-6 && Math.abs(v[1][1] - v[0][1]) < 1e-6"
+        narrower = f"v[0][1] - v[0][0] < {width} * 0.8"
+        page.wait_for_function(f"() => {{ const v = ({views})(); return {narrower} && {same}; }}", timeout=10_000)
+
+
 def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path]) -> None:
     import re
 

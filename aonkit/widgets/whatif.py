@@ -69,6 +69,10 @@ class WhatIfPanel(TextWidget, w.VBox):
         Show the re-timed trace under the bars (``self.timeline``, a
         :class:`~aonkit.widgets.timeline.TimelineCanvas` with the critical path outlined), redrawn after the
         sliders rest.
+    compare : bool
+        Also show the step as measured (the model with no change, so its lanes and clock are the re-timed one's)
+        above the re-timed timeline (``self.measured``), their views linked in the page: a zoom or pan of
+        either moves both.
     width_px : int
         Width of the timeline.
     debounce_s : float
@@ -76,7 +80,8 @@ class WhatIfPanel(TextWidget, w.VBox):
     """
 
     def __init__(self, trace: Trace | Mapping[int, Trace], step: int | None = None, *, scope: str = "start",
-                 timeline: bool = True, width_px: int = 1000, debounce_s: float = 0.3) -> None:  # fmt: skip
+                 timeline: bool = True, compare: bool = False, width_px: int = 1000,
+                 debounce_s: float = 0.3) -> None:  # fmt: skip
         self.trace, self.step, self.scope = trace, step, scope
         ranks = sorted(trace) if not isinstance(trace, Trace) else []
         self.rank = w.Dropdown(options=ranks, value=ranks[0] if ranks else None, description="rank",
@@ -113,9 +118,17 @@ class WhatIfPanel(TextWidget, w.VBox):
                                  self.rank_scale, self.summary])]),
                  self.view]  # fmt: skip
         self.timeline: TimelineCanvas | None = None
+        self.measured: TimelineCanvas | None = None
+        self._link: w.Widget | None = None
         if timeline:
             self.timeline = self._new_timeline(self._result.retimed_trace(), width_px)
             self._redraw = Debounce(self.refresh_timeline, debounce_s)
+            if compare:  # no rule yet: the result is the model of the step as measured
+                self.measured = TimelineCanvas(self._result.retimed_trace(), width_px=width_px,
+                                               title="as measured (the model with no change); critical path outlined")
+                self.measured.outline(self.measured.trace, self._result.critical_path)
+                parts.append(self.measured)
+                self._link = w.jslink((self.measured, "view"), (self.timeline, "view"))
             parts.append(self.timeline)
         super().__init__(parts)
 
@@ -185,6 +198,9 @@ class WhatIfPanel(TextWidget, w.VBox):
         except ValueError:  # the lanes changed (e.g. an op scaled to nothing): a new timeline in its place
             old = self.timeline
             self.timeline = self._new_timeline(trace, old.width_px)
+            if self._link is not None:
+                self._link.close()
+                self._link = w.jslink((self.measured, "view"), (self.timeline, "view"))
             self.children = (*self.children[:-1], self.timeline)
             old.close()
 
