@@ -73,6 +73,8 @@ def test_pack_sends_little_endian_columns_that_read_back() -> None:
     back = np.frombuffer(buffers[0], "<f8")
     assert back[0] == 0.5 and math.isnan(back[1])
     assert np.frombuffer(buffers[1], "<i4").tolist() == [3, -1]
+    with pytest.raises(ValueError, match="outside int32"):  # never cut to fit
+        pack({"row": np.array([2**31], np.int64)})
 
 
 def test_the_widget_queries_a_window_only_when_its_glyphs_do_not_serve_it() -> None:

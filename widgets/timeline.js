@@ -5,7 +5,7 @@
 // the kernel (bench/RESULTS.md, session 34). Here a zoom or pan redraws at once from the glyphs at hand, and
 // the kernel's finer glyphs for the new window come as typed buffers (names as codes into small tables).
 //
-// Model state (set from Python): geometry {gutter, row_px, max_height, counter_px}, lanes [{label, slot, rows}],
+// Model state (set from Python): geometry {gutter, row_px, max_height, counter_px, labels: the bar-label rule}, lanes [{label, slot, rows}],
 // span_ms, width_px (the widest it draws; narrower where the output area is, page_px then says the time axis's
 // pixels, set with the view), title, legend [[label, color]], groups [{name, unit, series: [{label, color, dash}]}] (counter charts; series numbered in
 // order across groups), critical {x0, x1, slot} (outlined boxes), view [lo, hi] (ms since the origin; the page

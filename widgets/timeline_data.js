@@ -7,7 +7,6 @@
 // message's tables), stack (entry of the innermost enclosing op in the ancestor table: anc_parent, anc_name), and
 // the boxes of a GPU glyph's launching op and launch call (op_x0, op_x1, op_slot, launch_...; NaN for none).
 
-const MIN_CHARS = 4, CHAR_PX = 6.2, MAX_LABELS = 3000;
 const SEP = " > ";
 
 function fmtNs(ns) {  // as aonkit.units.fmt_ns: 3 significant digits in s, ms, us, whole ns below
@@ -119,16 +118,17 @@ function tipLines(d, i) {
   return out;
 }
 
-function barLabels(d, lo, hi, pxPerMs) {
-  // names on event bars wide enough for MIN_CHARS characters, cut to the visible part: [x ms, slot, text]
+function barLabels(d, lo, hi, pxPerMs, rule) {
+  // names on event bars wide enough for rule.min_chars characters, cut to the visible part: [x ms, slot, text]
+  // (rule: {min_chars, char_px, max_labels}, the bokeh timelines' own, from geometry.labels)
   const out = [];
   if (!d) return out;
   const {x0, x1, count, slot, name} = d.cols;
-  for (let i = 0; i < d.n && out.length < MAX_LABELS; i++) {
+  for (let i = 0; i < d.n && out.length < rule.max_labels; i++) {
     if (count[i] !== 1) continue;
     const a = Math.max(x0[i], lo), b = Math.min(x1[i], hi);
-    const k = Math.floor(((b - a) * pxPerMs - 4) / CHAR_PX);
-    if (k < MIN_CHARS) continue;
+    const k = Math.floor(((b - a) * pxPerMs - 4) / rule.char_px);
+    if (k < rule.min_chars) continue;
     const s = d.names[name[i]];
     out.push([a, slot[i], s.length <= k ? s : s.slice(0, k - 1) + "\u2026"]);
   }

@@ -92,7 +92,7 @@ function drawLanes(S, tk) {
     S.el.dataset.found = found ? String(nFound) : "";
     ctx.font = "10px system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
     ctx.fillStyle = "#1a1a1a"; ctx.textBaseline = "middle"; ctx.textAlign = "left";
-    for (const [a, slot, text] of barLabels(tiles, view[0], view[1], k)) {
+    for (const [a, slot, text] of barLabels(tiles, view[0], view[1], k, model.get("geometry").labels)) {
       if (slot < s0 || slot > s1) continue;
       ctx.fillText(text, G + (a - view[0]) * k + 2, y(slot) + ROW / 2);
       nLabels += 1;

@@ -21,7 +21,18 @@ from .critical import critical_boxes
 from .detail import launch_maps
 from .index import TimelineIndex
 from .tiles import index_of, timeline_tiles
-from .view_data import GLYPH_PAD, LEGEND, counter_points, counter_series, lane_slots, padded_window, span
+from .view_data import (
+    CHAR_PX,
+    GLYPH_PAD,
+    LEGEND,
+    MAX_LABELS,
+    MIN_CHARS,
+    counter_points,
+    counter_series,
+    lane_slots,
+    padded_window,
+    span,
+)
 
 KEY_COUNTERS = ("memory", "gpu_util_pct", "gpm_sm_util_pct", "gpm_tensor_util_pct", "gpm_dram_bw_util_pct",
                 "power_w", "sm_clock_mhz", "cpu_percent")
@@ -93,6 +104,11 @@ class CanvasTimeline:
         """The lanes as the page lays them out: ``label``, first ``slot``, ``rows``, ``kind``."""
         cols = self.lanes[["label", "slot", "rows", "kind"]].itertuples(index=False)
         return [{"label": str(lab), "slot": int(s), "rows": int(r), "kind": str(k)} for lab, s, r, k in cols]
+
+    @property
+    def label_rule(self) -> dict[str, float]:
+        """Which bars carry their name, as the bokeh timelines decide it (:mod:`aonkit.timeline.labels`)."""
+        return {"min_chars": MIN_CHARS, "char_px": CHAR_PX, "max_labels": MAX_LABELS}
 
     def legend(self) -> list[list[str]]:
         """The colour key, ``[label, colour]`` per entry (:data:`~aonkit.timeline.view_data.LEGEND`)."""

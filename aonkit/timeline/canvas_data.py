@@ -3,9 +3,9 @@
 The bokeh timeline sends every glyph's name, category, colour, op stack and duration as text (about 18,000
 strings a zoom, serialized one by one; ``bench/RESULTS.md``, session 34). Here a window becomes numeric columns
 (:func:`canvas_frame`): names, categories and colours are codes into per-window tables of their distinct values,
-and a glyph's op stack is a link into a table of the distinct enclosing events (each with its name and the
-event around it), which the page walks on hover. :func:`pack` turns the columns into one message and its
-buffers. Pure numpy/pandas, like :mod:`aonkit.timeline.view_data`.
+and a glyph's op stack is a node of a :class:`~aonkit.timeline.stacks.StackTree` (each distinct stack prefix
+once, with its name and the node above it), which the page walks on hover. :func:`pack` turns the columns into
+one message and its buffers. Pure numpy/pandas, like :mod:`aonkit.timeline.view_data`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,8 @@ import pandas as pd
 
 from ..trace import Trace
 from .index import TimelineIndex
+from .stacks import StackTree
 from .view_data import GLYPH_PAD, colors, event_boxes
-
-FLOAT_COLUMNS = ("x0", "x1", "busy_ns", "dur_ns", "correlation", "row", "op_x0", "op_x1", "op_slot", "launch_x0",
-                 "launch_x1", "launch_slot")  # fmt: skip
-"""Columns sent as float64 (times in ms since the origin, ns amounts, event rows; NaN where there is none)."""
-INT_COLUMNS = ("slot", "count", "name", "cat", "color", "stack", "anc_parent", "anc_name")
-"""Columns sent as int32 (codes and links: -1 where there is none)."""
 
 
 def _codes(cat: pd.Categorical, rows: np.ndarray) -> np.ndarray:
@@ -36,28 +31,6 @@ def _table(cat: pd.Categorical, *code_arrays: np.ndarray) -> tuple[list[np.ndarr
     used = np.unique(np.concatenate([np.asarray(c, np.int64) for c in code_arrays] or [np.empty(0, np.int64)]))
     names = [str(cat.categories[c]) if c >= 0 else "" for c in used]
     return [np.searchsorted(used, c).astype(np.int32) for c in code_arrays], names
-
-
-def ancestors(index: TimelineIndex, base: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The enclosing-event chains of ``base`` rows as one table: ``(link, anc_row, anc_parent)``.
-
-    ``link[i]`` is the table entry of ``base[i]`` (-1 where ``base[i]`` is -1); entry ``k`` is the event row
-    ``anc_row[k]``, and ``anc_parent[k]`` the entry of the event around it on its lane (-1 at the outermost).
-    Walking from ``link[i]`` through ``anc_parent`` gives :func:`~aonkit.timeline.detail.stacks`' chain of
-    ``base[i]``, innermost first.
-    """
-    base = np.asarray(base, np.int64)
-    level, seen = base[base >= 0], []
-    while len(level):
-        level = np.unique(level)
-        seen.append(level)
-        up = index.parent_of[level]
-        level = up[up >= 0]
-    rows = np.unique(np.concatenate(seen)) if seen else np.empty(0, np.int64)
-    parent = index.parent_of[rows] if len(rows) else np.empty(0, np.int64)
-    anc_parent = np.where(parent >= 0, np.searchsorted(rows, np.maximum(parent, 0)), -1).astype(np.int32)
-    link = np.where(base >= 0, np.searchsorted(rows, np.maximum(base, 0)), -1).astype(np.int32)
-    return link, rows, anc_parent
 
 
 def canvas_frame(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, tiles: pd.DataFrame,
@@ -79,10 +52,11 @@ def canvas_frame(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, tiles:
     columns : dict of str to numpy.ndarray
         Per glyph: ``x0``, ``x1`` (ms since ``origin_ns``), ``slot`` (lane slot plus depth), ``count``,
         ``busy_ns``, ``dur_ns`` (-1 for instants), ``correlation``, ``row``, ``name``, ``cat``, ``color``
-        (codes into the tables), ``stack`` (the entry of the CPU op stack's innermost event in the ancestor
-        table, -1 for none: on CPU lanes the glyph's event, on GPU lanes its launching op), and the boxes of the
-        launching op and launch call (``op_x0`` ... ``launch_slot``, NaN for none). Per ancestor entry:
-        ``anc_parent`` and ``anc_name``.
+        (codes into the tables), ``stack`` (the node of the CPU op stack in a
+        :class:`~aonkit.timeline.stacks.StackTree` of the window, -1 for none: on CPU lanes the glyph's event's
+        stack, on GPU lanes its launching op's), and the boxes of the launching op and launch call (``op_x0`` ...
+        ``launch_slot``, NaN for none). Per tree node: ``anc_parent`` (the node above, -1 at the top) and
+        ``anc_name``.
     tables : dict of str to list of str
         ``names`` (glyph and ancestor names), ``cats``, ``colors`` (CSS colours).
     """
@@ -91,9 +65,10 @@ def canvas_frame(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, tiles:
     lane = details["lane"].to_numpy()
     gpu = (slots["kind"].to_numpy() == "gpu")[lane]
     launch, op = maps[0][rows], maps[1][rows]
-    link, anc_rows, anc_parent = ancestors(index, np.where(gpu, op, rows))
     name_cat, cat_cat = ev["name"].array, ev["cat"].array
-    (names, anc_names), name_table = _table(name_cat, _codes(name_cat, rows), _codes(name_cat, anc_rows))
+    tree = StackTree(index.parent_of, np.asarray(name_cat.codes, np.int64))  # the window's stacks, prefixes once
+    link = tree.add(np.where(gpu, op, rows)).astype(np.int32)
+    (names, anc_names), name_table = _table(name_cat, _codes(name_cat, rows), tree.name)
     (cats,), cat_table = _table(cat_cat, _codes(cat_cat, rows))
     glyph_names, glyph_cats = np.asarray(name_table, object)[names], np.asarray(cat_table, object)[cats]
     color_codes, palette = pd.factorize(colors(glyph_cats, glyph_names, gpu))
@@ -105,7 +80,7 @@ def canvas_frame(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, tiles:
         "dur_ns": ev["dur_ns"].to_numpy()[rows].astype(np.float64),
         "correlation": ev["correlation"].to_numpy()[rows].astype(np.float64), "row": rows.astype(np.float64),
         "name": names, "cat": cats, "color": color_codes.astype(np.int32), "stack": link,
-        "anc_parent": anc_parent, "anc_name": anc_names,
+        "anc_parent": tree.parent.astype(np.int32), "anc_name": anc_names,
     }  # fmt: skip
     for target, targets in (("op", op), ("launch", launch)):
         box = event_boxes(trace, index, slots, targets, origin_ns)
@@ -115,10 +90,17 @@ def canvas_frame(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, tiles:
 
 
 def pack(columns: dict[str, np.ndarray]) -> tuple[dict[str, list], list[bytes]]:
-    """Columns as ``{name: [dtype, buffer index]}`` and little-endian buffers (``<f8`` or ``<i4``)."""
+    """Columns as ``{name: [dtype, buffer index]}`` and little-endian buffers.
+
+    Float columns go as ``<f8``, the rest as ``<i4``; an integer outside int32 raises ``ValueError`` (it is never
+    cut to fit).
+    """
     spec, buffers = {}, []
     for name, values in columns.items():
-        dtype = "<f8" if name in FLOAT_COLUMNS or np.asarray(values).dtype.kind == "f" else "<i4"
+        values = np.asarray(values)
+        dtype = "<f8" if values.dtype.kind == "f" else "<i4"
+        if dtype == "<i4" and len(values) and not (-(2**31) <= values.min() and values.max() < 2**31):
+            raise ValueError(f"column {name!r} has integers outside int32 ({values.min()} .. {values.max()})")
         spec[name] = [dtype[1:], len(buffers)]
         buffers.append(np.ascontiguousarray(values, dtype=dtype).tobytes())
     return spec, buffers

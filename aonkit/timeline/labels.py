@@ -14,16 +14,9 @@ from __future__ import annotations
 from bokeh.models import ColumnDataSource, CustomJS, Range
 from bokeh.plotting import figure
 
+from .view_data import CHAR_PX, MAX_LABELS, MIN_CHARS  # the rule, shared with the canvas timeline
+
 __all__ = ["CHAR_PX", "LABEL_JS", "MAX_LABELS", "MIN_CHARS", "add_bar_labels"]
-
-CHAR_PX = 6.2
-"""Width of an average character of the labels' 8pt font, in pixels (a name is cut to what fits)."""
-
-MIN_CHARS = 4
-"""Fewest characters (with the ellipsis) worth drawing on a bar."""
-
-MAX_LABELS = 3000
-"""At most this many labels per view (the widest bars first keep theirs: they come in time order)."""
 
 LABEL_JS = """
 const lo = xr.start, hi = xr.end;

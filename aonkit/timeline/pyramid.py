@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - isal is a dependency
 
 from ..analysis.correlation import gpu_links
 from ..trace import Trace
+from .detail import launch_maps
 from .index import TimelineIndex
 from .stacks import StackTree
 from .tiles import index_of, timeline_tiles
@@ -156,10 +157,7 @@ class _Coder:
         self.name_code = np.asarray(ev["name"].array.codes, np.int64)
         self.cat_code = np.asarray(ev["cat"].array.codes, np.int64)
         self.dur, self.corr = ev["dur_ns"].to_numpy(), ev["correlation"].to_numpy()
-        links = gpu_links(trace)
-        self.launch_of, self.op_of = np.full(len(ev), -1, np.int64), np.full(len(ev), -1, np.int64)
-        self.launch_of[links["gpu_row"].to_numpy()] = links["launch_row"].to_numpy()
-        self.op_of[links["gpu_row"].to_numpy()] = links["op_row"].to_numpy()
+        self.launch_of, self.op_of = launch_maps(trace, gpu_links(trace))
         self.tree = StackTree(index.parent_of, self.name_code)
         self.pairs = _Pairs()
         self.gpu_lane = slots["kind"].to_numpy() == "gpu"

@@ -21,6 +21,12 @@ from ..views import theme
 from .index import TimelineIndex
 from .tiles import counter_tiles
 
+CHAR_PX = 6.2
+"""Width of an average character of the bar labels' font, in pixels (a name is cut to what fits)."""
+MIN_CHARS = 4
+"""Fewest characters (with the ellipsis) worth drawing on a bar."""
+MAX_LABELS = 3000
+"""At most this many labels per view (the widest bars first keep theirs: they come in time order)."""
 GLYPH_PAD = 0.08
 """Gap above and below a glyph inside its slot, in slots."""
 CAT_COLORS: dict[str, str] = {

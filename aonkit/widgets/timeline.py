@@ -86,7 +86,8 @@ class TimelineCanvas(anywidget.AnyWidget):
         t1 = self.end_ns if t1_ns is None else int(t1_ns)
         if t0 >= t1:
             raise ValueError(f"the window must have t0_ns < t1_ns, got {t0} and {t1}")
-        super().__init__(geometry=dict(LAYOUT), width_px=int(width_px), lanes=self.timeline.lane_list(),
+        geometry = {**LAYOUT, "labels": self.timeline.label_rule}
+        super().__init__(geometry=geometry, width_px=int(width_px), lanes=self.timeline.lane_list(),
                          groups=self.timeline.groups(), span_ms=self.timeline.span_ms, legend=self.timeline.legend(),
                          view=[(t0 - self.origin_ns) / 1e6, (t1 - self.origin_ns) / 1e6], **kwargs)  # fmt: skip
         self.window = (0, 0, 0)
