@@ -301,7 +301,6 @@ function render({model, el}) {
     get view() { return S.view ? S.view.slice() : null; },
     get tiles() { return S.tiles; },
     setView: (lo, hi) => setView(lo, hi),
-    select: (i) => { S.selected = i; el.dataset.selected = i >= 0 ? String(S.tiles.cols.row[i]) : ""; draw(); },
     screenOf: (i) => {  // the middle of glyph i in the lanes canvas (css px from its top left), scrolled into view
       const c = S.tiles.cols;
       S.scroller.scrollTop = Math.max(0, c.slot[i] * ROW - S.lanes.h / 2);

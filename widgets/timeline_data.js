@@ -4,7 +4,7 @@
 // A "tiles" message (aonkit.widgets.timeline) carries the columns of aonkit.timeline.canvas_data.canvas_frame as
 // little-endian buffers: per glyph x0, x1 (ms since the trace's origin), slot, count (1: an event; more: a bin of
 // short events, the longest one's details), busy_ns, dur_ns, correlation, row, name, cat, color (codes into the
-// message's tables), stack (entry of the innermost enclosing op in the ancestor table: anc_parent, anc_name), and
+// message's tables), stack (a node of the window's stack tree: anc_parent, anc_name), and
 // the boxes of a GPU glyph's launching op and launch call (op_x0, op_x1, op_slot, launch_...; NaN for none).
 
 const SEP = " > ";
@@ -90,7 +90,7 @@ function hit(d, slot, t, tol) {
 }
 
 function stackText(d, i) {
-  // the CPU op stack of glyph i, outermost first (walking the ancestor table from its entry)
+  // the CPU op stack of glyph i, outermost first (walking the stack tree from its node)
   const out = [];
   for (let k = d.cols.stack[i], guard = 0; k >= 0 && guard < 10000; k = d.cols.anc_parent[k], guard++) {
     out.push(d.names[d.cols.anc_name[k]]);
