@@ -12,6 +12,10 @@ trace, then out), each answered at 1,200 pixels of time axis:
 - **canvas**: ``TimelineCanvas.update`` (the query, the typed columns, the message packed; its bytes counted).
 
 Prints the median ms per update (best of ``--repeats`` passes) and the bytes per update, and their ratios.
+
+``--focus``: instead, what a focus costs the canvas widget (``TimelineCanvas.focus``, ``aonkit.timeline.focus``)
+on the name with the most events on the lanes: each zoom's update without and with the focus (its boxes and
+overview added to the message, and the exact count sent for the view), setting the focus, and a step (N).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ def bokeh_pass(trace, wins) -> tuple[list[float], list[int]]:
     return times, sizes
 
 
-def canvas_pass(trace, wins) -> tuple[list[float], list[int]]:
+def canvas_pass(trace, wins, focus: list[str] | None = None) -> tuple[list[float], list[int]]:
     from aonkit.widgets.timeline import LAYOUT, TimelineCanvas
 
     sent: list[int] = []
@@ -71,14 +75,55 @@ def canvas_pass(trace, wins) -> tuple[list[float], list[int]]:
             sent.append(len(json.dumps(content)) + sum(len(b) for b in buffers or []))
 
     w = Counted(trace, width_px=WIDTH + LAYOUT["gutter"])
+    if focus:
+        w.focus = focus
     times, sizes = [], []
     for t0, t1 in wins:
         n = len(sent)
         s = time.perf_counter()
         w.update(t0, t1)
+        if focus:
+            w._count()  # what a view the page sets adds: the exact count of the focused events in it
         times.append(time.perf_counter() - s)
         sizes.append(sum(sent[n:]))
     return times, sizes
+
+
+def focus_report(path: str, trace, wins, repeats: int) -> None:
+    """One row of the --focus table: a zoom without and with a focus, setting it, a step."""
+    import numpy as np
+
+    from aonkit.widgets.timeline import LAYOUT, TimelineCanvas
+
+    class Quiet(TimelineCanvas):
+        def send(self, content, buffers=None):
+            pass
+
+    w = Quiet(trace, width_px=WIDTH + LAYOUT["gutter"])
+    idx = w.timeline.index
+    codes = np.asarray(trace.events["name"].array.codes, np.int64)[idx.row]
+    top = int(np.bincount(codes[codes >= 0]).argmax())
+    name = str(trace.events["name"].cat.categories[top])
+    best: dict[str, tuple[float, float]] = {}
+    for _ in range(repeats):
+        for key, names in (("plain", None), ("focus", [name])):  # alternated
+            times, sizes = canvas_pass(trace, wins, names)
+            ms = statistics.median(times) * 1e3
+            if key not in best or ms < best[key][0]:
+                best[key] = (ms, statistics.median(sizes))
+    sets, steps = [], []
+    for _ in range(5):
+        s = time.perf_counter()
+        w.focus = [name]
+        sets.append(time.perf_counter() - s)
+        s = time.perf_counter()
+        w.step(1)
+        steps.append(time.perf_counter() - s)
+        w.focus = []
+    f = w.timeline.set_focus([name])
+    (pm, pb), (fm, fb) = best["plain"], best["focus"]
+    print(f"| {Path(path).name} | {len(trace.events):,} | {len(f):,} | {pm:.1f} / {fm:.1f} | {pb:,.0f} / {fb:,.0f} | "
+          f"{min(sets) * 1e3:.1f} | {min(steps) * 1e3:.1f} |")
 
 
 def main() -> None:
@@ -88,18 +133,27 @@ def main() -> None:
     ap.add_argument("--trace", nargs="*", default=default)
     ap.add_argument("--zooms", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--focus", action="store_true", help="what a focus adds (see the module doc)")
     a = ap.parse_args()
     import aonkit
     from aonkit.timeline import index_of
     from aonkit.timeline.view_data import span
 
-    print("| trace | events | bokeh ms (median) | canvas ms | ratio | bokeh bytes | canvas bytes | ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    if a.focus:
+        print("| trace | events | focused | zoom ms, median: plain / focus | bytes: plain / focus | set focus ms |"
+              " step ms |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+    else:
+        print("| trace | events | bokeh ms (median) | canvas ms | ratio | bokeh bytes | canvas bytes | ratio |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for path in a.trace:
         trace = aonkit.load(path)
         origin, end = span(trace, index_of(trace))
         wins = windows(origin, end, a.zooms)
         canvas_pass(trace, wins[:2])  # compiled and warm: the index, the links, the kernels
+        if a.focus:
+            focus_report(path, trace, wins, a.repeats)
+            continue
         bokeh_pass(trace, wins[:2])
         best: dict[str, tuple[float, float]] = {}
         for _ in range(a.repeats):

@@ -53,6 +53,15 @@ def shared_traces() -> Path:
     return require_shared()
 
 
+@pytest.fixture(scope="module")
+def timeline_page():
+    """A Chromium page running the canvas timeline's module (:mod:`tests.timeline_page`), one per test module."""
+    from .timeline_page import open_page
+
+    with open_page() as pg:
+        yield pg
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261130)

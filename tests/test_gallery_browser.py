@@ -218,6 +218,27 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
         page.wait_for_timeout(300)
         assert page.evaluate(cells) == before
         assert page.evaluate(TIMELINE_STATE)["start"] != start  # D, D, A: panned
+        # AND a row clicked in the kernel table focuses the timeline on that kernel; N steps to one of its events
+        focus = "() => document.querySelector('.jp-CodeCell .aon-timeline').parentElement.aonTimeline.focus"
+        assert len(page.evaluate(focus)) == 1  # the notebook's dash.select(top)
+        row = page.locator(".jp-CodeCell .slick-row:visible").nth(2)
+        row.scroll_into_view_if_needed()
+        name = row.locator(".slick-cell").first.text_content().strip()
+        row.locator(".slick-cell").nth(2).click()
+        page.wait_for_function(f"() => {{ const f = ({focus})(); return f.length === 1 && f[0] === {name!r}; }}",
+                               timeout=10_000)
+        state = "() => { const el = document.querySelector('.jp-CodeCell .aon-timeline').parentElement;" \
+                " return [el.dataset.selected, el.dataset.focusExact, el.aonTimeline.view]; }"
+        lanes.scroll_into_view_if_needed()
+        page.evaluate("() => document.querySelector('.jp-CodeCell .aon-timeline').focus()")
+        page.keyboard.press("n")
+        page.wait_for_function(f"() => {{ const s = ({state})(); return s[0] !== '' && s[1] === '1'; }}",
+                               timeout=10_000)
+        selected = int(page.evaluate(state)[0])
+        got = page.evaluate("""(row) => { const d = document.querySelector('.jp-CodeCell .aon-timeline').parentElement
+          .aonTimeline.tiles; const i = Array.from(d.cols.row).indexOf(row);
+          return i < 0 ? null : d.names[d.cols.name[i]]; }""", selected)  # fmt: skip
+        assert got == name  # the event N selected is one of the clicked kernel's
 
 
 def test_what_if_panels_two_timelines_move_together(lab: tuple[str, str, Path]) -> None:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,6 +19,7 @@ from aonkit.widgets.timeline import TimelineCanvas
 
 from .conftest import SAMPLE_TRACES as SAMPLES
 from .conftest import require_shared
+from .timeline_page import render
 
 
 class Recorded(TimelineCanvas):
@@ -134,53 +133,18 @@ def test_outline_and_retime() -> None:
     assert len(w.sent) == n + 1
 
 
-# ---- the ES module in Chromium ---------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def page():
-    from aonkit.widgets.timeline import ESM
-    from tests.browser import browser_page
-
-    url = "data:text/javascript;base64," + base64.b64encode(ESM.encode()).decode()
-    with browser_page() as (pg, blocked):
-        pg.set_content("<html><body><div id='host'></div></body></html>")
-        pg.add_style_tag(path=str(Path(__file__).resolve().parent.parent / "widgets" / "timeline.css"))
-        pg.evaluate(f"async () => {{ window.aon = await import({url!r}); }}")
-        yield pg
-        assert not blocked and not pg.aonkit_errors, (blocked, pg.aonkit_errors)
-
-
-RENDER = """([state, msg, bufs]) => {
-  const host = document.getElementById('host');
-  host.replaceChildren();
-  const el = document.createElement('div');
-  host.appendChild(el);
-  const handlers = {};
-  window.sent = []; window.saved = [];
-  const model = {get: (k) => state[k], on: (ev, cb) => { handlers[ev] = cb; }, off: () => {},
-                 set: (k, v) => { state[k] = v; }, save_changes: () => window.saved.push(state.view.slice()),
-                 send: (m) => window.sent.push(m)};
-  window.state = state;
-  window.aon.default.render({model, el});
-  const buffers = bufs.map((b) => { const s = atob(b), u = new Uint8Array(s.length);
-    for (let i = 0; i < s.length; i++) u[i] = s.charCodeAt(i); return new DataView(u.buffer); });
-  handlers['msg:custom'](msg, buffers);
-  window.el = el;
-  return new Promise((r) => requestAnimationFrame(() => r({...el.dataset})));
-}"""
-
-
-def _render(page, w: TimelineCanvas) -> dict:
-    state = {k: getattr(w, k) for k in ("geometry", "lanes", "groups", "critical", "span_ms", "width_px", "view",
-                                         "legend", "title")}
-    msg, buffers = w.sent[-1]
-    return page.evaluate(RENDER, [state, msg, [base64.b64encode(b).decode() for b in buffers]])
+# ---- the ES module in Chromium (tests/timeline_page.py) -----------------------------------------------------------
+@pytest.fixture
+def page(timeline_page):
+    """The module's Chromium page (conftest's ``timeline_page``)."""
+    return timeline_page
 
 
 def test_the_page_decodes_the_glyphs_and_says_what_python_says(page) -> None:
     trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
     w = Recorded(trace, width_px=1000)
     w.zoom(w.origin_ns + 100_000_000, w.origin_ns + 104_000_000)
-    ds = _render(page, w)
+    ds = render(page, w)
     assert ds["seq"] == str(w.seq) and ds["glyphs"] == str(len(w.columns["x0"])) and int(ds["labels"]) > 0
     details = tile_details(trace, w.timeline.index, timeline_tiles(w.timeline.index, *w.window), gpu_links(trace))
     # every glyph's hover, as the bokeh timeline's tooltips wrote it from the kernel's text columns
@@ -209,7 +173,7 @@ def test_a_click_outlines_the_launch_and_a_wheel_zooms_at_once_then_asks_the_ker
     trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
     w = Recorded(trace, width_px=1000)
     w.zoom(w.origin_ns + 100_000_000, w.origin_ns + 104_000_000)
-    _render(page, w)
+    render(page, w)
     c = w.columns
     inside = (c["count"] == 1) & ~np.isnan(c["launch_x0"]) & (c["x0"] >= 100.0) & (c["x1"] <= 104.0)
     i = int(np.flatnonzero(inside)[np.argmax((c["x1"] - c["x0"])[inside])])  # the widest launched kernel in view
@@ -248,7 +212,7 @@ def test_shift_drag_measures_a_range_and_keys_zoom_and_pan(page) -> None:
     trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
     w = Recorded(trace, width_px=1000)
     w.zoom(w.origin_ns + 100_000_000, w.origin_ns + 110_000_000)
-    _render(page, w)
+    render(page, w)
     box = page.evaluate("() => { const r = window.el.querySelector('.aon-timeline-canvas').getBoundingClientRect();"
                         " return [r.x, r.y]; }")
     gutter, plot = w.geometry["gutter"], w.plot_px
@@ -286,7 +250,7 @@ def test_in_a_narrow_output_area_it_draws_as_wide_as_the_area(page) -> None:
     w = Recorded(trace, width_px=1200)
     page.evaluate("() => { document.getElementById('host').style.width = '700px'; }")
     try:
-        _render(page, w)
+        render(page, w)
         width = page.evaluate("() => window.el.querySelector('.aon-timeline-canvas').getBoundingClientRect().width")
         assert width == 700  # no sideways scroll
         box = page.evaluate("() => { const r = window.el.querySelector('.aon-timeline-canvas')"
@@ -308,7 +272,7 @@ def test_a_gpu_bundles_many_counters_show_the_key_ones_and_fold_the_rest(page) -
     opened = [g["name"] for g in w.groups if g["open"]]
     assert len(names) > 20 and set(opened) == set(KEY_COUNTERS) & set(names) and "gpu_util_pct" in opened
     assert all(g["open"] for g in Recorded(aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")).groups)  # few: all
-    _render(page, w)
+    render(page, w)
     folded = len(names) - len(opened)
     got = page.evaluate("""() => { const m = window.el.querySelector('.aon-timeline-more');
       return [m.querySelector('summary').textContent, m.querySelectorAll('canvas').length, m.open]; }""")
@@ -330,7 +294,7 @@ def test_a_gpu_bundles_many_counters_show_the_key_ones_and_fold_the_rest(page) -
 def test_the_page_shows_no_code_words_in_its_text(page) -> None:
     """The widget's own words (key, help, folded list) are plain text: no ``S.`` or ``undefined`` from the code."""
     trace = aonkit.load(SAMPLES / "cuda" / "profile")
-    _render(page, Recorded(trace, width_px=1000))
+    render(page, Recorded(trace, width_px=1000))
     text = page.evaluate("() => window.el.innerText")
     assert "shift+drag: measure" in text and "more counters" in text
     assert "S." not in text and "undefined" not in text and "NaN" not in text
@@ -342,7 +306,7 @@ def test_the_find_box_counts_and_keeps_what_matches_in_view(page) -> None:
     trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
     w = Recorded(trace, width_px=1000)
     w.zoom(w.origin_ns + 100_000_000, w.origin_ns + 140_000_000)
-    _render(page, w)
+    render(page, w)
     c, names = w.columns, np.asarray(w.tables["names"], object)
     slots = c["slot"] < 640 // 16 + 2  # the rows the lanes' canvas shows unscrolled
     inside = (c["x1"] >= 100.0) & (c["x0"] <= 140.0) & slots

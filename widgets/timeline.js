@@ -10,11 +10,13 @@
 // pixels, set with the view), title, legend [[label, color]], groups [{name, unit, series: [{label, color, dash}]}] (counter charts; series numbered in
 // order across groups), critical {x0, x1, slot} (outlined boxes), view [lo, hi] (ms since the origin; the page
 // sets it, debounced, after a zoom or pan; Python sets it to zoom).
-// Messages from Python: {kind: "tiles", ...} with buffers (timeline_data.js). To Python: {kind: "hello"} when a
-// view starts (the current tiles come back).
+// focus [names] (their events marked at any zoom, the rest faded; Python or the page sets it).
+// Messages from Python: {kind: "tiles", ...} with buffers (timeline_data.js); {kind: "note", text} (why a find
+// focused nothing); {kind: "count", view, n} (the focused events reaching into that view, counted exactly). To Python: {kind: "hello"} when a view starts (the current tiles come back); {kind: "step",
+// dir: 1 | -1} (N, P: the next or previous focused event); {kind: "find", text} (Enter in the find box).
 // After each draw the element gets data-drawn (a count), data-seq (the tiles drawn), data-view, data-labels and,
-// for a selection, data-selected (the event row) and data-highlight (boxes outlined); an "aon-drawn" event's
-// detail is the draw's ms.
+// for a selection, data-selected (the event row) and data-highlight (boxes outlined), and with a focus
+// data-focus (its events in view); an "aon-drawn" event's detail is the draw's ms.
 //
 // Part 4 of 4 (after charts_axes.js, timeline_data.js and timeline_draw.js, joined by aonkit.widgets.timeline).
 
@@ -38,6 +40,8 @@ function render({model, el}) {
   let drawn = 0, frame = 0, sent = null, timer = 0, measuring = null, lastT = null, spacer = null;
   let drag = null, moved = false;  // a pan's start [clientX, view]; whether the pointer moved since the press
   S.findText = ""; S.found = null;  // the find box's text; per glyph of the tiles, whether its name matches
+  S.place = -1; S.note = "";  // the focused event a step showed (its place in time order); a note from the kernel
+  S.exact = null;  // the kernel's count of focused events in a view: {view, n}
 
   const span = () => Math.max(model.get("span_ms"), 1e-6);
   const plotW = () => S.fit - G;
@@ -67,19 +71,41 @@ function render({model, el}) {
     find.className = "aon-timeline-find";
     find.placeholder = "find: name or /regex/";
     find.value = S.findText;
-    find.addEventListener("input", () => { S.findText = find.value; refind(); });
+    find.title = "Enter: focus every name that matches, over the whole trace (then N/P: next/previous)";
+    find.addEventListener("input", () => { S.findText = find.value; S.note = ""; refind(); });
+    find.addEventListener("keydown", (ev) => {
+      if (ev.key !== "Enter") return;
+      ev.preventDefault();
+      model.send({kind: "find", text: find.value});
+    });
     const count = document.createElement("span");
     count.className = "aon-timeline-count";
     key.append(find, count);
+    const bar = document.createElement("span");  // the focus: what it holds, and its buttons
+    bar.className = "aon-timeline-focus";
+    const words = document.createElement("span");
+    words.className = "aon-timeline-focus-text";
+    bar.appendChild(words);
+    for (const [label, title, act] of [["\u25C0", "previous (P)", () => step(-1)], ["\u25B6", "next (N)", () => step(1)],
+                                       ["\u2715", "clear the focus (Escape)", () => unfocus()]]) {
+      const b = document.createElement("button");
+      b.type = "button"; b.textContent = label; b.title = title;
+      b.addEventListener("click", act);
+      bar.appendChild(b);
+    }
+    key.appendChild(bar);
     const help = document.createElement("span");
     help.className = "aon-timeline-help";
-    help.textContent = "wheel: zoom · drag: pan · shift+drag: measure · click: select · W/S/A/D · dbl-click: all";
+    help.textContent = "wheel: zoom · drag: pan · shift+drag: measure · click: select · W/S/A/D · dbl-click: all" +
+                       " · Enter in find: focus, N/P: next/previous";
     key.appendChild(help);
     root.appendChild(key);
     S.fit = widthFor(el.clientWidth);
     const W = S.fit, total = rows() * ROW;
     const visible = Math.min(total, L.max_height);
     S.axis = canvasOf(W, AXIS_PX, "timeline time axis");
+    S.strip = canvasOf(W, STRIP_PX, "where the focused events are");
+    S.strip.canvas.className = "aon-timeline-strip";
     S.scroller = document.createElement("div");
     S.scroller.className = "aon-timeline-lanes";
     S.scroller.style.height = visible + "px";
@@ -89,7 +115,12 @@ function render({model, el}) {
     S.lanes = canvasOf(W, Math.max(visible, 1), "timeline lanes");
     S.lanes.canvas.className = "aon-timeline-canvas";
     S.scroller.append(S.lanes.canvas, spacer);
-    root.append(S.axis.canvas, S.scroller);
+    root.append(S.axis.canvas, S.strip.canvas, S.scroller);
+    S.strip.canvas.addEventListener("click", (ev) => {  // centre the view where the strip was clicked
+      if (!S.view || ev.offsetX < G) return;
+      const t = (ev.offsetX - G) / plotW() * span(), w = S.view[1] - S.view[0];
+      setView(t - w / 2, t + w / 2);
+    });
     // the counter charts: those marked open under the lanes, the rest in a folded list drawn once opened
     const groups = model.get("groups"), folded = groups.filter((g) => !g.open).length;
     const more = document.createElement("details");
@@ -116,8 +147,22 @@ function render({model, el}) {
     const test = matcher(S.findText);
     const box = root.querySelector(".aon-timeline-find");
     if (box) box.classList.toggle("aon-timeline-bad", test === undefined);  // a regex that does not compile
-    S.found = test && S.tiles ? matches(S.tiles, test) : null;
+    const focused = new Set(model.get("focus") || []);  // a focus fades by its names instead
+    const pass = focused.size ? (s) => focused.has(s) : test;
+    S.found = pass && S.tiles ? matches(S.tiles, pass) : null;
     later();
+  }
+
+  function step(dir) {
+    if (!S.tiles || !S.tiles.focus || !S.tiles.focus.n) return;
+    model.send({kind: "step", dir});
+  }
+
+  function unfocus() {
+    S.place = -1; S.note = "";
+    model.set("focus", []);
+    model.save_changes();
+    refind();
   }
 
   function widthFor(avail) {  // never wider than width_px or the output area (no sideways scroll), nor too narrow
@@ -130,8 +175,20 @@ function render({model, el}) {
     if (!S.view) S.view = (model.get("view") || [0, span()]).slice();
     const tk = drawAxis(S);
     const n = drawLanes(S, tk);
+    drawStrip(S);
+    const f = S.tiles && S.tiles.focus;
+    const tol = 1e-9 * (S.view[1] - S.view[0]);  // a view the kernel set comes back through clampView
+    const exact = f && S.exact && Math.abs(S.exact.view[0] - S.view[0]) <= tol && Math.abs(S.exact.view[1] - S.view[1]) <= tol;
+    const inView = !f ? 0 : exact ? S.exact.n : focusInView(f, S.view[0], S.view[1]);  // the boxes' while moving
     const count = root.querySelector(".aon-timeline-count");
-    if (count) count.textContent = el.dataset.found ? `${el.dataset.found} in view` : "";
+    if (count) count.textContent = S.note || (el.dataset.found && !f ? `${el.dataset.found} in view` : "");
+    const bar = root.querySelector(".aon-timeline-focus");
+    if (bar) {
+      bar.style.display = f ? "" : "none";
+      bar.firstChild.textContent = focusText(f, inView, S.place, !exact);
+    }
+    el.dataset.focus = f ? String(inView) : "";
+    el.dataset.focusExact = exact ? "1" : "";
     for (const c of S.counters) if (c.shown()) drawCounter(S, c);  // a folded chart costs nothing
     drawn += 1;
     Object.assign(el.dataset, {drawn: String(drawn), seq: String(S.tiles ? S.tiles.seq : -1), view: S.view.join(","),
@@ -148,6 +205,7 @@ function render({model, el}) {
     // JupyterLab left the next zoom unsent in 3 of 4 runs (cause not found; ipywidgets holds an update back
     // while an earlier one is unanswered), so a resize sends nothing: the width goes with the next view
     S.view = clampView(lo, hi, span(), 1e-6);
+    S.place = -1;  // "event k of n" was the step's; the view is a person's now
     later();
     clearTimeout(timer);
     timer = setTimeout(() => {  // the kernel's glyphs for the new window, once the zoom or pan rests
@@ -211,7 +269,8 @@ function render({model, el}) {
   }
 
   function keys(ev) {
-    // W/S zoom in and out (around the pointer), A/D pan, Escape drops the measure and the selection. Every other
+    // W/S zoom in and out (around the pointer), A/D pan, N/P the next or previous focused event, Escape drops the
+    // measure and the selection, then the focus. Every other
     // key stops here too, so that JupyterLab's command-mode shortcuts (D D deletes a cell) never see it.
     if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.key === "Tab" || !S.view) return;
     ev.stopPropagation();
@@ -224,7 +283,10 @@ function render({model, el}) {
     } else if (k === "a" || k === "d") {
       const d = (k === "a" ? -0.2 : 0.2) * w;
       setView(S.view[0] + d, S.view[1] + d);
-    } else if (k === "escape") {
+    } else if (k === "n" || k === "p") {
+      step(k === "n" ? 1 : -1);
+    } else if (k === "escape") {  // the measure and the selection first, then the focus
+      if (!S.measure && S.selected < 0 && S.tiles && S.tiles.focus) unfocus();
       S.measure = null; S.selected = -1; el.dataset.selected = ""; later();
     } else return;
     ev.preventDefault();
@@ -270,9 +332,12 @@ function render({model, el}) {
 
   // ---- model -------------------------------------------------------------------------------------------------
   const onMsg = (msg, buffers) => {
+    if (msg && msg.kind === "note") { S.note = String(msg.text); later(); return; }
+    if (msg && msg.kind === "count") { S.exact = {view: msg.view, n: msg.n}; later(); return; }
     if (!msg || msg.kind !== "tiles") return;
-    const row = S.selected >= 0 ? S.tiles.cols.row[S.selected] : NaN;
+    let row = S.selected >= 0 ? S.tiles.cols.row[S.selected] : NaN;
     S.tiles = decode(msg, buffers || []);
+    if (S.tiles.select >= 0) { row = S.tiles.select; S.place = S.tiles.place; S.measure = null; }
     S.selected = -1;  // the selected event stays selected when the new glyphs hold it on its own
     for (let i = 0; i < S.tiles.n && !Number.isNaN(row); i++) {
       if (S.tiles.cols.row[i] === row && S.tiles.cols.count[i] === 1) { S.selected = i; break; }
@@ -295,11 +360,13 @@ function render({model, el}) {
   if (themed) themed.observe(document.body, {attributes: true, attributeFilter: ["data-jp-theme-name"]});
   model.on("msg:custom", onMsg);
   model.on("change:view", onView);
+  model.on("change:focus", refind);
   for (const k of ["lanes", "groups", "width_px", "title"]) model.on("change:" + k, onSpec);
   for (const k of ["critical", "span_ms"]) model.on("change:" + k, onRedraw);
   el.aonTimeline = {  // for tests and benches: what is drawn, and the calls a zoom or a click makes
     get view() { return S.view ? S.view.slice() : null; },
     get tiles() { return S.tiles; },
+    get focus() { return (model.get("focus") || []).slice(); },
     setView: (lo, hi) => setView(lo, hi),
     screenOf: (i) => {  // the middle of glyph i in the lanes canvas (css px from its top left), scrolled into view
       const c = S.tiles.cols;
@@ -318,7 +385,7 @@ function render({model, el}) {
   if (resized) resized.observe(el);
   model.send({kind: "hello"});
   return () => {
-    model.off("msg:custom", onMsg); model.off("change:view", onView);
+    model.off("msg:custom", onMsg); model.off("change:view", onView); model.off("change:focus", refind);
     for (const k of ["lanes", "groups", "width_px", "title"]) model.off("change:" + k, onSpec);
     for (const k of ["critical", "span_ms"]) model.off("change:" + k, onRedraw);
     if (frame) cancelAnimationFrame(frame);
@@ -331,4 +398,4 @@ function render({model, el}) {
 
 export default {render};
 export const parts = {fmtNs, decode, hit, stackText, tipLines, barLabels, highlightBoxes, clampView, matcher,
-                      matches};  // for tests
+                      matches, focusInView, focusText};  // for tests

@@ -3,7 +3,7 @@
 // width, ROW: a row's height, fit: the width drawn), the view [lo, hi] (ms), the tiles (timeline_data.js), the
 // palette, the measured range, the selected glyph, the model, the element and the canvases.
 
-const EVENT_ALPHA = 0.9, BIN_ALPHA = 0.35, AXIS_PX = 24, CRITICAL = "#D00000";
+const EVENT_ALPHA = 0.9, BIN_ALPHA = 0.35, AXIS_PX = 24, STRIP_PX = 10, CRITICAL = "#D00000", FOCUS = "#D4007F";
 
 function canvasOf(w, h, label) {
   const c = document.createElement("canvas");
@@ -90,6 +90,17 @@ function drawLanes(S, tk) {
     if (run >= 0) ctx.fill();
     ctx.globalAlpha = 1;
     S.el.dataset.found = found ? String(nFound) : "";
+    const f = tiles.focus;
+    if (f) {  // the focused events' boxes, outlined over everything (a bin that holds one shows it too)
+      ctx.lineWidth = 2; ctx.strokeStyle = FOCUS;
+      ctx.beginPath();
+      for (let i = 0; i < f.x0.length; i++) {
+        if (f.slot[i] < s0 || f.slot[i] > s1 || f.x1[i] < view[0] || f.x0[i] > view[1]) continue;
+        const a = G + (f.x0[i] - view[0]) * k;
+        ctx.rect(a - 1, y(f.slot[i]) + 1, Math.max((f.x1[i] - f.x0[i]) * k, 1) + 2, ROW - 2);
+      }
+      ctx.stroke();
+    }
     ctx.font = "10px system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
     ctx.fillStyle = "#1a1a1a"; ctx.textBaseline = "middle"; ctx.textAlign = "left";
     for (const [a, slot, text] of barLabels(tiles, view[0], view[1], k, model.get("geometry").labels)) {
@@ -133,6 +144,30 @@ function drawLanes(S, tk) {
   }
   ctx.strokeStyle = pal.axis; ctx.beginPath(); ctx.moveTo(G - 0.5, 0); ctx.lineTo(G - 0.5, H); ctx.stroke();
   return nLabels;
+}
+
+function drawStrip(S) {
+  // where the focused events are over the whole trace (darker: more of them start there), the view boxed on it
+  const {strip, tiles, pal, G} = S, {ctx} = strip, f = tiles && tiles.focus;
+  strip.canvas.style.display = f ? "" : "none";
+  if (!f) return;
+  clear(S, strip);
+  const W = strip.w - G, bins = f.overview, span = Math.max(S.model.get("span_ms"), 1e-6);
+  let most = 0;
+  for (const v of bins) most = Math.max(most, v);
+  ctx.fillStyle = FOCUS;
+  for (let i = 0; i < bins.length && most > 0; i++) {
+    if (!bins[i]) continue;
+    ctx.globalAlpha = 0.25 + 0.75 * Math.sqrt(bins[i] / most);
+    ctx.fillRect(G + i * W / bins.length, 1, Math.max(W / bins.length, 1), STRIP_PX - 2);
+  }
+  ctx.globalAlpha = 1;
+  ctx.strokeStyle = pal.text; ctx.lineWidth = 1;
+  const a = G + S.view[0] / span * W, b = G + S.view[1] / span * W;
+  ctx.strokeRect(Math.round(a) + 0.5, 0.5, Math.max(Math.round(b - a), 2), STRIP_PX - 1);
+  ctx.fillStyle = pal.text; ctx.font = "9px system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
+  ctx.textBaseline = "middle"; ctx.textAlign = "left";
+  ctx.fillText("focused, over the trace", 4, STRIP_PX / 2);
 }
 
 function drawCounter(S, c) {

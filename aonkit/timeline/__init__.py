@@ -8,7 +8,9 @@ Tables (the analysis layer: numpy and pandas only)
     :func:`index_of` (the index of a trace, built once and kept),
     :func:`timeline_tiles` and :func:`counter_tiles` (what to draw in a
     window at a width, :mod:`.tiles`), :func:`tile_details` and
-    :func:`stacks` (what hover and selection show, :mod:`.detail`).
+    :func:`stacks` (what hover and selection show, :mod:`.detail`),
+    :class:`Focus`, :func:`focus_of` and :func:`names_matching` (a few
+    names' events at any zoom, counted and stepped through, :mod:`.focus`).
 Views (bokeh; imported on first use so that ``import aonkit`` stays light)
     :func:`timeline_view` / :class:`TimelineView` (the live view that asks
     for tiles as you zoom, :mod:`.view`), :func:`static_timeline` (the
@@ -27,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from .detail import STACK_SEPARATOR, stacks, tile_details
+from .focus import Focus, focus_of, names_matching
 from .index import TimelineIndex, timeline_index
 from .tiles import counter_tiles, index_of, timeline_tiles
 
@@ -47,8 +50,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "STACK_SEPARATOR", "CanvasTimeline", "Pyramid", "TimelineIndex", "TimelineView", "add_critical_path",
+    "STACK_SEPARATOR", "CanvasTimeline", "Focus", "Pyramid", "TimelineIndex", "TimelineView", "add_critical_path",
     "canvas_timeline", "counter_tiles",
-    "critical_boxes", "color_legend", "index_of", "stacks",
+    "critical_boxes", "color_legend", "focus_of", "index_of", "names_matching", "stacks",
     "static_timeline", "tile_details", "timeline_index", "timeline_pyramid", "timeline_tiles", "timeline_view",
 ]  # fmt: skip

@@ -19,6 +19,7 @@ from ..views import theme
 from .canvas_data import canvas_frame, pack
 from .critical import critical_boxes
 from .detail import launch_maps
+from .focus import Focus, focus_of
 from .index import TimelineIndex
 from .tiles import index_of, timeline_tiles
 from .view_data import (
@@ -50,7 +51,9 @@ class Window:
     ----------
     message : dict
         ``{"kind": "tiles", "seq", "n", "px", "window": [a_ms, b_ms], "columns": {name: [dtype, buffer]},
-        "tables", "counters": [[x spec, value spec], ...]}``.
+        "tables", "counters": [[x spec, value spec], ...], "focus": summary or None}``; with a focus the columns
+        include its marks (``f_x0``, ``f_x1``, ``f_slot``, ``f_count``) and ``f_overview``
+        (:meth:`CanvasTimeline.set_focus`).
     buffers : list of bytes
     window : tuple of (int, int, int)
         The window queried (absolute ns, the margin included) and its width in pixels.
@@ -94,6 +97,7 @@ class CanvasTimeline:
     margin: float = 0.5
     _maps: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     _series: list = field(default_factory=list, repr=False)
+    focus: Focus | None = field(default=None, repr=False)
 
     @property
     def span_ms(self) -> float:
@@ -145,11 +149,33 @@ class CanvasTimeline:
             counters.append((pts["x"].to_numpy(np.float64), pts["value"].to_numpy(np.float64)))
             columns[f"c{k}_x"], columns[f"c{k}_v"] = counters[-1]
             pairs.append((f"c{k}_x", f"c{k}_v"))
+        if self.focus is not None:
+            marks = self.focus.marks(a, b, px, self.origin_ns)
+            columns.update({f"f_{k}": v for k, v in marks.items()})
+            columns["f_overview"] = self.focus.overview(self.origin_ns, self.end_ns, width_px)
         spec, buffers = pack(columns)
         message = {"kind": "tiles", "seq": int(seq), "n": int(len(cols["x0"])), "px": px, "tables": tables,
                    "window": [(a - self.origin_ns) / 1e6, (b - self.origin_ns) / 1e6], "columns": spec,
-                   "counters": [[spec[x], spec[v]] for x, v in pairs]}  # fmt: skip
+                   "counters": [[spec[x], spec[v]] for x, v in pairs], "focus": self.focus_summary()}  # fmt: skip
         return Window(message, buffers, (a, b, px), cols, tables, counters)
+
+    def lane_names(self) -> list[str]:
+        """The distinct names of the events on the lanes (what the find box can focus)."""
+        cat = self.trace.events["name"].array
+        used = np.unique(np.asarray(cat.codes, np.int64)[self.index.row])
+        return [str(cat.categories[k]) for k in used if k >= 0]
+
+    def set_focus(self, names: list[str]) -> Focus | None:
+        """Focus the events of ``names`` (:mod:`aonkit.timeline.focus`); none: no focus. Returns the focus."""
+        self.focus = focus_of(self.trace, self.index, self.lanes, names) if names else None
+        return self.focus
+
+    def focus_summary(self) -> dict | None:
+        """What the page says of the focus: ``n`` events, ``busy_ns``, ``names`` and ``missing`` counts; or None."""
+        f = self.focus
+        if f is None:
+            return None
+        return {"n": len(f), "busy_ns": f.busy_ns, "names": len(f.names), "missing": len(f.missing)}
 
     def outline(self, trace: Trace, path: pd.DataFrame) -> dict[str, list]:
         """The boxes of a critical-path table of ``trace`` as the page draws them: ``x0``, ``x1`` (ms), ``slot``."""
@@ -167,7 +193,10 @@ class CanvasTimeline:
         if not lanes[["label", "rows"]].equals(self.lanes[["label", "rows"]]):
             raise ValueError("the trace's lanes differ from the drawn ones: build a new timeline for it")
         origin, end = span(trace, index)
-        return CanvasTimeline(trace, index, lanes, origin, end, self.margin, self._maps, counter_series(trace))
+        out = CanvasTimeline(trace, index, lanes, origin, end, self.margin, self._maps, counter_series(trace))
+        if self.focus is not None:
+            out.set_focus(self.focus.names + self.focus.missing)
+        return out
 
 
 def canvas_timeline(trace: Trace, margin: float = 0.5) -> CanvasTimeline:

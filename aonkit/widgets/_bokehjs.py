@@ -112,7 +112,7 @@ class BokehWidget(TextWidget):
         return super()._repr_mimebundle_(**kwargs)
 
 
-def bokeh_model(root: Any) -> Any:
+def bokeh_model(root: Any, synced: Any = ()) -> Any:
     """A jupyter_bokeh widget of ``root`` whose data sources go one way, from the kernel to the page.
 
     jupyter_bokeh's page side sends every change of its document back to the kernel, those the kernel's own
@@ -120,12 +120,14 @@ def bokeh_model(root: Any) -> Any:
     decoded and validated again in the kernel, and so did what the page's callbacks compute (the bars' labels,
     the highlight). aonkit's Python reads none of that. Every ``ColumnDataSource`` and ``Selection`` under
     ``root`` is made ``syncable=False``: BokehJS then makes no change event for them, so nothing is sent back,
-    while the kernel's changes still reach the page. Ranges stay synced (the dashboard re-queries on a zoom).
+    while the kernel's changes still reach the page. Ranges stay synced, and so do the models in ``synced`` (the
+    selections of tables whose picks the kernel acts on: their row numbers come back, nothing else).
     """
     from bokeh.models import ColumnDataSource, Selection
     from jupyter_bokeh.widgets import BokehModel
 
+    keep = {m.id for m in synced}
     for m in root.references():
         if isinstance(m, (ColumnDataSource, Selection)):
-            m.syncable = False
+            m.syncable = m.id in keep
     return BokehModel(root)

@@ -25,9 +25,12 @@ class Dashboard(BokehWidget, w.VBox):
 
     The timeline zooms (wheel) and pans (drag, shift+wheel) at once in the page; when the view rests the
     kernel sends :func:`aonkit.timeline_tiles` of the new window, so individual events appear as you zoom in.
-    Hovering shows an event's details, clicking a kernel outlines the op that launched it. Displayed
-    outside a notebook front end (a terminal, CI logs), it shows the text
-    summary instead.
+    Hovering shows an event's details, clicking a kernel outlines the op that launched it. Rows picked in the
+    kernel or op table (or the top-kernel card, or the roofline) become the timeline's focus: their events are
+    marked at any zoom, the rest faded, and N/P in the timeline step from one to the next
+    (:attr:`TimelineCanvas.focus <aonkit.widgets.timeline.TimelineCanvas.focus>`); a focus set otherwise (the find
+    box's Enter, :meth:`select`) picks the rows of its names. Displayed outside a notebook front end (a terminal,
+    CI logs), it shows the text summary instead.
 
     Parameters
     ----------
@@ -54,11 +57,18 @@ class Dashboard(BokehWidget, w.VBox):
         self.overview: Overview = overview(trace)
         roof = roofline_table(trace) if roofline else None
         layout, self.sources = dashboard(self.overview, roof if roof is not None and len(roof) else None)
-        self.bokeh = bokeh_model(layout)
         self.timeline: TimelineCanvas | None = None
+        self._tables = ((self.sources["kernels"], "name"), (self.sources["ops"], "op_name"))
+        self._mirrored: list[list[int]] | None = None  # the tables' picks as the focus last set them
+        self._mirroring = False
+        linked = timeline and len(trace.events)
+        self.bokeh = bokeh_model(layout, synced=[src.selected for src, _ in self._tables] if linked else ())
         parts: list[w.Widget] = [self.bokeh]
-        if timeline and len(trace.events):
+        if linked:
             self.timeline = TimelineCanvas(trace, width_px=width_px)
+            for src, _ in self._tables:
+                src.selected.on_change("indices", self._on_pick)
+            self.timeline.observe(self._on_focus, names="focus")
             if critical_path:
                 from ..analysis.critical_path import critical_path as path_of
                 from ..analysis.critical_path import prepared
@@ -73,6 +83,34 @@ class Dashboard(BokehWidget, w.VBox):
         if self.timeline is None:
             raise ValueError("this dashboard has no timeline (timeline=False or a trace with no events)")
         self.timeline.zoom(t0_ns, t1_ns)
+
+    def select(self, *names: str) -> None:
+        """Focus the timeline on the events of ``names`` and pick their rows in the tables, as a click would."""
+        if self.timeline is None:
+            raise ValueError("this dashboard has no timeline (timeline=False or a trace with no events)")
+        self.timeline.focus = list(dict.fromkeys(str(n) for n in names))
+
+    def _picks(self) -> list[list[int]]:
+        return [list(src.selected.indices) for src, _ in self._tables]
+
+    def _on_pick(self, _attr: str, _old: object, _new: object) -> None:
+        picks = self._picks()
+        if self._mirroring or picks == self._mirrored:  # the focus's own picks (or the page sending them back)
+            return
+        names = [str(src.data[col][i]) for (src, col), rows in zip(self._tables, picks) for i in rows]
+        self._mirrored = picks
+        self.timeline.focus = list(dict.fromkeys(names))  # type: ignore[union-attr]
+
+    def _on_focus(self, change: dict) -> None:
+        wanted = set(change["new"])
+        picks = [[i for i, n in enumerate(src.data[col]) if n in wanted] for src, col in self._tables]
+        self._mirrored, self._mirroring = picks, True
+        try:
+            for (src, _), rows in zip(self._tables, picks):
+                if list(src.selected.indices) != rows:
+                    src.selected.indices = rows
+        finally:
+            self._mirroring = False
 
     def plain_text(self) -> str:
         """The trace's summary as text."""

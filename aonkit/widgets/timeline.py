@@ -18,7 +18,7 @@ import anywidget
 import pandas as pd
 import traitlets
 
-from ..timeline import CanvasTimeline, canvas_timeline
+from ..timeline import CanvasTimeline, canvas_timeline, names_matching
 from ..trace import Trace
 
 WEB = Path(__file__).resolve().parent / "web"
@@ -60,6 +60,10 @@ class TimelineCanvas(anywidget.AnyWidget):
         What the last query sent (:class:`aonkit.timeline.canvas.Window`).
     seq : int
         How many windows were sent.
+    focus : list of str
+        Names whose events are marked at any zoom, the rest faded (:mod:`aonkit.timeline.focus`); the page's N
+        and P keys (:meth:`step`) go from one to the next. Set it, or press Enter in the page's find box
+        (:meth:`find`); Escape in the page clears it.
     """
 
     _esm = ESM
@@ -74,6 +78,7 @@ class TimelineCanvas(anywidget.AnyWidget):
     title = traitlets.Unicode("").tag(sync=True)
     legend = traitlets.List().tag(sync=True)
     page_px = traitlets.Int(0).tag(sync=True)
+    focus = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     def __init__(self, trace: Trace, width_px: int = 1200, t0_ns: int | None = None, t1_ns: int | None = None, *,
                  margin: float = 0.5, **kwargs: Any) -> None:  # fmt: skip
@@ -82,6 +87,9 @@ class TimelineCanvas(anywidget.AnyWidget):
                              f"{LAYOUT['gutter']}), got {width_px}")  # fmt: skip
         self.timeline: CanvasTimeline = canvas_timeline(trace, margin)
         self.seq, self._last = 0, None
+        self._step: tuple[int, list] = (-1, [])  # the last step's place in the focus's order, and its view
+        self._extra: dict = {}  # what the next message says besides its glyphs (a step's event)
+        self._last_count: dict = {}  # the focus's count in the view, as last sent
         t0 = self.origin_ns if t0_ns is None else int(t0_ns)
         t1 = self.end_ns if t1_ns is None else int(t1_ns)
         if t0 >= t1:
@@ -91,7 +99,9 @@ class TimelineCanvas(anywidget.AnyWidget):
                          groups=self.timeline.groups(), span_ms=self.timeline.span_ms, legend=self.timeline.legend(),
                          view=[(t0 - self.origin_ns) / 1e6, (t1 - self.origin_ns) / 1e6], **kwargs)  # fmt: skip
         self.window = (0, 0, 0)
+        self._quiet = False
         self.observe(self._on_view, names="view")
+        self.observe(self._on_focus, names="focus")
         self.on_msg(self._message)
         self.update(t0, t1)
 
@@ -125,8 +135,10 @@ class TimelineCanvas(anywidget.AnyWidget):
         self.seq += 1
         got = self.timeline.query(t0_ns, t1_ns, self.plot_px, self.seq)
         self.columns, self.tables, self.counters, self.window = got.columns, got.tables, got.counters, got.window
-        self._last = (got.message, got.buffers)
-        self.send(got.message, got.buffers)
+        message = {**got.message, **self._extra}
+        self._extra = {}
+        self._last = (message, got.buffers)
+        self.send(message, got.buffers)
 
     def covers(self, t0_ns: int, t1_ns: int) -> bool:
         """Whether the glyphs at hand serve the window: inside the last query, at nearly its scale."""
@@ -139,18 +151,84 @@ class TimelineCanvas(anywidget.AnyWidget):
 
     def _on_view(self, change: dict) -> None:
         v = change["new"]  # from the page: two finite numbers, the first the smaller, or nothing is queried
-        if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) and math.isfinite(x)
-                                                            for x in v) and v[0] < v[1]):  # fmt: skip
+        if self._quiet or not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) and
+                                                                            math.isfinite(x) for x in v) and
+                               v[0] < v[1]):  # fmt: skip
             return
         t0, t1 = self.range_window()
         if t1 > t0 and not self.covers(t0, t1):
             self.update(t0, t1)
+        self._count()
+
+    def _count(self) -> None:
+        """Tell the page how many focused events reach into its view (it counts the boxes drawn meanwhile)."""
+        f = self.timeline.focus
+        if f is not None:
+            self._last_count = {"kind": "count", "view": list(self.view), "n": f.count(*self.range_window())}
+            self.send(self._last_count)
+
+    def _on_focus(self, change: dict) -> None:
+        self.timeline.set_focus(list(change["new"]))
+        self._step = (-1, [])
+        self.update(*self.range_window())  # the same window, with the focus's marks
+        self._count()
 
     def _message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("kind") == "hello" and self._last is not None:
+        if not isinstance(content, dict):
+            return
+        kind = content.get("kind")
+        if kind == "hello" and self._last is not None:
             self.send(*self._last)  # a view that starts (a reload, a second view) gets the glyphs at hand
+            if self.timeline.focus is not None and self._last_count:
+                self.send(self._last_count)
+        elif kind == "step" and content.get("dir") in (1, -1):
+            self.step(content["dir"])
+        elif kind == "find" and isinstance(content.get("text"), str):
+            self.find(content["text"])
 
     # ---- what a notebook calls ---------------------------------------------------------------------------------
+    def step(self, direction: int = 1) -> int:
+        """Show the next (``direction`` 1) or previous (-1) focused event, selected; return its row (-1: no focus).
+
+        The row is of ``trace.events``. A step goes from the event the last step showed while the view is still the
+        one it set, else from the view's middle. The view keeps its width unless the event would fill too little or
+        too much of it (:meth:`aonkit.timeline.focus.Focus.window_for`).
+        """
+        f = self.timeline.focus
+        if f is None or not len(f):
+            return -1
+        t0, t1 = self.range_window()
+        place = f.step((t0 + t1) // 2, direction, self._step[0] if self._step[1] == list(self.view) else -1)
+        a, b = f.window_for(place, t1 - t0)
+        row = int(f.row[f.order[place]])
+        self._quiet = True  # one query below, for the new view and the step's event together
+        try:
+            self.zoom(a, b)
+        finally:
+            self._quiet = False
+        self._step = (place, list(self.view))
+        self._extra = {"select": row, "place": place}
+        self.update(*self.range_window())
+        self._count()
+        return row
+
+    def find(self, text: str) -> list[str]:
+        """Focus every name on the lanes that the find box's ``text`` matches, and return them.
+
+        ``text`` is read by :func:`~aonkit.timeline.focus.names_matching`. A pattern that does not compile focuses
+        nothing, and the page says why.
+        """
+        try:
+            names = names_matching(self.timeline.lane_names(), text)
+        except ValueError as e:
+            names = []
+            self.send({"kind": "note", "text": str(e)})
+        else:
+            if not names and text.strip():
+                self.send({"kind": "note", "text": "no event on the lanes matches that"})
+        self.focus = names
+        return names
+
     def range_window(self) -> tuple[int, int]:
         """The page's view as absolute ns."""
         lo, hi = self.view

@@ -1,0 +1,179 @@
+"""Every event of a few names across the whole timeline: where they are at any zoom, how many, the next one.
+
+A dashboard's table says a kernel ran 340 times for 12 ms; the timeline of one window shows a few of them, and
+zoomed out they hide inside bins named after the longest event of each pixel. :class:`Focus` holds the events
+of the chosen names (the lanes' events whose name is one of them) and answers, for a window at a width,
+:meth:`Focus.marks`: their boxes merged where they share a pixel of a track (at most one box per pixel and track,
+whatever the count), with how many events each box holds; :meth:`Focus.overview`: how many start in each part
+of the trace; :meth:`Focus.step`: the next or previous one in time, for the page's N/P keys. Pure numpy.
+
+:func:`names_matching` is the timeline's find box read the same way in the kernel (a case-insensitive
+substring, or ``/regex/flags``), so that Enter in the box focuses every name that matches across the trace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..trace import Trace
+from .index import TimelineIndex
+
+STEP_FILL = (0.02, 0.6)
+"""A step keeps the view's width while the event it shows fills between these shares of it; else the view is
+made as wide as puts the event at the nearer bound (a kernel too short to see is zoomed into)."""
+STEP_MIN_NS = 10_000
+"""The narrowest view a step makes (an instant, or an event of a few ns, in 10 us of context)."""
+_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
+_JS_ONLY = set("guyd")  # flags of JavaScript's RegExp with no meaning for a test of one name
+
+
+@dataclass
+class Focus:
+    """The events named in ``names`` among a timeline's lanes (build with :func:`focus_of`).
+
+    Attributes
+    ----------
+    names : list of str
+        The names asked for that name events on the lanes, in the order asked.
+    missing : list of str
+        The names asked for that name no event on a lane.
+    ts, end, slot, track, row : numpy.ndarray
+        Per event, by track then start (the index's order): start and end (ns; ``end`` at least ``ts + 1``),
+        the page's slot (lane slot plus depth), the index's track, the ``trace.events`` row.
+    order : numpy.ndarray
+        Positions into those arrays by start, then slot, then row: the order :meth:`step` walks.
+    busy_ns : int
+        The events' summed durations.
+    """
+
+    names: list[str]
+    missing: list[str]
+    ts: np.ndarray
+    end: np.ndarray
+    slot: np.ndarray
+    track: np.ndarray
+    row: np.ndarray
+    order: np.ndarray
+    busy_ns: int
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def marks(self, a_ns: int, b_ns: int, width_px: int, origin_ns: int) -> dict[str, np.ndarray]:
+        """Boxes of the events in ``[a_ns, b_ns)`` drawn ``width_px`` wide: one per run sharing pixels of a track.
+
+        Returns ``x0``, ``x1`` (ms since ``origin_ns``: the run's first start and latest end), ``slot`` and
+        ``count`` (events in the run), int32 where integer. A run ends where the next event of its track starts
+        in a pixel after every pixel the run covers, so there are at most ``width_px`` runs a track.
+        """
+        a, b, px = int(a_ns), int(b_ns), max(int(width_px), 1)
+        keep = np.flatnonzero((self.end > a) & (self.ts < b))
+        ts, end, track = self.ts[keep], self.end[keep], self.track[keep]
+        per_px = (b - a) / px
+        p0 = np.clip(np.floor((ts - a) / per_px), 0, px - 1).astype(np.int64)
+        p1 = np.clip(np.floor((end - 1 - a) / per_px), 0, px - 1).astype(np.int64)
+        rank = np.cumsum(np.r_[0, np.diff(track) != 0]) if len(track) else track  # dense track rank, ascending
+        reach = np.maximum.accumulate(rank * (px + 1) + p1) - rank * (px + 1)  # latest pixel so far, per track
+        new = np.ones(len(ts), bool)
+        new[1:] = (track[1:] != track[:-1]) | (p0[1:] > reach[:-1])
+        starts = np.flatnonzero(new)
+        x1 = np.maximum.reduceat(end, starts) if len(starts) else end[:0]
+        return {"x0": (ts[starts] - origin_ns) / 1e6, "x1": (x1 - origin_ns) / 1e6,
+                "slot": self.slot[keep][starts].astype(np.int32),
+                "count": np.diff(np.r_[starts, len(ts)]).astype(np.int32)}  # fmt: skip
+
+    def count(self, a_ns: int, b_ns: int) -> int:
+        """How many of the events reach into ``[a_ns, b_ns)``."""
+        return int(np.count_nonzero((self.end > int(a_ns)) & (self.ts < int(b_ns))))
+
+    def overview(self, origin_ns: int, end_ns: int, bins: int) -> np.ndarray:
+        """How many of the events start in each of ``bins`` equal parts of ``[origin_ns, end_ns)`` (int32)."""
+        bins = max(int(bins), 1)
+        span = max(int(end_ns) - int(origin_ns), 1)
+        at = np.clip((self.ts - int(origin_ns)) * bins // span, 0, bins - 1)
+        return np.bincount(at, minlength=bins).astype(np.int32)
+
+    def step(self, at_ns: int, direction: int, current: int = -1) -> int:
+        """The place in :attr:`order` of the next (``direction`` > 0) or previous event; -1 when there is none.
+
+        From ``current`` (a place in :attr:`order`) when it is one, else from the first event starting after
+        ``at_ns`` (or the last starting before it); past either end it wraps around.
+        """
+        n = len(self.order)
+        if n == 0:
+            return -1
+        if 0 <= current < n:
+            return (current + (1 if direction > 0 else -1)) % n
+        starts = self.ts[self.order]
+        if direction > 0:
+            k = int(np.searchsorted(starts, int(at_ns), side="right"))
+            return k if k < n else 0
+        k = int(np.searchsorted(starts, int(at_ns), side="left")) - 1
+        return k if k >= 0 else n - 1
+
+    def window_for(self, place: int, view_ns: int) -> tuple[int, int]:
+        """The view that shows the event at ``place`` of :attr:`order`, centred on it.
+
+        It is ``view_ns`` wide while the event fills a share of it within :data:`STEP_FILL`, else as wide as puts
+        the event at the nearer bound.
+        """
+        i = self.order[place]
+        t0, t1 = int(self.ts[i]), int(self.end[i])
+        lo, hi = STEP_FILL
+        width = max(min(int(view_ns), int((t1 - t0) / lo)), int(np.ceil((t1 - t0) / hi)), STEP_MIN_NS)
+        mid = (t0 + t1) // 2
+        return mid - width // 2, mid - width // 2 + width
+
+
+def focus_of(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, names: Iterable[str]) -> Focus:
+    """The :class:`Focus` of ``names`` on the lanes of ``index`` (``slots``: :func:`~.view_data.lane_slots`)."""
+    asked = list(dict.fromkeys(str(n) for n in names))  # each once, in the order asked
+    cat = trace.events["name"].array
+    lookup = {str(v): k for k, v in enumerate(cat.categories)}
+    codes = np.array([lookup[n] for n in asked if n in lookup], np.int64)
+    on_lane = np.asarray(cat.codes, np.int64)[index.row]
+    pos = np.flatnonzero(np.isin(on_lane, codes))
+    seen = set(on_lane[pos].tolist())
+    track = np.repeat(np.arange(len(index.track_lane), dtype=np.int64), np.diff(index.track_off))[pos]
+    slot = slots["slot"].to_numpy(np.int64)[index.track_lane[track]] + index.track_depth[track]
+    ts, end, row = index.ts[pos], np.maximum(index.end[pos], index.ts[pos] + 1), index.row[pos]
+    order = np.lexsort((row, slot, ts)).astype(np.int64)
+    dur = trace.events["dur_ns"].to_numpy()[row]
+    return Focus([n for n in asked if lookup.get(n, -1) in seen], [n for n in asked if lookup.get(n, -1) not in seen],
+                 ts, end, slot, track, row, order, int(np.maximum(dur, 0).sum()))  # fmt: skip
+
+
+def names_matching(names: Sequence[str], text: str) -> list[str]:
+    """The ``names`` the timeline's find box matches with ``text``, in their order.
+
+    ``text`` is a substring (case-insensitive), or ``/pattern/flags``: a regular expression searched in each name,
+    case-insensitive as in the page (flags ``m`` and ``s`` as Python's; ``g``, ``u``, ``y``, ``d`` change nothing
+    for one name). Empty text matches nothing.
+
+    Raises
+    ------
+    ValueError
+        When the pattern does not compile in Python or names an unknown flag (the message says which).
+    """
+    t = (text or "").strip()
+    if not t:
+        return []
+    m = re.fullmatch(r"/(.+)/([a-z]*)", t, flags=re.DOTALL)
+    if m is None:
+        low = t.casefold()
+        return [n for n in names if low in n.casefold()]
+    flags = re.IGNORECASE
+    for f in m.group(2):
+        if f not in _FLAGS and f not in _JS_ONLY:
+            raise ValueError(f"find: unknown regular-expression flag {f!r} in {t!r} (flags: i, m, s)")
+        flags |= _FLAGS.get(f, 0)
+    try:
+        pattern = re.compile(m.group(1), flags)
+    except re.error as e:
+        raise ValueError(f"find: the regular expression {m.group(1)!r} does not compile: {e}") from None
+    return [n for n in names if pattern.search(n)]
