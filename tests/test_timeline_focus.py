@@ -252,3 +252,10 @@ def test_the_page_marks_counts_and_steps_through_the_focus(page) -> None:
     assert page.evaluate("() => [window.state.focus, window.el.dataset.selected]") == [w.focus, ""]
     page.keyboard.press("Escape")
     assert page.evaluate("() => window.state.focus") == []
+    # F focuses the name of the event selected (a click on it): its events, the others faded
+    row = w.step(1)
+    render(page, w)
+    name = str(trace.events["name"].iat[row])
+    page.evaluate("() => window.el.querySelector('.aon-timeline').focus()")
+    page.keyboard.press("f")
+    assert page.evaluate("() => window.state.focus") == [name]

@@ -97,7 +97,7 @@ function render({model, el}) {
     const help = document.createElement("span");
     help.className = "aon-timeline-help";
     help.textContent = "wheel: zoom · drag: pan · shift+drag: measure · click: select · W/S/A/D · dbl-click: all" +
-                       " · Enter in find: focus, N/P: next/previous";
+                       " · F or Enter in find: focus, N/P: next/previous";
     key.appendChild(help);
     root.appendChild(key);
     S.fit = widthFor(el.clientWidth);
@@ -269,8 +269,8 @@ function render({model, el}) {
   }
 
   function keys(ev) {
-    // W/S zoom in and out (around the pointer), A/D pan, N/P the next or previous focused event, Escape drops the
-    // measure and the selection, then the focus. Every other
+    // W/S zoom in and out (around the pointer), A/D pan, F focuses the selected event's name, N/P the next or
+    // previous focused event, Escape drops the measure and the selection, then the focus. Every other
     // key stops here too, so that JupyterLab's command-mode shortcuts (D D deletes a cell) never see it.
     if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.key === "Tab" || !S.view) return;
     ev.stopPropagation();
@@ -285,6 +285,11 @@ function render({model, el}) {
       setView(S.view[0] + d, S.view[1] + d);
     } else if (k === "n" || k === "p") {
       step(k === "n" ? 1 : -1);
+    } else if (k === "f" && S.tiles && S.selected >= 0) {  // focus the selected glyph's name (a bin's: its longest)
+      S.place = -1; S.note = "";
+      model.set("focus", [S.tiles.names[S.tiles.cols.name[S.selected]]]);
+      model.save_changes();
+      refind();
     } else if (k === "escape") {  // the measure and the selection first, then the focus
       if (!S.measure && S.selected < 0 && S.tiles && S.tiles.focus) unfocus();
       S.measure = null; S.selected = -1; el.dataset.selected = ""; later();
