@@ -477,10 +477,15 @@ def test_the_compared_timelines_stay_linked_when_the_retimed_one_is_replaced(tmp
     assert list(p.children[-2:]) == [p.measured, p.timeline]
     assert p._link.source == (p.measured, "view") and p._link.target == (p.timeline, "view")
     assert p.measured.critical == p.timeline.critical  # no change yet: the same path
+    p.measured.focus = ["relu"]  # a focus on either is the other's
+    assert p.timeline.focus == ["relu"] and len(p.timeline.timeline.focus) > 0
     first = p.timeline
     p.pattern.value, p.pattern_scale.value = "^aten::add$", 0.0  # the op scaled to nothing: other lanes
     assert p.timeline is not first and p.children[-1] is p.timeline
     assert p._link.source == (p.measured, "view") and p._link.target == (p.timeline, "view")  # linked anew
+    assert p.timeline.focus == ["relu"]  # the focus carried over, and linked anew
+    p.timeline.focus = []
+    assert p.measured.focus == [] and first.focus == ["relu"]  # the old timeline is out of the link
 
 
 def test_a_faster_straggler_shortens_the_job_by_the_planted_numbers(tmp_path: Path) -> None:

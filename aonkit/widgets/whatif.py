@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import ipywidgets as w
+import traitlets
 
 from ..analysis.critical_path import Rule, WhatIf, what_if
 from ..analysis.whatif_batch import batch_rules, batch_scales
@@ -128,7 +129,7 @@ class WhatIfPanel(TextWidget, w.VBox):
                                                title="as measured (the model with no change); critical path outlined")
                 self.measured.outline(self.measured.trace, self._result.critical_path)
                 parts.append(self.measured)
-                self._link = w.jslink((self.measured, "view"), (self.timeline, "view"))
+                self._link_pair()
             parts.append(self.timeline)
         super().__init__(parts)
 
@@ -200,9 +201,16 @@ class WhatIfPanel(TextWidget, w.VBox):
             self.timeline = self._new_timeline(trace, old.width_px)
             if self._link is not None:
                 self._link.close()
-                self._link = w.jslink((self.measured, "view"), (self.timeline, "view"))
+                self._focus_link.unlink()
+                self.timeline.focus = list(old.focus)
+                self._link_pair()
             self.children = (*self.children[:-1], self.timeline)
             old.close()
+
+    def _link_pair(self) -> None:
+        """The measured and re-timed timelines move together in the page and share their focus (in the kernel)."""
+        self._link = w.jslink((self.measured, "view"), (self.timeline, "view"))
+        self._focus_link = traitlets.link((self.measured, "focus"), (self.timeline, "focus"))
 
     def _new_timeline(self, trace: Trace, width_px: int) -> TimelineCanvas:
         """The re-timed trace's timeline, with the current critical path outlined (``timeline.critical``)."""
