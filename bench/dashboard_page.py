@@ -13,6 +13,10 @@ Either timeline is measured, whichever the checkout's dashboard has: the canvas 
 view set through the element's test hook, as a wheel sets it; "first frame" is its redraw from the glyphs at
 hand, before the kernel answers) or the bokeh one of session 34 and before (its x range set; no first frame).
 
+``--picks N`` (canvas timeline only): then N rows of the kernel table are clicked, one after another, each timed
+from the click to the timeline's focus on that kernel with the kernel's exact count for the view in the page
+(the pick's way through jupyter_bokeh to the kernel, the focus's query, its glyphs and count back), and to drawn.
+
 Prints markdown; writes only a temporary notebook.
 """
 
@@ -66,6 +70,34 @@ CANVAS_ZOOM_JS = """async ([start, end]) => {
   return [r, performance.now() - t0, v[0], v[1], first];
 }"""
 
+PICK_JS = """async (k) => {
+  // click the k-th visible row of the kernel table (SlickGrid, inside BokehJS's shadow roots), time the focus
+  const deep = (root, sel, out = []) => {
+    out.push(...root.querySelectorAll(sel));
+    for (const e of root.querySelectorAll('*')) if (e.shadowRoot) deep(e.shadowRoot, sel, out);
+    return out;
+  };
+  const rows = deep(document, '.slick-row').filter((r) => r.offsetParent !== null);
+  if (rows.length <= k) return 'no row ' + k;
+  const cells = rows[k].querySelectorAll('.slick-cell');
+  const name = cells[0].textContent.trim();
+  const el = document.querySelector('.aon-timeline').parentElement;
+  const seq = Number(el.dataset.seq);
+  const until = (f) => new Promise((r) => { const go = () => (f() ? r() : setTimeout(go, 1)); go(); });
+  const t0 = performance.now();
+  cells[2].dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true, view: window}));
+  const r = await Promise.race([
+    (async () => {
+      await until(() => { const f = el.aonTimeline.focus; return f.length === 1 && f[0] === name
+        && Number(el.dataset.seq) > seq && el.dataset.focusExact === '1'; });
+      return performance.now() - t0;
+    })(),
+    new Promise((r) => setTimeout(() => r('timeout'), 30000))]);
+  if (r === 'timeout') return 'no focus on ' + name + ' in 30 s';
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return [r, performance.now() - t0];
+}"""
+
 SENT_JS = """() => {
   window.__aonSentBytes = 0;
   const send = WebSocket.prototype.send;
@@ -95,6 +127,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trace", default=str(ROOT / "sample_traces" / "gpu_synthetic_rank0.json.gz"))
     ap.add_argument("--zooms", type=int, default=12)
+    ap.add_argument("--picks", type=int, default=0, help="then time N kernel-table picks (see the module doc)")
     a = ap.parse_args()
     from bench._lab import notebook_page, page_metrics
 
@@ -140,6 +173,19 @@ def main() -> None:
         print(f"| {len(rows)} | {f'{statistics.median(first):.0f}' if first else '-'} | {statistics.median(ans):.0f} "
               f"| {max(ans):.0f} | {statistics.median(drawn):.0f} | {max(drawn):.0f} | {task * 1e3 / len(rows):.0f} | "
               f"{cpu:.0f} | {sent / len(rows):,.0f} |")
+        if a.picks and canvas:
+            picks = []
+            for k in range(a.picks):
+                r = page.evaluate(PICK_JS, k % 8)  # eight different rows in turn
+                if isinstance(r, str):
+                    sys.exit(r)
+                picks.append(r)
+                page.wait_for_timeout(600)
+            got, drawn = [r[0] for r in picks], [r[1] for r in picks]
+            print("\n### A kernel-table pick to the timeline's focus, ms\n")
+            print("| picks | focus with its count: median | worst | drawn: median | worst |\n|---:|---:|---:|---:|---:|")
+            print(f"| {len(picks)} | {statistics.median(got):.0f} | {max(got):.0f} | {statistics.median(drawn):.0f} | "
+                  f"{max(drawn):.0f} |")
 
 
 if __name__ == "__main__":
