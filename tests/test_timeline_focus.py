@@ -157,6 +157,18 @@ def test_the_widget_sends_the_focus_with_its_glyphs_and_steps_on_n_and_p() -> No
     n = len(w.sent)
     w.view = [w.view[0] + 0.01, w.view[1] + 0.01]
     assert len(w.sent) == n + 1 and w.sent[-1][0]["kind"] == "count" and w.sent[-1][0]["view"] == w.view
+    # a step to an event at the trace's first or last nanosecond keeps the view inside the trace (as the page would
+    # clamp it; the count is then for the view the page shows)
+    index = w.timeline.index
+    ends = [str(trace.events["name"].iat[int(index.row[k])]) for k in (index.ts.argmin(), index.end.argmax())]
+    saved = w.focus
+    w.focus = ends
+    w._step = (len(w.timeline.focus) - 1, list(w.view))  # as if the last step had shown the last: N wraps
+    for direction in (1, 1, -1):  # the first (the profiler's span: the whole trace), the next, the first again
+        w.step(direction)
+        a, b = w.range_window()
+        assert w.origin_ns <= a < b <= w.end_ns and w.sent[-1][0]["view"] == w.view
+    w.focus = saved
     # a pattern Python cannot compile: the page is told why, and the focus is cleared
     w._message(w, {"kind": "find", "text": "/(/"}, [])
     assert w.sent[-2][0]["kind"] == "note" and "does not compile" in w.sent[-2][0]["text"]

@@ -200,6 +200,8 @@ class TimelineCanvas(anywidget.AnyWidget):
         t0, t1 = self.range_window()
         place = f.step((t0 + t1) // 2, direction, self._step[0] if self._step[1] == list(self.view) else -1)
         a, b = f.window_for(place, t1 - t0)
+        shift = max(self.origin_ns - a, 0) or min(self.end_ns - b, 0)  # inside the trace, as the page would put it
+        a, b = max(a + shift, self.origin_ns), min(b + shift, self.end_ns)
         row = int(f.row[f.order[place]])
         self._quiet = True  # one query below, for the new view and the step's event together
         try:
