@@ -11,6 +11,7 @@ import aonkit
 from aonkit.timeline.focus import STEP_FILL, STEP_MIN_NS, focus_of, names_matching
 from aonkit.timeline.tiles import index_of
 from aonkit.timeline.view_data import lane_slots, span
+from aonkit.units import fmt_ns
 from aonkit.widgets.timeline import TimelineCanvas
 
 from .conftest import SAMPLE_TRACES as SAMPLES
@@ -112,8 +113,16 @@ def test_steps_walk_the_events_in_time_and_wrap() -> None:
     for width, want in ((d * 10, d * 10), (d, int(np.ceil(d / STEP_FILL[1]))), (d * 1000, int(d / STEP_FILL[0]))):
         a, b = f.window_for(0, width)
         assert b - a == max(want, STEP_MIN_NS) and a <= f.ts[i] and f.end[i] <= b
+    # the durations: the same as the trace's own column of these events; the longest is the first of the largest
+    dur = trace.events["dur_ns"].to_numpy()[f.row].astype(np.float64)
+    st = f.stats()
+    assert st == {"mean": dur.mean(), "min": dur.min(), "p50": np.percentile(dur, 50), "p90": np.percentile(dur, 90),
+                  "p99": np.percentile(dur, 99), "max": dur.max()}  # fmt: skip
+    longest = f.longest()
+    assert f.dur[f.order[longest]] == dur.max() and all(f.dur[f.order[:longest]] < dur.max())
     empty = focus_of(trace, index, slots, ["no such name"])
     assert len(empty) == 0 and empty.step(origin, 1) == -1 and empty.missing == ["no such name"]
+    assert empty.stats() == {} and empty.longest() == -1
 
 
 def test_find_reads_the_box_as_the_page_does() -> None:
@@ -137,7 +146,8 @@ def test_the_widget_sends_the_focus_with_its_glyphs_and_steps_on_n_and_p() -> No
     msg, buffers = w.tiles()
     f = w.timeline.focus
     assert w.focus == f.names and all("nccl" in n.lower() for n in w.focus) and len(w.focus) >= 2
-    assert msg["focus"] == {"n": len(f), "busy_ns": f.busy_ns, "names": len(f.names), "missing": 0}
+    assert msg["focus"] == {"n": len(f), "busy_ns": f.busy_ns, "names": len(f.names), "missing": 0,
+                            "stats": f.stats()}  # fmt: skip
     counts = np.frombuffer(buffers[msg["columns"]["f_count"][1]], "<i4")
     assert counts.sum() == len(f)  # the whole trace is in the first window
     assert w.sent[-1][0] == {"kind": "count", "view": w.view, "n": len(f)}  # and so in the view
@@ -153,6 +163,13 @@ def test_the_widget_sends_the_focus_with_its_glyphs_and_steps_on_n_and_p() -> No
     w._message(w, {"kind": "step", "dir": 1}, [])
     w._message(w, {"kind": "step", "dir": -1}, [])
     assert w.tiles()[0]["place"] == place  # N then P: back to the same event
+    # L: the longest, selected; N goes on from it in time
+    w._message(w, {"kind": "longest"}, [])
+    assert w.tiles()[0]["place"] == f.longest() and w.tiles()[0]["select"] == int(f.row[f.order[f.longest()]])
+    w.step(1)
+    assert w.tiles()[0]["place"] == (f.longest() + 1) % len(f)
+    with pytest.raises(ValueError, match="no focused event at place"):
+        w.show_focused(len(f))
     # a pan in the page that needs no query still gets the count for its view
     n = len(w.sent)
     w.view = [w.view[0] + 0.01, w.view[1] + 0.01]
@@ -225,7 +242,11 @@ def test_the_page_marks_counts_and_steps_through_the_focus(page) -> None:
     ds = render(page, w)  # the glyphs first: the boxes' count, said to be rough
     assert ds["focus"] == str(boxes) and ds["focusExact"] == ""
     bar = page.evaluate("() => window.el.querySelector('.aon-timeline-focus-text').textContent")
-    assert bar.startswith(f"focus: {len(f):,} events of {len(f.names)} names, ") and f"about {boxes} in view" in bar
+    st = f.stats()
+    assert bar.startswith(f"focus: {len(f):,} events of {len(f.names)} names, {fmt_ns(f.busy_ns)} in all (mean "
+                          f"{fmt_ns(st['mean'])}, longest {fmt_ns(st['max'])}) · ") and f"about {boxes} in view" in bar
+    title = page.evaluate("() => window.el.querySelector('.aon-timeline-focus-text').title")
+    assert title == " · ".join(f"{k} {fmt_ns(st[k])}" for k in ("min", "p50", "p90", "p99", "max"))
     page.evaluate("(m) => { window.handlers['msg:custom'](m, []); }", w.sent[-1][0])  # then the kernel's count
     page.wait_for_timeout(50)
     assert page.evaluate("() => [window.el.dataset.focus, window.el.dataset.focusExact]") == [str(exact), "1"]
@@ -247,10 +268,12 @@ def test_the_page_marks_counts_and_steps_through_the_focus(page) -> None:
     page.mouse.click(box[0] + 5, box[1] + 5)  # on the lane labels: the timeline has the keys, nothing selected
     page.keyboard.press("n")
     page.keyboard.press("p")
+    page.keyboard.press("l")
     page.fill(".aon-timeline-find", "/gemm/")
     page.press(".aon-timeline-find", "Enter")
     assert page.evaluate("() => window.sent.filter((m) => m.kind !== 'hello')") == [
-        {"kind": "step", "dir": 1}, {"kind": "step", "dir": -1}, {"kind": "find", "text": "/gemm/"}]
+        {"kind": "step", "dir": 1}, {"kind": "step", "dir": -1}, {"kind": "longest"},
+        {"kind": "find", "text": "/gemm/"}]
     # a step's answer selects its event and says which one it is
     row = w.step(1)
     ds = render(page, w)

@@ -13,12 +13,14 @@
 // focus [names] (their events marked at any zoom, the rest faded; Python or the page sets it).
 // Messages from Python: {kind: "tiles", ...} with buffers (timeline_data.js); {kind: "note", text} (why a find
 // focused nothing); {kind: "count", view, n} (the focused events reaching into that view, counted exactly). To Python: {kind: "hello"} when a view starts (the current tiles come back); {kind: "step",
-// dir: 1 | -1} (N, P: the next or previous focused event); {kind: "find", text} (Enter in the find box).
+// dir: 1 | -1} (N, P: the next or previous focused event); {kind: "longest"} (L); {kind: "find", text} (Enter in
+// the find box).
 // After each draw the element gets data-drawn (a count), data-seq (the tiles drawn), data-view, data-labels and,
 // for a selection, data-selected (the event row) and data-highlight (boxes outlined), and with a focus
 // data-focus (its events in view); an "aon-drawn" event's detail is the draw's ms.
 //
-// Part 4 of 4 (after charts_axes.js, timeline_data.js and timeline_draw.js, joined by aonkit.widgets.timeline).
+// Part 5 of 5 (after charts_axes.js, timeline_data.js, timeline_draw.js and timeline_focus.js, joined by
+// aonkit.widgets.timeline).
 
 const DEBOUNCE_MS = 16;  // one frame: ipywidgets sends a view at once and holds the next until the kernel answers
 
@@ -57,49 +59,11 @@ function render({model, el}) {
       t.textContent = model.get("title");  // text, never HTML
       root.appendChild(t);
     }
-    const key = document.createElement("div");  // the colour key: swatches and text nodes
-    key.className = "aon-timeline-key";
-    for (const [label, color] of model.get("legend") || []) {
-      const item = document.createElement("span"), sw = document.createElement("span");
-      sw.className = "aon-timeline-swatch";
-      sw.style.background = color;
-      item.append(sw, document.createTextNode(label));
-      key.appendChild(item);
-    }
-    const find = document.createElement("input");
-    find.type = "search";
-    find.className = "aon-timeline-find";
-    find.placeholder = "find: name or /regex/";
-    find.value = S.findText;
-    find.title = "Enter: focus every name that matches, over the whole trace (then N/P: next/previous)";
-    find.addEventListener("input", () => { S.findText = find.value; S.note = ""; refind(); });
-    find.addEventListener("keydown", (ev) => {
-      if (ev.key !== "Enter") return;
-      ev.preventDefault();
-      model.send({kind: "find", text: find.value});
-    });
-    const count = document.createElement("span");
-    count.className = "aon-timeline-count";
-    key.append(find, count);
-    const bar = document.createElement("span");  // the focus: what it holds, and its buttons
-    bar.className = "aon-timeline-focus";
-    const words = document.createElement("span");
-    words.className = "aon-timeline-focus-text";
-    bar.appendChild(words);
-    for (const [label, title, act] of [["\u25C0", "previous (P)", () => step(-1)], ["\u25B6", "next (N)", () => step(1)],
-                                       ["\u2715", "clear the focus (Escape)", () => unfocus()]]) {
-      const b = document.createElement("button");
-      b.type = "button"; b.textContent = label; b.title = title;
-      b.addEventListener("click", act);
-      bar.appendChild(b);
-    }
-    key.appendChild(bar);
-    const help = document.createElement("span");
-    help.className = "aon-timeline-help";
-    help.textContent = "wheel: zoom · drag: pan · shift+drag: measure · click: select · W/S/A/D · dbl-click: all" +
-                       " · F or Enter in find: focus, N/P: next/previous";
-    key.appendChild(help);
-    root.appendChild(key);
+    root.appendChild(keyBar(model.get("legend") || [], S.findText, {
+      input: (text) => { S.findText = text; S.note = ""; refind(); },
+      find: (text) => model.send({kind: "find", text}),
+      step, unfocus,
+    }));
     S.fit = widthFor(el.clientWidth);
     const W = S.fit, total = rows() * ROW;
     const visible = Math.min(total, L.max_height);
@@ -153,9 +117,9 @@ function render({model, el}) {
     later();
   }
 
-  function step(dir) {
+  function step(dir) {  // 1, -1: the next or previous focused event; 0: the longest
     if (!S.tiles || !S.tiles.focus || !S.tiles.focus.n) return;
-    model.send({kind: "step", dir});
+    model.send(dir ? {kind: "step", dir} : {kind: "longest"});
   }
 
   function unfocus() {
@@ -186,6 +150,7 @@ function render({model, el}) {
     if (bar) {
       bar.style.display = f ? "" : "none";
       bar.firstChild.textContent = focusText(f, inView, S.place, !exact);
+      bar.firstChild.title = focusTitle(f);
     }
     el.dataset.focus = f ? String(inView) : "";
     el.dataset.focusExact = exact ? "1" : "";
@@ -270,7 +235,7 @@ function render({model, el}) {
 
   function keys(ev) {
     // W/S zoom in and out (around the pointer), A/D pan, F focuses the selected event's name, N/P the next or
-    // previous focused event, Escape drops the measure and the selection, then the focus. Every other
+    // previous focused event, L the longest, Escape drops the measure and the selection, then the focus. Every other
     // key stops here too, so that JupyterLab's command-mode shortcuts (D D deletes a cell) never see it.
     if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.key === "Tab" || !S.view) return;
     ev.stopPropagation();
@@ -283,8 +248,8 @@ function render({model, el}) {
     } else if (k === "a" || k === "d") {
       const d = (k === "a" ? -0.2 : 0.2) * w;
       setView(S.view[0] + d, S.view[1] + d);
-    } else if (k === "n" || k === "p") {
-      step(k === "n" ? 1 : -1);
+    } else if (k === "n" || k === "p" || k === "l") {
+      step(k === "n" ? 1 : k === "p" ? -1 : 0);
     } else if (k === "f" && S.tiles && S.selected >= 0) {  // focus the selected glyph's name (a bin's: its longest)
       S.place = -1; S.note = "";
       model.set("focus", [S.tiles.names[S.tiles.cols.name[S.selected]]]);
@@ -403,4 +368,4 @@ function render({model, el}) {
 
 export default {render};
 export const parts = {fmtNs, decode, hit, stackText, tipLines, barLabels, highlightBoxes, clampView, matcher,
-                      matches, focusInView, focusText};  // for tests
+                      matches, focusInView, focusText, focusTitle};  // for tests

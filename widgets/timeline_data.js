@@ -6,7 +6,7 @@
 // short events, the longest one's details), busy_ns, dur_ns, correlation, row, name, cat, color (codes into the
 // message's tables), stack (a node of the window's stack tree: anc_parent, anc_name), and
 // the boxes of a GPU glyph's launching op and launch call (op_x0, op_x1, op_slot, launch_...; NaN for none).
-// With a focus (aonkit.timeline.focus) the message's focus is {n, busy_ns, names, missing} and its columns add the
+// With a focus (aonkit.timeline.focus) the message's focus is {n, busy_ns, names, missing, stats} and its columns add the
 // focused events' boxes merged per pixel (f_x0, f_x1, f_slot, f_count) and where they are over the whole trace
 // (f_overview: counts per part); a step's message names its event (select: a row) and place (in time order).
 
@@ -52,25 +52,6 @@ function decode(msg, buffers) {
   d.select = typeof msg.select === "number" ? msg.select : -1;
   d.place = typeof msg.place === "number" ? msg.place : -1;
   return d;
-}
-
-function focusInView(f, lo, hi) {
-  // the focused events of the boxes that reach into [lo, hi] ms (a box at the view's edge counts whole)
-  let n = 0;
-  if (!f) return n;
-  for (let i = 0; i < f.x0.length; i++) if (f.x1[i] >= lo && f.x0[i] <= hi) n += f.count[i];
-  return n;
-}
-
-function focusText(f, inView, place, rough) {
-  // the focus bar's words: how many events, their time, how many in view (rough: from the boxes drawn, while the
-  // kernel's exact count for the view is on its way), which one a step showed
-  if (!f) return "";
-  if (!f.n) return "focus: no event on the lanes has that name";
-  const head = place >= 0 ? `event ${(place + 1).toLocaleString("en-US")} of ` : "";
-  return `focus: ${head}${f.n.toLocaleString("en-US")} event${f.n === 1 ? "" : "s"} of ${f.names} ` +
-         `name${f.names === 1 ? "" : "s"}, ${fmtNs(f.busy_ns)} in all · ${rough ? "about " : ""}` +
-         `${inView.toLocaleString("en-US")} in view`;
 }
 
 function bySlot(slot, x0, n) {

@@ -146,30 +146,6 @@ function drawLanes(S, tk) {
   return nLabels;
 }
 
-function drawStrip(S) {
-  // where the focused events are over the whole trace (darker: more of them start there), the view boxed on it
-  const {strip, tiles, pal, G} = S, {ctx} = strip, f = tiles && tiles.focus;
-  strip.canvas.style.display = f ? "" : "none";
-  if (!f) return;
-  clear(S, strip);
-  const W = strip.w - G, bins = f.overview, span = Math.max(S.model.get("span_ms"), 1e-6);
-  let most = 0;
-  for (const v of bins) most = Math.max(most, v);
-  ctx.fillStyle = FOCUS;
-  for (let i = 0; i < bins.length && most > 0; i++) {
-    if (!bins[i]) continue;
-    ctx.globalAlpha = 0.25 + 0.75 * Math.sqrt(bins[i] / most);
-    ctx.fillRect(G + i * W / bins.length, 1, Math.max(W / bins.length, 1), STRIP_PX - 2);
-  }
-  ctx.globalAlpha = 1;
-  ctx.strokeStyle = pal.text; ctx.lineWidth = 1;
-  const a = G + S.view[0] / span * W, b = G + S.view[1] / span * W;
-  ctx.strokeRect(Math.round(a) + 0.5, 0.5, Math.max(Math.round(b - a), 2), STRIP_PX - 1);
-  ctx.fillStyle = pal.text; ctx.font = "9px system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
-  ctx.textBaseline = "middle"; ctx.textAlign = "left";
-  ctx.fillText("focused, over the trace", 4, STRIP_PX / 2);
-}
-
 function drawCounter(S, c) {
   const {tiles, measure, pal, G} = S, {ctx, group} = c, sx = sxOf(S);
   clear(S, c);

@@ -171,11 +171,16 @@ class CanvasTimeline:
         return self.focus
 
     def focus_summary(self) -> dict | None:
-        """What the page says of the focus: ``n`` events, ``busy_ns``, ``names`` and ``missing`` counts; or None."""
+        """What the page says of the focus (None without one).
+
+        ``n`` events, ``busy_ns``, ``names`` and ``missing`` counts, and their durations' ``stats``
+        (:meth:`~aonkit.timeline.focus.Focus.stats`).
+        """
         f = self.focus
         if f is None:
             return None
-        return {"n": len(f), "busy_ns": f.busy_ns, "names": len(f.names), "missing": len(f.missing)}
+        return {"n": len(f), "busy_ns": f.busy_ns, "names": len(f.names), "missing": len(f.missing),
+                "stats": f.stats()}  # fmt: skip
 
     def outline(self, trace: Trace, path: pd.DataFrame) -> dict[str, list]:
         """The boxes of a critical-path table of ``trace`` as the page draws them: ``x0``, ``x1`` (ms), ``slot``."""

@@ -5,7 +5,8 @@ zoomed out they hide inside bins named after the longest event of each pixel. :c
 of the chosen names (the lanes' events whose name is one of them) and answers, for a window at a width,
 :meth:`Focus.marks`: their boxes merged where they share a pixel of a track (at most one box per pixel and track,
 whatever the count), with how many events each box holds; :meth:`Focus.overview`: how many start in each part
-of the trace; :meth:`Focus.step`: the next or previous one in time, for the page's N/P keys. Pure numpy.
+of the trace; :meth:`Focus.step`: the next or previous one in time, for the page's N/P keys; :meth:`Focus.stats`
+and :meth:`Focus.longest`: their durations, and the slowest one (the page's L key). Pure numpy.
 
 :func:`names_matching` is the timeline's find box read the same way in the kernel (a case-insensitive
 substring, or ``/regex/flags``), so that Enter in the box focuses every name that matches across the trace.
@@ -47,6 +48,8 @@ class Focus:
         the page's slot (lane slot plus depth), the index's track, the ``trace.events`` row.
     order : numpy.ndarray
         Positions into those arrays by start, then slot, then row: the order :meth:`step` walks.
+    dur : numpy.ndarray
+        Per event, its ``dur_ns`` (0 for an instant or a missing duration).
     busy_ns : int
         The events' summed durations.
     """
@@ -59,6 +62,7 @@ class Focus:
     track: np.ndarray
     row: np.ndarray
     order: np.ndarray
+    dur: np.ndarray
     busy_ns: int
 
     def __len__(self) -> int:
@@ -97,6 +101,23 @@ class Focus:
         span = max(int(end_ns) - int(origin_ns), 1)
         at = np.clip((self.ts - int(origin_ns)) * bins // span, 0, bins - 1)
         return np.bincount(at, minlength=bins).astype(np.int32)
+
+    def stats(self) -> dict[str, float]:
+        """The events' durations (ns): ``mean``, ``min``, ``p50``, ``p90``, ``p99``, ``max`` (empty: no events).
+
+        Percentiles interpolate linearly between the sorted durations (numpy's default).
+        """
+        if not len(self.dur):
+            return {}
+        d = np.sort(self.dur).astype(np.float64)
+        pick = {k: float(np.percentile(d, q)) for k, q in (("p50", 50), ("p90", 90), ("p99", 99))}
+        return {"mean": float(self.busy_ns / len(d)), "min": float(d[0]), **pick, "max": float(d[-1])}
+
+    def longest(self) -> int:
+        """The place in :attr:`order` of the longest event (the first in time among equals); -1 with none."""
+        if not len(self.order):
+            return -1
+        return int(np.argmax(self.dur[self.order]))  # argmax: the first of the largest
 
     def step(self, at_ns: int, direction: int, current: int = -1) -> int:
         """The place in :attr:`order` of the next (``direction`` > 0) or previous event; -1 when there is none.
@@ -143,9 +164,9 @@ def focus_of(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, names: Ite
     slot = slots["slot"].to_numpy(np.int64)[index.track_lane[track]] + index.track_depth[track]
     ts, end, row = index.ts[pos], np.maximum(index.end[pos], index.ts[pos] + 1), index.row[pos]
     order = np.lexsort((row, slot, ts)).astype(np.int64)
-    dur = trace.events["dur_ns"].to_numpy()[row]
+    dur = np.maximum(trace.events["dur_ns"].to_numpy()[row], 0).astype(np.int64)
     return Focus([n for n in asked if lookup.get(n, -1) in seen], [n for n in asked if lookup.get(n, -1) not in seen],
-                 ts, end, slot, track, row, order, int(np.maximum(dur, 0).sum()))  # fmt: skip
+                 ts, end, slot, track, row, order, dur, int(dur.sum()))  # fmt: skip
 
 
 def names_matching(names: Sequence[str], text: str) -> list[str]:

@@ -22,8 +22,9 @@ from ..timeline import CanvasTimeline, canvas_timeline, names_matching
 from ..trace import Trace
 
 WEB = Path(__file__).resolve().parent / "web"
-PARTS = ("charts_axes.js", "timeline_data.js", "timeline_draw.js", "timeline.js")
-"""The module's source files, joined in this order: the charts' axes and ticks, the timeline's data, drawing, widget."""
+PARTS = ("charts_axes.js", "timeline_data.js", "timeline_draw.js", "timeline_focus.js", "timeline.js")
+"""The module's source files, joined in this order: the charts' axes and ticks, the timeline's data, drawing, the bar
+above it and the focus, the widget."""
 ESM = "\n".join((WEB / name).read_text(encoding="utf-8") for name in PARTS)
 """The ES module the page runs."""
 LAYOUT = {"gutter": 180, "row_px": 16, "max_height": 640, "counter_px": 110}
@@ -183,6 +184,8 @@ class TimelineCanvas(anywidget.AnyWidget):
                 self.send(self._last_count)
         elif kind == "step" and content.get("dir") in (1, -1):
             self.step(content["dir"])
+        elif kind == "longest":
+            self.longest()
         elif kind == "find" and isinstance(content.get("text"), str):
             self.find(content["text"])
 
@@ -198,12 +201,28 @@ class TimelineCanvas(anywidget.AnyWidget):
         if f is None or not len(f):
             return -1
         t0, t1 = self.range_window()
-        place = f.step((t0 + t1) // 2, direction, self._step[0] if self._step[1] == list(self.view) else -1)
+        return self.show_focused(f.step((t0 + t1) // 2, direction, self._step[0] if self._step[1] == list(self.view)
+                                        else -1))  # fmt: skip
+
+    def longest(self) -> int:
+        """Show the longest focused event, selected (what L does in the page); return its row (-1: no focus).
+
+        N and P then step on from it in time.
+        """
+        f = self.timeline.focus
+        return -1 if f is None or not len(f) else self.show_focused(f.longest())
+
+    def show_focused(self, place: int) -> int:
+        """Show the focused event at ``place`` of its time order, selected, and return its ``trace.events`` row."""
+        f = self.timeline.focus
+        if f is None or not 0 <= place < len(f):
+            raise ValueError(f"no focused event at place {place} (the focus holds {0 if f is None else len(f)})")
+        t0, t1 = self.range_window()
         a, b = f.window_for(place, t1 - t0)
         shift = max(self.origin_ns - a, 0) or min(self.end_ns - b, 0)  # inside the trace, as the page would put it
         a, b = max(a + shift, self.origin_ns), min(b + shift, self.end_ns)
         row = int(f.row[f.order[place]])
-        self._quiet = True  # one query below, for the new view and the step's event together
+        self._quiet = True  # one query below, for the new view and the event together
         try:
             self.zoom(a, b)
         finally:
