@@ -3,12 +3,14 @@
 - ``--what dashboard`` (default): a notebook whose one cell is ``Dashboard(aonkit.load(...))`` is opened and run
   in a real JupyterLab (the gallery test's harness, ``tests/browser.py``), and the cell's output is saved as
   ``docs/img/dashboard.png``: cards, tables, timeline with its detail lanes, memory, exactly as a user sees them.
+- ``--what focus``: the same dashboard with its timeline focused on the kernel with the most GPU time (as a click
+  on its row in the kernel table does), saved as ``docs/img/dashboard_focus.png``.
 - ``--what report``: the HTML report, opened from a file, the top of the page saved as ``docs/img/report.png``.
 
 Needs Playwright and JupyterLab (``pip install -e .[test]``) and a Chromium (``AONKIT_CHROMIUM`` or ``chromium``
 on the PATH); every network request but JupyterLab's own is refused.
 
-Usage: ``python tools/readme_screenshot.py [--what dashboard|report] [--out PNG] [--trace sample_traces/...]``
+Usage: ``python tools/readme_screenshot.py [--what dashboard|focus|report] [--out PNG] [--trace sample_traces/...]``
 """
 
 from __future__ import annotations
@@ -55,13 +57,17 @@ def screenshot(trace_path: Path, out: Path, width: int = 1400, height: int = 980
 CELL = """import aonkit
 from aonkit.widgets import Dashboard
 
-Dashboard(aonkit.load({trace!r}), width_px={width})"""
+dash = Dashboard(aonkit.load({trace!r}), width_px={width})
+{select}dash"""
+SELECT = "dash.select(dash.overview.kernels['name'].iloc[0])  # the kernel with the most GPU time\n"
 
 
-def dashboard_screenshot(trace_path: Path, out: Path, width: int = 1100, max_height: int = 1000) -> Path:
+def dashboard_screenshot(trace_path: Path, out: Path, width: int = 1100, max_height: int = 1000,
+                         focus: bool = False) -> Path:  # fmt: skip
     """Run a one-cell notebook showing the Dashboard of ``trace_path`` in JupyterLab; save its output as ``out``.
 
     The top ``max_height`` pixels of the output: header, cards, timeline and memory (the tables go on below).
+    ``focus``: the timeline focused on the kernel with the most GPU time.
     """
     import json
 
@@ -73,7 +79,8 @@ def dashboard_screenshot(trace_path: Path, out: Path, width: int = 1100, max_hei
         root = Path(d)
         (root / "notebooks").mkdir()
         nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-                         "source": CELL.format(trace=str(trace_path.resolve()), width=width)}],
+                         "source": CELL.format(trace=str(trace_path.resolve()), width=width,
+                                               select=SELECT if focus else "")}],
               "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
               "nbformat": 4, "nbformat_minor": 5}  # fmt: skip
         (root / "notebooks" / "dashboard.ipynb").write_text(json.dumps(nb))
@@ -107,12 +114,16 @@ def dashboard_screenshot(trace_path: Path, out: Path, width: int = 1100, max_hei
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--what", choices=("dashboard", "report"), default="dashboard")
+    ap.add_argument("--what", choices=("dashboard", "focus", "report"), default="dashboard")
     ap.add_argument("--out", type=Path, default=None, help="default: docs/img/<what>.png")
     ap.add_argument("--trace", type=Path, default=ROOT / "sample_traces" / "gpu_synthetic_rank0.json.gz")
     args = ap.parse_args(argv)
-    out = args.out or ROOT / "docs" / "img" / f"{args.what}.png"
-    path = dashboard_screenshot(args.trace, out) if args.what == "dashboard" else screenshot(args.trace, out)
+    out = args.out or ROOT / "docs" / "img" / {"focus": "dashboard_focus.png"}.get(args.what, f"{args.what}.png")
+    if args.what == "report":
+        path = screenshot(args.trace, out)
+    else:
+        focus = args.what == "focus"  # then the timeline and its memory chart only
+        path = dashboard_screenshot(args.trace, out, max_height=450 if focus else 1000, focus=focus)
     print(f"wrote {path} ({path.stat().st_size:,} bytes)")
     return 0
 
