@@ -294,3 +294,50 @@ def test_the_page_marks_counts_and_steps_through_the_focus(page) -> None:
     page.evaluate("() => window.el.querySelector('.aon-timeline').focus()")
     page.keyboard.press("f")
     assert page.evaluate("() => window.state.focus") == [name]
+
+
+def test_picks_made_before_the_dashboard_is_shown_are_drawn_with_it(tmp_path, timeline_page) -> None:
+    """``dash.select(...)`` in the cell that shows the dashboard: its table and the linked card show the pick."""
+    from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+
+    from aonkit.widgets.dashboard import Dashboard
+
+    d = Dashboard(aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz"), roofline=False)
+    kernels = d.sources["kernels"]
+    d.select(kernels.data["name"][2])
+
+    def picked(bundle: dict) -> list:  # the kernel table's selection in the document the page will build
+        def walk(x):
+            if isinstance(x, dict):
+                if x.get("id") == kernels.selected.id and "attributes" in x:
+                    yield x["attributes"].get("indices", [])
+                for v in x.values():
+                    yield from walk(v)
+            elif isinstance(x, (list, tuple)):
+                for v in x:
+                    yield from walk(v)
+
+        return next(walk(bundle["docs_json"]))
+
+    assert picked(d.bokeh.render_bundle) == []  # jupyter_bokeh's page draws this unless the widget updates it
+    d._repr_mimebundle_()
+    assert picked(d.bokeh.render_bundle) == [2] and not d._stale
+    # in a page: once BokehJS has drawn the document, the card linked to the table shows the pick too
+    html = tmp_path / "dash.html"
+    html.write_text(file_html(d.bokeh._model, INLINE, "dashboard"), encoding="utf-8")
+    page, blocked = timeline_page.context.browser.new_page(), []  # beside the module's page: one Playwright a process
+    try:
+        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:", "blob:"))
+                   else (blocked.append(r.request.url), r.abort()))  # fmt: skip
+        page.goto(html.as_uri())
+        page.wait_for_function("() => window.Bokeh && [...window.Bokeh.documents].some((doc) => doc.is_idle)",
+                               timeout=30_000)
+        got = page.evaluate("""() => { const out = {};
+          for (const doc of window.Bokeh.documents) for (const m of doc.all_models)
+            if (m.selected && m.name) out[m.name] = [...m.selected.indices];
+          return out; }""")
+        assert got["kernel_table"] == [2] and got["card_top_kernels"] == [2], got
+        assert not blocked, blocked
+    finally:
+        page.close()

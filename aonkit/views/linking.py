@@ -9,7 +9,8 @@ sources and the key column names travel as ``args`` (data), never as code.
 
 from __future__ import annotations
 
-from bokeh.models import ColumnDataSource, CustomJS
+from bokeh.document import Document
+from bokeh.models import ColumnDataSource, CustomJS, Selection
 
 LINK_JS = """
 const col = src.data[src_key];
@@ -74,3 +75,23 @@ def link_selection(
         b.selected.js_on_change("indices", back)
         out.append(back)
     return out
+
+
+REPLAY_JS = """
+for (const s of selections) {
+  if (s.indices.length) s.properties.indices.change.emit();
+}
+"""
+"""Body of the replay; arg ``selections``. A table drawn with a selection already set does not show it, and the
+links above only act on a change: emitting the change signal (no new value, so nothing is sent anywhere) makes
+the tables and the linked figures show it."""
+
+
+def replay_selections(doc: Document, selections: list[Selection]) -> CustomJS:
+    """Show, once the page has drawn ``doc``, the selections it was built with (tables, linked cards and plots).
+
+    Attaches a ``document_ready`` callback (:data:`REPLAY_JS`) to ``doc`` and returns it.
+    """
+    cb = CustomJS(args={"selections": list(selections)}, code=REPLAY_JS)
+    doc.js_on_event("document_ready", cb)
+    return cb

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import ipywidgets as w
+from bokeh.document import Document
 
 from ..analysis.combine import combine_ranks
 from ..analysis.overview import Overview, overview
@@ -16,6 +17,7 @@ from ..analysis.roofline import roofline_table
 from ..report.text import format_summary
 from ..trace import Trace
 from ..views.dashboard import dashboard
+from ..views.linking import replay_selections
 from ._bokehjs import BokehWidget, bokeh_model
 from .timeline import TimelineCanvas
 
@@ -61,7 +63,12 @@ class Dashboard(BokehWidget, w.VBox):
         self._tables = ((self.sources["kernels"], "name"), (self.sources["ops"], "op_name"))
         self._mirrored: list[list[int]] | None = None  # the tables' picks as the focus last set them
         self._mirroring = False
+        self._shown = False  # whether a page has drawn the widget (its timeline said hello)
+        self._stale = False  # whether the tables were picked before that
         linked = timeline and len(trace.events)
+        doc = Document()  # a selection made before the page draws (select() in the same cell) is shown once it has
+        doc.add_root(layout)
+        replay_selections(doc, [src.selected for src, _ in self._tables])
         self.bokeh = bokeh_model(layout, synced=[src.selected for src, _ in self._tables] if linked else ())
         parts: list[w.Widget] = [self.bokeh]
         if linked:
@@ -69,6 +76,7 @@ class Dashboard(BokehWidget, w.VBox):
             for src, _ in self._tables:
                 src.selected.on_change("indices", self._on_pick)
             self.timeline.observe(self._on_focus, names="focus")
+            self.timeline.on_msg(self._on_timeline_msg)
             if critical_path:
                 from ..analysis.critical_path import critical_path as path_of
                 from ..analysis.critical_path import prepared
@@ -111,6 +119,19 @@ class Dashboard(BokehWidget, w.VBox):
                     src.selected.indices = rows
         finally:
             self._mirroring = False
+        self._stale = not self._shown  # picks made before a page drew the widget: see _repr_mimebundle_
+
+    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+        # jupyter_bokeh's page drops the changes made before its view exists, and draws the document as it was
+        # built: tables picked since then (select() in the cell that shows the dashboard) go into it now, once
+        if self._stale:
+            self.bokeh.update_from_model(self.bokeh._model)
+            self._stale = False
+        return super()._repr_mimebundle_(**kwargs)
+
+    def _on_timeline_msg(self, _widget: object, content: object, _buffers: object) -> None:
+        if isinstance(content, dict) and content.get("kind") == "hello":
+            self._shown = True
 
     def plain_text(self) -> str:
         """The trace's summary as text."""
