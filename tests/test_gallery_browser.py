@@ -228,12 +228,13 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
         page.wait_for_function(f"() => {{ const f = ({focus})(); return f.length === 1 && f[0] === {name!r}; }}",
                                timeout=10_000)
         state = "() => { const el = document.querySelector('.jp-CodeCell .aon-timeline').parentElement;" \
-                " return [el.dataset.selected, el.dataset.focusExact, el.aonTimeline.view]; }"
+                " return [el.dataset.selected, el.dataset.focusExact, el.querySelector('.aon-timeline-focus-text')" \
+                ".textContent]; }"
         lanes.scroll_into_view_if_needed()
         page.evaluate("() => document.querySelector('.jp-CodeCell .aon-timeline').focus()")
-        page.keyboard.press("n")
-        page.wait_for_function(f"() => {{ const s = ({state})(); return s[0] !== '' && s[1] === '1'; }}",
-                               timeout=10_000)
+        page.keyboard.press("n")  # the answer names the event it shows ("event k of n"), selected
+        page.wait_for_function(f"() => {{ const s = ({state})(); return s[0] !== '' && s[1] === '1' "
+                               "&& s[2].startsWith('focus: event '); }", timeout=10_000)
         selected = int(page.evaluate(state)[0])
         got = page.evaluate("""(row) => { const d = document.querySelector('.jp-CodeCell .aon-timeline').parentElement
           .aonTimeline.tiles; const i = Array.from(d.cols.row).indexOf(row);
