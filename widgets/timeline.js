@@ -12,9 +12,9 @@
 // sets it, debounced, after a zoom or pan; Python sets it to zoom).
 // focus [names] (their events marked at any zoom, the rest faded; Python or the page sets it).
 // Messages from Python: {kind: "tiles", ...} with buffers (timeline_data.js); {kind: "note", text} (why a find
-// focused nothing); {kind: "count", view, n} (the focused events reaching into that view, counted exactly). To Python: {kind: "hello"} when a view starts (the current tiles come back); {kind: "step",
-// dir: 1 | -1} (N, P: the next or previous focused event); {kind: "longest"} (L); {kind: "find", text} (Enter in
-// the find box).
+// focused nothing); {kind: "count", view, n} (the focused events reaching into that view, counted exactly).
+// To Python: {kind: "hello"} when a view starts (the current tiles come back); {kind: "step", dir: 1 | -1} (N, P:
+// the next or previous focused event); {kind: "longest"} (L); {kind: "find", text} (Enter in the find box).
 // After each draw the element gets data-drawn (a count), data-seq (the tiles drawn), data-view, data-labels and,
 // for a selection, data-selected (the event row) and data-highlight (boxes outlined), and with a focus
 // data-focus (its events in view); an "aon-drawn" event's detail is the draw's ms.
@@ -142,7 +142,8 @@ function render({model, el}) {
     drawStrip(S);
     const f = S.tiles && S.tiles.focus;
     const tol = 1e-9 * (S.view[1] - S.view[0]);  // a view the kernel set comes back through clampView
-    const exact = f && S.exact && Math.abs(S.exact.view[0] - S.view[0]) <= tol && Math.abs(S.exact.view[1] - S.view[1]) <= tol;
+    const exact = f && S.exact && Math.abs(S.exact.view[0] - S.view[0]) <= tol &&
+                  Math.abs(S.exact.view[1] - S.view[1]) <= tol;
     const inView = !f ? 0 : exact ? S.exact.n : focusInView(f, S.view[0], S.view[1]);  // the boxes' while moving
     const count = root.querySelector(".aon-timeline-count");
     if (count) count.textContent = S.note || (el.dataset.found && !f ? `${el.dataset.found} in view` : "");
@@ -308,6 +309,7 @@ function render({model, el}) {
     let row = S.selected >= 0 ? S.tiles.cols.row[S.selected] : NaN;
     S.tiles = decode(msg, buffers || []);
     if (S.tiles.select >= 0) { row = S.tiles.select; S.place = S.tiles.place; S.measure = null; }
+    if (S.tiles.focus && S.tiles.focus.n) S.note = "";  // a find's "nothing matches" is old news
     S.selected = -1;  // the selected event stays selected when the new glyphs hold it on its own
     for (let i = 0; i < S.tiles.n && !Number.isNaN(row); i++) {
       if (S.tiles.cols.row[i] === row && S.tiles.cols.count[i] === 1) { S.selected = i; break; }

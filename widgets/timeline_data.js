@@ -6,9 +6,9 @@
 // short events, the longest one's details), busy_ns, dur_ns, correlation, row, name, cat, color (codes into the
 // message's tables), stack (a node of the window's stack tree: anc_parent, anc_name), and
 // the boxes of a GPU glyph's launching op and launch call (op_x0, op_x1, op_slot, launch_...; NaN for none).
-// With a focus (aonkit.timeline.focus) the message's focus is {n, busy_ns, names, missing, stats} and its columns add the
-// focused events' boxes merged per pixel (f_x0, f_x1, f_slot, f_count) and where they are over the whole trace
-// (f_overview: counts per part); a step's message names its event (select: a row) and place (in time order).
+// With a focus (aonkit.timeline.focus) the message's focus is {n, busy_ns, names, missing, stats} and its columns
+// add the focused events' boxes merged per pixel (f_x0, f_x1, f_slot, f_count) and where they are over the whole
+// trace (f_overview: counts per part); a step's message names its event (select: a row) and place (in time order).
 
 const SEP = " > ";
 
