@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -64,6 +64,7 @@ class Focus:
     order: np.ndarray
     dur: np.ndarray
     busy_ns: int
+    _stats: dict | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -107,11 +108,14 @@ class Focus:
 
         Percentiles interpolate linearly between the sorted durations (numpy's default).
         """
-        if not len(self.dur):
-            return {}
-        d = np.sort(self.dur).astype(np.float64)
-        pick = {k: float(np.percentile(d, q)) for k, q in (("p50", 50), ("p90", 90), ("p99", 99))}
-        return {"mean": float(self.busy_ns / len(d)), "min": float(d[0]), **pick, "max": float(d[-1])}
+        if self._stats is None:  # once: every window's message carries them
+            if not len(self.dur):
+                self._stats = {}
+            else:
+                d = np.sort(self.dur).astype(np.float64)
+                pick = {k: float(np.percentile(d, q)) for k, q in (("p50", 50), ("p90", 90), ("p99", 99))}
+                self._stats = {"mean": float(self.busy_ns / len(d)), "min": float(d[0]), **pick, "max": float(d[-1])}
+        return dict(self._stats)
 
     def longest(self) -> int:
         """The place in :attr:`order` of the longest event (the first in time among equals); -1 with none."""
