@@ -93,7 +93,10 @@ PICK_JS = """async (k) => {
       return performance.now() - t0;
     })(),
     new Promise((r) => setTimeout(() => r('timeout'), 30000))]);
-  if (r === 'timeout') return 'no focus on ' + name + ' in 30 s';
+  if (r === 'timeout') {
+    return `no focus on ${name} in 30 s: focus ${JSON.stringify(el.aonTimeline.focus)}, seq ${el.dataset.seq} (was ` +
+           `${seq}), exact count ${el.dataset.focusExact === '1'}`;
+  }
   await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
   return [r, performance.now() - t0];
 }"""

@@ -240,6 +240,14 @@ def test_dashboard_notebook_zoom_shows_its_window_and_wheel_requeries(lab: tuple
           .aonTimeline.tiles; const i = Array.from(d.cols.row).indexOf(row);
           return i < 0 ? null : d.names[d.cols.name[i]]; }""", selected)  # fmt: skip
         assert got == name  # the event N selected is one of the clicked kernel's
+        # AND a row beyond the top-kernels card keeps its pick (the card, with no row for it, once cleared it)
+        row = page.locator(".jp-CodeCell .slick-row:visible").nth(6)
+        name = row.locator(".slick-cell").first.text_content().strip()
+        row.locator(".slick-cell").nth(2).click()
+        page.wait_for_function(f"() => {{ const f = ({focus})(); return f.length === 1 && f[0] === {name!r}; }}",
+                               timeout=10_000)
+        page.wait_for_timeout(500)
+        assert page.evaluate(focus) == [name]
 
 
 def test_what_if_panels_two_timelines_move_together(lab: tuple[str, str, Path]) -> None:

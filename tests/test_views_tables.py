@@ -105,8 +105,8 @@ def test_link_selection_args_and_fixed_code(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the callback's JavaScript")
 def test_link_js_selects_rows_by_key_and_settles() -> None:
-    src = {"data": {"k": ["a", "<img src=x>", "c"]}, "selected": {"indices": [1, 2]}}
-    dst = {"data": {"name": ["c", "x", "<img src=x>", "c"]}, "selected": {"indices": []}}
+    src = {"id": "p1", "data": {"k": ["a", "<img src=x>", "c"]}, "selected": {"indices": [1, 2]}}
+    dst = {"id": "p2", "data": {"name": ["c", "x", "<img src=x>", "c"]}, "selected": {"indices": []}}
     script = (
         f"const f = new Function('src', 'dst', 'src_key', 'dst_key', {json.dumps(LINK_JS)});\n"
         f"const src = {json.dumps(src)}, dst = {json.dumps(dst)};\n"
@@ -117,3 +117,55 @@ def test_link_js_selects_rows_by_key_and_settles() -> None:
     )
     out = subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True, timeout=60).stdout
     assert json.loads(out) == {"indices": [0, 2, 3], "writes": 1}  # the second call sees the same selection
+
+
+LINKED_JS = """
+// sources as BokehJS has them: a selection whose indices, when set, run its change callbacks at once
+const run = new Function('src', 'dst', 'src_key', 'dst_key', CODE);
+const later = [];  // BokehJS runs a CustomJS after the change that fires it (compiled, awaited): ASYNC queues them
+function source(id, data) {
+  const s = {id, data, callbacks: []};
+  let ind = [];
+  s.selected = {get indices() { return ind; },
+                set indices(v) { ind = v; for (const cb of s.callbacks) ASYNC ? later.push(cb) : cb(); }};
+  return s;
+}
+const settle = () => { while (later.length) later.shift()(); };
+function link(a, b, key) {
+  a.callbacks.push(() => run(a, b, key, key));
+  b.callbacks.push(() => run(b, a, key, key));
+}
+const table = source('t', {name: ['gemm', 'softmax', 'copy']});
+const card = source('c', {name: ['gemm', 'softmax']});
+const roofline = source('r', {name: ['gemm']});  // softmax and copy have no roofline point
+link(card, table, 'name');
+link(table, roofline, 'name');
+const out = [];
+for (const pick of [[0], [1], [2], []]) {  // gemm, then softmax, copy, nothing: picked in the table
+  table.selected.indices = pick;
+  settle();
+  out.push([table.selected.indices, card.selected.indices, roofline.selected.indices]);
+}
+card.selected.indices = [1];  // a pick in the card reaches the table and, through it, the roofline
+settle();
+out.push([table.selected.indices, card.selected.indices, roofline.selected.indices]);
+card.selected.indices = [0];
+settle();
+out.push([table.selected.indices, card.selected.indices, roofline.selected.indices]);
+console.log(JSON.stringify(out));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the callback's JavaScript")
+@pytest.mark.parametrize("later", [True, False], ids=["callbacks after the change", "callbacks inside it"])
+def test_a_pick_is_kept_where_it_was_made_when_a_linked_source_has_no_row_for_it(later: bool) -> None:
+    script = LINKED_JS.replace("CODE", json.dumps(LINK_JS)).replace("ASYNC", "true" if later else "false")
+    out = subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert json.loads(out) == [
+        [[0], [0], [0]],  # gemm: everywhere
+        [[1], [1], []],  # softmax: no roofline point, and the table keeps its pick (it was cleared by the way back)
+        [[2], [], []],  # copy: beyond the card too
+        [[], [], []],
+        [[1], [1], []],  # picked in the card: the table follows, the roofline has none
+        [[0], [0], [0]],
+    ]

@@ -13,6 +13,8 @@ from bokeh.document import Document
 from bokeh.models import ColumnDataSource, CustomJS, Selection
 
 LINK_JS = """
+const mine = src.selected.__aonkitSetBy;
+if (mine && mine[0] === dst.id && mine[1] === JSON.stringify(src.selected.indices)) return;
 const col = src.data[src_key];
 const keys = new Set(src.selected.indices.map((i) => col[i]));
 const other = dst.data[dst_key];
@@ -22,12 +24,16 @@ for (let i = 0; i < other.length; i++) {
 }
 const cur = dst.selected.indices;
 if (out.length === cur.length && out.every((v, j) => v === cur[j])) return;
+dst.selected.__aonkitSetBy = [src.id, JSON.stringify(out)];
 dst.selected.indices = out;
 """
 """Body of the selection callback; args ``src``, ``dst`` (sources) and ``src_key``, ``dst_key`` (column names).
 
-It leaves ``dst`` alone when its selection already matches, so two callbacks
-linking both ways settle instead of bouncing.
+A pick spreads from the source it was made in through every link, but a selection this callback set is never
+sent back to the source it came from: a source with no row for the pick (a kernel without a roofline point, or
+beyond the top-kernels card) would otherwise send an empty selection back and clear the pick where it was
+made. (BokehJS runs these callbacks after the change, not inside it, so the mark travels with the selection.)
+It also leaves ``dst`` alone when its selection already matches.
 """
 
 
