@@ -152,6 +152,13 @@ out.push([table.selected.indices, card.selected.indices, roofline.selected.indic
 card.selected.indices = [0];
 settle();
 out.push([table.selected.indices, card.selected.indices, roofline.selected.indices]);
+table.selected.indices = [1];  // the card gets [1] from the table; a person then clears it, and picks it again
+settle();
+card.selected.indices = [];
+settle();
+card.selected.indices = [1];
+settle();
+out.push([table.selected.indices, card.selected.indices, roofline.selected.indices]);
 console.log(JSON.stringify(out));
 """
 
@@ -168,4 +175,5 @@ def test_a_pick_is_kept_where_it_was_made_when_a_linked_source_has_no_row_for_it
         [[], [], []],
         [[1], [1], []],  # picked in the card: the table follows, the roofline has none
         [[0], [0], [0]],
+        [[1], [1], []],  # a pick the card had from the table, made again in the card, still reaches the table
     ]

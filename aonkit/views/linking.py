@@ -14,7 +14,8 @@ from bokeh.models import ColumnDataSource, CustomJS, Selection
 
 LINK_JS = """
 const mine = src.selected.__aonkitSetBy;
-if (mine && mine[0] === dst.id && mine[1] === JSON.stringify(src.selected.indices)) return;
+if (mine && mine[1] !== JSON.stringify(src.selected.indices)) delete src.selected.__aonkitSetBy;  // picked since
+else if (mine && mine[0] === dst.id) return;
 const col = src.data[src_key];
 const keys = new Set(src.selected.indices.map((i) => col[i]));
 const other = dst.data[dst_key];
