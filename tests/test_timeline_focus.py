@@ -221,13 +221,8 @@ def test_the_dashboards_tables_pick_the_focus_and_the_focus_picks_their_rows() -
 
 
 # ---- the page (the ES module in Chromium: tests/timeline_page.py) ------------------------------------------------
-@pytest.fixture
-def page(timeline_page):
-    """The module's Chromium page (conftest's ``timeline_page``)."""
-    return timeline_page
-
-
-def test_the_page_marks_counts_and_steps_through_the_focus(page) -> None:
+def test_the_page_marks_counts_and_steps_through_the_focus(timeline_page) -> None:
+    page = timeline_page
     trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
     w = Recorded(trace, width_px=1000)
     w.focus = [n for n in w.timeline.lane_names() if "nccl" in n.lower()]
