@@ -92,6 +92,43 @@ def test_marks_hold_every_focused_event_once_and_agree_with_the_slow_rule(name: 
                                         minlength=300).tolist()  # fmt: skip
 
 
+@pytest.mark.parametrize("name", ["gpu_synthetic_rank0.json.gz", "hta/df_index_resolver/df_index_resolver.json.gz"])
+def test_an_ops_focus_holds_the_gpu_work_the_op_table_gives_it(name: str) -> None:
+    from aonkit.analysis.correlation import gpu_links
+    from aonkit.analysis.kernels import gpu_time_per_op
+    from aonkit.timeline.detail import launch_maps
+
+    trace = aonkit.load(require_shared("traces") / name if "/" in name else SAMPLES / name)
+    index = index_of(trace)
+    slots, origin, end = lane_slots(index), *span(trace, index)
+    launch_of = launch_maps(trace, gpu_links(trace))[0]
+    table = gpu_time_per_op(trace)  # GPU work by the outermost op that launched it
+    names = trace.events["name"].astype(str).to_numpy()
+    cats = trace.events["cat"].astype(str).to_numpy()
+
+    def nested_in_an_op(r: int) -> bool:
+        r = int(index.parent_of[r])
+        while r >= 0:
+            if cats[r] == "cpu_op":
+                return True
+            r = int(index.parent_of[r])
+        return False
+
+    checked = 0
+    for _, op in table.head(12).iterrows():
+        rows = np.flatnonzero(names == op["op_name"])
+        if not len(rows) or any(nested_in_an_op(r) for r in rows):  # the table gives an op's nested copies' work
+            continue  # to the op around them
+        f = focus_of(trace, index, slots, [op["op_name"]], launch_of)
+        assert (len(f.launched.ts), f.launched.busy_ns) == (op["gpu_events"], op["gpu_ns"]), op["op_name"]
+        # its kernels are drawn with it (boxes counting no named event), its own events counted as before
+        got = f.marks(origin, end, 2000, origin)
+        assert int(got["count"].sum()) == len(f) and (got["count"] == 0).any()
+        checked += 1
+    assert checked >= 3
+    assert len(focus_of(trace, index, slots, [table["op_name"].iloc[0]]).launched.ts) == 0  # no maps: none
+
+
 def test_steps_walk_the_events_in_time_and_wrap() -> None:
     trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
     index = index_of(trace)
@@ -147,7 +184,7 @@ def test_the_widget_sends_the_focus_with_its_glyphs_and_steps_on_n_and_p() -> No
     f = w.timeline.focus
     assert w.focus == f.names and all("nccl" in n.lower() for n in w.focus) and len(w.focus) >= 2
     assert msg["focus"] == {"n": len(f), "busy_ns": f.busy_ns, "names": len(f.names), "missing": 0,
-                            "stats": f.stats()}  # fmt: skip
+                            "stats": f.stats(), "launched": 0, "launched_busy_ns": 0}  # fmt: skip
     counts = np.frombuffer(buffers[msg["columns"]["f_count"][1]], "<i4")
     assert counts.sum() == len(f)  # the whole trace is in the first window
     assert w.sent[-1][0] == {"kind": "count", "view": w.view, "n": len(f)}  # and so in the view
@@ -248,6 +285,13 @@ def test_the_page_marks_counts_and_steps_through_the_focus(timeline_page) -> Non
     bar = page.evaluate("() => window.el.querySelector('.aon-timeline-focus-text').textContent")
     assert bar.endswith(f"· {exact} in view")
     assert page.evaluate("() => getComputedStyle(window.el.querySelector('.aon-timeline-strip')).display") != "none"
+    # an op's focus also says what GPU work it launched (as the op table does)
+    w2 = Recorded(trace, width_px=1000)
+    w2.focus = ["aten::linear"]
+    summary = w2.tiles()[0]["focus"]
+    text = page.evaluate("(f) => window.aon.parts.focusText(f, 7, -1, false)", summary)
+    assert summary["launched"] == 324 and text.endswith(
+        f" · the GPU work they launched: 324 events, {fmt_ns(summary['launched_busy_ns'])} · 7 in view")
     # the marks are drawn: the focus colour on the top edge of a box in view, in the unscrolled rows
     k = int(np.flatnonzero((col["f_x0"] >= lo) & (col["f_x1"] <= hi) & (col["f_slot"] < 38))[0])
     gutter, plot = w.geometry["gutter"], w.plot_px

@@ -59,15 +59,18 @@ function focusInView(f, lo, hi) {
 }
 
 function focusText(f, inView, place, rough) {
-  // the focus bar's words: how many events, their time (in all, mean, longest), how many in view (rough: from the
-  // boxes drawn, while the kernel's exact count for the view is on its way), which one a step showed
+  // the focus bar's words: how many events, their time (in all, mean, longest), the GPU work they launched, how
+  // many in view (rough: from the boxes drawn, while the kernel's exact count for the view is on its way), which
+  // one a step showed
   if (!f) return "";
   if (!f.n) return "focus: no event on the lanes has that name";
   const head = place >= 0 ? `event ${(place + 1).toLocaleString("en-US")} of ` : "";
   const st = f.stats || {};
+  const gpu = f.launched ? ` · the GPU work they launched: ${f.launched.toLocaleString("en-US")} event` +
+                           `${f.launched === 1 ? "" : "s"}, ${fmtNs(f.launched_busy_ns)}` : "";
   return `focus: ${head}${f.n.toLocaleString("en-US")} event${f.n === 1 ? "" : "s"} of ${f.names} ` +
          `name${f.names === 1 ? "" : "s"}, ${fmtNs(f.busy_ns)} in all (mean ${fmtNs(st.mean)}, longest ` +
-         `${fmtNs(st.max)}) · ${rough ? "about " : ""}${inView.toLocaleString("en-US")} in view`;
+         `${fmtNs(st.max)})${gpu} · ${rough ? "about " : ""}${inView.toLocaleString("en-US")} in view`;
 }
 
 function focusTitle(f) {

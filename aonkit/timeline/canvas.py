@@ -139,10 +139,8 @@ class CanvasTimeline:
     def query(self, t0_ns: int, t1_ns: int, width_px: int, seq: int = 0) -> Window:
         """The glyphs and counter points of ``[t0_ns, t1_ns)`` at ``width_px``, with the margin, as a message."""
         a, b, px = padded_window(int(t0_ns), int(t1_ns), int(width_px), self.margin, self.origin_ns, self.end_ns)
-        if self._maps is None:
-            self._maps = launch_maps(self.trace, gpu_links(self.trace))
         tiles = timeline_tiles(self.index, a, b, px)
-        cols, tables = canvas_frame(self.trace, self.index, self.lanes, tiles, self._maps, self.origin_ns)
+        cols, tables = canvas_frame(self.trace, self.index, self.lanes, tiles, self._launch_maps(), self.origin_ns)
         counters, columns, pairs = [], dict(cols), []
         for k, (_, _, _, ts, v) in enumerate(self._series):
             pts = counter_points(ts, v, a, b, px, self.origin_ns)
@@ -167,20 +165,29 @@ class CanvasTimeline:
 
     def set_focus(self, names: list[str]) -> Focus | None:
         """Focus the events of ``names`` (:mod:`aonkit.timeline.focus`); none: no focus. Returns the focus."""
-        self.focus = focus_of(self.trace, self.index, self.lanes, names) if names else None
+        if not names:
+            self.focus = None
+            return None
+        self.focus = focus_of(self.trace, self.index, self.lanes, names, self._launch_maps()[0])
         return self.focus
+
+    def _launch_maps(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._maps is None:
+            self._maps = launch_maps(self.trace, gpu_links(self.trace))
+        return self._maps
 
     def focus_summary(self) -> dict | None:
         """What the page says of the focus (None without one).
 
-        ``n`` events, ``busy_ns``, ``names`` and ``missing`` counts, and their durations' ``stats``
-        (:meth:`~aonkit.timeline.focus.Focus.stats`).
+        ``n`` events, ``busy_ns``, ``names`` and ``missing`` counts, their durations' ``stats``
+        (:meth:`~aonkit.timeline.focus.Focus.stats`), and the GPU work they launched: ``launched`` events,
+        ``launched_busy_ns``.
         """
         f = self.focus
         if f is None:
             return None
         return {"n": len(f), "busy_ns": f.busy_ns, "names": len(f.names), "missing": len(f.missing),
-                "stats": f.stats()}  # fmt: skip
+                "stats": f.stats(), "launched": len(f.launched.ts), "launched_busy_ns": f.launched.busy_ns}  # fmt: skip
 
     def outline(self, trace: Trace, path: pd.DataFrame) -> dict[str, list]:
         """The boxes of a critical-path table of ``trace`` as the page draws them: ``x0``, ``x1`` (ms), ``slot``."""

@@ -4,7 +4,8 @@ A dashboard's table says a kernel ran 340 times for 12 ms; the timeline of one w
 zoomed out they hide inside bins named after the longest event of each pixel. :class:`Focus` holds the events
 of the chosen names (the lanes' events whose name is one of them) and answers, for a window at a width,
 :meth:`Focus.marks`: their boxes merged where they share a pixel of a track (at most one box per pixel and track,
-whatever the count), with how many events each box holds; :meth:`Focus.overview`: how many start in each part
+whatever the count), with how many events each box holds, and the boxes of the GPU work they launched (a kernel
+whose launch call ran inside one of them: an op's kernels); :meth:`Focus.overview`: how many start in each part
 of the trace; :meth:`Focus.step`: the next or previous one in time, for the page's N/P keys; :meth:`Focus.stats`
 and :meth:`Focus.longest`: their durations, and the slowest one (the page's L key). Pure numpy.
 
@@ -34,6 +35,27 @@ _JS_ONLY = set("guyd")  # flags of JavaScript's RegExp with no meaning for a tes
 
 
 @dataclass
+class Launched:
+    """GPU events launched from inside focused events (build with :func:`focus_of`).
+
+    ``pos``, ``ts``, ``end``, ``slot``, ``track`` as :class:`Focus`'s; ``busy_ns``: their summed durations.
+    """
+
+    pos: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    slot: np.ndarray
+    track: np.ndarray
+    busy_ns: int
+
+    @classmethod
+    def none(cls) -> Launched:
+        """No launched work."""
+        e = np.empty(0, np.int64)
+        return cls(e, e, e, e, e, 0)
+
+
+@dataclass
 class Focus:
     """The events named in ``names`` among a timeline's lanes (build with :func:`focus_of`).
 
@@ -43,19 +65,23 @@ class Focus:
         The names asked for that name events on the lanes, in the order asked.
     missing : list of str
         The names asked for that name no event on a lane.
-    ts, end, slot, track, row : numpy.ndarray
-        Per event, by track then start (the index's order): start and end (ns; ``end`` at least ``ts + 1``),
-        the page's slot (lane slot plus depth), the index's track, the ``trace.events`` row.
+    pos, ts, end, slot, track, row : numpy.ndarray
+        Per event, by track then start (the index's order): its position in the index, start and end (ns; ``end``
+        at least ``ts + 1``), the page's slot (lane slot plus depth), the index's track, the ``trace.events`` row.
     order : numpy.ndarray
         Positions into those arrays by start, then slot, then row: the order :meth:`step` walks.
     dur : numpy.ndarray
         Per event, its ``dur_ns`` (0 for an instant or a missing duration).
     busy_ns : int
         The events' summed durations.
+    launched : Launched
+        The GPU work they launched that is not itself named, drawn with them (:meth:`marks`) but not stepped
+        through or counted with them.
     """
 
     names: list[str]
     missing: list[str]
+    pos: np.ndarray
     ts: np.ndarray
     end: np.ndarray
     slot: np.ndarray
@@ -64,7 +90,9 @@ class Focus:
     order: np.ndarray
     dur: np.ndarray
     busy_ns: int
+    launched: Launched = field(default_factory=lambda: Launched.none())
     _stats: dict | None = field(default=None, repr=False)
+    _union: tuple | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -73,12 +101,14 @@ class Focus:
         """Boxes of the events in ``[a_ns, b_ns)`` drawn ``width_px`` wide: one per run sharing pixels of a track.
 
         Returns ``x0``, ``x1`` (ms since ``origin_ns``: the run's first start and latest end), ``slot`` and
-        ``count`` (events in the run), int32 where integer. A run ends where the next event of its track starts
-        in a pixel after every pixel the run covers, so there are at most ``width_px`` runs a track.
+        ``count`` (named events in the run; 0 for a run of launched GPU work only), int32 where integer. A run
+        ends where the next event of its track starts in a pixel after every pixel the run covers, so there are
+        at most ``width_px`` runs a track.
         """
         a, b, px = int(a_ns), int(b_ns), max(int(width_px), 1)
-        keep = np.flatnonzero((self.end > a) & (self.ts < b))
-        ts, end, track = self.ts[keep], self.end[keep], self.track[keep]
+        ts_all, end_all, track_all, slot_all, named_all = self._drawn()
+        keep = np.flatnonzero((end_all > a) & (ts_all < b))
+        ts, end, track = ts_all[keep], end_all[keep], track_all[keep]
         per_px = (b - a) / px
         p0 = np.clip(np.floor((ts - a) / per_px), 0, px - 1).astype(np.int64)
         p1 = np.clip(np.floor((end - 1 - a) / per_px), 0, px - 1).astype(np.int64)
@@ -88,13 +118,23 @@ class Focus:
         new[1:] = (track[1:] != track[:-1]) | (p0[1:] > reach[:-1])
         starts = np.flatnonzero(new)
         x1 = np.maximum.reduceat(end, starts) if len(starts) else end[:0]
+        named = np.add.reduceat(named_all[keep], starts) if len(starts) else named_all[:0]
         return {"x0": (ts[starts] - origin_ns) / 1e6, "x1": (x1 - origin_ns) / 1e6,
-                "slot": self.slot[keep][starts].astype(np.int32),
-                "count": np.diff(np.r_[starts, len(ts)]).astype(np.int32)}  # fmt: skip
+                "slot": slot_all[keep][starts].astype(np.int32), "count": named.astype(np.int32)}  # fmt: skip
 
     def count(self, a_ns: int, b_ns: int) -> int:
         """How many of the events reach into ``[a_ns, b_ns)``."""
         return int(np.count_nonzero((self.end > int(a_ns)) & (self.ts < int(b_ns))))
+
+    def _drawn(self) -> tuple[np.ndarray, ...]:
+        """The named events and the GPU work they launched, by track then start: ts, end, track, slot, named."""
+        if self._union is None:  # once per focus
+            g = self.launched
+            at = np.argsort(np.r_[self.pos, g.pos], kind="stable")  # index positions: by track, then start
+            self._union = (np.r_[self.ts, g.ts][at], np.r_[self.end, g.end][at], np.r_[self.track, g.track][at],
+                           np.r_[self.slot, g.slot][at],
+                           np.r_[np.ones(len(self.ts), np.int64), np.zeros(len(g.ts), np.int64)][at])  # fmt: skip
+        return self._union
 
     def overview(self, origin_ns: int, end_ns: int, bins: int) -> np.ndarray:
         """How many of the events start in each of ``bins`` equal parts of ``[origin_ns, end_ns)`` (int32)."""
@@ -155,22 +195,55 @@ class Focus:
         return mid - width // 2, mid - width // 2 + width
 
 
-def focus_of(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, names: Iterable[str]) -> Focus:
-    """The :class:`Focus` of ``names`` on the lanes of ``index`` (``slots``: :func:`~.view_data.lane_slots`)."""
+def _placed(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, pos: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Track, slot, start, end (at least start + 1), row and duration (>= 0) of the index positions ``pos``."""
+    track = np.repeat(np.arange(len(index.track_lane), dtype=np.int64), np.diff(index.track_off))[pos]
+    slot = slots["slot"].to_numpy(np.int64)[index.track_lane[track]] + index.track_depth[track]
+    ts, end, row = index.ts[pos], np.maximum(index.end[pos], index.ts[pos] + 1), index.row[pos]
+    dur = np.maximum(trace.events["dur_ns"].to_numpy()[row], 0).astype(np.int64)
+    return track, slot, ts, end, row, dur
+
+
+def _launched_by(index: TimelineIndex, codes: np.ndarray, wanted: np.ndarray, launch_of: np.ndarray) -> np.ndarray:
+    """Index positions of the GPU events whose launch call, or an event around it, has a wanted name code."""
+    launched = launch_of[index.row]  # per index position: its launch call's row (-1: none)
+    cand = np.flatnonzero(launched >= 0)
+    cur, hit = launched[cand], np.zeros(len(cand), bool)
+    for _ in range(10_000):  # up the nesting from each launch call: as deep as the deepest stack
+        live = cur >= 0
+        if not live.any():
+            break
+        hit[live] |= wanted[codes[cur[live]]]
+        cur = np.where(live, index.parent_of[np.maximum(cur, 0)], -1)
+    return cand[hit]
+
+
+def focus_of(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, names: Iterable[str],
+             launch_of: np.ndarray | None = None) -> Focus:  # fmt: skip
+    """The :class:`Focus` of ``names`` on the lanes of ``index`` (``slots``: :func:`~.view_data.lane_slots`).
+
+    ``launch_of``: per ``trace.events`` row, the row of its launch call (:func:`~.detail.launch_maps`); with it
+    the focus also holds the GPU work launched from inside its events (:attr:`Focus.launched`).
+    """
     asked = list(dict.fromkeys(str(n) for n in names))  # each once, in the order asked
     cat = trace.events["name"].array
     lookup = {str(v): k for k, v in enumerate(cat.categories)}
     codes = np.array([lookup[n] for n in asked if n in lookup], np.int64)
-    on_lane = np.asarray(cat.codes, np.int64)[index.row]
+    all_codes = np.asarray(cat.codes, np.int64)
+    on_lane = all_codes[index.row]
     pos = np.flatnonzero(np.isin(on_lane, codes))
     seen = set(on_lane[pos].tolist())
-    track = np.repeat(np.arange(len(index.track_lane), dtype=np.int64), np.diff(index.track_off))[pos]
-    slot = slots["slot"].to_numpy(np.int64)[index.track_lane[track]] + index.track_depth[track]
-    ts, end, row = index.ts[pos], np.maximum(index.end[pos], index.ts[pos] + 1), index.row[pos]
+    track, slot, ts, end, row, dur = _placed(trace, index, slots, pos)
     order = np.lexsort((row, slot, ts)).astype(np.int64)
-    dur = np.maximum(trace.events["dur_ns"].to_numpy()[row], 0).astype(np.int64)
+    launched = Launched.none()
+    if launch_of is not None and len(codes):
+        wanted = np.zeros(len(cat.categories) + 1, bool)  # the last entry: a missing name (code -1)
+        wanted[codes] = True
+        gpos = np.setdiff1d(_launched_by(index, all_codes, wanted, np.asarray(launch_of, np.int64)), pos)
+        g_track, g_slot, g_ts, g_end, _, g_dur = _placed(trace, index, slots, gpos)
+        launched = Launched(gpos, g_ts, g_end, g_slot, g_track, int(g_dur.sum()))
     return Focus([n for n in asked if lookup.get(n, -1) in seen], [n for n in asked if lookup.get(n, -1) not in seen],
-                 ts, end, slot, track, row, order, dur, int(dur.sum()))  # fmt: skip
+                 pos, ts, end, slot, track, row, order, dur, int(dur.sum()), launched)  # fmt: skip
 
 
 def names_matching(names: Sequence[str], text: str) -> list[str]:
