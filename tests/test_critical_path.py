@@ -486,6 +486,12 @@ def test_the_compared_timelines_stay_linked_when_the_retimed_one_is_replaced(tmp
     assert p.timeline.focus == ["relu"]  # the focus carried over, and linked anew
     p.timeline.focus = []
     assert p.measured.focus == [] and first.focus == ["relu"]  # the old timeline is out of the link
+    # without the comparison too, a replaced timeline keeps the focus
+    q = WhatIfPanel(small_trace(tmp_path), width_px=800)
+    q.timeline.focus = ["relu"]
+    before = q.timeline
+    q.pattern.value, q.pattern_scale.value = "^aten::add$", 0.0
+    assert q.timeline is not before and q.timeline.focus == ["relu"] and len(q.timeline.timeline.focus) > 0
 
 
 def test_a_faster_straggler_shortens_the_job_by_the_planted_numbers(tmp_path: Path) -> None:

@@ -19,14 +19,7 @@ from aonkit.widgets.timeline import TimelineCanvas
 
 from .conftest import SAMPLE_TRACES as SAMPLES
 from .conftest import require_shared
-from .timeline_page import render
-
-
-class Recorded(TimelineCanvas):
-    """The widget with the messages it sends kept (the comm is the only thing replaced)."""
-
-    def send(self, content, buffers=None):  # type: ignore[override]
-        self.sent = [*getattr(self, "sent", []), (content, buffers)]
+from .timeline_page import Recorded, render
 
 
 def _decode(names: list[str], cols: dict, k: int) -> str:
@@ -99,7 +92,9 @@ def test_the_widget_queries_a_window_only_when_its_glyphs_do_not_serve_it() -> N
     assert len(w.sent) == 5 and w.view == [200.0, 201.0] and w.range_window() == (o + 200_000_000, o + 201_000_000)
     # a view that starts asks for the glyphs at hand: the last message again, nothing queried
     seq = w.seq
+    assert not w.shown
     w._message(w, {"kind": "hello"}, [])
+    assert w.shown
     assert len(w.sent) == 6 and w.sent[-1] == w.sent[-2] and w.seq == seq
     # a page drawn narrower than width_px says so with the view: the level of detail follows the width drawn
     w.set_state({"page_px": 410, "view": [300.0, 301.0]})

@@ -12,22 +12,10 @@ from aonkit.timeline.focus import STEP_FILL, STEP_MIN_NS, focus_of, names_matchi
 from aonkit.timeline.tiles import index_of
 from aonkit.timeline.view_data import lane_slots, span
 from aonkit.units import fmt_ns
-from aonkit.widgets.timeline import TimelineCanvas
 
 from .conftest import SAMPLE_TRACES as SAMPLES
 from .conftest import require_shared
-from .timeline_page import render
-
-
-class Recorded(TimelineCanvas):
-    """The widget with the messages it sends kept (the comm is the only thing replaced)."""
-
-    def send(self, content, buffers=None):  # type: ignore[override]
-        self.sent = [*getattr(self, "sent", []), (content, buffers)]
-
-    def tiles(self) -> tuple[dict, list]:
-        """The last glyphs sent."""
-        return [m for m in self.sent if m[0]["kind"] == "tiles"][-1]
+from .timeline_page import Recorded, render
 
 
 def _events(trace, index, slots, names):

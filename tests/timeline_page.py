@@ -1,7 +1,8 @@
 """The canvas timeline's ES module in a Chromium page, with a stand-in for anywidget's model (tests only).
 
-:func:`open_page` loads the module from a data URL (nothing fetched); :func:`render` draws a
-:class:`~aonkit.widgets.timeline.TimelineCanvas`'s state and its last glyphs there. The stand-in model keeps what
+:class:`Recorded` is the widget with what it sends kept; :func:`open_page` loads the module from a data URL
+(nothing fetched); :func:`render` draws a :class:`~aonkit.widgets.timeline.TimelineCanvas`'s state and its last
+glyphs there. The stand-in model keeps what
 the page does: ``window.state`` (the traits as the page set them), ``window.saved`` (each view it saved),
 ``window.sent`` (its custom messages), ``window.handlers`` (to deliver more messages), ``window.el``.
 """
@@ -13,6 +14,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from aonkit.widgets.timeline import TimelineCanvas
+
+
+class Recorded(TimelineCanvas):
+    """The widget with the messages it sends kept (the comm is the only thing replaced)."""
+
+    def send(self, content, buffers=None):  # type: ignore[override]
+        self.sent = [*getattr(self, "sent", []), (content, buffers)]
+
+    def tiles(self) -> tuple[dict, list]:
+        """The last glyphs sent."""
+        return [m for m in self.sent if m[0]["kind"] == "tiles"][-1]
+
 
 STATE = ("geometry", "lanes", "groups", "critical", "span_ms", "width_px", "view", "legend", "title", "focus")
 """The synced traits the page reads."""

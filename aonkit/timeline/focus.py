@@ -197,7 +197,7 @@ class Focus:
 
 def _placed(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, pos: np.ndarray) -> tuple[np.ndarray, ...]:
     """Track, slot, start, end (at least start + 1), row and duration (>= 0) of the index positions ``pos``."""
-    track = np.repeat(np.arange(len(index.track_lane), dtype=np.int64), np.diff(index.track_off))[pos]
+    track = np.searchsorted(index.track_off, pos, side="right") - 1  # the track whose range holds each position
     slot = slots["slot"].to_numpy(np.int64)[index.track_lane[track]] + index.track_depth[track]
     ts, end, row = index.ts[pos], np.maximum(index.end[pos], index.ts[pos] + 1), index.row[pos]
     dur = np.maximum(trace.events["dur_ns"].to_numpy()[row], 0).astype(np.int64)

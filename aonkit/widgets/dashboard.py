@@ -63,7 +63,6 @@ class Dashboard(BokehWidget, w.VBox):
         self._tables = ((self.sources["kernels"], "name"), (self.sources["ops"], "op_name"))
         self._mirrored: list[list[int]] | None = None  # the tables' picks as the focus last set them
         self._mirroring = False
-        self._shown = False  # whether a page has drawn the widget (its timeline said hello)
         self._stale = False  # whether the tables were picked before that
         linked = timeline and len(trace.events)
         doc = Document()  # a selection made before the page draws (select() in the same cell) is shown once it has
@@ -76,7 +75,6 @@ class Dashboard(BokehWidget, w.VBox):
             for src, _ in self._tables:
                 src.selected.on_change("indices", self._on_pick)
             self.timeline.observe(self._on_focus, names="focus")
-            self.timeline.on_msg(self._on_timeline_msg)
             if critical_path:
                 from ..analysis.critical_path import critical_path as path_of
                 from ..analysis.critical_path import prepared
@@ -119,7 +117,7 @@ class Dashboard(BokehWidget, w.VBox):
                     src.selected.indices = rows
         finally:
             self._mirroring = False
-        self._stale = not self._shown  # picks made before a page drew the widget: see _repr_mimebundle_
+        self._stale = not self.timeline.shown  # type: ignore[union-attr]  # picks before a page drew it: see below
 
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
         # jupyter_bokeh's page drops the changes made before its view exists, and draws the document as it was
@@ -128,10 +126,6 @@ class Dashboard(BokehWidget, w.VBox):
             self.bokeh.update_from_model(self.bokeh._model)
             self._stale = False
         return super()._repr_mimebundle_(**kwargs)
-
-    def _on_timeline_msg(self, _widget: object, content: object, _buffers: object) -> None:
-        if isinstance(content, dict) and content.get("kind") == "hello":
-            self._shown = True
 
     def plain_text(self) -> str:
         """The trace's summary as text."""

@@ -61,6 +61,8 @@ class TimelineCanvas(anywidget.AnyWidget):
         What the last query sent (:class:`aonkit.timeline.canvas.Window`).
     seq : int
         How many windows were sent.
+    shown : bool
+        Whether a page has drawn the widget (a view of it started).
     focus : list of str
         Names whose events are marked at any zoom, the rest faded (:mod:`aonkit.timeline.focus`); the page's N
         and P keys (:meth:`step`) go from one to the next. Set it, or press Enter in the page's find box
@@ -91,6 +93,7 @@ class TimelineCanvas(anywidget.AnyWidget):
         self._step: tuple[int, list] = (-1, [])  # the last step's place in the focus's order, and its view
         self._extra: dict = {}  # what the next message says besides its glyphs (a step's event)
         self._last_count: dict = {}  # the focus's count in the view, as last sent
+        self.shown = False  # whether a page has drawn the widget (a view said hello)
         t0 = self.origin_ns if t0_ns is None else int(t0_ns)
         t1 = self.end_ns if t1_ns is None else int(t1_ns)
         if t0 >= t1:
@@ -178,6 +181,8 @@ class TimelineCanvas(anywidget.AnyWidget):
         if not isinstance(content, dict):
             return
         kind = content.get("kind")
+        if kind == "hello":
+            self.shown = True
         if kind == "hello" and self._last is not None:
             self.send(*self._last)  # a view that starts (a reload, a second view) gets the glyphs at hand
             if self.timeline.focus is not None and self._last_count:

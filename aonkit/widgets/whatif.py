@@ -202,7 +202,8 @@ class WhatIfPanel(TextWidget, w.VBox):
             if self._link is not None:
                 self._link.close()
                 self._focus_link.unlink()
-                self.timeline.focus = list(old.focus)
+            self.timeline.focus = list(old.focus)
+            if self._link is not None:
                 self._link_pair()
             self.children = (*self.children[:-1], self.timeline)
             old.close()
