@@ -32,6 +32,9 @@ from .sources.samplers import HostSampler, samples_table
 from .trace import Trace
 
 _ACTIVE: list[Profile] = []
+FIRST_SAMPLE_WAIT_S = 1.0
+"""How long :meth:`Profile.start` waits, at most, for the samplers' first samples (a host sample takes tens of
+µs; a GPU sampler blocked in its driver is not waited for longer)."""
 
 
 def _default_out() -> Path:
@@ -92,6 +95,9 @@ class Profile:
             self._samplers += self._gpu_sampler()
         for s in self._samplers:
             s.start()
+        deadline = time.monotonic() + FIRST_SAMPLE_WAIT_S  # each sampler's first sample before the run's code
+        for s in self._samplers:
+            s.wait_first(max(0.0, deadline - time.monotonic()))
         self._drained = _Drain(self._samplers, self.messages)
         if self.tracing:
             self._start_torch()

@@ -137,7 +137,7 @@ def test_the_compiled_loop_samples_real_values_on_the_trace_clock_and_stops_at_o
     time.sleep(0.1)
     t = time.perf_counter()
     slow.stop()
-    assert time.perf_counter() - t < 5 and slow.count == 1
+    assert time.perf_counter() - t < 5 and slow.count == 2  # its first sample and the closing one
 
 
 def test_the_lock_free_ring_loses_only_lapped_samples_and_says_so() -> None:
@@ -221,3 +221,31 @@ def test_a_stopped_compiled_sampler_starts_again_where_it_left_off() -> None:
     cpu = frame[frame["metric"] == "cpu_percent"]["value"].to_numpy()
     assert end == s.count == len(ts) > first >= 3 and (np.diff(ts) > 0).all()
     assert np.isnan(cpu[0]) and not np.isnan(cpu[1:]).any()  # after the restart, CPU % over the gap
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_run_has_a_sample_at_its_start_and_one_at_its_end(compiled: bool) -> None:
+    """Sampling starts at once and a stop takes a closing sample (from 10 ms on): a short run is spanned."""
+    for wait_s, want in ((0.0, 1), (0.05, 2)):
+        s = HostSampler(interval_s=30, compiled=compiled)
+        if compiled:
+            host_compiled.kernel(compile=True)
+        t0 = time.time_ns()
+        s.start()
+        assert s.wait_first(5.0) and s.count == 1
+        time.sleep(wait_s)
+        t1 = time.time_ns()
+        s.stop()
+        assert s.loop == ("compiled" if compiled else "python")
+        frame, end = s.read()
+        ts = frame["ts_ns"].to_numpy()[::3]
+        assert end == want, (wait_s, end)
+        assert t0 <= ts[0] < t1 <= ts[-1] or want == 1
+        if want == 2:  # the closing sample measures CPU % over the run
+            cpu = frame[frame["metric"] == "cpu_percent"]["value"].to_numpy()
+            assert np.isnan(cpu[0]) and 0 <= cpu[1] <= 100
+    # stopped before its thread ever ran: still one sample
+    s = HostSampler(interval_s=30, compiled=compiled)
+    s.start()
+    s.stop()
+    assert s.count == 1

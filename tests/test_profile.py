@@ -39,6 +39,18 @@ def test_samples_and_trace_share_one_clock(tmp_path: Path) -> None:
     assert len(s) >= 3 * 10  # 10 Hz or faster over ~0.15 s, three metrics
 
 
+def test_a_short_run_has_samples_at_its_start_and_end(tmp_path: Path) -> None:
+    """A run shorter than the interval still has a sample before its code runs and one after (from 10 ms)."""
+    for k, (wait_s, want) in enumerate(((0.0, 1), (0.04, 2))):
+        with aonkit.profile(tmp_path / f"b{k}", interval_s=5, gpu=False, trace=False) as p:
+            first = p._samplers[0].count  # the profile waited for it
+            time.sleep(wait_s)
+        assert first == 1
+        ts = np.unique(aonkit.load(p.path).samples["ts_ns"].to_numpy())
+        assert len(ts) == want and p.t0_ns <= ts[0]
+        assert want == 1 or ts[0] < p.t0_ns + 0.03e9 and p.t1_ns <= ts[-1]
+
+
 def test_bundle_layout_manifest_and_integrity(tmp_path: Path) -> None:
     with aonkit.profile(tmp_path / "b", interval_s=0.02, gpu=False, trace=False) as p:
         time.sleep(0.1)

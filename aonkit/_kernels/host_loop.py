@@ -132,20 +132,23 @@ def _now_ns(clock, tsp):
 
 
 @njit
-def host_loop(fd_stat, fd_mem, pollfd, interval_ns, mem_total_key, mem_avail_key, ts, seq, values, ctl, cost):
+def host_loop(fd_stat, fd_mem, pollfd, interval_ns, close_min_ns, mem_total_key, mem_avail_key, ts, seq, values,
+              ctl, cost):  # fmt: skip
     """Sample until ``pollfd``'s descriptor (the stop pipe) is readable; returns the samples written.
 
-    ``pollfd`` is a ``struct pollfd`` as two int32 (fd; events | revents << 16, POLLIN). Each tick stamps the
-    sample with ``CLOCK_REALTIME`` (``time.time_ns()``, the trace's clock) before its first read, writes it to
-    the ring (module docstring) and adds its wall time to ``cost`` (n, total, max, last ns). A read that fails
-    or a file that does not parse gives a NaN sample and counts in ``ctl[FAILED]``. Ticks missed while the
-    process was stopped are skipped, not caught up.
+    ``pollfd`` is a ``struct pollfd`` as two int32 (fd; events | revents << 16, POLLIN). The first sample is
+    taken at once; each tick stamps the sample with ``CLOCK_REALTIME`` (``time.time_ns()``, the trace's clock)
+    before its first read, writes it to the ring (module docstring) and adds its wall time to ``cost`` (n,
+    total, max, last ns). When the stop pipe wakes the wait, a closing sample is taken if the last one started
+    at least ``close_min_ns`` ago. A read that fails or a file that does not parse gives a NaN sample and
+    counts in ``ctl[FAILED]``. Ticks missed while the process was stopped are skipped, not caught up.
     """
     tsp, rel = np.zeros(2, np.int64), np.zeros(2, np.int64)
     stat, mem = np.zeros(READ_BYTES, np.uint8), np.zeros(READ_BYTES, np.uint8)
     jiffies, out = np.zeros(2, np.int64), np.zeros(3, np.float64)
     capacity = ts.shape[0]
     next_t = _now_ns(_MONOTONIC, tsp)
+    closing = False
     while True:
         stamp = _now_ns(_REALTIME, tsp)
         t0 = _now_ns(_MONOTONIC, tsp)
@@ -168,6 +171,8 @@ def host_loop(fd_stat, fd_mem, pollfd, interval_ns, mem_total_key, mem_avail_key
         t1 = _now_ns(_MONOTONIC, tsp)
         c = t1 - t0
         cost[0], cost[1], cost[2], cost[3] = cost[0] + 1, cost[1] + c, max(cost[2], c), c
+        if closing:
+            return ctl[COUNT]
         next_t += interval_ns
         if next_t < t1 - interval_ns:  # fell behind (the process was stopped): skip the missed ticks
             next_t = t1
@@ -177,8 +182,11 @@ def host_loop(fd_stat, fd_mem, pollfd, interval_ns, mem_total_key, mem_avail_key
                 break
             rel[0], rel[1] = left // 1_000_000_000, left % 1_000_000_000
             r = _ppoll(pollfd.ctypes, 1, rel.ctypes, 0)
-            if r > 0:
-                return ctl[COUNT]
+            if r > 0:  # stopped
+                if _now_ns(_MONOTONIC, tsp) - t0 < close_min_ns:
+                    return ctl[COUNT]
+                closing = True
+                break
             if r == 0:
                 break
             # r < 0: a signal interrupted the wait (EINTR); wait out the rest of the interval

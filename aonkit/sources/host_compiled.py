@@ -30,9 +30,9 @@ def _key(text: bytes) -> np.ndarray:
 def _args(capacity: int, n: int) -> tuple[Any, ...]:
     """Arguments of the types the real calls pass (for the readiness check and ahead compilation)."""
     ts, seq, values = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64), np.zeros((capacity, n))
-    loop = (0, 0, np.zeros(2, np.int32), 1, _key(b"MemTotal:"), _key(b"MemAvailable:"), ts, seq, values,
+    loop = (0, 0, np.zeros(2, np.int32), 1, 1, _key(b"MemTotal:"), _key(b"MemAvailable:"), ts, seq, values,
             np.zeros(5, np.int64), np.zeros(4, np.int64))  # fmt: skip
-    return loop, (ts, seq, values, loop[9], 0, TRIES)
+    return loop, (ts, seq, values, loop[10], 0, TRIES)
 
 
 def kernel(compile: bool = False) -> Any:
@@ -107,7 +107,7 @@ class CompiledLoop:
         pollfd = np.zeros(2, np.int32)
         pollfd[0] = wake_fd
         pollfd.view(np.int16)[2] = 1  # events = POLLIN (native layout of struct pollfd)
-        self.hl.host_loop(fds[0], fds[1], pollfd, int(sampler.interval_s * 1e9), *self.keys,
+        self.hl.host_loop(fds[0], fds[1], pollfd, int(sampler.interval_s * 1e9), sampler.close_min_ns, *self.keys,
                           sampler._ts, self.seq, sampler._values, self.ctl, self.cost)  # fmt: skip
 
     def read(self, sampler: Any, cursor: int) -> tuple[np.ndarray, np.ndarray, int]:

@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 STOP_WAIT_S = 5.0
 """How long :meth:`RingSampler.stop` waits for a sampling thread that is inside a sample (at least 5 intervals)."""
+CLOSE_MIN_NS = 10_000_000
+"""A stop takes a closing sample when the last one is at least this old (one jiffy at Linux's usual 100 Hz: CPU %
+over less is mostly rounding); so a run of any length has a sample at its start and, from 10 ms, one at its end."""
 
 
 class Sampler(Protocol):
@@ -68,6 +71,9 @@ class Sampler(Protocol):
 
 class RingSampler:
     """Thread + ring buffer shared by samplers; subclasses implement :meth:`sample`.
+
+    The thread samples as soon as it starts (even if :meth:`stop` came first), then every ``interval_s``, and
+    once more when stopped if the last sample is at least :data:`CLOSE_MIN_NS` old: the samples span the run.
 
     Parameters
     ----------
@@ -94,6 +100,7 @@ class RingSampler:
 
     metrics: tuple[str, ...] = ()
     device: int = HOST_DEVICE
+    close_min_ns: int = CLOSE_MIN_NS
 
     def __init__(self, interval_s: float = 0.5, capacity: int = 7200,
                  channels: Sequence[tuple[int, str]] | None = None) -> None:  # fmt: skip
@@ -144,26 +151,34 @@ class RingSampler:
     def _run(self) -> None:
         next_t = time.monotonic()
         handoffs = HandoffGuard()
-        while not self._stop.is_set():
-            now = time.time_ns()  # when the readings start (a sample is stamped with its first reading's time)
-            t0 = time.perf_counter_ns()
-            try:
-                values = handoffs.call(self.sample)
-            except Exception as exc:  # the thread goes on; the error is kept
-                self.error, values = exc, np.nan
-            cost = time.perf_counter_ns() - t0
-            handoffs.took(cost)
-            with self._lock:
-                slot = self._count % self.capacity
-                self._ts[slot] = now
-                self._values[slot] = values
-                self._count += 1
-                c = self._cost
-                c[0], c[1], c[2], c[3] = c[0] + 1, c[1] + cost, max(c[2], cost), cost
+        while True:  # a first sample even when stopped already: a run has one at its start
+            self._take(handoffs)
             next_t += self.interval_s
             self._sleep(max(0.0, next_t - time.monotonic()))
+            if self._stop.is_set():
+                if time.time_ns() - self._ts[(self._count - 1) % self.capacity] >= self.close_min_ns:
+                    self._take(handoffs)  # and one at its end
+                return
             if self._leave_python():
                 return
+
+    def _take(self, handoffs: HandoffGuard) -> None:
+        """Take one sample and write it to the ring."""
+        now = time.time_ns()  # when the readings start (a sample is stamped with its first reading's time)
+        t0 = time.perf_counter_ns()
+        try:
+            values = handoffs.call(self.sample)
+        except Exception as exc:  # the thread goes on; the error is kept
+            self.error, values = exc, np.nan
+        cost = time.perf_counter_ns() - t0
+        handoffs.took(cost)
+        with self._lock:
+            slot = self._count % self.capacity
+            self._ts[slot] = now
+            self._values[slot] = values
+            self._count += 1
+            c = self._cost
+            c[0], c[1], c[2], c[3] = c[0] + 1, c[1] + cost, max(c[2], cost), cost
 
     def _leave_python(self) -> bool:
         """True to end this Python loop (a subclass's compiled loop takes over; checked after each sleep)."""
@@ -196,6 +211,15 @@ class RingSampler:
                 left, self._orphaned_pipe = self._orphaned_pipe, None  # the pipe of a stop that did not wait
             for fd in left or ():
                 os.close(fd)
+
+    def wait_first(self, timeout_s: float = 1.0) -> bool:
+        """Wait (at most ``timeout_s``) until the first sample is in the ring; True when it is."""
+        deadline = time.monotonic() + timeout_s
+        while self.count == 0:
+            if time.monotonic() >= deadline or self._thread is None:
+                return False
+            time.sleep(0.0005)
+        return True
 
     def stop(self, timeout_s: float | None = None) -> bool:
         """Stop sampling and wait for the thread; True when it has ended.
@@ -353,8 +377,10 @@ class HostSampler(RingSampler):
     def _run(self) -> None:
         if not self._leave_python():
             super()._run()
-        if self._loop is None or self._stop.is_set() or self._pipe is None or self._fds is None:
-            return
+            if self._stop.is_set():  # stopped in Python (after its closing sample)
+                return
+        if self._loop is None or self._pipe is None or self._fds is None:
+            return  # (the compiled loop samples at once and on its stop, as the Python one does)
         self._loop.take_over(self, self._last if self._sampled else None)
         self._loop.run(self, self._fds, self._pipe[0])
 
