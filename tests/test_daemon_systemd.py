@@ -1,0 +1,159 @@
+"""The user unit under a real systemd user manager: enabled and started, restarted after a crash, not restarted
+when a daemon started by hand already runs, and stopped by systemd with every sample on disk.
+
+The manager is this machine's own ``systemd --user`` (Debian's systemd), started for the test with a private
+``XDG_RUNTIME_DIR`` and ``HOME``, so it touches no real session. It refuses to start unless the machine looks
+booted with systemd (``/run/systemd/system`` exists). Where PID 1 is not systemd (a container, the dev VM, CI),
+the test, as root, makes that marker for the manager's start only and removes it at once. The manager then
+runs the unit itself: the cgroup, SIGTERM on stop, ``Restart=``, ``RestartPreventExitStatus=``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as ds
+import pytest
+
+from aonkit.live.paths import EXIT_RUNNING
+from tests.live_helpers import Live, live_world
+
+SYSTEMD = next((p for p in ("/lib/systemd/systemd", "/usr/lib/systemd/systemd") if os.path.exists(p)), None)
+MARKER = Path("/run/systemd/system")
+
+
+class UserManager:
+    """A ``systemd --user`` of its own, and ``systemctl --user`` pointed at it."""
+
+    def __init__(self) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="aon-sd-", dir="/tmp"))
+        self.xdg, self.home = self.base / "xdg", self.base / "home"
+        self.xdg.mkdir(mode=0o700)
+        self.units = self.home / ".config" / "systemd" / "user"
+        self.units.mkdir(parents=True)
+        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home),
+                    "XDG_RUNTIME_DIR": str(self.xdg)}  # fmt: skip
+        self.log = open(self.base / "manager.log", "w")  # noqa: SIM115 - closed in close()
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> str | None:
+        """Start the manager; None when it answers, else why it did not."""
+        made = False
+        if not MARKER.exists():
+            if os.geteuid() != 0:
+                return f"{MARKER} is absent (PID 1 is not systemd) and only root may make it for the test"
+            MARKER.mkdir(parents=True)
+            made = True
+        try:
+            self.proc = subprocess.Popen([SYSTEMD, "--user"], env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                if (self.xdg / "systemd" / "private").exists() and self.ctl("show", "-p", "Version").returncode == 0:
+                    return None
+                time.sleep(0.1)
+        finally:
+            if made:
+                MARKER.rmdir()  # the manager checked it when it started; nothing else needs it
+        self.log.flush()
+        return "systemd --user did not start here: " + (self.base / "manager.log").read_text()[-500:]
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["systemctl", "--user", *args], env=self.env, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+
+    def show(self, unit: str, *props: str) -> dict[str, str]:
+        r = self.ctl("show", unit, *(f"-p{p}" for p in props))
+        assert r.returncode == 0, r.stderr
+        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+
+    def wait_for(self, unit: str, timeout: float = 60, **want: str) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.show(unit, *want, "MainPID", "NRestarts")
+            if all(now[k] == v for k, v in want.items()):
+                return now
+            assert time.monotonic() < deadline, f"{unit}: {now}, not {want}"
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.ctl("stop", "aonkit.service")
+            self.proc.send_signal(signal.SIGTERM)  # a user manager stops its units and exits on SIGTERM
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture
+def live() -> Iterator[Live]:
+    yield from live_world()
+
+
+@pytest.fixture
+def manager() -> Iterator[UserManager]:
+    if SYSTEMD is None or shutil.which("systemctl") is None:
+        pytest.skip("systemd is not installed here")
+    m = UserManager()
+    try:
+        why = m.start()
+        if why is not None:
+            pytest.skip(why)
+        yield m
+    finally:
+        m.close()
+
+
+def test_a_real_systemd_user_manager_runs_restarts_and_stops_the_unit(live: Live, manager: UserManager) -> None:
+    # GIVEN the user unit installed as the README says, with this test's runtime and data folders
+    r = live.cli("daemon", "unit", "--interval", "0.05", "--flush", "1")
+    assert r.returncode == 0, r.stderr
+    (manager.units / "aonkit.service").write_text(r.stdout)
+    assert manager.ctl("daemon-reload").returncode == 0
+    # WHEN it is enabled and started
+    r = manager.ctl("enable", "--now", "aonkit")
+    assert r.returncode == 0, r.stderr
+    assert (manager.units / "default.target.wants" / "aonkit.service").is_symlink()
+    first = manager.wait_for("aonkit", ActiveState="active", SubState="running")
+    live.wait(lambda: live.status().get("flushes", 0) >= 2)
+    # THEN systemd's main process is the daemon, in the unit's own cgroup
+    pid = int(first["MainPID"])
+    assert live.daemon_pid() == pid and live.status()["pid"] == pid
+    assert "aonkit.service" in Path(f"/proc/{pid}/cgroup").read_text()
+    # WHEN it crashes (SIGKILL): THEN systemd restarts it after RestartSec and it samples again
+    os.kill(pid, signal.SIGKILL)
+    manager.wait_for("aonkit", SubState="auto-restart", timeout=10)
+    again = manager.wait_for("aonkit", SubState="running", NRestarts="1", timeout=30)
+    assert int(again["MainPID"]) != pid
+    live.wait(lambda: live.status().get("pid") == int(again["MainPID"]) and live.status().get("flushes", 0) >= 2)
+    # WHEN systemd stops it: SIGTERM, a clean exit, every sample of that run on disk
+    assert manager.ctl("stop", "aonkit").returncode == 0
+    done = manager.show("aonkit", "ActiveState", "Result")
+    assert done == {"ActiveState": "inactive", "Result": "success"}
+    status = live.status()
+    assert status["state"] == "stopped" and status["lost"] == 0 and status["pid"] == int(again["MainPID"])
+    table = ds.dataset(live.data, format="parquet", partitioning="hive").to_table()
+    ts = np.unique(table.column("ts_ns").to_numpy())
+    run = ts[ts >= status["started_ns"]]  # the restarted daemon's samples: none missing, up to its stop
+    assert len(run) > 20 and np.diff(run).max() < 3 * 0.05e9 and status["status_ns"] - run[-1] < 2 * 0.05e9
+    # WHEN a daemon started by hand already runs: the unit exits 4 and is not restarted (no restart loop)
+    live.start_daemon()
+    assert manager.ctl("start", "aonkit").returncode == 0  # Type=simple: started, then it exits
+    failed = manager.wait_for("aonkit", ActiveState="failed", timeout=30)
+    assert manager.show("aonkit", "ExecMainStatus", "SubState") == {"ExecMainStatus": str(EXIT_RUNNING),
+                                                                     "SubState": "failed"}  # fmt: skip
+    assert failed["NRestarts"] == "0"  # the count starts again with each start by hand
+    assert live.cli("daemon", "stop").returncode == 0
