@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import aonkit
-from aonkit.timeline.focus import STEP_FILL, STEP_MIN_NS, focus_of, names_matching
+from aonkit.timeline.focus import STEP_FILL, STEP_MIN_NS, focus_of, focus_of_many, names_matching
 from aonkit.timeline.tiles import index_of
 from aonkit.timeline.view_data import lane_slots, span
 from aonkit.units import fmt_ns
@@ -115,6 +115,32 @@ def test_an_ops_focus_holds_the_gpu_work_the_op_table_gives_it(name: str) -> Non
         checked += 1
     assert checked >= 3
     assert len(focus_of(trace, index, slots, [table["op_name"].iloc[0]]).launched.ts) == 0  # no maps: none
+
+
+@pytest.mark.parametrize("name", ["gpu_synthetic_rank0.json.gz", "hta/df_index_resolver/df_index_resolver.json.gz"])
+def test_many_foci_at_once_are_each_names_own_focus(name: str) -> None:
+    from aonkit.analysis.correlation import gpu_links
+    from aonkit.timeline.detail import launch_maps
+
+    trace = aonkit.load(require_shared("traces") / name if "/" in name else SAMPLES / name)
+    index = index_of(trace)
+    slots = lane_slots(index)
+    launch_of = launch_maps(trace, gpu_links(trace))[0]
+    names = [*map(str, trace.events["name"].cat.categories), "no such name"]
+    for maps in (launch_of, None):
+        many = focus_of_many(trace, index, slots, names, maps)
+        assert list(many) == names
+        launched = 0
+        for n in names:
+            one, got = focus_of(trace, index, slots, [n], maps), many[n]
+            assert (got.names, got.missing, got.busy_ns) == (one.names, one.missing, one.busy_ns), n
+            for a in ("pos", "ts", "end", "slot", "track", "row", "order", "dur"):
+                np.testing.assert_array_equal(getattr(got, a), getattr(one, a), err_msg=f"{n}: {a}")
+            for a in ("pos", "ts", "end", "slot", "track"):
+                np.testing.assert_array_equal(getattr(got.launched, a), getattr(one.launched, a), err_msg=n)
+            assert got.launched.busy_ns == one.launched.busy_ns
+            launched += len(got.launched.ts)
+        assert (launched > 0) == (maps is not None)
 
 
 def test_steps_walk_the_events_in_time_and_wrap() -> None:

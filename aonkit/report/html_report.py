@@ -66,7 +66,7 @@ def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True,
     """
     ov = overview(trace)
     roof = roofline_table(trace)
-    layout, _ = dashboard(ov, roof if len(roof) else None)
+    layout, srcs = dashboard(ov, roof if len(roof) else None)
     parts: list[LayoutDOM] = [_header(trace, ov.summary.span_ns, len(ov.kernels)), layout]
     tree = op_tree(trace)
     if len(tree):
@@ -78,7 +78,8 @@ def report_layout(trace: Trace, *, width_px: int = 1400, timeline: bool = True,
 
             critical = path_of(trace)
         pyr = timeline_pyramid(trace, width_px)
-        tl = static_timeline(pyr, critical=critical, source=trace)
+        tl = static_timeline(pyr, critical=critical, source=trace,
+                             pickers=[(srcs["kernels"], "name"), (srcs["ops"], "op_name")])
         parts[1:1] = [color_legend(list(pyr.palette)), tl]  # the colour key (the colours drawn), then the timeline
     return column(*parts)
 

@@ -230,16 +230,75 @@ def focus_of(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, names: Ite
     lookup = {str(v): k for k, v in enumerate(cat.categories)}
     codes = np.array([lookup[n] for n in asked if n in lookup], np.int64)
     all_codes = np.asarray(cat.codes, np.int64)
-    on_lane = all_codes[index.row]
-    pos = np.flatnonzero(np.isin(on_lane, codes))
-    seen = set(on_lane[pos].tolist())
-    track, slot, ts, end, row, dur = _placed(trace, index, slots, pos)
-    order = np.lexsort((row, slot, ts)).astype(np.int64)
-    launched = Launched.none()
+    pos = np.flatnonzero(np.isin(all_codes[index.row], codes))
+    gpos = None
     if launch_of is not None and len(codes):
         wanted = np.zeros(len(cat.categories) + 1, bool)  # the last entry: a missing name (code -1)
         wanted[codes] = True
         gpos = np.setdiff1d(_launched_by(index, all_codes, wanted, np.asarray(launch_of, np.int64)), pos)
+    return _focus(trace, index, slots, asked, lookup, pos, gpos)
+
+
+def focus_of_many(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, names: Iterable[str],
+                  launch_of: np.ndarray | None = None) -> dict[str, Focus]:  # fmt: skip
+    """``{name: focus_of(trace, index, slots, [name], launch_of)}`` for each of ``names``, in one pass.
+
+    The lanes' events are grouped by name once, and the launch calls' enclosing names are walked once for all
+    GPU events: about the cost of one :func:`focus_of`, not one per name (a report's every table row).
+    """
+    asked = list(dict.fromkeys(str(n) for n in names))
+    cat = trace.events["name"].array
+    lookup = {str(v): k for k, v in enumerate(cat.categories)}
+    all_codes = np.asarray(cat.codes, np.int64)
+    on_lane = all_codes[index.row]
+    by_code = np.argsort(on_lane, kind="stable")  # index positions grouped by name, in index order within one
+    bounds = np.searchsorted(on_lane[by_code], np.arange(len(cat.categories) + 1))
+    pairs = None
+    if launch_of is not None:
+        pairs = _launch_ancestors(index, all_codes, np.asarray(launch_of, np.int64))
+        g_order = np.lexsort((pairs[0], pairs[1]))  # by name code, then index position
+        g_pos, g_code = pairs[0][g_order], pairs[1][g_order]
+        g_bounds = np.searchsorted(g_code, np.arange(len(cat.categories) + 1))
+    out = {}
+    for n in asked:
+        k = lookup.get(n, -1)
+        pos = by_code[bounds[k] : bounds[k + 1]] if k >= 0 else np.empty(0, np.int64)
+        gpos = None
+        if pairs is not None:
+            gpos = np.setdiff1d(g_pos[g_bounds[k] : g_bounds[k + 1]], pos) if k >= 0 else np.empty(0, np.int64)
+        out[n] = _focus(trace, index, slots, [n], lookup, pos, gpos)
+    return out
+
+
+def _launch_ancestors(index: TimelineIndex, codes: np.ndarray, launch_of: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(index position, name code) of each GPU event and each distinct name around its launch call (itself in)."""
+    launched = launch_of[index.row]
+    cand = np.flatnonzero(launched >= 0)
+    cur, got_pos, got_code = launched[cand], [], []
+    for _ in range(10_000):  # up the nesting, as :func:`_launched_by` walks it
+        live = cur >= 0
+        if not live.any():
+            break
+        c = codes[cur[live]]
+        named = c >= 0
+        got_pos.append(cand[live][named])
+        got_code.append(c[named])
+        cur = np.where(live, index.parent_of[np.maximum(cur, 0)], -1)
+    if not got_pos:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    key = np.unique(np.concatenate(got_pos) * (int(codes.max(initial=0)) + 1) + np.concatenate(got_code))
+    width = int(codes.max(initial=0)) + 1
+    return key // width, key % width
+
+
+def _focus(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, asked: list[str], lookup: dict[str, int],
+           pos: np.ndarray, gpos: np.ndarray | None) -> Focus:  # fmt: skip
+    """The :class:`Focus` of the index positions ``pos`` (named ``asked``) and the launched positions ``gpos``."""
+    seen = set(np.asarray(trace.events["name"].cat.codes)[index.row[pos]].tolist())
+    track, slot, ts, end, row, dur = _placed(trace, index, slots, pos)
+    order = np.lexsort((row, slot, ts)).astype(np.int64)
+    launched = Launched.none()
+    if gpos is not None:
         g_track, g_slot, g_ts, g_end, _, g_dur = _placed(trace, index, slots, gpos)
         launched = Launched(gpos, g_ts, g_end, g_slot, g_track, int(g_dur.sum()))
     return Focus([n for n in asked if lookup.get(n, -1) in seen], [n for n in asked if lookup.get(n, -1) not in seen],

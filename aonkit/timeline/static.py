@@ -21,6 +21,7 @@ renders, which fills the displayed source: the HTML stores no decoded glyphs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -154,7 +155,8 @@ def fill_layer(fig: figure) -> ColumnDataSource:
 
 def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 16,
                     budget_bytes: int = 16_000_000, critical: pd.DataFrame | None = None, *,
-                    source: Trace | None = None) -> LayoutDOM:  # fmt: skip
+                    source: Trace | None = None,
+                    pickers: Sequence[tuple[ColumnDataSource, str]] = ()) -> LayoutDOM:  # fmt: skip
     """A timeline that zooms with no Python kernel: its data precomputed at every level within a size budget.
 
     Parameters
@@ -173,7 +175,10 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
         A critical path of the trace (:func:`aonkit.analysis.critical_path.critical_path`), outlined on the
         lanes (``trace`` must then be the Trace, or ``source`` the Trace of the pyramid passed).
     source : Trace, optional
-        The trace a pyramid passed as ``trace`` was made from (needed only with ``critical``).
+        The trace a pyramid passed as ``trace`` was made from (needed with ``critical`` or ``pickers``).
+    pickers : sequence of (ColumnDataSource, str)
+        Tables' sources and their name columns: the names they select are outlined on the lanes, with a bar
+        of their counts above (:mod:`aonkit.timeline.static_focus`; the report passes its kernel and op tables).
 
     Returns
     -------
@@ -211,4 +216,9 @@ def static_timeline(trace: Trace | Pyramid, width_px: int = 1600, levels: int = 
         from .critical import add_critical_path
 
         add_critical_path(fig, owner, critical)
-    return column(fig, *figs) if figs else fig
+    above = []
+    if pickers and owner is not None:
+        from .static_focus import add_static_focus
+
+        above.append(add_static_focus(fig, x_range, pyr, owner, pickers))
+    return column(*above, fig, *figs) if figs or above else fig

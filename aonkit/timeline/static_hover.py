@@ -15,9 +15,10 @@ from __future__ import annotations
 from bokeh.models import ColumnDataSource, CustomJS, CustomJSHover
 
 from .detail import STACK_SEPARATOR
+from .static_js import FMT_NS_JS
 from .view_data import TARGETS
 
-HOVER_JS = """
+HOVER_JS = FMT_NS_JS + """
 if (format === "name") return names.data.name[value];
 if (format === "cat") return cats.data.cat[value];
 if (format === "stack") {
@@ -26,19 +27,7 @@ if (format === "stack") {
   return path.reverse().join(sep);
 }
 if (value < 0) return "instant";
-const strip = (t) => t.includes(".") ? t.replace(/0+$/, "").replace(/[.]$/, "") : t;
-const g3 = (x) => {
-  let t = x.toPrecision(3);
-  const exact = x.toPrecision(60).replace(/e.*$/, "").replace(/[^0-9]/g, "");
-  if (exact[3] === "5" && /^0*$/.test(exact.slice(4)) && Number(exact[2]) % 2 === 0) {
-    t = (x * (1 - 1e-12)).toPrecision(3);  // an exact tie rounds half to even, as Python's format does
-  }
-  const m = t.match(/^(-?[0-9.]+)e([+-])([0-9]+)$/);
-  return m ? strip(m[1]) + "e" + m[2] + m[3].padStart(2, "0") : strip(t);
-};
-for (const [u, s] of [["s", 1e9], ["ms", 1e6], ["us", 1e3]]) if (Math.abs(value) >= s) return g3(value / s) + " " + u;
-const f = Math.floor(value), d = value - f;
-return (d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f).toFixed(0) + " ns";
+return fmtNs(value);
 """
 """Formatter code: args ``names``, ``cats``, ``stacks`` (sources) and ``sep``; ``format`` picks the text:
 ``name``, ``cat``, ``stack`` (a node, -1: none) or ``dur`` (ns; below 0: an instant)."""

@@ -33,6 +33,25 @@ DECODED_COLUMNS = ("left", "right", "top", "bottom", "kind", "color", "name", "c
 categories; ``dur`` (-1: an instant) and ``busy`` are ns; ``stack`` a node of the op stack tree (-1: none);
 ``link`` a row of the links source (-1: none)."""
 
+FMT_NS_JS = """
+const fmtNs = (value) => {
+  const strip = (t) => t.includes(".") ? t.replace(/0+$/, "").replace(/[.]$/, "") : t;
+  const g3 = (x) => {
+    let t = x.toPrecision(3);
+    const exact = x.toPrecision(60).replace(/e.*$/, "").replace(/[^0-9]/g, "");
+    if (exact[3] === "5" && /^0*$/.test(exact.slice(4)) && Number(exact[2]) % 2 === 0) {
+      t = (x * (1 - 1e-12)).toPrecision(3);  // an exact tie rounds half to even, as Python's format does
+    }
+    const m = t.match(/^(-?[0-9.]+)e([+-])([0-9]+)$/);
+    return m ? strip(m[1]) + "e" + m[2] + m[3].padStart(2, "0") : strip(t);
+  };
+  for (const [u, s] of [["s", 1e9], ["ms", 1e6], ["us", 1e3]]) if (Math.abs(value) >= s) return g3(value / s) + " " + u;
+  const f = Math.floor(value), d = value - f;
+  return (d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f).toFixed(0) + " ns";
+};
+"""
+"""A JavaScript ``fmtNs(ns)``: the text :func:`aonkit.units.fmt_ns` gives (3 significant digits, ties to even)."""
+
 LOD_JS = """
 const lo = xr.start, hi = xr.end;
 if (!(hi > lo)) return;
