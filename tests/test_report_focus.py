@@ -75,6 +75,10 @@ STATE = """() => { const d = Bokeh.documents[0], g = (n) => d.get_model_by_name(
           end: xr.end, bar: g('timeline_focus_bar').text, button: g('timeline_focus_longest').visible}; }"""
 
 
+CURRENT = """() => { const c = Bokeh.documents[0].get_model_by_name('timeline_focus_current').data;
+  return c.box.length ? {box: c.box[0], rank: c.rank[0], left: c.left[0], right: c.right[0]} : {box: -1}; }"""
+
+
 def test_a_kernel_picked_in_the_reports_table_is_outlined_and_counted_on_its_timeline(tmp_path: Path) -> None:
     from aonkit.analysis.kernels import kernel_stats
 
@@ -100,9 +104,27 @@ def test_a_kernel_picked_in_the_reports_table_is_outlined_and_counted_on_its_tim
         # WHEN "longest" is pressed THEN the view narrows onto the longest and counts what it holds
         page.get_by_role("button", name="longest").click()
         page.wait_for_timeout(500)
-        z = page.evaluate(STATE)
+        z = {**page.evaluate(STATE), **page.evaluate(CURRENT)}
         assert z["end"] - z["start"] < st["end"] - st["start"] and 0 < z["count"] < st["count"]
+        assert z["start"] <= z["left"] and z["right"] <= z["end"]
         assert f"about {z['count']} in view" in z["bar"]
+        # WHEN ▶ and ◀ are pressed THEN they show the name's boxes in time, from the longest's
+        page_steps = []
+        for label in ("▶", "▶", "◀", "◀", "◀"):
+            page.get_by_role("button", name=label).click()
+            page.wait_for_timeout(250)
+            page_steps.append(page.evaluate(CURRENT))
+        table, boxes, _ = focus_data(trace, timeline_pyramid(trace, 1400), table_names(trace))  # as the page's
+        mine = np.arange(*table.set_index("name").loc[name, ["start", "stop"]])
+        mine = mine[boxes["count"][mine] > 0]
+        order = mine[np.lexsort((boxes["slot"][mine], boxes["q0"][mine] + boxes["q1"][mine]))].tolist()
+        at = order.index(z["box"])  # "longest" showed the box holding the longest event
+        want = [order[(at + d) % len(order)] for d in (1, 2, 1, 0, -1)]
+        assert [c["box"] for c in page_steps] == want and [c["rank"] for c in page_steps] == [w + 1 for w in
+                                                                                             map(order.index, want)]
+        last = page.evaluate(STATE)
+        assert f"· at {page_steps[-1]['rank']} of {len(order)}" in last["bar"]
+        assert last["start"] <= page_steps[-1]["left"] and page_steps[-1]["right"] <= last["end"]
         # WHEN a second row is added with ctrl THEN both are outlined and summed
         other = page.locator(".slick-row:visible").nth(3)
         second = other.locator(".slick-cell").first.text_content().strip()

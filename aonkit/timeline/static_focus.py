@@ -1,18 +1,18 @@
 """The report's focus: kernels or ops picked in its tables are outlined on its timeline at every zoom, with counts.
 
-The notebook timeline asks its kernel for a focus's boxes at each view (:mod:`aonkit.timeline.focus`); a report
-has no kernel. So the report stores, for each name of its kernel and op tables, the boxes of its events and of
-the GPU work they launched (an op's kernels), merged as :meth:`~aonkit.timeline.focus.Focus.marks` merges them
-at the width of the deepest level the report's timeline draws (past it the timeline shows that level's glyphs
-too). Box ends are int32 units of that level's pixel; the names' counts and durations are exact. When the
-boxes of all names would pass :data:`FOCUS_BOX_BUDGET`, the unit doubles until they fit or it is a pixel of the
-whole-trace view (the bar then says to within how much the outlines are drawn).
+The notebook timeline asks its kernel for a focus's boxes at each view (:mod:`aonkit.timeline.focus`); a report has
+no kernel. So the report stores, for each name of its kernel and op tables, the boxes of its events and of the GPU
+work they launched (an op's kernels), merged as :meth:`~aonkit.timeline.focus.Focus.marks` merges them at the width
+of the deepest level the report's timeline draws (past it the timeline shows that level's glyphs too). Box ends are
+int32 units of that level's pixel; the names' counts and durations are exact. When the boxes of all names would pass
+:data:`FOCUS_BOX_BUDGET`, the unit doubles until they fit or it is a pixel of the whole-trace view (the bar then
+says to within how much the outlines are drawn).
 
-In the page, :data:`FOCUS_JS` runs when a table's selection or the view changes: it takes the boxes of the
-picked names in the view, merges them again per pixel and slot of the view, and draws them (magenta, the
-notebook focus's colour) over the lanes; the bar above the timeline says how many events the picks have, their
-time (in all, mean, longest), the GPU work they launched, and about how many boxes' events reach into the view
-(about: a box of the stored unit may straddle the view's edge). "longest" centres the view on the longest
+In the page, :data:`FOCUS_JS` runs when a table's selection or the view changes: it takes the boxes of the picked
+names in the view, merges them again per pixel and slot of the view, and draws them (magenta, the notebook focus's
+colour) over the lanes, the rest faded under a white veil; the bar above the timeline says how many events the picks
+have, their time (in all, mean, longest), the GPU work they launched, and about how many boxes' events reach into
+the view (about: a box of the stored unit may straddle the view's edge). "longest" centres the view on the longest
 event of the picks. Names reach the page as data and the bar renders text, never markup.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from bokeh.layouts import row
-from bokeh.models import Button, ColumnDataSource, CustomJS, Div, LayoutDOM, Range
+from bokeh.models import BoxAnnotation, Button, ColumnDataSource, CustomJS, Div, LayoutDOM, Range
 from bokeh.plotting import figure
 
 from ..analysis.correlation import gpu_links
@@ -31,7 +31,7 @@ from ..trace import Trace
 from .detail import launch_maps
 from .focus import focus_of_many
 from .pyramid import Pyramid
-from .static_focus_js import FOCUS_JS, LONGEST_JS
+from .static_focus_js import FOCUS_JS, LONGEST_JS, STEP_JS
 from .tiles import index_of
 from .view_data import GLYPH_PAD
 
@@ -41,8 +41,10 @@ FOCUS_BOX_BUDGET = 400_000
 """Most boxes stored for all names together (14 bytes each before compression)."""
 FOCUS_COLOR = "#D4007F"
 """The focus's outline, as in the notebook timeline."""
+SHADE_ALPHA = 0.6
+"""How much white covers the rest of the lanes while a focus is shown."""
 NAME_COLUMNS = ("name", "start", "stop", "n", "busy_ns", "mean_ns", "max_ns", "longest_x0", "longest_x1",
-                "launched_n", "launched_ns")  # fmt: skip
+                "longest_slot", "launched_n", "launched_ns")  # fmt: skip
 
 
 def focus_data(trace: Trace, pyr: Pyramid, names: Sequence[str],
@@ -53,8 +55,8 @@ def focus_data(trace: Trace, pyr: Pyramid, names: Sequence[str],
     -------
     names : pandas.DataFrame
         :data:`NAME_COLUMNS`: ``start``/``stop`` into the boxes; ``n``, ``busy_ns``, ``mean_ns`` and ``max_ns`` of
-        its events on the lanes; its longest event's ``longest_x0``/``longest_x1`` (ms from the span's start;
-        NaN with none); ``launched_n``/``launched_ns`` of the GPU work they launched. Names with no event on the
+        its events on the lanes; its longest event's ``longest_x0``/``longest_x1`` (ms from the span's start) and
+        ``longest_slot``; ``launched_n``/``launched_ns`` of the GPU work they launched. Names with no event on the
         lanes are left out.
     boxes : dict of str to numpy.ndarray
         ``q0``, ``q1`` (int32: the box covers ``[q0, q1)`` units from the span's start), ``slot``, ``count``
@@ -84,7 +86,7 @@ def focus_data(trace: Trace, pyr: Pyramid, names: Sequence[str],
         st, place = f.stats(), f.longest()
         i = f.order[place]
         rows.append((n, at, at + len(q0), len(f), f.busy_ns, st["mean"], st["max"], (f.ts[i] - origin) / 1e6,
-                     (f.end[i] - origin) / 1e6, len(f.launched.ts), f.launched.busy_ns))  # fmt: skip
+                     (f.end[i] - origin) / 1e6, f.slot[i], len(f.launched.ts), f.launched.busy_ns))  # fmt: skip
         at += len(q0)
     q0, q1, slot, count = (np.concatenate([p[k] for p in parts]) if parts else np.empty(0, np.int64) for k in range(4))
     slot_dt = np.int16 if slot.max(initial=0) < 2**15 else np.int32
@@ -109,19 +111,30 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
     names_src = ColumnDataSource({c: table[c].to_numpy() for c in NAME_COLUMNS}, name="timeline_focus_names")
     box_src = ColumnDataSource(boxes, name="timeline_focus_boxes")
     drawn = ColumnDataSource({"left": [], "right": [], "top": [], "bottom": [], "count": []}, name="timeline_focus")
+    shade = BoxAnnotation(fill_color="white", fill_alpha=SHADE_ALPHA, line_color=None, visible=False,
+                          level="annotation", name="timeline_focus_shade")  # the whole plot: the rest fades
+    fig.add_layout(shade)
     fig.quad(left="left", right="right", top="top", bottom="bottom", source=drawn, fill_color=FOCUS_COLOR,
-             fill_alpha=0.25, line_color=FOCUS_COLOR, line_width=2)  # fmt: skip
+             fill_alpha=0.25, line_color=FOCUS_COLOR, line_width=2, level="overlay")  # over the shade
+    current = ColumnDataSource({c: [] for c in ("left", "right", "top", "bottom", "box", "count", "rank", "of")},
+                               name="timeline_focus_current")  # fmt: skip
+    fig.quad(left="left", right="right", top="top", bottom="bottom", source=current, fill_alpha=0,
+             line_color="#000000", line_width=2.5, level="overlay")  # the box a step showed  # fmt: skip
     bar = Div(text="", render_as_text=True, name="timeline_focus_bar", styles={"color": FOCUS_COLOR})
-    longest = Button(label="longest", name="timeline_focus_longest", visible=False, width=80)
+    buttons = [Button(label=label, name=f"timeline_focus_{key}", visible=False, width=w)
+               for key, label, w in (("prev", "◀", 40), ("next", "▶", 40), ("longest", "longest", 80))]  # fmt: skip
     args = {"pickers": [src for src, _ in pickers], "columns": [col for _, col in pickers], "names": names_src,
-            "boxes": box_src, "drawn": drawn, "bar": bar, "button": longest, "xr": x_range, "plot": fig,
-            "unit_ms": unit / 1e6, "width_px": int(pyr.width_px), "pad": GLYPH_PAD,
+            "boxes": box_src, "drawn": drawn, "current": current, "bar": bar, "shade": shade, "buttons": buttons,
+            "xr": x_range, "plot": fig, "unit_ms": unit / 1e6, "width_px": int(pyr.width_px), "pad": GLYPH_PAD,
             "coarse_ns": unit if unit > finest_unit(pyr) * 1.000001 else 0.0}  # fmt: skip
     cb = CustomJS(args=args, code=FOCUS_JS)
     for src, _ in pickers:
         src.selected.js_on_change("indices", cb)
     x_range.js_on_change("start", cb)
     x_range.js_on_change("end", cb)
-    longest.js_on_click(CustomJS(args={"pickers": args["pickers"], "columns": args["columns"], "names": names_src,
-                                       "xr": x_range, "span_ms": pyr.span_ns / 1e6}, code=LONGEST_JS))  # fmt: skip
-    return row(longest, bar, name="timeline_focus_row")
+    step = {k: args[k] for k in ("pickers", "columns", "names", "boxes", "current", "xr", "unit_ms", "pad")}
+    step["span_ms"] = pyr.span_ns / 1e6
+    for b, d in zip(buttons[:2], (-1, 1)):
+        b.js_on_click(CustomJS(args={**step, "direction": d}, code=STEP_JS))
+    buttons[2].js_on_click(CustomJS(args=step, code=LONGEST_JS))
+    return row(*buttons, bar, name="timeline_focus_row")

@@ -1,10 +1,16 @@
 """The report focus's JavaScript (:mod:`aonkit.timeline.static_focus`): fixed text; the trace reaches it as data.
 
 :data:`FOCUS_JS` args: ``pickers`` (the tables' sources) and ``columns`` (their name columns), ``names`` and
-``boxes`` (:func:`~aonkit.timeline.static_focus.focus_data` as sources), ``drawn`` (the quads drawn), ``bar``
-(a text Div), ``button`` ("longest"), ``xr`` and ``plot`` (the timeline's x range, ms, and figure), the numbers
-``unit_ms``, ``width_px``, ``pad`` and ``coarse_ns`` (the stored unit when the budget made it coarser than the
-deepest level's pixel, else 0). :data:`LONGEST_JS` args: ``pickers``, ``columns``, ``names``, ``xr``, ``span_ms``.
+``boxes`` (:func:`~aonkit.timeline.static_focus.focus_data` as sources), ``drawn`` (the quads drawn), ``current``
+(the box a step showed: its quad, ``box``, ``count``, ``rank`` of ``of`` the picks' boxes), ``bar`` (a text Div),
+``buttons`` (shown with a focus), ``shade`` (the veil over the rest), ``xr`` and ``plot`` (the timeline's x range,
+ms, and figure), the numbers ``unit_ms``, ``width_px``, ``pad`` and ``coarse_ns`` (the stored unit when the budget
+made it coarser than the deepest level's pixel, else 0). :data:`STEP_JS` (``direction`` +1 or -1) and
+:data:`LONGEST_JS` take ``pickers``, ``columns``, ``names``, ``boxes``, ``current``, ``xr``, ``unit_ms``, ``pad`` and
+``span_ms``. A step goes through the boxes that hold picked events (not those of launched work only), in time
+(their middles, then their rows), from the current box while it is in view, else from the view's middle, and
+round past either end; it shows the box as the notebook's N/P show an event (``Focus.window_for`` of
+:mod:`aonkit.timeline.focus`). "longest" shows the box that holds the longest event.
 """
 
 from __future__ import annotations
@@ -23,11 +29,14 @@ for (let r = 0; r < N.name.length; r++) if (picked.has(N.name[r])) rows.push(r);
 """
 
 FOCUS_JS = FMT_NS_JS + _PICKED + """
-const empty = {left: [], right: [], top: [], bottom: [], count: []};
+if (cb_obj !== xr && current.data.box.length) {  // the picks changed: no current box
+  current.data = {left: [], right: [], top: [], bottom: [], box: [], count: [], rank: [], of: []};
+}
 if (!rows.length) {
-  drawn.data = empty;
+  drawn.data = {left: [], right: [], top: [], bottom: [], count: []};
   bar.text = picked.size ? "no event of the picked names is on the timeline" : "";
-  button.visible = false;
+  for (const b of buttons) b.visible = false;
+  shade.visible = false;
   return;
 }
 const lo = xr.start, hi = xr.end;
@@ -64,18 +73,68 @@ let text = label + ": " + n.toLocaleString("en-US") + " events, " + fmtNs(busy) 
 if (ln) text += "; they launched " + ln.toLocaleString("en-US") + " GPU events, " + fmtNs(lns);
 text += " · about " + inView.toLocaleString("en-US") + " in view";
 if (coarse_ns > 0) text += " (outlined to within " + fmtNs(coarse_ns) + ")";
+const cur = current.data;
+if (cur.box.length && cur.right[0] > lo && cur.left[0] < hi) {
+  text += " · at " + cur.rank[0] + " of " + cur.of[0];
+  if (cur.count[0] > 1) text += " (" + cur.count[0] + " events in one box)";
+}
 bar.text = text;
-button.visible = true;
+for (const b of buttons) b.visible = true;
+shade.visible = true;
 """
 
-LONGEST_JS = _PICKED + f"""
-if (!rows.length) return;
-let best = rows[0];
-for (const r of rows) if (N.max_ns[r] > N.max_ns[best]) best = r;
-const t0 = N.longest_x0[best], t1 = N.longest_x1[best], dur = t1 - t0;
-const width = Math.max(Math.min(xr.end - xr.start, dur / {STEP_FILL[0]}), dur / {STEP_FILL[1]}, {STEP_MIN_NS / 1e6});
-let a = (t0 + t1) / 2 - width / 2;
-a = Math.max(0, Math.min(a, span_ms - width));
-xr.have_updated_interactively = true;  // a DataRange1d keeps a range set so, as after a zoom
-xr.setv({{start: a, end: Math.min(span_ms, a + width)}});
+_SHOW = f"""
+const B = boxes.data, q0 = B.q0, q1 = B.q1, S = B.slot, C = B.count;
+const named = [];
+for (const r of rows) for (let k = N.start[r]; k < N.stop[r]; k++) if (C[k] > 0) named.push(k);
+const mid = (k) => (q0[k] + q1[k]) / 2;
+const before = (a, b) => mid(a) < mid(b) || (mid(a) === mid(b) && S[a] < S[b]);
+const show = (k) => {{  // k becomes the current box: outlined, and the view made to show it
+  let rank = 1;
+  for (const j of named) if (before(j, k)) rank++;
+  const t0 = q0[k] * unit_ms, t1 = q1[k] * unit_ms, dur = t1 - t0;
+  current.data = {{left: [t0], right: [t1], top: [S[k] + pad], bottom: [S[k] + 1 - pad], box: [k], count: [C[k]],
+                   rank: [rank], of: [named.length]}};
+  const width = Math.max(Math.min(xr.end - xr.start, dur / {STEP_FILL[0]}), dur / {STEP_FILL[1]}, {STEP_MIN_NS / 1e6});
+  let a = (t0 + t1) / 2 - width / 2;
+  a = Math.max(0, Math.min(a, span_ms - width));
+  xr.have_updated_interactively = true;  // a DataRange1d keeps a range set so, as after a zoom
+  xr.setv({{start: a, end: Math.min(span_ms, a + width)}});
+}};
+"""
+
+STEP_JS = _PICKED + _SHOW + """
+if (!named.length) return;
+const cur = current.data.box.length ? current.data.box[0] : -1;
+const lo = xr.start / unit_ms, hi = xr.end / unit_ms;
+let best = -1;
+if (cur >= 0 && named.includes(cur) && q1[cur] > lo && q0[cur] < hi) {  // from the current box while it is in view
+  for (const k of named) {
+    const past = direction > 0 ? before(cur, k) : before(k, cur);
+    if (past && (best < 0 || (direction > 0 ? before(k, best) : before(best, k)))) best = k;
+  }
+} else {  // else from the view's centre
+  const c = (lo + hi) / 2;
+  for (const k of named) {
+    const past = direction > 0 ? mid(k) > c : mid(k) < c;
+    if (past && (best < 0 || (direction > 0 ? before(k, best) : before(best, k)))) best = k;
+  }
+}
+if (best < 0) {  // past either end: round to the other
+  best = named[0];
+  for (const k of named) if (direction > 0 ? before(k, best) : before(best, k)) best = k;
+}
+show(best);
+"""
+
+LONGEST_JS = _PICKED + _SHOW + """
+if (!named.length) return;
+let r = rows[0];
+for (const x of rows) if (N.max_ns[x] > N.max_ns[r]) r = x;
+const t0 = N.longest_x0[r] / unit_ms, t1 = N.longest_x1[r] / unit_ms;
+let best = named[0];
+for (let k = N.start[r]; k < N.stop[r]; k++) {  // the box that holds the longest event
+  if (C[k] > 0 && S[k] === N.longest_slot[r] && q0[k] <= t0 + 1e-6 && q1[k] >= t1 - 1e-6) { best = k; break; }
+}
+show(best);
 """
