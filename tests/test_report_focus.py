@@ -164,3 +164,23 @@ def test_an_op_picked_in_the_report_shows_the_gpu_work_it_launched_and_markup_st
         assert MARKUP in st["bar"] and page.get_by_text(MARKUP[:20], exact=False).count() >= 1
         assert page.evaluate("window.__xss") is None and not page.aonkit_dialogs
         assert not blocked and not page.aonkit_errors, page.aonkit_errors
+
+
+def test_a_span_too_long_to_place_events_in_gives_no_boxes_and_says_why(tmp_path: Path) -> None:
+    import json
+    import warnings
+
+    from aonkit.timeline.static_focus import MAX_SPAN_NS, focus_off
+
+    from .hostile_gen import hostile_trace
+
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(hostile_trace(0)))  # time stamps from -7.5e18 to 1.7e18 ns
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = aonkit.load(p)
+    pyr = timeline_pyramid(trace, 1400)
+    assert pyr.span_ns > MAX_SPAN_NS
+    table, boxes, _ = focus_data(trace, pyr, table_names(trace))
+    assert len(table) == 0 and len(boxes["q0"]) == 0 and "years" in focus_off(pyr)
+    assert focus_off(timeline_pyramid(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"), 1400)) == ""

@@ -41,6 +41,9 @@ FOCUS_BOX_BUDGET = 400_000
 """Most boxes stored for all names together (14 bytes each before compression)."""
 FOCUS_COLOR = "#D4007F"
 """The focus's outline, as in the notebook timeline."""
+MAX_SPAN_NS = 2**62
+"""Longest span the focus draws (146 years: only odd time stamps make a longer one, and ns offsets within it
+would overflow int64)."""
 SHADE_ALPHA = 0.6
 """How much white covers the rest of the lanes while a focus is shown."""
 NAME_COLUMNS = ("name", "start", "stop", "n", "busy_ns", "mean_ns", "max_ns", "longest_x0", "longest_x1",
@@ -63,12 +66,15 @@ def focus_data(trace: Trace, pyr: Pyramid, names: Sequence[str],
         (the named events it holds; 0 for launched work only).
     unit_ns : float
         The span over ``pyr.width_px * 2 ** (pyr.levels - 1)`` pixels, doubled while the boxes pass ``budget``
-        (but never past the span over ``pyr.width_px``).
+        (but never past the span over ``pyr.width_px``). No names are kept when the span passes
+        :data:`MAX_SPAN_NS` (:func:`focus_off` says why).
     """
-    index = index_of(trace)
-    foci = focus_of_many(trace, index, pyr.lanes, names, launch_maps(trace, gpu_links(trace))[0])
-    foci = {n: f for n, f in foci.items() if len(f)}
     origin, span = int(pyr.origin_ns), max(int(pyr.span_ns), 1)
+    foci = {}
+    if span <= MAX_SPAN_NS:  # else the events' offsets overflow int64: no focus (see focus_off)
+        index = index_of(trace)
+        foci = focus_of_many(trace, index, pyr.lanes, names, launch_maps(trace, gpu_links(trace))[0])
+        foci = {n: f for n, f in foci.items() if len(f)}
     px = max(int(pyr.width_px) * 2 ** (int(pyr.levels) - 1), 1)  # the deepest level's pixels over the span
     while True:
         marks = {n: f.marks(origin, origin + span, px, origin) for n, f in foci.items()}
@@ -85,14 +91,22 @@ def focus_data(trace: Trace, pyr: Pyramid, names: Sequence[str],
         parts.append((q0, q1, m["slot"], m["count"]))
         st, place = f.stats(), f.longest()
         i = f.order[place]
-        rows.append((n, at, at + len(q0), len(f), f.busy_ns, st["mean"], st["max"], (f.ts[i] - origin) / 1e6,
-                     (f.end[i] - origin) / 1e6, f.slot[i], len(f.launched.ts), f.launched.busy_ns))  # fmt: skip
+        rows.append((n, at, at + len(q0), len(f), f.busy_ns, st["mean"], st["max"], (int(f.ts[i]) - origin) / 1e6,
+                     (int(f.end[i]) - origin) / 1e6, f.slot[i], len(f.launched.ts), f.launched.busy_ns))  # fmt: skip
         at += len(q0)
     q0, q1, slot, count = (np.concatenate([p[k] for p in parts]) if parts else np.empty(0, np.int64) for k in range(4))
     slot_dt = np.int16 if slot.max(initial=0) < 2**15 else np.int32
     boxes = {"q0": q0.astype(np.int32), "q1": q1.astype(np.int32), "slot": slot.astype(slot_dt),
              "count": count.astype(np.int32)}  # fmt: skip
     return pd.DataFrame(rows, columns=list(NAME_COLUMNS)), boxes, float(unit)
+
+
+def focus_off(pyr: Pyramid) -> str:
+    """Why the report cannot outline picks on this timeline ("": it can)."""
+    if int(pyr.span_ns) > MAX_SPAN_NS:
+        return (f"no outlines: the timeline spans {pyr.span_ns / 3.15576e16:.0f} years (odd time stamps?), too long "
+                "to place events in it")
+    return ""
 
 
 def finest_unit(pyr: Pyramid) -> float:
@@ -126,7 +140,7 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
     args = {"pickers": [src for src, _ in pickers], "columns": [col for _, col in pickers], "names": names_src,
             "boxes": box_src, "drawn": drawn, "current": current, "bar": bar, "shade": shade, "buttons": buttons,
             "xr": x_range, "plot": fig, "unit_ms": unit / 1e6, "width_px": int(pyr.width_px), "pad": GLYPH_PAD,
-            "coarse_ns": unit if unit > finest_unit(pyr) * 1.000001 else 0.0}  # fmt: skip
+            "coarse_ns": unit if unit > finest_unit(pyr) * 1.000001 else 0.0, "off": focus_off(pyr)}  # fmt: skip
     cb = CustomJS(args=args, code=FOCUS_JS)
     for src, _ in pickers:
         src.selected.js_on_change("indices", cb)

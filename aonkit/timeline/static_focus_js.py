@@ -5,12 +5,12 @@
 (the box a step showed: its quad, ``box``, ``count``, ``rank`` of ``of`` the picks' boxes), ``bar`` (a text Div),
 ``buttons`` (shown with a focus), ``shade`` (the veil over the rest), ``xr`` and ``plot`` (the timeline's x range,
 ms, and figure), the numbers ``unit_ms``, ``width_px``, ``pad`` and ``coarse_ns`` (the stored unit when the budget
-made it coarser than the deepest level's pixel, else 0). :data:`STEP_JS` (``direction`` +1 or -1) and
-:data:`LONGEST_JS` take ``pickers``, ``columns``, ``names``, ``boxes``, ``current``, ``xr``, ``unit_ms``, ``pad`` and
-``span_ms``. A step goes through the boxes that hold picked events (not those of launched work only), in time
-(their middles, then their rows), from the current box while it is in view, else from the view's middle, and
-round past either end; it shows the box as the notebook's N/P show an event (``Focus.window_for`` of
-:mod:`aonkit.timeline.focus`). "longest" shows the box that holds the longest event.
+made it coarser than the deepest level's pixel, else 0) and ``off`` (why no name has boxes, or ""). :data:`STEP_JS`
+(``direction`` +1 or -1) and :data:`LONGEST_JS` take ``pickers``, ``columns``, ``names``, ``boxes``, ``current``,
+``xr``, ``unit_ms``, ``pad`` and ``span_ms``. A step goes through the boxes that hold picked events (not those of
+launched work only), in time (their middles, then their rows), from the current box while it is in view, else from
+the view's middle, and round past either end; it shows the box as the notebook's N/P show an event
+(``Focus.window_for`` of :mod:`aonkit.timeline.focus`). "longest" shows the box that holds the longest event.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ if (cb_obj !== xr && current.data.box.length) {  // the picks changed: no curren
 }
 if (!rows.length) {
   drawn.data = {left: [], right: [], top: [], bottom: [], count: []};
-  bar.text = picked.size ? "no event of the picked names is on the timeline" : "";
+  bar.text = !picked.size ? "" : off ? off : "no event of the picked names is on the timeline";
   for (const b of buttons) b.visible = false;
   shade.visible = false;
   return;
