@@ -44,6 +44,8 @@ FOCUS_COLOR = "#D4007F"
 MAX_SPAN_NS = 2**62
 """Longest span the focus draws (146 years: only odd time stamps make a longer one, and ns offsets within it
 would overflow int64)."""
+HINT = "pick kernels or ops in the tables below to outline them here"
+"""The bar's text while nothing is picked."""
 SHADE_ALPHA = 0.6
 """How much white covers the rest of the lanes while a focus is shown."""
 NAME_COLUMNS = ("name", "start", "stop", "n", "busy_ns", "mean_ns", "max_ns", "longest_x0", "longest_x1",
@@ -118,7 +120,7 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
                      pickers: Sequence[tuple[ColumnDataSource, str]]) -> LayoutDOM:  # fmt: skip
     """Draw the focus of what ``pickers`` (a table's source and its name column) select on ``fig``.
 
-    Returns the bar (text and the "longest" button) to put above the timeline.
+    Returns the row to put above the timeline: the ◀ ▶ and "longest" buttons, and the bar.
     """
     names = list(dict.fromkeys(str(v) for src, col in pickers for v in src.data[col]))
     table, boxes, unit = focus_data(trace, pyr, names)
@@ -134,13 +136,16 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
                                name="timeline_focus_current")  # fmt: skip
     fig.quad(left="left", right="right", top="top", bottom="bottom", source=current, fill_alpha=0,
              line_color="#000000", line_width=2.5, level="overlay")  # the box a step showed  # fmt: skip
-    bar = Div(text="", render_as_text=True, name="timeline_focus_bar", styles={"color": FOCUS_COLOR})
-    buttons = [Button(label=label, name=f"timeline_focus_{key}", visible=False, width=w)
+    bar = Div(text=HINT, render_as_text=True, name="timeline_focus_bar", styles={"color": FOCUS_COLOR})
+    # the buttons stay as they are (without a pick they do nothing): hiding or disabling them took 50-150 ms a
+    # change in the page, for each, where the whole focus callback takes about 10 (bench/report_focus.py)
+    buttons = [Button(label=label, name=f"timeline_focus_{key}", width=w)
                for key, label, w in (("prev", "◀", 40), ("next", "▶", 40), ("longest", "longest", 80))]  # fmt: skip
     args = {"pickers": [src for src, _ in pickers], "columns": [col for _, col in pickers], "names": names_src,
-            "boxes": box_src, "drawn": drawn, "current": current, "bar": bar, "shade": shade, "buttons": buttons,
+            "boxes": box_src, "drawn": drawn, "current": current, "bar": bar, "shade": shade,
             "xr": x_range, "plot": fig, "unit_ms": unit / 1e6, "width_px": int(pyr.width_px), "pad": GLYPH_PAD,
-            "coarse_ns": unit if unit > finest_unit(pyr) * 1.000001 else 0.0, "off": focus_off(pyr)}  # fmt: skip
+            "coarse_ns": unit if unit > finest_unit(pyr) * 1.000001 else 0.0, "off": focus_off(pyr),
+            "hint": HINT}  # fmt: skip
     cb = CustomJS(args=args, code=FOCUS_JS)
     for src, _ in pickers:
         src.selected.js_on_change("indices", cb)

@@ -3,14 +3,15 @@
 :data:`FOCUS_JS` args: ``pickers`` (the tables' sources) and ``columns`` (their name columns), ``names`` and
 ``boxes`` (:func:`~aonkit.timeline.static_focus.focus_data` as sources), ``drawn`` (the quads drawn), ``current``
 (the box a step showed: its quad, ``box``, ``count``, ``rank`` of ``of`` the picks' boxes), ``bar`` (a text Div),
-``buttons`` (shown with a focus), ``shade`` (the veil over the rest), ``xr`` and ``plot`` (the timeline's x range,
-ms, and figure), the numbers ``unit_ms``, ``width_px``, ``pad`` and ``coarse_ns`` (the stored unit when the budget
-made it coarser than the deepest level's pixel, else 0) and ``off`` (why no name has boxes, or ""). :data:`STEP_JS`
-(``direction`` +1 or -1) and :data:`LONGEST_JS` take ``pickers``, ``columns``, ``names``, ``boxes``, ``current``,
-``xr``, ``unit_ms``, ``pad`` and ``span_ms``. A step goes through the boxes that hold picked events (not those of
-launched work only), in time (their middles, then their rows), from the current box while it is in view, else from
-the view's middle, and round past either end; it shows the box as the notebook's N/P show an event
-(``Focus.window_for`` of :mod:`aonkit.timeline.focus`). "longest" shows the box that holds the longest event.
+``hint`` (the bar's text with no pick), ``shade`` (the veil over the rest),
+``xr`` and ``plot`` (the timeline's x range, ms, and figure), the numbers ``unit_ms``, ``width_px``, ``pad`` and
+``coarse_ns`` (the stored unit when the budget made it coarser than the deepest level's pixel, else 0) and ``off``
+(why no name has boxes, or ""). :data:`STEP_JS` (``direction`` +1 or -1) and :data:`LONGEST_JS` take ``pickers``,
+``columns``, ``names``, ``boxes``, ``current``, ``xr``, ``unit_ms``, ``pad`` and ``span_ms``. A step goes through
+the boxes that hold picked events (not those of launched work only), in time (their middles, then their rows), from
+the current box while it is in view, else from the view's middle, and round past either end; it shows the box as the
+notebook's N/P show an event (``Focus.window_for`` of :mod:`aonkit.timeline.focus`). "longest" shows the box that
+holds the longest event.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ FOCUS_JS = FMT_NS_JS + _PICKED + """
 if (cb_obj !== xr && current.data.box.length) {  // the picks changed: no current box
   current.data = {left: [], right: [], top: [], bottom: [], box: [], count: [], rank: [], of: []};
 }
+const set = (model, key, value) => { if (model[key] !== value) model[key] = value; };  // a change re-renders
 if (!rows.length) {
-  drawn.data = {left: [], right: [], top: [], bottom: [], count: []};
-  bar.text = !picked.size ? "" : off ? off : "no event of the picked names is on the timeline";
-  for (const b of buttons) b.visible = false;
-  shade.visible = false;
+  if (drawn.data.left.length) drawn.data = {left: [], right: [], top: [], bottom: [], count: []};
+  set(bar, "text", !picked.size ? hint : off ? off : "no event of the picked names is on the timeline");
+  set(shade, "visible", false);
   return;
 }
 const lo = xr.start, hi = xr.end;
@@ -78,9 +79,8 @@ if (cur.box.length && cur.right[0] > lo && cur.left[0] < hi) {
   text += " · at " + cur.rank[0] + " of " + cur.of[0];
   if (cur.count[0] > 1) text += " (" + cur.count[0] + " events in one box)";
 }
-bar.text = text;
-for (const b of buttons) b.visible = true;
-shade.visible = true;
+set(bar, "text", text);
+set(shade, "visible", true);
 """
 
 _SHOW = f"""
