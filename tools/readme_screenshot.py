@@ -5,7 +5,8 @@
   ``docs/img/dashboard.png``: cards, tables, timeline with its detail lanes, memory, exactly as a user sees them.
 - ``--what focus``: the same dashboard with its timeline focused on the kernel with the most GPU time (as a click
   on its row in the kernel table does), saved as ``docs/img/dashboard_focus.png``.
-- ``--what report``: the HTML report, opened from a file, the top of the page saved as ``docs/img/report.png``.
+- ``--what report``: the HTML report, opened from a file, with the first row of its kernel table clicked (the
+  report's focus outlines that kernel on the timeline); the top of the page saved as ``docs/img/report.png``.
 
 Needs Playwright and JupyterLab (``pip install -e .[test]``) and a Chromium (``AONKIT_CHROMIUM`` or ``chromium``
 on the PATH); every network request but JupyterLab's own is refused.
@@ -47,6 +48,10 @@ def screenshot(trace_path: Path, out: Path, width: int = 1400, height: int = 980
                 page.goto(page_path.as_uri())
                 page.wait_for_selector("canvas", timeout=60_000)
                 page.wait_for_timeout(2500)  # the timeline's first level of detail and the cards draw
+                # the kernel with the most GPU time picked in the kernel table: its events outlined on the timeline
+                page.locator(".slick-row:visible").first.locator(".slick-cell").nth(2).click()
+                page.evaluate("window.scrollTo(0, 0)")
+                page.wait_for_timeout(800)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": width, "height": height})
             finally:
