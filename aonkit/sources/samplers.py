@@ -148,7 +148,8 @@ class RingSampler:
         """One value per channel (override)."""
         raise NotImplementedError
 
-    def _run(self) -> None:
+    def _run(self) -> bool:
+        """Sample until stopped (False) or until :meth:`_leave_python` hands over to another loop (True)."""
         next_t = time.monotonic()
         handoffs = HandoffGuard()
         while True:  # a first sample even when stopped already: a run has one at its start
@@ -158,9 +159,9 @@ class RingSampler:
             if self._stop.is_set():
                 if time.time_ns() - self._ts[(self._count - 1) % self.capacity] >= self.close_min_ns:
                     self._take(handoffs)  # and one at its end
-                return
+                return False
             if self._leave_python():
-                return
+                return True
 
     def _take(self, handoffs: HandoffGuard) -> None:
         """Take one sample and write it to the ring."""
@@ -374,15 +375,15 @@ class HostSampler(RingSampler):
             self._loop = host_compiled.CompiledLoop(hl, self.capacity) if hl is not None else None
         return self._loop is not None
 
-    def _run(self) -> None:
-        if not self._leave_python():
-            super()._run()
-            if self._stop.is_set():  # stopped in Python (after its closing sample)
-                return
+    def _run(self) -> bool:
+        if not self._leave_python() and not super()._run():
+            return False  # stopped in Python (after its closing sample)
         if self._loop is None or self._pipe is None or self._fds is None:
-            return  # (the compiled loop samples at once and on its stop, as the Python one does)
+            return False
+        # the compiled loop samples at once and on its stop (a stop that came meanwhile included), as Python does
         self._loop.take_over(self, self._last if self._sampled else None)
         self._loop.run(self, self._fds, self._pipe[0])
+        return False
 
     def _snapshot(self, cursor: int) -> tuple[np.ndarray, np.ndarray, int]:
         if self._loop is None or not self._loop.active:
