@@ -75,6 +75,8 @@ STATE = """() => { const d = Bokeh.documents[0], g = (n) => d.get_model_by_name(
           end: xr.end, bar: g('timeline_focus_bar').text}; }"""
 
 
+STRIP = """() => { const g = (n) => Bokeh.documents[0].get_model_by_name(n), v = g('timeline_focus_view_box');
+  return {count: Array.from(g('timeline_focus_strip').data.count), view: [v.left, v.right]}; }"""
 CURRENT = """() => { const c = Bokeh.documents[0].get_model_by_name('timeline_focus_current').data;
   return c.box.length ? {box: c.box[0], rank: c.rank[0], left: c.left[0], right: c.right[0]} : {box: -1}; }"""
 
@@ -101,6 +103,8 @@ def test_a_kernel_picked_in_the_reports_table_is_outlined_and_counted_on_its_tim
         assert st["count"] == k["count"] and 0 < st["boxes"] <= k["count"]
         assert f"{int(k['count']):,} events, {fmt_ns(k['total_ns'])} in all" in st["bar"]
         assert f"longest {fmt_ns(k['max_ns'])}" in st["bar"]
+        strip = page.evaluate(STRIP)  # where they are over the whole trace: every event in one bin
+        assert sum(strip["count"]) == k["count"] and strip["view"] == [st["start"], st["end"]]
         # WHEN "longest" is pressed THEN the view narrows onto the longest and counts what it holds
         page.get_by_role("button", name="longest").click()
         page.wait_for_timeout(500)
@@ -108,6 +112,18 @@ def test_a_kernel_picked_in_the_reports_table_is_outlined_and_counted_on_its_tim
         assert z["end"] - z["start"] < st["end"] - st["start"] and 0 < z["count"] < st["count"]
         assert z["start"] <= z["left"] and z["right"] <= z["end"]
         assert f"about {z['count']} in view" in z["bar"]
+        # WHEN the strip is clicked THEN the view is centred there, as wide as it was, and the strip shows it
+        width = z["end"] - z["start"]
+        page.evaluate("""(x) => { const f = Bokeh.documents[0].get_model_by_name('timeline_focus_strip_fig');
+          const {Tap} = Bokeh.require('core/bokeh_events');
+          f.trigger_event(new Tap(0, 0, x, 0.5, {shift: false, ctrl: false, alt: false})); }""", 100.0)
+        page.wait_for_timeout(300)
+        moved = page.evaluate(STATE)
+        assert moved["start"] + width / 2 == pytest.approx(100.0)
+        assert moved["end"] - moved["start"] == pytest.approx(width)
+        assert page.evaluate(STRIP)["view"] == [moved["start"], moved["end"]]
+        page.get_by_role("button", name="longest").click()
+        page.wait_for_timeout(300)
         # WHEN ▶ and ◀ are pressed THEN they show the name's boxes in time, from the longest's
         page_steps = []
         for label in ("▶", "▶", "◀", "◀", "◀"):
@@ -138,7 +154,13 @@ def test_a_kernel_picked_in_the_reports_table_is_outlined_and_counted_on_its_tim
             r.locator(".slick-cell").nth(2).click(modifiers=["Control"])
             page.wait_for_timeout(300)
         gone = page.evaluate(STATE)
-        assert gone["boxes"] == 0 and gone["bar"] == HINT
+        assert gone["boxes"] == 0 and gone["bar"] == HINT and page.evaluate(STRIP)["count"] == []
+        # the top kernel has boxes of two events (closer than the deepest level's pixel): the strip counts events
+        first = page.locator(".slick-row:visible").first
+        top = first.locator(".slick-cell").first.text_content().strip()
+        first.locator(".slick-cell").nth(2).click()
+        page.wait_for_timeout(400)
+        assert sum(page.evaluate(STRIP)["count"]) == stats.loc[top, "count"] > page.evaluate(STATE)["boxes"]
         assert not blocked and not page.aonkit_errors, page.aonkit_errors
 
 

@@ -13,7 +13,9 @@ names in the view, merges them again per pixel and slot of the view, and draws t
 colour) over the lanes, the rest faded under a white veil; the bar above the timeline says how many events the picks
 have, their time (in all, mean, longest), the GPU work they launched, and about how many boxes' events reach into
 the view (about: a box of the stored unit may straddle the view's edge). "longest" centres the view on the longest
-event of the picks. Names reach the page as data and the bar renders text, never markup.
+event of the picks; ◀ ▶ step through them (:mod:`aonkit.timeline.static_focus_js`). A strip shows where they start
+over the whole trace and the view's place in it; a click there centres the view. Names reach the page as data
+and the bar renders text, never markup.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from bokeh.layouts import row
-from bokeh.models import BoxAnnotation, Button, ColumnDataSource, CustomJS, Div, LayoutDOM, Range
+from bokeh.models import BoxAnnotation, Button, ColumnDataSource, CustomJS, Div, LayoutDOM, Range, Range1d
 from bokeh.plotting import figure
 
 from ..analysis.correlation import gpu_links
@@ -31,7 +33,7 @@ from ..trace import Trace
 from .detail import launch_maps
 from .focus import focus_of_many
 from .pyramid import Pyramid
-from .static_focus_js import FOCUS_JS, LONGEST_JS, STEP_JS
+from .static_focus_js import CENTRE_JS, FOCUS_JS, LONGEST_JS, STEP_JS
 from .tiles import index_of
 from .view_data import GLYPH_PAD
 
@@ -46,6 +48,8 @@ MAX_SPAN_NS = 2**62
 would overflow int64)."""
 HINT = "pick kernels or ops in the tables below to outline them here"
 """The bar's text while nothing is picked."""
+STRIP_PX, STRIP_BINS = 240, 120
+"""The overview strip's width and its bins over the whole trace."""
 SHADE_ALPHA = 0.6
 """How much white covers the rest of the lanes while a focus is shown."""
 NAME_COLUMNS = ("name", "start", "stop", "n", "busy_ns", "mean_ns", "max_ns", "longest_x0", "longest_x1",
@@ -136,6 +140,7 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
                                name="timeline_focus_current")  # fmt: skip
     fig.quad(left="left", right="right", top="top", bottom="bottom", source=current, fill_alpha=0,
              line_color="#000000", line_width=2.5, level="overlay")  # the box a step showed  # fmt: skip
+    strip, strip_src, view_box = _strip(x_range, pyr.span_ns / 1e6)
     bar = Div(text=HINT, render_as_text=True, name="timeline_focus_bar", styles={"color": FOCUS_COLOR})
     # the buttons stay as they are (without a pick they do nothing): hiding or disabling them took 50-150 ms a
     # change in the page, for each, where the whole focus callback takes about 10 (bench/report_focus.py)
@@ -145,7 +150,8 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
             "boxes": box_src, "drawn": drawn, "current": current, "bar": bar, "shade": shade,
             "xr": x_range, "plot": fig, "unit_ms": unit / 1e6, "width_px": int(pyr.width_px), "pad": GLYPH_PAD,
             "coarse_ns": unit if unit > finest_unit(pyr) * 1.000001 else 0.0, "off": focus_off(pyr),
-            "hint": HINT}  # fmt: skip
+            "hint": HINT, "strip": strip_src, "view_box": view_box, "bins": STRIP_BINS,
+            "span_ms": pyr.span_ns / 1e6}  # fmt: skip
     cb = CustomJS(args=args, code=FOCUS_JS)
     for src, _ in pickers:
         src.selected.js_on_change("indices", cb)
@@ -156,4 +162,19 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
     for b, d in zip(buttons[:2], (-1, 1)):
         b.js_on_click(CustomJS(args={**step, "direction": d}, code=STEP_JS))
     buttons[2].js_on_click(CustomJS(args=step, code=LONGEST_JS))
-    return row(*buttons, bar, name="timeline_focus_row")
+    return row(*buttons, strip, bar, name="timeline_focus_row")
+
+
+def _strip(x_range: Range, span_ms: float) -> tuple[figure, ColumnDataSource, BoxAnnotation]:
+    """The strip of where the picks are over the whole trace, the view's box on it; a click centres the view."""
+    src = ColumnDataSource({"left": [], "right": [], "top": [], "count": []}, name="timeline_focus_strip")
+    fig = figure(width=STRIP_PX, height=26, x_range=Range1d(0, span_ms), y_range=Range1d(0, 1), tools="",
+                 toolbar_location=None, min_border=2, name="timeline_focus_strip_fig", outline_line_color="#BBBBBB")
+    fig.axis.visible = False
+    fig.grid.visible = False
+    fig.quad(left="left", right="right", top="top", bottom=0, source=src, fill_color=FOCUS_COLOR, line_color=None)
+    view_box = BoxAnnotation(left=0, right=span_ms, fill_color="#000000", fill_alpha=0.08, line_color="#000000",
+                             line_alpha=0.4, name="timeline_focus_view_box")  # fmt: skip
+    fig.add_layout(view_box)
+    fig.js_on_event("tap", CustomJS(args={"xr": x_range, "span_ms": span_ms}, code=CENTRE_JS))
+    return fig, src, view_box

@@ -34,11 +34,27 @@ if (cb_obj !== xr && current.data.box.length) {  // the picks changed: no curren
   current.data = {left: [], right: [], top: [], bottom: [], box: [], count: [], rank: [], of: []};
 }
 const set = (model, key, value) => { if (model[key] !== value) model[key] = value; };  // a change re-renders
+set(view_box, "left", xr.start);
+set(view_box, "right", xr.end);
 if (!rows.length) {
   if (drawn.data.left.length) drawn.data = {left: [], right: [], top: [], bottom: [], count: []};
+  if (strip.data.left.length) strip.data = {left: [], right: [], top: [], count: []};
   set(bar, "text", !picked.size ? hint : off ? off : "no event of the picked names is on the timeline");
   set(shade, "visible", false);
   return;
+}
+if (cb_obj !== xr || !strip.data.left.length) {  // the picks changed: where they start over the whole trace
+  const per = new Array(bins).fill(0), w = span_ms / bins, Q = boxes.data.q0, K0 = boxes.data.count;
+  for (const r of rows) {
+    for (let k = N.start[r]; k < N.stop[r]; k++) {
+      if (K0[k] > 0) per[Math.min(bins - 1, Math.floor(Q[k] * unit_ms / w))] += K0[k];
+    }
+  }
+  const most = Math.max(...per), SL = [], SR = [], ST = [], SC = [];
+  for (let b = 0; b < bins; b++) {
+    if (per[b]) { SL.push(b * w); SR.push((b + 1) * w); ST.push(0.2 + 0.8 * per[b] / most); SC.push(per[b]); }
+  }
+  strip.data = {left: SL, right: SR, top: ST, count: SC};
 }
 const lo = xr.start, hi = xr.end;
 let px = width_px;
@@ -138,3 +154,12 @@ for (let k = N.start[r]; k < N.stop[r]; k++) {  // the box that holds the longes
 }
 show(best);
 """
+
+CENTRE_JS = """
+const w = xr.end - xr.start;
+let a = cb_obj.x - w / 2;
+a = Math.max(0, Math.min(a, span_ms - w));
+xr.have_updated_interactively = true;  // a DataRange1d keeps a range set so, as after a zoom
+xr.setv({start: a, end: a + w});
+"""
+"""A click on the strip (``cb_obj.x``, ms): the view centred there, as wide as it was (args ``xr``, ``span_ms``)."""
