@@ -650,7 +650,7 @@ def test_a_sampler_blocked_in_nvml_does_not_hold_the_profile_at_its_stop(tmp_pat
 
     import aonkit
     from aonkit.profiling import Profile
-    from aonkit.sources import samplers
+    from aonkit.sources import ring_sampler as samplers  # where RingSampler.stop reads it
 
     monkeypatch.setattr(samplers, "STOP_WAIT_S", 0.3)
     gpu = FakeGpu(power_instant=False)
@@ -690,7 +690,7 @@ def test_a_sampler_blocked_in_nvml_does_not_hold_the_profile_at_its_stop(tmp_pat
 
 
 def test_a_live_monitor_stopped_over_a_blocked_sampler_says_so(monkeypatch) -> None:
-    from aonkit.sources import samplers
+    from aonkit.sources import ring_sampler as samplers  # where RingSampler.stop reads it
     from aonkit.widgets import LiveMonitor
 
     monkeypatch.setattr(samplers, "STOP_WAIT_S", 0.2)

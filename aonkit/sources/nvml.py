@@ -29,7 +29,7 @@ from ..errors import AonkitError
 from .gpm import Gpm, gpm_metrics
 from .nvml_batch import FastTick
 from .nvml_metrics import NAN, PartialRead, Reader, describe, device_readers, slow_where_also_measured
-from .samplers import RingSampler
+from .ring_sampler import RingSampler
 
 if TYPE_CHECKING:
     import pandas as pd  # tables are made on request: the daemon samples without pandas
