@@ -16,7 +16,7 @@ substring, or ``/regex/flags``), so that Enter in the box focuses every name tha
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -204,17 +204,30 @@ def _placed(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, pos: np.nda
     return track, slot, ts, end, row, dur
 
 
-def _launched_by(index: TimelineIndex, codes: np.ndarray, wanted: np.ndarray, launch_of: np.ndarray) -> np.ndarray:
-    """Index positions of the GPU events whose launch call, or an event around it, has a wanted name code."""
+def _launch_levels(index: TimelineIndex, codes: np.ndarray, launch_of: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
+    """Per level up the nesting from each GPU event's launch call (itself first): (live mask, name codes there).
+
+    The mask is over ``cand``, the index positions of the GPU events with a launch call, given first.
+    """
     launched = launch_of[index.row]  # per index position: its launch call's row (-1: none)
     cand = np.flatnonzero(launched >= 0)
-    cur, hit = launched[cand], np.zeros(len(cand), bool)
-    for _ in range(10_000):  # up the nesting from each launch call: as deep as the deepest stack
+    yield cand, cand
+    cur = launched[cand]
+    for _ in range(10_000):  # as deep as the deepest stack
         live = cur >= 0
         if not live.any():
-            break
-        hit[live] |= wanted[codes[cur[live]]]
+            return
+        yield live, codes[cur[live]]
         cur = np.where(live, index.parent_of[np.maximum(cur, 0)], -1)
+
+
+def _launched_by(index: TimelineIndex, codes: np.ndarray, wanted: np.ndarray, launch_of: np.ndarray) -> np.ndarray:
+    """Index positions of the GPU events whose launch call, or an event around it, has a wanted name code."""
+    levels = _launch_levels(index, codes, launch_of)
+    cand, _ = next(levels)
+    hit = np.zeros(len(cand), bool)
+    for live, c in levels:
+        hit[live] |= wanted[c]
     return cand[hit]
 
 
@@ -272,22 +285,17 @@ def focus_of_many(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, names
 
 def _launch_ancestors(index: TimelineIndex, codes: np.ndarray, launch_of: np.ndarray) -> tuple[np.ndarray, ...]:
     """(index position, name code) of each GPU event and each distinct name around its launch call (itself in)."""
-    launched = launch_of[index.row]
-    cand = np.flatnonzero(launched >= 0)
-    cur, got_pos, got_code = launched[cand], [], []
-    for _ in range(10_000):  # up the nesting, as :func:`_launched_by` walks it
-        live = cur >= 0
-        if not live.any():
-            break
-        c = codes[cur[live]]
+    levels = _launch_levels(index, codes, launch_of)
+    cand, _ = next(levels)
+    got_pos, got_code = [], []
+    for live, c in levels:
         named = c >= 0
         got_pos.append(cand[live][named])
         got_code.append(c[named])
-        cur = np.where(live, index.parent_of[np.maximum(cur, 0)], -1)
     if not got_pos:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    key = np.unique(np.concatenate(got_pos) * (int(codes.max(initial=0)) + 1) + np.concatenate(got_code))
     width = int(codes.max(initial=0)) + 1
+    key = np.unique(np.concatenate(got_pos) * width + np.concatenate(got_code))
     return key // width, key % width
 
 

@@ -99,7 +99,15 @@ set(bar, "text", text);
 set(shade, "visible", true);
 """
 
-_SHOW = f"""
+_CENTRE = """
+const centre = (x, width) => {  // the view made ``width`` wide around ``x`` (ms), kept inside the trace
+  const a = Math.max(0, Math.min(x - width / 2, span_ms - width));
+  xr.have_updated_interactively = true;  // a DataRange1d keeps a range set so, as after a zoom
+  xr.setv({start: a, end: Math.min(span_ms, a + width)});
+};
+"""
+
+_SHOW = _CENTRE + f"""
 const B = boxes.data, q0 = B.q0, q1 = B.q1, S = B.slot, C = B.count;
 const named = [];
 for (const r of rows) for (let k = N.start[r]; k < N.stop[r]; k++) if (C[k] > 0) named.push(k);
@@ -111,11 +119,8 @@ const show = (k) => {{  // k becomes the current box: outlined, and the view mad
   const t0 = q0[k] * unit_ms, t1 = q1[k] * unit_ms, dur = t1 - t0;
   current.data = {{left: [t0], right: [t1], top: [S[k] + pad], bottom: [S[k] + 1 - pad], box: [k], count: [C[k]],
                    rank: [rank], of: [named.length]}};
-  const width = Math.max(Math.min(xr.end - xr.start, dur / {STEP_FILL[0]}), dur / {STEP_FILL[1]}, {STEP_MIN_NS / 1e6});
-  let a = (t0 + t1) / 2 - width / 2;
-  a = Math.max(0, Math.min(a, span_ms - width));
-  xr.have_updated_interactively = true;  // a DataRange1d keeps a range set so, as after a zoom
-  xr.setv({{start: a, end: Math.min(span_ms, a + width)}});
+  centre((t0 + t1) / 2, Math.max(Math.min(xr.end - xr.start, dur / {STEP_FILL[0]}), dur / {STEP_FILL[1]},
+                                  {STEP_MIN_NS / 1e6}));
 }};
 """
 
@@ -155,11 +160,7 @@ for (let k = N.start[r]; k < N.stop[r]; k++) {  // the box that holds the longes
 show(best);
 """
 
-CENTRE_JS = """
-const w = xr.end - xr.start;
-let a = cb_obj.x - w / 2;
-a = Math.max(0, Math.min(a, span_ms - w));
-xr.have_updated_interactively = true;  // a DataRange1d keeps a range set so, as after a zoom
-xr.setv({start: a, end: a + w});
+CENTRE_JS = _CENTRE + """
+centre(cb_obj.x, xr.end - xr.start);
 """
 """A click on the strip (``cb_obj.x``, ms): the view centred there, as wide as it was (args ``xr``, ``span_ms``)."""
