@@ -124,7 +124,7 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
                      pickers: Sequence[tuple[ColumnDataSource, str]]) -> LayoutDOM:  # fmt: skip
     """Draw the focus of what ``pickers`` (a table's source and its name column) select on ``fig``.
 
-    Returns the row to put above the timeline: the ◀ ▶ and "longest" buttons, and the bar.
+    Returns the row to put above the timeline: the ◀ ▶ and "longest" buttons, the strip and the bar.
     """
     names = list(dict.fromkeys(str(v) for src, col in pickers for v in src.data[col]))
     table, boxes, unit = focus_data(trace, pyr, names)
@@ -142,8 +142,8 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
              line_color="#000000", line_width=2.5, level="overlay")  # the box a step showed  # fmt: skip
     strip, strip_src, view_box = _strip(x_range, pyr.span_ns / 1e6)
     bar = Div(text=HINT, render_as_text=True, name="timeline_focus_bar", styles={"color": FOCUS_COLOR})
-    # the buttons stay as they are (without a pick they do nothing): hiding or disabling them took 50-150 ms a
-    # change in the page, for each, where the whole focus callback takes about 10 (bench/report_focus.py)
+    # the buttons stay as they are (without a pick they do nothing): in the page a visibility change took about
+    # 150 ms a button and a `disabled` change about 20, where a whole pick takes 60-70 (RESULTS, session 37)
     buttons = [Button(label=label, name=f"timeline_focus_{key}", width=w)
                for key, label, w in (("prev", "◀", 40), ("next", "▶", 40), ("longest", "longest", 80))]  # fmt: skip
     args = {"pickers": [src for src, _ in pickers], "columns": [col for _, col in pickers], "names": names_src,
