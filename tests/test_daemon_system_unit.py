@@ -1,0 +1,145 @@
+"""The system unit (``aonkit daemon unit --system svc``) under a real systemd PID 1, as on a node.
+
+The node is this machine's own systemd, booted twice over a throwaway overlay of its root (``tests/system_boot.py``
+says what it takes from the host and what it keeps away from it). The unit is installed as its hint says, runs
+as ``svc`` in its own cgroup with its limits, keeps streaming to a reader that attached before systemd restarted
+it after a crash (its runtime directory removed and made again), writes every sample before the node powers off,
+and starts at the next boot because it is enabled.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as ds
+import pytest
+
+from tests.system_boot import SYSTEMD, SystemBoot
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = "/run/aonkit-svc"
+READER = """
+import time, aonkit.live as live
+r, cursor = live.attach(), 0
+while True:
+    frame, cursor = r.read(cursor)
+    if len(frame):
+        print("read", r.pid, int(frame.ts_ns.min()), int(frame.ts_ns.max()), flush=True)
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def node() -> Iterator[SystemBoot]:
+    if SYSTEMD is None or not all(shutil.which(t) for t in ("unshare", "nsenter", "runuser", "systemctl")):
+        pytest.skip("systemd, unshare, nsenter or runuser is not installed here")
+    if os.geteuid() != 0:
+        pytest.skip("booting systemd in namespaces needs root")
+    n = SystemBoot(traverse=[Path(sys.executable), ROOT / "aonkit"])
+    try:
+        why = n.boot()
+        if why is not None:
+            pytest.skip(f"systemd cannot be booted in namespaces here: {why}")
+        yield n
+    finally:
+        n.close()
+
+
+def runs_on_disk(home: Path) -> dict[int, np.ndarray]:
+    """Each daemon run's sample times on disk (by the pid in the file names), sorted."""
+    files = sorted(home.glob(".local/state/aonkit/samples/host=*/date=*/hour=*/part-*.parquet"))
+    runs: dict[int, list[np.ndarray]] = {}
+    for f in files:
+        pid = int(re.fullmatch(r"part-\d+-(\d+)\.parquet", f.name).group(1))
+        ts = ds.dataset(f, format="parquet").to_table(columns=["ts_ns"]).column(0).to_numpy()
+        runs.setdefault(pid, []).append(ts)
+    return {pid: np.unique(np.concatenate(ts)) for pid, ts in runs.items()}
+
+
+def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_starts_at_boot(node: SystemBoot) -> None:
+    # GIVEN a node booted with systemd as PID 1; root installs the unit as `aonkit daemon unit --system` says
+    env = {"PYTHONPATH": str(ROOT)}  # this checkout's aonkit, baked into the unit as a user's PYTHONPATH would be
+    r = node.run("sh", "-c", f"{sys.executable} -m aonkit.cli daemon unit --system svc --interval 0.05 --flush 3"
+                 " > /etc/systemd/system/aonkit-svc.service && systemctl daemon-reload"
+                 " && systemctl enable --now aonkit-svc", **env)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    first = node.wait_for("aonkit-svc", ActiveState="active", SubState="running")
+    pid = int(first["MainPID"])
+    # THEN it runs as svc, in its own cgroup, under the unit's limits as the kernel applies them
+    r = node.run("ps", "-o", "user=", "-p", str(pid))
+    assert r.stdout.strip() == "svc", r.stdout + r.stderr
+    r = node.run("cat", f"/proc/{pid}/cgroup")
+    assert "/system.slice/aonkit-svc.service" in r.stdout, r.stdout
+    limits = node.show("aonkit-svc", "MemoryMax", "CPUQuotaPerSecUSec", "ControlGroup")
+    assert limits["MemoryMax"] == str(512 << 20) and limits["CPUQuotaPerSecUSec"] == "200ms"
+    group = limits["ControlGroup"]
+    kernel = node.run("sh", "-c", f"cat /sys/fs/cgroup/memory{group}/memory.limit_in_bytes "
+                      f"/sys/fs/cgroup/cpu{group}/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup{group}/memory.max "
+                      f"/sys/fs/cgroup{group}/cpu.max")  # fmt: skip
+    assert kernel.stdout.split()[:2] == [str(512 << 20), "20000"], kernel.stdout  # v1, or v2's "20000 100000"
+    # ... and systemd made its runtime directory, private to svc, where its readers look
+    wait(lambda: node.run("test", "-e", f"{RUN}/ring").returncode == 0, "the daemon's ring", [])
+    r = node.run("stat", "-c", "%U %a", RUN, f"{RUN}/ring")
+    assert r.stdout.split("\n")[:2] == ["svc 700", "svc 600"], r.stdout + r.stderr
+    # WHEN svc attaches a reader, and another user tries
+    reader = subprocess.Popen(node.argv(sys.executable, "-c", READER, user="svc", AONKIT_RUNTIME_DIR=RUN, **env),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    lines: list[str] = []
+    threading.Thread(target=lambda: [lines.append(x.rstrip()) for x in reader.stdout], daemon=True).start()
+    other = node.run(sys.executable, "-c", "import aonkit.live as live; live.attach()", user="other",
+                     AONKIT_RUNTIME_DIR=RUN, **env)  # fmt: skip
+    # THEN svc reads the samples as they come; the other user is refused, with the reason
+    assert other.returncode == 1, other.stdout + other.stderr
+    assert "NotOwnerError: the runtime directory /run/aonkit-svc belongs to uid" in other.stderr, other.stderr
+    try:
+        wait(lambda: any(x.startswith(f"read {pid} ") for x in lines), "the reader's first samples", lines)
+        wait(lambda: pid in runs_on_disk(node.home), "the daemon's first flush", lines)  # a crash loses the rest
+        # WHEN the daemon crashes: systemd restarts it after RestartSec, in a runtime directory made again
+        t_kill = time.time_ns()
+        assert node.run("kill", "-KILL", str(pid)).returncode == 0
+        node.wait_for("aonkit-svc", SubState="auto-restart", timeout=10)
+        again = node.wait_for("aonkit-svc", SubState="running", NRestarts="1", timeout=30)
+        pid2 = int(again["MainPID"])
+        assert pid2 != pid
+        # THEN the reader attached before the crash follows the new daemon's ring and reads its samples
+        wait(lambda: any(x.startswith(f"read {pid2} ") for x in lines), "samples of the restarted daemon", lines)
+        assert reader.poll() is None, lines
+        first_new = min(int(x.split()[2]) for x in lines if x.startswith(f"read {pid2} "))
+        assert first_new > t_kill
+    finally:
+        reader.kill()
+    # WHEN the node powers off
+    time.sleep(1.0)
+    t_off = time.time_ns()
+    node.poweroff()
+    # THEN the restarted daemon's samples are all on disk, from its start up to the shutdown: those of its last
+    # second (--flush 3) reached the disk only by its write on the SIGTERM systemd sent it as the node went down
+    runs = runs_on_disk(node.home)
+    assert set(runs) == {pid, pid2}
+    run = runs[pid2]
+    assert run[0] <= first_new and np.diff(run).max() < 3 * 0.05e9, np.diff(run).max()
+    assert run[-1] >= t_off - 2 * 0.05e9, (t_off - run[-1]) / 1e9
+    # WHEN the node boots again: THEN the enabled unit starts with multi-user.target and samples
+    assert node.boot() is None
+    booted = node.wait_for("aonkit-svc", ActiveState="active", SubState="running")
+    pid3 = int(booted["MainPID"])
+    assert booted["NRestarts"] == "0"
+    wait(lambda: pid3 in runs_on_disk(node.home), "the booted daemon's first flush", [])
+    node.poweroff()
+    assert len(runs_on_disk(node.home)[pid3]) > 10
+
+
+def wait(what, label: str, lines: list[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, f"timed out waiting for {label}: {lines[-10:]}"
+        time.sleep(0.05)
