@@ -85,9 +85,10 @@ for (const r of rows) {
 }
 const first = N.name[rows[0]], label = (first.length > 60 ? first.slice(0, 59) + "…" : first)
   + (rows.length > 1 ? " and " + (rows.length - 1) + " more" : "");
-let text = label + ": " + n.toLocaleString("en-US") + " events, " + fmtNs(busy) + " in all, mean " + fmtNs(busy / n)
-  + ", longest " + fmtNs(most);
-if (ln) text += "; they launched " + ln.toLocaleString("en-US") + " GPU events, " + fmtNs(lns);
+const many = (k, what) => k.toLocaleString("en-US") + " " + what + (k === 1 ? "" : "s");
+let text = label + ": " + many(n, "event") + ", " + fmtNs(busy)
+  + (n === 1 ? "" : " in all, mean " + fmtNs(busy / n) + ", longest " + fmtNs(most));
+if (ln) text += "; " + (n === 1 ? "it" : "they") + " launched " + many(ln, "GPU event") + ", " + fmtNs(lns);
 text += " · about " + inView.toLocaleString("en-US") + " in view";
 if (coarse_ns > 0) text += " (outlined to within " + fmtNs(coarse_ns) + ")";
 const cur = current.data;
