@@ -12,7 +12,8 @@ What it takes from the host, and what it must not touch:
   ``/dev/kmsg`` is ``/dev/null`` and ``/dev/console`` a log file.
 * Its cgroups are new children of the test's own, seen as the root through a cgroup namespace; the cgroup file
   systems are mounted again inside, as the host has them (v1 controllers, ``name=systemd`` and the unified tree).
-* ``/home/svc`` is a folder of the test's (``home``), so that what the daemon writes survives the boots.
+* ``/var/lib/aonkit-svc`` (the system unit's ``StateDirectory``) is a folder of the test's (``state``), so that
+  the test reads what the daemon wrote while the system runs and after it.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ done
 rm -f "$R"/usr/lib/systemd/system-generators/* "$R"/etc/systemd/system-generators/*
 while read -r p; do chmod o+x "$R$p"; done < "$B/traverse"
 for u in svc other; do chroot "$R" id "$u" >/dev/null 2>&1 || chroot "$R" useradd -M -d "/home/$u" -s /bin/sh "$u"; done
-mkdir -p "$R/home/svc"; mount --bind "$B/home" "$R/home/svc"; chroot "$R" chown svc: /home/svc
+mkdir -p "$R/var/lib/aonkit-svc"; mount --bind "$B/state" "$R/var/lib/aonkit-svc"
 touch "$B/booting"
 exec chroot "$R" /usr/bin/env -i container=aonkit-test PATH=/usr/sbin:/usr/bin:/sbin:/bin \
   /lib/systemd/systemd --unit=multi-user.target
@@ -88,8 +89,8 @@ class SystemBoot:
 
     def __init__(self, traverse: list[Path]) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="aon-boot-", dir="/tmp"))
-        self.layer, self.home = self.base / "layer", self.base / "home"
-        for d in (self.layer, self.home, self.base / "root"):
+        self.layer, self.state = self.base / "layer", self.base / "state"
+        for d in (self.layer, self.state, self.base / "root"):
             d.mkdir()
         (self.base / "setup.sh").write_text(SETUP)
         (self.base / "mounts.sh").write_text(MOUNTS)

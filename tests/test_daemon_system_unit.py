@@ -2,9 +2,10 @@
 
 The node is this machine's own systemd, booted twice over a throwaway overlay of its root (``tests/system_boot.py``
 says what it takes from the host and what it keeps away from it). The unit is installed as its hint says, runs
-as ``svc`` in its own cgroup with its limits, keeps streaming to a reader that attached before systemd restarted
-it after a crash (its runtime directory removed and made again), writes every sample before the node powers off,
-and starts at the next boot because it is enabled.
+as ``svc`` in its own cgroup with its limits and sandbox (two GPUs of the tests' C ``libnvidia-ml`` read through
+it), keeps streaming to a reader that attached before systemd restarted it after a crash (its runtime directory
+removed and made again), writes every sample before the node powers off, and starts at the next boot because it
+is enabled; moved to a folder of the admin's, the sandbox lets it write there.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 import pyarrow.dataset as ds
 import pytest
 
+from tests import fake_libnvml
 from tests.system_boot import SYSTEMD, SystemBoot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +32,7 @@ RUN = "/run/aonkit-svc"
 READER = """
 import time, aonkit.live as live
 r, cursor = live.attach(), 0
+print("devices", sorted({d for d, _ in r.channels}), flush=True)
 while True:
     frame, cursor = r.read(cursor)
     if len(frame):
@@ -51,12 +54,28 @@ def node() -> Iterator[SystemBoot]:
             pytest.skip(f"systemd cannot be booted in namespaces here: {why}")
         yield n
     finally:
+        if n.proc is not None and n.proc.poll() is None:  # shown if the test failed: the unit's journal
+            print(n.run("journalctl", "-u", "aonkit-svc", "--no-pager", "-n", "60").stdout)
         n.close()
 
 
-def runs_on_disk(home: Path) -> dict[int, np.ndarray]:
+def fake_gpus(node: SystemBoot) -> int:
+    """Two GPUs of the tests' C ``libnvidia-ml`` for the unit (a drop-in), so that nvidia-ml-py's real ctypes code
+    loads and calls a driver library inside the sandbox; 0 without a C compiler (the host alone is sampled)."""
+    try:
+        lib = fake_libnvml.build() / fake_libnvml.SONAME
+    except fake_libnvml.NoCompiler:
+        return 0
+    to, conf = "/usr/local/lib/aonkit-fake-nvml", "/etc/systemd/system/aonkit-svc.service.d/fake-gpus.conf"
+    r = node.run("sh", "-c", f"install -D -m 0755 '{lib}' {to}/{fake_libnvml.SONAME} && mkdir -p {Path(conf).parent}"
+                 f" && printf '[Service]\\nEnvironment=LD_LIBRARY_PATH={to} AONKIT_FAKE_NVML_GPUS=2\\n' > {conf}")
+    assert r.returncode == 0, r.stderr
+    return 2
+
+
+def runs_on_disk(state: Path) -> dict[int, np.ndarray]:
     """Each daemon run's sample times on disk (by the pid in the file names), sorted."""
-    files = sorted(home.glob(".local/state/aonkit/samples/host=*/date=*/hour=*/part-*.parquet"))
+    files = sorted(state.glob("samples/host=*/date=*/hour=*/part-*.parquet"))
     runs: dict[int, list[np.ndarray]] = {}
     for f in files:
         pid = int(re.fullmatch(r"part-\d+-(\d+)\.parquet", f.name).group(1))
@@ -68,12 +87,14 @@ def runs_on_disk(home: Path) -> dict[int, np.ndarray]:
 def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_starts_at_boot(node: SystemBoot) -> None:
     # GIVEN a node booted with systemd as PID 1; root installs the unit as `aonkit daemon unit --system` says
     env = {"PYTHONPATH": str(ROOT)}  # this checkout's aonkit, baked into the unit as a user's PYTHONPATH would be
+    gpus = fake_gpus(node)
     r = node.run("sh", "-c", f"{sys.executable} -m aonkit.cli daemon unit --system svc --interval 0.05 --flush 3"
                  " > /etc/systemd/system/aonkit-svc.service && systemctl daemon-reload"
                  " && systemctl enable --now aonkit-svc", **env)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     first = node.wait_for("aonkit-svc", ActiveState="active", SubState="running")
     pid = int(first["MainPID"])
+    wait(lambda: node.run("test", "-e", f"{RUN}/ring").returncode == 0, "the daemon's ring", [])  # it samples
     # THEN it runs as svc, in its own cgroup, under the unit's limits as the kernel applies them
     r = node.run("ps", "-o", "user=", "-p", str(pid))
     assert r.stdout.strip() == "svc", r.stdout + r.stderr
@@ -86,10 +107,15 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
                       f"/sys/fs/cgroup/cpu{group}/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup{group}/memory.max "
                       f"/sys/fs/cgroup{group}/cpu.max")  # fmt: skip
     assert kernel.stdout.split()[:2] == [str(512 << 20), "20000"], kernel.stdout  # v1, or v2's "20000 100000"
+    # ... in the unit's sandbox: no network of the node's, the root file system read-only, its state directory not
+    net = node.run("readlink", "/proc/1/ns/net", f"/proc/{pid}/ns/net").stdout.split()
+    assert len(net) == 2 and net[0] != net[1], net
+    mounts = {f[4]: f[5].split(",") for f in (x.split() for x in node.run("cat", f"/proc/{pid}/mountinfo").stdout
+                                               .splitlines())}  # fmt: skip
+    assert "ro" in mounts["/"] and "rw" in mounts["/var/lib/aonkit-svc"], mounts
     # ... and systemd made its runtime directory, private to svc, where its readers look
-    wait(lambda: node.run("test", "-e", f"{RUN}/ring").returncode == 0, "the daemon's ring", [])
-    r = node.run("stat", "-c", "%U %a", RUN, f"{RUN}/ring")
-    assert r.stdout.split("\n")[:2] == ["svc 700", "svc 600"], r.stdout + r.stderr
+    r = node.run("stat", "-c", "%U %a", RUN, f"{RUN}/ring", "/var/lib/aonkit-svc")
+    assert r.stdout.split("\n")[:3] == ["svc 700", "svc 600", "svc 700"], r.stdout + r.stderr
     # WHEN svc attaches a reader, and another user tries
     reader = subprocess.Popen(node.argv(sys.executable, "-c", READER, user="svc", AONKIT_RUNTIME_DIR=RUN, **env),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
@@ -97,12 +123,14 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
     threading.Thread(target=lambda: [lines.append(x.rstrip()) for x in reader.stdout], daemon=True).start()
     other = node.run(sys.executable, "-c", "import aonkit.live as live; live.attach()", user="other",
                      AONKIT_RUNTIME_DIR=RUN, **env)  # fmt: skip
-    # THEN svc reads the samples as they come; the other user is refused, with the reason
+    # THEN svc reads the samples as they come (the fake GPUs' too: NVML's library works in the sandbox); the other
+    # user is refused, with the reason
     assert other.returncode == 1, other.stdout + other.stderr
     assert "NotOwnerError: the runtime directory /run/aonkit-svc belongs to uid" in other.stderr, other.stderr
     try:
         wait(lambda: any(x.startswith(f"read {pid} ") for x in lines), "the reader's first samples", lines)
-        wait(lambda: pid in runs_on_disk(node.home), "the daemon's first flush", lines)  # a crash loses the rest
+        assert f"devices {list(range(-1, gpus))}" in lines, lines[:3]
+        wait(lambda: pid in runs_on_disk(node.state), "the daemon's first flush", lines)  # a crash loses the rest
         # WHEN the daemon crashes: systemd restarts it after RestartSec, in a runtime directory made again
         t_kill = time.time_ns()
         assert node.run("kill", "-KILL", str(pid)).returncode == 0
@@ -123,7 +151,7 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
     node.poweroff()
     # THEN the restarted daemon's samples are all on disk, from its start up to the shutdown: those of its last
     # second (--flush 3) reached the disk only by its write on the SIGTERM systemd sent it as the node went down
-    runs = runs_on_disk(node.home)
+    runs = runs_on_disk(node.state)
     assert set(runs) == {pid, pid2}
     run = runs[pid2]
     assert run[0] <= first_new and np.diff(run).max() < 3 * 0.05e9, np.diff(run).max()
@@ -133,9 +161,19 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
     booted = node.wait_for("aonkit-svc", ActiveState="active", SubState="running")
     pid3 = int(booted["MainPID"])
     assert booted["NRestarts"] == "0"
-    wait(lambda: pid3 in runs_on_disk(node.home), "the booted daemon's first flush", [])
+    wait(lambda: pid3 in runs_on_disk(node.state), "the booted daemon's first flush", [])
+    # WHEN root moves the files to a folder of its own (a space in its name), made for svc, and restarts the unit
+    data = "/srv/aonkit data"
+    r = node.run("sh", "-c", f"install -d -o svc -m 0700 '{data}' && {sys.executable} -m aonkit.cli daemon unit "
+                 f"--system svc --interval 0.05 --flush 1 --root '{data}' > /etc/systemd/system/aonkit-svc.service"
+                 " && systemctl daemon-reload && systemctl restart aonkit-svc", **env)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    # THEN the sandbox lets it write there (ReadWritePaths=), and it does
+    moved = int(node.wait_for("aonkit-svc", ActiveState="active", SubState="running")["MainPID"])
+    listing = f"ls '{data}'/host=*/date=*/hour=*/part-*-{moved}.parquet"
+    wait(lambda: node.run("sh", "-c", listing).returncode == 0, "a file in the admin's folder", [])
     node.poweroff()
-    assert len(runs_on_disk(node.home)[pid3]) > 10
+    assert len(runs_on_disk(node.state)[pid3]) > 10
 
 
 def wait(what, label: str, lines: list[str], timeout: float = 60) -> None:

@@ -25,8 +25,8 @@ def live() -> Iterator[Live]:
     yield from live_world()
 
 
-def unit_of(live: Live, *opts: str) -> str:
-    r = live.cli("daemon", "unit", *opts)
+def unit_of(live: Live, *opts: str, **env: str) -> str:
+    r = live.cli("daemon", "unit", *opts, **env)
     assert r.returncode == 0, r.stderr
     assert "systemctl" in r.stderr and "systemctl" not in r.stdout  # how to install it, beside the file
     return r.stdout
@@ -57,15 +57,22 @@ def test_the_units_pass_systemds_check(live: Live, tmp_path: Path) -> None:
         pytest.skip("systemd-analyze is not installed here (the units are still checked below by running them)")
     odd = tmp_path / "data dir 100%h $HOME"  # a space, a specifier, a variable: quoted and escaped in ExecStart
     for opts, name, scope in ((("--root", str(odd)), "aonkit.service", ["--user"]),
+                              (("--system", "svc_user", "--root", str(odd)), "aonkit-svc_user.service", []),
                               (("--system", "svc_user", "--flush", "30"), "aonkit-svc_user.service", [])):
         path = tmp_path / name
-        path.write_text(unit_of(live, *opts))
+        path.write_text(unit_of(live, *opts, AONKIT_DATA_DIR=""))  # a system unit's files: its state directory
         env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}  # the user manager's check looks there
         r = subprocess.run([exe, *scope, "verify", str(path)], capture_output=True, text=True, env=env, timeout=60)
         assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr  # no warning either
     argv, env, keys = service(path.read_text())
     assert keys["User"] == ["svc_user"] and env["AONKIT_RUNTIME_DIR"] == "/run/aonkit-svc_user"
     assert keys["RuntimeDirectory"] == ["aonkit-svc_user"] and keys["WantedBy"] == ["multi-user.target"]
+    assert keys["StateDirectory"] == ["aonkit-svc_user"]
+    assert env["AONKIT_DATA_DIR"] == "/var/lib/aonkit-svc_user/samples"
+    assert keys["ProtectSystem"] == ["strict"] and keys["PrivateNetwork"] == ["yes"] and "ReadWritePaths" not in keys
+    # a data folder of the admin's: written through the sandbox, quoted for systemd's path list (no $ expansion)
+    _, env, keys = service(unit_of(live, "--system", "svc_user", "--root", str(odd)))
+    assert keys["ReadWritePaths"] == ['"' + str(odd).replace("%", "%%") + '"'] and "StateDirectory" not in keys
     assert argv[argv.index("--flush") + 1] == "30.0"
     r = live.cli("daemon", "unit", "--system", "a user; rm -rf /")
     assert r.returncode == 2 and "--system takes a user name" in r.stderr

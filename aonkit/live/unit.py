@@ -19,6 +19,7 @@ import argparse
 import os
 import re
 import sys
+from pathlib import Path
 
 from .control import ONE_THREAD, forwarded_args
 from .paths import EXIT_RUNNING, LiveError
@@ -26,6 +27,14 @@ from .paths import EXIT_RUNNING, LiveError
 USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 LIMITS = {"MemoryMax": "512M", "CPUQuota": "20%"}
 """Guards against a runaway daemon (it uses about 100 MB and under 1% of a core at the defaults)."""
+SANDBOX = {"ProtectSystem": "strict", "ProtectHome": "read-only", "PrivateNetwork": "yes",
+           "ProtectKernelTunables": "yes", "ProtectKernelModules": "yes", "ProtectKernelLogs": "yes",
+           "ProtectControlGroups": "yes", "ProtectHostname": "yes", "RestrictNamespaces": "yes",
+           "RestrictRealtime": "yes", "RestrictSUIDSGID": "yes", "LockPersonality": "yes",
+           "SystemCallArchitectures": "native", "CapabilityBoundingSet": ""}  # fmt: skip
+"""A system unit's sandbox: the daemon writes only its runtime and data directories, has no network (it opens no
+port), and can change nothing of the kernel's. Left out until a GPU node has run them: a system call filter,
+``PrivateDevices`` and ``DeviceAllow`` (NVML opens ``/dev/nvidia*``), ``MemoryDenyWriteExecute``."""
 
 
 def quote(word: str) -> str:
@@ -36,6 +45,12 @@ def quote(word: str) -> str:
     return w
 
 
+def quote_path(path: str) -> str:
+    """``path`` as one entry of a systemd path list (``ReadWritePaths=``): ``%`` doubled, quoted when it has a space."""
+    p = path.replace("%", "%%")
+    return '"' + p.replace("\\", "\\\\").replace('"', '\\"') + '"' if re.search(r'[\s"\'\\]', p) else p
+
+
 def unit_text(args: argparse.Namespace, python: str = sys.executable) -> str:
     """The unit file for ``args`` (the run options, and ``system``: a user name or None)."""
     system = getattr(args, "system", None)
@@ -44,13 +59,21 @@ def unit_text(args: argparse.Namespace, python: str = sys.executable) -> str:
     argv = [python, "-m", "aonkit.live.daemon", "run", *forwarded_args(args)]
     env = dict(ONE_THREAD)
     for key in ("AONKIT_DATA_DIR", "PYTHONPATH"):  # where this shell's aonkit and files are, when set here
-        if os.environ.get(key):
-            env[key] = os.environ[key]
+        if os.environ.get(key):  # absolute: systemd starts the daemon in /
+            env[key] = os.pathsep.join(str(Path(p).absolute()) for p in os.environ[key].split(os.pathsep) if p)
     lines = ["# aonkit sampling daemon (made by `aonkit daemon unit`; docs/daemon.md, 'Under systemd').",
              "[Unit]", "Description=aonkit sampling daemon: host and GPU metrics to a shared-memory ring and Parquet"]
+    sandbox: list[str] = []
     if system is not None:
         lines.append("After=network.target nvidia-persistenced.service")
         env["AONKIT_RUNTIME_DIR"] = f"/run/aonkit-{system}"
+        root = getattr(args, "root", None) or env.get("AONKIT_DATA_DIR")
+        if root:  # a data folder of the admin's: it must exist (the sandbox makes the rest read-only)
+            sandbox.append(f"ReadWritePaths={quote_path(str(Path(root).absolute()))}")
+        else:  # systemd makes /var/lib/aonkit-USER, the user's, 0700
+            env["AONKIT_DATA_DIR"] = f"/var/lib/aonkit-{system}/samples"
+            sandbox += [f"StateDirectory=aonkit-{system}", "StateDirectoryMode=0700"]
+        sandbox += [f"{k}={v}" for k, v in SANDBOX.items()]
     else:
         if os.environ.get("AONKIT_RUNTIME_DIR"):
             env["AONKIT_RUNTIME_DIR"] = os.environ["AONKIT_RUNTIME_DIR"]
@@ -60,7 +83,7 @@ def unit_text(args: argparse.Namespace, python: str = sys.executable) -> str:
         lines += [f"User={system}", f"RuntimeDirectory=aonkit-{system}", "RuntimeDirectoryMode=0700"]
     lines += ["KillSignal=SIGTERM", "TimeoutStopSec=60", "Restart=on-failure", "RestartSec=10",
               f"RestartPreventExitStatus={EXIT_RUNNING}", "UMask=0077", "NoNewPrivileges=yes",
-              *(f"{k}={v}" for k, v in LIMITS.items()),
+              *(f"{k}={v}" for k, v in LIMITS.items()), *sandbox,
               "", "[Install]", f"WantedBy={'multi-user.target' if system is not None else 'default.target'}"]
     return "\n".join(lines) + "\n"
 
