@@ -84,14 +84,32 @@ def runs_on_disk(state: Path) -> dict[int, np.ndarray]:
     return {pid: np.unique(np.concatenate(ts)) for pid, ts in runs.items()}
 
 
+def install(node: SystemBoot, *opts: str) -> None:
+    """As root in the node: the system unit of svc with ``opts``, installed and started as its hint says."""
+    r = node.run("sh", "-c", f"{sys.executable} -m aonkit.cli daemon unit --system svc {' '.join(opts)}"
+                 " > /etc/systemd/system/aonkit-svc.service && systemctl daemon-reload"
+                 " && systemctl enable --now aonkit-svc", PYTHONPATH=str(ROOT))  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.gpu
+def test_the_system_unit_samples_the_real_gpus_in_its_sandbox(node: SystemBoot) -> None:
+    # GIVEN the system unit on the node's real NVML (no fake), in its sandbox (no network, / read-only)
+    install(node, "--interval", "0.1", "--flush", "2")
+    node.wait_for("aonkit-svc", ActiveState="active", SubState="running")
+    # THEN a reader of svc's sees every GPU's basic metrics, and the daemon says it found them
+    code = ("import time, aonkit.live as live; time.sleep(3); r = live.attach(); f, _ = r.read(0); "
+            "g = f[f.device >= 0]; print(sorted(g.device.unique()), sorted(g.metric.astype(str).unique()))")
+    r = node.run(sys.executable, "-c", code, user="svc", AONKIT_RUNTIME_DIR=RUN, PYTHONPATH=str(ROOT))
+    print(r.stdout, r.stderr, node.run("cat", f"{RUN}/daemon.json").stdout)
+    assert r.returncode == 0 and "gpu_util_pct" in r.stdout and "sm_clock_mhz" in r.stdout, r.stdout + r.stderr
+
+
 def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_starts_at_boot(node: SystemBoot) -> None:
     # GIVEN a node booted with systemd as PID 1; root installs the unit as `aonkit daemon unit --system` says
     env = {"PYTHONPATH": str(ROOT)}  # this checkout's aonkit, baked into the unit as a user's PYTHONPATH would be
     gpus = fake_gpus(node)
-    r = node.run("sh", "-c", f"{sys.executable} -m aonkit.cli daemon unit --system svc --interval 0.05 --flush 3"
-                 " > /etc/systemd/system/aonkit-svc.service && systemctl daemon-reload"
-                 " && systemctl enable --now aonkit-svc", **env)  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
+    install(node, "--interval", "0.05", "--flush", "3")
     first = node.wait_for("aonkit-svc", ActiveState="active", SubState="running")
     pid = int(first["MainPID"])
     wait(lambda: node.run("test", "-e", f"{RUN}/ring").returncode == 0, "the daemon's ring", [])  # it samples

@@ -43,7 +43,8 @@ print(sample_alignment(t).to_string())
 """
 
 PYTEST = [sys.executable, "-m", "pytest", "-o", "addopts=-ra --strict-markers", "-p", "no:cacheprovider", "-q",
-          "-rA", "-m", "gpu", "tests/test_nvml.py", "tests/test_gpu_real.py"]  # fmt: skip
+          "-rA", "-m", "gpu", "tests/test_nvml.py", "tests/test_gpu_real.py",
+          "tests/test_daemon_system_unit.py"]  # fmt: skip
 
 STEPS: list[tuple[str, list[str], int]] = [
     ("env", [sys.executable, "-c", "import aonkit, aonkit.magic, bokeh, numba, numpy, pandas, pyarrow, pynvml; "
