@@ -134,8 +134,9 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
     # ... and systemd made its runtime directory, private to svc, where its readers look
     r = node.run("stat", "-c", "%U %a", RUN, f"{RUN}/ring", "/var/lib/aonkit-svc")
     assert r.stdout.split("\n")[:3] == ["svc 700", "svc 600", "svc 700"], r.stdout + r.stderr
-    # WHEN svc attaches a reader, and another user tries
-    reader = subprocess.Popen(node.argv(sys.executable, "-c", READER, user="svc", AONKIT_RUNTIME_DIR=RUN, **env),
+    # WHEN svc attaches a reader (no AONKIT_RUNTIME_DIR: its system unit's directory is looked at first), and another
+    # user tries
+    reader = subprocess.Popen(node.argv(sys.executable, "-c", READER, user="svc", **env),  # it finds /run/aonkit-svc
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     lines: list[str] = []
     threading.Thread(target=lambda: [lines.append(x.rstrip()) for x in reader.stdout], daemon=True).start()
@@ -148,6 +149,16 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
     try:
         wait(lambda: any(x.startswith(f"read {pid} ") for x in lines), "the reader's first samples", lines)
         assert f"devices {list(range(-1, gpus))}" in lines, lines[:3]
+        # ... and svc's commands find it too: status says whose it is; no second daemon; stopped only by systemd
+        cli = [sys.executable, "-m", "aonkit.cli", "daemon"]
+        said = {c: node.run(*cli, c, user="svc", **env) for c in ("status", "start", "stop")}
+        assert said["status"].returncode == 0, said["status"].stdout + said["status"].stderr
+        unit = "systemd's system unit aonkit-svc.service"
+        first_line = said["status"].stdout.splitlines()[0]
+        assert first_line.startswith(f"aonkit daemon: running (pid {pid}), up ") and first_line.endswith(unit)
+        assert said["start"].returncode != 0 and f"already running (pid {pid}, {unit})" in said["start"].stderr
+        assert said["stop"].returncode != 0 and "`systemctl stop aonkit-svc.service`" in said["stop"].stderr
+        assert node.show("aonkit-svc", "MainPID")["MainPID"] == str(pid)
         wait(lambda: pid in runs_on_disk(node.state), "the daemon's first flush", lines)  # a crash loses the rest
         # WHEN the daemon crashes: systemd restarts it after RestartSec, in a runtime directory made again
         t_kill = time.time_ns()

@@ -132,6 +132,8 @@ def test_a_real_systemd_user_manager_runs_restarts_and_stops_the_unit(live: Live
     # THEN systemd's main process is the daemon, in the unit's own cgroup
     pid = int(first["MainPID"])
     assert live.daemon_pid() == pid and live.status()["pid"] == pid
+    assert live.status()["systemd"] == {"unit": "aonkit.service", "scope": "user"}  # it knows, and says so
+    assert live.cli("daemon", "status").stdout.splitlines()[0].endswith("systemd's user unit aonkit.service")
     assert "aonkit.service" in Path(f"/proc/{pid}/cgroup").read_text()
     # WHEN it crashes (SIGKILL): THEN systemd restarts it after RestartSec and it samples again
     os.kill(pid, signal.SIGKILL)
@@ -150,7 +152,7 @@ def test_a_real_systemd_user_manager_runs_restarts_and_stops_the_unit(live: Live
     run = ts[ts >= status["started_ns"]]  # the restarted daemon's samples: none missing, up to its stop
     assert len(run) > 20 and np.diff(run).max() < 3 * 0.05e9 and status["status_ns"] - run[-1] < 2 * 0.05e9
     # WHEN a daemon started by hand already runs: the unit exits 4 and is not restarted (no restart loop)
-    live.start_daemon()
+    assert live.start_daemon() and live.status()["systemd"] is None  # started by hand: no unit
     assert manager.ctl("start", "aonkit").returncode == 0  # Type=simple: started, then it exits
     failed = manager.wait_for("aonkit", ActiveState="failed", timeout=30)
     assert manager.show("aonkit", "ExecMainStatus", "SubState") == {"ExecMainStatus": str(EXIT_RUNNING),

@@ -63,7 +63,9 @@ def start(args: argparse.Namespace, timeout_s: float = 60.0) -> int:
     """Launch ``python -m aonkit.live.daemon run`` in a new session and wait until it samples."""
     rdir = private_dir(runtime_dir())
     if (pid := running_pid(rdir)) is not None:
-        raise LiveError(f"already running (pid {pid}); stop it with `aonkit daemon stop`")
+        unit = under_systemd(rdir, pid)
+        raise LiveError(f"already running (pid {pid}" + (f", systemd's {unit['scope']} unit {unit['unit']})"
+                        if unit else "); stop it with `aonkit daemon stop`"))  # fmt: skip
     log = open_private(rdir / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     env = {**os.environ, "AONKIT_RUNTIME_DIR": str(rdir.absolute())}
     if env.get("AONKIT_DATA_DIR"):
@@ -103,6 +105,10 @@ def stop(args: argparse.Namespace) -> int:
     if pid is None:
         print("aonkit daemon: not running")
         return 0
+    if (unit := under_systemd(rdir, pid)) and unit["scope"] == "system":
+        raise LiveError(f"the daemon (pid {pid}) is systemd's system unit {unit['unit']}: root stops it "
+                        f"(`systemctl stop {unit['unit']}`); stopped from here it would stay stopped until the "
+                        "next boot")  # fmt: skip
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + args.timeout
     while running_pid(rdir) is not None:
@@ -118,6 +124,12 @@ def stop(args: argparse.Namespace) -> int:
     print(f"aonkit daemon: stopped (pid {pid}); {st.get('samples', '?')} samples taken, "
           f"{st.get('lost', '?')} lost, all others on disk under {st.get('root', '?')}")
     return 0
+
+
+def under_systemd(rdir: Path, pid: int) -> dict[str, str] | None:
+    """The systemd unit the running daemon ``pid`` says it is (its status file), or None."""
+    st = read_json(rdir / STATUS, "daemon status file") or {}
+    return st.get("systemd") if st.get("pid") == pid else None
 
 
 def status(args: argparse.Namespace) -> int:

@@ -52,6 +52,7 @@ from .paths import (
     open_private,
     private_dir,
     runtime_dir,
+    systemd_unit,
 )
 from .ring import STOPPED
 from .runtime_guard import RuntimeGuard
@@ -193,6 +194,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
         store.remove_stale_temps(self.hdir)
         self._new_ring()
         self.started_ns, self.flushed = time.time_ns(), 0
+        self.systemd = systemd_unit()
         self._write_status("running")
 
     def open_gpu(self, nvml: Any = None) -> tuple[Any, str]:
@@ -252,7 +254,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
         gpu = self.gpu
         write_json(self.rdir / STATUS, {
             "state": state, "pid": os.getpid(), "started_ns": self.started_ns, "status_ns": time.time_ns(),
-            "host": self.host,
+            "host": self.host, "systemd": self.systemd,
             "interval_s": self.interval_s, "flush_s": self.flush_s, "root": str(self.root),
             "ring": str(self.rdir / RING), "capacity": self.capacity, "channels": len(self.channels),
             "cap_bytes": self.cap_bytes,

@@ -1,6 +1,8 @@
 """Where the daemon keeps its files, and the owner-only rules every one of them follows.
 
 * Runtime directory (ring, lock, status, the registry of opted-in processes): ``$AONKIT_RUNTIME_DIR``, else
+  ``/run/aonkit-<user>`` when it is there and the user's (systemd makes it for the user's system unit, ``aonkit
+  daemon unit --system USER``: one daemon per node and user, which readers find), else
   ``$XDG_RUNTIME_DIR/aonkit``, else ``/tmp/aonkit-<uid>``. Mode 0700, owned by the user.
 * Data root (rolling Parquet files): ``$AONKIT_DATA_DIR``, else ``$XDG_STATE_HOME/aonkit/samples``, else
   ``~/.local/state/aonkit/samples``. Directories 0700, files 0600.
@@ -12,6 +14,7 @@ A directory or file that is not the user's own, or that others may read or write
 from __future__ import annotations
 
 import os
+import pwd
 import socket
 import stat
 from pathlib import Path
@@ -64,9 +67,45 @@ def runtime_dir() -> Path:
     """The per-user runtime directory (not created here)."""
     if os.environ.get("AONKIT_RUNTIME_DIR"):
         return Path(os.environ["AONKIT_RUNTIME_DIR"])
+    if (system := system_runtime_dir()) is not None:
+        return system
     if os.environ.get("XDG_RUNTIME_DIR"):
         return Path(os.environ["XDG_RUNTIME_DIR"]) / "aonkit"
     return Path(f"/tmp/aonkit-{os.getuid()}")
+
+
+def system_runtime_dir() -> Path | None:
+    """``/run/aonkit-<user>`` when it is there and this user's; else None.
+
+    systemd keeps the runtime files of this user's system unit there; only root can make it in ``/run``.
+    """
+    try:
+        path = Path(f"/run/aonkit-{pwd.getpwuid(os.getuid()).pw_name}")
+        st = os.lstat(path)
+    except (KeyError, OSError):
+        return None
+    return path if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() else None
+
+
+def systemd_unit() -> dict[str, str] | None:
+    """The systemd unit whose main process this is, from its cgroup; None when systemd did not start this process.
+
+    ``{"unit": "aonkit-svc.service", "scope": "system"}`` (its manager is PID 1), or ``"scope": "user"`` (a user's
+    manager). ``SYSTEMD_EXEC_PID`` (systemd 248 and later) tells the process systemd started from its children,
+    which inherit the variable.
+    """
+    if os.environ.get("SYSTEMD_EXEC_PID") != str(os.getpid()):
+        return None
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if controllers in ("", "name=systemd") and name.endswith(".service"):
+            return {"unit": name, "scope": "system" if os.getppid() == 1 else "user"}
+    return None
 
 
 def data_root() -> Path:

@@ -154,7 +154,9 @@ def status_text(rdir: Path, pid: int | None) -> str:
         return f"aonkit daemon: starting (pid {pid})"
     else:
         up = int((time.time_ns() - st["started_ns"]) / 1e9)
-        lines = [f"aonkit daemon: running (pid {pid}), up {up // 3600}:{up // 60 % 60:02d}:{up % 60:02d}",
+        unit = st.get("systemd")
+        lines = [f"aonkit daemon: running (pid {pid}), up {up // 3600}:{up // 60 % 60:02d}:{up % 60:02d}"
+                 + (f", systemd's {unit['scope']} unit {unit['unit']}" if unit else ""),
                  f"  samplers: {samplers_line(st)}"]
         ring, now = ring_state(rdir), time.time_ns()
         if isinstance(ring, str):

@@ -4,10 +4,11 @@ A user unit (default) runs it in the user's own systemd manager: ``systemctl --u
 ``loginctl enable-linger`` keeps it up without a login session. Readers find its ring as they find any daemon of
 theirs (``$XDG_RUNTIME_DIR/aonkit``, which the user manager sets). ``--system USER`` makes a system unit that
 runs it as ``USER``: systemd creates its runtime directory (``/run/aonkit-USER``, mode 0700, owned by ``USER``)
-and the unit points the daemon at it, so that user's readers set ``AONKIT_RUNTIME_DIR`` to the same path. Its
-files go to its state directory (``/var/lib/aonkit-USER/samples``, made by systemd: a service account needs no
-home) unless ``--root`` or ``AONKIT_DATA_DIR`` names a folder, and it runs in a sandbox (:data:`SANDBOX`): the
-file system read-only but for those two directories (and ``/dev``), no network, nothing of the kernel's to change.
+and the unit points the daemon at it; that user's readers and commands look there first
+(:func:`aonkit.live.paths.runtime_dir`). Its files go to its state directory (``/var/lib/aonkit-USER/samples``,
+made by systemd: a service account needs no home) unless ``--root`` or ``AONKIT_DATA_DIR`` names a folder, and it
+runs in a sandbox (:data:`SANDBOX`): the file system read-only but for those two directories (and ``/dev``), no
+network, nothing of the kernel's to change.
 
 The unit runs ``python -m aonkit.live.daemon run`` with this Python and the given options, without a BLAS thread
 pool (:data:`aonkit.live.control.ONE_THREAD`); stops it with SIGTERM (the last samples are written first; 60 s
@@ -100,6 +101,6 @@ def unit_command(args: argparse.Namespace) -> int:
     else:
         hint = (f"install (as root): aonkit daemon unit --system {args.system} > /etc/systemd/system/"
                 f"aonkit-{args.system}.service && systemctl daemon-reload && systemctl enable --now "
-                f"aonkit-{args.system}; its readers set AONKIT_RUNTIME_DIR=/run/aonkit-{args.system}")
+                f"aonkit-{args.system}; {args.system}'s readers and commands find it in /run/aonkit-{args.system}")
     print(hint, file=sys.stderr)
     return 0
