@@ -3,9 +3,10 @@
 The node is this machine's own systemd, booted twice over a throwaway overlay of its root (``tests/system_boot.py``
 says what it takes from the host and what it keeps away from it). The unit is installed as its hint says, runs
 as ``svc`` in its own cgroup with its limits and sandbox (two GPUs of the tests' C ``libnvidia-ml`` read through
-it), keeps streaming to a reader that attached before systemd restarted it after a crash (its runtime directory
-removed and made again), writes every sample before the node powers off, and starts at the next boot because it
-is enabled; moved to a folder of the admin's, the sandbox lets it write there.
+it), is found by svc's readers and commands, keeps streaming to a reader that attached before systemd restarted
+it after a crash (its runtime directory kept, an opted-in process still registered there), writes every sample
+before the node powers off, and starts at the next boot because it is enabled; moved to a folder of the admin's,
+the sandbox lets it write there.
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ while True:
     if len(frame):
         print("read", r.pid, int(frame.ts_ns.min()), int(frame.ts_ns.max()), flush=True)
     time.sleep(0.05)
+"""
+
+SERVED = """
+import os, time, aonkit.live as live
+live.serve()
+print("served", os.getpid(), flush=True)
+time.sleep(600)
 """
 
 
@@ -160,7 +168,12 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
         assert said["stop"].returncode != 0 and "`systemctl stop aonkit-svc.service`" in said["stop"].stderr
         assert node.show("aonkit-svc", "MainPID")["MainPID"] == str(pid)
         wait(lambda: pid in runs_on_disk(node.state), "the daemon's first flush", lines)  # a crash loses the rest
-        # WHEN the daemon crashes: systemd restarts it after RestartSec, in a runtime directory made again
+        # GIVEN a process of svc's opted in to on-demand traces, registered in the runtime directory
+        served = subprocess.Popen(node.argv(sys.executable, "-c", SERVED, user="svc", **env), text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        served_pid = served.stdout.readline().split()[-1]  # its pid in the node
+        before = node.run("stat", "-c", "%i", RUN).stdout
+        # WHEN the daemon crashes: systemd restarts it after RestartSec
         t_kill = time.time_ns()
         assert node.run("kill", "-KILL", str(pid)).returncode == 0
         node.wait_for("aonkit-svc", SubState="auto-restart", timeout=10)
@@ -172,8 +185,14 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
         assert reader.poll() is None, lines
         first_new = min(int(x.split()[2]) for x in lines if x.startswith(f"read {pid2} "))
         assert first_new > t_kill
+        # ... in the same runtime directory (RuntimeDirectoryPreserve=restart): the opted-in process is still
+        # registered, with nothing to do on its side
+        assert node.run("stat", "-c", "%i", RUN).stdout == before
+        status = node.run(*cli, "status", user="svc", **env).stdout
+        assert f"opted-in processes: 1\n    pid {served_pid}: " in status, status
     finally:
         reader.kill()
+        served.kill()
     # WHEN the node powers off
     time.sleep(1.0)
     t_off = time.time_ns()

@@ -84,7 +84,8 @@ def unit_text(args: argparse.Namespace, python: str = sys.executable) -> str:
     lines += ["", "[Service]", "Type=simple", "ExecStart=" + " ".join(quote(w) for w in argv)]
     lines += [f"Environment={quote(f'{k}={v}')}" for k, v in env.items()]
     if system is not None:
-        lines += [f"User={system}", f"RuntimeDirectory=aonkit-{system}", "RuntimeDirectoryMode=0700"]
+        lines += [f"User={system}", f"RuntimeDirectory=aonkit-{system}", "RuntimeDirectoryMode=0700",
+                  "RuntimeDirectoryPreserve=restart"]  # a restart keeps the opted-in processes registered
     lines += ["KillSignal=SIGTERM", "TimeoutStopSec=60", "Restart=on-failure", "RestartSec=10",
               f"RestartPreventExitStatus={EXIT_RUNNING}", "UMask=0077", "NoNewPrivileges=yes",
               *(f"{k}={v}" for k, v in LIMITS.items()), *sandbox,
