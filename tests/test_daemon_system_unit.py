@@ -42,10 +42,22 @@ while True:
 """
 
 SERVED = """
-import os, time, aonkit.live as live
+import os, time, torch, aonkit.live as live
 live.serve()
+model, x = torch.nn.Linear(32, 4), torch.randn(16, 32)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
 print("served", os.getpid(), flush=True)
-time.sleep(600)
+for _ in range(30000):  # a training loop that never stops on its own
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+    time.sleep(0.02)
+"""
+LOADED = """
+import sys, aonkit
+t = aonkit.load(sys.argv[1])
+steps = t.events["name"].astype(str).str.startswith("ProfilerStep#").sum()
+print(steps, len(t.samples), sorted(set(t.samples["metric"].astype(str))))
 """
 
 
@@ -190,6 +202,21 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
         assert node.run("stat", "-c", "%i", RUN).stdout == before
         status = node.run(*cli, "status", user="svc", **env).stdout
         assert f"opted-in processes: 1\n    pid {served_pid}: " in status, status
+        # WHEN svc asks that process, which keeps training, for a trace of its next 2 steps (the restarted daemon's
+        # samples beside it), and loads the bundle (a root-owned install, no home: Numba's cache goes to a private
+        # temp folder, aonkit/_kernels/_cache_place.py)
+        out = "/tmp/svc-trace"
+        r = node.run(sys.executable, "-m", "aonkit.cli", "trace", served_pid, "--steps", "2", "--out", out,
+                     user="svc", timeout=120, **env)  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        loaded = node.run(sys.executable, "-c", LOADED, out, user="svc", timeout=120, AONKIT_BACKGROUND_COMPILE="0",
+                          **env)  # fmt: skip
+        # THEN it holds the 2 profiled steps and the daemon's samples of the window
+        assert loaded.returncode == 0, loaded.stderr[-3000:]
+        steps, samples, metrics = loaded.stdout.split(maxsplit=2)
+        assert int(steps) == 2 and int(samples) > 0 and "cpu_percent" in metrics, loaded.stdout
+        assert "Numba's cache has no folder" not in loaded.stderr  # it kept its compiled kernels
+        assert served.poll() is None
     finally:
         reader.kill()
         served.kill()

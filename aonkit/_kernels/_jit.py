@@ -1,12 +1,14 @@
 """The one place where Numba's decorator flags are chosen.
 
 ``AONKIT_JIT_CACHE=0`` turns the on-disk compilation cache off (it is on by
-default, so a new process does not pay compilation again).
+default, so a new process does not pay compilation again). It is also off, with a
+line on stderr, when no folder can hold it (:mod:`._cache_place`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import numba
 
@@ -15,7 +17,18 @@ from . import _notice, _stamp
 _notice.install()  # a line on stderr while a first compilation takes long
 _stamp.install()  # a cached kernel goes stale when any kernel module changes (callees are compiled into callers)
 
+
+
+def _probe() -> None:
+    """A function of this folder, to ask where Numba would cache its kernels."""
+
+
 JIT_CACHE = os.environ.get("AONKIT_JIT_CACHE", "1") != "0"
+if JIT_CACHE and _stamp.cache_place(_probe) is None:
+    JIT_CACHE = False
+    sys.stderr.write("aonkit: Numba's cache has no folder this user may write (the install, ~/.cache and the temp "
+                     "directory's aonkit-numba-<uid> were tried): kernels are compiled in each process; set "
+                     "NUMBA_CACHE_DIR to a folder of yours to keep them\n")
 
 njit = numba.njit(cache=JIT_CACHE, nogil=True, boundscheck=False, error_model="numpy")
 

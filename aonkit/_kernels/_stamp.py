@@ -16,6 +16,8 @@ import functools
 import hashlib
 import os
 
+from . import _cache_place
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -46,6 +48,8 @@ def install() -> bool:
         impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # the name differs between versions
         classes = impl._locator_classes
         base = caching._CacheLocator
+        last = _cache_place.private_locator(base, caching._SourceFileBackedLocatorMixin)
+        last.get_suitable_cache_subpath  # noqa: B018 - Numba's, or this Numba's internals differ
     except (ImportError, AttributeError):
         return False
     if not isinstance(classes, list):
@@ -77,7 +81,7 @@ def install() -> bool:
         def from_function(cls, py_func, py_file):  # noqa: ANN001, ANN206 - Numba's interface
             if os.path.dirname(os.path.abspath(py_file)) != HERE:
                 return None
-            for other in classes:
+            for other in (*classes, last):  # the last: a private folder when Numba has no place (_cache_place)
                 if other is not cls:
                     inner = other.from_function(py_func, py_file)
                     if inner is not None:
@@ -85,4 +89,20 @@ def install() -> bool:
             return None
 
     classes.insert(0, KernelsLocator)
+    global _LOCATOR
+    _LOCATOR = KernelsLocator
     return True
+
+
+_LOCATOR: type | None = None
+
+
+def cache_place(py_func) -> str | None:  # noqa: ANN001 - a Python function of a module in this folder
+    """The folder Numba would keep ``py_func``'s compiled code in; None when there is none (nor a private one).
+
+    Also "" when this Numba's internals differ (:func:`install` returned False): Numba then decides alone.
+    """
+    if _LOCATOR is None:
+        return ""
+    found = _LOCATOR.from_function(py_func, py_func.__code__.co_filename)
+    return None if found is None else found.get_cache_path()
