@@ -5,8 +5,8 @@ says what it takes from the host and what it keeps away from it). The unit is in
 as ``svc`` in its own cgroup with its limits and sandbox (two GPUs of the tests' C ``libnvidia-ml`` read through
 it), is found by svc's readers and commands, keeps streaming to a reader that attached before systemd restarted
 it after a crash (its runtime directory kept, an opted-in training loop still registered there, then traced on
-demand and its bundle loaded as svc), writes every sample before the node powers off, and starts at the next boot because it is enabled; moved to a folder of the admin's,
-the sandbox lets it write there.
+demand and its bundle loaded as svc), writes every sample before the node powers off, and starts at the next
+boot because it is enabled; moved to a folder of the admin's, the sandbox lets it write there.
 """
 
 from __future__ import annotations
