@@ -145,8 +145,9 @@ class SystemBoot:
 
     def argv(self, *cmd: str, user: str | None = None, **env: str) -> list[str]:
         enter = ["nsenter", "-t", str(self.pid1), "-m", "-p", "-u", "-C", "-r", "-w"]
-        who = ["runuser", "-u", user, "--"] if user else []
-        return [*enter, *who, "env", *(f"{k}={v}" for k, v in env.items()), *cmd]
+        gone = ["setpriv", "--pdeathsig", "KILL"]  # killing the nsenter here kills the command in the node
+        who = ["runuser", "-u", user, "--", *gone] if user else []
+        return [*enter, *gone, *who, "env", *(f"{k}={v}" for k, v in env.items()), *cmd]
 
     def ctl(self, *args: str) -> subprocess.CompletedProcess:
         return self.run("systemctl", *args)
@@ -169,7 +170,28 @@ class SystemBoot:
         """``systemctl poweroff``, and wait until PID 1 has stopped every unit and exited."""
         assert self.proc is not None
         self.ctl("poweroff")
-        self.proc.wait(timeout)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"no poweroff in {timeout} s; left in the node:\n{self.processes()}") from None
+
+    def processes(self) -> str:
+        """The processes in the booted system's PID namespace (host pid, state, command line), for a failure."""
+        try:
+            ns = os.readlink(f"/proc/{self.pid1}/ns/pid")
+        except (OSError, IndexError):
+            return "(PID 1 is gone)"
+        out = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.readlink(f"/proc/{pid}/ns/pid") != ns:
+                    continue
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            out.append(f"{pid} {state} {cmd[:150]}")
+        return "\n".join(out)
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -31,8 +31,9 @@ from tests.system_boot import SYSTEMD, SystemBoot
 ROOT = Path(__file__).resolve().parent.parent
 RUN = "/run/aonkit-svc"
 READER = """
-import time, aonkit.live as live
+import os, time, aonkit.live as live
 r, cursor = live.attach(), 0
+print("pid", os.getpid(), flush=True)
 print("devices", sorted({d for d, _ in r.channels}), flush=True)
 while True:
     frame, cursor = r.read(cursor)
@@ -132,7 +133,7 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
     install(node, "--interval", "0.05", "--flush", "3")
     first = node.wait_for("aonkit-svc", ActiveState="active", SubState="running")
     pid = int(first["MainPID"])
-    wait(lambda: node.run("test", "-e", f"{RUN}/ring").returncode == 0, "the daemon's ring", [])  # it samples
+    assert node.run("test", "-e", f"{RUN}/ring").returncode == 0  # started once it sampled (Type=notify)
     # THEN it runs as svc, in its own cgroup, under the unit's limits as the kernel applies them
     r = node.run("ps", "-o", "user=", "-p", str(pid))
     assert r.stdout.strip() == "svc", r.stdout + r.stderr
@@ -166,6 +167,7 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
     # user is refused, with the reason
     assert other.returncode == 1, other.stdout + other.stderr
     assert "NotOwnerError: the runtime directory /run/aonkit-svc belongs to uid" in other.stderr, other.stderr
+    served, served_pid = None, ""
     try:
         wait(lambda: any(x.startswith(f"read {pid} ") for x in lines), "the reader's first samples", lines)
         assert f"devices {list(range(-1, gpus))}" in lines, lines[:3]
@@ -179,6 +181,8 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
         assert said["start"].returncode != 0 and f"already running (pid {pid}, {unit})" in said["start"].stderr
         assert said["stop"].returncode != 0 and "`systemctl stop aonkit-svc.service`" in said["stop"].stderr
         assert node.show("aonkit-svc", "MainPID")["MainPID"] == str(pid)
+        text = node.show("aonkit-svc", "StatusText")["StatusText"]  # what `systemctl status` shows (STATUS=)
+        assert text.startswith(f"host + {gpus} GPUs every 0.05 s; " if gpus else "host only every 0.05 s; "), text
         wait(lambda: pid in runs_on_disk(node.state), "the daemon's first flush", lines)  # a crash loses the rest
         # GIVEN a process of svc's opted in to on-demand traces, registered in the runtime directory
         served = subprocess.Popen(node.argv(sys.executable, "-c", SERVED, user="svc", **env), text=True,
@@ -217,9 +221,12 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
         assert int(steps) == 2 and int(samples) > 0 and "cpu_percent" in metrics, loaded.stdout
         assert "Numba's cache has no folder" not in loaded.stderr  # it kept its compiled kernels
         assert served.poll() is None
-    finally:
-        reader.kill()
-        served.kill()
+    finally:  # ended in the node, where systemd reaps them (ending their nsenter here made the poweroff take 10 s)
+        pids = [x.split()[1] for x in lines if x.startswith("pid ")][:1] + ([served_pid] if served_pid else [])
+        node.run("kill", "-KILL", *pids)
+        for p in (reader, served):
+            if p is not None:
+                p.wait(10)
     # WHEN the node powers off
     time.sleep(1.0)
     t_off = time.time_ns()

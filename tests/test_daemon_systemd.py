@@ -11,6 +11,7 @@ runs the unit itself: the cgroup, SIGTERM on stop, ``Restart=``, ``RestartPreven
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from aonkit.live.paths import EXIT_RUNNING
+from aonkit.live.ring import Ring
 from tests.live_helpers import Live, live_world
 
 SYSTEMD = next((p for p in ("/lib/systemd/systemd", "/usr/lib/systemd/systemd") if os.path.exists(p)), None)
@@ -122,22 +124,33 @@ def test_a_real_systemd_user_manager_runs_restarts_and_stops_the_unit(live: Live
     r = live.cli("daemon", "unit", "--interval", "0.05", "--flush", "1")
     assert r.returncode == 0, r.stderr
     (manager.units / "aonkit.service").write_text(r.stdout)
+    drop_in = manager.units / "aonkit.service.d"
+    drop_in.mkdir()
+    (drop_in / "watchdog.conf").write_text("[Service]\nWatchdogSec=3\n")  # the unit's 60 s, shortened for the test
     assert manager.ctl("daemon-reload").returncode == 0
     # WHEN it is enabled and started
     r = manager.ctl("enable", "--now", "aonkit")
     assert r.returncode == 0, r.stderr
     assert (manager.units / "default.target.wants" / "aonkit.service").is_symlink()
-    first = manager.wait_for("aonkit", ActiveState="active", SubState="running")
-    live.wait(lambda: live.status().get("flushes", 0) >= 2)
-    # THEN systemd's main process is the daemon, in the unit's own cgroup
+    # THEN the start returned once the daemon had put its first sample in the ring (Type=notify, READY=1)
+    first = manager.show("aonkit", "ActiveState", "SubState", "MainPID")
+    assert first["ActiveState"] == "active" and first["SubState"] == "running", first
     pid = int(first["MainPID"])
+    assert live.status()["pid"] == pid and Ring.open(live.run_dir / "ring").count >= 1
+    live.wait(lambda: live.status().get("flushes", 0) >= 2)
+    # ... and `systemctl status` shows its state in a line (STATUS=)
+    text = manager.show("aonkit", "StatusText")["StatusText"]
+    assert re.fullmatch(r"host only every 0\.05 s; [\d,]+ samples, 0 lost; last write \d+ s ago", text), text
+    # THEN systemd's main process is the daemon, in the unit's own cgroup
     assert live.daemon_pid() == pid and live.status()["pid"] == pid
     assert live.status()["systemd"] == {"unit": "aonkit.service", "scope": "user"}  # it knows, and says so
     assert live.cli("daemon", "status").stdout.splitlines()[0].endswith("systemd's user unit aonkit.service")
     assert "aonkit.service" in Path(f"/proc/{pid}/cgroup").read_text()
-    # WHEN it crashes (SIGKILL): THEN systemd restarts it after RestartSec and it samples again
-    os.kill(pid, signal.SIGKILL)
-    manager.wait_for("aonkit", SubState="auto-restart", timeout=10)
+    # WHEN its sampling stops (SIGSTOP: no sample reaches the ring): THEN systemd's watchdog ends it after
+    # WatchdogSec, and it is restarted after RestartSec and samples again
+    os.kill(pid, signal.SIGSTOP)
+    manager.wait_for("aonkit", SubState="auto-restart", timeout=15)
+    assert manager.show("aonkit", "Result")["Result"] == "watchdog"
     again = manager.wait_for("aonkit", SubState="running", NRestarts="1", timeout=30)
     assert int(again["MainPID"]) != pid
     live.wait(lambda: live.status().get("pid") == int(again["MainPID"]) and live.status().get("flushes", 0) >= 2)
@@ -153,7 +166,7 @@ def test_a_real_systemd_user_manager_runs_restarts_and_stops_the_unit(live: Live
     assert len(run) > 20 and np.diff(run).max() < 3 * 0.05e9 and status["status_ns"] - run[-1] < 2 * 0.05e9
     # WHEN a daemon started by hand already runs: the unit exits 4 and is not restarted (no restart loop)
     assert live.start_daemon() and live.status()["systemd"] is None  # started by hand: no unit
-    assert manager.ctl("start", "aonkit").returncode == 0  # Type=simple: started, then it exits
+    assert manager.ctl("start", "aonkit").returncode != 0  # Type=notify: the start fails (exit 4 before READY)
     failed = manager.wait_for("aonkit", ActiveState="failed", timeout=30)
     assert manager.show("aonkit", "ExecMainStatus", "SubState") == {"ExecMainStatus": str(EXIT_RUNNING),
                                                                      "SubState": "failed"}  # fmt: skip

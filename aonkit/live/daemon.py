@@ -21,6 +21,7 @@ with pynvml's API (e.g. the fake NVML of the tests), instead of ``pynvml``.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import fcntl
 import importlib
 import math
@@ -56,6 +57,7 @@ from .paths import (
 )
 from .ring import STOPPED
 from .runtime_guard import RuntimeGuard
+from .sd_notify import Notifier, status_line
 from .status import write_json
 
 
@@ -157,9 +159,11 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
         self._gpu_since, self._covered_to_ns = 0.0, 0  # (GpuWatch)
         self._wake = os.pipe()
         self._cost_mark = (time.monotonic(), time.process_time())
+        self.notify = Notifier()  # systemd's Type=notify, when a unit started this process
 
     def run(self) -> int:
         """Sample until SIGTERM/SIGINT; return 0, or 1 when the final write failed (``unsaved`` samples)."""
+        faulthandler.enable()  # a fatal signal (systemd's watchdog sends SIGABRT) prints every thread's stack
         self.rdir = private_dir(runtime_dir())
         self._lock_fd = lock(self.rdir)
         try:
@@ -171,6 +175,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
             if self.gpu is not None:
                 threading.Thread(target=self._watch_loop, name="aonkit-gpu-watch", daemon=True).start()
             self._sample_loop()
+            self.notify.stopping()
             self._flush_now.set()
             flusher.join()
             self._flush()  # the last partial segment
@@ -240,6 +245,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
             with self._tick_lock:
                 if stamp > self._covered_to_ns:  # else the watchdog sampled past this tick's stamp: dropped
                     self.ring.write(stamp, values)
+                    self.notify.alive()
             if self.ring.count - self.flushed >= self.capacity // 2:
                 self._flush_now.set()
             next_t += self.interval_s
@@ -252,7 +258,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
         if not self.owns_runtime():  # the directory is gone, or another daemon's now
             return
         gpu = self.gpu
-        write_json(self.rdir / STATUS, {
+        st = {
             "state": state, "pid": os.getpid(), "started_ns": self.started_ns, "status_ns": time.time_ns(),
             "host": self.host, "systemd": self.systemd,
             "interval_s": self.interval_s, "flush_s": self.flush_s, "root": str(self.root),
@@ -263,7 +269,9 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
             "gpus": list(gpu.devices) if gpu else [], "gpu_names": getattr(gpu, "device_names", {}),
             "gpu_metrics": len(gpu.metrics) if gpu else 0, "gpu_unsupported": gpu.n_unsupported if gpu else 0,
             "gpu_note": self.gpu_note, "samples": self._samples_before + self.ring.count, **self.stats, **self._cost(),
-        })  # fmt: skip
+        }  # fmt: skip
+        write_json(self.rdir / STATUS, st)
+        self.notify.status(status_line(st))
 
     def _cost(self) -> dict[str, Any]:
         """What the daemon costs: its CPU since the last status (all threads) and since it started, and its RSS."""

@@ -20,6 +20,8 @@ import threading
 import time
 from typing import Any
 
+from .sd_notify import Notifier
+
 WATCH_S = 1.0
 """How often the watchdog looks (a wake-up a second: about 0.01% of a core)."""
 BLOCKED_S = 2.0
@@ -33,6 +35,7 @@ class GpuWatch:
     _tick_lock: threading.Lock
     _gpu_since: float  # monotonic start of the GPU read under way; 0.0 when none
     _covered_to_ns: int  # the stamp of the watchdog's last tick
+    notify: Notifier  # systemd's watchdog is told that samples still land in the ring
 
     def _watch_loop(self) -> None:
         while not self._stop.wait(WATCH_S):
@@ -63,6 +66,7 @@ class GpuWatch:
                 except Exception:  # noqa: BLE001 - as on the sampling thread
                     host = [math.nan] * self.n_host
                 self.ring.write(stamp, host + missing)
+                self.notify.alive()  # sampling goes on: systemd's watchdog is told so
                 self._covered_to_ns = stamp
             if self.ring.count - self.flushed >= self.capacity // 2:
                 self._flush_now.set()

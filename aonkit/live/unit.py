@@ -11,10 +11,12 @@ runs in a sandbox (:data:`SANDBOX`): the file system read-only but for those two
 network, nothing of the kernel's to change.
 
 The unit runs ``python -m aonkit.live.daemon run`` with this Python and the given options, without a BLAS thread
-pool (:data:`aonkit.live.control.ONE_THREAD`); stops it with SIGTERM (the last samples are written first; 60 s
-allowed); restarts it on failure, but not when it exits :data:`~aonkit.live.paths.EXIT_RUNNING` (this user's
-daemon already runs); and caps its memory and CPU well above what it uses (``bench/RESULTS.md``: 93-142 MB and
-under 1% of a core at the defaults), as a guard against a runaway, never as its budget.
+pool (:data:`aonkit.live.control.ONE_THREAD`), as ``Type=notify`` with a watchdog (:mod:`aonkit.live.sd_notify`:
+started once it samples, a line for ``systemctl status``, restarted when its sampling stops); stops it with SIGTERM
+(the last samples are written first; 60 s allowed); restarts it on failure, but not when it exits
+:data:`~aonkit.live.paths.EXIT_RUNNING` (this user's daemon already runs); and caps its memory and CPU well above
+what it uses (``bench/RESULTS.md``: 93-142 MB and under 1% of a core at the defaults), as a guard against a runaway,
+never as its budget.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from pathlib import Path
 from .control import ONE_THREAD, forwarded_args
 from .paths import EXIT_RUNNING, LiveError
 
+WATCHDOG_S = 60
+"""``WatchdogSec=``: systemd restarts a daemon that has put no sample in its ring for this long (it samples every
+0.1 s by default, and the host on through a blocked NVML call: :mod:`aonkit.live.sd_notify`)."""
 USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 LIMITS = {"MemoryMax": "512M", "CPUQuota": "20%"}
 """Guards against a runaway daemon (it uses about 100 MB and under 1% of a core at the defaults)."""
@@ -81,12 +86,13 @@ def unit_text(args: argparse.Namespace, python: str = sys.executable) -> str:
     else:
         if os.environ.get("AONKIT_RUNTIME_DIR"):
             env["AONKIT_RUNTIME_DIR"] = os.environ["AONKIT_RUNTIME_DIR"]
-    lines += ["", "[Service]", "Type=simple", "ExecStart=" + " ".join(quote(w) for w in argv)]
+    lines += ["", "[Service]", "Type=notify", "ExecStart=" + " ".join(quote(w) for w in argv)]
     lines += [f"Environment={quote(f'{k}={v}')}" for k, v in env.items()]
     if system is not None:
         lines += [f"User={system}", f"RuntimeDirectory=aonkit-{system}", "RuntimeDirectoryMode=0700",
                   "RuntimeDirectoryPreserve=restart"]  # a restart keeps the opted-in processes registered
-    lines += ["KillSignal=SIGTERM", "TimeoutStopSec=60", "Restart=on-failure", "RestartSec=10",
+    lines += ["KillSignal=SIGTERM", "TimeoutStopSec=60", f"WatchdogSec={WATCHDOG_S}", "Restart=on-failure",
+              "RestartSec=10",
               f"RestartPreventExitStatus={EXIT_RUNNING}", "UMask=0077", "NoNewPrivileges=yes",
               *(f"{k}={v}" for k, v in LIMITS.items()), *sandbox,
               "", "[Install]", f"WantedBy={'multi-user.target' if system is not None else 'default.target'}"]
