@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import time
 from collections.abc import Iterator
@@ -300,3 +301,20 @@ def test_no_error_of_a_write_a_prune_or_the_status_stops_the_flusher(tmp_path: P
     os.close(d._lock_fd)
     if d.gpu is not None:
         d.gpu.close()
+
+
+def test_a_fatal_signal_leaves_every_threads_stack_in_the_log(live) -> None:
+    # systemd's watchdog ends a daemon whose sampling stopped with SIGABRT: where each thread was is then in its log
+    # (the journal under systemd)
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))  # the daemon inherits it: no core file from the abort
+    try:
+        pid = live.start_daemon()
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+    live.wait(lambda: live.status().get("flushes", 0) >= 1)
+    os.kill(pid, signal.SIGABRT)
+    live.wait(lambda: not _running(pid))
+    log = (live.run_dir / "daemon.log").read_text()
+    assert "Fatal Python error: Aborted" in log, log[-2000:]
+    assert "in _sample_loop" in log and "in _flush_loop" in log, log[-2000:]
