@@ -18,7 +18,6 @@ _notice.install()  # a line on stderr while a first compilation takes long
 _stamp.install()  # a cached kernel goes stale when any kernel module changes (callees are compiled into callers)
 
 
-
 def _probe() -> None:
     """A function of this folder, to ask where Numba would cache its kernels."""
 

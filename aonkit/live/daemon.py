@@ -160,6 +160,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
         self._wake = os.pipe()
         self._cost_mark = (time.monotonic(), time.process_time())
         self.notify = Notifier()  # systemd's Type=notify, when a unit started this process
+        self.systemd: dict[str, str] | None = None  # the unit that started it (set at the start of a run)
 
     def run(self) -> int:
         """Sample until SIGTERM/SIGINT; return 0, or 1 when the final write failed (``unsaved`` samples)."""

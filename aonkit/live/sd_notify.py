@@ -52,8 +52,9 @@ class Notifier:
         if not self.addr:
             return False
         try:
-            if self._sock is None:
+            if self._sock is None:  # never blocking: a full queue at systemd must not hold the sampling thread
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._sock.setblocking(False)
             self._sock.sendto("\n".join(lines).encode(), self.addr)
         except OSError:
             return False
