@@ -103,7 +103,7 @@ def systemd_unit() -> dict[str, str] | None:
     for line in lines:
         _, controllers, path = line.split(":", 2)
         name = path.rstrip("/").rsplit("/", 1)[-1]
-        if controllers in ("", "name=systemd") and name.endswith(".service"):
+        if controllers in ("", "name=systemd") and name.rpartition(".")[1:] == (".", "service"):
             return {"unit": name, "scope": "system" if os.getppid() == 1 else "user"}
     return None
 
