@@ -8,6 +8,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -43,6 +44,12 @@ while not os.path.exists(sys.argv[1]) and step < 20000:
     time.sleep(0.02)
 print("finished", step, flush=True)
 """
+
+
+def spans(samples: pd.DataFrame, t0: int, t1: int) -> bool:
+    """The samples cover [t0, t1]: those inside it, and exactly one sample time before it and one after it."""
+    ts = np.unique(samples["ts_ns"].to_numpy())
+    return len(ts) >= 2 and (ts < t0).sum() == 1 and (ts > t1).sum() == 1
 
 
 def steps(proc) -> int:
@@ -85,7 +92,7 @@ def test_opted_in_loop_is_traced_for_three_steps_and_keeps_training(live, train,
     assert trace.bundle["steps"] == 3 and trace.bundle["pid"] == proc.pid
     s = trace.samples
     t0, t1 = trace.bundle["t0_ns"], trace.bundle["t1_ns"]
-    assert set(s["device"]) == {-1, 0, 1} and s["ts_ns"].between(t0, t1).all()
+    assert set(s["device"]) == {-1, 0, 1} and spans(s, t0, t1)
     live.wait(lambda: steps(proc) > after + 10)  # it kept training past the trace
     assert proc.poll() is None
 
@@ -116,7 +123,7 @@ def test_after_its_runtime_directory_is_removed_a_job_is_still_traced_with_the_d
     assert r.returncode == 0, r.stderr
     trace = aonkit.load(out)
     assert profiler_steps(trace) == ["ProfilerStep#0", "ProfilerStep#1"] and trace.bundle["pid"] == proc.pid
-    assert trace.samples["ts_ns"].between(trace.bundle["t0_ns"], trace.bundle["t1_ns"]).all()
+    assert spans(trace.samples, trace.bundle["t0_ns"], trace.bundle["t1_ns"])
     (tmp_path / "stop").touch()
     assert proc.wait(60) == 0
     assert not (procs / f"{proc.pid}.json").exists() and not (procs / f"{proc.pid}.sock").exists()
@@ -140,6 +147,22 @@ def test_a_window_without_samples_is_explained() -> None:
     assert window_notes(3, 0, 50_000_000, 0.1) == []
     (note,) = window_notes(0, 1_000_000_000, 1_063_000_000, 0.1)
     assert "traced window (63 ms; the daemon samples every 100 ms)" in note and "--interval" in note
+    (kept,) = window_notes(0, 1_000_000_000, 1_063_000_000, 0.1, kept=6)
+    assert "the bundle has the samples just before and after it" in kept and "just before" not in note
+
+
+def test_a_traced_window_keeps_the_samples_just_before_and_after_it() -> None:
+    from aonkit.live.trace import spanning
+
+    # samples every 100 ms (2 channels each), a window from 120 to 180 ms: none inside
+    ts = np.repeat(np.arange(0, 600, 100) * 1_000_000, 2)
+    frame = pd.DataFrame({"ts_ns": ts, "device": np.tile([-1, 0], 6), "metric": "m", "value": 1.0})
+    kept = spanning(frame, 120_000_000, 180_000_000)
+    assert sorted(set(kept["ts_ns"])) == [100_000_000, 200_000_000] and len(kept) == 4
+    # a window with samples inside: those, and one time on each side; a window past the end: the last time only
+    assert sorted(set(spanning(frame, 150_000_000, 310_000_000)["ts_ns"])) == [t * 10**6 for t in (100, 200, 300, 400)]
+    assert sorted(set(spanning(frame, 550_000_000, 560_000_000)["ts_ns"])) == [500_000_000]
+    assert len(spanning(frame.iloc[:0], 0, 1)) == 0
 
 
 def test_a_process_that_did_not_opt_in_is_refused(live) -> None:
@@ -169,7 +192,7 @@ def test_all_ranks_write_one_loadable_job_folder(live, train, tmp_path: Path) ->
     meta = json.loads((out / "aonkit-trace.meta.json").read_text())
     assert sorted((m["rank"], m["pid"]) for m in meta["ranks"]) == [(0, ranks[0].pid), (1, ranks[1].pid)]
     samples = pd.read_parquet(out / "job.samples.parquet")
-    assert set(samples["device"]) == {-1, 0, 1} and samples["ts_ns"].between(meta["t0_ns"], meta["t1_ns"]).all()
+    assert set(samples["device"]) == {-1, 0, 1} and spans(samples, meta["t0_ns"], meta["t1_ns"])
     assert meta["messages"] == [] and "note:" not in r.stderr
     with_samples = aonkit.live.load_traced_job(out)
     assert all(len(t.samples) == len(samples) for _, t in with_samples.items())

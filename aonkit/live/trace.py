@@ -1,7 +1,8 @@
 """``aonkit trace PID``: ask an opted-in process for a torch.profiler trace of its next steps; keep a bundle.
 
-The process (:mod:`.serve`) traces and exports the Kineto JSON; this side adds the daemon's samples for the same
-window (:func:`aonkit.live.attach`, no NVML opened) and writes:
+The process (:mod:`.serve`) traces and exports the Kineto JSON; this side adds the daemon's samples that span the
+same window (:func:`aonkit.live.attach`, no NVML opened: those inside it, and the one just before and just after
+it, :func:`spanning`) and writes:
 
 * one process: a bundle folder (:mod:`aonkit.sources.bundle`): ``aonkit.load(out)`` gives the trace with samples;
 * ``--all-ranks``: a job folder of ``rank<N>.json.gz`` files, ``job.samples.parquet`` (the samples of the union
@@ -70,15 +71,30 @@ def daemon_samples(t0_ns: int, t1_ns: int) -> tuple[pd.DataFrame, list[dict[str,
     deadline = time.monotonic() + 2 * reader.interval_s + 0.5
     while reader.ring.heartbeat_ns < t1_ns and reader.alive and time.monotonic() < deadline:
         time.sleep(reader.interval_s / 4)  # the sample just after the window, so the window is covered
-    frame = reader.window(t0_ns, t1_ns)
+    pad = int(2 * reader.interval_s * 1e9) + 1
+    frame = spanning(reader.window(t0_ns - pad, t1_ns + pad), t0_ns, t1_ns)
     meta = [{"type": "aonkit daemon", "pid": reader.pid, "interval_s": reader.interval_s,
              "metrics": list(reader.metrics), "root": str(reader.root)}]  # fmt: skip
     reader.close()
-    return frame, meta, window_notes(len(frame), t0_ns, t1_ns, reader.interval_s)
+    inside = int(frame["ts_ns"].between(t0_ns, t1_ns).sum())
+    return frame, meta, window_notes(inside, t0_ns, t1_ns, reader.interval_s, kept=len(frame))
 
 
-def window_notes(n_rows: int, t0_ns: int, t1_ns: int, interval_s: float) -> list[str]:
-    """Why a traced window has no samples: shorter than (or about) one of the daemon's intervals.
+def spanning(frame: pd.DataFrame, t0_ns: int, t1_ns: int) -> pd.DataFrame:
+    """The samples of ``frame`` in [t0, t1], with the last one before t0 and the first one after t1.
+
+    So a counter lane has a value at each end of the trace, even for a window shorter than the daemon's interval
+    (as the samplers of :func:`aonkit.profile` take one at each end of a run).
+    """
+    ts = frame["ts_ns"].to_numpy()
+    before, after = ts[ts < t0_ns], ts[ts > t1_ns]
+    lo = before.max() if len(before) else t0_ns
+    hi = after.min() if len(after) else t1_ns
+    return frame[(ts >= lo) & (ts <= hi)].reset_index(drop=True)
+
+
+def window_notes(n_rows: int, t0_ns: int, t1_ns: int, interval_s: float, kept: int = 0) -> list[str]:
+    """Why a traced window has no samples inside it: shorter than (or about) one of the daemon's intervals.
 
     Parameters
     ----------
@@ -88,6 +104,8 @@ def window_notes(n_rows: int, t0_ns: int, t1_ns: int, interval_s: float) -> list
         The traced window (``time.time_ns`` clock).
     interval_s : float
         The daemon's sampling interval in seconds.
+    kept : int
+        Sample rows the bundle has all the same: those just before and after the window (:func:`spanning`).
 
     Returns
     -------
@@ -97,9 +115,10 @@ def window_notes(n_rows: int, t0_ns: int, t1_ns: int, interval_s: float) -> list
     """
     if n_rows:
         return []
+    kept_text = "the bundle has the samples just before and after it; for some inside, " if kept else ""
     return [f"no daemon sample fell in the traced window ({(t1_ns - t0_ns) / 1e6:.0f} ms; the daemon samples "
-            f"every {interval_s * 1e3:.0f} ms): trace more steps or a longer --duration, or run the daemon "
-            "with a shorter --interval"]  # fmt: skip
+            f"every {interval_s * 1e3:.0f} ms): {kept_text}trace more steps or a longer --duration, or run the "
+            "daemon with a shorter --interval"]  # fmt: skip
 
 
 def _default_out(tag: str) -> Path:
