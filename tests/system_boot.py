@@ -84,7 +84,29 @@ exec chroot "$R" /usr/bin/env -i container=aonkit-test PATH=/usr/sbin:/usr/bin:/
 """
 
 
-class SystemBoot:
+class Systemctl:
+    """``show`` and ``wait_for`` over a manager's ``ctl`` (``systemctl`` with its arguments)."""
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess:
+        raise NotImplementedError
+
+    def show(self, unit: str, *props: str) -> dict[str, str]:
+        r = self.ctl("show", unit, *(f"-p{p}" for p in props))
+        assert r.returncode == 0, r.stderr
+        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+
+    def wait_for(self, unit: str, timeout: float = 60, **want: str) -> dict[str, str]:
+        """The unit's properties once they are ``want`` (and its MainPID, NRestarts); fails after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.show(unit, *want, "MainPID", "NRestarts")
+            if all(now[k] == v for k, v in want.items()):
+                return now
+            assert time.monotonic() < deadline, f"{unit}: {now}, not {want}"
+            time.sleep(0.1)
+
+
+class SystemBoot(Systemctl):
     """Boots, commands and powers off a systemd PID 1 (see the module's text); :meth:`close` undoes it all."""
 
     def __init__(self, traverse: list[Path]) -> None:
@@ -151,20 +173,6 @@ class SystemBoot:
 
     def ctl(self, *args: str) -> subprocess.CompletedProcess:
         return self.run("systemctl", *args)
-
-    def show(self, unit: str, *props: str) -> dict[str, str]:
-        r = self.ctl("show", unit, *(f"-p{p}" for p in props))
-        assert r.returncode == 0, r.stderr
-        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
-
-    def wait_for(self, unit: str, timeout: float = 60, **want: str) -> dict[str, str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            now = self.show(unit, *want, "MainPID", "NRestarts")
-            if all(now[k] == v for k, v in want.items()):
-                return now
-            assert time.monotonic() < deadline, f"{unit}: {now}, not {want}"
-            time.sleep(0.1)
 
     def poweroff(self, timeout: float = 60) -> None:
         """``systemctl poweroff``, and wait until PID 1 has stopped every unit and exited."""

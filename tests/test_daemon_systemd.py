@@ -27,12 +27,13 @@ import pytest
 from aonkit.live.paths import EXIT_RUNNING
 from aonkit.live.ring import Ring
 from tests.live_helpers import Live, live_world
+from tests.system_boot import Systemctl
 
 SYSTEMD = next((p for p in ("/lib/systemd/systemd", "/usr/lib/systemd/systemd") if os.path.exists(p)), None)
 MARKER = Path("/run/systemd/system")
 
 
-class UserManager:
+class UserManager(Systemctl):
     """A ``systemd --user`` of its own, and ``systemctl --user`` pointed at it."""
 
     def __init__(self) -> None:
@@ -72,20 +73,6 @@ class UserManager:
     def ctl(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["systemctl", "--user", *args], env=self.env, capture_output=True, text=True,
                               timeout=60)  # fmt: skip
-
-    def show(self, unit: str, *props: str) -> dict[str, str]:
-        r = self.ctl("show", unit, *(f"-p{p}" for p in props))
-        assert r.returncode == 0, r.stderr
-        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
-
-    def wait_for(self, unit: str, timeout: float = 60, **want: str) -> dict[str, str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            now = self.show(unit, *want, "MainPID", "NRestarts")
-            if all(now[k] == v for k, v in want.items()):
-                return now
-            assert time.monotonic() < deadline, f"{unit}: {now}, not {want}"
-            time.sleep(0.1)
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
