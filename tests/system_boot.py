@@ -116,7 +116,8 @@ class SystemBoot(Systemctl):
             d.mkdir()
         (self.base / "setup.sh").write_text(SETUP)
         (self.base / "mounts.sh").write_text(MOUNTS)
-        dirs = {str(a) for p in traverse for a in Path(p).resolve().parents if str(a) != "/"}
+        dirs = {str(a) for p in traverse for q in (Path(p).absolute(), Path(p).resolve()) for a in q.parents
+                if str(a) != "/"}  # a virtual environment's python is a link: both ways to it  # fmt: skip
         (self.base / "traverse").write_text("".join(f"{d}\n" for d in sorted(dirs)))
         self.mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=700", "tmpfs", str(self.layer)],
                                       capture_output=True, text=True).returncode == 0  # fmt: skip

@@ -64,8 +64,8 @@ print(steps, len(t.samples), sorted(set(t.samples["metric"].astype(str))))
 
 @pytest.fixture
 def node() -> Iterator[SystemBoot]:
-    if SYSTEMD is None or not all(shutil.which(t) for t in ("unshare", "nsenter", "runuser", "systemctl")):
-        pytest.skip("systemd, unshare, nsenter or runuser is not installed here")
+    if SYSTEMD is None or not all(shutil.which(t) for t in ("unshare", "nsenter", "runuser", "setpriv", "systemctl")):
+        pytest.skip("systemd, unshare, nsenter, runuser or setpriv is not installed here")
     if os.geteuid() != 0:
         pytest.skip("booting systemd in namespaces needs root")
     n = SystemBoot(traverse=[Path(sys.executable), ROOT / "aonkit"])
