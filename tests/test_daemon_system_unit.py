@@ -185,10 +185,14 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
         text = node.show("aonkit-svc", "StatusText")["StatusText"]  # what `systemctl status` shows (STATUS=)
         assert text.startswith(f"host + {gpus} GPUs every 0.05 s; " if gpus else "host only every 0.05 s; "), text
         wait(lambda: pid in runs_on_disk(node.state), "the daemon's first flush", lines)  # a crash loses the rest
-        # GIVEN a process of svc's opted in to on-demand traces, registered in the runtime directory
+        # GIVEN a torch training loop of svc's that opted in to on-demand traces (registered in the runtime directory)
         served = subprocess.Popen(node.argv(sys.executable, "-c", SERVED, user="svc", **env), text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-        served_pid = served.stdout.readline().split()[-1]  # its pid in the node
+        for line in iter(served.stdout.readline, ""):  # its pid in the node (after any warning torch prints)
+            if line.startswith("served "):
+                served_pid = line.split()[-1]
+                break
+        assert served_pid, "the training loop ended before it opted in"
         before = node.run("stat", "-c", "%i", RUN).stdout
         # WHEN the daemon crashes: systemd restarts it after RestartSec
         t_kill = time.time_ns()
