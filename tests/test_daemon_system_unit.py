@@ -12,7 +12,6 @@ boot because it is enabled; moved to a folder of the admin's, the sandbox lets i
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import numpy as np
 import pyarrow.dataset as ds
 import pytest
 
+from aonkit.live import store
 from tests import fake_libnvml
 from tests.system_boot import SYSTEMD, SystemBoot
 
@@ -95,13 +95,12 @@ def fake_gpus(node: SystemBoot) -> int:
 
 
 def runs_on_disk(state: Path) -> dict[int, np.ndarray]:
-    """Each daemon run's sample times on disk (by the pid in the file names), sorted."""
-    files = sorted(state.glob("samples/host=*/date=*/hour=*/part-*.parquet"))
+    """Each daemon run's sample times on disk (by the pid in the file names: ``store.list_files``), sorted."""
     runs: dict[int, list[np.ndarray]] = {}
-    for f in files:
-        pid = int(re.fullmatch(r"part-\d+-(\d+)\.parquet", f.name).group(1))
-        ts = ds.dataset(f, format="parquet").to_table(columns=["ts_ns"]).column(0).to_numpy()
-        runs.setdefault(pid, []).append(ts)
+    for host in (state / "samples").glob("host=*"):
+        for _, pid, path, _ in store.list_files(host):
+            runs.setdefault(pid, []).append(ds.dataset(path, format="parquet").to_table(columns=["ts_ns"])
+                                            .column(0).to_numpy())  # fmt: skip
     return {pid: np.unique(np.concatenate(ts)) for pid, ts in runs.items()}
 
 
