@@ -53,7 +53,8 @@ def forwarded_args(args: argparse.Namespace) -> list[str]:
     """The run options of ``args`` as a command line for ``python -m aonkit.live.daemon run`` (the root absolute)."""
     out = ["--interval", str(args.interval), "--flush", str(args.flush), "--capacity", str(args.capacity),
            "--cap-bytes", str(args.cap_bytes), "--retention-hours", str(args.retention_hours),
-           "--gpm-interval", str(args.gpm_interval), "--slow-interval", str(args.slow_interval)]  # fmt: skip
+           "--gpm-interval", str(args.gpm_interval), "--slow-interval", str(args.slow_interval),
+           "--gpu-retry", str(args.gpu_retry)]  # fmt: skip
     if args.root:
         out += ["--root", str(Path(args.root).absolute())]
     return out

@@ -38,6 +38,7 @@ from ..sources.handoffs import HandoffGuard
 from ..sources.samplers import HostSampler
 from . import store
 from .flusher import Flusher
+from .gpu_probe import GpuProbe
 from .gpu_watch import GpuWatch
 from .options import DEFAULTS, add_run_arguments
 from .paths import (
@@ -87,7 +88,7 @@ def _nvml_override() -> Any:
     return getattr(importlib.import_module(module), factory)()
 
 
-class Daemon(Flusher, RuntimeGuard, GpuWatch):
+class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe):
     """One daemon run; :meth:`run` returns when it was told to stop, after the final flush.
 
     The constructor only checks and stores the settings; :meth:`run` takes the lock, opens the samplers, creates
@@ -122,6 +123,10 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
         Seconds between reads of the slow metrics (default 10.0): temperature, the memory clock, the watched
         processes' memory, the PCIe/NVLink counters where GPM measures them, and the energy counter (about 4 ms
         of CPU a read on an H200, whichever way it is read).
+    gpu_retry_s : float
+        Started without GPUs (no driver yet, no library, no GPU), the daemon looks for them again after 5 s, then
+        at doubling waits up to this many seconds (default 60.0; 0: never), and samples them from the tick after
+        they open, in a new ring (:mod:`.gpu_probe`).
 
     Raises
     ------
@@ -133,11 +138,13 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
                  root: str | Path | None = None, capacity: int = 0, cap_bytes: int | None = DEFAULTS["cap_bytes"],
                  retention_hours: float | None = DEFAULTS["retention_hours"],
                  gpm_interval_s: float = DEFAULTS["gpm_interval"],
-                 slow_interval_s: float = DEFAULTS["slow_interval"]) -> None:  # fmt: skip
+                 slow_interval_s: float = DEFAULTS["slow_interval"],
+                 gpu_retry_s: float = DEFAULTS["gpu_retry"]) -> None:  # fmt: skip
         if not min(interval_s, flush_s, gpm_interval_s, slow_interval_s) > 0:
             raise ValueError("interval, flush, GPM interval and slow interval must be > 0")
         self.interval_s, self.flush_s = interval_s, flush_s
         self.gpm_interval_s, self.slow_interval_s = gpm_interval_s, slow_interval_s
+        self.gpu_retry_s = max(0.0, gpu_retry_s)
         self.root = Path(root).absolute() if root else data_root().absolute()
         self.capacity = capacity or max(int(300 / interval_s), int(2 * flush_s / interval_s) + 10)
         if (cap_bytes is not None and cap_bytes < 0) or (retention_hours is not None and retention_hours < 0):
@@ -147,7 +154,8 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
         self.stats: dict[str, Any] = {"flushes": 0, "last_flush_ns": None, "last_flush_samples": 0, "lost": 0,
                                       "deleted": 0, "flush_error": None, "flush_error_since_ns": None,
                                       "flush_failures": 0, "unsaved": 0, "gpu_blocks": 0,
-                                      "gpu_blocked_since_ns": None}  # fmt: skip
+                                      "gpu_blocked_since_ns": None, "gpu_looks": 0,
+                                      "gpus_found_ns": None}  # fmt: skip
         self._files: list[tuple[int, int, str, int]] | None = None  # this host's files, oldest first
         self._listed_at = 0.0
         self._stop = threading.Event()
@@ -161,6 +169,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
         self._cost_mark = (time.monotonic(), time.process_time())
         self.notify = Notifier()  # systemd's Type=notify, when a unit started this process
         self.systemd: dict[str, str] | None = None  # the unit that started it (set at the start of a run)
+        self._found, self._take_after = None, 0.0  # (GpuProbe)
 
     def run(self) -> int:
         """Sample until SIGTERM/SIGINT; return 0, or 1 when the final write failed (``unsaved`` samples)."""
@@ -175,6 +184,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
             flusher.start()
             if self.gpu is not None:
                 threading.Thread(target=self._watch_loop, name="aonkit-gpu-watch", daemon=True).start()
+            self._start_probe()  # without GPUs: look again now and then
             self._sample_loop()
             self.notify.stopping()
             self._flush_now.set()
@@ -193,7 +203,8 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
 
     def _open(self) -> None:
         self.host_sampler = HostSampler(self.interval_s, capacity=1)
-        self.gpu, self.gpu_note = self.open_gpu(_nvml_override())
+        self._nvml = _nvml_override()
+        self.gpu, self.gpu_note = self.open_gpu(self._nvml)
         self.channels = self.host_sampler.channels + (self.gpu.channels if self.gpu else [])
         self.n_host = len(self.host_sampler.channels)
         self.hdir = private_dir(store.host_dir(private_dir(self.root), self.host))
@@ -239,6 +250,8 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
                 if not self._reopen_runtime():  # another daemon samples now
                     self._stop.set()
                     break
+            if self._found is not None:  # GPUs that appeared since the start (the look's thread)
+                self._take_gpus()
             stamp = time.time_ns()  # a tick is stamped with its first reading's time
             t0 = time.perf_counter_ns()
             values = handoffs.call(self._read_tick)
@@ -266,7 +279,8 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch):
             "ring": str(self.rdir / RING), "capacity": self.capacity, "channels": len(self.channels),
             "cap_bytes": self.cap_bytes,
             "retention_hours": self.retention_hours, "gpm_interval_s": self.gpm_interval_s,
-            "slow_interval_s": self.slow_interval_s, "host_metrics": list(self.host_sampler.metrics),
+            "slow_interval_s": self.slow_interval_s, "gpu_retry_s": self.gpu_retry_s,
+            "host_metrics": list(self.host_sampler.metrics),
             "gpus": list(gpu.devices) if gpu else [], "gpu_names": getattr(gpu, "device_names", {}),
             "gpu_metrics": len(gpu.metrics) if gpu else 0, "gpu_unsupported": gpu.n_unsupported if gpu else 0,
             "gpu_note": self.gpu_note, "samples": self._samples_before + self.ring.count, **self.stats, **self._cost(),
@@ -311,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
 def daemon_from_args(args: argparse.Namespace) -> Daemon:
     """A :class:`Daemon` with the command line's settings."""
     return Daemon(args.interval, args.flush, args.root, args.capacity, args.cap_bytes, args.retention_hours,
-                  args.gpm_interval, args.slow_interval)
+                  args.gpm_interval, args.slow_interval, args.gpu_retry)
 
 
 if __name__ == "__main__":

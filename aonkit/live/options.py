@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 DEFAULTS = {"interval": 0.1, "flush": 60.0, "capacity": 0, "cap_bytes": 10 * 1024**3, "retention_hours": 168.0,
-            "gpm_interval": 1.0, "slow_interval": 10.0}
+            "gpm_interval": 1.0, "slow_interval": 10.0, "gpu_retry": 60.0}
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,6 +17,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slow-interval", type=float, default=DEFAULTS["slow_interval"],
                    help="seconds between reads of the slow metrics: temperature, the energy counter (~4 ms of CPU a "
                         "read on an H200), the memory clock, process memory (default 10)")
+    p.add_argument("--gpu-retry", type=float, default=DEFAULTS["gpu_retry"],
+                   help="started without GPUs (no driver yet), look for them again after 5 s, then at doubling waits "
+                        "up to this many seconds (default 60; 0: never)")
     p.add_argument("--flush", type=float, default=DEFAULTS["flush"],
                    help="seconds between Parquet files (also written when half the ring is new; default 60)")
     p.add_argument("--root", help="root of the Parquet files (default $AONKIT_DATA_DIR, else "

@@ -17,7 +17,7 @@ import pandas as pd
 from ..sources.samplers import samples_table
 from . import store
 from .paths import RING, STATUS, DaemonNotRunning, NotOwnerError, check_private, runtime_dir
-from .ring import RUNNING, Ring, stalled
+from .ring import REPLACED, RUNNING, Ring, stalled
 from .status import read_json
 
 
@@ -52,13 +52,16 @@ class LiveReader:
 
     def __init__(self, ring: Ring, root: Path, host: str) -> None:
         self.ring, self.root, self.host = ring, root, host
-        self.channels = ring.channels
-        self.metrics = tuple(dict.fromkeys(m for _, m in self.channels))
         self.interval_s = ring.interval_ns / 1e9
         self.pid = ring.pid
         self._base, self._followed_at = 0, 0.0  # the cursor of the rings before this one; the last follow check
-        self._devices = np.array([d for d, _ in self.channels], np.int64)
-        self._codes = np.array([self.metrics.index(m) for _, m in self.channels], np.int64)
+        self._layout(ring.channels)
+
+    def _layout(self, channels: list[tuple[int, str]]) -> None:
+        self.channels = channels
+        self.metrics = tuple(dict.fromkeys(m for _, m in channels))
+        self._devices = np.array([d for d, _ in channels], np.int64)
+        self._codes = np.array([self.metrics.index(m) for _, m in channels], np.int64)
 
     # -- the Sampler protocol ------------------------------------------------------------------------
     def start(self) -> None:
@@ -72,7 +75,10 @@ class LiveReader:
 
         When this ring has nothing new and its daemon has stopped writing it, the reader follows the daemon to the
         ring now at the same path (a restarted daemon, or one that made its removed runtime directory again), if
-        it has the same channels and interval; the cursor goes on counting (checked at most once a second).
+        it has the same interval; the cursor goes on counting (checked at most once a second, and at once when the
+        daemon marked this ring replaced). Where the new ring's channels differ (GPUs that appeared after the
+        daemon started, or a daemon restarted on another node's set), :attr:`channels` and :attr:`metrics` change
+        with it, and the rows from then on are the new channels' (``LiveMonitor`` lays its charts out again).
         """
         ts, values, end = self.ring.read(max(0, cursor - self._base))
         if not len(ts) and not self.alive and self._follow():
@@ -80,9 +86,9 @@ class LiveReader:
         return self._frame(ts, values), self._base + end
 
     def _follow(self) -> bool:
-        """Map the ring now at this one's path when it is another daemon run's with the same layout."""
+        """Map the ring now at this one's path when it is another ring (of any daemon run) at the same interval."""
         now = time.monotonic()
-        if now - self._followed_at < 1.0:
+        if now - self._followed_at < 1.0 and self.ring.state != REPLACED:
             return False
         self._followed_at = now
         path = self.ring.path
@@ -91,12 +97,14 @@ class LiveReader:
             new = Ring.open(path)
         except (OSError, ValueError):  # none there (yet), or of another version
             return False
-        same_run = (new.pid, new.started_ns) == (self.ring.pid, self.ring.started_ns)
-        if same_run or new.channels != self.channels or new.interval_ns != self.ring.interval_ns:
+        same_ring = (new.pid, new.started_ns) == (self.ring.pid, self.ring.started_ns)  # (stamped when made)
+        if same_ring or new.interval_ns != self.ring.interval_ns:
             new.close()
             return False
         old, self.ring, self.pid = self.ring, new, new.pid
         self._base += old.count
+        if new.channels != self.channels:
+            self._layout(new.channels)
         old.close()
         return True
 

@@ -8,7 +8,7 @@ Layout (little endian)::
     56    count u64          samples ever written (the readers' cursor space); set after each slot
     64    flushed u64        samples already in Parquet files (the daemon's flusher sets it)
     72    heartbeat ns i64   time.time_ns() of the last tick
-    80    state u64          1 running, 2 stopped cleanly
+    80    state u64          1 running, 2 stopped cleanly, 3 replaced (a new ring is at the same path)
     88    channels JSON bytes u32, then at 128 the JSON: [[device, metric], ...]
     header bytes ...       capacity slots of (seq u64, check u64, ts_ns i64, value f64 x channels)
 
@@ -23,6 +23,10 @@ and the sequence numbers alone suffice; on a weakly ordered CPU (arm64, POWER) a
 ``seq`` before the values it covers, and a reader's loads may be reordered likewise. A copy whose bytes do not
 match its ``check`` is such a read, and is retried like any torn one (a false match: one in 2**32).
 Readers map the file read-only and take no lock, so a reader that dies or stalls never blocks the daemon.
+
+A running daemon whose channels change (GPUs that appeared: :mod:`.gpu_probe`) writes its samples to Parquet, makes
+a new ring (renamed in over this one) and then marks this one :data:`REPLACED`: a reader that has read all of it
+maps the new one at once (:meth:`aonkit.live.reader.LiveReader.read`).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ _COUNT, _FLUSHED, _BEAT, _STATE = 56, 64, 72, 80
 _U64, _I64 = struct.Struct("<Q"), struct.Struct("<q")
 _CHECKED = 16  # the slot's bytes from here on (time and values) are under its check
 _K_MASK = 0xFFFFFFFF
-RUNNING, STOPPED = 1, 2
+RUNNING, STOPPED, REPLACED = 1, 2, 3
 
 
 def stalled(heartbeat_ns: int, interval_ns: int, now_ns: int) -> bool:
@@ -134,7 +138,7 @@ class Ring:
 
     @property
     def state(self) -> int:
-        """:data:`RUNNING` or :data:`STOPPED`."""
+        """:data:`RUNNING`, :data:`STOPPED` or :data:`REPLACED`."""
         return _U64.unpack_from(self.mm, _STATE)[0]
 
     @state.setter

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .paths import LOCK, RING, LiveError, file_id, private_dir
-from .ring import Ring
+from .ring import REPLACED, Ring
 
 
 class RuntimeGuard:
@@ -49,6 +49,27 @@ class RuntimeGuard:
         self.ring = Ring.create(self.rdir / RING, self.channels, self.capacity, int(self.interval_s * 1e9))
         self._ring_id = file_id(self.rdir / RING)
 
+    def _swap_ring(self, channels: list[tuple[int, str]]) -> bool:
+        """Write the ring's samples to Parquet, then put a new ring with ``channels`` at its path.
+
+        Called under ``_flush_lock``; the caller sets ``channels`` after. The old ring is marked replaced: readers
+        follow at once. False (said on stderr) when no new ring could be made: the old one stays in use.
+        """
+        self._write_pending()
+        old = self.ring
+        try:
+            self.ring = Ring.create(self.rdir / RING, channels, self.capacity, int(self.interval_s * 1e9))
+        except OSError as exc:
+            print(f"aonkit daemon: cannot make a new ring: {exc}", file=sys.stderr, flush=True)
+            return False
+        self._ring_id = file_id(self.rdir / RING)
+        old.state = REPLACED
+        self.stats["lost"] += old.count - self.flushed  # 0 unless that write failed: the old ring is not kept
+        self._samples_before += old.count
+        self.flushed = 0
+        old.close()
+        return True
+
     def _reopen_runtime(self) -> bool:
         """Make the runtime directory, lock and ring again (the sampling thread); False: another daemon has it."""
         from .daemon import lock
@@ -66,17 +87,8 @@ class RuntimeGuard:
             except OSError as exc:  # tried again after the next flush
                 print(f"aonkit daemon: cannot make the runtime directory again: {exc}", file=sys.stderr, flush=True)
                 return True
-            self._write_pending()  # the old ring's samples to disk, then the new ring
-            old = self.ring
-            try:
-                self._new_ring()
-            except OSError as exc:  # the old ring stays in use; tried again after the next flush
-                print(f"aonkit daemon: cannot make a new ring: {exc}", file=sys.stderr, flush=True)
+            if not self._swap_ring(self.channels):  # the old ring stays in use; tried again after the next flush
                 return True
-            self.stats["lost"] += old.count - self.flushed  # 0 unless that write failed: the old ring is not kept
-            self._samples_before += old.count
-            self.flushed = 0
-            old.close()
         self.stats["runtime_recreated"] = self.stats.get("runtime_recreated", 0) + 1
         print(f"aonkit daemon: the runtime directory {self.rdir} was removed; made it again with a new ring",
               file=sys.stderr, flush=True)  # fmt: skip

@@ -68,11 +68,14 @@ def samplers_line(st: dict[str, Any]) -> str:
     """"host (...); GPU 0, 1 through NVML: ..." or "host only (why)"."""
     host = f"host ({', '.join(st['host_metrics'])})"
     if not st["gpus"]:
-        return f"{host} only: {st['gpu_note']}"
+        again = (f"; looked again {st.get('gpu_looks', 0)} times, looks at least every {st['gpu_retry_s']:g} s"
+                 if st.get("gpu_retry_s") else "")
+        return f"{host} only: {st['gpu_note']}{again}"
     every = (f"; GPM every {st['gpm_interval_s']:g} s, slow metrics every {st['slow_interval_s']:g} s"
              if "gpm_interval_s" in st else "")
+    found = f"; found {_ago(st['gpus_found_ns'])}, after the start" if st.get("gpus_found_ns") else ""
     return (f"{host}; GPU {', '.join(map(str, st['gpus']))} through NVML: {st['gpu_metrics']} metrics, "
-            f"{st['gpu_unsupported']} left out{every}")  # fmt: skip
+            f"{st['gpu_unsupported']} left out{every}{found}")  # fmt: skip
 
 
 def ring_state(rdir: Path) -> dict[str, int] | str:

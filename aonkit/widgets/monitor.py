@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import ipywidgets as w
+import numpy as np
 import pandas as pd
 
 from ..sources.samplers import Sampler
@@ -42,7 +43,9 @@ class LiveMonitor(TextWidget, w.VBox):
         still sampled and exported.
 
     Ctrl + wheel over a chart zooms the time axis of all charts, a drag pans it, a double click follows the
-    samples again.
+    samples again. When the sampler's channels change (a daemon's reader after GPUs appeared:
+    :meth:`aonkit.live.reader.LiveReader.read`), the charts are laid out again for the new channels, and what
+    they held is kept.
     """
 
     def __init__(self, sampler: Sampler, interval_s: float = 0.5, rollover: int = 600,
@@ -52,6 +55,7 @@ class LiveMonitor(TextWidget, w.VBox):
         self.rollover = rollover
         self.cursor = 0
         channels = getattr(sampler, "channels", None) or [(-1, m) for m in sampler.metrics]
+        self._channels, self._metrics = list(channels), metrics
         self.view = monitor_view(channels, metrics=metrics)
         self.charts = Charts(self.view.charts, {"s": wide(pd.DataFrame(), self.view.channels)}, columns=1)
         self.source = self.charts.sources["s"]
@@ -67,11 +71,27 @@ class LiveMonitor(TextWidget, w.VBox):
         if self.pause.value:
             return 0
         frame, self.cursor = self.sampler.read(self.cursor)
+        channels = getattr(self.sampler, "channels", None)
+        if channels and channels != self._channels:
+            self._relayout(channels)
         data = wide(frame, self.view.channels)
         if len(data["t"]):
             self.source.stream(data, rollover=self.rollover)
         self.status.value = f"{self.cursor:,} samples"
         return len(data["t"])
+
+    def _relayout(self, channels: Sequence[tuple[int, str]]) -> None:
+        """New charts for ``channels``, holding what the old ones held (NaN for a channel new to them)."""
+        old = self.source.data
+        self._channels = list(channels)
+        self.view = monitor_view(channels, metrics=self._metrics)
+        n = len(old["t"])
+        names = list(wide(pd.DataFrame(), self.view.channels))
+        data = {k: old[k] if k in old else np.full(n, np.nan) for k in names}
+        charts = Charts(self.view.charts, {"s": data}, columns=1)
+        self.charts.close()
+        self.charts, self.source = charts, charts.sources["s"]
+        self.children = [self.children[0], charts]
 
     async def _run(self) -> None:
         while True:

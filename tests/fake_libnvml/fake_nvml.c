@@ -9,7 +9,8 @@
  * AONKIT_FAKE_NVML_NVLINKS (active links per GPU, default 4), AONKIT_FAKE_NVML_LOST_AFTER (utilization reads after
  * which GPU 0 is lost; default never), AONKIT_FAKE_NVML_PROCESSES ("pid:bytes,pid:bytes" on every GPU),
  * AONKIT_FAKE_NVML_CALL_NS (busy-wait this long in every device call, standing in for the driver; default 0),
- * AONKIT_FAKE_NVML_NO_DRIVER (1: nvmlInit fails as it does without a driver), AONKIT_FAKE_NVML_FLAKY ("clock:from:count" or
+ * AONKIT_FAKE_NVML_NO_DRIVER (1: nvmlInit fails as it does without a driver), AONKIT_FAKE_NVML_DRIVER_FILE (a path:
+ * nvmlInit fails so while no file is there, as before the kernel module is loaded), AONKIT_FAKE_NVML_FLAKY ("clock:from:count" or
  * "power:from:count": GPU 1's SM clock read, or its instant power field, fails with NVML_ERROR_UNKNOWN while
  * from <= k < from + count).
  * aonkitFakeCalls() returns how many NVML calls were made; aonkitFakeTicks(i), aonkitFakeGpmTicks(i) and
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SUCCESS 0
 #define ERR_UNINITIALIZED 1
@@ -108,6 +110,8 @@ int nvmlInitWithFlags(unsigned flags) {
     (void)flags;
     calls++;
     if (env_long("AONKIT_FAKE_NVML_NO_DRIVER", 0)) return ERR_DRIVER_NOT_LOADED;
+    const char *driver = getenv("AONKIT_FAKE_NVML_DRIVER_FILE");
+    if (driver && *driver && access(driver, F_OK) != 0) return ERR_DRIVER_NOT_LOADED;
     if (!initialized) {
         long n = env_long("AONKIT_FAKE_NVML_GPUS", 8);
         n_gpus = n < 0 ? 0 : n > MAX_GPUS ? MAX_GPUS : (unsigned)n;

@@ -1,0 +1,98 @@
+"""The daemon looks again for GPUs it did not find at its start: a driver loaded later is sampled from then on.
+
+At boot a daemon's unit can start before the NVIDIA driver is usable: the kernel module is loaded later by
+``nvidia-persistenced`` or a modprobe unit, a cluster's GPU operator installs the driver from a container minutes
+after the node is up, and a node may get ``libnvidia-ml`` while the daemon runs. Found without NVML, the daemon
+would sample the host only until someone restarts it. So while it has no GPU sampler, a thread opens one again after
+:data:`FIRST_RETRY_S`, then at doubling delays up to ``gpu_retry_s`` (60 s by default; 0: never). A failing look
+costs what NVML's failing start costs (a ``dlopen`` search, or ``nvmlInit`` returning "driver not loaded").
+
+When one opens, the sampling thread, at its next tick (:meth:`GpuProbe._take_gpus`): writes the ring's samples to
+Parquet, makes a new ring with the host's and the GPUs' channels (renamed in over the old one), marks the old ring
+replaced and samples the GPUs from then on. A reader follows to the new ring as soon as it has read the old one
+(:meth:`aonkit.live.reader.LiveReader.read`): its cursor goes on counting, its channels are the new ring's, and
+``LiveMonitor`` lays its charts out again. In the Parquet files the GPUs' rows start at that tick. ``stats``:
+``gpu_looks`` (failed looks so far), ``gpus_found_ns`` (when they were found; None before).
+
+A mixin of :class:`aonkit.live.daemon.Daemon` (its ``gpu``, ``gpu_note``, ``channels``, ``host_sampler``,
+``stats``, ``_stop``, ``_flush_lock``, ``open_gpu``, ``_swap_ring``, ``_watch_loop`` and ``_write_status``).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+FIRST_RETRY_S = 5.0
+"""The first look again after a start without GPUs; each later one waits twice as long, up to ``gpu_retry_s``."""
+RETAKE_S = 5.0
+"""When no new ring could be made for the GPUs found, the sampling thread tries again this long later."""
+
+
+def retry_delays(most_s: float, first_s: float = FIRST_RETRY_S) -> list[float]:
+    """The waits before the first looks again: ``first_s`` doubling up to ``most_s`` (the wait from then on).
+
+    ``most_s`` <= 0: no looks (empty). A ``most_s`` below ``first_s`` is every wait.
+    """
+    if most_s <= 0:
+        return []
+    out = [min(first_s, most_s)]
+    while out[-1] < most_s:
+        out.append(min(2 * out[-1], most_s))
+    return out
+
+
+class GpuProbe:
+    """Opens the GPU sampler again while the daemon has none (see the module)."""
+
+    gpu: Any
+    gpu_note: str
+    gpu_retry_s: float
+    stats: dict[str, Any]
+    _stop: threading.Event
+    _flush_lock: threading.Lock
+    _found: Any  # a GPU sampler the look opened, for the sampling thread to take (None: none waiting)
+    _nvml: Any  # the NVML binding the daemon was given (None: pynvml)
+
+    def _start_probe(self) -> None:
+        """Start the looking thread when the daemon samples no GPU and looks again (``gpu_retry_s`` > 0)."""
+        if self.gpu is None and self.gpu_retry_s > 0:
+            threading.Thread(target=self._probe_loop, name="aonkit-gpu-probe", daemon=True).start()
+
+    def _probe_loop(self) -> None:
+        delays = retry_delays(self.gpu_retry_s)
+        i = 0
+        while not self._stop.wait(delays[min(i, len(delays) - 1)]):
+            i += 1
+            gpu, note = self.open_gpu(self._nvml)
+            if gpu is not None:
+                self._found = gpu
+                return
+            self.stats["gpu_looks"] += 1
+            self.gpu_note = note
+
+    def _take_gpus(self) -> None:
+        """On the sampling thread: sample the GPUs the look found, in a new ring (see the module)."""
+        if self._found is None or time.monotonic() < self._take_after:
+            return
+        gpu = self._found
+        channels = self.host_sampler.channels + gpu.channels
+        with self._flush_lock:  # the flusher writes the old ring with the old channels, or the new with the new
+            if not self._swap_ring(channels):  # the old ring is kept; tried again a little later
+                self._take_after = time.monotonic() + RETAKE_S
+                return
+            self.gpu, self.channels = gpu, channels
+        self._found = None
+        self.gpu_note = _found_note(gpu)
+        self.stats["gpus_found_ns"] = time.time_ns()
+        threading.Thread(target=self._watch_loop, name="aonkit-gpu-watch", daemon=True).start()
+        print(f"aonkit daemon: {self.gpu_note}; a new ring with {len(channels)} channels", file=sys.stderr,
+              flush=True)  # fmt: skip
+        self._write_status("running")
+
+
+def _found_note(gpu: Any) -> str:
+    return (f"found GPU {', '.join(map(str, gpu.devices))} after the start: {len(gpu.metrics)} metrics, "
+            f"{gpu.n_unsupported} left out")  # fmt: skip

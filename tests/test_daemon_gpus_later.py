@@ -1,0 +1,139 @@
+"""A daemon started before the GPU driver: it looks again, and samples the GPUs from when they open.
+
+Real daemon processes over the fake C ``libnvidia-ml`` (nvidia-ml-py's own code runs): its ``nvmlInit`` says
+"driver not loaded" until a file exists (the kernel module loaded later), or the library itself appears on
+``LD_LIBRARY_PATH`` later (installed while the daemon runs). A reader attached before follows to the new ring with
+the GPUs' channels, a ``LiveMonitor`` on it lays its charts out again, and nothing is lost on the way.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aonkit.live.gpu_probe import retry_delays
+
+from .fake_libnvml import NoCompiler, build, environ
+from .live_helpers import Live, live_world
+
+live = pytest.fixture(live_world)
+
+
+def c_library(live: Live, **knobs: object) -> None:
+    try:
+        live.env = environ(gpus=2, base=live.env, **knobs)
+    except NoCompiler as exc:
+        pytest.skip(str(exc))
+
+
+def test_the_waits_between_looks_double_up_to_the_longest() -> None:
+    assert retry_delays(60.0) == [5.0, 10.0, 20.0, 40.0, 60.0]
+    assert retry_delays(7.0) == [5.0, 7.0]
+    assert retry_delays(0.3) == [0.3]
+    assert retry_delays(0.0) == [] and retry_delays(-1.0) == []
+
+
+def test_a_driver_loaded_after_the_start_is_sampled_and_a_reader_follows(live: Live, monkeypatch) -> None:
+    from aonkit.live import attach
+    from aonkit.live.ring import REPLACED
+    from aonkit.widgets import LiveMonitor
+
+    driver = live.base / "driver-loaded"
+    c_library(live, driver_file=driver)
+    pid = live.start_daemon("--gpu-retry", "0.3")
+    live.wait(lambda: live.status().get("gpu_looks", 0) >= 2 and live.status().get("flushes", 0) >= 1)
+    before = live.status()
+    assert before["gpus"] == [] and before["gpu_note"].startswith("no NVIDIA driver (NVML: Driver Not Loaded)")
+    said = live.cli("daemon", "status").stdout
+    assert "only: no NVIDIA driver" in said and "looks at least every 0.3 s" in said, said
+
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    monkeypatch.setenv("AONKIT_DATA_DIR", str(live.data))
+    reader = attach()
+    monitor = LiveMonitor(reader, rollover=100_000)
+    try:
+        host_channels = list(reader.channels)
+        assert all(d == -1 for d, _ in host_channels)
+        frames, cursor = [], 0
+        frame, cursor = reader.read(cursor)
+        frames.append(frame)
+        monitor.poll()
+        old_ring = reader.ring
+        held = len(monitor.source.data["t"])
+        assert held > 0 and "gpu_util_pct" not in {c["title"] for c in monitor.view.charts}
+
+        driver.touch()
+        live.wait(lambda: live.status().get("gpus") == [0, 1])
+        found = live.status()
+        assert found["gpus_found_ns"] and found["gpu_note"].startswith("found GPU 0, 1 after the start")
+        assert "found " in live.cli("daemon", "status").stdout
+        assert old_ring.state == REPLACED  # read through the reader's own mapping of the old ring
+
+        def gpu_rows() -> bool:
+            nonlocal cursor
+            got, cursor = reader.read(cursor)
+            frames.append(got)
+            return bool((got["device"] == 1).any())
+
+        live.wait(gpu_rows)
+        assert reader.pid == pid and reader.ring is not old_ring
+        assert set(host_channels) < set(reader.channels) and {d for d, _ in reader.channels} == {-1, 0, 1}
+        assert "gpu_util_pct" in reader.metrics
+
+        monitor.poll()
+        titles = {c["title"] for c in monitor.view.charts}
+        assert "gpu_util_pct" in titles and set(monitor.view.channels) == set(reader.channels)
+        data = monitor.source.data
+        assert len(data["t"]) > held  # the host's samples from before are still drawn
+        assert np.isnan(data["gpu_util_pct@1"][:held]).all() and np.isfinite(data["gpu_util_pct@1"][-1])
+        assert monitor.children[1] is monitor.charts
+
+        os.kill(pid, signal.SIGTERM)
+        live.wait_stopped()
+        st = live.status()
+        window = reader.window(0)
+    finally:
+        monitor.close()
+        reader.close()
+    assert st["lost"] == 0 and st["unsaved"] == 0 and st["gpu_looks"] >= 2
+
+    import pandas as pd
+
+    seen = pd.concat(frames, ignore_index=True)
+    host_ts = np.sort(seen.loc[seen["metric"] == "cpu_percent", "ts_ns"].unique())
+    assert len(host_ts) == cursor  # every sample of both rings, each once
+    # on disk: every sample of the run, the host's throughout, the GPUs' from the tick after they were found
+    cpu = window[window["metric"] == "cpu_percent"]
+    assert cpu["ts_ns"].nunique() == len(cpu) == st["samples"]
+    util = window[window["metric"] == "gpu_util_pct"].sort_values("ts_ns")
+    first = util["ts_ns"].min()
+    assert first > before["status_ns"] and (cpu["ts_ns"] >= first).sum() == util["ts_ns"].nunique()
+    assert util["value"].notna().all()
+    steps = np.diff(util[util["device"] == 1]["value"].to_numpy()) % 101  # GPU 1: one step per read
+    assert (steps == 1).all()
+
+
+def test_a_library_installed_while_it_runs_is_found(live: Live) -> None:
+    lib_dir = live.base / "lib"
+    lib_dir.mkdir()
+    c_library(live)
+    live.env["LD_LIBRARY_PATH"] = str(lib_dir)  # empty: no libnvidia-ml yet
+    live.start_daemon("--gpu-retry", "0.3")
+    live.wait(lambda: live.status().get("gpu_looks", 0) >= 1)
+    assert "NVML Shared Library Not Found" in live.status()["gpu_note"]
+    (lib_dir / "libnvidia-ml.so.1").symlink_to(Path(build()) / "libnvidia-ml.so.1")
+    live.wait(lambda: live.status().get("gpus") == [0, 1])
+    assert live.status()["gpu_names"] == {"0": "Fake H100 (C)", "1": "Fake H100 (C)"}
+
+
+def test_with_no_retry_it_never_looks_again(live: Live) -> None:
+    live.env["AONKIT_FAKE_NVML"] = "tests.fake_gpus:no_driver"
+    live.start_daemon("--gpu-retry", "0")
+    live.wait(lambda: live.status().get("flushes", 0) >= 2)
+    st = live.status()
+    assert st["gpus"] == [] and st["gpu_looks"] == 0 and st["gpu_retry_s"] == 0
+    assert "looks at least" not in live.cli("daemon", "status").stdout
