@@ -90,7 +90,7 @@ def test_a_driver_loaded_after_the_start_is_sampled_and_a_reader_follows(live: L
         data = monitor.source.data
         assert len(data["t"]) > held  # the host's samples from before are still drawn
         assert np.isnan(data["gpu_util_pct@1"][:held]).all() and np.isfinite(data["gpu_util_pct@1"][-1])
-        assert monitor.children[1] is monitor.charts
+        assert [c["title"] for c in monitor.charts.spec["charts"]] == [c["title"] for c in monitor.view.charts]
 
         os.kill(pid, signal.SIGTERM)
         live.wait_stopped()

@@ -77,7 +77,7 @@ class LiveReader:
         ring now at the same path (a restarted daemon, or one that made its removed runtime directory again), if
         it has the same interval; the cursor goes on counting (checked at most once a second, and at once when the
         daemon marked this ring replaced). Where the new ring's channels differ (GPUs that appeared after the
-        daemon started, or a daemon restarted on another node's set), :attr:`channels` and :attr:`metrics` change
+        daemon started, or a daemon restarted with other GPUs), :attr:`channels` and :attr:`metrics` change
         with it, and the rows from then on are the new channels' (``LiveMonitor`` lays its charts out again).
         """
         ts, values, end = self.ring.read(max(0, cursor - self._base))

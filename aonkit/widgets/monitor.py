@@ -81,17 +81,19 @@ class LiveMonitor(TextWidget, w.VBox):
         return len(data["t"])
 
     def _relayout(self, channels: Sequence[tuple[int, str]]) -> None:
-        """New charts for ``channels``, holding what the old ones held (NaN for a channel new to them)."""
+        """Charts for ``channels`` in place of the old ones, holding what those held (NaN for a new channel).
+
+        The page gets the new specs and the columns in one message and builds its canvases again; a zoomed time
+        axis stays zoomed.
+        """
         old = self.source.data
         self._channels = list(channels)
         self.view = monitor_view(channels, metrics=self._metrics)
         n = len(old["t"])
         names = list(wide(pd.DataFrame(), self.view.channels))
-        data = {k: old[k] if k in old else np.full(n, np.nan) for k in names}
-        charts = Charts(self.view.charts, {"s": data}, columns=1)
-        self.charts.close()
-        self.charts, self.source = charts, charts.sources["s"]
-        self.children = [self.children[0], charts]
+        with self.charts.hold_sync():
+            self.charts.spec = {**self.charts.spec, "charts": list(self.view.charts)}
+            self.source.data = {k: old[k] if k in old else np.full(n, np.nan) for k in names}
 
     async def _run(self) -> None:
         while True:
