@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -87,6 +88,24 @@ class UserManager(Systemctl):
         shutil.rmtree(self.base, ignore_errors=True)
 
 
+def by_hand_in_a_service(live: Live, manager: UserManager) -> int:
+    """``aonkit daemon start`` run as a transient service's main process (``KillMode=process``: the daemon it
+    starts outlives it, in its cgroup); the daemon's pid."""
+    env = [f"--setenv={k}={live.env[k]}" for k in ("AONKIT_RUNTIME_DIR", "AONKIT_DATA_DIR", "AONKIT_FAKE_NVML",
+                                                   "PYTHONPATH")]  # fmt: skip
+    r = subprocess.run(["systemd-run", "--user", "--unit=handstart", "--wait", "-p", "KillMode=process",
+                        f"--working-directory={live.base}", *env, "--", sys.executable, "-m", "aonkit.cli", "daemon",
+                        "start", "--interval", "0.05", "--flush", "1"], env=manager.env, capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    pid = live.daemon_pid()
+    assert pid is not None
+    live.daemons.append(pid)
+    inherited = dict(x.split("=", 1) for x in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in x)
+    assert inherited.get("SYSTEMD_EXEC_PID") not in (None, str(pid))
+    return pid
+
+
 @pytest.fixture
 def live() -> Iterator[Live]:
     yield from live_world()
@@ -151,8 +170,12 @@ def test_a_real_systemd_user_manager_runs_restarts_and_stops_the_unit(live: Live
     ts = np.unique(table.column("ts_ns").to_numpy())
     run = ts[ts >= status["started_ns"]]  # the restarted daemon's samples: none missing, up to its stop
     assert len(run) > 20 and np.diff(run).max() < 3 * 0.05e9 and status["status_ns"] - run[-1] < 2 * 0.05e9
-    # WHEN a daemon started by hand already runs: the unit exits 4 and is not restarted (no restart loop)
-    assert live.start_daemon() and live.status()["systemd"] is None  # started by hand: no unit
+    # WHEN a daemon started by hand already runs: the unit exits 4 and is not restarted (no restart loop). By hand
+    # from a shell that is itself a service (as from a job script): the daemon inherits its SYSTEMD_EXEC_PID and
+    # stays in its cgroup, and still knows that no unit started it
+    hand = by_hand_in_a_service(live, manager)
+    assert "/handstart.service" in Path(f"/proc/{hand}/cgroup").read_text()
+    assert live.status()["systemd"] is None  # started by hand: no unit
     assert manager.ctl("start", "aonkit").returncode != 0  # Type=notify: the start fails (exit 4 before READY)
     failed = manager.wait_for("aonkit", ActiveState="failed", timeout=30)
     assert manager.show("aonkit", "ExecMainStatus", "SubState") == {"ExecMainStatus": str(EXIT_RUNNING),
