@@ -18,6 +18,8 @@ import socket
 import time
 from collections.abc import Callable
 
+from .status import GPU_BLOCKED, WRITING_FAILS
+
 
 class Notifier:
     """The ``sd_notify`` messages of one daemon run; inert outside a systemd unit.
@@ -90,7 +92,7 @@ def status_line(st: dict) -> str:
     if st.get("last_flush_ns"):
         line += f"; last write {max(0, (time.time_ns() - st['last_flush_ns'])) / 1e9:.0f} s ago"
     if st.get("flush_error"):
-        line += f"; WRITING FAILS: {st['flush_error']}"
+        line += f"; {WRITING_FAILS}: {st['flush_error']}"
     if st.get("gpu_blocked_since_ns"):
-        line += "; GPU READS BLOCKED"
+        line += f"; {GPU_BLOCKED}"
     return line

@@ -11,6 +11,10 @@ from typing import Any
 
 from .paths import LOCK, PROCS, RING, STATUS, check_private, open_private
 
+STALLED, GPU_BLOCKED = "SAMPLING STALLED", "GPU READS BLOCKED"
+WRITING_FAILS, WRITING_LATE = "WRITING FAILS", "WRITING LATE"
+"""The headings of :func:`problems`' lines; systemd's status line (:func:`.sd_notify.status_line`) uses them too."""
+
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically, owner-only."""
@@ -103,21 +107,21 @@ def problems(st: dict[str, Any], ring: dict[str, int] | str, now_ns: int) -> lis
 
     out = []
     if isinstance(ring, dict) and ring["count"] and stalled(ring["heartbeat_ns"], ring["interval_ns"], now_ns):
-        out.append(f"SAMPLING STALLED: no sample for {(now_ns - ring['heartbeat_ns']) / 1e9:.1f} s (one every "
+        out.append(f"{STALLED}: no sample for {(now_ns - ring['heartbeat_ns']) / 1e9:.1f} s (one every "
                    f"{st['interval_s']:g} s expected): the process is stopped (SIGSTOP, a debugger) or blocked, "
                    "e.g. in an NVML call to a failing GPU")  # fmt: skip
     if st.get("gpu_blocked_since_ns"):
-        out.append(f"GPU READS BLOCKED since {_ago(st['gpu_blocked_since_ns'])}: an NVML call has not returned (a "
+        out.append(f"{GPU_BLOCKED} since {_ago(st['gpu_blocked_since_ns'])}: an NVML call has not returned (a "
                    "GPU fallen off the bus?); the host is sampled on, the GPU channels are NaN meanwhile")
     if st.get("flush_error"):
         keeps = st["capacity"] * st["interval_s"]
-        out.append(f"WRITING FAILS since {_ago(st.get('flush_error_since_ns'))}, {st.get('flush_failures', 1)} "
+        out.append(f"{WRITING_FAILS} since {_ago(st.get('flush_error_since_ns'))}, {st.get('flush_failures', 1)} "
                    f"tries: {st['flush_error']}; the samples wait in the ring, which keeps the last {keeps:g} s "
                    "(older ones are lost while this lasts)")
     else:
         late = (now_ns - (st.get("last_flush_ns") or st["started_ns"])) / 1e9
         if late > max(3 * st["flush_s"], st["flush_s"] + 2):
-            out.append(f"WRITING LATE: no write for {late:.0f} s (one every {st['flush_s']:g} s expected): the "
+            out.append(f"{WRITING_LATE}: no write for {late:.0f} s (one every {st['flush_s']:g} s expected): the "
                        "flusher is blocked (a hung network file system?) or the process is stopped")  # fmt: skip
     if st.get("prune_error"):
         out.append(f"disk cap and retention not applied: {st['prune_error']}")
