@@ -13,7 +13,7 @@ from .errors import AonkitError
 
 def add_whatif_arguments(p: argparse.ArgumentParser) -> None:
     """The ``what-if`` subcommand's arguments."""
-    from .analysis.whatif_rules import PARTS
+    from ._whatif_parts import PARTS  # (not through aonkit.analysis: every command builds this parser)
 
     short = ", ".join(f"{s} ({name})" for name, (s, _) in PARTS.items())
     p.add_argument("input", help="a trace file or profile bundle, or a job's directory (its ranks on one clock, "

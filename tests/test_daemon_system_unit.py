@@ -249,15 +249,22 @@ def test_the_system_unit_runs_as_its_user_restarts_survives_a_poweroff_and_start
     assert booted["NRestarts"] == "0"
     wait(lambda: pid3 in runs_on_disk(node.state), "the booted daemon's first flush", [])
     # WHEN root moves the files to a folder of its own (a space in its name), made for svc, and restarts the unit
-    data = "/srv/aonkit data"
-    r = node.run("sh", "-c", f"install -d -o svc -m 0700 '{data}' && {sys.executable} -m aonkit.cli daemon unit "
-                 f"--system svc --interval 0.05 --flush 1 --root '{data}' > /etc/systemd/system/aonkit-svc.service"
+    # (and its health to node_exporter's textfile folder, made writable for svc)
+    data, prom = "/srv/aonkit data", "/var/lib/node_exporter/textfile/aonkit-svc.prom"
+    r = node.run("sh", "-c", f"install -d -o svc -m 0700 '{data}' && install -d -o svc -m 0755 {Path(prom).parent}"
+                 f" && {sys.executable} -m aonkit.cli daemon unit --system svc --interval 0.05 --flush 1 "
+                 f"--root '{data}' --prometheus-file {prom} > /etc/systemd/system/aonkit-svc.service"
                  " && systemctl daemon-reload && systemctl restart aonkit-svc", **env)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     # THEN the sandbox lets it write there (ReadWritePaths=), and it does
     moved = int(node.wait_for("aonkit-svc", ActiveState="active", SubState="running")["MainPID"])
     listing = f"ls '{data}'/host=*/date=*/hour=*/part-*-{moved}.parquet"
     wait(lambda: node.run("sh", "-c", listing).returncode == 0, "a file in the admin's folder", [])
+    # AND its health page, readable by node_exporter's user, says it is up; after `systemctl stop`, down
+    wait(lambda: 'aonkit_daemon_healthy{user="svc"} 1' in node.run("cat", prom).stdout, "the health page", [])
+    assert node.run("stat", "-c", "%a %U", prom).stdout.split() == ["644", "svc"]
+    assert node.run("systemctl", "stop", "aonkit-svc").returncode == 0
+    assert 'aonkit_daemon_up{user="svc"} 0' in node.run("cat", prom).stdout
     node.poweroff()
     assert len(runs_on_disk(node.state)[pid3]) > 10
 

@@ -13,7 +13,7 @@ PKG = Path(__file__).resolve().parent.parent / "aonkit"
 # a module may import only from its own layer or lower ones
 LAYERS = [
     "_kernels",
-    "errors|_config|schema|units|_filecheck|_shipping|_fresh",
+    "errors|_config|schema|units|_filecheck|_shipping|_fresh|_whatif_parts",
     "trace|trace_args|event_text|arg_text|traceset|cache|_cache_read|_cache_text|_cache_source|jobcheck|sources|lazyjob|lazyset",
     "analysis|model|timeline.index|timeline.index_standin|timeline.tiles|timeline.detail|live",
     "report|views|timeline",  # the timeline's views, and its __init__ (which re-exports them lazily)

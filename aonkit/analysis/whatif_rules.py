@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._whatif_parts import PARTS  # noqa: F401 - re-exported: WhatIfPanel and the CLI use it
 from ..trace import Trace
 from .columns import code_flags
 from .depgraph import KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph
@@ -23,18 +24,6 @@ from .depgraph import KIND_GPU, KIND_HUB, KIND_NAMES, DepGraph
 KEPT_MASKS = 32
 """Rule masks kept per graph (the least recently used go first)."""
 _MASKS: weakref.WeakKeyDictionary[DepGraph, OrderedDict] = weakref.WeakKeyDictionary()
-
-
-PARTS: dict[str, tuple[str, dict[str, str]]] = {
-    "GPU computation": ("gpu", {"kind": "gpu", "gpu_class": "computation"}),
-    "GPU communication": ("comm", {"kind": "gpu", "gpu_class": "communication"}),
-    "GPU copies": ("copies", {"kind": "gpu", "gpu_class": "memory"}),
-    "launch calls": ("launch", {"kind": "cpu", "name": r"(cuda|hip|cu)\w*Launch"}),
-    "other CPU time": ("cpu", {"kind": "cpu", "name": r"^(?!(cuda|hip|cu)\w*Launch)"}),
-    "host gaps": ("gaps", {"kind": "gap"}),
-}
-"""The common parts of the work a rule scales: name -> (short name, the rule's conditions); ``WhatIfPanel``'s
-sliders and ``aonkit what-if --scale`` use them."""
 
 
 @dataclass(frozen=True)

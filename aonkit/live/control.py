@@ -57,6 +57,8 @@ def forwarded_args(args: argparse.Namespace) -> list[str]:
            "--gpu-retry", str(args.gpu_retry)]  # fmt: skip
     if args.root:
         out += ["--root", str(Path(args.root).absolute())]
+    if getattr(args, "prometheus_file", None):
+        out += ["--prometheus-file", str(Path(args.prometheus_file).absolute())]
     return out
 
 
@@ -133,10 +135,31 @@ def under_systemd(rdir: Path, pid: int) -> dict[str, str] | None:
     return st.get("systemd") if st.get("pid") == pid else None
 
 
+def prometheus_status(rdir: Path, pid: int | None, out: str) -> int:
+    """``status --prometheus OUT``: the health in Prometheus' text format to ``OUT`` (atomically) or stdout (``-``).
+
+    Returns 0 once written, whatever the health (a dead daemon is ``aonkit_daemon_up 0``).
+    """
+    from .prometheus import exposition, write_textfile
+    from .status import disk_files
+
+    report = status_json(rdir, pid)
+    if report["health"] in ("ok", "degraded"):
+        report["disk_bytes"] = sum(f[3] for f in disk_files(report["status"])[1])
+    text = exposition(report)
+    if out == "-":
+        print(text, end="")
+    else:
+        write_textfile(Path(out), text)
+    return 0
+
+
 def status(args: argparse.Namespace) -> int:
     """Print the status; 0 when running, 3 when not (as ``systemctl status``)."""
     rdir = runtime_dir()
     pid = running_pid(rdir) if rdir.is_dir() else None
+    if getattr(args, "prometheus", None):
+        return prometheus_status(rdir, pid, args.prometheus)
     if getattr(args, "json", False):
         print(json.dumps(status_json(rdir, pid)))
     else:

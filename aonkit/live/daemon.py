@@ -56,6 +56,7 @@ from .paths import (
     runtime_dir,
     systemd_unit,
 )
+from .prometheus import exposition, own_report, write_textfile
 from .ring import STOPPED
 from .runtime_guard import RuntimeGuard
 from .sd_notify import Notifier, status_line
@@ -127,6 +128,10 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe):
         Started without GPUs (no driver yet, no library, no GPU), the daemon looks for them again after 5 s, then
         at doubling waits up to this many seconds (default 60.0; 0: never), and samples them from the tick after
         they open, in a new ring (:mod:`.gpu_probe`).
+    prometheus_file : str or pathlib.Path, optional
+        Where to write the daemon's health in Prometheus' text format at every status (each flush, and its stop:
+        ``aonkit_daemon_up 0``), for node_exporter's textfile collector (:mod:`.prometheus`). A write that fails is
+        said once on stderr and in the status (``prometheus_error``); the daemon goes on.
 
     Raises
     ------
@@ -139,12 +144,15 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe):
                  retention_hours: float | None = DEFAULTS["retention_hours"],
                  gpm_interval_s: float = DEFAULTS["gpm_interval"],
                  slow_interval_s: float = DEFAULTS["slow_interval"],
-                 gpu_retry_s: float = DEFAULTS["gpu_retry"]) -> None:  # fmt: skip
+                 gpu_retry_s: float = DEFAULTS["gpu_retry"],
+                 prometheus_file: str | Path | None = None) -> None:  # fmt: skip
         if not min(interval_s, flush_s, gpm_interval_s, slow_interval_s) > 0:
             raise ValueError("interval, flush, GPM interval and slow interval must be > 0")
         self.interval_s, self.flush_s = interval_s, flush_s
         self.gpm_interval_s, self.slow_interval_s = gpm_interval_s, slow_interval_s
         self.gpu_retry_s = max(0.0, gpu_retry_s)
+        self.prometheus_file = Path(prometheus_file).absolute() if prometheus_file else None
+        self._status_lock = threading.Lock()  # status writes come from the flusher and the sampling thread
         self.root = Path(root).absolute() if root else data_root().absolute()
         self.capacity = capacity or max(int(300 / interval_s), int(2 * flush_s / interval_s) + 10)
         if (cap_bytes is not None and cap_bytes < 0) or (retention_hours is not None and retention_hours < 0):
@@ -269,8 +277,16 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe):
             select.select([self._wake[0]], [], [], max(0.0, next_t - now))
 
     def _write_status(self, state: str) -> None:
-        if not self.owns_runtime():  # the directory is gone, or another daemon's now
-            return
+        with self._status_lock:  # one at a time: both write through the same temporary file names
+            if not self.owns_runtime():  # the directory is gone, or another daemon's now
+                return
+            st = self._status(state)
+            write_json(self.rdir / STATUS, st)
+            self.notify.status(status_line(st))
+            if self.prometheus_file is not None:
+                self._write_prometheus(st)
+
+    def _status(self, state: str) -> dict[str, Any]:
         gpu = self.gpu
         st = {
             "state": state, "pid": os.getpid(), "started_ns": self.started_ns, "status_ns": time.time_ns(),
@@ -285,8 +301,20 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe):
             "gpu_metrics": len(gpu.metrics) if gpu else 0, "gpu_unsupported": gpu.n_unsupported if gpu else 0,
             "gpu_note": self.gpu_note, "samples": self._samples_before + self.ring.count, **self.stats, **self._cost(),
         }  # fmt: skip
-        write_json(self.rdir / STATUS, st)
-        self.notify.status(status_line(st))
+        return st
+
+    def _write_prometheus(self, st: dict[str, Any]) -> None:
+        """The health in Prometheus' text format (:func:`.prometheus.exposition`) to ``prometheus_file``."""
+        files = self._files  # the flusher's list of this host's files (None before the first write)
+        report = own_report(st, self.ring, sum(f[3] for f in files) if files is not None else None)
+        try:
+            write_textfile(self.prometheus_file, exposition(report))
+        except OSError as exc:
+            if self.stats.get("prometheus_error") is None:
+                print(f"aonkit daemon: cannot write {self.prometheus_file}: {exc}", file=sys.stderr, flush=True)
+            self.stats["prometheus_error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            self.stats["prometheus_error"] = None
 
     def _cost(self) -> dict[str, Any]:
         """What the daemon costs: its CPU since the last status (all threads) and since it started, and its RSS."""
@@ -325,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
 def daemon_from_args(args: argparse.Namespace) -> Daemon:
     """A :class:`Daemon` with the command line's settings."""
     return Daemon(args.interval, args.flush, args.root, args.capacity, args.cap_bytes, args.retention_hours,
-                  args.gpm_interval, args.slow_interval, args.gpu_retry)
+                  args.gpm_interval, args.slow_interval, args.gpu_retry, args.prometheus_file)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-retry", type=float, default=DEFAULTS["gpu_retry"],
                    help="started without GPUs (no driver yet), look for them again after 5 s, then at doubling waits "
                         "up to this many seconds (default 60; 0: never)")
+    p.add_argument("--prometheus-file", metavar="FILE",
+                   help="also write the daemon's health in Prometheus' text format to FILE at every status (each "
+                        "flush), atomically, for node_exporter's textfile collector (docs/daemon.md)")
     p.add_argument("--flush", type=float, default=DEFAULTS["flush"],
                    help="seconds between Parquet files (also written when half the ring is new; default 60)")
     p.add_argument("--root", help="root of the Parquet files (default $AONKIT_DATA_DIR, else "
@@ -44,6 +47,9 @@ def add_daemon_arguments(p: argparse.ArgumentParser) -> None:
     unit.add_argument("--system", metavar="USER",
                       help="a system unit running the daemon as USER (default: a user unit, for systemctl --user)")
     st = sub.add_parser("status", help="pid, uptime, samplers, ring, files on disk, last flush, opted-in processes")
+    st.add_argument("--prometheus", metavar="FILE",
+                    help="the daemon's health in Prometheus' text format, written atomically to FILE (- for stdout) "
+                         "for node_exporter's textfile collector; exit 0 once written, a stopped daemon included")
     st.add_argument("--json", action="store_true",
                     help='one JSON object for monitoring: "health" (ok, degraded, starting, not running), '
                          '"problems", "pid", "ring" and "status" (daemon.json); exit 0 running, 3 not')

@@ -145,9 +145,16 @@ def status_json(rdir: Path, pid: int | None) -> dict[str, Any]:
     return {**out, "health": "degraded" if found else "ok", "problems": found, "ring": ring}
 
 
+def disk_files(st: dict[str, Any]) -> tuple[Path, list[tuple[int, int, Path, int]]]:
+    """The daemon's host folder (from its status) and the Parquet files in it (``store.list_files``)."""
+    from .files import host_dir, list_files  # (not .store: no pyarrow for a status)
+
+    hdir = host_dir(Path(st["root"]), st["host"])
+    return hdir, list_files(hdir) if hdir.is_dir() else []
+
+
 def status_text(rdir: Path, pid: int | None) -> str:
     """The status report: running or not, samplers, ring, disk, last flush and opted-in processes."""
-    from . import store
     from .registry import registered
 
     st = read_json(rdir / STATUS, "daemon status file")
@@ -187,8 +194,7 @@ def status_text(rdir: Path, pid: int | None) -> str:
             lines.append(f"  cost: {st['cpu_percent']:.2f}% of a core over the last {st['cpu_window_s']:.0f} s "
                          f"({since:.2f}% since the start, start-up included){rss}")
     if st:
-        hdir = store.host_dir(Path(st["root"]), st["host"])
-        files = store.list_files(hdir) if hdir.is_dir() else []
+        hdir, files = disk_files(st)
         cap = f"cap {_size(st['cap_bytes'])}" if st.get("cap_bytes") else "no cap"
         keep = f"retention {st['retention_hours']:g} h" if st.get("retention_hours") else "no retention limit"
         lines.append(f"  disk: {hdir}: {len(files)} files, {_size(sum(f[3] for f in files))} ({cap}, {keep})")

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .files import PART, host_dir, list_files  # noqa: F401 - re-exported: store is where callers look
 from .paths import open_private, private_dir
 
 if TYPE_CHECKING:
@@ -38,13 +39,7 @@ float samples (pyarrow's default, every column) took 16-64 MB more RSS to write 
 451 KB against 361 KB)."""
 SCHEMA = pa.schema([("ts_ns", pa.int64()), ("device", pa.int64()),
                     ("metric", pa.dictionary(pa.int32(), pa.string())), ("value", pa.float64())])  # fmt: skip
-PART = re.compile(r"^part-(\d+)-(\d+)\.parquet$")
 TEMP = re.compile(r"^\.part-\d+-(\d+)\.parquet\.tmp$")
-
-
-def host_dir(root: Path, host: str) -> Path:
-    """``<root>/host=<host>``."""
-    return root / f"host={host}"
 
 
 def partition(root: Path, host: str, ts_ns: int) -> Path:
@@ -126,18 +121,6 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def list_files(hdir: Path) -> list[tuple[int, int, Path, int]]:
-    """The files of one host directory, oldest first: (start_ns, pid, path, bytes)."""
-    out = []
-    for dirpath, _, files in os.walk(hdir):
-        for name in files:
-            if m := PART.match(name):
-                path = Path(dirpath) / name
-                try:
-                    out.append((int(m[1]), int(m[2]), path, path.stat().st_size))
-                except FileNotFoundError:  # pruned meanwhile
-                    continue
-    return sorted(out)
 
 
 def remove_stale_temps(hdir: Path) -> int:

@@ -82,6 +82,8 @@ def unit_text(args: argparse.Namespace, python: str = sys.executable) -> str:
         else:  # systemd makes /var/lib/aonkit-USER, the user's, 0700
             env["AONKIT_DATA_DIR"] = f"/var/lib/aonkit-{system}/samples"
             sandbox += [f"StateDirectory=aonkit-{system}", "StateDirectoryMode=0700"]
+        if getattr(args, "prometheus_file", None):  # the file is renamed in: its folder must be writable
+            sandbox.append(f"ReadWritePaths={quote_path(str(Path(args.prometheus_file).absolute().parent))}")
         sandbox += [f"{k}={v}" for k, v in SANDBOX.items()]
     else:
         if os.environ.get("AONKIT_RUNTIME_DIR"):
