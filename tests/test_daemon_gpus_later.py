@@ -38,6 +38,7 @@ def test_the_waits_between_looks_double_up_to_the_longest() -> None:
 
 
 def test_a_driver_loaded_after_the_start_is_sampled_and_a_reader_follows(live: Live, monkeypatch) -> None:
+    import aonkit
     from aonkit.live import attach
     from aonkit.live.ring import REPLACED
     from aonkit.widgets import LiveMonitor
@@ -91,6 +92,12 @@ def test_a_driver_loaded_after_the_start_is_sampled_and_a_reader_follows(live: L
         assert len(data["t"]) > held  # the host's samples from before are still drawn
         assert np.isnan(data["gpu_util_pct@1"][:held]).all() and np.isfinite(data["gpu_util_pct@1"][-1])
         assert [c["title"] for c in monitor.charts.spec["charts"]] == [c["title"] for c in monitor.view.charts]
+
+        # AND its export of the last minutes has the host's samples from before the new ring (from the files)
+        bundle = aonkit.load(monitor.export(live.base / "export", minutes=5))
+        exported = bundle.samples[bundle.samples["metric"] == "cpu_percent"]["ts_ns"]
+        assert exported.min() < found["gpus_found_ns"] < exported.max()
+        assert set(bundle.samples["device"]) == {-1, 0, 1}
 
         os.kill(pid, signal.SIGTERM)
         live.wait_stopped()

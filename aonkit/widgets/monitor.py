@@ -108,17 +108,20 @@ class LiveMonitor(TextWidget, w.VBox):
         self._task = loop.create_task(self._run())
 
     def export(self, out: str | Path, minutes: float = 5.0) -> Path:
-        """Write the sampler's last ``minutes`` (all that its ring still holds) as a bundle folder; return it.
+        """Write the sampler's last ``minutes`` as a bundle folder; return it.
 
-        The bundle has no profiler trace: its trace is the exported span (see
-        :mod:`aonkit.sources.bundle`); ``aonkit.load(out)`` gives it with the samples.
+        From a sampler's ring, all that it still holds of them; from a daemon's reader (a sampler with ``window``:
+        :meth:`aonkit.live.reader.LiveReader.window`), its Parquet files too, so the minutes before a ring it
+        followed (a restarted daemon, GPUs found late) are in. The bundle has no profiler trace: its trace is the
+        exported span (see :mod:`aonkit.sources.bundle`); ``aonkit.load(out)`` gives it with the samples.
         """
         from ..sources.bundle import write_bundle
         from ..sources.samplers import samples_table
 
         t1 = time.time_ns()
         t0 = t1 - int(minutes * 60e9)
-        frame = samples_table(self.sampler.read(0)[0])
+        window = getattr(self.sampler, "window", None)
+        frame = samples_table(window(t0, t1) if callable(window) else self.sampler.read(0)[0])
         frame = frame[frame["ts_ns"] >= t0].reset_index(drop=True)
         if len(frame):
             t0 = int(frame["ts_ns"].iloc[0])
