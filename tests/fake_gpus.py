@@ -22,6 +22,13 @@ def no_driver() -> FakeNvml:
     return FakeNvml([], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
 
 
+def stale_library() -> FakeNvml:
+    """An NVML whose init says the library and the driver differ in version (a broken install, or an upgrade)."""
+    import pynvml
+
+    return FakeNvml([], init_error=pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH)
+
+
 def hanging_gpus() -> FakeNvml:
     """Two fake Hopper GPUs whose utilization read blocks while the file ``$AONKIT_TEST_HANG`` exists (a GPU that
     fell off the bus can hold an NVML call that long)."""

@@ -144,3 +144,59 @@ def test_with_no_retry_it_never_looks_again(live: Live) -> None:
     st = live.status()
     assert st["gpus"] == [] and st["gpu_looks"] == 0 and st["gpu_retry_s"] == 0
     assert "looks at least" not in live.cli("daemon", "status").stdout
+
+
+def test_a_driver_of_another_version_makes_it_start_again_as_the_same_process(live: Live, monkeypatch) -> None:
+    from aonkit.live import attach
+
+    # GIVEN a daemon that loaded the NVML library while no driver was loaded (host only)
+    upgrade = live.base / "driver-upgraded"
+    c_library(live, driver_file=upgrade, upgrade_file=upgrade)
+    pid = live.start_daemon("--gpu-retry", "0.3")
+    live.wait(lambda: live.status().get("gpu_looks", 0) >= 1 and live.status().get("flushes", 0) >= 1)
+    first = live.status()
+    assert first["gpus"] == [] and "Driver Not Loaded" in first["gpu_note"]
+    monkeypatch.setenv("AONKIT_RUNTIME_DIR", str(live.run_dir))
+    monkeypatch.setenv("AONKIT_DATA_DIR", str(live.data))
+    reader = attach()
+    try:
+        # WHEN a driver of another version than that library is loaded (its nvmlInit: version mismatch)
+        upgrade.touch()
+        # THEN the daemon writes its samples and starts again in the same process, which loads the new library
+        live.wait(lambda: live.status().get("gpus") == [0, 1] and live.status()["started_ns"] > first["started_ns"])
+        again = live.status()
+        assert live.daemon_pid() == pid == again["pid"]
+        log = (live.run_dir / "daemon.log").read_text()
+        assert "the NVML library in this process is not the loaded driver's" in log and "starting again" in log
+        # AND a reader attached before follows it to its new ring, with the GPUs
+        cursor = 0
+
+        def gpu_rows() -> bool:
+            nonlocal cursor
+            got, cursor = reader.read(cursor)
+            return bool((got["device"] == 0).any())
+
+        live.wait(gpu_rows)
+        os.kill(pid, signal.SIGTERM)
+        live.wait_stopped()
+        window = reader.window(0)
+    finally:
+        reader.close()
+    st = live.status()
+    assert st["lost"] == 0 and st["unsaved"] == 0
+    cpu = window[window["metric"] == "cpu_percent"]["ts_ns"]
+    assert cpu.is_unique and cpu.min() < again["started_ns"] < cpu.max()  # both processes' samples on disk
+    assert (np.diff(np.sort(cpu.to_numpy())) < 10e9).all()  # the start again took seconds, not more
+
+
+def test_a_mismatch_from_the_start_is_said_and_does_not_loop(live: Live) -> None:
+    # GIVEN an install whose NVML library never matches its driver (nvmlInit: version mismatch from the start)
+    live.env["AONKIT_FAKE_NVML"] = "tests.fake_gpus:stale_library"
+    pid = live.start_daemon("--gpu-retry", "0.2")
+    # THEN the daemon samples the host, says why, keeps looking, and does not start again and again
+    live.wait(lambda: live.status().get("gpu_looks", 0) >= 4)
+    st = live.status()
+    assert st["gpu_note"].startswith("the NVML library in this process is not the loaded driver's")
+    assert live.daemon_pid() == pid and st["pid"] == pid and "starting again" not in (
+        live.run_dir / "daemon.log").read_text()
+    assert st["samples"] >= 1 and st["gpus"] == []

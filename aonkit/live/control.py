@@ -40,10 +40,10 @@ def run(args: argparse.Namespace) -> int:
     if any(os.environ.get(k) != v for k, v in ONE_THREAD.items()):
         argv = [sys.executable, "-m", "aonkit.live.daemon", "run", *forwarded_args(args)]
         os.execve(sys.executable, argv, {**os.environ, **ONE_THREAD})  # noqa: S606
-    from .daemon import daemon_from_args
+    from .daemon import run_daemon
 
     try:
-        return daemon_from_args(args).run()
+        return run_daemon(args)
     except AlreadyRunning as exc:  # its own status, so that a systemd unit does not restart on it
         print(f"aonkit: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_RUNNING

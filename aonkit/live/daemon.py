@@ -37,6 +37,7 @@ from typing import Any
 from ..sources.handoffs import HandoffGuard
 from ..sources.samplers import HostSampler
 from . import store
+from .daemon_status import StatusWriter
 from .flusher import Flusher
 from .gpu_probe import GpuProbe
 from .gpu_watch import GpuWatch
@@ -45,7 +46,6 @@ from .paths import (
     EXIT_RUNNING,
     LOCK,
     RING,
-    STATUS,
     AlreadyRunning,
     LiveError,
     data_root,
@@ -56,11 +56,9 @@ from .paths import (
     runtime_dir,
     systemd_unit,
 )
-from .prometheus import exposition, own_report, write_textfile
 from .ring import STOPPED
 from .runtime_guard import RuntimeGuard
-from .sd_notify import Notifier, status_line
-from .status import write_json
+from .sd_notify import Notifier
 
 
 def lock(rdir: Path, tries: int = 20) -> int:
@@ -89,7 +87,7 @@ def _nvml_override() -> Any:
     return getattr(importlib.import_module(module), factory)()
 
 
-class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe):
+class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe, StatusWriter):
     """One daemon run; :meth:`run` returns when it was told to stop, after the final flush.
 
     The constructor only checks and stores the settings; :meth:`run` takes the lock, opens the samplers, creates
@@ -178,6 +176,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe):
         self.notify = Notifier()  # systemd's Type=notify, when a unit started this process
         self.systemd: dict[str, str] | None = None  # the unit that started it (set at the start of a run)
         self._found, self._take_after = None, 0.0  # (GpuProbe)
+        self.reexec: str | None = None  # why this daemon is to start again in a new process image, when it is
 
     def run(self) -> int:
         """Sample until SIGTERM/SIGINT; return 0, or 1 when the final write failed (``unsaved`` samples)."""
@@ -194,7 +193,8 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe):
                 threading.Thread(target=self._watch_loop, name="aonkit-gpu-watch", daemon=True).start()
             self._start_probe()  # without GPUs: look again now and then
             self._sample_loop()
-            self.notify.stopping()
+            if self.reexec is None:  # (starting again: systemd sees the same main process go on)
+                self.notify.stopping()
             self._flush_now.set()
             flusher.join()
             self._flush()  # the last partial segment
@@ -276,66 +276,6 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe):
                 next_t = now
             select.select([self._wake[0]], [], [], max(0.0, next_t - now))
 
-    def _write_status(self, state: str) -> None:
-        with self._status_lock:  # one at a time: both write through the same temporary file names
-            if not self.owns_runtime():  # the directory is gone, or another daemon's now
-                return
-            st = self._status(state)
-            write_json(self.rdir / STATUS, st)
-            self.notify.status(status_line(st))
-            if self.prometheus_file is not None:
-                self._write_prometheus(st)
-
-    def _status(self, state: str) -> dict[str, Any]:
-        gpu = self.gpu
-        st = {
-            "state": state, "pid": os.getpid(), "started_ns": self.started_ns, "status_ns": time.time_ns(),
-            "host": self.host, "systemd": self.systemd,
-            "interval_s": self.interval_s, "flush_s": self.flush_s, "root": str(self.root),
-            "ring": str(self.rdir / RING), "capacity": self.capacity, "channels": len(self.channels),
-            "cap_bytes": self.cap_bytes,
-            "retention_hours": self.retention_hours, "gpm_interval_s": self.gpm_interval_s,
-            "slow_interval_s": self.slow_interval_s, "gpu_retry_s": self.gpu_retry_s,
-            "host_metrics": list(self.host_sampler.metrics),
-            "gpus": list(gpu.devices) if gpu else [], "gpu_names": getattr(gpu, "device_names", {}),
-            "gpu_metrics": len(gpu.metrics) if gpu else 0, "gpu_unsupported": gpu.n_unsupported if gpu else 0,
-            "gpu_note": self.gpu_note, "samples": self._samples_before + self.ring.count, **self.stats, **self._cost(),
-        }  # fmt: skip
-        return st
-
-    def _write_prometheus(self, st: dict[str, Any]) -> None:
-        """The health in Prometheus' text format (:func:`.prometheus.exposition`) to ``prometheus_file``."""
-        files = self._files  # the flusher's list of this host's files (None before the first write)
-        report = own_report(st, self.ring, sum(f[3] for f in files) if files is not None else None)
-        try:
-            write_textfile(self.prometheus_file, exposition(report))
-        except OSError as exc:
-            if self.stats.get("prometheus_error") is None:
-                print(f"aonkit daemon: cannot write {self.prometheus_file}: {exc}", file=sys.stderr, flush=True)
-            self.stats["prometheus_error"] = f"{type(exc).__name__}: {exc}"
-        else:
-            self.stats["prometheus_error"] = None
-
-    def _cost(self) -> dict[str, Any]:
-        """What the daemon costs: its CPU since the last status (all threads) and since it started, and its RSS."""
-        now, cpu = time.monotonic(), time.process_time()
-        (t0, c0), self._cost_mark = self._cost_mark, (now, cpu)
-        rss = _rss_bytes()
-        return {"cpu_s": round(cpu, 3), "cpu_window_s": round(now - t0, 3),
-                "cpu_percent": round(100 * (cpu - c0) / (now - t0), 3) if now > t0 else None,
-                "rss_bytes": rss[0], "rss_peak_bytes": rss[1]}  # fmt: skip
-
-
-def _rss_bytes() -> tuple[int | None, int | None]:
-    """(resident, peak resident) bytes of this process from ``/proc/self/status``; None where it is not there."""
-    try:
-        text = Path("/proc/self/status").read_text()
-    except OSError:
-        return None, None
-    kb = {k: int(v.split()[0]) * 1024 for k, v in (ln.split(":", 1) for ln in text.splitlines() if ":" in ln)
-          if k in ("VmRSS", "VmHWM")}  # fmt: skip
-    return kb.get("VmRSS"), kb.get("VmHWM")
-
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m aonkit.live.daemon run [options]``."""
@@ -344,10 +284,27 @@ def main(argv: list[str] | None = None) -> int:
     add_run_arguments(sub.add_parser("run"))
     args = ap.parse_args(argv)
     try:
-        return daemon_from_args(args).run()
+        return run_daemon(args)
     except LiveError as exc:
         print(f"aonkit daemon: {exc}", file=sys.stderr, flush=True)
         return EXIT_RUNNING if isinstance(exc, AlreadyRunning) else 1
+
+
+def run_daemon(args: argparse.Namespace) -> int:
+    """Run a :class:`Daemon` with the command line's settings.
+
+    When it asks to start again (a driver of another version than its NVML library: :mod:`.gpu_probe`), this
+    process is replaced by the same command (same pid).
+    """
+    daemon = daemon_from_args(args)
+    rc = daemon.run()
+    if daemon.reexec is None:
+        return rc
+    print(f"aonkit daemon: {daemon.reexec}; starting again (same pid) to load the driver's library", file=sys.stderr,
+          flush=True)  # fmt: skip
+    sys.stdout.flush()
+    os.execv(sys.executable, sys.orig_argv)  # the interpreter's own command line: `-m ...` or a script, and its args
+    return rc  # (not reached)
 
 
 def daemon_from_args(args: argparse.Namespace) -> Daemon:

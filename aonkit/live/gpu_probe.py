@@ -14,16 +14,25 @@ replaced and samples the GPUs from then on. A reader follows to the new ring as 
 ``LiveMonitor`` lays its charts out again. In the Parquet files the GPUs' rows start at that tick. ``stats``:
 ``gpu_looks`` (failed looks so far), ``gpus_found_ns`` (when they were found; None before).
 
+A driver of another version loaded after the daemon loaded its NVML library (an upgrade while it sampled the host
+only) makes ``nvmlInit`` fail with a version mismatch for good in this process. Then the daemon stops as on
+SIGTERM (every sample written) and starts again in a new process image with the same command line and pid
+(:func:`aonkit.live.daemon.run_daemon`), which loads the new library; readers follow it as across any restart. Not
+when the mismatch was there at its start already (a broken install: it would start again forever).
+
 A mixin of :class:`aonkit.live.daemon.Daemon` (its ``gpu``, ``gpu_note``, ``channels``, ``host_sampler``,
 ``stats``, ``_stop``, ``_flush_lock``, ``open_gpu``, ``_swap_ring``, ``_watch_loop`` and ``_write_status``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from typing import Any
+
+from ..sources.nvml import STALE_LIBRARY
 
 FIRST_RETRY_S = 5.0
 """The first look again after a start without GPUs; each later one waits twice as long, up to ``gpu_retry_s``."""
@@ -55,9 +64,12 @@ class GpuProbe:
     _flush_lock: threading.Lock
     _found: Any  # a GPU sampler the look opened, for the sampling thread to take (None: none waiting)
     _nvml: Any  # the NVML binding the daemon was given (None: pynvml)
+    _wake: tuple[int, int]
+    reexec: str | None
 
     def _start_probe(self) -> None:
         """Start the looking thread when the daemon samples no GPU and looks again (``gpu_retry_s`` > 0)."""
+        self._stale_at_start = self.gpu is None and self.gpu_note.startswith(STALE_LIBRARY)  # (no loop of starts)
         if self.gpu is None and self.gpu_retry_s > 0:
             threading.Thread(target=self._probe_loop, name="aonkit-gpu-probe", daemon=True).start()
 
@@ -72,6 +84,15 @@ class GpuProbe:
                 return
             self.stats["gpu_looks"] += 1
             self.gpu_note = note
+            if note.startswith(STALE_LIBRARY) and not self._stale_at_start:
+                self._start_again(note.removesuffix("; sampling the host only"))
+                return
+
+    def _start_again(self, why: str) -> None:
+        """Stop, with every sample written, so that :func:`.daemon.run_daemon` starts this daemon again."""
+        self.reexec = why
+        self._stop.set()
+        os.write(self._wake[1], b"x")
 
     def _take_gpus(self) -> None:
         """On the sampling thread: sample the GPUs the look found, in a new ring (see the module)."""

@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 
 LOST_CODES = ("NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_GPU_NOT_FOUND", "NVML_ERROR_RESET_REQUIRED")
 NO_DRIVER_CODES = ("NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED")
+STALE_LIBRARY = "the NVML library in this process is not the loaded driver's"
+"""How :func:`open_gpu_sampler`'s note starts when ``nvmlInit`` says ``LIB_RM_VERSION_MISMATCH``: a driver of
+another version was loaded after this process loaded its library (an upgrade); only a new process loads the new
+library (the daemon starts itself again: :mod:`aonkit.live.gpu_probe`)."""
 MAX_GAPS = 10_000
 """Gap rows kept; later ones are counted in ``gaps_dropped``."""
 
@@ -368,7 +372,10 @@ def _init(nvml: Any) -> None:
     try:
         nvml.nvmlInit()
     except Exception as exc:
-        no_driver = getattr(exc, "value", None) in {getattr(nvml, c, None) for c in NO_DRIVER_CODES}
+        code = getattr(exc, "value", None)
+        if code is not None and code == getattr(nvml, "NVML_ERROR_LIB_RM_VERSION_MISMATCH", None):
+            raise NvmlUnavailable(f"{STALE_LIBRARY} (NVML: {exc})") from None
+        no_driver = code in {getattr(nvml, c, None) for c in NO_DRIVER_CODES}
         raise NvmlUnavailable(f"no NVIDIA driver (NVML: {exc})" if no_driver
                               else f"NVML failed to start ({describe(exc)})") from None  # fmt: skip
 

@@ -55,7 +55,8 @@ def environ(gpus: int = 8, base: dict[str, str] | None = None, **knobs: object) 
     """A child's environment whose ``import pynvml`` loads the fake with ``gpus`` GPUs.
 
     ``knobs``: ``hopper=0``, ``nvlinks=2``, ``lost_after=5``, ``processes="123:1048576"``, ``call_ns=20000``,
-    ``flaky="clock:5:3"``, ``no_driver=1``, ``driver_file="/path"`` become ``AONKIT_FAKE_NVML_<NAME>``.
+    ``flaky="clock:5:3"``, ``no_driver=1``, ``driver_file="/path"``, ``upgrade_file="/path"`` become
+    ``AONKIT_FAKE_NVML_<NAME>``.
     """
     env = dict(os.environ if base is None else base)
     env.pop("AONKIT_FAKE_NVML", None)  # the Python fake would take precedence in the daemon

@@ -10,7 +10,9 @@
  * which GPU 0 is lost; default never), AONKIT_FAKE_NVML_PROCESSES ("pid:bytes,pid:bytes" on every GPU),
  * AONKIT_FAKE_NVML_CALL_NS (busy-wait this long in every device call, standing in for the driver; default 0),
  * AONKIT_FAKE_NVML_NO_DRIVER (1: nvmlInit fails as it does without a driver), AONKIT_FAKE_NVML_DRIVER_FILE (a path:
- * nvmlInit fails so while no file is there, as before the kernel module is loaded), AONKIT_FAKE_NVML_FLAKY ("clock:from:count" or
+ * nvmlInit fails so while no file is there, as before the kernel module is loaded), AONKIT_FAKE_NVML_UPGRADE_FILE (a
+ * path: when it appears after this library was loaded, nvmlInit fails with LIB_RM_VERSION_MISMATCH, as after a driver
+ * upgrade; a process that loads the library after it appeared starts normally), AONKIT_FAKE_NVML_FLAKY ("clock:from:count" or
  * "power:from:count": GPU 1's SM clock read, or its instant power field, fails with NVML_ERROR_UNKNOWN while
  * from <= k < from + count).
  * aonkitFakeCalls() returns how many NVML calls were made; aonkitFakeTicks(i), aonkitFakeGpmTicks(i) and
@@ -29,6 +31,7 @@
 #define ERR_INSUFFICIENT_SIZE 7
 #define ERR_DRIVER_NOT_LOADED 9
 #define ERR_GPU_IS_LOST 15
+#define ERR_LIB_RM_VERSION_MISMATCH 18
 #define ERR_UNKNOWN 999
 
 #define MAX_GPUS 64
@@ -106,12 +109,21 @@ long aonkitFakeTicks(unsigned i) { return i < n_gpus ? (long)gpus[i].ticks : -1;
 long aonkitFakeGpmTicks(unsigned i) { return i < n_gpus ? (long)gpus[i].gpm_ticks : -1; }
 long aonkitFakeFieldReads(unsigned i) { return i < n_gpus ? (long)gpus[i].field_reads : -1; }
 
+static int upgraded_at_load = -1;  /* whether AONKIT_FAKE_NVML_UPGRADE_FILE existed when the library was loaded */
+
+__attribute__((constructor)) static void at_load(void) {
+    const char *f = getenv("AONKIT_FAKE_NVML_UPGRADE_FILE");
+    upgraded_at_load = f && *f && access(f, F_OK) == 0;
+}
+
 int nvmlInitWithFlags(unsigned flags) {
     (void)flags;
     calls++;
     if (env_long("AONKIT_FAKE_NVML_NO_DRIVER", 0)) return ERR_DRIVER_NOT_LOADED;
     const char *driver = getenv("AONKIT_FAKE_NVML_DRIVER_FILE");
     if (driver && *driver && access(driver, F_OK) != 0) return ERR_DRIVER_NOT_LOADED;
+    const char *upgrade = getenv("AONKIT_FAKE_NVML_UPGRADE_FILE");
+    if (upgrade && *upgrade && !upgraded_at_load && access(upgrade, F_OK) == 0) return ERR_LIB_RM_VERSION_MISMATCH;
     if (!initialized) {
         long n = env_long("AONKIT_FAKE_NVML_GPUS", 8);
         n_gpus = n < 0 ? 0 : n > MAX_GPUS ? MAX_GPUS : (unsigned)n;
