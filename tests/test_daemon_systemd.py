@@ -182,3 +182,39 @@ def test_a_real_systemd_user_manager_runs_restarts_and_stops_the_unit(live: Live
                                                                      "SubState": "failed"}  # fmt: skip
     assert failed["NRestarts"] == "0"  # the count starts again with each start by hand
     assert live.cli("daemon", "stop").returncode == 0
+
+
+def test_a_driver_upgrade_under_the_user_unit_starts_the_daemon_again_as_its_main_process(live: Live,
+                                                                                       manager: UserManager) -> None:
+    from tests.fake_libnvml import NoCompiler, build
+
+    try:
+        lib = build()
+    except NoCompiler as exc:
+        pytest.skip(str(exc))
+    # GIVEN the user unit over the C libnvidia-ml, started while "no driver is loaded" (host only), with a short
+    # watchdog: the daemon loaded the library
+    upgrade = live.base / "driver-upgraded"
+    r = live.cli("daemon", "unit", "--interval", "0.05", "--flush", "1", "--gpu-retry", "0.3")
+    assert r.returncode == 0, r.stderr
+    (manager.units / "aonkit.service").write_text(r.stdout)
+    drop_in = manager.units / "aonkit.service.d"
+    drop_in.mkdir()
+    (drop_in / "gpus.conf").write_text(f"[Service]\nWatchdogSec=3\nEnvironment=LD_LIBRARY_PATH={lib} "
+                                       f"AONKIT_FAKE_NVML_GPUS=2 AONKIT_FAKE_NVML_DRIVER_FILE={upgrade} "
+                                       f"AONKIT_FAKE_NVML_UPGRADE_FILE={upgrade}\n")  # fmt: skip
+    assert manager.ctl("daemon-reload").returncode == 0 and manager.ctl("start", "aonkit").returncode == 0
+    first = manager.wait_for("aonkit", ActiveState="active", SubState="running")
+    live.wait(lambda: live.status().get("gpu_looks", 0) >= 1)
+    assert live.status()["gpus"] == [] and live.status()["pid"] == int(first["MainPID"])
+    # WHEN a driver of another version is loaded: THEN the daemon starts again inside the same main process,
+    # which systemd keeps as the unit's (not a restart, no watchdog), and samples the GPUs
+    upgrade.touch()
+    live.wait(lambda: live.status().get("gpus") == [0, 1])
+    time.sleep(4)  # more than the watchdog's 3 s: the new process image pings it
+    now = manager.show("aonkit", "ActiveState", "SubState", "MainPID", "NRestarts", "Result")
+    assert now == {"ActiveState": "active", "SubState": "running", "MainPID": first["MainPID"], "NRestarts": "0",
+                   "Result": "success"}, now  # fmt: skip
+    assert live.status()["pid"] == int(first["MainPID"]) and live.status()["systemd"]["unit"] == "aonkit.service"
+    assert manager.ctl("stop", "aonkit").returncode == 0
+    assert live.status()["state"] == "stopped" and live.status()["lost"] == 0
