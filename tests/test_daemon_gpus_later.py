@@ -200,3 +200,77 @@ def test_a_mismatch_from_the_start_is_said_and_does_not_loop(live: Live) -> None
     assert live.daemon_pid() == pid and st["pid"] == pid and "starting again" not in (
         live.run_dir / "daemon.log").read_text()
     assert st["samples"] >= 1 and st["gpus"] == []
+
+
+def library_path(env: dict[str, str]) -> Path:
+    """The ``libnvidia-ml.so.1`` file a process with ``env`` loads (read from its memory map after ``nvmlInit``)."""
+    import subprocess
+    import sys
+
+    code = ("import pynvml; pynvml.nvmlInit()\n"
+            "print(next(ln.split()[-1] for ln in open('/proc/self/maps') if 'libnvidia-ml' in ln))")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return Path(r.stdout.strip()).resolve()
+
+
+def hidden_library_run(live: Live, env: dict[str, str]) -> dict:
+    """A daemon started in a mount namespace where its NVML library is hidden (``/dev/null`` bound over the file),
+    shown again after a second (``umount`` there): the real dlopen of nvidia-ml-py fails, then succeeds. Returns
+    the status before and after, and the daemon's pid."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("nsenter")):
+        pytest.skip("needs root, unshare and nsenter (a mount namespace of the daemon's own)")
+    lib = library_path(env)
+    daemon = [sys.executable, "-m", "aonkit.live.daemon", "run", "--interval", "0.05", "--flush", "1",
+              "--gpu-retry", "0.3"]  # fmt: skip
+    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "--", "sh", "-c",
+                             f'mount --bind /dev/null "{lib}" && exec "$@"', "sh", *daemon], env=env,
+                            cwd=live.base, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    live.procs.append(proc)
+    try:
+        live.wait(lambda: live.status().get("gpu_looks", 0) >= 1 or proc.poll() is not None)
+        assert proc.poll() is None, proc.stderr.read()
+        before = live.status()
+        assert live.daemon_pid() == proc.pid and not lib.stat().st_size == 0  # hidden in its namespace only
+        r = subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "umount", str(lib)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        t0 = time.monotonic()
+        live.wait(lambda: bool(live.status().get("gpus")))
+        found_s = time.monotonic() - t0
+        time.sleep(1.0)
+        proc.terminate()
+        assert proc.wait(60) == 0
+        return {"before": before, "after": live.status(), "found_s": found_s}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_hidden_c_library_shown_again_is_found_by_nvidia_ml_pys_own_loading(live: Live) -> None:
+    c_library(live)
+    live.env.pop("AONKIT_FAKE_NVML", None)
+    got = hidden_library_run(live, live.env)
+    assert got["before"]["gpus"] == [] and "NVML Shared Library Not Found" in got["before"]["gpu_note"]
+    after = got["after"]
+    assert after["gpus"] == [0, 1] and after["gpu_names"]["0"] == "Fake H100 (C)" and after["lost"] == 0
+
+
+@pytest.mark.gpu
+def test_the_real_library_shown_again_is_found_and_every_gpu_sampled(live: Live) -> None:
+    live.env.pop("AONKIT_FAKE_NVML", None)  # the machine's own driver and GPUs
+    got = hidden_library_run(live, live.env)
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+    finally:
+        pynvml.nvmlShutdown()
+    print("found", got["found_s"], "s after the library came back;", got["after"]["gpu_note"])
+    assert got["before"]["gpus"] == [] and "NVML Shared Library Not Found" in got["before"]["gpu_note"]
+    assert got["after"]["gpus"] == list(range(count)) and got["after"]["gpu_metrics"] > 0 and got["after"]["lost"] == 0
