@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from ..sources.nvml import STALE_LIBRARY
+from ..sources.nvml_start import STALE_LIBRARY
 
 FIRST_RETRY_S = 5.0
 """The first look again after a start without GPUs; each later one waits twice as long, up to ``gpu_retry_s``."""

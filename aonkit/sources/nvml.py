@@ -18,34 +18,24 @@ Nothing here imports ``pynvml`` or starts NVML until a sampler is made. :func:`o
 
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import AonkitError
 from .gpm import Gpm, gpm_metrics
 from .nvml_batch import FastTick
 from .nvml_metrics import NAN, PartialRead, Reader, describe, device_readers, slow_where_also_measured
+from .nvml_start import STALE_LIBRARY, NvmlUnavailable, import_pynvml, start_nvml  # noqa: F401 - re-exported
 from .ring_sampler import RingSampler
 
 if TYPE_CHECKING:
     import pandas as pd  # tables are made on request: the daemon samples without pandas
 
 LOST_CODES = ("NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_GPU_NOT_FOUND", "NVML_ERROR_RESET_REQUIRED")
-NO_DRIVER_CODES = ("NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED")
-STALE_LIBRARY = "the NVML library in this process is not the loaded driver's"
-"""How :func:`open_gpu_sampler`'s note starts when ``nvmlInit`` says ``LIB_RM_VERSION_MISMATCH``: a driver of
-another version was loaded after this process loaded its library (an upgrade); only a new process loads the new
-library (the daemon starts itself again: :mod:`aonkit.live.gpu_probe`)."""
 MAX_GAPS = 10_000
 """Gap rows kept; later ones are counted in ``gaps_dropped``."""
-
-
-class NvmlUnavailable(AonkitError, RuntimeError):
-    """NVML cannot sample here (no nvidia-ml-py, no driver, no GPU); the message says why in one line."""
 
 
 @dataclass
@@ -107,7 +97,7 @@ class NvmlSampler(RingSampler):
                  max_call_s: float = 0.005, lost_retry_s: float = 30.0,
                  slow_interval_s: float = 1.0) -> None:  # fmt: skip
         rows = gpm_metrics(gpm)
-        self.nvml = nvml if nvml is not None else _import_pynvml()
+        self.nvml = nvml if nvml is not None else import_pynvml()
         self.pids = tuple(int(p) for p in pids or ())
         self.max_call_s, self.lost_retry_s = max_call_s, lost_retry_s
         self._lost_codes = {getattr(self.nvml, c) for c in LOST_CODES if hasattr(self.nvml, c)}
@@ -115,7 +105,7 @@ class NvmlSampler(RingSampler):
         self._gaps: list[tuple[int, int, str, str]] = []
         self.gaps_dropped = 0
         self._open = False
-        _init(self.nvml)
+        start_nvml(self.nvml)
         self._open = True
         try:
             self._gpus = self._handles(devices)
@@ -359,25 +349,6 @@ class NvmlSampler(RingSampler):
     def __repr__(self) -> str:
         return (f"NvmlSampler(GPUs {list(self.devices)}, {self._width} channels, "
                 f"{len(self._unsupported)} unsupported, every {self.interval_s:g} s)")  # fmt: skip
-
-
-def _import_pynvml() -> Any:
-    try:
-        return importlib.import_module("pynvml")
-    except ImportError as exc:
-        raise NvmlUnavailable(f"nvidia-ml-py is not installed ({exc})") from None
-
-
-def _init(nvml: Any) -> None:
-    try:
-        nvml.nvmlInit()
-    except Exception as exc:
-        code = getattr(exc, "value", None)
-        if code is not None and code == getattr(nvml, "NVML_ERROR_LIB_RM_VERSION_MISMATCH", None):
-            raise NvmlUnavailable(f"{STALE_LIBRARY} (NVML: {exc})") from None
-        no_driver = code in {getattr(nvml, c, None) for c in NO_DRIVER_CODES}
-        raise NvmlUnavailable(f"no NVIDIA driver (NVML: {exc})" if no_driver
-                              else f"NVML failed to start ({describe(exc)})") from None  # fmt: skip
 
 
 def open_gpu_sampler(**kw: Any) -> tuple[NvmlSampler | None, str]:
