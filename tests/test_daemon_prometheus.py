@@ -57,7 +57,7 @@ def test_the_textfile_says_up_healthy_and_the_daemons_counters(live: Live) -> No
     assert got[("aonkit_daemon_up", user)] == 1 and got[("aonkit_daemon_healthy", user)] == 1
     assert all(v == 0 for (name, _), v in got.items() if name == "aonkit_daemon_problem")
     assert {dict(k)["problem"] for name, k in got if name == "aonkit_daemon_problem"} == {
-        "sampling_stalled", "gpu_reads_blocked", "writing_fails", "writing_late", "prune_fails"}
+        "sampling_stalled", "gpu_reads_blocked", "writing_fails", "writing_late", "prune_fails", "prometheus_fails"}
     assert got[("aonkit_daemon_gpus", user)] == 2
     assert got[("aonkit_daemon_samples_total", user)] >= st["samples"] > 0  # a counter: the parser keeps _total
     assert got[("aonkit_daemon_lost_samples_total", user)] == 0
@@ -99,6 +99,10 @@ def test_the_daemon_writes_its_own_page_at_each_flush_and_down_at_its_stop(live:
     assert live.status()["prometheus_error"].startswith("FileNotFoundError")
     log = (live.run_dir / "daemon.log").read_text()
     assert log.count(f"cannot write {prom}") == 1, log
+    said = live.cli("daemon", "status", "--json").stdout  # (seen from outside: the daemon's page is what failed)
+    assert '"health": "degraded"' in said and "health page not written: FileNotFoundError" in said, said
+    outside = scrape(live.cli("daemon", "status", "--prometheus", "-").stdout)
+    assert outside[("aonkit_daemon_problem", (("problem", "prometheus_fails"), *user))] == 1
     # WHEN the folder exists: THEN the page comes with the next flush, the status's own numbers in it
     folder.mkdir()
     live.wait(lambda: prom.exists() and live.status().get("prometheus_error", "x") is None)

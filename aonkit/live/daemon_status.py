@@ -29,10 +29,11 @@ class StatusWriter:
             if not self.owns_runtime():  # the directory is gone, or another daemon's now
                 return
             st = self._status(state)
+            if self.prometheus_file is not None:  # first: the status says whether this page was written
+                self._write_prometheus(st)
+                st["prometheus_error"] = self.stats["prometheus_error"]
             write_json(self.rdir / STATUS, st)
             self.notify.status(status_line(st))
-            if self.prometheus_file is not None:
-                self._write_prometheus(st)
 
     def _status(self, state: str) -> dict[str, Any]:
         gpu = self.gpu
@@ -54,6 +55,7 @@ class StatusWriter:
     def _write_prometheus(self, st: dict[str, Any]) -> None:
         """The health in Prometheus' text format (:func:`.prometheus.exposition`) to ``prometheus_file``."""
         files = self._files  # the flusher's list of this host's files (None before the first write)
+        st = {**st, "prometheus_error": None}  # a page that is written is no failure to write it
         report = own_report(st, self.ring, sum(f[3] for f in files) if files is not None else None)
         try:
             write_textfile(self.prometheus_file, exposition(report))

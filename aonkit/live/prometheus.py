@@ -20,10 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .status import GPU_BLOCKED, STALLED, WRITING_FAILS, WRITING_LATE
+from .status import GPU_BLOCKED, PROMETHEUS_FAILS, STALLED, WRITING_FAILS, WRITING_LATE
 
 PROBLEMS = {"sampling_stalled": STALLED, "gpu_reads_blocked": GPU_BLOCKED, "writing_fails": WRITING_FAILS,
-            "writing_late": WRITING_LATE, "prune_fails": "disk cap and retention not applied"}  # fmt: skip
+            "writing_late": WRITING_LATE, "prune_fails": "disk cap and retention not applied",
+            "prometheus_fails": PROMETHEUS_FAILS}  # fmt: skip
 """``problem`` label -> the start of :func:`aonkit.live.status.problems`' line."""
 
 # name, type, help, value from (report, status, ring); None: the series is left out

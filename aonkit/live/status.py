@@ -13,6 +13,7 @@ from .paths import LOCK, PROCS, RING, STATUS, check_private, open_private
 
 STALLED, GPU_BLOCKED = "SAMPLING STALLED", "GPU READS BLOCKED"
 WRITING_FAILS, WRITING_LATE = "WRITING FAILS", "WRITING LATE"
+PROMETHEUS_FAILS = "health page not written"
 """The headings of :func:`problems`' lines; systemd's status line (:func:`.sd_notify.status_line`) uses them too."""
 
 
@@ -125,6 +126,8 @@ def problems(st: dict[str, Any], ring: dict[str, int] | str, now_ns: int) -> lis
                        "flusher is blocked (a hung network file system?) or the process is stopped")  # fmt: skip
     if st.get("prune_error"):
         out.append(f"disk cap and retention not applied: {st['prune_error']}")
+    if st.get("prometheus_error"):
+        out.append(f"{PROMETHEUS_FAILS}: {st['prometheus_error']}")
     return out
 
 
