@@ -91,6 +91,8 @@ class UserManager(Systemctl):
 def by_hand_in_a_service(live: Live, manager: UserManager) -> int:
     """``aonkit daemon start`` run as a transient service's main process (``KillMode=process``: the daemon it
     starts outlives it, in its cgroup); the daemon's pid."""
+    if shutil.which("systemd-run") is None:
+        pytest.skip("systemd-run is not installed here")
     env = [f"--setenv={k}={live.env[k]}" for k in ("AONKIT_RUNTIME_DIR", "AONKIT_DATA_DIR", "AONKIT_FAKE_NVML",
                                                    "PYTHONPATH")]  # fmt: skip
     r = subprocess.run(["systemd-run", "--user", "--unit=handstart", "--wait", "-p", "KillMode=process",
