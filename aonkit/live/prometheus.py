@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .status import GPU_BLOCKED, PROMETHEUS_FAILS, STALLED, WRITING_FAILS, WRITING_LATE
+from .status import GPU_BLOCKED, PROMETHEUS_FAILS, PRUNE_FAILS, STALLED, WRITING_FAILS, WRITING_LATE, judged, write_text
 
 PROBLEMS = {"sampling_stalled": STALLED, "gpu_reads_blocked": GPU_BLOCKED, "writing_fails": WRITING_FAILS,
-            "writing_late": WRITING_LATE, "prune_fails": "disk cap and retention not applied",
+            "writing_late": WRITING_LATE, "prune_fails": PRUNE_FAILS,
             "prometheus_fails": PROMETHEUS_FAILS}  # fmt: skip
 """``problem`` label -> the start of :func:`aonkit.live.status.problems`' line."""
 
@@ -111,28 +111,16 @@ def own_report(st: dict[str, Any], ring: Any, disk_bytes: int | None) -> dict[st
     From its status ``st`` and its :class:`~aonkit.live.ring.Ring`. A stopped daemon is "not running"; a stalled
     or blocked one writes nothing: node_exporter's ``node_textfile_mtime_seconds`` says how old the file is.
     """
-    from .status import problems
-
     counters = {"count": ring.count, "flushed": ring.flushed, "heartbeat_ns": ring.heartbeat_ns,
                 "interval_ns": ring.interval_ns}  # fmt: skip
-    running = st["state"] == "running"
-    found = problems(st, counters, time.time_ns()) if running else []
-    return {"health": ("degraded" if found else "ok") if running else "not running", "problems": found,
-            "ring": counters, "status": st, "disk_bytes": disk_bytes}
+    if st["state"] != "running":
+        return {"health": "not running", "problems": [], "ring": counters, "status": st, "disk_bytes": disk_bytes}
+    return {**judged(st, counters, time.time_ns()), "status": st, "disk_bytes": disk_bytes}
 
 
 def write_textfile(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed in.
+    """Write ``text`` to ``path`` through a temporary file renamed in (:func:`.status.write_text`).
 
     Mode 0644: the collector may run as another user.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
+    write_text(path, text, 0o644)

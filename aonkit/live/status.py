@@ -13,17 +13,30 @@ from .paths import LOCK, PROCS, RING, STATUS, check_private, open_private
 
 STALLED, GPU_BLOCKED = "SAMPLING STALLED", "GPU READS BLOCKED"
 WRITING_FAILS, WRITING_LATE = "WRITING FAILS", "WRITING LATE"
-PROMETHEUS_FAILS = "health page not written"
+PRUNE_FAILS, PROMETHEUS_FAILS = "disk cap and retention not applied", "health page not written"
 """The headings of :func:`problems`' lines; systemd's status line (:func:`.sd_notify.status_line`) uses them too."""
+
+
+def write_text(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file beside it, renamed in.
+
+    The file gets ``mode`` whatever the umask, is never opened through a link, and is removed when the write fails.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically, owner-only."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
+    write_text(path, json.dumps(data))
 
 
 def read_json(path: Path, what: str) -> dict[str, Any] | None:
@@ -125,7 +138,7 @@ def problems(st: dict[str, Any], ring: dict[str, int] | str, now_ns: int) -> lis
             out.append(f"{WRITING_LATE}: no write for {late:.0f} s (one every {st['flush_s']:g} s expected): the "
                        "flusher is blocked (a hung network file system?) or the process is stopped")  # fmt: skip
     if st.get("prune_error"):
-        out.append(f"disk cap and retention not applied: {st['prune_error']}")
+        out.append(f"{PRUNE_FAILS}: {st['prune_error']}")
     if st.get("prometheus_error"):
         out.append(f"{PROMETHEUS_FAILS}: {st['prometheus_error']}")
     return out
@@ -143,9 +156,13 @@ def status_json(rdir: Path, pid: int | None) -> dict[str, Any]:
         return {**out, "health": "not running"}
     if st is None or st.get("pid") != pid:
         return {**out, "health": "starting"}
-    ring = ring_state(rdir)
-    found = problems(st, ring, time.time_ns())
-    return {**out, "health": "degraded" if found else "ok", "problems": found, "ring": ring}
+    return {**out, **judged(st, ring_state(rdir), time.time_ns())}
+
+
+def judged(st: dict[str, Any], ring: dict[str, int] | str, now_ns: int) -> dict[str, Any]:
+    """A running daemon's ``health`` ("ok" or "degraded"), its ``problems`` and the ``ring`` they were judged on."""
+    found = problems(st, ring, now_ns)
+    return {"health": "degraded" if found else "ok", "problems": found, "ring": ring}
 
 
 def disk_files(st: dict[str, Any]) -> tuple[Path, list[tuple[int, int, Path, int]]]:

@@ -121,8 +121,6 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-
-
 def remove_stale_temps(hdir: Path) -> int:
     """Delete temporary files left by daemons that no longer run; return how many."""
     n = 0
