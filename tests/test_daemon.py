@@ -213,7 +213,7 @@ def test_a_daemon_of_another_ring_version_is_named_by_readers_and_status(live, m
     with open(live.run_dir / "ring", "r+b") as f:  # as an older aonkit's daemon would have made it
         f.seek(8)
         f.write(struct.pack("<I", 1))
-    want = "ring of version 1; this aonkit reads version 2; restart the daemon"
+    want = "ring of version 1; this aonkit reads version 3; restart the daemon"
     with pytest.raises(aonkit.live.DaemonNotRunning, match=want):
         aonkit.live.attach()
     out = live.cli("daemon", "status")
@@ -384,7 +384,7 @@ def test_a_slot_whose_bytes_do_not_match_its_check_is_never_returned(tmp_path: P
 def test_a_reader_names_a_ring_of_another_version(tmp_path: Path) -> None:
     ring = Ring.create(tmp_path / "ring", [(0, "a")], 2, 100)
     ring.mm[8:12] = struct.pack("<I", 1)  # the layout before the per-slot check
-    with pytest.raises(ValueError, match=r"ring of version 1; this aonkit reads version 2$"):
+    with pytest.raises(ValueError, match=r"ring of version 1; this aonkit reads version 3$"):
         Ring.open(tmp_path / "ring")
     ring.close()
 

@@ -16,9 +16,12 @@ import pandas as pd
 
 from ..sources.samplers import samples_table
 from . import store
+from .follow import Chain, join
 from .paths import RING, STATUS, DaemonNotRunning, NotOwnerError, check_private, runtime_dir
-from .ring import REPLACED, RUNNING, Ring, stalled
+from .ring import RUNNING, Ring, stalled
 from .status import read_json
+
+_EMPTY = (np.zeros(0, np.int64), np.zeros((0, 0)))
 
 
 class LiveReader:
@@ -38,30 +41,36 @@ class LiveReader:
 
     Attributes
     ----------
-    metrics : tuple of str
-        Distinct metric names, in channel order.
-    channels : list of (int, str)
-        (device, metric) of each ring column (device -1: host).
     interval_s : float
         The daemon's sampling interval.
-    pid : int
-        The pid of the daemon whose ring it reads (it follows a restarted daemon: :meth:`read`).
     root, host : pathlib.Path, str
         Where its Parquet files are: ``<root>/host=<host>/...``.
     """
 
     def __init__(self, ring: Ring, root: Path, host: str) -> None:
-        self.ring, self.root, self.host = ring, root, host
+        self.root, self.host = root, host
         self.interval_s = ring.interval_ns / 1e9
-        self.pid = ring.pid
-        self._base, self._followed_at = 0, 0.0  # the cursor of the rings before this one; the last follow check
-        self._layout(ring.channels)
+        self._chain = Chain(ring, root, host)
 
-    def _layout(self, channels: list[tuple[int, str]]) -> None:
-        self.channels = channels
-        self.metrics = tuple(dict.fromkeys(m for _, m in channels))
-        self._devices = np.array([d for d, _ in channels], np.int64)
-        self._codes = np.array([self.metrics.index(m) for _, m in channels], np.int64)
+    @property
+    def ring(self) -> Ring:
+        """The ring of the daemon this reader reads now (it follows a new one: :meth:`read`)."""
+        return self._chain.current.ring  # type: ignore[return-value]
+
+    @property
+    def pid(self) -> int:
+        """The pid of the daemon whose ring it reads."""
+        return self.ring.pid
+
+    @property
+    def channels(self) -> list[tuple[int, str]]:
+        """(device, metric) of each column of the current ring (device -1: host)."""
+        return self._chain.current.layout.channels  # type: ignore[union-attr]
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """Distinct metric names of the current ring, in channel order."""
+        return self._chain.current.layout.metrics  # type: ignore[union-attr]
 
     # -- the Sampler protocol ------------------------------------------------------------------------
     def start(self) -> None:
@@ -71,50 +80,26 @@ class LiveReader:
         """Nothing to stop: the daemon keeps sampling."""
 
     def read(self, cursor: int = 0) -> tuple[pd.DataFrame, int]:
-        """Samples taken after ``cursor`` still in the ring (long form, oldest first) and the next cursor.
+        """Samples taken after ``cursor`` (long form, oldest first) and the next cursor.
+
+        Cursors count the daemon's samples (across its rings and runs: :mod:`.follow`), so several views of one
+        reader each keep their own. Samples the ring lapped before a read are left out; the cursor still moves
+        past them (a view sees the jump).
 
         When this ring has nothing new and its daemon has stopped writing it, the reader follows the daemon to the
         ring now at the same path (a restarted daemon, or one that made its removed runtime directory again), if
-        it has the same interval; the cursor goes on counting (checked at most once a second, and at once when the
-        daemon marked this ring replaced). Where the new ring's channels differ (GPUs that appeared after the
-        daemon started, or a daemon restarted with other GPUs), :attr:`channels` and :attr:`metrics` change
-        with it, and the rows from then on are the new channels' (``LiveMonitor`` lays its charts out again).
+        it has the same interval (checked at most once a second, and at once when the daemon marked this ring
+        replaced). A view still in an older ring gets its tail; a ring the reader never saw (two in a row) comes
+        from the Parquet files. Where the new ring's channels differ (GPUs that appeared after the daemon started,
+        or a daemon restarted with other GPUs), :attr:`channels` and :attr:`metrics` change with it, and the rows
+        from then on are the new channels' (``LiveMonitor`` lays its charts out again).
         """
-        ts, values, end = self.ring.read(max(0, cursor - self._base))
-        if not len(ts) and not self.alive and self._follow():
-            ts, values, end = self.ring.read(0)
-        return self._frame(ts, values), self._base + end
-
-    def _follow(self) -> bool:
-        """Map the ring now at this one's path when it is another ring (of any daemon run) at the same interval."""
-        now = time.monotonic()
-        if now - self._followed_at < 1.0 and self.ring.state != REPLACED:
-            return False
-        self._followed_at = now
-        path = self.ring.path
-        try:
-            check_private(path, "daemon's ring")
-            new = Ring.open(path)
-        except (OSError, ValueError):  # none there (yet), or of another version
-            return False
-        same_ring = (new.pid, new.started_ns) == (self.ring.pid, self.ring.started_ns)  # (stamped when made)
-        if same_ring or new.interval_ns != self.ring.interval_ns:
-            new.close()
-            return False
-        old, self.ring, self.pid = self.ring, new, new.pid
-        self._base += old.count
-        if new.channels != self.channels:
-            self._layout(new.channels)
-        old.close()
-        return True
-
-    def _frame(self, ts: np.ndarray, values: np.ndarray) -> pd.DataFrame:
-        n, m = len(ts), len(self.channels)
-        return pd.DataFrame({
-            "ts_ns": np.repeat(ts, m), "device": np.tile(self._devices, n),
-            "metric": pd.Categorical.from_codes(np.tile(self._codes, n), categories=list(self.metrics)),
-            "value": values.reshape(-1),
-        })  # fmt: skip
+        frames, cursor, fresh = self._chain.read(cursor)
+        if not fresh and not self.alive and self._chain.follow():
+            more, cursor, _ = self._chain.read(cursor)
+            frames += more
+        frame = join(frames)
+        return (frame if frame is not None else self._chain.current.layout.frame(*_EMPTY)), cursor  # type: ignore[union-attr]
 
     # -- history ---------------------------------------------------------------------------------------
     def window(self, start_ns: int, end_ns: int | None = None) -> pd.DataFrame:
@@ -132,7 +117,7 @@ class LiveReader:
         keep = (ts >= start_ns) & (ts <= end_ns)
         if self.pid in latest:  # flushed while we listed: on disk already
             keep &= ts > latest[self.pid]
-        ring = self._frame(ts[keep], values[keep])
+        ring = self._chain.current.layout.frame(ts[keep], values[keep])  # type: ignore[union-attr]
         parts = [p.astype({"metric": str}) for p in (disk, ring) if len(p)]
         if not parts:
             return samples_table(ring)
@@ -149,11 +134,11 @@ class LiveReader:
         return self.ring.state == RUNNING and not stalled(self.ring.heartbeat_ns, self.ring.interval_ns, time.time_ns())
 
     def close(self) -> None:
-        """Unmap the ring."""
-        self.ring.close()
+        """Unmap the rings."""
+        self._chain.close()
 
     def __repr__(self) -> str:
-        devs = sorted({d for d in self._devices.tolist() if d >= 0})
+        devs = sorted({d for d, _ in self.channels if d >= 0})
         return (f"LiveReader(daemon pid {self.pid}, {len(self.channels)} channels, GPUs {devs}, "
                 f"every {self.interval_s:g} s, {'alive' if self.alive else 'stopped'})")
 

@@ -9,7 +9,9 @@ Layout (little endian)::
     64    flushed u64        samples already in Parquet files (the daemon's flusher sets it)
     72    heartbeat ns i64   time.time_ns() of the last tick
     80    state u64          1 running, 2 stopped cleanly, 3 replaced (a new ring is at the same path)
-    88    channels JSON bytes u32, then at 128 the JSON: [[device, metric], ...]
+    88    channels JSON bytes u32, (pad)
+    96    base u64           the daemon's samples before this ring's first (its earlier rings and runs)
+    128   the channels JSON: [[device, metric], ...]
     header bytes ...       capacity slots of (seq u64, check u64, ts_ns i64, value f64 x channels)
 
 Sample ``k`` goes to slot ``k % capacity``. The writer sets the slot's ``seq`` to ``2k + 1`` (odd: being
@@ -26,7 +28,9 @@ Readers map the file read-only and take no lock, so a reader that dies or stalls
 
 A running daemon whose channels change (GPUs that appeared: :mod:`.gpu_probe`) writes its samples to Parquet, makes
 a new ring (renamed in over this one) and then marks this one :data:`REPLACED`: a reader that has read all of it
-maps the new one at once (:meth:`aonkit.live.reader.LiveReader.read`).
+maps the new one at once (:meth:`aonkit.live.reader.LiveReader.read`). Its ``base`` says how many samples the daemon
+took before it, so a reader that finds the next ring's ``base`` beyond the end of the one it read knows that it
+missed a ring (two swaps in a row), and how many samples it holds (they are in the Parquet files).
 """
 
 from __future__ import annotations
@@ -42,8 +46,8 @@ from pathlib import Path
 import numpy as np
 
 MAGIC = b"AONRING1"
-VERSION = 2
-_HEAD = struct.Struct("<8sII III4x QQq QQqQ I")
+VERSION = 3
+_HEAD = struct.Struct("<8sII III4x QQq QQqQ I4x Q")
 _COUNT, _FLUSHED, _BEAT, _STATE = 56, 64, 72, 80
 _U64, _I64 = struct.Struct("<Q"), struct.Struct("<q")
 _CHECKED = 16  # the slot's bytes from here on (time and values) are under its check
@@ -67,14 +71,14 @@ class Ring:
     ----------
     channels : list of (int, str)
         (device, metric) of each value column.
-    capacity, interval_ns, pid, started_ns : int
-        From the header.
+    capacity, interval_ns, pid, started_ns, base : int
+        From the header (``base``: the daemon's samples before this ring's sample 0).
     """
 
     def __init__(self, mm: mmap.mmap, path: Path) -> None:
         self.mm, self.path = mm, path
         (magic, version, head, n, cap, slot, self.interval_ns, self.pid, self.started_ns,
-         *_rest, jlen) = _HEAD.unpack_from(mm, 0)  # fmt: skip
+         *_rest, jlen, self.base) = _HEAD.unpack_from(mm, 0)  # fmt: skip
         if magic != MAGIC:
             raise ValueError(f"{path} is not an aonkit ring")
         if version != VERSION:
@@ -86,8 +90,12 @@ class Ring:
         self.slots = np.ndarray(cap, _slot_dtype(n), buffer=mm, offset=head)
 
     @classmethod
-    def create(cls, path: Path, channels: list[tuple[int, str]], capacity: int, interval_ns: int) -> Ring:
-        """A new ring file at ``path`` (0600), made beside it and renamed in: readers of an old one keep theirs."""
+    def create(cls, path: Path, channels: list[tuple[int, str]], capacity: int, interval_ns: int,
+               base: int = 0) -> Ring:  # fmt: skip
+        """A new ring file at ``path`` (0600), made beside it and renamed in: readers of an old one keep theirs.
+
+        ``base``: the samples its daemon took before (in its earlier rings and runs): the run-wide index of sample 0.
+        """
         text = json.dumps([[d, m] for d, m in channels]).encode()
         head = -(-(128 + len(text)) // 4096) * 4096
         dtype = _slot_dtype(len(channels))
@@ -101,7 +109,7 @@ class Ring:
         finally:
             os.close(fd)
         _HEAD.pack_into(mm, 0, MAGIC, VERSION, head, len(channels), capacity, dtype.itemsize,
-                        interval_ns, os.getpid(), _now(), 0, 0, _now(), RUNNING, len(text))  # fmt: skip
+                        interval_ns, os.getpid(), _now(), 0, 0, _now(), RUNNING, len(text), base)  # fmt: skip
         mm[128 : 128 + len(text)] = text
         os.replace(tmp, path)
         return cls(mm, path)
@@ -189,6 +197,15 @@ class Ring:
             alive = ks[todo] >= self.count - self.capacity  # not yet lapped: worth another try
             todo = todo[~ok & alive]
         return ts[keep], vals[keep], end
+
+    def span(self) -> tuple[int, int] | None:
+        """Times of the oldest sample still in the ring and of the newest; None while it holds none."""
+        end = self.count
+        begin = max(0, end - self.capacity + 1)  # (one slot short of the oldest: the writer may be lapping it)
+        first, last = self.read(begin, min(end, begin + 1))[0], self.read(max(0, end - 1), end)[0]
+        if not len(first) or not len(last):
+            return None
+        return int(first[0]), int(last[-1])
 
     def close(self) -> None:
         """Unmap (views into the ring must be dropped first)."""

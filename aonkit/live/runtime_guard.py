@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .paths import LOCK, RING, LiveError, file_id, private_dir
+from .paths import LOCK, RING, STATUS, LiveError, file_id, private_dir
 from .ring import REPLACED, Ring
 
 
@@ -46,8 +46,15 @@ class RuntimeGuard:
         return self.owns_runtime() and file_id(self.rdir / RING) == self._ring_id
 
     def _new_ring(self) -> None:
-        self.ring = Ring.create(self.rdir / RING, self.channels, self.capacity, int(self.interval_s * 1e9))
+        """The run's first ring, numbered on from the samples of the daemon that ran here before."""
+        self.ring = Ring.create(self.rdir / RING, self.channels, self.capacity, int(self.interval_s * 1e9),
+                                base=prior_index(self.rdir))  # fmt: skip
         self._ring_id = file_id(self.rdir / RING)
+
+    @property
+    def sample_index(self) -> int:
+        """The run-wide index of the next sample: samples of this daemon's rings and of the daemons before it."""
+        return self.ring.base + self.ring.count
 
     def _swap_ring(self, channels: list[tuple[int, str]]) -> bool:
         """Write the ring's samples to Parquet, then put a new ring with ``channels`` at its path.
@@ -58,7 +65,8 @@ class RuntimeGuard:
         self._write_pending()
         old = self.ring
         try:
-            self.ring = Ring.create(self.rdir / RING, channels, self.capacity, int(self.interval_s * 1e9))
+            self.ring = Ring.create(self.rdir / RING, channels, self.capacity, int(self.interval_s * 1e9),
+                                    base=old.base + old.count)  # fmt: skip
         except OSError as exc:
             print(f"aonkit daemon: cannot make a new ring: {exc}", file=sys.stderr, flush=True)
             return False
@@ -94,3 +102,26 @@ class RuntimeGuard:
               file=sys.stderr, flush=True)  # fmt: skip
         self._write_status("running")
         return True
+
+
+def prior_index(rdir: Path) -> int:
+    """Where the daemon that ran in ``rdir`` before left the run-wide sample index (0 when nothing says).
+
+    Its status file has it (written at each flush and at its stop); the ring a killed daemon left behind has the
+    exact count. Readers that followed it go on counting from there; when neither is left (the directory was
+    removed), the index starts again at 0 and readers see that (:mod:`.reader`).
+    """
+    from .status import read_json
+
+    index = 0
+    try:
+        index = int((read_json(rdir / STATUS, "daemon status file") or {}).get("sample_index", 0))
+    except (LiveError, TypeError, ValueError):
+        pass
+    try:
+        left = Ring.open(rdir / RING)
+    except (OSError, ValueError):  # none, or of another version
+        return index
+    index = max(index, left.base + left.count)
+    left.close()
+    return index
