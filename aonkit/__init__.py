@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from typing import Any as _Any
 
 from .errors import AonkitError, AonkitWarning, JobError, MissingInputError, TraceFormatError, TraceTooLargeError
-from .schema import TS_MISSING
 
 if TYPE_CHECKING:
     from .trace import Trace
@@ -21,13 +20,14 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-# The rest is imported on first use: ``import aonkit`` loads neither pandas nor
-# numba, so it is quick, and the daemon (``aonkit daemon run``) never loads pandas.
+# The rest is imported on first use: ``import aonkit`` loads neither numpy, pandas nor numba, so it is quick,
+# the daemon (``aonkit daemon run``) never loads pandas, and ``aonkit daemon status`` not even numpy.
 _LAZY = {
     "Profile": "profiling", "profile": "profiling", "step": "profiling",
     "load": "sources", "load_each": "sources", "load_job": "sources", "load_trace": "sources",
     "counter_tiles": "timeline", "timeline_index": "timeline", "timeline_tiles": "timeline",
-    "Trace": "trace", "TraceMeta": "trace", "TraceSet": "traceset", "LazyTraceSet": "lazyset", "open_job": "lazyset",
+    "TS_MISSING": "schema", "Trace": "trace", "TraceMeta": "trace", "TraceSet": "traceset",
+    "LazyTraceSet": "lazyset", "open_job": "lazyset",
 }  # fmt: skip
 
 

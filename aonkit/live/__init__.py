@@ -7,19 +7,18 @@
 >>> aonkit.live.serve()                         # in a training process: `aonkit trace PID --steps 3` may trace it
 >>> aonkit.live.history("/data/aonkit", hosts=["node7"], start="2026-12-01 10:00")   # the fleet Parquet
 
-Importing this package is light: the reader, the daemon and the trace client load on first use.
+Importing this package is light: the reader, the daemon, the trace client and the fleet reader load on first use.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .fleet import aggregate, history, history_plan
 from .paths import DaemonNotRunning, LiveError, NotOwnerError, data_root, runtime_dir
 from .serve import serve, step
 
 _LAZY = {"attach": "reader", "LiveReader": "reader", "Daemon": "daemon", "run_trace": "trace",
-         "load_traced_job": "trace"}  # fmt: skip
+         "load_traced_job": "trace", "aggregate": "fleet", "history": "fleet", "history_plan": "fleet"}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

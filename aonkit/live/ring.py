@@ -42,8 +42,10 @@ import struct
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 MAGIC = b"AONRING1"
 VERSION = 3
@@ -61,6 +63,8 @@ def stalled(heartbeat_ns: int, interval_ns: int, now_ns: int) -> bool:
 
 
 def _slot_dtype(n: int) -> np.dtype:
+    import numpy as np  # (here: a look at the header, ``aonkit daemon status``, does without numpy)
+
     return np.dtype([("seq", "<u8"), ("check", "<u8"), ("ts", "<i8"), ("v", "<f8", (n,))])
 
 
@@ -87,7 +91,17 @@ class Ring:
         self.capacity, self.header_bytes = cap, head
         self._slot_bytes = slot
         self._pack = struct.Struct(f"<q{n}d").pack
-        self.slots = np.ndarray(cap, _slot_dtype(n), buffer=mm, offset=head)
+        self._slots: np.ndarray | None = None  # made on the first read
+
+    @property
+    def slots(self) -> np.ndarray:
+        """The slots as a structured array over the mapping (``seq``, ``check``, ``ts``, ``v``)."""
+        if self._slots is None:
+            import numpy as np
+
+            self._slots = np.ndarray(self.capacity, _slot_dtype(len(self.channels)), buffer=self.mm,
+                                     offset=self.header_bytes)  # fmt: skip
+        return self._slots
 
     @classmethod
     def create(cls, path: Path, channels: list[tuple[int, str]], capacity: int, interval_ns: int,
@@ -98,8 +112,7 @@ class Ring:
         """
         text = json.dumps([[d, m] for d, m in channels]).encode()
         head = -(-(128 + len(text)) // 4096) * 4096
-        dtype = _slot_dtype(len(channels))
-        size = head + dtype.itemsize * capacity
+        size = head + (24 + 8 * len(channels)) * capacity  # a slot: seq, check, ts_ns, then the values
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
@@ -108,7 +121,7 @@ class Ring:
             mm = mmap.mmap(fd, size)
         finally:
             os.close(fd)
-        _HEAD.pack_into(mm, 0, MAGIC, VERSION, head, len(channels), capacity, dtype.itemsize,
+        _HEAD.pack_into(mm, 0, MAGIC, VERSION, head, len(channels), capacity, 24 + 8 * len(channels),
                         interval_ns, os.getpid(), _now(), 0, 0, _now(), RUNNING, len(text), base)  # fmt: skip
         mm[128 : 128 + len(text)] = text
         os.replace(tmp, path)
@@ -177,6 +190,8 @@ class Ring:
         ``ts`` is (n,), ``values`` (n, channels), oldest first; samples the writer lapped are left out (the
         cursor returned is still ``end``: the caller sees the jump in its own count).
         """
+        import numpy as np
+
         end = self.count if end is None else end
         begin = max(cursor, end - self.capacity, 0)
         ks = np.arange(begin, end, dtype=np.int64)
@@ -209,7 +224,7 @@ class Ring:
 
     def close(self) -> None:
         """Unmap (views into the ring must be dropped first)."""
-        self.slots = None  # type: ignore[assignment]
+        self._slots = None
         try:
             self.mm.close()
         except BufferError:  # a numpy view still holds it: the mapping goes with the last one
@@ -218,6 +233,8 @@ class Ring:
 
 def _checked(rec: np.ndarray, ks: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """``ok``, false where a copied slot's bytes do not match its ``check`` (seen out of order: retry it)."""
+    import numpy as np
+
     raw = rec.view(np.uint8).reshape(len(rec), -1)
     check = rec["check"]
     for j in np.flatnonzero(ok).tolist():
