@@ -74,6 +74,17 @@ def not_blank(png: bytes) -> float:
     return float(np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=np.float64).std())
 
 
+def color_pixels(png: bytes, color: str, tolerance: int = 40) -> int:
+    """Pixels of a screenshot within ``tolerance`` (each of R, G, B) of ``color`` (``"#rrggbb"``)."""
+    import io
+
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
+    want = np.array([int(color[i : i + 2], 16) for i in (1, 3, 5)], dtype=np.int16)
+    return int((np.abs(rgb - want).max(axis=-1) <= tolerance).sum())
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -15,7 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from .browser import browser_page, jupyter_lab, not_blank
+from aonkit.views.theme import DEVICE_COLORS
+
+from .browser import browser_page, color_pixels, jupyter_lab, not_blank
 
 pytestmark = pytest.mark.slow
 
@@ -89,9 +91,15 @@ def test_the_page_adds_the_gpu_chart_when_the_channels_grow_and_streams_on(lab: 
         while page.evaluate(CHARTS)[0]["drawn"] <= grown["drawn"] + 3 and time.monotonic() < deadline:
             page.wait_for_timeout(200)
         assert page.evaluate(CHARTS)[0]["drawn"] > grown["drawn"] + 3
-        # AND both charts are drawn (what the host's keeps across the change is checked in process)
+        # AND both charts draw their lines: the host's (blue) and each GPU's (orange, green: the palette's order).
+        # A legend's swatch alone gives 17 pixels of its colour (seen with the GPUs' values NaN), the lines 190-540;
+        # what the host's chart keeps across the change is checked in process
+        lines = {"cpu_percent": DEVICE_COLORS[:1], "gpu_util_pct": DEVICE_COLORS[1:3]}
         for canvas in page.query_selector_all(".jp-OutputArea .aon-charts canvas"):
             canvas.scroll_into_view_if_needed()
-            assert not_blank(canvas.screenshot()) > 10, canvas.get_attribute("aria-label")
+            png, title = canvas.screenshot(), canvas.get_attribute("aria-label")
+            assert not_blank(png) > 10, title
+            drawn = {c: color_pixels(png, c) for c in lines[title]}
+            assert min(drawn.values()) > 60, (title, drawn)
         assert not blocked, blocked
         assert not [e for e in page.aonkit_errors if e.startswith("page error")], page.aonkit_errors
