@@ -27,7 +27,7 @@ class Daemon:
     def __init__(self, tmp: Path) -> None:
         self.run, self.root = tmp / "run", tmp / "data"
         self.run.mkdir(mode=0o700)
-        self.path, self.t = self.run / "ring", 0
+        self.path, self.t, self.flushed = self.run / "ring", 0, 0
         self.ring = Ring.create(self.path, HOST, 64, 100_000_000)
         self.written: list[int] = []  # every sample's time, in order
 
@@ -37,11 +37,17 @@ class Daemon:
             ts = T0 + self.t * 100_000_000
             self.ring.write(ts, [float(self.t) + j for j in range(len(self.ring.channels))])
             self.written.append(ts)
+            if self.ring.count - self.flushed >= 32:  # half the ring unwritten: a write (the daemon's flusher)
+                self.flush()
+
+    def flush(self) -> None:
+        ts, values, self.flushed = self.ring.read(self.flushed)
+        if len(ts):
+            store.write_segment(self.root, "h", ts, values, self.ring.channels)
 
     def swap(self, channels=GPUS, base: int | None = None) -> None:
-        old = self.ring
-        ts, values, _ = old.read(0)
-        store.write_segment(self.root, "h", ts, values, old.channels)  # its samples, on disk first
+        self.flush()  # its samples, on disk first
+        old, self.flushed = self.ring, 0
         base = old.base + old.count if base is None else base
         self.ring = Ring.create(self.path, channels, 64, 100_000_000, base=base)
         old.state = REPLACED
@@ -108,6 +114,20 @@ def test_a_count_that_went_back_is_counted_on_from_the_files(daemon: Daemon) -> 
     frame, cursor = reader.read(cursor)
     assert _times(frame) == daemon.written[12:] and cursor == 13  # the cursor never goes back
     reader.close()
+
+
+def test_a_missed_ring_longer_than_a_ring_gives_its_newest_ring_of_samples(daemon: Daemon) -> None:
+    daemon.tick(3)
+    reader = LiveReader(Ring.open(daemon.path), daemon.root, "h")
+    cursor = reader.read(0)[1]
+    daemon.swap(HOST)
+    daemon.tick(200)  # a ring of 64 slots lapped three times over while the reader did not look (all of it on disk)
+    daemon.swap(HOST)
+    daemon.tick(1)
+    frame, cursor = reader.read(cursor)
+    times = _times(frame)
+    assert cursor == 204 and times[-1] == daemon.written[-1]  # the cursor exact; the newest samples there
+    assert 60 <= len(times) <= 65 and times == daemon.written[-len(times) :]  # no more than a ring's worth
 
 
 def test_a_view_behind_the_rings_let_go_jumps_and_the_reader_unmaps_them(daemon: Daemon, monkeypatch) -> None:

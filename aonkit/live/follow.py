@@ -8,7 +8,9 @@ The daemon starts a new ring when it starts again, finds GPUs late or makes its 
   mapped (a ring it let go: its samples are skipped, as those of a lapped ring, and the cursor jumps);
 - a ring the reader never mapped (two new rings before it looked) shows as a jump between one ring's end and the
   next one's ``base``: its samples come from the daemon's Parquet files, which it wrote before replacing it
-  (rows with times between the two rings' samples);
+  (rows with times between the two rings' samples; at most a ring's capacity of time before the next ring's
+  first sample, so that a reader left unread for a day does not load a day of samples: older ones are skipped,
+  as a lapped ring's are);
 - where the count went back (the runtime directory was lost with the status file that carries it on), the files
   between the two rings are read at once and the reader counts on past them.
 """
@@ -129,7 +131,9 @@ class Chain:
         missed = new.base - (old.base + old.count)
         if missed:  # a ring between, or a count that went back: the files' rows between the two rings
             last = old.span()
-            gap = Segment(end, None, end, last[1] if last else old.started_ns, span[0])
+            t0 = last[1] if last else old.started_ns
+            t0 = max(t0, span[0] - new.capacity * new.interval_ns)  # at most a ring's worth: the rest as if lapped
+            gap = Segment(end, None, end, t0, span[0])
             size = missed if missed > 0 else int(self._files(gap)["ts_ns"].nunique())
             gap.end = end = end + size
             self.segments.append(gap)
