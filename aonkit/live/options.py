@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+
+from .board import LEAD_S
 
 DEFAULTS = {"interval": 0.1, "flush": 60.0, "capacity": 0, "cap_bytes": 10 * 1024**3, "retention_hours": 168.0,
             "gpm_interval": 1.0, "slow_interval": 10.0, "gpu_retry": 60.0}
@@ -56,13 +59,19 @@ def add_daemon_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_trace_arguments(p: argparse.ArgumentParser) -> None:
-    """``aonkit trace PID``."""
-    p.add_argument("pid", type=int, help="a process that opted in (aonkit.live.serve() or AONKIT_SERVE=1)")
+    """``aonkit trace PID``, or ``aonkit trace --job ID`` through the job's board."""
+    p.add_argument("pid", type=int, nargs="?", help="a process that opted in (aonkit.live.serve() or AONKIT_SERVE=1)")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--steps", type=int, help="trace the next N optimizer steps (default 3)")
     what.add_argument("--duration", type=float, help="trace for S seconds (from one step boundary to the next)")
     p.add_argument("--out", help="bundle folder; with --all-ranks the job folder (default aon-traces/<time>-...)")
     p.add_argument("--all-ranks", action="store_true",
                    help="trace every opted-in process of the same job id on this node: rank<N>.json.gz files")
+    p.add_argument("--job", help="trace every rank of this job id, on every node, through its board (--board)")
+    p.add_argument("--board", default=os.environ.get("AONKIT_JOB_BOARD") or None,
+                   help="the job's board: a directory all its nodes share (default $AONKIT_JOB_BOARD)")
+    p.add_argument("--ranks", type=int, help="with --job: ranks to wait for (default: the world size they report)")
+    p.add_argument("--lead", type=float, default=LEAD_S,
+                   help="with --job: seconds until the ranks start, at their next step (default 10)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="give up when the trace has not finished after this many seconds (default 600)")

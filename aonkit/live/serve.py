@@ -7,6 +7,10 @@ optimizer that steps, marks a ``ProfilerStep`` at each step, and stops after N s
 seconds). The hook is removed afterwards; the job never stops. The trace is exported on the control thread and
 its path sent back; the client (``aonkit trace``) turns it into a bundle with the daemon's samples.
 :func:`step` marks a boundary by hand, for loops without ``torch.optim``.
+
+With a job board (a directory on a filesystem the job's nodes share: ``AONKIT_JOB_BOARD`` or ``serve(board=...)``),
+the control thread also reads the job's request there once a second, so ``aonkit trace --job`` on any node traces
+every rank (:mod:`.board`); the rank writes its trace and its node's samples into the request's folder itself.
 """
 
 from __future__ import annotations
@@ -23,18 +27,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .board import LOOK_S, read_request, write_report
 from .paths import CHECK_S, PROCS, LiveError, file_id, private_dir, runtime_dir
 from .registry import JOB_ID_VARS, RANK_VARS, WORLD_VARS, from_env, int_or_none, proc_start
 from .status import write_json
 
 
-class _Job:
+class TraceJob:
+    """A trace asked of this process: how long, its profiler once started, and how it ended."""
+
     def __init__(self, steps: int | None, duration_s: float | None) -> None:
         self.steps, self.duration_s = steps, duration_s
         self.key: object = None
         self.prof: Any = None
         self.done_steps = 0
         self.t0_ns = self.t1_ns = 0
+        self.not_before_ns = 0  # a board's request: start at the first boundary from this instant on
         self.cancelled = False
         self.error: str | None = None
         self.done = threading.Event()
@@ -43,8 +51,11 @@ class _Job:
 class Server:
     """The control socket of this process and the trace it is running, if any."""
 
-    def __init__(self, job_id: str | None, rank: int | None) -> None:
+    def __init__(self, job_id: str | None, rank: int | None, board: str | os.PathLike[str] | None = None) -> None:
         self.pid = os.getpid()
+        board = board if board is not None else os.environ.get("AONKIT_JOB_BOARD") or None
+        self.board = Path(board).absolute() if board is not None else None
+        self._seen: set[str] = set()  # the board's requests this process took
         procs = private_dir(private_dir(runtime_dir()) / PROCS)
         self.sock_path, self.entry_path = procs / f"{self.pid}.sock", procs / f"{self.pid}.json"
         if len(str(self.sock_path)) > 100:
@@ -52,7 +63,7 @@ class Server:
                             "set AONKIT_RUNTIME_DIR to a shorter directory")
         self.listener = self._listen()
         self._closed = False
-        self.job: _Job | None = None
+        self.job: TraceJob | None = None
         self.hook: Any = None
         self.lock = threading.Lock()
         self.entry = {"pid": self.pid, "job_id": job_id if job_id is not None else from_env(JOB_ID_VARS),
@@ -108,8 +119,9 @@ class Server:
     def _accept(self) -> None:
         while True:
             try:
-                if not select.select([self.listener], [], [], CHECK_S)[0]:
+                if not select.select([self.listener], [], [], LOOK_S if self.board else CHECK_S)[0]:
                     self._register_again()
+                    self._look_at_board()
                     continue
                 conn, _ = self.listener.accept()
             except (OSError, ValueError):  # closed (ValueError: select on a closed socket)
@@ -137,7 +149,7 @@ class Server:
         if torch is None:
             return _send(conn, {"ok": False, "error": f"process {self.pid} has not imported torch: nothing to trace"})
         steps, duration = req.get("steps"), req.get("duration_s")
-        job = _Job(None if duration else int(steps or 3), float(duration) if duration else None)
+        job = TraceJob(None if duration else int(steps or 3), float(duration) if duration else None)
         with self.lock:
             if self.job is not None:
                 return _send(conn, {"ok": False, "error": f"a trace is already running in process {self.pid}"})
@@ -165,6 +177,43 @@ class Server:
             return int(dist.get_rank())
         return self.entry["rank"]
 
+    def _world(self) -> int | None:
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_world_size())
+        return self.entry["world_size"]
+
+    # -- the job board -----------------------------------------------------------------------------
+    def _look_at_board(self) -> None:
+        """Take the job's request on the board when there is a new one (a thread traces and reports)."""
+        if self.board is None or self._closed or self.entry["job_id"] is None:
+            return
+        try:
+            req = read_request(self.board, str(self.entry["job_id"]))
+        except LiveError:  # a job id that names no directory
+            return
+        if req is None or req["id"] in self._seen or time.time_ns() >= req["expires_ns"]:
+            return
+        self._seen.add(req["id"])
+        threading.Thread(target=self._board_trace, args=(req,), name="aonkit-board", daemon=True).start()
+
+    def _board_trace(self, req: dict[str, Any]) -> None:
+        """Trace as ``req`` asks and write ``rank<N>.json.gz``, the node's samples and the report into its folder."""
+        from .board_rank import trace_for_board
+
+        rank = self._rank()
+        out = Path(req["out"])
+        base = {"id": req["id"], "rank": rank if rank is not None else -self.pid, "pid": self.pid,
+                "host": self.entry["host"], "world_size": self._world()}  # fmt: skip
+        try:
+            report = trace_for_board(self, req, out, rank)
+        except Exception as exc:  # noqa: BLE001 - nothing of a trace may stop the job; the client hears why
+            report = {"error": f"{type(exc).__name__}: {exc}"}
+        try:
+            write_report(out, base["rank"], {**base, **report})
+        except OSError:
+            pass  # the folder is gone: the client timed out and left
+
     # -- training thread ---------------------------------------------------------------------------
     def boundary(self, key: object = "manual") -> None:
         """A step boundary (the optimizer hook, or :func:`step`): start, advance or stop the running trace."""
@@ -176,6 +225,8 @@ class Server:
         elif key is not job.key:
             return
         if job.prof is None:
+            if job.not_before_ns and time.time_ns() < job.not_before_ns:
+                return
             with self.lock:
                 if job.cancelled or self.job is not job:
                     return
@@ -199,7 +250,7 @@ class Server:
         job.t1_ns = time.time_ns()
         self._finish(job)
 
-    def _finish(self, job: _Job) -> None:
+    def _finish(self, job: TraceJob) -> None:
         with self.lock:
             self.job = None
         job.done.set()
@@ -227,7 +278,7 @@ def _hung_up(conn: socket.socket) -> bool:
 _SERVER: Server | None = None
 
 
-def serve(job_id: str | None = None, rank: int | None = None) -> Path:
+def serve(job_id: str | None = None, rank: int | None = None, board: str | os.PathLike[str] | None = None) -> Path:
     """Opt this process in to on-demand traces (``aonkit trace PID``); return its control socket. Idempotent.
 
     Parameters
@@ -238,10 +289,13 @@ def serve(job_id: str | None = None, rank: int | None = None) -> Path:
     rank : int, optional
         The rank its trace file is named by (default: ``torch.distributed``'s rank when initialised at trace
         time, else ``$AONKIT_RANK``, ``$RANK``, ``$SLURM_PROCID``, ``$OMPI_COMM_WORLD_RANK`` or ``$PMI_RANK``).
+    board : str or path-like, optional
+        The job's board, a directory on a filesystem all its nodes share (default ``$AONKIT_JOB_BOARD``): then
+        ``aonkit trace --job`` on any node reaches this process too (:mod:`aonkit.live.board`).
     """
     global _SERVER
     if _SERVER is None or _SERVER.pid != os.getpid():
-        _SERVER = Server(job_id, rank)
+        _SERVER = Server(job_id, rank, board)
         atexit.register(_SERVER.close)
     return _SERVER.sock_path
 

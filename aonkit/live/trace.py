@@ -121,7 +121,8 @@ def window_notes(n_rows: int, t0_ns: int, t1_ns: int, interval_s: float, kept: i
             "daemon with a shorter --interval"]  # fmt: skip
 
 
-def _default_out(tag: str) -> Path:
+def default_out(tag: str) -> Path:
+    """``aon-traces/<YYYYmmdd-HHMMSS>-<tag>`` (relative: under the current directory)."""
     return Path("aon-traces") / f"{time.strftime('%Y%m%d-%H%M%S')}-{tag}"
 
 
@@ -179,7 +180,7 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
     entry = lookup(rdir, pid)
     members = job_members(rdir, entry) if all_ranks else [entry]
     tag = f"job{entry['job_id']}" if all_ranks else f"pid{pid}"
-    out = Path(out if out is not None else _default_out(tag)).absolute()
+    out = Path(out if out is not None else default_out(tag)).absolute()
     made = not out.exists()
     if made:
         out.mkdir(mode=0o700, parents=True)
@@ -246,30 +247,44 @@ def load_traced_job(folder: str | os.PathLike[str]) -> Any:
     TraceSet
         :func:`aonkit.load_job` of ``folder``, keyed by rank. When ``folder`` holds a non-empty
         :data:`JOB_SAMPLES`, every rank's trace gets those samples added to ``trace.samples``
-        (:func:`~aonkit.sources.samplers.attach_samples`); without it the traces are as loaded.
+        (:func:`~aonkit.sources.samplers.attach_samples`); a rank with its own ``rank<N>.samples.parquet`` (a
+        job traced through its board, :mod:`.board`: each rank's node) gets those. Without either, as loaded.
     """
     from ..sources import load_job
     from ..sources.samplers import attach_samples
 
     job = load_job(folder)
     path = Path(folder) / JOB_SAMPLES
-    samples = pd.read_parquet(path) if path.exists() else None
-    if samples is not None and len(samples):
-        for _, trace in job.items():
+    shared = pd.read_parquet(path) if path.exists() else None
+    for rank, trace in job.items():
+        own = Path(folder) / f"rank{rank}.samples.parquet"
+        samples = pd.read_parquet(own) if own.exists() else shared
+        if samples is not None and len(samples):
             attach_samples(trace, samples)
     return job
 
 
 def trace_command(args: argparse.Namespace) -> int:
-    """``aonkit trace PID [--steps N | --duration S] [--out DIR] [--all-ranks]``."""
+    """``aonkit trace PID [--steps N | --duration S] [--out DIR] [--all-ranks]``, or ``aonkit trace --job ID``."""
     steps = args.steps if args.steps is not None else (None if args.duration else 3)
     if steps is not None and steps < 1 or args.duration is not None and args.duration <= 0:
         raise LiveError("--steps must be >= 1 and --duration > 0")
+    if (args.pid is None) == (args.job is None):
+        raise LiveError("name a process (aonkit trace PID) or a job (aonkit trace --job ID --board DIR), not both")
+    if args.job is not None and not args.board:
+        raise LiveError("--job needs the job's board: --board DIR, or AONKIT_JOB_BOARD (a directory all its nodes "
+                        "share, the one its processes were served with)")  # fmt: skip
     t = time.monotonic()
-    out = run_trace(args.pid, steps, args.duration, args.out, args.all_ranks, args.timeout)
-    kind = "job folder (aonkit.load_job)" if args.all_ranks else "bundle (aonkit.load)"
+    if args.job is not None:
+        from .board import run_job_trace
+
+        out = run_job_trace(args.job, args.board, steps, args.duration, args.out, args.ranks, args.lead, args.timeout)
+    else:
+        out = run_trace(args.pid, steps, args.duration, args.out, args.all_ranks, args.timeout)
+    job = args.all_ranks or args.job is not None
+    kind = "job folder (aonkit.load_job)" if job else "bundle (aonkit.load)"
     print(f"aonkit trace: {kind}: {out} ({time.monotonic() - t:.1f} s)")
-    manifest = json.loads((out / (JOB_MANIFEST if args.all_ranks else MANIFEST)).read_text(encoding="utf-8"))
+    manifest = json.loads((out / (JOB_MANIFEST if job else MANIFEST)).read_text(encoding="utf-8"))
     for note in manifest.get("messages", []):
         print(f"aonkit trace: note: {note}", file=sys.stderr)
     return 0

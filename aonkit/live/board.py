@@ -1,0 +1,204 @@
+"""A job's board on a shared filesystem: one ``aonkit trace --job`` reaches every rank of a job, on every node.
+
+Control sockets are node-local (Unix sockets; aonkit opens no port). The nodes of a job share a filesystem, and a
+directory on it is the job's board (``AONKIT_JOB_BOARD``, or ``aonkit.live.serve(board=...)``)::
+
+    <board>/<job id>/request.json      the current request (0600, in a 0700 directory: the user's own)
+    <out>/rank<N>.json.gz              each rank's trace, written by the rank itself
+    <out>/rank<N>.samples.parquet      the daemon samples of the rank's node over its window (none without one)
+    <out>/.rank<N>.done.json           what the rank did, or why it could not (read by ``aonkit trace --job``)
+
+A served process with a board looks at its job's request once a second (:data:`LOOK_S`). A request says when
+tracing starts (``start_ns``, :data:`LEAD_S` after it was posted unless asked otherwise): each rank arms when it
+sees it and starts at its first step boundary after that instant, so the ranks of a synchronous job trace the
+same steps (their clocks agree to milliseconds under NTP; a step takes longer). An NFS client may not see a new
+file for a few seconds (``acregmin``, ``acdirmin``): keep the lead above that. Files whose owner is not the user,
+or that others may write, are ignored (served side) or refused (posting side).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .paths import LiveError, NotOwnerError, check_private, private_dir
+
+LOOK_S = 1.0
+"""How often a served process with a board reads its job's request."""
+LEAD_S = 10.0
+"""Default time from posting a request to the instant the ranks start tracing (at their next step boundary)."""
+REQUEST = "request.json"
+RANK_FIELDS = ("rank", "pid", "host", "t0_ns", "t1_ns", "steps", "samples", "samplers")
+"""What the job manifest keeps of each rank's report."""
+
+
+def job_dir(board: Path, job_id: str) -> Path:
+    """``<board>/<job id>`` (a job id that is not a plain name is refused)."""
+    if not job_id or job_id in (".", "..") or "/" in job_id or "\0" in job_id:
+        raise LiveError(f"job id {job_id!r} cannot name a directory of the board")
+    return board / job_id
+
+
+def post(board: Path, job_id: str, out: Path, steps: int | None, duration_s: float | None, lead_s: float = LEAD_S,
+         timeout_s: float = 600.0) -> dict[str, Any]:  # fmt: skip
+    """Write a request for a trace of every rank of ``job_id`` into ``out``; return it.
+
+    The board and the job's directory are made owner-only when missing and must be the user's own and private
+    (:class:`~aonkit.live.paths.NotOwnerError` otherwise). The request replaces any earlier one of the job.
+    """
+    now = time.time_ns()
+    req = {"id": uuid.uuid4().hex, "job_id": job_id, "out": str(out), "steps": steps, "duration_s": duration_s,
+           "posted_ns": now, "start_ns": now + int(lead_s * 1e9),
+           "expires_ns": now + int((lead_s + timeout_s) * 1e9)}  # fmt: skip
+    folder = private_dir(job_dir(private_dir(board), job_id))
+    tmp = folder / f".{REQUEST}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(req, f)
+    os.replace(tmp, folder / REQUEST)
+    return req
+
+
+def read_request(board: Path, job_id: str) -> dict[str, Any] | None:
+    """The job's current request; None when there is none or it cannot be trusted (not private, malformed)."""
+    path = job_dir(board, job_id) / REQUEST
+    try:
+        check_private(path.parent, "job board directory")
+        check_private(path, "trace request")
+        req = json.loads(path.read_text())
+    except (OSError, ValueError, NotOwnerError):
+        return None
+    need = {"id": str, "out": str, "start_ns": int, "expires_ns": int}
+    if not isinstance(req, dict) or any(not isinstance(req.get(k), t) for k, t in need.items()):
+        return None
+    return req
+
+
+def withdraw(board: Path, job_id: str, req_id: str) -> None:
+    """Remove the job's request when it is still ``req_id`` (a later one stays)."""
+    path = job_dir(board, job_id) / REQUEST
+    current = read_request(board, job_id)
+    if current is not None and current["id"] == req_id:
+        path.unlink(missing_ok=True)
+
+
+def report_path(out: Path, rank: int) -> Path:
+    """Where rank ``rank`` says what it did."""
+    return out / f".rank{rank}.done.json"
+
+
+def write_report(out: Path, rank: int, report: dict[str, Any]) -> None:
+    """Rank ``rank``'s report (0600, renamed in: a reader never sees half of it)."""
+    path = report_path(out, rank)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(report, f)
+    os.replace(tmp, path)
+
+
+def reports(out: Path, req_id: str) -> dict[int, dict[str, Any]]:
+    """The ranks' reports for request ``req_id`` found in ``out``, by rank."""
+    found = {}
+    for path in out.glob(".rank*.done.json"):
+        try:
+            rep = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # (written by rename: a partial one is never seen; another user's: not readable)
+        if isinstance(rep, dict) and rep.get("id") == req_id and isinstance(rep.get("rank"), int):
+            found[rep["rank"]] = rep
+    return found
+
+
+def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None = None,
+                  duration_s: float | None = None, out: str | os.PathLike[str] | None = None, ranks: int | None = None,
+                  lead_s: float = LEAD_S, timeout_s: float = 600.0) -> Path:  # fmt: skip
+    """Trace every rank of ``job_id`` served with ``board``, on whichever node; return the job folder.
+
+    Parameters
+    ----------
+    job_id : str
+        The job id its processes were served with (``$SLURM_JOB_ID``, ``$TORCHELASTIC_RUN_ID``...).
+    board : str or path-like
+        The job's board (:mod:`.board`): a directory on a filesystem every node of the job shares.
+    steps, duration_s
+        As :func:`aonkit.live.trace.run_trace` (default: 3 steps).
+    out : str or path-like, optional
+        The job folder, which the ranks write into: it must be on the shared filesystem too. Default
+        ``aon-traces/<YYYYmmdd-HHMMSS>-job<job id>`` under the current directory.
+    ranks : int, optional
+        How many ranks to wait for (default: the world size the ranks report; without one, the folder is
+        finished once no rank has reported for 5 s).
+    lead_s : float
+        Seconds from now to the instant the ranks start, at their next step boundary (default :data:`LEAD_S`).
+    timeout_s : float
+        Seconds after that instant to wait for the ranks' reports (default 600).
+
+    Returns
+    -------
+    pathlib.Path
+        ``out``, absolute: ``rank<N>.json.gz`` and ``rank<N>.samples.parquet`` per rank and the manifest
+        (:func:`aonkit.live.trace.load_traced_job` loads it).
+
+    Raises
+    ------
+    LiveError
+        Fewer ranks reported in time (which did is said), or a rank could not trace (its reason is said; the
+        traces written are removed); :class:`~aonkit.live.paths.NotOwnerError` when the board is not private to
+        this user.
+    ValueError
+        ``steps`` below 1, ``duration_s`` or ``lead_s`` not above 0.
+    """
+    from .trace import JOB_MANIFEST, default_out
+
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"steps must be a whole number >= 1, not {steps!r}")
+    if duration_s is not None and not duration_s > 0 or not lead_s > 0:
+        raise ValueError(f"duration_s and lead_s must be > 0 seconds, not {duration_s!r} and {lead_s!r}")
+    out = Path(out if out is not None else default_out(f"job{job_id}")).absolute()
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
+    req = post(Path(board).absolute(), job_id, out, steps if duration_s is None else None, duration_s, lead_s,
+               timeout_s)  # fmt: skip
+    try:
+        got = _wait(out, req, ranks, lead_s + timeout_s)
+    finally:
+        withdraw(Path(board).absolute(), job_id, req["id"])
+    for rank in got:
+        report_path(out, rank).unlink(missing_ok=True)
+    if errors := {r: rep["error"] for r, rep in sorted(got.items()) if rep.get("error")}:
+        for rank in got:
+            for name in (f"rank{rank}.json.gz", f"rank{rank}.samples.parquet"):
+                (out / name).unlink(missing_ok=True)
+        raise LiveError("; ".join(f"rank {r}: {e}" if r >= 0 else f"pid {-r}: {e}" for r, e in errors.items()))
+    done = [got[r] for r in sorted(got)]
+    notes = [f"rank {r['rank']} ({r['host']}): {n}" for r in done for n in r.get("notes") or []]
+    manifest = {"status": "ok", "source": "aonkit trace --job", "job_id": job_id, "traced": True,
+                "clock": "time.time_ns", "t0_ns": min(r["t0_ns"] for r in done), "t1_ns": max(r["t1_ns"] for r in done),
+                "start_ns": req["start_ns"], "messages": notes,
+                "ranks": [{k: r.get(k) for k in RANK_FIELDS} for r in done]}  # fmt: skip
+    from .._filecheck import atomic_write
+
+    atomic_write(out / JOB_MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)), 0o600)
+    return out
+
+
+def _wait(out: Path, req: dict[str, Any], ranks: int | None, wait_s: float) -> dict[int, dict[str, Any]]:
+    """The ranks' reports once all are in (see :func:`run_job_trace`'s ``ranks``)."""
+    deadline, last_new, seen = time.monotonic() + wait_s, time.monotonic(), 0
+    while True:
+        got = reports(out, req["id"])
+        if len(got) > seen:
+            seen, last_new = len(got), time.monotonic()
+        want = ranks or max((r.get("world_size") or 0 for r in got.values()), default=0) or None
+        if want is not None and len(got) >= want or want is None and got and time.monotonic() - last_new > 5:
+            return got
+        if time.monotonic() > deadline:
+            have = ", ".join(map(str, sorted(got))) or "none"
+            raise LiveError(f"{len(got)} of {want or 'the'} ranks of job {req['job_id']} reported within "
+                            f"{wait_s:g} s (ranks: {have}); are the others served with this board "
+                            "(AONKIT_JOB_BOARD) and the same job id, and is the folder on a filesystem they share?")
+        time.sleep(0.2)
