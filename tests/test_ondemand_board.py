@@ -132,3 +132,15 @@ def test_posting_to_a_board_of_another_user_is_refused(tmp_path: Path, monkeypat
     monkeypatch.setattr(os, "getuid", lambda: os.stat(b).st_uid + 1)  # as another user sees it
     with pytest.raises(NotOwnerError, match="belongs to uid"):
         board.post(b, "J", tmp_path / "out", 3, None)
+
+
+def test_the_command_asks_for_a_process_or_a_job_and_a_board(capsys, monkeypatch) -> None:
+    from aonkit.cli import main
+
+    monkeypatch.delenv("AONKIT_JOB_BOARD", raising=False)
+    assert main(["trace"]) == 2
+    assert "name a process (aonkit trace PID) or a job (aonkit trace --job ID --board DIR)" in capsys.readouterr().err
+    assert main(["trace", "123", "--job", "J", "--board", "/tmp"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["trace", "--job", "J"]) == 2
+    assert "--job needs the job's board: --board DIR, or AONKIT_JOB_BOARD" in capsys.readouterr().err
