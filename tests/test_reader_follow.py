@@ -143,6 +143,11 @@ def test_a_view_behind_the_rings_let_go_jumps_and_the_reader_unmaps_them(daemon:
     assert cursor == 8 and first.mm.closed  # the first ring unmapped
     frame, behind = reader.read(1)
     assert _times(frame) == daemon.written[4:] and behind == 8  # the second ring kept; the first let go
+    for _ in range(20):  # a reader that follows a daemon for months keeps the rings it follows, not all it followed
+        daemon.swap(GPUS)
+        daemon.tick(1)
+        cursor = reader.read(cursor)[1]
+    assert cursor == 28 and len(reader._chain.segments) == 2
     reader.close()
 
 

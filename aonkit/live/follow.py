@@ -143,6 +143,8 @@ class Chain:
             if seg.ring is not None:
                 seg.ring.close()
             seg.ring, seg.t1, seg.rows = None, 0, None
+        while self.segments[0].ring is None and not self.segments[0].t1:  # (a cursor before the first jumps)
+            del self.segments[0]
         return True
 
     def close(self) -> None:
