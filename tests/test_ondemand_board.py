@@ -46,6 +46,7 @@ while True:
     print(f"step {step}", flush=True)
     time.sleep(0.02)
 print("finished", step, flush=True)
+print("loaded", sorted(m for m in ("pandas", "pyarrow") if m in sys.modules), flush=True)
 dist.destroy_process_group()
 """
 
@@ -97,14 +98,17 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         assert len(labels[0]) >= 2 and all(v == labels[0] for v in labels.values()), labels  # the same steps
         # WHEN more ranks are awaited than there are, THEN it says which came, and keeps what they wrote
         again = live.cli("trace", "--job", "J7", "--board", str(shared), "--ranks", "5", "--lead", "2", "--timeout",
-                         "4", "--out", str(tmp_path / "short"))  # fmt: skip
+                         "12", "--out", str(tmp_path / "short"))  # fmt: skip
         assert again.returncode == 2, again.stdout + again.stderr
-        assert "4 of 5 ranks of job J7 reported within 6 s (ranks: 0, 1, 2, 3)" in again.stderr
+        assert "4 of 5 ranks of job J7 reported within 14 s (ranks: 0, 1, 2, 3)" in again.stderr
+        kept = sorted(x.name for x in (tmp_path / "short").glob("rank*.json.gz"))
+        assert kept == [f"rank{r}.json.gz" for r in range(4)]  # what the ranks that came wrote is kept
     finally:
         stop.touch()
         for p in procs:
             p.wait(timeout=120)
     assert all(p.returncode == 0 for p in procs), [p.lines[-5:] for p in procs]
+    assert all("loaded []" in p.lines for p in procs), [p.lines[-3:] for p in procs]  # no pandas in the job
 
 
 def test_a_request_that_is_not_private_or_malformed_is_not_taken(tmp_path: Path) -> None:
