@@ -130,6 +130,17 @@ def test_a_missed_ring_longer_than_a_ring_gives_its_newest_ring_of_samples(daemo
     assert 60 <= len(times) <= 65 and times == daemon.written[-len(times) :]  # no more than a ring's worth
 
 
+def test_a_restart_that_found_no_count_goes_on_from_the_readers_count(daemon: Daemon) -> None:
+    daemon.tick(5)
+    reader = LiveReader(Ring.open(daemon.path), daemon.root, "h")
+    cursor = reader.read(0)[1]
+    daemon.swap(HOST, base=0)  # nothing between the two rings, and the new one counts from 0 again
+    daemon.tick(2)
+    frame, cursor = reader.read(cursor)
+    assert _times(frame) == daemon.written[5:] and cursor == 7 and len(reader._chain.segments) == 2
+    reader.close()
+
+
 def test_a_view_behind_the_rings_let_go_jumps_and_the_reader_unmaps_them(daemon: Daemon, monkeypatch) -> None:
     monkeypatch.setattr(follow, "KEEP_OLD", 1)
     daemon.tick(4)

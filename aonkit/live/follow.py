@@ -135,8 +135,9 @@ class Chain:
             t0 = max(t0, span[0] - new.capacity * new.interval_ns)  # at most a ring's worth: the rest as if lapped
             gap = Segment(end, None, end, t0, span[0])
             size = missed if missed > 0 else int(self._files(gap)["ts_ns"].nunique())
-            gap.end = end = end + size
-            self.segments.append(gap)
+            if size:  # (a restart that found no count, with nothing written between: no gap)
+                gap.end = end = end + size
+                self.segments.append(gap)
         self.segments.append(Segment(end, new))
         kept = [s for s in self.segments[:-1] if s.ring is not None or s.t1]
         for seg in kept[: max(0, len(kept) - KEEP_OLD)]:  # let the oldest go
