@@ -45,6 +45,12 @@ class Daemon:
         if len(ts):
             store.write_segment(self.root, "h", ts, values, self.ring.channels)
 
+    def attached(self, ticks: int) -> tuple[LiveReader, int]:
+        """``ticks`` samples, then a reader that has read them all, and its cursor."""
+        self.tick(ticks)
+        reader = LiveReader(Ring.open(self.path), self.root, "h")
+        return reader, reader.read(0)[1]
+
     def swap(self, channels=GPUS, base: int | None = None) -> None:
         self.flush()  # its samples, on disk first
         old, self.flushed = self.ring, 0
@@ -101,9 +107,7 @@ def test_every_view_of_one_reader_gets_the_old_rings_tail(daemon: Daemon) -> Non
 
 
 def test_a_count_that_went_back_is_counted_on_from_the_files(daemon: Daemon) -> None:
-    daemon.tick(5)
-    reader = LiveReader(Ring.open(daemon.path), daemon.root, "h")
-    cursor = reader.read(0)[1]
+    reader, cursor = daemon.attached(5)
     daemon.swap(GPUS)
     daemon.tick(4)
     daemon.swap(GPUS, base=0)  # a restart that found no count to go on from (its runtime directory was removed)
@@ -117,9 +121,7 @@ def test_a_count_that_went_back_is_counted_on_from_the_files(daemon: Daemon) -> 
 
 
 def test_a_missed_ring_longer_than_a_ring_gives_its_newest_ring_of_samples(daemon: Daemon) -> None:
-    daemon.tick(3)
-    reader = LiveReader(Ring.open(daemon.path), daemon.root, "h")
-    cursor = reader.read(0)[1]
+    reader, cursor = daemon.attached(3)
     daemon.swap(HOST)
     daemon.tick(200)  # a ring of 64 slots lapped three times over while the reader did not look (all of it on disk)
     daemon.swap(HOST)
@@ -131,9 +133,7 @@ def test_a_missed_ring_longer_than_a_ring_gives_its_newest_ring_of_samples(daemo
 
 
 def test_a_restart_that_found_no_count_goes_on_from_the_readers_count(daemon: Daemon) -> None:
-    daemon.tick(5)
-    reader = LiveReader(Ring.open(daemon.path), daemon.root, "h")
-    cursor = reader.read(0)[1]
+    reader, cursor = daemon.attached(5)
     daemon.swap(HOST, base=0)  # nothing between the two rings, and the new one counts from 0 again
     daemon.tick(2)
     frame, cursor = reader.read(cursor)
@@ -163,9 +163,7 @@ def test_a_view_behind_the_rings_let_go_jumps_and_the_reader_unmaps_them(daemon:
 
 
 def test_no_file_is_read_when_no_ring_was_missed(daemon: Daemon, monkeypatch) -> None:
-    daemon.tick(3)
-    reader = LiveReader(Ring.open(daemon.path), daemon.root, "h")
-    cursor = reader.read(0)[1]
+    reader, cursor = daemon.attached(3)
     daemon.swap(HOST)
     daemon.tick(2)
 
@@ -179,9 +177,7 @@ def test_no_file_is_read_when_no_ring_was_missed(daemon: Daemon, monkeypatch) ->
 
 
 def test_a_new_ring_is_taken_once_it_holds_a_sample(daemon: Daemon) -> None:
-    daemon.tick(2)
-    reader = LiveReader(Ring.open(daemon.path), daemon.root, "h")
-    cursor = reader.read(0)[1]
+    reader, cursor = daemon.attached(2)
     daemon.swap(GPUS)
     daemon.tick(1)
     daemon.swap(GPUS)  # the second new ring is empty yet: where the missed ring's rows end is not known
