@@ -75,6 +75,8 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         for p in procs:
             wait_line(p, "step 5", timeout=180)
         assert [len(list((d / "procs").glob("*.json"))) for d in (live.run_dir, node_b)] == [2, 2]
+        status = live.cli("daemon", "status").stdout
+        assert status.count("job J7, rank ") == 2 and status.count(f"(board {shared})") == 2  # this node's two
         out = tmp_path / "shared-out"
         r = live.cli("trace", "--job", "J7", "--board", str(shared), "--steps", "3", "--lead", "3", "--out", str(out))
         assert r.returncode == 0, r.stdout + r.stderr

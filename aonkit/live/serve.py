@@ -70,6 +70,7 @@ class Server:
                       "rank": rank if rank is not None else int_or_none(from_env(RANK_VARS)),
                       "world_size": int_or_none(from_env(WORLD_VARS)), "host": socket.gethostname(),
                       "argv": sys.argv[:8], "proc_start": proc_start(self.pid), "socket": str(self.sock_path),
+                      "board": str(self.board) if self.board is not None else None,
                       "registered_ns": time.time_ns()}  # fmt: skip
         write_json(self.entry_path, self.entry)
         self._ids = (file_id(self.sock_path), file_id(self.entry_path))

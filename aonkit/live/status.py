@@ -221,5 +221,5 @@ def status_text(rdir: Path, pid: int | None) -> str:
     procs = registered(rdir / PROCS)
     lines.append(f"  opted-in processes: {len(procs)}" + "".join(
         f"\n    pid {p['pid']}: job {p.get('job_id')}, rank {p.get('rank')}, {' '.join(p.get('argv', []))[:60]}"
-        for p in procs))  # fmt: skip
+        + (f" (board {p['board']})" if p.get("board") else "") for p in procs))  # fmt: skip
     return "\n".join(lines)
