@@ -51,11 +51,11 @@ class Daemon:
         reader = LiveReader(Ring.open(self.path), self.root, "h")
         return reader, reader.read(0)[1]
 
-    def swap(self, channels=GPUS, base: int | None = None) -> None:
+    def swap(self, channels=GPUS, base: int | None = None, interval_ns: int = 100_000_000) -> None:
         self.flush()  # its samples, on disk first
         old, self.flushed = self.ring, 0
         base = old.base + old.count if base is None else base
-        self.ring = Ring.create(self.path, channels, 64, 100_000_000, base=base)
+        self.ring = Ring.create(self.path, channels, 64, interval_ns, base=base)
         old.state = REPLACED
         old.close()
 
@@ -138,6 +138,16 @@ def test_a_restart_that_found_no_count_goes_on_from_the_readers_count(daemon: Da
     daemon.tick(2)
     frame, cursor = reader.read(cursor)
     assert _times(frame) == daemon.written[5:] and cursor == 7 and len(reader._chain.segments) == 2
+    reader.close()
+
+
+def test_a_daemon_restarted_with_another_interval_is_followed(daemon: Daemon) -> None:
+    reader, cursor = daemon.attached(3)
+    assert reader.interval_s == 0.1
+    daemon.swap(HOST, interval_ns=20_000_000)  # `aonkit daemon start --interval 0.02` after a stop
+    daemon.tick(2)
+    frame, cursor = reader.read(cursor)
+    assert _times(frame) == daemon.written[3:] and cursor == 5 and reader.interval_s == 0.02
     reader.close()
 
 

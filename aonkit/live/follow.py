@@ -107,7 +107,7 @@ class Chain:
         return seg.rows
 
     def follow(self) -> bool:
-        """Map the ring now at the current one's path when it is another (a new ring of the same interval).
+        """Map the ring now at the current one's path when it is another ring (of any interval and channels).
 
         Checked at most once a second, and at once when the daemon marked its ring replaced; a new ring is taken
         once it holds a sample (so that a missed ring's rows end where its samples begin).
@@ -124,7 +124,7 @@ class Chain:
         except (OSError, ValueError):  # none there (yet), or of another version
             return False
         same = (new.pid, new.started_ns) == (old.pid, old.started_ns)  # (stamped when made)
-        span = None if same or new.interval_ns != old.interval_ns else new.span()
+        span = None if same else new.span()
         if span is None:
             new.close()
             return False

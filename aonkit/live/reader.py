@@ -41,21 +41,23 @@ class LiveReader:
 
     Attributes
     ----------
-    interval_s : float
-        The daemon's sampling interval.
     root, host : pathlib.Path, str
         Where its Parquet files are: ``<root>/host=<host>/...``.
     """
 
     def __init__(self, ring: Ring, root: Path, host: str) -> None:
         self.root, self.host = root, host
-        self.interval_s = ring.interval_ns / 1e9
         self._chain = Chain(ring, root, host)
 
     @property
     def ring(self) -> Ring:
         """The ring of the daemon this reader reads now (it follows a new one: :meth:`read`)."""
         return self._chain.current.ring  # type: ignore[return-value]
+
+    @property
+    def interval_s(self) -> float:
+        """The sampling interval of the daemon whose ring it reads (a daemon restarted with another: its)."""
+        return self.ring.interval_ns / 1e9
 
     @property
     def pid(self) -> int:
@@ -87,12 +89,13 @@ class LiveReader:
         past them (a view sees the jump).
 
         When this ring has nothing new and its daemon has stopped writing it, the reader follows the daemon to the
-        ring now at the same path (a restarted daemon, or one that made its removed runtime directory again), if
-        it has the same interval (checked at most once a second, and at once when the daemon marked this ring
-        replaced). A view still in an older ring gets its tail; a ring the reader never saw (two in a row) comes
-        from the Parquet files. Where the new ring's channels differ (GPUs that appeared after the daemon started,
-        or a daemon restarted with other GPUs), :attr:`channels` and :attr:`metrics` change with it, and the rows
-        from then on are the new channels' (``LiveMonitor`` lays its charts out again).
+        ring now at the same path (a restarted daemon, or one that made its removed runtime directory again), once
+        that ring holds a sample (checked at most once a second, and at once when the daemon marked this ring
+        replaced); :attr:`interval_s` is then the new daemon's. A view still in an older ring gets its tail; a ring
+        the reader never saw (two in a row) comes from the Parquet files. Where the new ring's channels differ (GPUs
+        that appeared after the daemon started, or a daemon restarted with other GPUs), :attr:`channels` and
+        :attr:`metrics` change with it, and the rows from then on are the new channels' (``LiveMonitor`` lays its
+        charts out again).
         """
         frames, cursor, fresh = self._chain.read(cursor)
         if not fresh and not self.alive and self._chain.follow():
