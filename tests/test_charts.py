@@ -318,6 +318,34 @@ def test_a_stream_sends_only_its_rows_and_a_new_view_gets_all_kept() -> None:
         c.sources["s"].stream({"t": [1.0]})
 
 
+def test_streamed_rows_kept_beside_the_columns_read_back_as_a_plain_append_would() -> None:
+    import numpy as np
+
+    spec = model_charts.chart("m", model_charts.axis("time"), model_charts.axis("linear"),
+                              [{"kind": "line", "source": "s", "x": "t", "y": "v", "color": "#000000"}], width=300,
+                              height=120)  # fmt: skip
+    c = Charts([spec], {"s": {"t": np.empty(0), "v": np.empty(0)}})
+    c.send = lambda msg, buffers=None: None
+    rng = np.random.default_rng(7)
+    want = {"t": np.empty(0), "v": np.empty(0)}  # the reference: each stream appended, then the rollover applied
+    t = 0.0
+    for i in range(1200):  # 1-3 rows at a time; the rollover changed now and then (None: keep all); reads between
+        keep = [None, 5, 50, 300][(i // 150) % 4]
+        n = int(rng.integers(1, 4))
+        rows = {"t": t + np.arange(n), "v": rng.normal(size=n)}
+        t += n
+        c.sources["s"].stream(rows, rollover=keep)
+        for k in want:
+            col = np.concatenate([want[k], rows[k]])
+            want[k] = col[-keep:] if keep is not None and len(col) > keep else col
+        rows["v"][:] = 0.0  # the caller reuses its array: what was streamed stays as it was
+        if i % 37 == 0 or i == 1199:
+            got = c.sources["s"].data
+            for k in want:
+                np.testing.assert_array_equal(got[k], want[k])
+    assert len(want["t"]) == 300
+
+
 STREAM = """([rows, rollover, n]) => {
   let data = {s: {t: [], v: []}};
   for (let i = 0; i < n; i++) data = window.aon.parts.appendRows(data, 's', rows, rollover);

@@ -64,23 +64,38 @@ class ChartSource:
     def __init__(self, charts: Charts, name: str, data: Mapping[str, Any]) -> None:
         self.charts, self.name = charts, name
         self._data = dict(data)
+        self._tail: dict[str, list[np.ndarray]] = {}  # rows streamed since the columns were last joined
+        self._tail_rows, self._keep = 0, None
 
     @property
     def data(self) -> dict[str, Any]:
-        """The columns last assigned."""
+        """The columns last assigned, with the rows streamed since (the last ``rollover`` of them)."""
+        self._join()
         return self._data
 
     @data.setter
     def data(self, value: Mapping[str, Any]) -> None:
         _check_lengths(self.name, value)
-        self._data = dict(value)
+        self._data, self._tail, self._tail_rows = dict(value), {}, 0
         self.charts._streamed.discard(self.name)
         self.charts._changed(self.name)
+
+    def _join(self) -> None:
+        """Append the streamed rows to the columns and apply the rollover (at most one copy per kept length)."""
+        if not self._tail_rows:
+            return
+        keep = self._keep
+        for k, parts in self._tail.items():
+            col = np.concatenate([np.asarray(self._data[k]), *parts])
+            self._data[k] = col[-keep:] if keep is not None and len(col) > keep else col
+        self._tail, self._tail_rows = {}, 0
 
     def stream(self, rows: Mapping[str, Any], rollover: int | None = None) -> None:
         """Append ``rows`` (the same columns as :attr:`data`) and keep the last ``rollover`` rows.
 
-        Only the new rows go to the page (a small message at each call, whatever the length kept), at once.
+        Only the new rows go to the page (a small message at each call, whatever the length kept), at once. Here
+        the rows wait beside the columns until :attr:`data` is read or they number ``rollover`` (256 without
+        one): a stream of one row costs no copy of what is kept.
         """
         _check_lengths(self.name, rows)
         if set(rows) != set(self._data):
@@ -89,9 +104,14 @@ class ChartSource:
         if n == 0:
             return
         keep = None if rollover is None or rollover <= 0 else int(rollover)
+        if keep != self._keep:
+            self._join()  # (the rows before, under the rollover they came with)
+            self._keep = keep
         for k, v in rows.items():
-            col = np.concatenate([np.asarray(self._data[k]), np.asarray(v)])
-            self._data[k] = col[-keep:] if keep is not None and len(col) > keep else col
+            self._tail.setdefault(k, []).append(np.array(v))  # a copy: the caller may reuse its arrays
+        self._tail_rows += n
+        if self._tail_rows >= (keep or 256):
+            self._join()
         self.charts._streamed.add(self.name)
         self.charts.send({"kind": "stream", "source": self.name, "rollover": keep or 0,
                           "rows": {k: _clean(v) for k, v in rows.items()}})  # fmt: skip
