@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aonkit.live import board
-from aonkit.live.paths import NotOwnerError
+from aonkit.live.paths import LiveError, NotOwnerError
 from tests.live_helpers import Live, live_world, wait_line
 
 torch = pytest.importorskip("torch")
@@ -128,7 +128,7 @@ def test_a_request_that_is_not_private_or_malformed_is_not_taken(tmp_path: Path)
     assert board.read_request(b, "J") is None
     board.withdraw(b, "J", req["id"])  # (not the current one any more: it stays)
     assert path.exists()
-    with pytest.raises(Exception, match="cannot name a directory"):
+    with pytest.raises(LiveError, match="cannot name a directory"):
         board.post(b, "../x", tmp_path / "out", 3, None)
 
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from .paths import LiveError, NotOwnerError, check_private, private_dir
+from .status import read_json, write_json
 
 LOOK_S = 1.0
 """How often a served process with a board reads its job's request."""
@@ -51,15 +51,10 @@ def post(board: Path, job_id: str, out: Path, steps: int | None, duration_s: flo
     (:class:`~aonkit.live.paths.NotOwnerError` otherwise). The request replaces any earlier one of the job.
     """
     now = time.time_ns()
-    req = {"id": uuid.uuid4().hex, "job_id": job_id, "out": str(out), "steps": steps, "duration_s": duration_s,
+    req = {"id": os.urandom(16).hex(), "job_id": job_id, "out": str(out), "steps": steps, "duration_s": duration_s,
            "posted_ns": now, "start_ns": now + int(lead_s * 1e9),
            "expires_ns": now + int((lead_s + timeout_s) * 1e9)}  # fmt: skip
-    folder = private_dir(job_dir(private_dir(board), job_id))
-    tmp = folder / f".{REQUEST}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(req, f)
-    os.replace(tmp, folder / REQUEST)
+    write_json(private_dir(job_dir(private_dir(board), job_id)) / REQUEST, req)
     return req
 
 
@@ -68,9 +63,8 @@ def read_request(board: Path, job_id: str) -> dict[str, Any] | None:
     path = job_dir(board, job_id) / REQUEST
     try:
         check_private(path.parent, "job board directory")
-        check_private(path, "trace request")
-        req = json.loads(path.read_text())
-    except (OSError, ValueError, NotOwnerError):
+        req = read_json(path, "trace request")
+    except (OSError, NotOwnerError):
         return None
     need = {"id": str, "out": str, "start_ns": int, "expires_ns": int}
     if not isinstance(req, dict) or any(not isinstance(req.get(k), t) for k, t in need.items()):
@@ -93,12 +87,7 @@ def report_path(out: Path, rank: int) -> Path:
 
 def write_report(out: Path, rank: int, report: dict[str, Any]) -> None:
     """Rank ``rank``'s report (0600, renamed in: a reader never sees half of it)."""
-    path = report_path(out, rank)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(report, f)
-    os.replace(tmp, path)
+    write_json(report_path(out, rank), report)
 
 
 def reports(out: Path, req_id: str) -> dict[int, dict[str, Any]]:
@@ -153,12 +142,11 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
     ValueError
         ``steps`` below 1, ``duration_s`` or ``lead_s`` not above 0.
     """
-    from .trace import JOB_MANIFEST, default_out
+    from .trace import JOB_MANIFEST, check_length, default_out
 
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
-        raise ValueError(f"steps must be a whole number >= 1, not {steps!r}")
-    if duration_s is not None and not duration_s > 0 or not lead_s > 0:
-        raise ValueError(f"duration_s and lead_s must be > 0 seconds, not {duration_s!r} and {lead_s!r}")
+    check_length(steps, duration_s)
+    if not lead_s > 0:
+        raise ValueError(f"lead_s must be > 0 seconds, not {lead_s!r}")
     out = Path(out if out is not None else default_out(f"job{job_id}")).absolute()
     out.mkdir(mode=0o700, parents=True, exist_ok=True)
     req = post(Path(board).absolute(), job_id, out, steps if duration_s is None else None, duration_s, lead_s,

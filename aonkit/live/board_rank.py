@@ -9,7 +9,6 @@ for it, as with ``aonkit trace PID``, where the client does that work.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
@@ -33,19 +32,12 @@ def trace_for_board(server: Any, req: dict[str, Any], out: Path, rank: int | Non
         return {"error": f"process {server.pid} knows no rank (set RANK or AONKIT_RANK, or serve(rank=...))"}
     if sys.modules.get("torch") is None:
         return {"error": f"process {server.pid} has not imported torch: nothing to trace"}
-    duration = req.get("duration_s")
-    job = TraceJob(None if duration else int(req.get("steps") or 3), float(duration) if duration else None)
+    job = TraceJob.asked(req)
     job.not_before_ns = int(req["start_ns"])
-    with server.lock:
-        if server.job is not None:
-            return {"error": f"a trace is already running in process {server.pid}"}
-        server.job = job
-        server.add_hook()
+    if not server.arm(job):
+        return {"error": f"a trace is already running in process {server.pid}"}
     if not job.done.wait(max(0.0, (int(req["expires_ns"]) - time.time_ns()) / 1e9)):
-        with server.lock:
-            job.cancelled = True  # a running profiler is stopped and dropped at the next boundary
-            if job.prof is None and server.job is job:
-                server.job = None
+        server.withdraw(job)
         return {"error": f"process {server.pid} reached no step boundary that finished the trace before the request "
                          "expired (does it call an optimizer's step()?)"}  # fmt: skip
     if job.error is not None:
@@ -80,13 +72,11 @@ def main(argv: list[str] | None = None) -> int:
 
     Prints one JSON line: ``samples`` (rows written), ``samplers`` and ``notes`` (:func:`.trace.daemon_samples`).
     """
-    from .trace import daemon_samples
+    from .trace import daemon_samples, store_rank_trace
 
     raw, out, rank, t0, t1 = argv if argv is not None else sys.argv[1:]
-    raw_path, folder = Path(raw), Path(out)
-    data = gzip.compress(raw_path.read_bytes(), compresslevel=6, mtime=0)
-    atomic_write(folder / f"rank{rank}.json.gz", lambda tmp: tmp.write_bytes(data), 0o600)
-    raw_path.unlink()
+    folder = Path(out)
+    store_rank_trace(Path(raw), folder, int(rank))
     samples, samplers, notes = daemon_samples(int(t0), int(t1))  # this node's daemon, if it runs
     if len(samples):
         atomic_write(folder / f"rank{rank}.samples.parquet", lambda tmp: samples.to_parquet(tmp, index=False), 0o600)

@@ -47,6 +47,12 @@ class TraceJob:
         self.error: str | None = None
         self.done = threading.Event()
 
+    @classmethod
+    def asked(cls, req: dict[str, Any]) -> TraceJob:
+        """The trace a request asks for: ``duration_s`` seconds, else ``steps`` steps (3 by default)."""
+        duration = req.get("duration_s")
+        return cls(None if duration else int(req.get("steps") or 3), float(duration) if duration else None)
+
 
 class Server:
     """The control socket of this process and the trace it is running, if any."""
@@ -149,21 +155,14 @@ class Server:
         torch = sys.modules.get("torch")
         if torch is None:
             return _send(conn, {"ok": False, "error": f"process {self.pid} has not imported torch: nothing to trace"})
-        steps, duration = req.get("steps"), req.get("duration_s")
-        job = TraceJob(None if duration else int(steps or 3), float(duration) if duration else None)
-        with self.lock:
-            if self.job is not None:
-                return _send(conn, {"ok": False, "error": f"a trace is already running in process {self.pid}"})
-            self.job = job
-            self.add_hook()
+        job = TraceJob.asked(req)
+        if not self.arm(job):
+            return _send(conn, {"ok": False, "error": f"a trace is already running in process {self.pid}"})
         armed_ns = time.time_ns()
         _send(conn, {"ok": True, "state": "armed", "rank": self._rank()})
         while not job.done.wait(0.2):
             if _hung_up(conn):
-                with self.lock:
-                    job.cancelled = True  # a running profiler is stopped and dropped at the next boundary
-                    if job.prof is None and self.job is job:
-                        self.job = None  # not started yet: withdrawn now
+                self.withdraw(job)
                 return
         if job.error is not None:
             return _send(conn, {"ok": False, "error": job.error})
@@ -171,6 +170,22 @@ class Server:
         job.prof.export_chrome_trace(str(path))
         _send(conn, {"ok": True, "state": "done", "trace": str(path), "t0_ns": job.t0_ns, "t1_ns": job.t1_ns,
                      "steps": job.done_steps, "armed_ns": armed_ns, "rank": self._rank(), "pid": self.pid})
+
+    def arm(self, job: TraceJob) -> bool:
+        """Make ``job`` this process's trace, to start at its next step boundary; False while another runs."""
+        with self.lock:
+            if self.job is not None:
+                return False
+            self.job = job
+            self.add_hook()
+        return True
+
+    def withdraw(self, job: TraceJob) -> None:
+        """Give ``job`` up: dropped now when not started, else stopped and discarded at the next boundary."""
+        with self.lock:
+            job.cancelled = True
+            if job.prof is None and self.job is job:
+                self.job = None
 
     def _rank(self) -> int | None:
         dist = sys.modules.get("torch.distributed")

@@ -121,6 +121,21 @@ def window_notes(n_rows: int, t0_ns: int, t1_ns: int, interval_s: float, kept: i
             "daemon with a shorter --interval"]  # fmt: skip
 
 
+def check_length(steps: int | None, duration_s: float | None) -> None:
+    """ValueError unless ``steps`` is None or a whole number >= 1 and ``duration_s`` None or > 0."""
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"steps must be a whole number >= 1, not {steps!r}")
+    if duration_s is not None and not duration_s > 0:
+        raise ValueError(f"duration_s must be > 0 seconds, not {duration_s!r}")
+
+
+def store_rank_trace(src: Path, out: Path, rank: int) -> None:
+    """A rank's exported Kineto JSON ``src`` as ``out/rank<N>.json.gz`` (renamed in, 0600); ``src`` removed."""
+    data = gzip.compress(src.read_bytes(), compresslevel=6, mtime=0)
+    atomic_write(out / f"rank{rank}.json.gz", lambda tmp: tmp.write_bytes(data), 0o600)
+    src.unlink()
+
+
 def default_out(tag: str) -> Path:
     """``aon-traces/<YYYYmmdd-HHMMSS>-<tag>`` (relative: under the current directory)."""
     return Path("aon-traces") / f"{time.strftime('%Y%m%d-%H%M%S')}-{tag}"
@@ -172,10 +187,7 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
     ValueError
         ``steps`` below 1 or not a whole number, or ``duration_s`` not above 0.
     """
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
-        raise ValueError(f"steps must be a whole number >= 1, not {steps!r}")
-    if duration_s is not None and not duration_s > 0:
-        raise ValueError(f"duration_s must be > 0 seconds, not {duration_s!r}")
+    check_length(steps, duration_s)
     rdir = runtime_dir()
     entry = lookup(rdir, pid)
     members = job_members(rdir, entry) if all_ranks else [entry]
@@ -212,10 +224,7 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
         r = done[0]
         return write_bundle(out, Path(r["trace"]), samples, _manifest(r, t0, t1, samplers, notes))
     for r in done:
-        src = Path(r["trace"])
-        data = gzip.compress(src.read_bytes(), compresslevel=6, mtime=0)
-        atomic_write(out / f"rank{r['rank']}.json.gz", lambda tmp, d=data: tmp.write_bytes(d), 0o600)
-        src.unlink()
+        store_rank_trace(Path(r["trace"]), out, r["rank"])
     atomic_write(out / JOB_SAMPLES, lambda tmp: samples.to_parquet(tmp, index=False), 0o600)
     manifest = _manifest(done[0], t0, t1, samplers, notes)
     manifest["ranks"] = [{k: r[k] for k in ("rank", "pid", "t0_ns", "t1_ns", "steps")} for r in done]
