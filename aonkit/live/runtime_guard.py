@@ -66,7 +66,7 @@ class RuntimeGuard:
         old = self.ring
         try:
             self.ring = Ring.create(self.rdir / RING, channels, self.capacity, int(self.interval_s * 1e9),
-                                    base=old.base + old.count)  # fmt: skip
+                                    base=self.sample_index)  # fmt: skip
         except OSError as exc:
             print(f"aonkit daemon: cannot make a new ring: {exc}", file=sys.stderr, flush=True)
             return False
