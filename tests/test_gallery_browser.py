@@ -309,6 +309,8 @@ def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path
         # AND the hidden inference tab's canvases are drawn with the new data when the person opens that tab
         assert charts_after[1]["pixels"] == charts_before[1]["pixels"]  # not drawn while out of sight
         panel.locator(".lm-TabBar-tab").filter(has_text="inference").first.click()  # the tab, not the heading
-        page.wait_for_timeout(500)
+        deadline = time.monotonic() + 10  # (a fixed 500 ms was once too short beside a loaded kernel on 2 CPUs)
+        while panel.evaluate(charts)[1]["pixels"] == charts_before[1]["pixels"] and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
         assert panel.evaluate(charts)[1]["pixels"] != charts_before[1]["pixels"]
         assert not [e for e in page.aonkit_errors if e.startswith("page error")], page.aonkit_errors
