@@ -80,6 +80,30 @@ def in_process(repeats: int) -> None:
             every += got
             print(f"| {control} | {len(got)} | {statistics.median(got):.1f} | {_q(got, 0.9):.1f} | {max(got):.1f} |")
         print(f"| all | {len(every)} | {statistics.median(every):.1f} | {_q(every, 0.9):.1f} | {max(every):.1f} |")
+        if name == "ServingPanel":
+            drag_rows(panel)
+
+
+def drag_rows(panel) -> None:
+    """The rate set as a dragged slider sets it: one step (0.05 of a decade, exponents ``-1 + 0.05 k``) at a time,
+    up 24 steps from 20/s to new values, back down over them, and on 24 steps below. The rows above revisit three
+    rates, whose sweeps are kept after their first change; these show what a drag costs."""
+    seen: set[float] = set()
+    got: dict[str, list[float]] = {"new rates": [], "rates seen before": []}
+    sims: dict[str, int] = {"new rates": 0, "rates seen before": 0}
+    for k in [*range(47, 71), *range(69, 46, -1), *range(46, 22, -1)]:
+        rate = 10 ** (-1 + 0.05 * k)
+        kind = "rates seen before" if rate in seen else "new rates"
+        seen.add(rate)
+        before = panel.rows.simulated
+        panel.rate.value = rate
+        got[kind].append(panel.update_s * 1e3)
+        sims[kind] += panel.rows.simulated - before
+    print("\n| rate dragged one slider step a change | changes | simulated rates per change | median | p90 | worst |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for kind, ms in got.items():
+        print(f"| {kind} | {len(ms)} | {sims[kind] / len(ms):.2f} | {statistics.median(ms):.1f} | "
+              f"{_q(ms, 0.9):.1f} | {max(ms):.1f} |")  # fmt: skip
 
 
 def _q(x: list[float], q: float) -> float:

@@ -205,6 +205,24 @@ def test_replicas_needed_matches_erlang_c():
     assert plan.tried.set_index("replicas").loc[14, "queue_p99_s"] > 0.6
 
 
+@pytest.mark.parametrize("start", [1, 2, 7, 14, 15, 16, 40, 10_000])
+def test_replicas_needed_from_any_start_finds_the_same_count(start):
+    # GIVEN the Erlang C case above (15 servers), searched from a start below, at or above the answer
+    kw = {"n_requests": N // 4, "metric": "queue_p99_s", "step_time": SERVICE, "routing": "central", "max_batch": 1}
+    plan = replicas_needed(10, 0.6, Lengths.geometric(SCALE), 1, start=start, max_replicas=64, **kw)
+    # THEN the count is the same, with the certificate: it meets the objective and one fewer does not
+    assert plan.replicas == replicas_needed(10, 0.6, Lengths.geometric(SCALE), 1, **kw).replicas
+    rows = plan.tried.set_index("replicas")["queue_p99_s"]
+    assert rows[plan.replicas] <= 0.6 < rows[plan.replicas - 1]
+    # AND a start at the answer takes two simulations, one off by one three or four, and from 1 eight
+    if start == plan.replicas:
+        assert list(rows.index) == [start - 1, start]
+    elif abs(start - plan.replicas) == 1:
+        assert len(rows) <= 4
+    elif start == 1:
+        assert list(rows.index) == [1, 2, 4, 8, 12, 14, 15, 16]  # doubling, then bisection
+
+
 @pytest.mark.parametrize(("threads", "cv"), [(1, 1.0), (3, 1.0), (2, 0.0), (2, 2.5)])
 def test_sweep_rows_are_each_rates_simulation_summary(threads, cv):
     # GIVEN a sweep of continuous batching on 2 replicas (random lengths), run on 1 to 3 threads at once, with

@@ -134,12 +134,16 @@ class ReplicaPlan(NamedTuple):
 
 def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, output_tokens: object, *,
                     n_requests: int, metric: str = "ttft_p99_s", arrival_cv: float = 1.0, seed: int = 0,
-                    warmup: float = 0.1, max_replicas: int = 4096, **engine: object) -> ReplicaPlan:
+                    warmup: float = 0.1, max_replicas: int = 4096, start: int = 1,
+                    **engine: object) -> ReplicaPlan:  # fmt: skip
     """Fewest replicas whose simulated ``metric`` is at most ``slo_s`` at ``rate_per_s``.
 
-    Doubles the count until the objective holds, then bisects; this assumes ``metric`` does not grow
-    with more replicas (true of the routings here up to sampling noise, which common random numbers
-    keep small). Raises ValueError past ``max_replicas``.
+    Tries ``start`` replicas, then goes up or down by 1, 2, 4... replicas until one count meets the
+    objective and one fails, and bisects between them: the answer meets it and one replica fewer does not.
+    This assumes ``metric`` does not grow with more replicas (true of the routings here up to sampling noise,
+    which common random numbers keep small); then the answer does not depend on ``start``, only the work does:
+    a good guess (the answer at a nearby rate, scaled by the rates' ratio) takes two simulations where a search
+    from one replica takes about ``2 log2(answer)``. Raises ValueError past ``max_replicas``.
 
     Parameters
     ----------
@@ -163,6 +167,8 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
         Fraction of the earliest arrivals left out of each summary, in ``[0, 1)``.
     max_replicas : int, default 4096
         Largest replica count tried.
+    start : int, default 1
+        The first count tried (clipped to ``[1, max_replicas]``).
     **engine
         Keyword arguments of :func:`simulate_serving` other than ``replicas``; ``step_time`` is required.
 
@@ -189,12 +195,21 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
             tried[c] = {"replicas": c, **summarize([rerun(base, replicas=c)])[0]}
         return tried[c][metric] <= slo_s
 
-    hi = 1
-    while not meets(hi):
-        if hi >= max_replicas:
-            raise ValueError(f"{metric} <= {slo_s} s not met with {max_replicas} replicas")
-        hi = min(2 * hi, max_replicas)
-    lo = hi // 2  # fails (or 0)
+    hi = min(max(int(start), 1), max_replicas)
+    lo = 0  # a count that fails (0 replicas always does)
+    if meets(hi):
+        step = 1
+        while hi - step > lo:  # down, 1, 2, 4... fewer, until one fails
+            if not meets(hi - step):
+                lo = hi - step
+                break
+            hi, step = hi - step, 2 * step
+    else:
+        step = 1
+        while not meets(hi):  # up, 1, 2, 4... more (from 1: doubling), until one meets
+            if hi >= max_replicas:
+                raise ValueError(f"{metric} <= {slo_s} s not met with {max_replicas} replicas")
+            lo, hi, step = hi, min(hi + step, max_replicas), 2 * step
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if meets(mid):

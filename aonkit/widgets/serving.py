@@ -1,8 +1,8 @@
 """``ServingPanel``: the serving queue under sliders, latency percentiles against arrival rate and replicas needed.
 
-A change re-runs :func:`~aonkit.model.serving_sweep` over ``points`` arrival rates
-(from an eighth to twice the chosen rate; ``n_requests`` simulated requests each, common random
-numbers), finds its :func:`~aonkit.model.saturation_knee`, and asks
+A change runs :func:`~aonkit.model.serving_sweep` over 8 or 9 arrival rates from an eighth to twice the chosen
+rate (:func:`~aonkit.model.serving_grid.sweep_rates`: the chosen rate and points of a fixed grid; ``n_requests``
+simulated requests each, common random numbers), finds its :func:`~aonkit.model.saturation_knee`, and asks
 :func:`~aonkit.model.replicas_needed` for the fewest replicas whose p99 TTFT meets the objective at the
 chosen rate; the figures' columns come from :mod:`aonkit.views.serving`, drawn on canvases
 (:mod:`aonkit.widgets.charts`, specs in :mod:`aonkit.views.model_charts`). Engine step times are either the analytic
@@ -10,8 +10,9 @@ model's (:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decod
 device with tensor parallelism) or linear coefficients. The sweep's simulations run side by side on threads
 (the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as one
 message, after the numbers. Each part runs only when one of its inputs changed: a new objective runs only the
-replica search (7 ms), a new replica count only the sweep. With the defaults (20,000 requests, 8 rates) an
-update takes 32-45 ms (median per control) on a 2-CPU machine (``bench/model_widgets.py``).
+replica search (7 ms), a new replica count only the sweep. The sweep's rows are kept per rate
+(:class:`~aonkit.model.serving_grid.SweepRows`) while nothing else changes, so a new arrival rate simulates that
+rate and, one step in three of the slider, one or two grid points. ``bench/model_widgets.py`` times the updates.
 
 Sliders answer while dragged (``live=True``). In a kernel a change is simulated :data:`COALESCE_S` after it
 arrives, with the values that arrived meanwhile (:class:`~aonkit.widgets._loop.Latest`): a dragged slider is
@@ -25,7 +26,6 @@ from __future__ import annotations
 import html
 import math
 import time
-from collections.abc import Callable
 from concurrent.futures import wait
 from typing import Any
 
@@ -33,11 +33,13 @@ import ipywidgets as w
 import numpy as np
 import pandas as pd
 
-from ..model.hardware import DeviceSpec, devices
-from ..model.llm import PRESETS, TransformerConfig, decode_time, prefill_time
+from ..model.hardware import devices
+from ..model.llm import PRESETS
 from ..model.serving import thread_pool
 from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, serving_sweep
+from ..model.serving_grid import SweepRows, sweep_rates
 from ..model.serving_inputs import Lengths, StepTime
+from ..model.serving_steps import model_step_time
 from ..views import theme
 from ..views.model_charts import sweep_charts
 from ..views.serving import knee_data, marker_data, slo_data, sweep_data
@@ -50,33 +52,6 @@ _WIDE = w.Layout(width="360px")
 COALESCE_S = 0.005
 """In a kernel, a change is simulated this long after it arrives, together with those that arrived meanwhile:
 the messages a dragged slider sent while the last change was simulated come in together."""
-SWEEP_FRACTIONS = (0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
-"""Default arrival rates of the sweep, as fractions of the chosen rate."""
-
-
-class _Memo:
-    """A step-time function that remembers its last grid: the tables of every simulation in a sweep are equal.
-
-    The sweep and the replica search call it from two threads, so the grid and its values are kept as one
-    tuple, replaced in one step: a reader never pairs one grid with another's values.
-    """
-
-    def __init__(self, f: Callable[..., Any]) -> None:
-        self.f, self.last = f, (None, None)
-
-    def __call__(self, *args: np.ndarray) -> np.ndarray:
-        key = tuple((a.shape, a.tobytes()) for a in map(np.asarray, args))
-        last = self.last
-        if key != last[0]:
-            last = (key, np.asarray(self.f(*args), dtype=np.float64))
-            self.last = last
-        return last[1]
-
-
-def model_step_time(config: TransformerConfig, device: DeviceSpec, tp: int = 1) -> StepTime:
-    """Engine step times from the analytic model, as ``docs/llm-model.md`` wires them (``C``: summed context)."""
-    return StepTime(prefill_time_s=_Memo(lambda p: prefill_time(config, device, 1, p, tp=tp).seconds),
-                    decode_time_s=_Memo(lambda b, c: decode_time(config, device, b, c / b, tp=tp).seconds))  # fmt: skip
 
 
 def _slider(kind: type, name: str, value: float, lo: float, hi: float, step: float, live: bool,
@@ -91,8 +66,8 @@ class ServingPanel(TextWidget, w.VBox):
     Parameters
     ----------
     rate_per_s : float
-        The chosen arrival rate (requests/s): the sweep spans ``SWEEP_FRACTIONS`` of it, and the replicas
-        needed for the objective are found at it.
+        The chosen arrival rate (requests/s): the sweep spans an eighth to twice it (:meth:`rates`), and the
+        replicas needed for the objective are found at it.
     step_time : {"model", "linear"}
         Engine step times from the analytic LLM model or from linear coefficients.
     model, device, tp : str, int
@@ -126,6 +101,8 @@ class ServingPanel(TextWidget, w.VBox):
     update_s : float
         Wall time of the last :meth:`update`, its messages to the page included (the summary shows the time to
         compute it).
+    rows : SweepRows
+        The sweep's rows kept per rate (``rows.simulated``: rates simulated so far).
     updates : int
         Updates run so far. In a kernel, the changes that arrive while one is simulated (a slider being dragged)
         make one update, with the latest values; reading a result first simulates a change still waiting.
@@ -179,6 +156,8 @@ class ServingPanel(TextWidget, w.VBox):
         self.linear_box = w.VBox(list(self.coeffs.values()))
         self._toggle_step_boxes()
         self._step_cache: tuple[tuple, StepTime] | None = None
+        self.rows = SweepRows()
+        self._plan_at: tuple[float, int] | None = None  # the rate and answer of the last replica search
 
         self._error = ""
         self.update_s = self._computed_s = math.nan
@@ -229,8 +208,8 @@ class ServingPanel(TextWidget, w.VBox):
                 "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value)}  # fmt: skip
 
     def rates(self) -> np.ndarray:
-        """Arrival rates of the sweep."""
-        return float(self.rate.value) * np.asarray(SWEEP_FRACTIONS)
+        """Arrival rates of the sweep: :func:`~aonkit.model.serving_grid.sweep_rates` of the chosen rate."""
+        return sweep_rates(float(self.rate.value))
 
     # ---- evaluation ------------------------------------------------------------------------------------------
     def _inputs(self) -> tuple[tuple, tuple]:
@@ -254,10 +233,15 @@ class ServingPanel(TextWidget, w.VBox):
         prompts, outputs = self.workload()
         kw = {"n_requests": self.n_requests, "arrival_cv": float(self.cv.value), "seed": self.seed, **self.engine()}
 
+        rate = float(self.rate.value)
+        # the search starts at the last answer scaled to the new rate: two simulations when it is right
+        last = self._plan_at
+        start = 1 if last is None else max(1, min(self.max_replicas, round(last[1] * rate / last[0])))
+
         def plan() -> ReplicaPlan | None:
             try:
-                return replicas_needed(float(self.rate.value), float(self.slo.value), prompts, outputs,
-                                       max_replicas=self.max_replicas, **kw)  # fmt: skip
+                return replicas_needed(rate, float(self.slo.value), prompts, outputs, max_replicas=self.max_replicas,
+                                       start=start, **kw)  # fmt: skip
             except ValueError as exc:
                 if "not met with" not in str(exc):
                     raise
@@ -266,8 +250,13 @@ class ServingPanel(TextWidget, w.VBox):
         # the replica search beside the sweep, on a kept thread (starting one took about 2 ms an update on 2 CPUs)
         planned = thread_pool(1).submit(plan) if new_plan else None
         try:
-            sweep = (serving_sweep(self.rates(), prompts, outputs, replicas=int(self.replicas.value), **kw)
-                     if new_sweep else self._sweep)  # fmt: skip
+            if new_sweep:  # the rows of the rates kept for these other inputs, simulations for the others
+                rows_key = (*(c.value for c in self._controls if c is not self.slo and c is not self.rate),
+                            self.n_requests, self.seed)  # fmt: skip
+                sweep = self.rows.sweep(rows_key, self.rates(), lambda rates: serving_sweep(
+                    rates, prompts, outputs, replicas=int(self.replicas.value), **kw))  # fmt: skip
+            else:
+                sweep = self._sweep
             knee = saturation_knee(sweep, "ttft_p99_s") if new_sweep else self._knee
         except BaseException:
             if planned is not None:
@@ -276,6 +265,8 @@ class ServingPanel(TextWidget, w.VBox):
         planned_now = planned.result() if planned is not None else self._plan
         # all or nothing: a part that raised leaves the last valid setting whole, and both parts to run again
         self._sweep, self._knee, self._plan, self._keys = sweep, knee, planned_now, (sweep_key, plan_key)
+        if planned_now is not None:
+            self._plan_at = (rate, planned_now.replicas)
         return new_sweep
 
     def _toggle_step_boxes(self) -> None:

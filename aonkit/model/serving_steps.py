@@ -1,0 +1,48 @@
+"""Engine step times of the serving simulation from the analytic LLM model.
+
+The simulation asks for step times on a grid of prompt lengths and of (batch, summed context) pairs
+(``StepTime`` tables); :func:`model_step_time` answers from :func:`~aonkit.model.llm.prefill_time` and
+:func:`~aonkit.model.llm.decode_time`, as ``docs/llm-model.md`` wires them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .hardware import DeviceSpec
+from .llm import TransformerConfig, decode_time, prefill_time
+from .serving_inputs import StepTime
+
+
+class LastGrid:
+    """A step-time function that remembers its last grid: the tables of every simulation in a sweep are equal.
+
+    The sweep and the replica search call it from two threads, so the grid and its values are kept as one
+    tuple, replaced in one step: a reader never pairs one grid with another's values.
+    """
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f, self.last = f, (None, None)
+
+    def __call__(self, *args: np.ndarray) -> np.ndarray:
+        """The values at this grid (computed again only when the grid differs from the last one)."""
+        key = tuple((a.shape, a.tobytes()) for a in map(np.asarray, args))
+        last = self.last
+        if key != last[0]:
+            last = (key, np.asarray(self.f(*args), dtype=np.float64))
+            self.last = last
+        return last[1]
+
+
+def model_step_time(config: TransformerConfig, device: DeviceSpec, tp: int = 1) -> StepTime:
+    """Engine step times from the analytic model, as ``docs/llm-model.md`` wires them (``C``: summed context)."""
+    return StepTime(
+        prefill_time_s=LastGrid(lambda p: prefill_time(config, device, 1, p, tp=tp).seconds),
+        decode_time_s=LastGrid(lambda b, c: decode_time(config, device, b, c / b, tp=tp).seconds),
+    )
+
+
+__all__ = ["LastGrid", "model_step_time"]

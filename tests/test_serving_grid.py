@@ -1,0 +1,122 @@
+"""The serving sweep's rate grid and its rows kept per rate: the same table as a fresh sweep, with fewer simulations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aonkit.model import Lengths, StepTime, serving_sweep
+from aonkit.model.serving_grid import PER_DECADE, SweepRows, grid_rate, sweep_rates
+from aonkit.widgets import ServingPanel
+
+STEP = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+ENGINE = {"step_time": STEP, "max_batch": 64, "token_budget": 2048, "chunked_prefill": True}
+
+
+def _k(rate: float) -> float:
+    return PER_DECADE * math.log10(rate)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.37, 1.0, 14.0, 20.0, 10 ** 1.35, 999.0, 10_000.0])
+def test_sweep_rates_span_an_eighth_to_twice_the_rate_on_the_grid(rate: float) -> None:
+    got = sweep_rates(rate)
+    assert np.all(np.diff(got) > 0) and rate in got and 7 <= got.size <= 9
+    # from an eighth of the rate (or a little below) to twice it (or a little above), within a tenth of a step
+    tol = 10 ** (0.1 / PER_DECADE)
+    assert rate / 8 / 2 < got[0] <= rate / 8 * tol and 2 * rate / tol <= got[-1] < 2 * rate * 1.42
+    # every other point is a grid point: a multiple of 3 steps, of 6 below half the rate
+    for r in got[got != rate]:
+        k = round(_k(r))
+        assert r == grid_rate(k) and k % 3 == 0 and (k % 6 == 0 or r >= rate / 2 / 1.01), (r, k)
+    # no gap wider than a factor of 1.5 from half the rate up (1.41, and 6% where a point near the rate is left out),
+    # nor 2.01 below
+    ratio = got[1:] / got[:-1]
+    assert ratio.max() < 2.01 and ratio[got[:-1] >= rate / 2 / 1.01].max() < 1.5
+
+
+def test_a_rate_dragged_along_the_sliders_steps_needs_one_or_two_new_points_a_step() -> None:
+    seen: set[float] = set()
+    new = []
+    for i in range(0, 3 * PER_DECADE + 1):  # three decades, step by step, then back
+        seen_before = len(seen)
+        seen |= set(sweep_rates(10.0 ** (1 + i / PER_DECADE)).tolist())
+        new.append(len(seen) - seen_before)
+    assert new[0] >= 7 and max(new[1:]) <= 3 and sum(new[1:]) <= 1.5 * (len(new) - 1)
+    for i in range(3 * PER_DECADE, -1, -1):
+        assert set(sweep_rates(10.0 ** (1 + i / PER_DECADE)).tolist()) <= seen
+
+
+def test_sweep_rates_refuses_bad_input() -> None:
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="rate_per_s"):
+            sweep_rates(bad)
+    with pytest.raises(ValueError, match="multiple of fine_every"):
+        sweep_rates(1.0, fine_every=4, coarse_every=6)
+    with pytest.raises(ValueError, match="low <= fine"):
+        sweep_rates(1.0, low=0.6, fine=0.5)
+
+
+def _simulate(rates: np.ndarray) -> pd.DataFrame:
+    return serving_sweep(rates, Lengths.lognormal(256, 1.0), Lengths.geometric(64), n_requests=1500, replicas=2,
+                         **ENGINE)  # fmt: skip
+
+
+def test_rows_kept_per_rate_give_a_fresh_sweeps_table() -> None:
+    rows = SweepRows()
+    asked: list[int] = []
+
+    def simulate(rates: np.ndarray) -> pd.DataFrame:
+        asked.append(rates.size)
+        return _simulate(rates)
+
+    for rate in (20.0, 21.0, 22.4, 20.0, 10 ** 1.35):
+        got = rows.sweep("a", sweep_rates(rate), simulate)
+        pd.testing.assert_frame_equal(got, _simulate(sweep_rates(rate)), check_exact=True)
+    # 21 and 22.4 are new (the grid's 22.387 is not asked again); 20.0 again and the grid's 22.387: nothing new
+    assert asked[0] == sweep_rates(20.0).size and asked[1:] == [1, 1]
+    assert rows.simulated == sum(asked)
+    # a new key (another setting of the rest) drops the kept rows
+    rows.sweep("b", sweep_rates(20.0), simulate)
+    assert asked[-1] == sweep_rates(20.0).size
+
+
+def test_rows_keep_nothing_from_a_failed_simulation_and_evict_the_oldest() -> None:
+    rows = SweepRows(keep=10)
+    rows.sweep("a", np.array([1.0, 2.0]), _simulate)
+
+    def fail(rates: np.ndarray) -> pd.DataFrame:
+        raise ValueError("no")
+
+    with pytest.raises(ValueError, match="no"):
+        rows.sweep("a", np.array([1.0, 3.0]), fail)
+    assert rows.simulated == 2 and rows.sweep("a", np.array([2.0, 1.0]), fail)["arrival_rate_per_s"].tolist() == [
+        2.0, 1.0]  # fmt: skip
+    rows.sweep("a", np.arange(3.0, 12.0), _simulate)  # 9 more: 11 > 10, the oldest (1.0) goes
+    assert rows.sweep("a", np.array([2.0]), fail)["arrival_rate_per_s"].tolist() == [2.0]
+    with pytest.raises(ValueError, match="no"):
+        rows.sweep("a", np.array([1.0]), fail)
+
+
+def test_a_dragged_rate_simulates_few_rates_and_the_panel_equals_a_fresh_one() -> None:
+    kw = {"step_time": "linear", "n_requests": 1500, "lengths": "random", "replicas": 2}
+    p = ServingPanel(20.0, **kw)
+    start = p.rows.simulated
+    drag = [10 ** (1.30 + i / PER_DECADE) for i in range(1, 13)]
+    searched = []
+    for rate in drag:
+        p.rate.value = rate
+        searched.append(len(p.plan.tried))  # a read applies the change
+    assert p.rows.simulated - start <= 1.5 * len(drag)
+    # the replica search starts at the last answer scaled to the new rate: mostly the answer and one fewer
+    assert max(searched) <= 4 and sum(searched) <= 2.5 * len(drag)
+    fresh = ServingPanel(drag[-1], **kw)
+    pd.testing.assert_frame_equal(p.sweep, fresh.sweep, check_exact=True)
+    assert p.knee == fresh.knee and p.text() == fresh.text()
+    # another control changes: every rate is simulated again, and going back finds the old rows dropped too
+    before = p.rows.simulated
+    p.max_batch.value = 32
+    p.sweep  # noqa: B018
+    assert p.rows.simulated - before == p.rates().size
