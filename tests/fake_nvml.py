@@ -20,9 +20,19 @@ MIB = 1 << 20
 POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT
 
 
-def gpm_value(index: int, metric_id: int, k1: int, k2: int) -> float:
-    """What the fake GPM gives between snapshots ``k1`` and ``k2`` of GPU ``index``: the mean rate over them."""
-    return sum((metric_id + 10 * index + t) % 100 for t in range(k1 + 1, k2 + 1)) / (k2 - k1)
+def gpm_value(index: int, metric_id: int, k1: int, k2: int, gi: int = 0) -> float:
+    """What the fake GPM gives between snapshots ``k1`` and ``k2`` of GPU ``index`` (or its GPU instance ``gi``):
+    the mean rate over them."""
+    return sum((metric_id + 10 * index + 3 * gi + t) % 100 for t in range(k1 + 1, k2 + 1)) / (k2 - k1)
+
+
+@dataclass(eq=False)
+class FakeMig:
+    """A MIG device handle: GPU instance ``gi``, compute instance ``ci`` of ``parent``."""
+
+    parent: FakeGpu
+    gi: int
+    ci: int
 
 
 @dataclass
@@ -33,7 +43,10 @@ class FakeGpu:
     clear it between ticks); ``power_instant``: the ``NVML_FI_DEV_POWER_INSTANT`` field (else NotSupported in its
     field value); ``slow``: function -> seconds it sleeps; ``lost_after``: utilization reads after
     which every call raises GPU_IS_LOST; ``gpm_unsupported``: GPM metric ids NVML refuses; ``gpm_frozen``: GPM
-    snapshots repeat the last one, as between two driver refreshes (set and clear it between ticks).
+    snapshots repeat the last one, as between two driver refreshes (set and clear it between ticks); ``mig``: the
+    MIG devices ``(gi, ci)`` with MIG enabled (None: disabled; the whole GPU's utilization is then refused, as NVML
+    does, and a MIG device no longer listed reads as a destroyed one: invalid argument); ``mig_capable``: False
+    makes ``nvmlDeviceGetMigMode`` not supported (a GPU before Ampere).
     """
 
     name: str = "Fake H100"
@@ -54,6 +67,10 @@ class FakeGpu:
     field_reads: int = 0
     lost: bool = False
     calls: Counter = field(default_factory=Counter)
+    mig: list[tuple[int, int]] | None = None
+    mig_capable: bool = True
+    mig_handles: dict[tuple[int, int], FakeMig] = field(default_factory=dict)
+    mig_gpm_ticks: Counter = field(default_factory=Counter)
 
 
 class FakeNvml:
@@ -77,6 +94,8 @@ class FakeNvml:
     NVML_ERROR_LIBRARY_NOT_FOUND = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
     NVML_ERROR_DRIVER_NOT_LOADED = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
     NVML_ERROR_LIB_RM_VERSION_MISMATCH = pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH
+    NVML_ERROR_NOT_FOUND = pynvml.NVML_ERROR_NOT_FOUND
+    MAX_MIG = 7  # nvmlDeviceGetMaxMigDeviceCount of an H100
 
     def __init__(self, gpus: list[FakeGpu], init_error: int | None = None) -> None:
         self.gpus = gpus
@@ -123,14 +142,56 @@ class FakeNvml:
     # -- per-GPU queries (i: GPU index, k: ticks)
 
     def nvmlDeviceGetUtilizationRates(self, g: FakeGpu) -> SimpleNamespace:
-        """gpu = (10 i + k) % 101, memory = (5 i + k) % 101."""
+        """gpu = (10 i + k) % 101, memory = (5 i + k) % 101 (not supported in MIG mode)."""
         g = self._enter(g, "nvmlDeviceGetUtilizationRates")
+        if g.mig is not None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return SimpleNamespace(gpu=(10 * g.index + g.ticks) % 101, memory=(5 * g.index + g.ticks) % 101)
 
-    def nvmlDeviceGetMemoryInfo(self, g: FakeGpu) -> SimpleNamespace:
-        """used = (i + 1) GiB + k MiB of 80 GiB."""
+    def nvmlDeviceGetMemoryInfo(self, g: FakeGpu | FakeMig) -> SimpleNamespace:
+        """used = (i + 1) GiB + k MiB of 80 GiB; a MIG device's: gi GiB + its reads MiB of 10 gi GiB."""
+        if isinstance(g, FakeMig):
+            m = self._mig(g, "nvmlDeviceGetMemoryInfo")
+            reads = m.parent.calls[f"memory of gi {m.gi}"] = m.parent.calls[f"memory of gi {m.gi}"] + 1
+            return SimpleNamespace(used=m.gi * GIB + reads * MIB, total=10 * m.gi * GIB)
         g = self._enter(g, "nvmlDeviceGetMemoryInfo")
         return SimpleNamespace(used=(g.index + 1) * GIB + g.ticks * MIB, total=80 * GIB)
+
+    # -- MIG
+
+    def _mig(self, m: FakeMig, fn: str) -> FakeMig:
+        g = self._enter(m.parent, fn)
+        if g.mig is None or (m.gi, m.ci) not in g.mig:  # destroyed since the handle was taken
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return m
+
+    def nvmlDeviceGetUUID(self, g: FakeGpu | FakeMig) -> str:
+        if isinstance(g, FakeMig):
+            return f"MIG-fake-{self._mig(g, 'nvmlDeviceGetUUID').parent.index}-{g.gi}-{g.ci}"
+        return f"GPU-fake-{self._enter(g, 'nvmlDeviceGetUUID').index}"
+
+    def nvmlDeviceGetMigMode(self, g: FakeGpu) -> list[int]:
+        g = self._enter(g, "nvmlDeviceGetMigMode")
+        if not g.mig_capable:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return [int(g.mig is not None)] * 2
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, g: FakeGpu) -> int:
+        return self.MAX_MIG if self._enter(g, "nvmlDeviceGetMaxMigDeviceCount").mig_capable else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, g: FakeGpu, index: int) -> FakeMig:
+        g = self._enter(g, "nvmlDeviceGetMigDeviceHandleByIndex")
+        if g.mig is None or index >= len(g.mig):
+            code = pynvml.NVML_ERROR_INVALID_ARGUMENT if g.mig is None else pynvml.NVML_ERROR_NOT_FOUND
+            raise pynvml.NVMLError(code)
+        key = g.mig[index]
+        return g.mig_handles.setdefault(key, FakeMig(g, *key))
+
+    def nvmlDeviceGetGpuInstanceId(self, m: FakeMig) -> int:
+        return self._mig(m, "nvmlDeviceGetGpuInstanceId").gi
+
+    def nvmlDeviceGetComputeInstanceId(self, m: FakeMig) -> int:
+        return self._mig(m, "nvmlDeviceGetComputeInstanceId").ci
 
     def nvmlDeviceGetPowerUsage(self, g: FakeGpu) -> int:
         """100 W + i W, in mW."""
@@ -227,18 +288,28 @@ class FakeNvml:
     def nvmlGpmSampleGet(self, g: FakeGpu, sample: SimpleNamespace) -> SimpleNamespace:
         g = self._enter(g, "nvmlGpmSampleGet")
         g.gpm_ticks += not g.gpm_frozen  # a frozen GPU's snapshot is the last one again (no driver refresh)
-        sample.gpu, sample.k = g, g.gpm_ticks
+        sample.gpu, sample.k, sample.gi = g, g.gpm_ticks, 0
+        return sample
+
+    def nvmlGpmMigSampleGet(self, g: FakeGpu, gi: int, sample: SimpleNamespace) -> SimpleNamespace:
+        """A snapshot of GPU instance ``gi`` (its own count of snapshots); not found when it does not exist."""
+        g = self._enter(g, "nvmlGpmMigSampleGet")
+        if g.mig is None or gi not in {i for i, _ in g.mig}:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        g.mig_gpm_ticks[gi] += not g.gpm_frozen
+        sample.gpu, sample.k, sample.gi = g, g.mig_gpm_ticks[gi], gi
         return sample
 
     def nvmlGpmMetricsGet(self, req: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_t:
         """Each metric: :func:`gpm_value` between the two snapshots (of one GPU, the first not newer); 0 for two
         alike snapshots, with success, as the driver gives when no refresh came between them."""
         s1, s2 = req.sample1, req.sample2
-        if req.version != pynvml.NVML_GPM_METRICS_GET_VERSION or s1.gpu is not s2.gpu or s1.k > s2.k:
+        if (req.version != pynvml.NVML_GPM_METRICS_GET_VERSION or s1.gpu is not s2.gpu or s1.gi != s2.gi
+                or s1.k > s2.k):  # fmt: skip
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         g = self._enter(s2.gpu, "nvmlGpmMetricsGet")
         for m in req.metrics[: req.numMetrics]:
             refused = m.metricId in g.gpm_unsupported
             m.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED if refused else pynvml.NVML_SUCCESS
-            m.value = 0.0 if refused or s1.k == s2.k else gpm_value(g.index, m.metricId, s1.k, s2.k)
+            m.value = 0.0 if refused or s1.k == s2.k else gpm_value(g.index, m.metricId, s1.k, s2.k, s2.gi)
         return req

@@ -228,7 +228,7 @@ def test_a_lost_gpu_is_tried_again_without_new_gaps() -> None:
     s = NvmlSampler(nvml=fake, gpm=False, lost_retry_s=0.0)
     for _ in range(3):
         s.sample()
-    assert fake.gpus[0].calls["nvmlDeviceGetHandleByIndex"] == 1 + 2  # at open, then once a tick after the loss
+    assert fake.gpus[0].calls["nvmlDeviceGetHandleByIndex"] == 2 + 2  # at open (layout, GPU), then each tick
     assert len(s.gaps) == 1
 
 

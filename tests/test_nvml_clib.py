@@ -254,3 +254,33 @@ def test_the_batched_tick_reads_gpm_only_when_it_is_due() -> None:
     assert got["calls"] == got["computed"] and 3 <= got["computed"] <= 7
     changes = sum(a != b for a, b in zip(got["sm"], got["sm"][1:]))
     assert changes in (got["computed"] - 1, got["computed"])
+
+
+def test_mig_instances_read_through_nvidia_ml_py() -> None:
+    # GIVEN GPU 0 of the C library in MIG mode (instance 1 with one compute instance, instance 2 with two)
+    got = child("""
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        lib.aonkitFakeMigGpmTicks.restype = ctypes.c_long
+        s = NvmlSampler(interval_s=0.1)
+        time.sleep(0.25)
+        row = s.sample()
+        ticks = {gi: lib.aonkitFakeMigGpmTicks(gi) for gi in (1, 2)}
+        migs = [m for m in s._gpus[0].readers if type(m[0]).__name__ == "MigGpm"]
+        out = {"values": {f"{d}|{m}": (None if math.isnan(v) else v) for (d, m), v in zip(s.channels, row.tolist())},
+               "unsupported": s.unsupported.to_dict("records"), "mig": {str(k): v for k, v in s.mig.items()},
+               "layout": s.layout, "direct": [m[0]._direct is not None for m in migs], "ticks": ticks}
+        s.close()
+        print(json.dumps(out))
+    """, gpus=2, mig="1:0,2:0,2:1")
+    # THEN pynvml's own MIG calls list them, and each GPU instance's memory and GPM land on GPU 0's channels
+    assert got["mig"] == {"0": [[1, 0, "MIG-fake-c-0-1-0"], [2, 0, "MIG-fake-c-0-2-0"], [2, 1, "MIG-fake-c-0-2-1"]]}
+    assert got["layout"] == [["GPU-fake-c-0", got["mig"]["0"]], ["GPU-fake-c-1", None]]
+    assert {(r["device"], r["metric"]) for r in got["unsupported"]} == {(0, "gpu_util_pct"), (0, "memory_util_pct")}
+    v = got["values"]
+    for gi in (1, 2):
+        assert v[f"0|memory_total_bytes.gi{gi}"] == 10 * gi * GIB
+        assert (v[f"0|memory_used_bytes.gi{gi}"] - gi * GIB) % MIB == 0 and v[f"0|memory_used_bytes.gi{gi}"] > gi * GIB
+        assert v[f"0|gpm_sm_util_pct.gi{gi}"] == (2 + 3 * gi + got["ticks"][str(gi)]) % 100  # one snapshot apart
+    assert "1|gpm_sm_util_pct.gi1" not in v and v["1|gpu_util_pct"] is not None
+    # AND the instances' GPM snapshots go to the C function directly, as the whole GPU's do
+    assert got["direct"] == [True, True]

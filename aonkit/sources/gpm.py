@@ -126,7 +126,7 @@ class Gpm:
                 self._fill(req)
                 req.sample1, req.sample2 = older, newer
                 phases.append((newer, ctypes.byref(req), memoryview(req.metrics).cast("B"), req))
-            self._direct = (calls.fn("nvmlGpmSampleGet"), calls.fn("nvmlGpmMetricsGet"), calls.check, unpack, phases)
+            self._direct = (self.direct_snapshot(calls), calls.fn("nvmlGpmMetricsGet"), calls.check, unpack, phases)
             self._phase = 0
 
     def _fill(self, req: Any) -> None:
@@ -139,9 +139,17 @@ class Gpm:
         """Names of the metrics read."""
         return tuple(n for n, _, _ in self.rows)
 
+    def snapshot(self, handle: Any, sample: Any) -> None:
+        """Copy the GPU's counters into ``sample`` (``nvmlGpmSampleGet``)."""
+        self.nvml.nvmlGpmSampleGet(handle, sample)
+
+    def direct_snapshot(self, calls: Any) -> Any:
+        """The C call of :meth:`snapshot`, as ``get(handle, sample)`` (``calls``: :func:`.nvml_direct.direct_calls`)."""
+        return calls.fn("nvmlGpmSampleGet")
+
     def start(self, handle: Any) -> None:
         """Take the first snapshot."""
-        self.nvml.nvmlGpmSampleGet(handle, self.samples[0])
+        self.snapshot(handle, self.samples[0])
         self.t = time.monotonic()
 
     def probe(self, handle: Any) -> dict[str, str]:
@@ -183,7 +191,7 @@ class Gpm:
             got = unpack(raw)  # (nvmlReturn, value) of each metric
             rets, values = got[0::2], got[1::2]
         else:
-            nvml.nvmlGpmSampleGet(handle, self.samples[1])
+            self.snapshot(handle, self.samples[1])
             req.sample1, req.sample2 = self.samples
             nvml.nvmlGpmMetricsGet(req)
             got = req.metrics[: len(self.rows)]  # one call: the metrics' structs, not one lookup per metric

@@ -19,14 +19,15 @@ Nothing here imports ``pynvml`` or starts NVML until a sampler is made. :func:`o
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .gpm import Gpm, gpm_metrics
 from .nvml_batch import FastTick
-from .nvml_metrics import NAN, PartialRead, Reader, describe, device_readers, slow_where_also_measured
+from .nvml_metrics import NAN, PartialRead, describe
+from .nvml_mig import gpu_layout
+from .nvml_probe import SLOW_READ_ALLOWANCE, Gpu, Probe  # noqa: F401 - re-exported
 from .nvml_start import STALE_LIBRARY, NvmlUnavailable, import_pynvml, start_nvml  # noqa: F401 - re-exported
 from .ring_sampler import RingSampler
 
@@ -38,23 +39,8 @@ MAX_GAPS = 10_000
 """Gap rows kept; later ones are counted in ``gaps_dropped``."""
 
 
-@dataclass
-class _Gpu:
-    index: int
-    handle: Any
-    readers: list[tuple[Reader | Gpm, slice]] = field(default_factory=list)
-    lost: bool = False
-    retry_at: float = 0.0
-    failing: set[str] = field(default_factory=set)
-    plan: list[list[Any]] = field(default_factory=list)
-    nans: tuple[float, ...] = ()
 
-
-SLOW_READ_ALLOWANCE = 10
-"""How many times ``max_call_s`` a slow metric's reader may take at the probe."""
-
-
-class NvmlSampler(RingSampler):
+class NvmlSampler(Probe, RingSampler):
     """Per-GPU NVML metrics (and GPM on Hopper and later) on a sampling thread; one ring column per (GPU, metric).
 
     Parameters
@@ -107,7 +93,9 @@ class NvmlSampler(RingSampler):
         self._open = False
         start_nvml(self.nvml)
         self._open = True
+        self.mig: dict[int, tuple[tuple[int, int, str], ...]] = {}
         try:
+            self.layout = gpu_layout(self.nvml)
             self._gpus = self._handles(devices)
             channels = self._probe(rows, gpm_min_interval_s)
         except BaseException:
@@ -123,7 +111,7 @@ class NvmlSampler(RingSampler):
         self._fast = FastTick.build(self)
         super().__init__(interval_s, capacity, channels)
 
-    def _handles(self, devices: list[int] | None) -> list[_Gpu]:
+    def _handles(self, devices: list[int] | None) -> list[Gpu]:
         n = self.nvml
         try:
             count = n.nvmlDeviceGetCount()
@@ -142,69 +130,12 @@ class NvmlSampler(RingSampler):
             except n.NVMLError as exc:
                 self._unsupported.append((i, "*", f"cannot open the GPU: {describe(exc)}"))
                 continue
-            gpus.append(_Gpu(i, handle))
+            gpus.append(Gpu(i, handle))
             self.device_names[i] = name.decode() if isinstance(name, bytes) else str(name)
         if not gpus:
             raise NvmlUnavailable(f"no GPU could be opened ({self._unsupported[0][2]})")
         self.devices = tuple(g.index for g in gpus)
         return gpus
-
-    def _probe(self, rows: list[tuple[str, int, float]], gpm_min_interval_s: float) -> list[tuple[int, str]]:
-        """Pick each GPU's readers; the channels, each GPU's together (its NVML readers, then GPM)."""
-        picked: dict[int, list[Reader | Gpm]] = {gpu.index: [] for gpu in self._gpus}
-        gpms = []
-        for gpu in self._gpus:
-            for group in device_readers(self.nvml, self.pids):
-                if (reader := self._pick(gpu, group)) is not None:
-                    picked[gpu.index].append(reader)
-            if rows:
-                try:
-                    g = Gpm(self.nvml, gpu.handle, rows, gpm_min_interval_s)
-                    gpms.append((gpu, g))
-                    g.start(gpu.handle)
-                except Exception as exc:
-                    self._skip(gpu.index, [r[0] for r in rows], describe(exc))
-        for gpu, g in gpms:  # one wait of gpm_min_interval_s for all GPUs
-            try:
-                refused = g.probe(gpu.handle)
-            except Exception as exc:
-                g.close()
-                self._skip(gpu.index, g.metrics, describe(exc))
-                continue
-            for name, why in refused.items():
-                self._skip(gpu.index, [name], why)
-            if g.metrics:
-                picked[gpu.index].append(g)
-        channels: list[tuple[int, str]] = []
-        for gpu in self._gpus:
-            slow_where_also_measured(picked[gpu.index])
-            for reader in picked[gpu.index]:
-                gpu.readers.append((reader, slice(len(channels), len(channels) + len(reader.metrics))))
-                channels.extend((gpu.index, m) for m in reader.metrics)
-        return channels
-
-    def _pick(self, gpu: _Gpu, group: list[Reader]) -> Reader | None:
-        """The first reader of ``group`` that works twice, fast enough; else list its metrics as unsupported."""
-        reasons = []
-        for reader in group:
-            try:
-                costs = []
-                for _ in range(2):  # the second read also gives rates their first value
-                    t0 = time.perf_counter()
-                    reader.read(gpu.handle)
-                    costs.append(time.perf_counter() - t0)
-            except Exception as exc:
-                reasons.append(describe(exc))
-                continue
-            limit = self.max_call_s * (SLOW_READ_ALLOWANCE if getattr(reader, "slow", False) else 1)
-            if min(costs) <= limit:
-                return reader
-            reasons.append(f"too slow to sample: {min(costs) * 1e3:.1f} ms a read (limit {limit * 1e3:g} ms)")
-        self._skip(gpu.index, group[0].metrics, "; ".join(dict.fromkeys(reasons)))  # each reason once
-        return None
-
-    def _skip(self, device: int, metrics: tuple[str, ...] | list[str], why: str) -> None:
-        self._unsupported.extend((device, m, why) for m in metrics)
 
     def sample(self) -> np.ndarray:
         """One value per channel now; NaN where a read failed (the failure goes to :attr:`gaps`)."""
@@ -249,7 +180,7 @@ class NvmlSampler(RingSampler):
             self._fast.after_plain_tick()
         return vals
 
-    def read_entry(self, gpu: _Gpu, entry: list[Any]) -> tuple[float, ...] | None:
+    def read_entry(self, gpu: Gpu, entry: list[Any]) -> tuple[float, ...] | None:
         """One plan entry's values now (NaN where it failed, recorded in :attr:`gaps`); None if the GPU is lost."""
         try:
             got = entry[0](gpu.handle)
@@ -271,7 +202,7 @@ class NvmlSampler(RingSampler):
                 self._fail(gpu, metric, describe(exc))
         return got
 
-    def _fail(self, gpu: _Gpu, metric: str, why: str) -> None:
+    def _fail(self, gpu: Gpu, metric: str, why: str) -> None:
         if metric not in gpu.failing:
             gpu.failing.add(metric)
             self._gap(gpu.index, metric, why)
@@ -282,12 +213,12 @@ class NvmlSampler(RingSampler):
         else:
             self.gaps_dropped += 1
 
-    def _lose(self, gpu: _Gpu, exc: Exception) -> None:
+    def _lose(self, gpu: Gpu, exc: Exception) -> None:
         gpu.lost, gpu.retry_at = True, time.monotonic() + self.lost_retry_s
         gpu.failing.clear()
         self._gap(gpu.index, "*", f"{describe(exc)}; the GPU is tried again every {self.lost_retry_s:g} s")
 
-    def _revive(self, gpu: _Gpu) -> bool:
+    def _revive(self, gpu: Gpu) -> bool:
         if time.monotonic() < gpu.retry_at:
             return False
         try:

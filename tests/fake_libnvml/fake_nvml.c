@@ -14,11 +14,13 @@
  * path: when it appears after this library was loaded, nvmlInit fails with LIB_RM_VERSION_MISMATCH, as after a driver
  * upgrade; a process that loads the library after it appeared starts normally), AONKIT_FAKE_NVML_FLAKY ("clock:from:count" or
  * "power:from:count": GPU 1's SM clock read, or its instant power field, fails with NVML_ERROR_UNKNOWN while
- * from <= k < from + count).
+ * from <= k < from + count), AONKIT_FAKE_NVML_MIG ("gi:ci,gi:ci": GPU 0 is in MIG mode with these MIG devices; its
+ * utilization is then not supported, as on a real GPU in MIG mode).
  * aonkitFakeCalls() returns how many NVML calls were made; aonkitFakeTicks(i), aonkitFakeGpmTicks(i) and
- * aonkitFakeFieldReads(i) GPU i's counters, for tests.
+ * aonkitFakeFieldReads(i) GPU i's counters, aonkitFakeMigGpmTicks(gi) GPU 0's instance gi's, for tests.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,6 +30,7 @@
 #define ERR_UNINITIALIZED 1
 #define ERR_INVALID_ARGUMENT 2
 #define ERR_NOT_SUPPORTED 3
+#define ERR_NOT_FOUND 6
 #define ERR_INSUFFICIENT_SIZE 7
 #define ERR_DRIVER_NOT_LOADED 9
 #define ERR_GPU_IS_LOST 15
@@ -55,7 +58,8 @@ typedef struct {
 } field_value_t;
 typedef struct { unsigned pid; unsigned long long usedGpuMemory; unsigned gpuInstanceId, computeInstanceId; } process_v3_t;
 typedef struct { unsigned version, isSupportedDevice; } gpm_support_t;
-typedef struct { gpu_t *gpu; unsigned k; } gpm_sample_t;
+typedef struct { gpu_t *gpu; unsigned k, gi; } gpm_sample_t;
+typedef struct { unsigned gi, ci, gpm_ticks, memory_reads; } mig_t; /* a MIG device of GPU 0 (its handle) */
 typedef struct { const char *shortName, *longName, *unit; } metric_info_t;
 typedef struct { unsigned metricId, nvmlReturn; double value; metric_info_t metricInfo; } gpm_metric_t;
 typedef struct {
@@ -72,6 +76,9 @@ static long long call_ns;
 static unsigned n_procs, proc_pid[MAX_PROCS];
 static unsigned long long proc_bytes[MAX_PROCS];
 static unsigned long long calls;
+#define MAX_MIG 7
+static mig_t migs[MAX_MIG];
+static unsigned n_migs, mig_mode;
 
 static long env_long(const char *name, long dflt) {
     const char *s = getenv(name);
@@ -108,6 +115,7 @@ unsigned long long aonkitFakeCalls(void) { return calls; }
 long aonkitFakeTicks(unsigned i) { return i < n_gpus ? (long)gpus[i].ticks : -1; }
 long aonkitFakeGpmTicks(unsigned i) { return i < n_gpus ? (long)gpus[i].gpm_ticks : -1; }
 long aonkitFakeFieldReads(unsigned i) { return i < n_gpus ? (long)gpus[i].field_reads : -1; }
+long aonkitFakeMigGpmTicks(unsigned gi);  /* GPU 0's instance gi's snapshots; -1 for no such instance */
 
 static int upgraded_at_load = -1;  /* whether AONKIT_FAKE_NVML_UPGRADE_FILE existed when the library was loaded */
 
@@ -140,6 +148,17 @@ int nvmlInitWithFlags(unsigned flags) {
         call_ns = env_long("AONKIT_FAKE_NVML_CALL_NS", 0);
         memset(gpus, 0, sizeof gpus);
         for (unsigned i = 0; i < n_gpus; i++) gpus[i].index = i;
+        n_migs = 0;
+        memset(migs, 0, sizeof migs);
+        const char *mg = getenv("AONKIT_FAKE_NVML_MIG");
+        mig_mode = mg && *mg;
+        while (mg && *mg && n_migs < MAX_MIG) {
+            char *end;
+            migs[n_migs].gi = (unsigned)strtoul(mg, &end, 10);
+            if (*end != ':') break;
+            migs[n_migs++].ci = (unsigned)strtoul(end + 1, &end, 10);
+            mg = *end == ',' ? end + 1 : end;
+        }
         n_procs = 0;
         const char *p = getenv("AONKIT_FAKE_NVML_PROCESSES");
         while (p && *p && n_procs < MAX_PROCS) {
@@ -170,6 +189,7 @@ const char *nvmlErrorString(int result) {
     case ERR_UNINITIALIZED: return "Uninitialized";
     case ERR_INVALID_ARGUMENT: return "Invalid Argument";
     case ERR_NOT_SUPPORTED: return "Not Supported";
+    case ERR_NOT_FOUND: return "Not Found";
     case ERR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case ERR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case ERR_GPU_IS_LOST: return "GPU is lost";
@@ -205,6 +225,7 @@ int nvmlDeviceGetName(gpu_t *g, char *name, unsigned length) {
 int nvmlDeviceGetUtilizationRates(gpu_t *g, utilization_t *u) {
     int r = enter(g);
     if (r) return r;
+    if (mig_mode && g->index == 0) return ERR_NOT_SUPPORTED;
     g->ticks++;
     if (lost_after >= 0 && g->index == 0 && g->ticks > (unsigned long)lost_after) {
         g->lost = 1;
@@ -215,13 +236,84 @@ int nvmlDeviceGetUtilizationRates(gpu_t *g, utilization_t *u) {
     return SUCCESS;
 }
 
-/* used = (i + 1) GiB + k MiB of 80 GiB */
+static mig_t *as_mig(const void *h) {
+    const mig_t *m = h;
+    return m >= migs && m < migs + n_migs ? (mig_t *)m : NULL;
+}
+
+/* used = (i + 1) GiB + k MiB of 80 GiB; a MIG device's: gi GiB + its reads MiB of 10 gi GiB */
 int nvmlDeviceGetMemoryInfo(gpu_t *g, memory_t *m) {
+    mig_t *mig = as_mig(g);
+    if (mig) {
+        int r = enter(&gpus[0]);
+        if (r) return r;
+        m->total = 10ULL * mig->gi * GIB;
+        m->used = mig->gi * GIB + ++mig->memory_reads * MIB;
+        m->free = m->total - m->used;
+        return SUCCESS;
+    }
     int r = enter(g);
     if (r) return r;
     m->total = 80 * GIB;
     m->used = (g->index + 1) * GIB + g->ticks * MIB;
     m->free = m->total - m->used;
+    return SUCCESS;
+}
+
+/* MIG: GPU 0 only (AONKIT_FAKE_NVML_MIG); the handles of its MIG devices point into migs[] */
+int nvmlDeviceGetMigMode(gpu_t *g, unsigned *current, unsigned *pending) {
+    int r = enter(g);
+    if (r) return r;
+    *current = *pending = mig_mode && g->index == 0;
+    return SUCCESS;
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(gpu_t *g, unsigned *count) {
+    int r = enter(g);
+    if (r) return r;
+    *count = MAX_MIG;
+    return SUCCESS;
+}
+
+int nvmlDeviceGetMigDeviceHandleByIndex(gpu_t *g, unsigned index, mig_t **mig) {
+    int r = enter(g);
+    if (r) return r;
+    if (!mig_mode || g->index != 0) return ERR_INVALID_ARGUMENT;
+    if (index >= n_migs) return ERR_NOT_FOUND;
+    *mig = &migs[index];
+    return SUCCESS;
+}
+
+int nvmlDeviceGetGpuInstanceId(const void *h, unsigned *id) {
+    calls++;
+    mig_t *m = as_mig(h);
+    if (!m) return ERR_INVALID_ARGUMENT;
+    *id = m->gi;
+    return SUCCESS;
+}
+
+int nvmlDeviceGetComputeInstanceId(const void *h, unsigned *id) {
+    calls++;
+    mig_t *m = as_mig(h);
+    if (!m) return ERR_INVALID_ARGUMENT;
+    *id = m->ci;
+    return SUCCESS;
+}
+
+/* "GPU-fake-c-<i>", "MIG-fake-c-0-<gi>-<ci>" */
+int nvmlDeviceGetUUID(gpu_t *g, char *uuid, unsigned length) {
+    char s[64];
+    mig_t *m = as_mig(g);
+    if (m) {
+        calls++;
+        snprintf(s, sizeof s, "MIG-fake-c-0-%u-%u", m->gi, m->ci);
+    } else {
+        int r = enter(g);
+        if (r) return r;
+        snprintf(s, sizeof s, "GPU-fake-c-%u", g->index);
+    }
+    if (length < strlen(s) + 1) return ERR_INSUFFICIENT_SIZE;
+    strcpy(uuid, s);
     return SUCCESS;
 }
 
@@ -363,20 +455,43 @@ int nvmlGpmSampleGet(gpu_t *g, gpm_sample_t *s) {
     if (!hopper) return ERR_NOT_SUPPORTED;
     s->gpu = g;
     s->k = ++g->gpm_ticks;
+    s->gi = 0;
     return SUCCESS;
 }
 
-/* each metric: the mean over snapshots k1 < t <= k2 of (id + 10 i + t) % 100 (tests/fake_nvml.py's gpm_value) */
+long aonkitFakeMigGpmTicks(unsigned gi) {
+    for (unsigned j = 0; j < n_migs; j++)
+        if (migs[j].gi == gi) return (long)migs[j].gpm_ticks;
+    return -1;
+}
+
+/* a snapshot of GPU 0's instance gi (its own count of snapshots) */
+int nvmlGpmMigSampleGet(gpu_t *g, unsigned gi, gpm_sample_t *s) {
+    int r = enter(g);
+    if (r) return r;
+    if (!hopper) return ERR_NOT_SUPPORTED;
+    for (unsigned j = 0; mig_mode && g->index == 0 && j < n_migs; j++) {
+        if (migs[j].gi != gi) continue;
+        s->gpu = g;
+        s->k = ++migs[j].gpm_ticks;  /* the instance's first MIG device keeps the count */
+        s->gi = gi;
+        return SUCCESS;
+    }
+    return ERR_NOT_FOUND;
+}
+
+/* each metric: the mean over snapshots k1 < t <= k2 of (id + 10 i + 3 gi + t) % 100 (tests/fake_nvml.py's gpm_value) */
 int nvmlGpmMetricsGet(gpm_metrics_get_t *req) {
     gpm_sample_t *s1 = req->sample1, *s2 = req->sample2;
-    if (req->version != 1 || !s1 || !s2 || s1->gpu != s2->gpu || s1->k >= s2->k || req->numMetrics > 477)
+    if (req->version != 1 || !s1 || !s2 || s1->gpu != s2->gpu || s1->gi != s2->gi || s1->k >= s2->k ||
+        req->numMetrics > 477)
         return ERR_INVALID_ARGUMENT;
     int r = enter(s2->gpu);
     if (r) return r;
     for (unsigned j = 0; j < req->numMetrics; j++) {
         gpm_metric_t *m = &req->metrics[j];
         double sum = 0;
-        for (unsigned t = s1->k + 1; t <= s2->k; t++) sum += (m->metricId + 10 * s2->gpu->index + t) % 100;
+        for (unsigned t = s1->k + 1; t <= s2->k; t++) sum += (m->metricId + 10 * s2->gpu->index + 3 * s2->gi + t) % 100;
         m->nvmlReturn = SUCCESS;
         m->value = sum / (s2->k - s1->k);
     }
