@@ -45,3 +45,29 @@ def hanging_gpus() -> FakeNvml:
             return super().nvmlDeviceGetUtilizationRates(g)
 
     return Hanging([FakeGpu(), FakeGpu()])
+
+
+def changing_gpus() -> FakeNvml:
+    """Two fake Hopper GPUs, GPU 1 in MIG mode with instances 1 and 2. When the file ``$AONKIT_TEST_MIG`` exists,
+    GPU 1's instance 2 is destroyed; when ``$AONKIT_TEST_ADD`` exists, a third GPU is there (hot-plugged)."""
+    import os
+    from pathlib import Path
+
+    destroyed, added = Path(os.environ["AONKIT_TEST_MIG"]), Path(os.environ["AONKIT_TEST_ADD"])
+
+    class Changing(FakeNvml):
+        def _now(self) -> None:  # the machine as the files say, before any answer
+            if destroyed.exists():
+                self.gpus[1].mig = [(1, 0)]
+            if added.exists() and len(self.gpus) == 2:
+                self.gpus.append(FakeGpu(index=2))
+
+        def nvmlDeviceGetCount(self) -> int:  # noqa: N802 - pynvml's name
+            self._now()
+            return super().nvmlDeviceGetCount()
+
+        def _enter(self, g: FakeGpu, fn: str) -> FakeGpu:
+            self._now()
+            return super()._enter(g, fn)
+
+    return Changing([FakeGpu(), FakeGpu(mig=[(1, 0), (2, 0)])])

@@ -123,3 +123,29 @@ def test_the_sampler_keeps_the_layout_it_was_made_with(mig) -> None:
     assert s.layout == gpu_layout(fake) and s.layout[0][1] == (None if mig is None else tuple(
         (gi, ci, f"MIG-fake-0-{gi}-{ci}") for gi, ci in mig))  # fmt: skip
     s.close()
+
+
+def test_the_instances_are_drawn_in_their_metrics_charts() -> None:
+    from aonkit.views.monitor import monitor_view, split_metric
+
+    assert split_metric("memory_used_bytes.gi2") == ("memory_used_bytes", "gi2")
+    assert split_metric("process_memory_bytes.7") == ("process_memory_bytes", "7")
+    assert split_metric("gpu_util_pct") == ("gpu_util_pct", "") and split_metric("a.b") == ("a.b", "")
+    fake = FakeNvml([FakeGpu(mig=list(MIG)), FakeGpu()])
+    s = NvmlSampler(nvml=fake, gpm_min_interval_s=0.0)
+    view = monitor_view(s.channels)
+    titles = [c["title"] for c in view.charts]
+    assert len(titles) == len(set(titles)) and not any(".gi" in t for t in titles)  # one chart per metric
+    mem = view.charts[titles.index("memory_used_bytes")]
+    assert [m["y"] for m in mem["marks"]] == ["memory_used_bytes@0", "memory_used_bytes.gi1@0",
+                                              "memory_used_bytes.gi2@0", "memory_used_bytes@1"]  # fmt: skip
+    items = mem["legend"]["items"]
+    assert [it["label"] for it in items] == ["GPU 0", "GPU 0 gi1", "GPU 0 gi2", "GPU 1"]
+    assert items[0]["color"] == items[1]["color"] == items[2]["color"] != items[3]["color"]
+    assert "dash" not in items[0] and items[1]["dash"] != items[2]["dash"] and "dash" not in items[3]
+    assert mem["y"]["format"] == "bytes"
+    # the charts asked for by metric name take the instances' lines too
+    only = monitor_view(s.channels, metrics=["gpm_sm_util_pct"])
+    assert [m["y"] for m in only.charts[0]["marks"]] == ["gpm_sm_util_pct@0", "gpm_sm_util_pct.gi1@0",
+                                                         "gpm_sm_util_pct.gi2@0", "gpm_sm_util_pct@1"]  # fmt: skip
+    s.close()

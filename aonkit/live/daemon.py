@@ -126,6 +126,10 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe, StatusWriter):
         Started without GPUs (no driver yet, no library, no GPU), the daemon looks for them again after 5 s, then
         at doubling waits up to this many seconds (default 60.0; 0: never), and samples them from the tick after
         they open, in a new ring (:mod:`.gpu_probe`).
+    gpu_check_s : float
+        While it samples GPUs, it looks this often (default 30.0; 0: never) whether the GPUs NVML sees changed (a GPU
+        added or removed, MIG reconfigured: :func:`aonkit.sources.nvml_mig.gpu_layout`), and samples the new set
+        from the tick after it opens, in a new ring.
     prometheus_file : str or pathlib.Path, optional
         Where to write the daemon's health in Prometheus' text format at every status (each flush, and its stop:
         ``aonkit_daemon_up 0``), for node_exporter's textfile collector (:mod:`.prometheus`). A write that fails is
@@ -142,13 +146,13 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe, StatusWriter):
                  retention_hours: float | None = DEFAULTS["retention_hours"],
                  gpm_interval_s: float = DEFAULTS["gpm_interval"],
                  slow_interval_s: float = DEFAULTS["slow_interval"],
-                 gpu_retry_s: float = DEFAULTS["gpu_retry"],
+                 gpu_retry_s: float = DEFAULTS["gpu_retry"], gpu_check_s: float = DEFAULTS["gpu_check"],
                  prometheus_file: str | Path | None = None) -> None:  # fmt: skip
         if not min(interval_s, flush_s, gpm_interval_s, slow_interval_s) > 0:
             raise ValueError("interval, flush, GPM interval and slow interval must be > 0")
         self.interval_s, self.flush_s = interval_s, flush_s
         self.gpm_interval_s, self.slow_interval_s = gpm_interval_s, slow_interval_s
-        self.gpu_retry_s = max(0.0, gpu_retry_s)
+        self.gpu_retry_s, self.gpu_check_s = max(0.0, gpu_retry_s), max(0.0, gpu_check_s)
         self.prometheus_file = Path(prometheus_file).absolute() if prometheus_file else None
         self._status_lock = threading.Lock()  # status writes come from the flusher and the sampling thread
         self.root = Path(root).absolute() if root else data_root().absolute()
@@ -161,7 +165,8 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe, StatusWriter):
                                       "deleted": 0, "flush_error": None, "flush_error_since_ns": None,
                                       "flush_failures": 0, "unsaved": 0, "gpu_blocks": 0,
                                       "gpu_blocked_since_ns": None, "gpu_looks": 0,
-                                      "gpus_found_ns": None}  # fmt: skip
+                                      "gpus_found_ns": None, "gpu_changes": 0,
+                                      "gpu_changed_ns": None}  # fmt: skip
         self._files: list[tuple[int, int, str, int]] | None = None  # this host's files, oldest first
         self._listed_at = 0.0
         self._stop = threading.Event()
@@ -175,7 +180,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe, StatusWriter):
         self._cost_mark = (time.monotonic(), time.process_time())
         self.notify = Notifier()  # systemd's Type=notify, when a unit started this process
         self.systemd: dict[str, str] | None = None  # the unit that started it (set at the start of a run)
-        self._found, self._take_after = None, 0.0  # (GpuProbe)
+        self._found, self._take_after, self._checking = None, 0.0, False  # (GpuProbe)
         self.reexec: str | None = None  # why this daemon is to start again in a new process image, when it is
 
     def run(self) -> int:
@@ -191,7 +196,7 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe, StatusWriter):
             flusher.start()
             if self.gpu is not None:
                 threading.Thread(target=self._watch_loop, name="aonkit-gpu-watch", daemon=True).start()
-            self._start_probe()  # without GPUs: look again now and then
+            self._start_probe()  # without GPUs: look again now and then; with them, whether they changed
             self._sample_loop()
             if self.reexec is None:  # (starting again: systemd sees the same main process go on)
                 self.notify.stopping()
@@ -310,7 +315,7 @@ def run_daemon(args: argparse.Namespace) -> int:
 def daemon_from_args(args: argparse.Namespace) -> Daemon:
     """A :class:`Daemon` with the command line's settings."""
     return Daemon(args.interval, args.flush, args.root, args.capacity, args.cap_bytes, args.retention_hours,
-                  args.gpm_interval, args.slow_interval, args.gpu_retry, args.prometheus_file)
+                  args.gpm_interval, args.slow_interval, args.gpu_retry, args.gpu_check, args.prometheus_file)
 
 
 if __name__ == "__main__":

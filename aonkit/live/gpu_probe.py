@@ -20,6 +20,14 @@ SIGTERM (every sample written) and starts again in a new process image with the 
 (:func:`aonkit.live.daemon.run_daemon`), which loads the new library; readers follow it as across any restart. Not
 when the mismatch was there at its start already (a broken install: it would start again forever).
 
+While it samples GPUs, a thread looks every ``gpu_check_s`` (30 s by default; 0: never) whether the GPUs NVML sees
+are still those the sampler was made for (:func:`aonkit.sources.nvml_mig.gpu_layout`: each GPU's UUID and MIG
+devices; about 5 NVML calls per GPU). A GPU added (hot-plug, a GPU operator handing one over) or removed, or MIG
+reconfigured (instances made or destroyed: the old MIG handles no longer read), opens a new sampler, taken at the
+next tick as above; the old one is closed. ``stats``: ``gpu_changes`` and ``gpu_changed_ns``. A layout whose sampler
+cannot be opened (every GPU gone) is not tried again until the layout changes once more; the old sampler goes on,
+with NaN and gaps for what it cannot read.
+
 A mixin of :class:`aonkit.live.daemon.Daemon` (its ``gpu``, ``gpu_note``, ``channels``, ``host_sampler``,
 ``stats``, ``_stop``, ``_flush_lock``, ``open_gpu``, ``_swap_ring``, ``_watch_loop`` and ``_write_status``).
 """
@@ -59,6 +67,9 @@ class GpuProbe:
     gpu: Any
     gpu_note: str
     gpu_retry_s: float
+    gpu_check_s: float
+    _checking: bool  # the thread that looks whether the GPUs changed is running
+    _change: str  # what changed, in words, for the sampler in _found
     stats: dict[str, Any]
     _stop: threading.Event
     _flush_lock: threading.Lock
@@ -68,10 +79,36 @@ class GpuProbe:
     reexec: str | None
 
     def _start_probe(self) -> None:
-        """Start the looking thread when the daemon samples no GPU and looks again (``gpu_retry_s`` > 0)."""
+        """Start the looking thread: for GPUs when the daemon samples none (``gpu_retry_s`` > 0), else for changes."""
         self._stale_at_start = self.gpu is None and self.gpu_note.startswith(STALE_LIBRARY)  # (no loop of starts)
         if self.gpu is None and self.gpu_retry_s > 0:
             threading.Thread(target=self._probe_loop, name="aonkit-gpu-probe", daemon=True).start()
+        self._start_check()
+
+    def _start_check(self) -> None:
+        if self.gpu is not None and self.gpu_check_s > 0 and not self._checking:
+            self._checking = True
+            threading.Thread(target=self._check_loop, name="aonkit-gpu-check", daemon=True).start()
+
+    def _check_loop(self) -> None:
+        from ..sources.nvml_mig import gpu_layout
+
+        tried = None  # the last layout a sampler was opened for
+        while not self._stop.wait(self.gpu_check_s):
+            gpu = self.gpu
+            if self._found is not None:  # the last one opened is not taken yet
+                continue
+            now = gpu_layout(gpu.nvml)
+            if now is None or now == gpu.layout or now == tried:
+                continue
+            tried = now
+            new, note = self.open_gpu(self._nvml)
+            if new is None:
+                print(f"aonkit daemon: the GPUs changed, and {note.removesuffix('; sampling the host only')}; "
+                      "sampling the ones it had", file=sys.stderr, flush=True)  # fmt: skip
+                continue
+            self._change = layout_change(gpu.layout, new.layout)
+            self._found = new
 
     def _probe_loop(self) -> None:
         delays = retry_delays(self.gpu_retry_s)
@@ -98,7 +135,7 @@ class GpuProbe:
         """On the sampling thread: sample the GPUs the look found, in a new ring (see the module)."""
         if self._found is None or time.monotonic() < self._take_after:
             return
-        gpu = self._found
+        gpu, old = self._found, self.gpu
         channels = self.host_sampler.channels + gpu.channels
         with self._flush_lock:  # the flusher writes the old ring with the old channels, or the new with the new
             if not self._swap_ring(channels):  # the old ring is kept; tried again a little later
@@ -106,9 +143,17 @@ class GpuProbe:
                 return
             self.gpu, self.channels = gpu, channels
         self._found = None
-        self.gpu_note = _found_note(gpu)
-        self.stats["gpus_found_ns"] = time.time_ns()
-        threading.Thread(target=self._watch_loop, name="aonkit-gpu-watch", daemon=True).start()
+        if old is None:
+            self.gpu_note = _found_note(gpu)
+            self.stats["gpus_found_ns"] = time.time_ns()
+            threading.Thread(target=self._watch_loop, name="aonkit-gpu-watch", daemon=True).start()
+            self._start_check()
+        else:
+            old.close()
+            self.gpu_note = (f"the GPUs changed ({self._change}): sampling GPU {', '.join(map(str, gpu.devices))}, "
+                             f"{len(gpu.metrics)} metrics, {gpu.n_unsupported} left out")  # fmt: skip
+            self.stats["gpu_changes"] += 1
+            self.stats["gpu_changed_ns"] = time.time_ns()
         print(f"aonkit daemon: {self.gpu_note}; a new ring with {len(channels)} channels", file=sys.stderr,
               flush=True)  # fmt: skip
         self._write_status("running")
@@ -117,3 +162,18 @@ class GpuProbe:
 def _found_note(gpu: Any) -> str:
     return (f"found GPU {', '.join(map(str, gpu.devices))} after the start: {len(gpu.metrics)} metrics, "
             f"{gpu.n_unsupported} left out")  # fmt: skip
+
+
+def layout_change(before: tuple | None, after: tuple | None) -> str:
+    """What differs between two :func:`~aonkit.sources.nvml_mig.gpu_layout`, in words (UUIDs left out)."""
+    if before is None or after is None:
+        return "the layout was not known"
+    old, new = dict(before), dict(after)
+    words = [f"{len(set(new) - set(old))} GPU added"] if set(new) - set(old) else []
+    words += [f"{len(set(old) - set(new))} GPU removed"] if set(old) - set(new) else []
+    for i, uuid in enumerate(u for u, _ in after):
+        if uuid in old and old[uuid] != new[uuid]:
+            was, now = (len(m) if m is not None else None for m in (old[uuid], new[uuid]))
+            words.append(f"GPU {i}: " + ("MIG disabled" if now is None else "MIG enabled" if was is None else
+                                          f"{was} -> {now} MIG devices" if was != now else "MIG reconfigured"))
+    return ", ".join(words) or "reordered"

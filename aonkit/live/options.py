@@ -8,7 +8,7 @@ import os
 from .board import LEAD_S
 
 DEFAULTS = {"interval": 0.1, "flush": 60.0, "capacity": 0, "cap_bytes": 10 * 1024**3, "retention_hours": 168.0,
-            "gpm_interval": 1.0, "slow_interval": 10.0, "gpu_retry": 60.0}
+            "gpm_interval": 1.0, "slow_interval": 10.0, "gpu_retry": 60.0, "gpu_check": 30.0}
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,6 +23,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-retry", type=float, default=DEFAULTS["gpu_retry"],
                    help="started without GPUs (no driver yet), look for them again after 5 s, then at doubling waits "
                         "up to this many seconds (default 60; 0: never)")
+    p.add_argument("--gpu-check", type=float, default=DEFAULTS["gpu_check"],
+                   help="while sampling GPUs, look this often whether they changed (one added or removed, MIG "
+                        "reconfigured) and sample the new set from then on (default 30 s; 0: never)")
     p.add_argument("--prometheus-file", metavar="FILE",
                    help="also write the daemon's health in Prometheus' text format to FILE at every status (each "
                         "flush), atomically, for node_exporter's textfile collector (docs/daemon.md)")

@@ -47,6 +47,8 @@ SERIES: list[tuple[str, str, str, Any]] = [
     ("gpus", "gauge", "GPUs sampled through NVML.", lambda r, s, g: len(s["gpus"])),
     ("gpu_blocks_total", "counter", "Times an NVML call did not return for 2 s (the host sampled on meanwhile).",
      lambda r, s, g: s.get("gpu_blocks", 0)),
+    ("gpu_changes_total", "counter", "Times the GPUs changed (one added or removed, MIG reconfigured) and a new "
+     "sampler took over.", lambda r, s, g: s.get("gpu_changes", 0)),
     ("cpu_seconds_total", "counter", "CPU time of the daemon, all threads.", lambda r, s, g: s.get("cpu_s")),
     ("resident_memory_bytes", "gauge", "Resident memory of the daemon at its last status.",
      lambda r, s, g: s.get("rss_bytes")),

@@ -92,8 +92,12 @@ def samplers_line(st: dict[str, Any]) -> str:
     every = (f"; GPM every {st['gpm_interval_s']:g} s, slow metrics every {st['slow_interval_s']:g} s"
              if "gpm_interval_s" in st else "")
     found = f"; found {_ago(st['gpus_found_ns'])}, after the start" if st.get("gpus_found_ns") else ""
+    if st.get("gpu_changes"):
+        found += f"; changed {st['gpu_changes']} times, last {_ago(st['gpu_changed_ns'])}"
+    mig = "".join(f"; GPU {i} in MIG mode: {len(devs)} MIG devices on {len({d[0] for d in devs})} GPU instances"
+                  for i, devs in st.get("gpu_mig", {}).items())  # fmt: skip
     return (f"{host}; GPU {', '.join(map(str, st['gpus']))} through NVML: {st['gpu_metrics']} metrics, "
-            f"{st['gpu_unsupported']} left out{every}{found}")  # fmt: skip
+            f"{st['gpu_unsupported']} left out{mig}{every}{found}")  # fmt: skip
 
 
 def ring_state(rdir: Path) -> dict[str, int] | str:

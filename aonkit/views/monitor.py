@@ -8,6 +8,7 @@ per channel. Streaming, pausing and the polling loop are the widget's (:class:`a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -88,23 +89,50 @@ class MonitorView:
     charts: list[dict]
 
 
+TAGGED = re.compile(r"^(?P<base>.+)\.(?P<tag>gi\d+|\d+)$")
+"""A metric of part of a device: ``<metric>.gi<G>`` (a MIG GPU instance) or ``<metric>.<pid>`` (a process)."""
+DASHES = ([6, 3], [2, 2], [8, 3, 2, 3], [1, 4])
+"""Line dashes of a device's parts, in turn (the whole device's line is solid, in the device's colour)."""
+
+
+def split_metric(metric: str) -> tuple[str, str]:
+    """``("memory_used_bytes", "gi2")`` for ``memory_used_bytes.gi2``; ``(metric, "")`` for a whole device's."""
+    m = TAGGED.match(metric)
+    return (m["base"], m["tag"]) if m else (metric, "")
+
+
+def _label(device: int, tag: str) -> str:
+    return device_label(device) + ("" if not tag else f" {tag}" if tag.startswith("gi") else f" pid {tag}")
+
+
 def monitor_view(channels: Sequence[Channel], width: int = theme.CARD_WIDTH * 2,
                  metrics: Sequence[str] | None = None) -> MonitorView:  # fmt: skip
-    """One chart per metric of ``channels`` (only ``metrics`` when given, in that order), a line per device."""
-    shown = [(int(d), str(m)) for d, m in channels if metrics is None or m in metrics]
+    """One chart per metric of ``channels`` (only ``metrics`` when given, in that order), a line per device.
+
+    A metric of part of a device (:data:`TAGGED`: a MIG GPU instance, a process) is drawn in its metric's chart,
+    in its device's colour, dashed, labelled ``GPU 1 gi2`` or ``GPU 0 pid 7``; ``metrics`` names the charts.
+    """
+    shown = [(int(d), str(m)) for d, m in channels if metrics is None or split_metric(m)[0] in metrics]
     devices = sorted({d for d, _ in shown})
     palette = theme.DEVICE_COLORS
     color = {d: palette[devices.index(d) % len(palette)] for d in devices}
-    order = [m for m in (metrics or ()) if any(m == x for _, x in shown)] or dict.fromkeys(m for _, m in shown)
+    bases = dict.fromkeys(split_metric(m)[0] for _, m in shown)
+    order = [m for m in (metrics or ()) if m in bases] or bases
     charts = []
-    for metric in order:  # the order asked for, else the sampler's
-        devs = [d for d, m in shown if m == metric]
-        marks = [{"kind": "line", "source": "s", "x": "t", "y": column_name(d, metric), "color": color[d],
-                  "line_width": 1.5} for d in devs]  # fmt: skip
-        legend = ({"location": "right", "items": [{"label": device_label(d), "color": color[d]} for d in devs]}
-                  if len(devices) > 1 else None)  # fmt: skip
-        y = axis("linear", format="bytes") if metric.endswith("_bytes") else axis("linear")  # 1.7 GiB, not 1.8e9
-        spec = chart(metric, axis("time", zoom=True), y, marks, width=width, height=PLOT_HEIGHT, legend=legend)
+    for base in order:  # the order asked for, else the sampler's
+        lines = [(d, m, split_metric(m)[1]) for d, m in shown if split_metric(m)[0] == base]
+        dash: dict[tuple[int, str], list[int]] = {}
+        for d, _, tag in lines:
+            if tag:
+                dash[(d, tag)] = DASHES[sum(k[0] == d for k in dash) % len(DASHES)]
+        style = [{"color": color[d], **({"dash": dash[(d, tag)]} if tag else {})} for d, _, tag in lines]
+        marks = [{"kind": "line", "source": "s", "x": "t", "y": column_name(d, m), "line_width": 1.5, **st}
+                 for (d, m, _), st in zip(lines, style)]  # fmt: skip
+        legend = ({"location": "right", "items": [{"label": _label(d, tag), **st}
+                                                  for (d, _, tag), st in zip(lines, style)]}
+                  if len(lines) > 1 or len(devices) > 1 else None)  # fmt: skip
+        y = axis("linear", format="bytes") if base.endswith("_bytes") else axis("linear")  # 1.7 GiB, not 1.8e9
+        spec = chart(base, axis("time", zoom=True), y, marks, width=width, height=PLOT_HEIGHT, legend=legend)
         spec["min_left"] = MIN_LEFT  # the same left margin: one instant at one x in every chart
         charts.append(spec)
     return MonitorView(shown, charts)
