@@ -149,3 +149,27 @@ def test_the_instances_are_drawn_in_their_metrics_charts() -> None:
     assert [m["y"] for m in only.charts[0]["marks"]] == ["gpm_sm_util_pct@0", "gpm_sm_util_pct.gi1@0",
                                                          "gpm_sm_util_pct.gi2@0", "gpm_sm_util_pct@1"]  # fmt: skip
     s.close()
+
+
+@pytest.mark.gpu
+def test_real_gpus_layout_and_mig_state() -> None:
+    import time
+
+    s = NvmlSampler(interval_s=0.1, gpm=False)
+    try:
+        layout = s.layout
+        assert layout is not None and len(layout) >= len(s.devices)
+        assert all(uuid.startswith("GPU-") for uuid, _ in layout), layout
+        for i, (_, migs) in enumerate(layout):  # a lent GPU's MIG setting is left as it is: either way is checked
+            if migs is None:
+                assert i not in s.mig
+            else:
+                assert s.mig[i] == migs and all(u.startswith("MIG-") for *_, u in migs), migs
+                assert any(m.endswith(".gi" + str(migs[0][0])) for d, m in s.channels if d == i)
+        n, t0 = 20, time.perf_counter()
+        for _ in range(n):
+            assert gpu_layout(s.nvml) == layout  # nothing changes between looks
+        print(f"\ngpu_layout: {(time.perf_counter() - t0) / n * 1e3:.3f} ms a look over {len(layout)} GPUs; "
+              f"MIG: {s.mig or 'none'}")  # fmt: skip
+    finally:
+        s.close()
