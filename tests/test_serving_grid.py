@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from aonkit.model import Lengths, StepTime, serving_sweep
+from aonkit.model.serving_analysis import sweep_rows
 from aonkit.model.serving_grid import PER_DECADE, SweepRows, grid_rate, sweep_rates
 from aonkit.widgets import ServingPanel
 
@@ -23,10 +24,10 @@ def _k(rate: float) -> float:
 @pytest.mark.parametrize("rate", [0.1, 0.37, 1.0, 14.0, 20.0, 10 ** 1.35, 999.0, 10_000.0])
 def test_sweep_rates_span_an_eighth_to_twice_the_rate_on_the_grid(rate: float) -> None:
     got = sweep_rates(rate)
-    assert np.all(np.diff(got) > 0) and rate in got and 7 <= got.size <= 9
-    # from an eighth of the rate (or a little below) to twice it (or a little above), within a tenth of a step
+    assert np.all(np.diff(got) > 0) and rate in got and 7 <= got.size <= 8
+    # from an eighth to a quarter of the rate, to twice it (or a little above), within a tenth of a step
     tol = 10 ** (0.1 / PER_DECADE)
-    assert rate / 8 / 2 < got[0] <= rate / 8 * tol and 2 * rate / tol <= got[-1] < 2 * rate * 1.42
+    assert rate / 8 / tol <= got[0] < rate / 4 and 2 * rate / tol <= got[-1] < 2 * rate * 1.42
     # every other point is a grid point: a multiple of 3 steps, of 6 below half the rate
     for r in got[got != rate]:
         k = round(_k(r))
@@ -59,8 +60,8 @@ def test_sweep_rates_refuses_bad_input() -> None:
         sweep_rates(1.0, low=0.6, fine=0.5)
 
 
-def _simulate(rates: np.ndarray) -> pd.DataFrame:
-    return serving_sweep(rates, Lengths.lognormal(256, 1.0), Lengths.geometric(64), n_requests=1500, replicas=2,
+def _simulate(rates: np.ndarray) -> list[dict]:
+    return sweep_rows(rates, Lengths.lognormal(256, 1.0), Lengths.geometric(64), n_requests=1500, replicas=2,
                          **ENGINE)  # fmt: skip
 
 
@@ -68,13 +69,14 @@ def test_rows_kept_per_rate_give_a_fresh_sweeps_table() -> None:
     rows = SweepRows()
     asked: list[int] = []
 
-    def simulate(rates: np.ndarray) -> pd.DataFrame:
+    def simulate(rates: np.ndarray) -> list[dict]:
         asked.append(rates.size)
         return _simulate(rates)
 
     for rate in (20.0, 21.0, 22.4, 20.0, 10 ** 1.35):
         got = rows.sweep("a", sweep_rates(rate), simulate)
-        pd.testing.assert_frame_equal(got, _simulate(sweep_rates(rate)), check_exact=True)
+        pd.testing.assert_frame_equal(got, serving_sweep(sweep_rates(rate), Lengths.lognormal(256, 1.0),
+                                      Lengths.geometric(64), n_requests=1500, replicas=2, **ENGINE), check_exact=True)
     # 21 and 22.4 are new (the grid's 22.387 is not asked again); 20.0 again and the grid's 22.387: nothing new
     assert asked[0] == sweep_rates(20.0).size and asked[1:] == [1, 1]
     assert rows.simulated == sum(asked)
@@ -87,7 +89,7 @@ def test_rows_keep_nothing_from_a_failed_simulation_and_evict_the_oldest() -> No
     rows = SweepRows(keep=10)
     rows.sweep("a", np.array([1.0, 2.0]), _simulate)
 
-    def fail(rates: np.ndarray) -> pd.DataFrame:
+    def fail(rates: np.ndarray) -> list[dict]:
         raise ValueError("no")
 
     with pytest.raises(ValueError, match="no"):

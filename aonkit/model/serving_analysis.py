@@ -65,6 +65,14 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
         As :func:`simulate_serving` and :class:`~aonkit.model.serving_inputs.ArrivalProcess` raise it
         (a rate that is not positive, a bad engine argument...), and for no rate at all.
     """
+    return pd.DataFrame(sweep_rows(rates_per_s, prompt_tokens, output_tokens, n_requests=n_requests,
+                                   arrival_cv=arrival_cv, seed=seed, warmup=warmup, threads=threads, **engine))
+
+
+def sweep_rows(rates_per_s: object, prompt_tokens: object, output_tokens: object, *, n_requests: int,
+               arrival_cv: float = 1.0, seed: int = 0, warmup: float = 0.1, threads: int | None = None,
+               **engine: object) -> list[dict]:
+    """:func:`serving_sweep`'s rows as dicts, one per rate in order (no table made: a caller that keeps rows)."""
     rates = [float(r) for r in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))]
     if not rates:
         raise ValueError("rates_per_s is empty: give at least one arrival rate")
@@ -75,7 +83,7 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
     for rate in rates[1:]:
         runs.append(rerun(runs[0], arrivals=ArrivalProcess(rate, arrival_cv).from_draws(draws, int(n_requests))))
     rows = summarize(runs, threads)
-    return pd.DataFrame([{"arrival_rate_per_s": rate, **row} for rate, row in zip(rates, rows)])
+    return [{"arrival_rate_per_s": rate, **row} for rate, row in zip(rates, rows)]
 
 
 def saturation_knee(sweep: pd.DataFrame, metric: str = "ttft_p99_s", factor: float = 2.0,

@@ -30,13 +30,14 @@ def _up_to(k: int, every: int) -> int:
 
 def sweep_rates(rate_per_s: float, low: float = 0.125, fine: float = 0.5, high: float = 2.0, fine_every: int = 3,
                 coarse_every: int = 6) -> np.ndarray:
-    """The rates of a sweep around ``rate_per_s``: the rate itself and grid points from ``low`` to ``high`` times it.
+    """A sweep's rates around ``rate_per_s``: the rate itself and grid points from about ``low`` to ``high`` times it.
 
     Every ``fine_every``-th grid point (a factor of about 1.41 for the defaults) from ``fine`` times the rate up
-    to the first at or past ``high`` times it, and below that every ``coarse_every``-th (a factor of 2) down to
-    the last at or below ``low`` times it: the light loads, where the curves are flat, get fewer points (they
-    are also the slowest to simulate). Only the grid's multiples of each step are used, so a point stays a
-    point while the rate moves; one within half a step (6%) of the rate is left out. Sorted, without repeats.
+    to the first at or past ``high`` times it, and below that every ``coarse_every``-th (a factor of 2) from the
+    first at or above ``low`` times it (so the lowest is ``low`` to ``2 low`` times the rate): the light loads,
+    where the curves are flat, get fewer points (they are also the slowest to simulate). Only the grid's
+    multiples of each step are used, so a point stays a point while the rate moves; one within half a step (6%)
+    of the rate is left out. Sorted, without repeats.
 
     Parameters
     ----------
@@ -50,7 +51,7 @@ def sweep_rates(rate_per_s: float, low: float = 0.125, fine: float = 0.5, high: 
     Returns
     -------
     numpy.ndarray
-        float64 rates in requests/s: for the defaults, 7 to 9 (the rate's own row costs a simulation).
+        float64 rates in requests/s: for the defaults, 7 or 8.
 
     Raises
     ------
@@ -68,8 +69,8 @@ def sweep_rates(rate_per_s: float, low: float = 0.125, fine: float = 0.5, high: 
     eps = 0.1  # within a tenth of a grid step (about 1.2%) counts as reached: 10**0.3 is "twice"
     lo_fine = _up_to(math.ceil(x + PER_DECADE * math.log10(fine) - eps), f)
     hi = _up_to(math.ceil(x + PER_DECADE * math.log10(high) - eps), f)
-    floor_low = math.floor(x + PER_DECADE * math.log10(low) + eps)
-    ks = [*range(floor_low - floor_low % c, lo_fine, c), *range(lo_fine, hi + 1, f)]
+    first = _up_to(math.ceil(x + PER_DECADE * math.log10(low) - eps), c)
+    ks = [*range(first, lo_fine, c), *range(lo_fine, hi + 1, f)]
     near = [k for k in ks if abs(k - x) < 0.5]  # a grid point within half a step (6%) of the rate adds little
     return np.unique(np.array([*(grid_rate(k) for k in ks if k not in near), r], dtype=np.float64))
 
@@ -89,7 +90,7 @@ class SweepRows:
         self._key: object = None
         self._rows: dict[float, dict] = {}
 
-    def sweep(self, key: object, rates: np.ndarray, simulate: Callable[[np.ndarray], pd.DataFrame]) -> pd.DataFrame:
+    def sweep(self, key: object, rates: np.ndarray, simulate: Callable[[np.ndarray], list[dict]]) -> pd.DataFrame:
         """The sweep over ``rates`` (one row each, in their order): kept rows, and ``simulate(missing)`` for the rest.
 
         Parameters
@@ -99,16 +100,15 @@ class SweepRows:
         rates : numpy.ndarray
             The rates wanted.
         simulate : callable
-            ``simulate(rates)`` returns a :func:`~aonkit.model.serving_analysis.serving_sweep` of those rates
-            (column ``arrival_rate_per_s`` and one row per rate, in their order). If it raises, nothing is kept
-            from this call and the error propagates.
+            ``simulate(rates)`` returns :func:`~aonkit.model.serving_analysis.sweep_rows` of those rates (one dict
+            per rate, in their order). If it raises, nothing is kept from this call and the error propagates.
         """
         if key != self._key:
             self._key, self._rows = key, {}
         rows = self._rows
         missing = np.array([r for r in dict.fromkeys(map(float, rates)) if r not in rows], dtype=np.float64)
         if missing.size:
-            got = simulate(missing).to_dict("records")
+            got = simulate(missing)
             self.simulated += missing.size
             for rate, row in zip(missing, got):
                 rows[float(rate)] = row

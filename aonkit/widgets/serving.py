@@ -1,6 +1,6 @@
 """``ServingPanel``: the serving queue under sliders, latency percentiles against arrival rate and replicas needed.
 
-A change runs :func:`~aonkit.model.serving_sweep` over 8 or 9 arrival rates from an eighth to twice the chosen
+A change runs :func:`~aonkit.model.serving_sweep` over 7 or 8 arrival rates from an eighth to twice the chosen
 rate (:func:`~aonkit.model.serving_grid.sweep_rates`: the chosen rate and points of a fixed grid; ``n_requests``
 simulated requests each, common random numbers), finds its :func:`~aonkit.model.saturation_knee`, and asks
 :func:`~aonkit.model.replicas_needed` for the fewest replicas whose p99 TTFT meets the objective at the
@@ -36,7 +36,7 @@ import pandas as pd
 from ..model.hardware import devices
 from ..model.llm import PRESETS
 from ..model.serving import thread_pool
-from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, serving_sweep
+from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, sweep_rows
 from ..model.serving_grid import SweepRows, sweep_rates
 from ..model.serving_inputs import Lengths, StepTime
 from ..model.serving_steps import model_step_time
@@ -253,7 +253,7 @@ class ServingPanel(TextWidget, w.VBox):
             if new_sweep:  # the rows of the rates kept for these other inputs, simulations for the others
                 rows_key = (*(c.value for c in self._controls if c is not self.slo and c is not self.rate),
                             self.n_requests, self.seed)  # fmt: skip
-                sweep = self.rows.sweep(rows_key, self.rates(), lambda rates: serving_sweep(
+                sweep = self.rows.sweep(rows_key, self.rates(), lambda rates: sweep_rows(
                     rates, prompts, outputs, replicas=int(self.replicas.value), **kw))  # fmt: skip
             else:
                 sweep = self._sweep
