@@ -71,6 +71,8 @@ class FakeGpu:
     mig_capable: bool = True
     mig_handles: dict[tuple[int, int], FakeMig] = field(default_factory=dict)
     mig_gpm_ticks: Counter = field(default_factory=Counter)
+    mig_processes: dict[tuple[int, int], dict[int, int | None]] = field(default_factory=dict)
+    mig_root: bool = False
 
 
 class FakeNvml:
@@ -263,9 +265,19 @@ class FakeNvml:
                 value=SimpleNamespace(**{value: number if ok else 0})))  # fmt: skip
         return out
 
-    def nvmlDeviceGetComputeRunningProcesses(self, g: FakeGpu) -> list[SimpleNamespace]:
-        g = self._enter(g, "nvmlDeviceGetComputeRunningProcesses")
-        return [SimpleNamespace(pid=p, usedGpuMemory=b) for p, b in g.processes.items()]
+    def nvmlDeviceGetComputeRunningProcesses(self, g: FakeGpu | FakeMig) -> list[SimpleNamespace]:
+        """``processes``; in MIG mode refused on the whole GPU (an unprivileged caller) unless ``mig_root``, and
+        ``mig_processes[(gi, ci)]`` on each MIG device (the whole GPU's list, for root, is their union)."""
+        if isinstance(g, FakeMig):
+            m = self._mig(g, "nvmlDeviceGetComputeRunningProcesses")
+            pairs = list(m.parent.mig_processes.get((m.gi, m.ci), {}).items())
+        else:
+            g = self._enter(g, "nvmlDeviceGetComputeRunningProcesses")
+            if g.mig is not None and not g.mig_root:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
+            pairs = (list(g.processes.items()) if g.mig is None
+                     else [pb for held in g.mig_processes.values() for pb in held.items()])  # fmt: skip
+        return [SimpleNamespace(pid=p, usedGpuMemory=b) for p, b in pairs]
 
     # -- GPM
 

@@ -173,3 +173,21 @@ def test_real_gpus_layout_and_mig_state() -> None:
               f"MIG: {s.mig or 'none'}")  # fmt: skip
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("root", [False, True])
+def test_process_memory_on_a_gpu_in_mig_mode_sums_its_mig_devices(root) -> None:
+    # GIVEN pid 7 on two MIG devices of GPU 0 (one with its memory hidden for pid 9), pid 8 on GPU 1 only
+    gpu = FakeGpu(mig=list(MIG), mig_root=root,
+                  mig_processes={(1, 0): {7: 2 * GIB}, (2, 1): {7: GIB, 9: None}})  # fmt: skip
+    fake = FakeNvml([gpu, FakeGpu(processes={8: 3 * GIB})])
+    s = NvmlSampler(nvml=fake, pids=[7, 8, 9], gpm=False)
+    v = values_of(s, s.sample())
+    # THEN the GPU's line is the sum over its MIG devices whether or not NVML gives the whole GPU's list
+    assert v[(0, "process_memory_bytes.7")] == 3 * GIB and v[(0, "process_memory_bytes.8")] == 0
+    assert math.isnan(v[(0, "process_memory_bytes.9")]) and v[(1, "process_memory_bytes.8")] == 3 * GIB
+    assert not any(m.startswith("process_memory") for _, m in s.unsupported[["device", "metric"]].itertuples(
+        index=False))  # fmt: skip
+    # AND without root it read each MIG device; with root the whole GPU's list once
+    assert (gpu.calls["nvmlDeviceGetComputeRunningProcesses"] > 3) != root
+    s.close()

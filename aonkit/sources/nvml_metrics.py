@@ -175,12 +175,22 @@ def _direct_readers(c: Calls, n: Any, pcie: tuple) -> dict[tuple[str, ...], Read
     return made
 
 
-def _processes(nvml: Any, pids: Sequence[int]) -> Reader:
-    def read(handle: Any) -> tuple[float, ...]:
-        used = {p.pid: p.usedGpuMemory for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
-        return tuple(NAN if used.get(pid, 0) is None else float(used.get(pid, 0)) for pid in pids)
+def processes_reader(nvml: Any, pids: Sequence[int], handles: Sequence[Any] = ()) -> Reader:
+    """``process_memory_bytes.<pid>``: each pid's ``usedGpuMemory`` summed over the GPU's running processes.
 
-    return Reader(tuple(f"process_memory_bytes.{pid}" for pid in pids), read, slow=True)
+    A process has one entry per MIG device it uses (in MIG mode), hence the sum; NaN where NVML hides the memory.
+    ``handles``: read these devices' lists (a GPU's MIG devices) instead of the handle the sampler passes.
+    """
+
+    def read(handle: Any) -> tuple[float, ...]:
+        used = dict.fromkeys(pids, 0.0)
+        for h in handles or (handle,):
+            for p in nvml.nvmlDeviceGetComputeRunningProcesses(h):
+                if p.pid in used:
+                    used[p.pid] += NAN if p.usedGpuMemory is None else float(p.usedGpuMemory)
+        return tuple(used.values())
+
+    return Reader(tuple(f"process_memory_bytes.{pid}" for pid in pids), read, calls=max(1, len(handles)), slow=True)
 
 
 def device_readers(nvml: Any, pids: Sequence[int] = ()) -> list[list[Reader]]:
@@ -219,7 +229,7 @@ def device_readers(nvml: Any, pids: Sequence[int] = ()) -> list[list[Reader]]:
             if group[0].metrics in fast:
                 group.insert(0, fast[group[0].metrics])
     if pids:
-        groups.append([_processes(n, pids)])
+        groups.append([processes_reader(n, pids)])
     return groups
 
 

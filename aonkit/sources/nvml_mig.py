@@ -13,6 +13,8 @@ NVML then refuses the whole GPU's utilization (``nvmlDeviceGetUtilizationRates``
 
 on the parent GPU's ``device`` index, beside the whole GPU's power, clocks, temperature, memory and counters. The
 compute instances of one GPU instance share its memory and its GPM counters: one set of channels per ``gi``.
+``process_memory_bytes.<pid>`` (``pids=``) is summed over the MIG devices when NVML refuses the whole GPU's list
+(it gives it in MIG mode to privileged callers only).
 
 :func:`gpu_layout` is what the daemon compares to notice a GPU added or removed, or MIG reconfigured (an instance
 made or destroyed changes which MIG devices exist, and a destroyed one's handle no longer reads).
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .gpm import Gpm
-from .nvml_metrics import Reader
+from .nvml_metrics import Reader, processes_reader
 
 MIG_ENABLE = 1
 """``NVML_DEVICE_MIG_ENABLE`` (nvml.h)."""
@@ -90,6 +92,15 @@ def mig_readers(nvml: Any, dev: MigDevice) -> list[list[Reader]]:
         return float(m.used), float(m.total)
 
     return [[Reader((f"memory_used_bytes.gi{dev.gi}", f"memory_total_bytes.gi{dev.gi}"), memory)]]
+
+
+def mig_processes(nvml: Any, devices: list[MigDevice], pids: tuple[int, ...]) -> Reader:
+    """``process_memory_bytes.<pid>`` of a GPU in MIG mode, summed over its MIG devices' running processes.
+
+    The alternative to the whole GPU's list, which NVML gives in MIG mode only to a privileged caller (others get
+    "insufficient permissions"); each MIG device answers for its own.
+    """
+    return processes_reader(nvml, pids, [d.handle for d in devices])
 
 
 class MigGpm(Gpm):

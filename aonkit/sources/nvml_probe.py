@@ -14,7 +14,7 @@ from typing import Any
 
 from .gpm import Gpm
 from .nvml_metrics import Reader, describe, device_readers, slow_where_also_measured
-from .nvml_mig import MigDevice, MigGpm, by_instance, mig_devices, mig_readers
+from .nvml_mig import MigDevice, MigGpm, by_instance, mig_devices, mig_processes, mig_readers
 
 
 @dataclass
@@ -54,9 +54,12 @@ class Probe:
         picked: dict[int, list[Reader | Gpm]] = {gpu.index: [] for gpu in self._gpus}
         gpms = []
         for gpu in self._gpus:
-            instances = self._mig(gpu)
-            groups = [*device_readers(self.nvml, self.pids),
-                      *(g for d in instances.values() for g in mig_readers(self.nvml, d))]  # fmt: skip
+            devices = self._mig(gpu)
+            instances = by_instance(devices)
+            groups = [[*g, mig_processes(self.nvml, devices, self.pids)]  # its MIG devices', if NVML refuses
+                      if devices and g[0].metrics[0].startswith("process_memory_bytes.") else g
+                      for g in device_readers(self.nvml, self.pids)]  # fmt: skip
+            groups += [g for d in instances.values() for g in mig_readers(self.nvml, d)]
             for group in groups:
                 if (reader := self._pick(gpu, group)) is not None:
                     picked[gpu.index].append(reader)
@@ -90,17 +93,17 @@ class Probe:
                 channels.extend((gpu.index, m) for m in reader.metrics)
         return channels
 
-    def _mig(self, gpu: Gpu) -> dict[int, MigDevice]:
-        """The GPU's instances (first MIG device of each, by ``gi``), noted in :attr:`mig`; {} without MIG."""
+    def _mig(self, gpu: Gpu) -> list[MigDevice]:
+        """The GPU's MIG devices, noted in :attr:`mig`; [] without MIG (or when they cannot be listed: said)."""
         try:
             devices = mig_devices(self.nvml, gpu.handle)
         except Exception as exc:
             self._skip(gpu.index, ["mig.*"], f"MIG is enabled but its devices cannot be listed: {describe(exc)}")
-            return {}
+            return []
         if devices is None:
-            return {}
+            return []
         self.mig[gpu.index] = tuple((d.gi, d.ci, d.uuid) for d in devices)
-        return by_instance(devices)
+        return devices
 
     def _pick(self, gpu: Gpu, group: list[Reader]) -> Reader | None:
         """The first reader of ``group`` that works twice, fast enough; else list its metrics as unsupported."""
