@@ -268,7 +268,15 @@ def test_mig_instances_read_through_nvidia_ml_py() -> None:
         migs = [m for m in s._gpus[0].readers if type(m[0]).__name__ == "MigGpm"]
         out = {"values": {f"{d}|{m}": (None if math.isnan(v) else v) for (d, m), v in zip(s.channels, row.tolist())},
                "unsupported": s.unsupported.to_dict("records"), "mig": {str(k): v for k, v in s.mig.items()},
-               "layout": s.layout, "direct": [m[0]._direct is not None for m in migs], "ticks": ticks}
+               "layout": s.layout, "direct": [m[0]._direct is not None for m in migs], "ticks": ticks,
+               "batched": [hasattr(r.read, "batch") for r, _ in s._gpus[0].readers if ".gi" in r.metrics[0]
+                           and not r.metrics[0].startswith("gpm_")],
+               "fast": s._fast is not None and len(s._fast.calls)}
+        vals = []
+        for _ in range(3):  # every MIG memory read through the batched tick, each a new read of the library's
+            row = s.sample_list()
+            vals.append([row[s.channels.index((0, f"memory_used_bytes.gi{gi}"))] for gi in (1, 2)])
+        out["later"] = vals
         s.close()
         print(json.dumps(out))
     """, gpus=2, mig="1:0,2:0,2:1")
@@ -282,5 +290,14 @@ def test_mig_instances_read_through_nvidia_ml_py() -> None:
         assert (v[f"0|memory_used_bytes.gi{gi}"] - gi * GIB) % MIB == 0 and v[f"0|memory_used_bytes.gi{gi}"] > gi * GIB
         assert v[f"0|gpm_sm_util_pct.gi{gi}"] == (2 + 3 * gi + got["ticks"][str(gi)]) % 100  # one snapshot apart
     assert "1|gpm_sm_util_pct.gi1" not in v and v["1|gpu_util_pct"] is not None
-    # AND the instances' GPM snapshots go to the C function directly, as the whole GPU's do
-    assert got["direct"] == [True, True]
+    # AND the instances' GPM snapshots go to the C function directly, as the whole GPU's do, and their memory reads
+    # are in the batched tick (one call per GPU instance more than the whole GPUs' own)
+    assert got["direct"] == [True, True] and got["batched"] == [True, True]
+    later = np.array(got["later"])
+    assert (np.diff(later, axis=0) == MIB).all()  # one read a tick each
+    whole = child("""
+        s = NvmlSampler(interval_s=0.1)
+        print(json.dumps({"fast": len(s._fast.calls)}))
+        s.close()
+    """, gpus=2)
+    assert got["fast"] == whole["fast"] - 1 + 2  # GPU 0's utilization refused in MIG mode; 2 instances' memory

@@ -96,7 +96,8 @@ class FastTick:
         for (gpu, spec, _), off in zip(outputs, places):
             if spec.init:
                 ctypes.memmove(ctypes.addressof(self.buf) + off, spec.init, len(spec.init))
-            self.calls.append((spec.fn, (gpu.handle, *spec.before, ctypes.byref(self.buf, off))))
+            device = gpu.handle if spec.handle is None else spec.handle  # (a MIG device's reader: its own)
+            self.calls.append((spec.fn, (device, *spec.before, ctypes.byref(self.buf, off))))
             wanted += [(off + o, code) for o, code in spec.values]
             if spec.field:
                 wanted += [(off + TYPE_AT, "I"), (off + RET_AT, "I")]

@@ -40,7 +40,8 @@ class Batchable:
     ``fn(handle, *before, &out)`` fills ``size`` bytes at ``out``; the reader's values are at ``values``
     (``(offset, struct code)``, in the reader's metric order), each divided by ``per``. ``init``: the output's bytes
     before the first call (a field value's id and scope; NVML writes only the outputs). ``field``: the output is
-    one ``nvmlFieldValue_t``, whose ``nvmlReturn`` and ``valueType`` must be checked.
+    one ``nvmlFieldValue_t``, whose ``nvmlReturn`` and ``valueType`` must be checked. ``handle``: the device the
+    call reads when it is not the sampler's GPU (one of its MIG devices); None for the GPU.
     """
 
     fn: Callable[..., int]
@@ -50,6 +51,7 @@ class Batchable:
     per: float = 1.0
     field: bool = False
     init: bytes = b""
+    handle: Any = None
 
 
 def _code(ctype: Any) -> str:

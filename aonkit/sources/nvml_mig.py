@@ -22,10 +22,12 @@ made or destroyed changes which MIG devices exist, and a destroyed one's handle 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from . import nvml_direct
 from .gpm import Gpm
+from .nvml_direct import direct_calls
 from .nvml_metrics import Reader, processes_reader
 
 MIG_ENABLE = 1
@@ -84,14 +86,32 @@ def by_instance(devices: list[MigDevice]) -> dict[int, MigDevice]:
 
 
 def mig_readers(nvml: Any, dev: MigDevice) -> list[list[Reader]]:
-    """The readers of one GPU instance (through its MIG device's handle), as :func:`device_readers` lists them."""
-    mig = dev.handle
+    """The readers of one GPU instance (through its MIG device's handle), as :func:`device_readers` lists them.
 
-    def memory(_: Any) -> tuple[float, float]:  # the sampler passes the parent's handle: this reads the instance
+    The sampler passes them the parent GPU's handle; they read the instance's. With pynvml itself the first
+    alternative calls the library directly, batched with the GPU's own calls (:mod:`.nvml_batch`).
+    """
+    mig, names = dev.handle, (f"memory_used_bytes.gi{dev.gi}", f"memory_total_bytes.gi{dev.gi}")
+
+    def memory(_: Any) -> tuple[float, float]:
         m = nvml.nvmlDeviceGetMemoryInfo(mig)
         return float(m.used), float(m.total)
 
-    return [[Reader((f"memory_used_bytes.gi{dev.gi}", f"memory_total_bytes.gi{dev.gi}"), memory)]]
+    readers = [Reader(names, memory)]
+    calls = direct_calls(nvml)
+    if calls is not None:
+        try:
+            pair = nvml_direct.pair(calls, "nvmlDeviceGetMemoryInfo", nvml.c_nvmlMemory_t, ("used", "total"))
+        except calls.error:  # the library lacks it: pynvml's reader says so at the probe
+            pass
+        else:
+
+            def direct(_: Any) -> tuple[float, float]:
+                return pair(mig)
+
+            direct.batch = replace(pair.batch, handle=mig)  # type: ignore[attr-defined]
+            readers.insert(0, Reader(names, direct))
+    return [readers]
 
 
 def mig_processes(nvml: Any, devices: list[MigDevice], pids: tuple[int, ...]) -> Reader:
