@@ -272,7 +272,7 @@ def test_wide_rows_equal_a_pivot_of_the_long_form() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from aonkit.views.monitor import wide
+    from aonkit.views.monitor import WideLayout, wide
 
     metrics = ["gpu_util_pct", "power_w", "memory_used_bytes"]
     row = st.tuples(st.integers(0, 6), st.integers(-3, 3), st.sampled_from(metrics),
@@ -290,6 +290,13 @@ def test_wide_rows_equal_a_pivot_of_the_long_form() -> None:
         assert list(got) == list(want)
         for k in got:
             np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+        # one layout asked again and again (a monitor's polls), over frames of other metrics and devices
+        ref = _wide_reference(df, layout.channels)
+        t, values = layout.block(df)
+        np.testing.assert_array_equal(t, ref["t"])
+        np.testing.assert_array_equal(values, np.column_stack([ref[n] for n in layout.names]).reshape(len(t), -1))
+
+    layout = WideLayout([(d, m) for d in (-1, 0, 1, 2, 3) for m in metrics][1:])
 
     check()
 
@@ -334,16 +341,44 @@ def test_streamed_rows_kept_beside_the_columns_read_back_as_a_plain_append_would
         n = int(rng.integers(1, 4))
         rows = {"t": t + np.arange(n), "v": rng.normal(size=n)}
         t += n
-        c.sources["s"].stream(rows, rollover=keep)
+        how = i % 3  # float arrays (one block), lists (column by column), a block in another column order
+        if how == 0:
+            c.sources["s"].stream(rows, rollover=keep)
+        elif how == 1:
+            c.sources["s"].stream({k: v.tolist() for k, v in rows.items()}, rollover=keep)
+        else:
+            c.sources["s"].stream_array(["v", "t"], np.column_stack([rows["v"], rows["t"]]), rollover=keep)
         for k in want:
             col = np.concatenate([want[k], rows[k]])
             want[k] = col[-keep:] if keep is not None and len(col) > keep else col
-        rows["v"][:] = 0.0  # the caller reuses its array: what was streamed stays as it was
+        if how < 2:
+            rows["v"][:] = 0.0  # the caller reuses its array: what was streamed stays as it was
         if i % 37 == 0 or i == 1199:
             got = c.sources["s"].data
             for k in want:
                 np.testing.assert_array_equal(got[k], want[k])
     assert len(want["t"]) == 300
+
+
+def test_a_block_streams_the_same_message_as_its_columns() -> None:
+    import numpy as np
+
+    spec = model_charts.chart("m", model_charts.axis("time"), model_charts.axis("linear"),
+                              [{"kind": "line", "source": "s", "x": "t", "y": "v", "color": "#000000"}], width=300,
+                              height=120)  # fmt: skip
+    c = Charts([spec], {"s": {"t": np.empty(0), "v": np.empty(0), "w": np.empty(0)}})
+    sent = []
+    c.send = lambda msg, buffers=None: sent.append(msg)
+    block = np.array([[1.0, math.nan, 3.0], [2.0, math.inf, -math.inf], [4.0, 5.0, 6.0]])
+    c.sources["s"].stream({"t": list(block[:, 0]), "v": list(block[:, 1]), "w": list(block[:, 2])})  # columns
+    c.sources["s"].stream_array(["t", "v", "w"], block)  # one block
+    assert sent[0] == sent[1] and sent[1]["rows"] == {"t": [1.0, 2.0, 4.0], "v": [None, None, 5.0],
+                                                       "w": [3.0, None, 6.0]}  # fmt: skip
+    np.testing.assert_array_equal(c.sources["s"].data["v"], [math.nan, math.inf, 5.0] * 2)
+    with pytest.raises(ValueError, match="a block of shape"):
+        c.sources["s"].stream_array(["t", "v"], block)
+    with pytest.raises(ValueError, match="stream columns"):
+        c.sources["s"].stream_array(["t", "v", "v"], block)
 
 
 STREAM = """([rows, rollover, n]) => {

@@ -109,7 +109,12 @@ class RingSampler:
     @property
     def channels(self) -> list[tuple[int, str]]:
         """The ring's columns as (device, metric) pairs."""
-        return [(int(d), self.metrics[c]) for d, c in zip(self.channel_devices, self._channel_codes)]
+        made = self.__dict__.get("_channels_made")
+        if made is None or made[0] is not self._channel_codes:  # worked out once per set of columns
+            made = (self._channel_codes, tuple((int(d), self.metrics[c])
+                                               for d, c in zip(self.channel_devices, self._channel_codes)))
+            self._channels_made = made
+        return list(made[1])
 
     @property
     def cost_ns(self) -> dict[str, float]:

@@ -42,34 +42,55 @@ def wide(samples: pd.DataFrame, channels: Sequence[Channel]) -> dict[str, np.nda
 
     Rows are the distinct ``ts_ns`` in increasing order; a channel without a value at a time is NaN; of two
     values of one channel at one time, the later row's is kept. Samples of channels not in ``channels`` are left
-    out.
+    out. (:class:`WideLayout` does the same for a caller that asks again and again for the same channels.)
     """
-    names = [column_name(d, m) for d, m in channels]
-    if samples.empty:
-        return {"t": np.empty(0), **{n: np.empty(0) for n in names}}
-    ts = samples["ts_ns"].to_numpy(np.int64)
-    device = samples["device"].to_numpy(np.int64) if "device" in samples else np.full(len(samples), -1, np.int64)
-    m = samples["metric"]
-    if isinstance(m.dtype, pd.CategoricalDtype):  # the samplers' tables: no strings to compare
-        mcode, metrics = m.cat.codes.to_numpy(np.int64), m.cat.categories.astype(str)
-    else:
-        mcode, metrics = pd.factorize(m.astype(str), sort=True)
-    mcode = np.where(mcode < 0, len(metrics), mcode).astype(np.int64)  # a missing metric: no channel's
-    metrics = [*map(str, metrics), ""]
-    span = max(int(device.max()), -1) + 2
-    pair = mcode * span + (np.maximum(device, -1) + 1)  # one code per (device, metric)
-    pairs, pair_row = np.unique(pair, return_inverse=True)
-    where = {(int(d), str(name)): i for i, (d, name) in enumerate(channels)}
-    col_of = np.array([where.get((int(c % span) - 1, str(metrics[c // span])), -1) for c in pairs], np.int64)
-    col = np.where(device < -1, -1, col_of[pair_row])  # no device below -1 (the host)
-    times, row = np.unique(ts, return_inverse=True)
-    keep = col >= 0
-    flat = (row * len(names) + col)[keep][::-1]  # reversed: the first of each cell below is the last row
-    cells, first = np.unique(flat, return_index=True)
-    out = np.full(len(times) * len(names), np.nan)
-    out[cells] = samples["value"].to_numpy(np.float64)[keep][::-1][first]
-    out = out.reshape(len(times), len(names))
-    return {"t": times / 1e6, **{n: out[:, i] for i, n in enumerate(names)}}
+    layout = WideLayout(channels)
+    t, values = layout.block(samples)
+    return {"t": t, **{n: values[:, i] for i, n in enumerate(layout.names)}}
+
+
+class WideLayout:
+    """:func:`wide` for fixed ``channels``, as one block: what depends only on the channels is worked out once.
+
+    ``names``: the source columns of the channels (:func:`column_name`), in order.
+    """
+
+    def __init__(self, channels: Sequence[Channel]) -> None:
+        self.channels = [(int(d), str(m)) for d, m in channels]
+        self.names = [column_name(d, m) for d, m in self.channels]
+        self._where = {c: i for i, c in enumerate(self.channels)}
+        self._columns: dict[tuple, np.ndarray] = {}  # (metric names, span) -> column of each metric code x device
+
+    def block(self, samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Times (ms since the epoch, increasing) and values (times x channels, NaN where none), as :func:`wide`."""
+        width = len(self.names)
+        if samples.empty:
+            return np.empty(0), np.empty((0, width))
+        ts = samples["ts_ns"].to_numpy(np.int64)
+        device = samples["device"].to_numpy(np.int64) if "device" in samples else np.full(len(samples), -1, np.int64)
+        m = samples["metric"]
+        if isinstance(m.dtype, pd.CategoricalDtype):  # the samplers' tables: no strings to compare
+            mcode, metrics = m.cat.codes.to_numpy(np.int64), m.cat.categories
+        else:
+            mcode, metrics = pd.factorize(m.astype(str), sort=True)
+        mcode = np.where(mcode < 0, len(metrics), mcode).astype(np.int64)  # a missing metric: no channel's
+        span = max(int(device.max()), -1) + 2
+        key = (tuple(map(str, metrics)), span)
+        table = self._columns.get(key)
+        if table is None:  # every (metric code, device) pair's column, -1 for none; the last code: no metric
+            names = [*key[0], ""]
+            table = np.array([self._where.get((d - 1, name), -1) for name in names for d in range(span)], np.int64)
+            if len(self._columns) > 8:
+                self._columns.clear()
+            self._columns[key] = table
+        col = np.where(device < -1, -1, table[mcode * span + (np.maximum(device, -1) + 1)])  # none below the host
+        times, row = np.unique(ts, return_inverse=True)
+        keep = col >= 0
+        flat = (row * width + col)[keep][::-1]  # reversed: the first of each cell below is the last row
+        cells, first = np.unique(flat, return_index=True)
+        out = np.full(len(times) * width, np.nan)
+        out[cells] = samples["value"].to_numpy(np.float64)[keep][::-1][first]
+        return times / 1e6, out.reshape(len(times), width)
 
 
 @dataclass

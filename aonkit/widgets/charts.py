@@ -16,7 +16,7 @@ only its new rows, and the page draws at its next frame whatever arrived before 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,16 @@ def _clean(values: Any) -> list:
     return out
 
 
+def _clean_block(values: np.ndarray) -> list[list]:
+    """The columns of a float block (rows x columns) as JSON lists, as :func:`_clean` makes them, in one pass."""
+    cols = values.T.tolist()
+    bad = ~np.isfinite(values)
+    if bad.any():
+        for i, j in zip(*np.nonzero(bad.T)):
+            cols[i][j] = None
+    return cols
+
+
 def _check_lengths(name: str, columns: Mapping[str, Any]) -> None:
     lengths = {len(v) for v in columns.values()}
     if len(lengths) > 1:
@@ -64,7 +74,8 @@ class ChartSource:
     def __init__(self, charts: Charts, name: str, data: Mapping[str, Any]) -> None:
         self.charts, self.name = charts, name
         self._data = dict(data)
-        self._tail: dict[str, list[np.ndarray]] = {}  # rows streamed since the columns were last joined
+        # rows streamed since the columns were last joined: (names, a 2-D block of rows x names, or one array each)
+        self._tail: list[tuple[tuple[str, ...], Any]] = []
         self._tail_rows, self._keep = 0, None
 
     @property
@@ -76,7 +87,7 @@ class ChartSource:
     @data.setter
     def data(self, value: Mapping[str, Any]) -> None:
         _check_lengths(self.name, value)
-        self._data, self._tail, self._tail_rows = dict(value), {}, 0
+        self._data, self._tail, self._tail_rows = dict(value), [], 0
         self.charts._streamed.discard(self.name)
         self.charts._changed(self.name)
 
@@ -84,11 +95,15 @@ class ChartSource:
         """Append the streamed rows to the columns and apply the rollover (at most one copy per kept length)."""
         if not self._tail_rows:
             return
-        keep = self._keep
-        for k, parts in self._tail.items():
+        keep, where = self._keep, {}
+        for names, _ in self._tail:
+            where.setdefault(names, {n: j for j, n in enumerate(names)})
+        for k in self._data:
+            parts = [rows[:, where[names][k]] if isinstance(rows, np.ndarray) else rows[where[names][k]]
+                     for names, rows in self._tail]  # fmt: skip
             col = np.concatenate([np.asarray(self._data[k]), *parts])
             self._data[k] = col[-keep:] if keep is not None and len(col) > keep else col
-        self._tail, self._tail_rows = {}, 0
+        self._tail, self._tail_rows = [], 0
 
     def stream(self, rows: Mapping[str, Any], rollover: int | None = None) -> None:
         """Append ``rows`` (the same columns as :attr:`data`) and keep the last ``rollover`` rows.
@@ -98,23 +113,41 @@ class ChartSource:
         one): a stream of one row costs no copy of what is kept.
         """
         _check_lengths(self.name, rows)
-        if set(rows) != set(self._data):
-            raise ValueError(f"source {self.name!r}: stream columns {sorted(rows)} are not {sorted(self._data)}")
-        n = len(next(iter(rows.values()), ()))
+        names, columns = tuple(rows), list(rows.values())
+        if columns and all(isinstance(c, np.ndarray) and c.dtype == np.float64 for c in columns):
+            self.stream_array(names, np.stack(columns, axis=1), rollover)  # numbers only: one block
+            return
+        self._stream(names, [np.array(v) for v in columns], rollover)  # a copy: the caller may reuse its arrays
+
+    def stream_array(self, names: Sequence[str], values: np.ndarray, rollover: int | None = None) -> None:
+        """:meth:`stream` of float columns given as one block: ``values[i, j]`` is row ``i`` of ``names[j]``.
+
+        The block is kept as it is (not copied): the caller must not change it afterwards. Its JSON is made in
+        one pass (NaN and infinities as gaps), not column by column.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim != 2 or values.shape[1] != len(names):
+            raise ValueError(f"source {self.name!r}: a block of shape {values.shape} for {len(names)} columns")
+        self._stream(tuple(names), values, rollover)
+
+    def _stream(self, names: tuple[str, ...], rows: Any, rollover: int | None) -> None:
+        if set(names) != set(self._data) or len(names) != len(self._data):
+            raise ValueError(f"source {self.name!r}: stream columns {sorted(names)} are not {sorted(self._data)}")
+        block = isinstance(rows, np.ndarray)
+        n = rows.shape[0] if block else len(rows[0]) if rows else 0
         if n == 0:
             return
         keep = None if rollover is None or rollover <= 0 else int(rollover)
         if keep != self._keep:
             self._join()  # (the rows before, under the rollover they came with)
             self._keep = keep
-        for k, v in rows.items():
-            self._tail.setdefault(k, []).append(np.array(v))  # a copy: the caller may reuse its arrays
+        self._tail.append((names, rows))
         self._tail_rows += n
         if self._tail_rows >= (keep or 256):
             self._join()
         self.charts._streamed.add(self.name)
-        self.charts.send({"kind": "stream", "source": self.name, "rollover": keep or 0,
-                          "rows": {k: _clean(v) for k, v in rows.items()}})  # fmt: skip
+        json_rows = dict(zip(names, _clean_block(rows) if block else map(_clean, rows)))
+        self.charts.send({"kind": "stream", "source": self.name, "rollover": keep or 0, "rows": json_rows})
 
 
 class Charts(anywidget.AnyWidget):

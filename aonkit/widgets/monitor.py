@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..sources.samplers import Sampler
-from ..views.monitor import monitor_view, wide
+from ..views.monitor import WideLayout, monitor_view, wide
 from ._bokehjs import TextWidget
 from .charts import Charts
 
@@ -57,6 +57,7 @@ class LiveMonitor(TextWidget, w.VBox):
         channels = getattr(sampler, "channels", None) or [(-1, m) for m in sampler.metrics]
         self._channels, self._metrics = list(channels), metrics
         self.view = monitor_view(channels, metrics=metrics)
+        self._layout = WideLayout(self.view.channels)
         self.charts = Charts(self.view.charts, {"s": wide(pd.DataFrame(), self.view.channels)}, columns=1)
         self.source = self.charts.sources["s"]
         self.pause = w.ToggleButton(value=False, description="pause", icon="pause", tooltip="stop updating the plots")
@@ -74,11 +75,15 @@ class LiveMonitor(TextWidget, w.VBox):
         channels = getattr(self.sampler, "channels", None)
         if channels and channels != self._channels:
             self._relayout(channels)
-        data = wide(frame, self.view.channels)
-        if len(data["t"]):
-            self.source.stream(data, rollover=self.rollover)
+        t, values = self._layout.block(frame)  # one block of rows x channels: no column by column on the way
+        if len(t):
+            self.source.stream_array(self._columns, np.column_stack([t, values]), rollover=self.rollover)
         self.status.value = f"{self.cursor:,} samples"
-        return len(data["t"])
+        return len(t)
+
+    @property
+    def _columns(self) -> list[str]:
+        return ["t", *self._layout.names]
 
     def _relayout(self, channels: Sequence[tuple[int, str]]) -> None:
         """Charts for ``channels`` in place of the old ones, holding what those held (NaN for a new channel).
@@ -89,6 +94,7 @@ class LiveMonitor(TextWidget, w.VBox):
         old = self.source.data
         self._channels = list(channels)
         self.view = monitor_view(channels, metrics=self._metrics)
+        self._layout = WideLayout(self.view.channels)
         n = len(old["t"])
         names = list(wide(pd.DataFrame(), self.view.channels))
         with self.charts.hold_sync():
