@@ -126,7 +126,8 @@ def test_the_sampler_keeps_the_layout_it_was_made_with(mig) -> None:
 
 
 def test_the_instances_are_drawn_in_their_metrics_charts() -> None:
-    from aonkit.views.monitor import monitor_view, split_metric
+    from aonkit.sources.samples import split_metric
+    from aonkit.views.monitor import monitor_view
 
     assert split_metric("memory_used_bytes.gi2") == ("memory_used_bytes", "gi2")
     assert split_metric("process_memory_bytes.7") == ("process_memory_bytes", "7")
@@ -191,3 +192,24 @@ def test_process_memory_on_a_gpu_in_mig_mode_sums_its_mig_devices(root) -> None:
     # AND without root it read each MIG device; with root the whole GPU's list once
     assert (gpu.calls["nvmlDeviceGetComputeRunningProcesses"] > 3) != root
     s.close()
+
+
+def test_the_timeline_draws_an_instances_counter_in_its_metrics_chart() -> None:
+    from pathlib import Path
+
+    import pandas as pd
+
+    import aonkit
+    from aonkit.timeline import canvas_timeline
+
+    t = aonkit.load(Path(__file__).resolve().parent.parent / "sample_traces" / "cpu_mlp.pt.trace.json.gz")
+    t0 = int(t.events["ts_ns"].min())
+    rows = [(t0 + k * 1_000_000, d, m, float(k)) for k in range(5) for d, m in (
+        (0, "memory_used_bytes"), (0, "memory_used_bytes.gi2"), (0, "memory_used_bytes.gi1"), (1, "memory_used_bytes"),
+        (0, "process_memory_bytes.7"), (-1, "cpu_percent"))]  # fmt: skip
+    t.with_samples(pd.DataFrame(rows, columns=["ts_ns", "device", "metric", "value"]))
+    groups = {g["name"]: [s["label"] for s in g["series"]] for g in canvas_timeline(t).groups()}
+    assert groups["memory_used_bytes"] == ["memory_used_bytes (GPU 0)", "memory_used_bytes (GPU 0 gi1)",
+                                           "memory_used_bytes (GPU 0 gi2)", "memory_used_bytes (GPU 1)"]  # fmt: skip
+    assert groups["process_memory_bytes"] == ["process_memory_bytes (GPU 0 pid 7)"]
+    assert groups["cpu_percent"] == ["cpu_percent (host)"] and not any("." in name for name in groups)

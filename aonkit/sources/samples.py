@@ -6,6 +6,7 @@ these names.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +20,22 @@ if TYPE_CHECKING:
 
 HOST_DEVICE = -1
 """``device`` of host metrics (GPUs use their index)."""
+
+PART_METRIC = re.compile(r"^(?P<base>.+)\.(?P<tag>gi\d+|\d+)$")
+"""A metric of part of a device: ``<metric>.gi<G>`` (a MIG GPU instance) or ``<metric>.<pid>`` (a process)."""
+
+
+def split_metric(metric: str) -> tuple[str, str]:
+    """``("memory_used_bytes", "gi2")`` for ``memory_used_bytes.gi2``; ``(metric, "")`` for a whole device's."""
+    m = PART_METRIC.match(metric)
+    return (m["base"], m["tag"]) if m else (metric, "")
+
+
+def part_label(device: int, tag: str) -> str:
+    """``host``, ``GPU 1``, ``GPU 1 gi2`` (a MIG GPU instance) or ``GPU 0 pid 7`` (a process)."""
+    where = "host" if device < 0 else f"GPU {device}"
+    return where + ("" if not tag else f" {tag}" if tag.startswith("gi") else f" pid {tag}")
+
 
 SAMPLE_COLUMNS = ("ts_ns", "device", "metric", "value")
 """Columns of a samples table: int64 ns, int64 device (-1: host), categorical metric name, float64 value."""

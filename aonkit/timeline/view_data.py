@@ -16,6 +16,7 @@ import pandas as pd
 from .. import schema
 from ..analysis.kernels import kernel_class
 from ..analysis.memory import memory_events
+from ..sources.samples import part_label, split_metric
 from ..trace import Trace
 from ..views import theme
 from .index import TimelineIndex
@@ -146,7 +147,9 @@ def glyph_frame(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, details
 def counter_series(trace: Trace) -> list[tuple[str, str, str, np.ndarray, np.ndarray]]:
     """``(group, label, unit, ts_ns, values)`` of each counter.
 
-    Group ``"memory"``: allocated and reserved bytes per device; then one group per sampled metric, a series per device.
+    Group ``"memory"``: allocated and reserved bytes per device; then one group per sampled metric, a series per device
+    (and per part of one: a MIG GPU instance's ``<metric>.gi<G>`` or a process's ``<metric>.<pid>`` in its metric's
+    group, labelled ``GPU 0 gi2``, ``GPU 0 pid 7``).
     """
     out = []
     has_memory = (trace.events["name"] == "[memory]").any()
@@ -160,10 +163,12 @@ def counter_series(trace: Trace) -> list[tuple[str, str, str, np.ndarray, np.nda
                 out.append(("memory", f"{where} {col}", "bytes", ts, np.where(v >= 0, v, np.nan)))
     s = trace.samples
     if s is not None and len(s):
+        parts = []
         for (metric, device), d in s.groupby(["metric", "device"], sort=True, observed=True):
-            ts, v = d["ts_ns"].to_numpy(), d["value"].to_numpy(np.float64)
-            where = "host" if device < 0 else f"GPU {device}"  # live host samplers use device -1
-            out.append((str(metric), f"{metric} ({where})", "", ts, v))
+            base, tag = split_metric(str(metric))
+            parts.append((base, int(device), tag, d["ts_ns"].to_numpy(), d["value"].to_numpy(np.float64)))
+        for base, device, tag, ts, v in sorted(parts, key=lambda p: p[:3]):  # a metric's whole devices, parts after
+            out.append((base, f"{base} ({part_label(device, tag)})", "", ts, v))  # live host samplers: device -1
     return out
 
 

@@ -8,13 +8,13 @@ per channel. Streaming, pausing and the polling loop are the widget's (:class:`a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from ..sources.samples import part_label, split_metric
 from . import theme
 from .model_charts import axis, chart
 
@@ -110,28 +110,17 @@ class MonitorView:
     charts: list[dict]
 
 
-TAGGED = re.compile(r"^(?P<base>.+)\.(?P<tag>gi\d+|\d+)$")
-"""A metric of part of a device: ``<metric>.gi<G>`` (a MIG GPU instance) or ``<metric>.<pid>`` (a process)."""
 DASHES = ([6, 3], [2, 2], [8, 3, 2, 3], [1, 4])
 """Line dashes of a device's parts, in turn (the whole device's line is solid, in the device's colour)."""
-
-
-def split_metric(metric: str) -> tuple[str, str]:
-    """``("memory_used_bytes", "gi2")`` for ``memory_used_bytes.gi2``; ``(metric, "")`` for a whole device's."""
-    m = TAGGED.match(metric)
-    return (m["base"], m["tag"]) if m else (metric, "")
-
-
-def _label(device: int, tag: str) -> str:
-    return device_label(device) + ("" if not tag else f" {tag}" if tag.startswith("gi") else f" pid {tag}")
 
 
 def monitor_view(channels: Sequence[Channel], width: int = theme.CARD_WIDTH * 2,
                  metrics: Sequence[str] | None = None) -> MonitorView:  # fmt: skip
     """One chart per metric of ``channels`` (only ``metrics`` when given, in that order), a line per device.
 
-    A metric of part of a device (:data:`TAGGED`: a MIG GPU instance, a process) is drawn in its metric's chart,
-    in its device's colour, dashed, labelled ``GPU 1 gi2`` or ``GPU 0 pid 7``; ``metrics`` names the charts.
+    A metric of part of a device (:func:`~aonkit.sources.samples.split_metric`: a MIG GPU instance, a process) is
+    drawn in its metric's chart, in its device's colour, dashed, labelled ``GPU 1 gi2`` or ``GPU 0 pid 7``;
+    ``metrics`` names the charts.
     """
     shown = [(int(d), str(m)) for d, m in channels if metrics is None or split_metric(m)[0] in metrics]
     devices = sorted({d for d, _ in shown})
@@ -149,7 +138,7 @@ def monitor_view(channels: Sequence[Channel], width: int = theme.CARD_WIDTH * 2,
         style = [{"color": color[d], **({"dash": dash[(d, tag)]} if tag else {})} for d, _, tag in lines]
         marks = [{"kind": "line", "source": "s", "x": "t", "y": column_name(d, m), "line_width": 1.5, **st}
                  for (d, m, _), st in zip(lines, style)]  # fmt: skip
-        legend = ({"location": "right", "items": [{"label": _label(d, tag), **st}
+        legend = ({"location": "right", "items": [{"label": part_label(d, tag), **st}
                                                   for (d, _, tag), st in zip(lines, style)]}
                   if len(lines) > 1 or len(devices) > 1 else None)  # fmt: skip
         y = axis("linear", format="bytes") if base.endswith("_bytes") else axis("linear")  # 1.7 GiB, not 1.8e9
