@@ -41,6 +41,7 @@ def test_mig_reconfigured_then_a_gpu_added_are_sampled_from_then_on(live: Live, 
     frames, cursor = [], 0
     try:
         assert (1, "memory_used_bytes.gi2") in reader.channels and (1, "gpu_util_pct") not in reader.channels
+        assert (1, "gpm_sm_util_pct.gi2") in reader.channels and st["mig_gpm_interval_s"] == 10.0  # the default
 
         def read() -> None:
             nonlocal cursor

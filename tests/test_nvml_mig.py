@@ -213,3 +213,28 @@ def test_the_timeline_draws_an_instances_counter_in_its_metrics_chart() -> None:
                                            "memory_used_bytes (GPU 0 gi2)", "memory_used_bytes (GPU 1)"]  # fmt: skip
     assert groups["process_memory_bytes"] == ["process_memory_bytes (GPU 0 pid 7)"]
     assert groups["cpu_percent"] == ["cpu_percent (host)"] and not any("." in name for name in groups)
+
+
+def test_instances_gpm_computations_are_spread_over_their_interval() -> None:
+    import time
+
+    # GIVEN a GPU with 4 GPU instances, their GPM every 0.4 s (the whole GPU's every tick)
+    gpu = FakeGpu(mig=[(1, 0), (2, 0), (3, 0), (4, 0)])
+    s = NvmlSampler(nvml=FakeNvml([gpu]), gpm_min_interval_s=0.0, mig_gpm_interval_s=0.4)
+    due = sorted(g.due_at() for g, _ in s._gpus[0].readers if hasattr(g, "gi"))
+    assert len(due) == 4 and all(0.09 < b - a < 0.11 for a, b in zip(due, due[1:]))  # 0.1 s apart
+    # WHEN it samples every 20 ms for 1.2 s THEN no tick computes more than one instance's GPM
+    per_tick = []
+    end = time.monotonic() + 1.2
+    while time.monotonic() < end:
+        before = gpu.calls["nvmlGpmMigSampleGet"]
+        s.sample_list()
+        per_tick.append(gpu.calls["nvmlGpmMigSampleGet"] - before)
+        time.sleep(0.02)
+    assert max(per_tick) == 1 and 8 <= sum(per_tick) <= 13  # about 3 computations each
+    s.close()
+    # AND mig_gpm=False reads no instance's GPM (their memory still)
+    s = NvmlSampler(nvml=FakeNvml([FakeGpu(mig=list(MIG))]), gpm_min_interval_s=0.0, mig_gpm=False)
+    names = [s.metrics[c] for c in s._channel_codes]
+    assert "memory_used_bytes.gi2" in names and not any(m.startswith("gpm_") and ".gi" in m for m in names)
+    s.close()

@@ -54,7 +54,8 @@ def forwarded_args(args: argparse.Namespace) -> list[str]:
     out = ["--interval", str(args.interval), "--flush", str(args.flush), "--capacity", str(args.capacity),
            "--cap-bytes", str(args.cap_bytes), "--retention-hours", str(args.retention_hours),
            "--gpm-interval", str(args.gpm_interval), "--slow-interval", str(args.slow_interval),
-           "--gpu-retry", str(args.gpu_retry), "--gpu-check", str(args.gpu_check)]  # fmt: skip
+           "--gpu-retry", str(args.gpu_retry), "--gpu-check", str(args.gpu_check),
+           "--mig-gpm-interval", str(args.mig_gpm_interval)]  # fmt: skip
     if args.root:
         out += ["--root", str(Path(args.root).absolute())]
     if getattr(args, "prometheus_file", None):

@@ -118,6 +118,9 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe, StatusWriter):
         Seconds between GPM computations on GPUs that have GPM (default 1.0; the values repeat between).
         NVML's ``nvmlGpmMetricsGet`` costs about 1.5 ms of CPU a call on an H200, so GPM at 10 Hz would be
         1.5% of a core per GPU, at 1 s 0.15%.
+    mig_gpm_interval_s : float
+        Seconds between GPM computations of each MIG GPU instance (default 10.0; 0: none), spread over the
+        interval: each costs about as much as a whole GPU's, and a node can hold 56 instances.
     slow_interval_s : float
         Seconds between reads of the slow metrics (default 10.0): temperature, the memory clock, the watched
         processes' memory, the PCIe/NVLink counters where GPM measures them, and the energy counter (about 4 ms
@@ -147,12 +150,14 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe, StatusWriter):
                  gpm_interval_s: float = DEFAULTS["gpm_interval"],
                  slow_interval_s: float = DEFAULTS["slow_interval"],
                  gpu_retry_s: float = DEFAULTS["gpu_retry"], gpu_check_s: float = DEFAULTS["gpu_check"],
-                 prometheus_file: str | Path | None = None) -> None:  # fmt: skip
+                 prometheus_file: str | Path | None = None,
+                 mig_gpm_interval_s: float = DEFAULTS["mig_gpm_interval"]) -> None:  # fmt: skip
         if not min(interval_s, flush_s, gpm_interval_s, slow_interval_s) > 0:
             raise ValueError("interval, flush, GPM interval and slow interval must be > 0")
         self.interval_s, self.flush_s = interval_s, flush_s
         self.gpm_interval_s, self.slow_interval_s = gpm_interval_s, slow_interval_s
         self.gpu_retry_s, self.gpu_check_s = max(0.0, gpu_retry_s), max(0.0, gpu_check_s)
+        self.mig_gpm_interval_s = max(0.0, mig_gpm_interval_s)
         self.prometheus_file = Path(prometheus_file).absolute() if prometheus_file else None
         self._status_lock = threading.Lock()  # status writes come from the flusher and the sampling thread
         self.root = Path(root).absolute() if root else data_root().absolute()
@@ -232,7 +237,9 @@ class Daemon(Flusher, RuntimeGuard, GpuWatch, GpuProbe, StatusWriter):
         from ..sources.nvml import open_gpu_sampler
 
         return open_gpu_sampler(interval_s=self.interval_s, capacity=1, gpm_min_interval_s=self.gpm_interval_s,
-                                slow_interval_s=self.slow_interval_s, **({"nvml": nvml} if nvml is not None else {}))
+                                slow_interval_s=self.slow_interval_s, mig_gpm=self.mig_gpm_interval_s > 0,
+                                mig_gpm_interval_s=self.mig_gpm_interval_s,
+                                **({"nvml": nvml} if nvml is not None else {}))  # fmt: skip
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self._stop.set()
@@ -315,7 +322,8 @@ def run_daemon(args: argparse.Namespace) -> int:
 def daemon_from_args(args: argparse.Namespace) -> Daemon:
     """A :class:`Daemon` with the command line's settings."""
     return Daemon(args.interval, args.flush, args.root, args.capacity, args.cap_bytes, args.retention_hours,
-                  args.gpm_interval, args.slow_interval, args.gpu_retry, args.gpu_check, args.prometheus_file)
+                  args.gpm_interval, args.slow_interval, args.gpu_retry, args.gpu_check, args.prometheus_file,
+                  args.mig_gpm_interval)
 
 
 if __name__ == "__main__":

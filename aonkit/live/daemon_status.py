@@ -48,7 +48,7 @@ class StatusWriter:
             "host_metrics": list(self.host_sampler.metrics),
             "gpus": list(gpu.devices) if gpu else [], "gpu_names": getattr(gpu, "device_names", {}),
             "gpu_metrics": len(gpu.metrics) if gpu else 0, "gpu_unsupported": gpu.n_unsupported if gpu else 0,
-            "gpu_check_s": self.gpu_check_s,
+            "gpu_check_s": self.gpu_check_s, "mig_gpm_interval_s": self.mig_gpm_interval_s,
             "gpu_mig": {str(i): [list(d) for d in devs] for i, devs in getattr(gpu, "mig", {}).items()},
             "gpu_note": self.gpu_note, "samples": self._samples_before + self.ring.count,
             "sample_index": self.sample_index, **self.stats, **self._cost(),

@@ -103,6 +103,7 @@ class Gpm:
         self.request = nvml.c_nvmlGpmMetricsGet_t()
         self._ask()
         self.t = 0.0
+        self.first_due: float | None = None  # a due time set from outside (:meth:`due_in`), until the next computation
         self.values: tuple[float, ...] = (NAN,) * len(self.rows)
         self.reasons: dict[str, str] = {}  # the last computation's failed metrics
 
@@ -170,7 +171,13 @@ class Gpm:
 
     def due_at(self) -> float:
         """The ``time.monotonic()`` from which :meth:`read` computes again (before it, it repeats the last values)."""
+        if self.first_due is not None:
+            return self.first_due
         return self.t + self.min_interval_s - REFRESH_S / 4
+
+    def due_in(self, seconds: float) -> None:
+        """Make the next computation due ``seconds`` from now (readers' computations spread over an interval)."""
+        self.first_due = time.monotonic() + seconds
 
     def read(self, handle: Any, force: bool = False) -> tuple[float, ...]:
         """The metrics since the last snapshot.
@@ -201,7 +208,7 @@ class Gpm:
         if self._direct is not None:
             self._phase ^= 1
         self.samples.reverse()
-        self.t = now
+        self.t, self.first_due = now, None
         if not any(rets):  # NVML_SUCCESS is 0
             self.values, self.reasons = tuple([v * scale for v, scale in zip(values, self.scales)]), {}
             return self.values

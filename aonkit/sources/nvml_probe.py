@@ -49,8 +49,12 @@ class Probe:
     _gpus: list[Gpu]
     _unsupported: list[tuple[int, str, str]]
 
-    def _probe(self, rows: list[tuple[str, int, float]], gpm_min_interval_s: float) -> list[tuple[int, str]]:
-        """Pick each GPU's readers; the channels, each GPU's together (its NVML readers, then GPM)."""
+    def _probe(self, rows: list[tuple[str, int, float]], gpm_min_interval_s: float,
+               mig_gpm_s: float | None = None) -> list[tuple[int, str]]:  # fmt: skip
+        """Pick each GPU's readers; the channels, each GPU's together (its NVML readers, then GPM).
+
+        ``mig_gpm_s``: the GPM interval of each MIG GPU instance (None: none); their first computations are spread.
+        """
         picked: dict[int, list[Reader | Gpm]] = {gpu.index: [] for gpu in self._gpus}
         gpms = []
         for gpu in self._gpus:
@@ -63,11 +67,12 @@ class Probe:
             for group in groups:
                 if (reader := self._pick(gpu, group)) is not None:
                     picked[gpu.index].append(reader)
-            for gi in (None, *instances) if rows else ():  # GPM of the whole GPU, then of each GPU instance
+            per_instance = tuple(instances) if mig_gpm_s is not None else ()
+            for gi in (None, *per_instance) if rows else ():  # GPM of the whole GPU, then of each GPU instance
                 g = None
                 try:
                     g = (Gpm(self.nvml, gpu.handle, rows, gpm_min_interval_s) if gi is None
-                         else MigGpm(self.nvml, gpu.handle, gi, rows, gpm_min_interval_s))  # fmt: skip
+                         else MigGpm(self.nvml, gpu.handle, gi, rows, mig_gpm_s))  # fmt: skip
                     g.start(gpu.handle)
                     gpms.append((gpu, g))
                 except Exception as exc:
@@ -85,6 +90,9 @@ class Probe:
                 self._skip(gpu.index, [name], why)
             if g.metrics:
                 picked[gpu.index].append(g)
+        spread = [g for _, g in gpms if isinstance(g, MigGpm) and g.metrics]
+        for k, g in enumerate(spread):  # not every instance's computation in one tick: one every interval / n
+            g.due_in(mig_gpm_s * (k + 1) / len(spread))
         channels: list[tuple[int, str]] = []
         for gpu in self._gpus:
             slow_where_also_measured(picked[gpu.index])
