@@ -99,6 +99,9 @@ class GpuProbe:
             if self._found is not None:  # the last one opened is not taken yet
                 continue
             now = gpu_layout(gpu.nvml)
+            if gpu.layout is None:  # not known when the sampler was made: this look is the baseline
+                gpu.layout = now
+                continue
             if now is None or now == gpu.layout or now == tried:
                 continue
             tried = now

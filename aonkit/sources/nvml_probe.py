@@ -35,7 +35,6 @@ SLOW_READ_ALLOWANCE = 10
 """How many times ``max_call_s`` a slow metric's reader may take at the probe."""
 
 
-
 class Probe:
     """The probe of :class:`~aonkit.sources.nvml.NvmlSampler`.
 
