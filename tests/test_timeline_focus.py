@@ -231,7 +231,7 @@ def test_the_widget_sends_the_focus_with_its_glyphs_and_steps_on_n_and_p() -> No
     ends = [str(trace.events["name"].iat[int(index.row[k])]) for k in (index.ts.argmin(), index.end.argmax())]
     saved = w.focus
     w.focus = ends
-    w._step = (len(w.timeline.focus) - 1, list(w.view))  # as if the last step had shown the last: N wraps
+    w._step = (len(w.timeline.focus) - 1, list(w.view), False)  # as if the last step had shown the last: N wraps
     for direction in (1, 1, -1):  # the first (the profiler's span: the whole trace), the next, the first again
         w.step(direction)
         a, b = w.range_window()
@@ -246,6 +246,37 @@ def test_the_widget_sends_the_focus_with_its_glyphs_and_steps_on_n_and_p() -> No
     w.focus = ["nccl:all_reduce"]
     w.retime(trace)
     assert w.tiles()[0]["focus"]["n"] == len(w.timeline.focus) > 0
+
+
+def test_shift_n_and_p_step_through_the_gpu_work_the_focused_ops_launched() -> None:
+    trace = aonkit.load(SAMPLES / "gpu_synthetic_rank0.json.gz")
+    w = Recorded(trace, width_px=1000)
+    w.focus = ["aten::linear"]
+    f = w.timeline.focus
+    g = f.launched
+    assert len(g) == 324 and len(g.row) == len(g) and sorted(g.order.tolist()) == list(range(len(g)))
+    # WHEN Shift+N comes from the page: the first launched GPU event after the view's middle, selected
+    t0, t1 = w.range_window()
+    w._message(w, {"kind": "step", "dir": 1, "launched": True}, [])
+    place = g.step((t0 + t1) // 2, 1)
+    msg = w.tiles()[0]
+    assert msg["select"] == int(g.row[g.order[place]]) and msg["place"] == place and msg["launched"] is True
+    a, b = w.range_window()
+    assert a <= g.ts[g.order[place]] < b
+    # THEN the steps go on through the launched work in time order, each a GPU event (a kernel or a copy), and back
+    rows = [w.step(1, launched=True) for _ in range(6)]
+    starts = trace.events["ts_ns"].to_numpy()[rows]
+    assert (np.diff(starts) >= 0).all() and set(rows) <= set(g.row.tolist())
+    assert set(trace.events["stream"].to_numpy()[rows] >= 0) == {True}  # on a GPU stream
+    assert w.step(-1, launched=True) == rows[-2]
+    # a plain N after them starts from the view's middle among the named events (not from the launched place)
+    row = w.step(1)
+    assert row in set(f.row.tolist()) and w.tiles()[0]["launched"] is False
+    with pytest.raises(ValueError, match="no focused launched event at place"):
+        w.show_focused(len(g), launched=True)
+    # a focus that launched nothing has nothing to step through
+    w.focus = [n for n in w.timeline.lane_names() if "nccl" in n.lower()]
+    assert len(w.timeline.focus.launched) == 0 and w.step(1, launched=True) == -1
 
 
 def test_the_dashboards_tables_pick_the_focus_and_the_focus_picks_their_rows() -> None:
@@ -322,11 +353,12 @@ def test_the_page_marks_counts_and_steps_through_the_focus(timeline_page) -> Non
     page.keyboard.press("n")
     page.keyboard.press("p")
     page.keyboard.press("l")
+    page.keyboard.press("Shift+N")  # the GPU work they launched: none for this focus, so nothing is asked
     page.fill(".aon-timeline-find", "/gemm/")
     page.press(".aon-timeline-find", "Enter")
     assert page.evaluate("() => window.sent.filter((m) => m.kind !== 'hello')") == [
-        {"kind": "step", "dir": 1}, {"kind": "step", "dir": -1}, {"kind": "longest"},
-        {"kind": "find", "text": "/gemm/"}]
+        {"kind": "step", "dir": 1, "launched": False}, {"kind": "step", "dir": -1, "launched": False},
+        {"kind": "longest"}, {"kind": "find", "text": "/gemm/"}]
     # a step's answer selects its event and says which one it is
     row = w.step(1)
     ds = render(page, w)
@@ -347,6 +379,19 @@ def test_the_page_marks_counts_and_steps_through_the_focus(timeline_page) -> Non
     page.evaluate("() => window.el.querySelector('.aon-timeline').focus()")
     page.keyboard.press("f")
     assert page.evaluate("() => window.state.focus") == [name]
+    # an op's focus: Shift+N and Shift+P ask for the GPU work it launched; the answer says which of it is shown
+    row = w2.step(1, launched=True)
+    ds = render(page, w2)
+    assert ds["selected"] == str(row)
+    page.evaluate("() => { window.sent.length = 0; window.el.querySelector('.aon-timeline').focus(); }")
+    page.keyboard.press("Shift+N")
+    page.keyboard.press("Shift+P")
+    assert page.evaluate("() => window.sent.filter((m) => m.kind === 'step')") == [
+        {"kind": "step", "dir": 1, "launched": True}, {"kind": "step", "dir": -1, "launched": True}]
+    place = w2.tiles()[0]["place"]
+    bar = page.evaluate("() => window.el.querySelector('.aon-timeline-focus-text').textContent")
+    assert bar.startswith(f"focus: {len(w2.timeline.focus):,} events of 1 name, ") and (
+        f" · the GPU work they launched: event {place + 1:,} of 324 events, " in bar), bar
 
 
 def test_picks_made_before_the_dashboard_is_shown_are_drawn_with_it(tmp_path, timeline_page) -> None:

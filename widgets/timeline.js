@@ -13,8 +13,9 @@
 // focus [names] (their events marked at any zoom, the rest faded; Python or the page sets it).
 // Messages from Python: {kind: "tiles", ...} with buffers (timeline_data.js); {kind: "note", text} (why a find
 // focused nothing); {kind: "count", view, n} (the focused events reaching into that view, counted exactly).
-// To Python: {kind: "hello"} when a view starts (the current tiles come back); {kind: "step", dir: 1 | -1} (N, P:
-// the next or previous focused event); {kind: "longest"} (L); {kind: "find", text} (Enter in the find box).
+// To Python: {kind: "hello"} when a view starts (the current tiles come back); {kind: "step", dir: 1 | -1,
+// launched} (N, P: the next or previous focused event; Shift+N, Shift+P: GPU event they launched); {kind:
+// "longest"} (L); {kind: "find", text} (Enter in the find box).
 // After each draw the element gets data-drawn (a count), data-seq (the tiles drawn), data-view, data-labels and,
 // for a selection, data-selected (the event row) and data-highlight (boxes outlined), and with a focus
 // data-focus (its events in view); an "aon-drawn" event's detail is the draw's ms.
@@ -117,9 +118,10 @@ function render({model, el}) {
     later();
   }
 
-  function step(dir) {  // 1, -1: the next or previous focused event; 0: the longest
-    if (!S.tiles || !S.tiles.focus || !S.tiles.focus.n) return;
-    model.send(dir ? {kind: "step", dir} : {kind: "longest"});
+  function step(dir, launched) {  // 1, -1: the next or previous focused event (or launched GPU event); 0: the longest
+    const f = S.tiles && S.tiles.focus;
+    if (!f || !f.n || (launched && !f.launched)) return;
+    model.send(dir ? {kind: "step", dir, launched: !!launched} : {kind: "longest"});
   }
 
   function unfocus() {
@@ -150,7 +152,7 @@ function render({model, el}) {
     const bar = root.querySelector(".aon-timeline-focus");
     if (bar) {
       bar.style.display = f ? "" : "none";
-      bar.firstChild.textContent = focusText(f, inView, S.place, !exact);
+      bar.firstChild.textContent = focusText(f, inView, S.place, !exact, S.placeLaunched);
       bar.firstChild.title = focusTitle(f);
     }
     el.dataset.focus = f ? String(inView) : "";
@@ -236,7 +238,8 @@ function render({model, el}) {
 
   function keys(ev) {
     // W/S zoom in and out (around the pointer), A/D pan, F focuses the selected event's name, N/P the next or
-    // previous focused event, L the longest, Escape drops the measure and the selection, then the focus. Every other
+    // previous focused event (Shift+N/P: GPU event they launched), L the longest, Escape drops the measure and the
+    // selection, then the focus. Every other
     // key stops here too, so that JupyterLab's command-mode shortcuts (D D deletes a cell) never see it.
     if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.key === "Tab" || !S.view) return;
     ev.stopPropagation();
@@ -249,8 +252,8 @@ function render({model, el}) {
     } else if (k === "a" || k === "d") {
       const d = (k === "a" ? -0.2 : 0.2) * w;
       setView(S.view[0] + d, S.view[1] + d);
-    } else if (k === "n" || k === "p" || k === "l") {
-      step(k === "n" ? 1 : k === "p" ? -1 : 0);
+    } else if (k === "n" || k === "p" || k === "l") {  // with Shift, N and P walk the GPU work they launched
+      step(k === "n" ? 1 : k === "p" ? -1 : 0, ev.shiftKey && k !== "l");
     } else if (k === "f" && S.tiles && S.selected >= 0) {  // focus the selected glyph's name (a bin's: its longest)
       S.place = -1; S.note = "";
       model.set("focus", [S.tiles.names[S.tiles.cols.name[S.selected]]]);
@@ -308,7 +311,9 @@ function render({model, el}) {
     if (!msg || msg.kind !== "tiles") return;
     let row = S.selected >= 0 ? S.tiles.cols.row[S.selected] : NaN;
     S.tiles = decode(msg, buffers || []);
-    if (S.tiles.select >= 0) { row = S.tiles.select; S.place = S.tiles.place; S.measure = null; }
+    if (S.tiles.select >= 0) {
+      row = S.tiles.select; S.place = S.tiles.place; S.placeLaunched = !!S.tiles.launched; S.measure = null;
+    }
     if (S.tiles.focus && S.tiles.focus.n) S.note = "";  // a find's "nothing matches" is old news
     S.selected = -1;  // the selected event stays selected when the new glyphs hold it on its own
     for (let i = 0; i < S.tiles.n && !Number.isNaN(row); i++) {

@@ -8,7 +8,8 @@
 // the boxes of a GPU glyph's launching op and launch call (op_x0, op_x1, op_slot, launch_...; NaN for none).
 // With a focus (aonkit.timeline.focus) the message's focus is {n, busy_ns, names, missing, stats} and its columns
 // add the focused events' boxes merged per pixel (f_x0, f_x1, f_slot, f_count) and where they are over the whole
-// trace (f_overview: counts per part); a step's message names its event (select: a row) and place (in time order).
+// trace (f_overview: counts per part); a step's message names its event (select: a row) and place (in time order;
+// launched: among the GPU work the focused events launched).
 
 const SEP = " > ";
 
@@ -51,6 +52,7 @@ function decode(msg, buffers) {
                                       count: cols.f_count, overview: cols.f_overview} : null;
   d.select = typeof msg.select === "number" ? msg.select : -1;
   d.place = typeof msg.place === "number" ? msg.place : -1;
+  d.launched = msg.launched === true;  // the place is among the GPU work the focused events launched
   return d;
 }
 

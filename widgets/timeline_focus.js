@@ -58,16 +58,18 @@ function focusInView(f, lo, hi) {
   return n;
 }
 
-function focusText(f, inView, place, rough) {
+function focusText(f, inView, place, rough, launched) {
   // the focus bar's words: how many events, their time (in all, mean, longest), the GPU work they launched, how
   // many in view (rough: from the boxes drawn, while the kernel's exact count for the view is on its way), which
-  // one a step showed
+  // one a step showed (launched: a step through the GPU work)
   if (!f) return "";
   if (!f.n) return "focus: no event on the lanes has that name";
-  const head = place >= 0 ? `event ${(place + 1).toLocaleString("en-US")} of ` : "";
+  const nth = place >= 0 ? `event ${(place + 1).toLocaleString("en-US")} of ` : "";
+  const head = launched ? "" : nth;
   const st = f.stats || {};
-  const gpu = f.launched ? ` · the GPU work they launched: ${f.launched.toLocaleString("en-US")} event` +
-                           `${f.launched === 1 ? "" : "s"}, ${fmtNs(f.launched_busy_ns)}` : "";
+  const gpu = f.launched ? ` · the GPU work they launched: ${launched ? nth : ""}` +
+                           `${f.launched.toLocaleString("en-US")} event${f.launched === 1 ? "" : "s"}, ` +
+                           `${fmtNs(f.launched_busy_ns)}` : "";
   return `focus: ${head}${f.n.toLocaleString("en-US")} event${f.n === 1 ? "" : "s"} of ${f.names} ` +
          `name${f.names === 1 ? "" : "s"}, ${fmtNs(f.busy_ns)} in all (mean ${fmtNs(st.mean)}, longest ` +
          `${fmtNs(st.max)})${gpu} · ${rough ? "about " : ""}${inView.toLocaleString("en-US")} in view`;

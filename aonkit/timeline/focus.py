@@ -34,11 +34,43 @@ _FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 _JS_ONLY = set("guyd")  # flags of JavaScript's RegExp with no meaning for a test of one name
 
 
+def step_place(starts: np.ndarray, at_ns: int, direction: int, current: int = -1) -> int:
+    """The place (in ``starts``, increasing) of the next (``direction`` > 0) or previous event; -1 when none.
+
+    From ``current`` (a place) when it is one, else from the first event starting after ``at_ns`` (or the last
+    starting before it); past either end it wraps around.
+    """
+    n = len(starts)
+    if n == 0:
+        return -1
+    if 0 <= current < n:
+        return (current + (1 if direction > 0 else -1)) % n
+    if direction > 0:
+        k = int(np.searchsorted(starts, int(at_ns), side="right"))
+        return k if k < n else 0
+    k = int(np.searchsorted(starts, int(at_ns), side="left")) - 1
+    return k if k >= 0 else n - 1
+
+
+def window_of(t0: int, t1: int, view_ns: int) -> tuple[int, int]:
+    """The view that shows an event of ``[t0, t1)``, centred on it.
+
+    It is ``view_ns`` wide while the event fills a share of it within :data:`STEP_FILL`, else as wide as puts the
+    event at the nearer bound (at least :data:`STEP_MIN_NS`).
+    """
+    lo, hi = STEP_FILL
+    width = max(min(int(view_ns), int((t1 - t0) / lo)), int(np.ceil((t1 - t0) / hi)), STEP_MIN_NS)
+    mid = (t0 + t1) // 2
+    return mid - width // 2, mid - width // 2 + width
+
+
 @dataclass
 class Launched:
     """GPU events launched from inside focused events (build with :func:`focus_of`).
 
-    ``pos``, ``ts``, ``end``, ``slot``, ``track`` as :class:`Focus`'s; ``busy_ns``: their summed durations.
+    ``pos``, ``ts``, ``end``, ``slot``, ``track``, ``row`` and ``order`` as :class:`Focus`'s; ``busy_ns``: their
+    summed durations. :meth:`step` and :meth:`window_for` walk them as :class:`Focus`'s walk the named events (the
+    page's Shift+N and Shift+P).
     """
 
     pos: np.ndarray
@@ -47,12 +79,26 @@ class Launched:
     slot: np.ndarray
     track: np.ndarray
     busy_ns: int
+    row: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    order: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
     @classmethod
     def none(cls) -> Launched:
         """No launched work."""
         e = np.empty(0, np.int64)
-        return cls(e, e, e, e, e, 0)
+        return cls(e, e, e, e, e, 0, e, e)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def step(self, at_ns: int, direction: int, current: int = -1) -> int:
+        """As :meth:`Focus.step`, over the launched events."""
+        return step_place(self.ts[self.order], at_ns, direction, current)
+
+    def window_for(self, place: int, view_ns: int) -> tuple[int, int]:
+        """As :meth:`Focus.window_for`, for the launched event at ``place`` of :attr:`order`."""
+        i = self.order[place]
+        return window_of(int(self.ts[i]), int(self.end[i]), view_ns)
 
 
 @dataclass
@@ -75,8 +121,8 @@ class Focus:
     busy_ns : int
         The events' summed durations.
     launched : Launched
-        The GPU work they launched that is not itself named, drawn with them (:meth:`marks`) but not stepped
-        through or counted with them.
+        The GPU work they launched that is not itself named, drawn with them (:meth:`marks`) but not counted with
+        them, and walked on its own (:meth:`Launched.step`).
     """
 
     names: list[str]
@@ -169,17 +215,7 @@ class Focus:
         From ``current`` (a place in :attr:`order`) when it is one, else from the first event starting after
         ``at_ns`` (or the last starting before it); past either end it wraps around.
         """
-        n = len(self.order)
-        if n == 0:
-            return -1
-        if 0 <= current < n:
-            return (current + (1 if direction > 0 else -1)) % n
-        starts = self.ts[self.order]
-        if direction > 0:
-            k = int(np.searchsorted(starts, int(at_ns), side="right"))
-            return k if k < n else 0
-        k = int(np.searchsorted(starts, int(at_ns), side="left")) - 1
-        return k if k >= 0 else n - 1
+        return step_place(self.ts[self.order], at_ns, direction, current)
 
     def window_for(self, place: int, view_ns: int) -> tuple[int, int]:
         """The view that shows the event at ``place`` of :attr:`order`, centred on it.
@@ -188,11 +224,7 @@ class Focus:
         the event at the nearer bound.
         """
         i = self.order[place]
-        t0, t1 = int(self.ts[i]), int(self.end[i])
-        lo, hi = STEP_FILL
-        width = max(min(int(view_ns), int((t1 - t0) / lo)), int(np.ceil((t1 - t0) / hi)), STEP_MIN_NS)
-        mid = (t0 + t1) // 2
-        return mid - width // 2, mid - width // 2 + width
+        return window_of(int(self.ts[i]), int(self.end[i]), view_ns)
 
 
 def _placed(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, pos: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -307,8 +339,9 @@ def _focus(trace: Trace, index: TimelineIndex, slots: pd.DataFrame, asked: list[
     order = np.lexsort((row, slot, ts)).astype(np.int64)
     launched = Launched.none()
     if gpos is not None:
-        g_track, g_slot, g_ts, g_end, _, g_dur = _placed(trace, index, slots, gpos)
-        launched = Launched(gpos, g_ts, g_end, g_slot, g_track, int(g_dur.sum()))
+        g_track, g_slot, g_ts, g_end, g_row, g_dur = _placed(trace, index, slots, gpos)
+        g_order = np.lexsort((g_row, g_slot, g_ts)).astype(np.int64)
+        launched = Launched(gpos, g_ts, g_end, g_slot, g_track, int(g_dur.sum()), g_row, g_order)
     return Focus([n for n in asked if lookup.get(n, -1) in seen], [n for n in asked if lookup.get(n, -1) not in seen],
                  pos, ts, end, slot, track, row, order, dur, int(dur.sum()), launched)  # fmt: skip
 

@@ -90,7 +90,7 @@ class TimelineCanvas(anywidget.AnyWidget):
                              f"{LAYOUT['gutter']}), got {width_px}")  # fmt: skip
         self.timeline: CanvasTimeline = canvas_timeline(trace, margin)
         self.seq, self._last = 0, None
-        self._step: tuple[int, list] = (-1, [])  # the last step's place in the focus's order, and its view
+        self._step: tuple[int, list, bool] = (-1, [], False)  # the last step's place, its view, over launched work
         self._extra: dict = {}  # what the next message says besides its glyphs (a step's event)
         self._last_count: dict = {}  # the focus's count in the view, as last sent
         self.shown = False  # whether a page has drawn the widget (a view said hello)
@@ -173,7 +173,7 @@ class TimelineCanvas(anywidget.AnyWidget):
 
     def _on_focus(self, change: dict) -> None:
         self.timeline.set_focus(list(change["new"]))
-        self._step = (-1, [])
+        self._step = (-1, [], False)
         self.update(*self.range_window())  # the same window, with the focus's marks
         self._count()
 
@@ -188,26 +188,28 @@ class TimelineCanvas(anywidget.AnyWidget):
             if self.timeline.focus is not None and self._last_count:
                 self.send(self._last_count)
         elif kind == "step" and content.get("dir") in (1, -1):
-            self.step(content["dir"])
+            self.step(content["dir"], launched=content.get("launched") is True)
         elif kind == "longest":
             self.longest()
         elif kind == "find" and isinstance(content.get("text"), str):
             self.find(content["text"])
 
     # ---- what a notebook calls ---------------------------------------------------------------------------------
-    def step(self, direction: int = 1) -> int:
-        """Show the next (``direction`` 1) or previous (-1) focused event, selected; return its row (-1: no focus).
+    def step(self, direction: int = 1, launched: bool = False) -> int:
+        """Show the next (``direction`` 1) or previous (-1) focused event, selected; return its row (-1: none).
 
         The row is of ``trace.events``. A step goes from the event the last step showed while the view is still the
         one it set, else from the view's middle. The view keeps its width unless the event would fill too little or
-        too much of it (:meth:`aonkit.timeline.focus.Focus.window_for`).
+        too much of it (:meth:`aonkit.timeline.focus.Focus.window_for`). ``launched``: step through the GPU work the
+        focused events launched instead (an op's kernels; the page's Shift+N and Shift+P).
         """
         f = self.timeline.focus
-        if f is None or not len(f):
+        walk = None if f is None else f.launched if launched else f
+        if walk is None or not len(walk):
             return -1
         t0, t1 = self.range_window()
-        return self.show_focused(f.step((t0 + t1) // 2, direction, self._step[0] if self._step[1] == list(self.view)
-                                        else -1))  # fmt: skip
+        same = self._step[1] == list(self.view) and self._step[2] == launched
+        return self.show_focused(walk.step((t0 + t1) // 2, direction, self._step[0] if same else -1), launched)
 
     def longest(self) -> int:
         """Show the longest focused event, selected (what L does in the page); return its row (-1: no focus).
@@ -217,23 +219,28 @@ class TimelineCanvas(anywidget.AnyWidget):
         f = self.timeline.focus
         return -1 if f is None or not len(f) else self.show_focused(f.longest())
 
-    def show_focused(self, place: int) -> int:
-        """Show the focused event at ``place`` of its time order, selected, and return its ``trace.events`` row."""
+    def show_focused(self, place: int, launched: bool = False) -> int:
+        """Show the focused event at ``place`` of its time order, selected, and return its ``trace.events`` row.
+
+        ``launched``: the GPU event at ``place`` of the launched work's time order.
+        """
         f = self.timeline.focus
-        if f is None or not 0 <= place < len(f):
-            raise ValueError(f"no focused event at place {place} (the focus holds {0 if f is None else len(f)})")
+        walk = None if f is None else f.launched if launched else f
+        if walk is None or not 0 <= place < len(walk):
+            raise ValueError(f"no focused {'launched ' if launched else ''}event at place {place} (the focus holds "
+                             f"{0 if walk is None else len(walk)})")  # fmt: skip
         t0, t1 = self.range_window()
-        a, b = f.window_for(place, t1 - t0)
+        a, b = walk.window_for(place, t1 - t0)
         shift = max(self.origin_ns - a, 0) or min(self.end_ns - b, 0)  # inside the trace, as the page would put it
         a, b = max(a + shift, self.origin_ns), min(b + shift, self.end_ns)
-        row = int(f.row[f.order[place]])
+        row = int(walk.row[walk.order[place]])
         self._quiet = True  # one query below, for the new view and the event together
         try:
             self.zoom(a, b)
         finally:
             self._quiet = False
-        self._step = (place, list(self.view))
-        self._extra = {"select": row, "place": place}
+        self._step = (place, list(self.view), launched)
+        self._extra = {"select": row, "place": place, "launched": launched}
         self.update(*self.range_window())
         self._count()
         return row
