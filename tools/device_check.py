@@ -7,9 +7,10 @@ Steps, most important first, each in its own process with a time limit taken fro
 (a step that does not fit is reported as not run):
 
 1. ``env``: GPU, driver, Python packages.
-2. ``gpu tests``: ``pytest -m gpu`` on ``tests/test_nvml.py`` and ``tests/test_gpu_real.py`` (real NVML and GPM,
-   CUDA kernels on the host's clock, samples lined up with kernels, the daemon on real NVML, the system unit, GPUs
-   found when the hidden NVML library comes back).
+2. ``gpu tests``: ``pytest -m gpu`` on ``tests/test_nvml.py``, ``tests/test_nvml_mig.py`` and
+   ``tests/test_gpu_real.py`` (real NVML and GPM, the GPUs' layout and MIG state, CUDA kernels on the host's
+   clock, samples lined up with kernels, the daemon on real NVML, the system unit, GPUs found when the hidden
+   NVML library comes back).
 3. ``overhead``: ``bench/overhead.py`` (cost per NVML call and GPM sample, sampler CPU on real GPUs).
 4. ``cuda samples``: ``tools/make_cuda_samples.py`` (a real ``%%aon_profile`` bundle and two batch sizes);
    ``sample_traces/cuda`` comes back as ``cuda_samples.tar.gz``.
@@ -44,7 +45,7 @@ print(sample_alignment(t).to_string())
 """
 
 PYTEST = [sys.executable, "-m", "pytest", "-o", "addopts=-ra --strict-markers", "-p", "no:cacheprovider", "-q",
-          "-rA", "-m", "gpu", "tests/test_nvml.py", "tests/test_gpu_real.py",
+          "-rA", "-m", "gpu", "tests/test_nvml.py", "tests/test_nvml_mig.py", "tests/test_gpu_real.py",
           "tests/test_daemon_system_unit.py", "tests/test_daemon_gpus_later.py"]  # fmt: skip
 
 STEPS: list[tuple[str, list[str], int]] = [
