@@ -39,7 +39,6 @@ MAX_GAPS = 10_000
 """Gap rows kept; later ones are counted in ``gaps_dropped``."""
 
 
-
 class NvmlSampler(Probe, RingSampler):
     """Per-GPU NVML metrics (and GPM on Hopper and later) on a sampling thread; one ring column per (GPU, metric).
 

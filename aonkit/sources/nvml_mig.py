@@ -25,10 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import nvml_direct
 from .gpm import Gpm
-from .nvml_direct import direct_calls
-from .nvml_metrics import Reader, processes_reader
+from .nvml_metrics import Reader, device_readers, processes_reader
 
 MIG_ENABLE = 1
 """``NVML_DEVICE_MIG_ENABLE`` (nvml.h)."""
@@ -85,33 +83,32 @@ def by_instance(devices: list[MigDevice]) -> dict[int, MigDevice]:
     return dict(sorted(first.items()))
 
 
-def mig_readers(nvml: Any, dev: MigDevice) -> list[list[Reader]]:
-    """The readers of one GPU instance (through its MIG device's handle), as :func:`device_readers` lists them.
+MEMORY = ("memory_used_bytes", "memory_total_bytes")
+"""The GPU's memory readers' metrics (:func:`~aonkit.sources.nvml_metrics.device_readers`), read per instance."""
 
-    The sampler passes them the parent GPU's handle; they read the instance's. With pynvml itself the first
-    alternative calls the library directly, batched with the GPU's own calls (:mod:`.nvml_batch`).
+
+def on_device(reader: Reader, handle: Any, names: tuple[str, ...]) -> Reader:
+    """``reader`` reading ``handle`` (a MIG device) whatever handle the sampler passes, its metrics ``names``.
+
+    A direct reader's batched call (:mod:`.nvml_batch`) reads that device too.
     """
-    mig, names = dev.handle, (f"memory_used_bytes.gi{dev.gi}", f"memory_total_bytes.gi{dev.gi}")
 
-    def memory(_: Any) -> tuple[float, float]:
-        m = nvml.nvmlDeviceGetMemoryInfo(mig)
-        return float(m.used), float(m.total)
+    def read(_: Any) -> Any:
+        return reader.read(handle)
 
-    readers = [Reader(names, memory)]
-    calls = direct_calls(nvml)
-    if calls is not None:
-        try:
-            pair = nvml_direct.pair(calls, "nvmlDeviceGetMemoryInfo", nvml.c_nvmlMemory_t, ("used", "total"))
-        except calls.error:  # the library lacks it: pynvml's reader says so at the probe
-            pass
-        else:
+    spec = getattr(reader.read, "batch", None)
+    if spec is not None:
+        read.batch = replace(spec, handle=handle)  # type: ignore[attr-defined]
+    return Reader(names, read, reader.calls, reader.slow)
 
-            def direct(_: Any) -> tuple[float, float]:
-                return pair(mig)
 
-            direct.batch = replace(pair.batch, handle=mig)  # type: ignore[attr-defined]
-            readers.insert(0, Reader(names, direct))
-    return [readers]
+def mig_readers(nvml: Any, dev: MigDevice) -> list[list[Reader]]:
+    """The readers of one GPU instance, as :func:`~aonkit.sources.nvml_metrics.device_readers` lists them.
+
+    The GPU's own memory readers (the direct call first, pynvml's next), bound to the instance's MIG device.
+    """
+    group = next(g for g in device_readers(nvml) if g[0].metrics == MEMORY)
+    return [[on_device(r, dev.handle, tuple(f"{m}.gi{dev.gi}" for m in MEMORY)) for r in group]]
 
 
 def mig_processes(nvml: Any, devices: list[MigDevice], pids: tuple[int, ...]) -> Reader:

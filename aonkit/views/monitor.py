@@ -32,11 +32,6 @@ def column_name(device: int, metric: str) -> str:
     return f"{metric}@{device}"
 
 
-def device_label(device: int) -> str:
-    """``host`` or ``GPU n``."""
-    return "host" if device < 0 else f"GPU {device}"
-
-
 def wide(samples: pd.DataFrame, channels: Sequence[Channel]) -> dict[str, np.ndarray]:
     """Long-form samples to columns ``t`` (ms since the epoch) and one per channel, a row per sample time.
 
@@ -122,15 +117,19 @@ def monitor_view(channels: Sequence[Channel], width: int = theme.CARD_WIDTH * 2,
     drawn in its metric's chart, in its device's colour, dashed, labelled ``GPU 1 gi2`` or ``GPU 0 pid 7``;
     ``metrics`` names the charts.
     """
-    shown = [(int(d), str(m)) for d, m in channels if metrics is None or split_metric(m)[0] in metrics]
+    split = [(int(d), str(m), *split_metric(str(m))) for d, m in channels]  # (device, metric, base, tag)
+    split = [c for c in split if metrics is None or c[2] in metrics]
+    shown = [(d, m) for d, m, _, _ in split]
     devices = sorted({d for d, _ in shown})
     palette = theme.DEVICE_COLORS
     color = {d: palette[devices.index(d) % len(palette)] for d in devices}
-    bases = dict.fromkeys(split_metric(m)[0] for _, m in shown)
-    order = [m for m in (metrics or ()) if m in bases] or bases
+    by_base: dict[str, list[tuple[int, str, str]]] = {}  # each chart's lines, in the sampler's order
+    for d, m, base, tag in split:
+        by_base.setdefault(base, []).append((d, m, tag))
+    order = [m for m in (metrics or ()) if m in by_base] or by_base
     charts = []
     for base in order:  # the order asked for, else the sampler's
-        lines = [(d, m, split_metric(m)[1]) for d, m in shown if split_metric(m)[0] == base]
+        lines = by_base[base]
         dash: dict[tuple[int, str], list[int]] = {}
         for d, _, tag in lines:
             if tag:

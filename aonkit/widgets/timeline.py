@@ -203,13 +203,17 @@ class TimelineCanvas(anywidget.AnyWidget):
         too much of it (:meth:`aonkit.timeline.focus.Focus.window_for`). ``launched``: step through the GPU work the
         focused events launched instead (an op's kernels; the page's Shift+N and Shift+P).
         """
-        f = self.timeline.focus
-        walk = None if f is None else f.launched if launched else f
+        walk = self._walk(launched)
         if walk is None or not len(walk):
             return -1
         t0, t1 = self.range_window()
         same = self._step[1] == list(self.view) and self._step[2] == launched
         return self.show_focused(walk.step((t0 + t1) // 2, direction, self._step[0] if same else -1), launched)
+
+    def _walk(self, launched: bool) -> Any:
+        """What a step walks: the focused events, or the GPU work they launched (None without a focus)."""
+        f = self.timeline.focus
+        return None if f is None else f.launched if launched else f
 
     def longest(self) -> int:
         """Show the longest focused event, selected (what L does in the page); return its row (-1: no focus).
@@ -224,8 +228,7 @@ class TimelineCanvas(anywidget.AnyWidget):
 
         ``launched``: the GPU event at ``place`` of the launched work's time order.
         """
-        f = self.timeline.focus
-        walk = None if f is None else f.launched if launched else f
+        walk = self._walk(launched)
         if walk is None or not 0 <= place < len(walk):
             raise ValueError(f"no focused {'launched ' if launched else ''}event at place {place} (the focus holds "
                              f"{0 if walk is None else len(walk)})")  # fmt: skip
