@@ -41,6 +41,8 @@ while True:
         torch.nn.functional.cross_entropy(model(x), y).backward()
         for p in model.parameters():
             dist.all_reduce(p.grad)
+    if rank >= 2:
+        time.sleep(0.005)  # these ranks pass each step's boundary 5 ms after the others (a straggler's skew)
     opt.step()
     step += 1
     print(f"step {step}", flush=True)
@@ -89,7 +91,9 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         assert all(x["t0_ns"] >= manifest["start_ns"] for x in ranks.values())  # none started before the instant
         assert [ranks[k]["samples"] > 0 for k in range(4)] == [True, True, False, False]  # the daemon's node only
         assert any(m.startswith("rank 2 (") and "no aonkit daemon" in m for m in manifest["messages"]), manifest
-        assert not (shared / "J7" / "request.json").exists() and not list(out.glob(".rank*"))
+        assert not any("may not have traced the same steps" in m for m in manifest["messages"]), manifest
+        assert not (shared / "J7" / "request.json").exists() and not list(out.glob(".rank*"))  # reports and marks
+        assert not (out / ".start.json").exists()
         job = load_traced_job(out)
         labels = {}
         for rank, trace in job.items():
@@ -100,9 +104,9 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         assert len(labels[0]) >= 2 and all(v == labels[0] for v in labels.values()), labels  # the same steps
         # WHEN more ranks are awaited than there are, THEN it says which came, and keeps what they wrote
         again = live.cli("trace", "--job", "J7", "--board", str(shared), "--ranks", "5", "--lead", "2", "--timeout",
-                         "12", "--out", str(tmp_path / "short"))  # fmt: skip
+                         "20", "--out", str(tmp_path / "short"))  # fmt: skip
         assert again.returncode == 2, again.stdout + again.stderr
-        assert "4 of 5 ranks of job J7 reported within 14 s (ranks: 0, 1, 2, 3)" in again.stderr
+        assert "4 of 5 ranks of job J7 reported within 22 s (ranks: 0, 1, 2, 3)" in again.stderr
         kept = sorted(x.name for x in (tmp_path / "short").glob("rank*.json.gz"))
         assert kept == [f"rank{r}.json.gz" for r in range(4)]  # what the ranks that came wrote is kept
     finally:

@@ -6,13 +6,16 @@ directory on it is the job's board (``AONKIT_JOB_BOARD``, or ``aonkit.live.serve
     <board>/<job id>/request.json      the current request (0600, in a 0700 directory: the user's own)
     <out>/rank<N>.json.gz              each rank's trace, written by the rank itself
     <out>/rank<N>.samples.parquet      the daemon samples of the rank's node over its window (none without one)
+    <out>/.rank<N>.marks.json          the rank's last step boundaries at the instant (count, time_ns)
+    <out>/.start.json                  the boundary count each rank starts at (written by ``aonkit trace --job``)
     <out>/.rank<N>.done.json           what the rank did, or why it could not (read by ``aonkit trace --job``)
 
-A served process with a board looks at its job's request once a second (:data:`LOOK_S`). A request says when
-tracing starts (``start_ns``, :data:`LEAD_S` after it was posted unless asked otherwise): each rank arms when it
-sees it and starts at its first step boundary after that instant, so the ranks of a synchronous job trace the
-same steps (their clocks agree to milliseconds under NTP; a step takes longer). An NFS client may not see a new
-file for a few seconds (``acregmin``, ``acdirmin``): keep the lead above that. Files whose owner is not the user,
+A served process with a board looks at its job's request once a second (:data:`LOOK_S`). A request names an
+instant (``start_ns``, :data:`LEAD_S` after it was posted unless asked otherwise): each rank arms when it sees it,
+sends the times of its step boundaries up to its first one after the instant, and starts at the boundary that
+:func:`run_job_trace` answers with, the same step on every rank (:mod:`.board_steps`; the first boundary after the
+instant is not: the ranks pass it milliseconds apart). An NFS client may not see a new file for a few seconds
+(``acregmin``, ``acdirmin``): keep the lead above that. Files whose owner is not the user,
 or that others may write, are ignored (served side) or refused (posting side).
 """
 
@@ -21,9 +24,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .board_steps import START, agree, read_marks, step_ns, write_starts
 from .paths import LiveError, NotOwnerError, check_private, private_dir
 from .status import read_json, write_json
 
@@ -32,6 +37,8 @@ LOOK_S = 1.0
 LEAD_S = 10.0
 """Default time from posting a request to the instant the ranks start tracing (at their next step boundary)."""
 REQUEST = "request.json"
+Reports = dict[int, dict[str, Any]]
+"""Files of the ranks (reports or step marks) by rank."""
 RANK_FIELDS = ("rank", "pid", "host", "t0_ns", "t1_ns", "steps", "samples", "samplers")
 """What the job manifest keeps of each rank's report."""
 
@@ -123,7 +130,8 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
         How many ranks to wait for (default: the world size the ranks report; without one, the folder is
         finished once no rank has reported for 5 s).
     lead_s : float
-        Seconds from now to the instant the ranks start, at their next step boundary (default :data:`LEAD_S`).
+        Seconds from now to the instant at which the ranks send their step marks, and again from the ranks'
+        marks to the step they start at (default :data:`LEAD_S`): the ranks must see each file within it.
     timeout_s : float
         Seconds after that instant to wait for the ranks' reports (default 600).
 
@@ -151,10 +159,14 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
     out.mkdir(mode=0o700, parents=True, exist_ok=True)
     req = post(Path(board).absolute(), job_id, out, steps if duration_s is None else None, duration_s, lead_s,
                timeout_s)  # fmt: skip
+    end = time.monotonic() + lead_s + timeout_s
     try:
-        got = _wait(out, req, ranks, lead_s + timeout_s)
+        agreed = _agree_start(out, req, ranks, lead_s, end, lead_s + timeout_s)
+        got = _wait(lambda: reports(out, req["id"]), req, ranks, end, lead_s + timeout_s)
     finally:
         withdraw(Path(board).absolute(), job_id, req["id"])
+        for path in [*out.glob(".rank*.marks.json"), out / START]:
+            path.unlink(missing_ok=True)
     for rank in got:
         report_path(out, rank).unlink(missing_ok=True)
     if errors := {r: rep["error"] for r, rep in sorted(got.items()) if rep.get("error")}:
@@ -163,7 +175,7 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
                 (out / name).unlink(missing_ok=True)
         raise LiveError("; ".join(f"rank {r}: {e}" if r >= 0 else f"pid {-r}: {e}" for r, e in errors.items()))
     done = [got[r] for r in sorted(got)]
-    notes = [f"rank {r['rank']} ({r['host']}): {n}" for r in done for n in r.get("notes") or []]
+    notes = agreed + [f"rank {r['rank']} ({r['host']}): {n}" for r in done for n in r.get("notes") or []]
     manifest = {"status": "ok", "source": "aonkit trace --job", "job_id": job_id, "traced": True,
                 "clock": "time.time_ns", "t0_ns": min(r["t0_ns"] for r in done), "t1_ns": max(r["t1_ns"] for r in done),
                 "start_ns": req["start_ns"], "messages": notes,
@@ -174,17 +186,48 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
     return out
 
 
-def _wait(out: Path, req: dict[str, Any], ranks: int | None, wait_s: float) -> dict[int, dict[str, Any]]:
-    """The ranks' reports once all are in (see :func:`run_job_trace`'s ``ranks``)."""
-    deadline, last_new, seen = time.monotonic() + wait_s, time.monotonic(), 0
+def _agree_start(out: Path, req: dict[str, Any], ranks: int | None, lead_s: float, end: float,
+                 wait_s: float) -> list[str]:
+    """Wait for the ranks' step marks, then write the step each starts at (:mod:`.board_steps`); the notes.
+
+    Ranks that are late are given up on one lead and two steps after the instant (the others trace, and the final
+    wait says which did not come).
+    """
+    instant = time.monotonic() + (req["start_ns"] - time.time_ns()) / 1e9
+
+    def read() -> Reports:
+        return {**{r: x for r, x in reports(out, req["id"]).items() if x.get("error")}, **read_marks(out, req["id"])}
+
+    def late(got: Reports) -> bool:
+        step = step_ns({r: x for r, x in got.items() if "marks" in x}) or 0.0
+        return time.monotonic() > instant + lead_s + 2 * step / 1e9
+
+    got = _wait(read, req, ranks, end, wait_s, give_up=late)
+    marks = {r: x for r, x in got.items() if "marks" in x}
+    if not marks:
+        return []  # every rank that came failed: the final wait collects their reasons
+    starts, notes = agree(marks, time.time_ns(), int(lead_s * 1e9))
+    write_starts(out, req["id"], starts)
+    return notes
+
+
+def _wait(read: Callable[[], Reports], req: dict[str, Any], ranks: int | None, end: float, wait_s: float,
+          give_up: Callable[[Reports], bool] | None = None) -> Reports:
+    """What ``read`` finds of the ranks once all are in (see :func:`run_job_trace`'s ``ranks``).
+
+    ``end`` is the deadline (``time.monotonic``); ``give_up`` may end the wait early with what came, when some did.
+    """
+    last_new, seen = time.monotonic(), 0
     while True:
-        got = reports(out, req["id"])
+        got = read()
         if len(got) > seen:
             seen, last_new = len(got), time.monotonic()
         want = ranks or max((r.get("world_size") or 0 for r in got.values()), default=0) or None
         if want is not None and len(got) >= want or want is None and got and time.monotonic() - last_new > 5:
             return got
-        if time.monotonic() > deadline:
+        if got and give_up is not None and give_up(got):
+            return got
+        if time.monotonic() > end:
             have = ", ".join(map(str, sorted(got))) or "none"
             raise LiveError(f"{len(got)} of {want or 'the'} ranks of job {req['job_id']} reported within "
                             f"{wait_s:g} s (ranks: {have}); are the others served with this board "

@@ -20,23 +20,40 @@ from typing import Any
 from .._filecheck import atomic_write
 
 
-def trace_for_board(server: Any, req: dict[str, Any], out: Path, rank: int | None) -> dict[str, Any]:
+def trace_for_board(server: Any, req: dict[str, Any], out: Path, base: dict[str, Any]) -> dict[str, Any]:
     """Trace as ``req`` asks; write ``rank<N>.json.gz`` and ``rank<N>.samples.parquet`` into ``out``.
 
-    Returns the report's fields: the traced window, the steps, the samplers and notes; or ``error`` (no torch, no
-    rank, a trace already running, no step boundary before the request expired, the profiler failed).
+    The start is agreed with the other ranks first (:mod:`.board_steps`): this rank's step marks go to ``out`` at its
+    first boundary after the request's instant, and it starts at the boundary ``aonkit trace --job`` answers with.
+    ``base`` identifies the rank in its files (id, rank, pid, host, world size). Returns the report's fields: the
+    traced window, the steps, the samplers and notes; or ``error`` (no torch, no rank, a trace already running, no
+    step boundary before the request expired, no start agreed, the profiler failed).
     """
+    from .board_steps import StepCount, wait_start, write_marks
     from .serve import TraceJob
 
-    if rank is None:
+    rank = base["rank"]
+    if rank < 0:
         return {"error": f"process {server.pid} knows no rank (set RANK or AONKIT_RANK, or serve(rank=...))"}
     if sys.modules.get("torch") is None:
         return {"error": f"process {server.pid} has not imported torch: nothing to trace"}
     job = TraceJob.asked(req)
-    job.not_before_ns = int(req["start_ns"])
+    job.agreed = count = StepCount(int(req["start_ns"]))
     if not server.arm(job):
         return {"error": f"a trace is already running in process {server.pid}"}
-    if not job.done.wait(max(0.0, (int(req["expires_ns"]) - time.time_ns()) / 1e9)):
+    expires = int(req["expires_ns"])
+    try:
+        if count.reached.wait(max(0.0, (expires - time.time_ns()) / 1e9)) and count.sent is not None:
+            write_marks(out, base, count.sent)
+            start = wait_start(out, req["id"], rank, expires)
+            if isinstance(start, str):
+                server.withdraw(job)
+                return {"error": f"process {server.pid}: {start}"}
+            count.start = start
+    except BaseException:  # (the folder went away): the job must not stay armed
+        server.withdraw(job)
+        raise
+    if not job.done.wait(max(0.0, (expires - time.time_ns()) / 1e9)):
         server.withdraw(job)
         return {"error": f"process {server.pid} reached no step boundary that finished the trace before the request "
                          "expired (does it call an optimizer's step()?)"}  # fmt: skip

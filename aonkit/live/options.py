@@ -79,6 +79,7 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
                    help="the job's board: a directory all its nodes share (default $AONKIT_JOB_BOARD)")
     p.add_argument("--ranks", type=int, help="with --job: ranks to wait for (default: the world size they report)")
     p.add_argument("--lead", type=float, default=LEAD_S,
-                   help=f"with --job: seconds until the ranks start, at their next step (default {LEAD_S:g})")
+                   help=f"with --job: seconds the ranks have to see each of the request and their agreed start step; "
+                        f"the first traced step comes about twice this after the command (default {LEAD_S:g})")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="give up when the trace has not finished after this many seconds (default 600)")

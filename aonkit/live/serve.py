@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .board import LOOK_S, read_request, write_report
+from .board_steps import StepCount
 from .paths import CHECK_S, PROCS, LiveError, file_id, private_dir, runtime_dir
 from .registry import JOB_ID_VARS, RANK_VARS, WORLD_VARS, from_env, int_or_none, proc_start
 from .status import write_json
@@ -42,7 +43,7 @@ class TraceJob:
         self.prof: Any = None
         self.done_steps = 0
         self.t0_ns = self.t1_ns = 0
-        self.not_before_ns = 0  # a board's request: start at the first boundary from this instant on
+        self.agreed: StepCount | None = None  # a board's request: start at the boundary count the ranks agreed on
         self.cancelled = False
         self.error: str | None = None
         self.done = threading.Event()
@@ -222,7 +223,7 @@ class Server:
         base = {"id": req["id"], "rank": rank if rank is not None else -self.pid, "pid": self.pid,
                 "host": self.entry["host"], "world_size": self._world()}  # fmt: skip
         try:
-            report = trace_for_board(self, req, out, rank)
+            report = trace_for_board(self, req, out, base)
         except Exception as exc:  # noqa: BLE001 - nothing of a trace may stop the job; the client hears why
             report = {"error": f"{type(exc).__name__}: {exc}"}
         try:
@@ -241,9 +242,17 @@ class Server:
         elif key is not job.key:
             return
         if job.prof is None:
-            if job.not_before_ns and time.time_ns() < job.not_before_ns:
+            go = True if job.agreed is None else job.agreed.at_boundary(time.time_ns())
+            if go is None:
                 return
             with self.lock:
+                if not go:
+                    job.error = (f"process {self.pid} had passed the step the ranks agreed to start at when it was "
+                                 "told (raise --lead)")  # fmt: skip
+                    if self.job is job:
+                        self.job = None
+                    job.done.set()
+                    return
                 if job.cancelled or self.job is not job:
                     return
                 try:

@@ -1,0 +1,163 @@
+"""How the ranks of a job agree on the step they start tracing at (:mod:`.board`).
+
+"Each rank starts at its first step boundary after an instant" does not give every rank the same step: the ranks
+of a synchronous job pass a step's boundary some milliseconds apart (the one that waits least in the all-reduce
+passes first), and an instant that falls between them splits the ranks across two steps. (It happened in CI: ranks
+0 and 1 traced steps 80-82, ranks 2 and 3 steps 79-81.) No rule on one instant avoids it; the ranks have to compare
+their boundaries. They do it through the request's folder, in two rounds:
+
+1. each rank, once armed, counts its step boundaries and keeps the times of the last :data:`MARKS`; at its first
+   boundary at or after the request's instant it writes them to ``.rank<N>.marks.json`` (:class:`StepCount`);
+2. ``aonkit trace --job`` takes the earliest of the ranks' first boundaries after the instant as the reference and,
+   in each rank's marks, the boundary nearest it in time as the same step (:func:`agree`): right while the ranks pass
+   a boundary less than half a step apart, and a note says when they are over a quarter of a step apart. It picks a
+   step ``--lead`` seconds ahead and writes ``.start.json``: for each rank, the count of the boundary to start at;
+3. each rank reads ``.start.json`` every :data:`POLL_S` and starts at its count (a rank that has already passed it
+   says so: it was not told in time).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from .paths import NotOwnerError
+from .status import read_json, write_json
+
+MARKS = 9
+"""How many of its last step boundaries a rank reports (up to its first at or after the instant)."""
+POLL_S = 0.25
+"""How often a rank that sent its marks reads the folder's start file."""
+START = ".start.json"
+
+
+class StepCount:
+    """A board trace's step boundaries on its rank (the training thread's side: a count and a time per boundary).
+
+    Parameters
+    ----------
+    instant_ns : int
+        The request's ``start_ns``: the marks are sent at the first boundary at or after it.
+    """
+
+    def __init__(self, instant_ns: int) -> None:
+        self.instant_ns = instant_ns
+        self.count = 0
+        self.marks: deque[tuple[int, int]] = deque(maxlen=MARKS)
+        self.sent: list[tuple[int, int]] | None = None  # the marks at the first boundary at or after the instant
+        self.reached = threading.Event()
+        self.start: int | None = None  # the boundary count to start at, once agreed
+
+    def at_boundary(self, now_ns: int) -> bool | None:
+        """Count a boundary: True to start the profiler here, None not yet, False when the start was passed."""
+        self.count += 1
+        self.marks.append((self.count, now_ns))
+        if self.sent is None and now_ns >= self.instant_ns:
+            self.sent = list(self.marks)
+            self.reached.set()
+        start = self.start
+        if start is None or self.count < start:
+            return None
+        return self.count == start
+
+
+def marks_path(out: Path, key: int) -> Path:
+    """Where rank ``key`` (a rank, or minus its pid) writes its marks."""
+    return out / f".rank{key}.marks.json"
+
+
+def write_marks(out: Path, base: dict[str, Any], marks: list[tuple[int, int]]) -> None:
+    """A rank's marks: ``base`` (the id, rank, pid, host, world size) and ``[count, time_ns]`` per boundary."""
+    write_json(marks_path(out, base["rank"]), {**base, "marks": [list(m) for m in marks]})
+
+
+def read_marks(out: Path, req_id: str) -> dict[int, dict[str, Any]]:
+    """The marks of request ``req_id`` found in ``out``, by rank (files not the user's own are skipped)."""
+    found = {}
+    for path in out.glob(".rank*.marks.json"):
+        try:
+            rep = read_json(path, "rank's step marks")
+        except (OSError, NotOwnerError):
+            continue
+        if not isinstance(rep, dict) or rep.get("id") != req_id or not isinstance(rep.get("rank"), int):
+            continue
+        marks = rep.get("marks")
+        if isinstance(marks, list) and marks and all(_pair(m) for m in marks):
+            found[rep["rank"]] = rep
+    return found
+
+
+def _pair(m: object) -> bool:
+    return isinstance(m, list) and len(m) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in m)
+
+
+def step_ns(reports: dict[int, dict[str, Any]]) -> float | None:
+    """The median time between consecutive boundaries over every rank's marks; None with no two marks."""
+    gaps = sorted((b[1] - a[1]) / (b[0] - a[0]) for rep in reports.values()
+                  for a, b in zip(rep["marks"], rep["marks"][1:]) if b[0] > a[0])  # fmt: skip
+    if not gaps:
+        return None
+    mid = len(gaps) // 2
+    return gaps[mid] if len(gaps) % 2 else (gaps[mid - 1] + gaps[mid]) / 2
+
+
+def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int) -> tuple[dict[int, int], list[str]]:
+    """Each rank's boundary count to start at, so that all start at the same step, and notes.
+
+    Parameters
+    ----------
+    reports : dict
+        The ranks' marks (:func:`read_marks`), by rank: ``marks`` is ``[count, time_ns]`` per boundary, the last
+        the rank's first at or after the instant.
+    now_ns, lead_ns : int
+        The start is the first step of the reference rank expected ``lead_ns`` after ``now_ns`` (at least its next).
+
+    Returns
+    -------
+    starts : dict of int to int
+        By rank, the count of the boundary to start at.
+    notes : list of str
+        A rank whose boundary nearest the reference's is over a quarter of a step from it (the match, and so the
+        step, may be wrong), or no step time known.
+    """
+    ref = min(reports, key=lambda r: (reports[r]["marks"][-1][1], r))  # the first to pass a boundary after the instant
+    ref_ns = reports[ref]["marks"][-1][1]  # every rank's marks reach its boundary of the same step (or a later one)
+    step = step_ns(reports)
+    ahead = max(1, math.ceil((now_ns + lead_ns - ref_ns) / step)) if step else 1
+    starts, notes = {}, []
+    for rank, rep in sorted(reports.items()):
+        count, t = min(rep["marks"], key=lambda m: abs(m[1] - ref_ns))
+        starts[rank] = count + ahead
+        if step and abs(t - ref_ns) > step / 4:
+            gap = abs(t - ref_ns) / 1e6
+            notes.append(f"rank {rank}'s step boundaries are {gap:.1f} ms from rank {ref}'s, over a quarter of a step "
+                         f"({step / 1e6:.1f} ms): it may not have traced the same steps")  # fmt: skip
+    if step is None:
+        notes.append("no rank passed two step boundaries between seeing the request and the instant: each rank's first "
+                     "boundary after the instant was taken as the same step (not checked)")
+    return starts, notes
+
+
+def write_starts(out: Path, req_id: str, starts: dict[int, int]) -> None:
+    """``.start.json``: the boundary count each rank starts at."""
+    write_json(out / START, {"id": req_id, "starts": {str(k): v for k, v in starts.items()}})
+
+
+def wait_start(out: Path, req_id: str, key: int, expires_ns: int) -> int | str:
+    """Rank ``key``'s start count, read from ``out`` every :data:`POLL_S`; a reason (str) when none comes."""
+    while time.time_ns() < expires_ns:
+        try:
+            got = read_json(out / START, "trace start file")
+        except (OSError, NotOwnerError):
+            got = None
+        if isinstance(got, dict) and got.get("id") == req_id and isinstance(got.get("starts"), dict):
+            start = got["starts"].get(str(key))
+            if isinstance(start, int) and not isinstance(start, bool):
+                return start
+            return "aonkit trace --job set the ranks' start without this rank (its marks came too late)"
+        time.sleep(POLL_S)
+    return "no start step came from aonkit trace --job before the request expired (did the command stop?)"

@@ -1,0 +1,129 @@
+"""How the ranks of a job agree on their first traced step (:mod:`aonkit.live.board_steps`).
+
+The ranks here are simulated clocks: each passes the same training steps a few milliseconds from the others (a
+synchronous job's skew), counts from when it saw the request, and feeds :class:`StepCount` as the optimizer hook
+does. The instant is swept across several steps, into the gaps between the ranks' boundaries where "the first
+boundary after the instant" splits the ranks.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from aonkit.live import board_steps as bs
+
+MS = 1_000_000
+SKEW_NS = {0: 0, 1: 1 * MS, 2: 6 * MS, 3: 7 * MS}  # ranks 2 and 3 pass each boundary later
+ARMED_AT_STEP = {0: 3, 1: 5, 2: 4, 3: 8}  # the step at which each rank saw the request (its count starts there)
+
+
+def _boundaries(n: int = 60) -> list[int]:
+    """The job's step boundaries: 30 ms steps, every 7th one 90 ms (a data-loader stall: not a steady period)."""
+    t, out = 1_000 * MS, []
+    for k in range(n):
+        t += 90 * MS if k % 7 == 6 else 30 * MS
+        out.append(t)
+    return out
+
+
+def _run(instant_ns: int, lead_ns: int = 100 * MS) -> dict[int, int]:
+    """The job step each rank starts tracing at, with marks, agreement and start as the ranks and command do them."""
+    steps = _boundaries()
+    counts = {r: bs.StepCount(instant_ns) for r in SKEW_NS}
+    started: dict[int, int] = {}
+    decided = False
+    for k, t in enumerate(steps):
+        for r, c in counts.items():
+            if k < ARMED_AT_STEP[r] or r in started:
+                continue
+            go = c.at_boundary(t + SKEW_NS[r])
+            assert go is not False, (r, k)
+            if go:
+                started[r] = k
+        if not decided and all(c.sent is not None for c in counts.values()):
+            now = max(c.sent[-1][1] for c in counts.values()) + 5 * MS  # the command reads the last rank's marks
+            starts, notes = bs.agree({r: {"marks": [list(m) for m in c.sent]} for r, c in counts.items()}, now, lead_ns)
+            assert notes == []
+            for r, c in counts.items():
+                c.start = starts[r]
+            decided = True
+    assert sorted(started) == sorted(SKEW_NS), started
+    return started
+
+
+def _first_after(instant_ns: int) -> dict[int, int]:
+    """The old rule: each rank's first boundary at or after the instant."""
+    return {r: next(k for k, t in enumerate(_boundaries()) if t + s >= instant_ns) for r, s in SKEW_NS.items()}
+
+
+def test_every_rank_starts_at_the_same_step_wherever_the_instant_falls() -> None:
+    steps = _boundaries()
+    split = 0
+    for instant in range(steps[12] - 5 * MS, steps[22], MS // 2):  # across short and long steps, every 0.5 ms
+        got = _run(instant)
+        assert len(set(got.values())) == 1, (instant, got)
+        first = min(k for k, t in enumerate(steps) if t >= instant)
+        assert got[0] >= first  # never before the instant
+        split += len(set(_first_after(instant).values())) > 1
+    assert split > 20  # the sweep does put the instant between the ranks' boundaries, where the old rule splits them
+
+
+def test_the_start_is_about_the_lead_ahead() -> None:
+    steps = _boundaries()
+    instant = steps[15] + 3 * MS
+    near, far = _run(instant, lead_ns=10 * MS)[0], _run(instant, lead_ns=400 * MS)[0]
+    assert near <= 18 and steps[far] - steps[near] >= 300 * MS
+
+
+def test_a_rank_told_too_late_says_it_passed_the_start() -> None:
+    c = bs.StepCount(instant_ns=0)
+    assert c.at_boundary(10) is None and c.sent == [(1, 10)] and c.reached.is_set()
+    c.start = 3
+    assert c.at_boundary(20) is None and c.at_boundary(30) is True
+    late = bs.StepCount(instant_ns=0)
+    for t in (10, 20, 30):
+        late.at_boundary(t)
+    late.start = 2
+    assert late.at_boundary(40) is False
+
+
+def test_ranks_further_apart_than_a_quarter_step_are_named() -> None:
+    marks = {0: {"marks": [[1, 0], [2, 30 * MS], [3, 60 * MS]]}, 1: {"marks": [[4, 12 * MS], [5, 42 * MS]]}}
+    starts, notes = bs.agree(marks, now_ns=60 * MS, lead_ns=0)
+    assert starts == {0: 3, 1: 6}  # rank 0's boundary 2 (30 ms) is nearest rank 1's 5 (42 ms, the earliest after)
+    assert len(notes) == 1 and notes[0].startswith("rank 0's step boundaries are 12.0 ms from rank 1's")
+    _, none = bs.agree({0: {"marks": [[1, 5]]}, 1: {"marks": [[7, 6]]}}, now_ns=10, lead_ns=0)
+    assert "not checked" in none[0]
+
+
+def test_marks_and_starts_go_through_the_folder_and_untrusted_files_are_ignored(tmp_path: Path) -> None:
+    base = {"id": "R1", "rank": 2, "pid": 11, "host": "h", "world_size": 4}
+    bs.write_marks(tmp_path, base, [(3, 100), (4, 200)])
+    (tmp_path / ".rank5.marks.json").write_text('{"id": "R1", "rank": 5, "marks": [[1, "x"]]}')  # malformed
+    bs.write_marks(tmp_path, {**base, "id": "OLD", "rank": 6}, [(1, 1)])  # another request's
+    os.chmod(tmp_path / ".rank5.marks.json", 0o600)
+    got = bs.read_marks(tmp_path, "R1")
+    assert list(got) == [2] and got[2]["marks"] == [[3, 100], [4, 200]] and got[2]["world_size"] == 4
+    os.chmod(bs.marks_path(tmp_path, 2), 0o644)  # others may read and write it: not trusted
+    assert bs.read_marks(tmp_path, "R1") == {}
+    def soon() -> int:
+        return time.time_ns() + int(0.6e9)
+
+    assert bs.wait_start(tmp_path, "R1", 2, soon()).startswith("no start step came")  # none written
+    bs.write_starts(tmp_path, "R1", {2: 9, 3: 10})
+    assert bs.wait_start(tmp_path, "R1", 3, soon()) == 10
+    assert "without this rank" in bs.wait_start(tmp_path, "R1", 1, soon())
+    os.chmod(tmp_path / bs.START, 0o622)
+    assert bs.wait_start(tmp_path, "R1", 3, soon()).startswith("no start step came")
+
+
+@pytest.mark.parametrize("marks", [[], [[1]], [[1, 2.5]], [[True, 2]], "x"])
+def test_malformed_marks_are_skipped(tmp_path: Path, marks) -> None:
+    from aonkit.live.status import write_json
+
+    write_json(bs.marks_path(tmp_path, 1), {"id": "R", "rank": 1, "marks": marks})
+    assert bs.read_marks(tmp_path, "R") == {}
