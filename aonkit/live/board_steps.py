@@ -122,7 +122,8 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int) -> tupl
         By rank, the count of the boundary to start at.
     notes : list of str
         A rank whose boundary nearest the reference's is over a quarter of a step from it (the match, and so the
-        step, may be wrong), or no step time known.
+        step, may be wrong), or over half a step (it armed late: matched by the median step time instead), or no
+        step time known.
     """
     ref = min(reports, key=lambda r: (reports[r]["marks"][-1][1], r))  # the first to pass a boundary after the instant
     ref_ns = reports[ref]["marks"][-1][1]  # every rank's marks reach its boundary of the same step (or a later one)
@@ -131,11 +132,16 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int) -> tupl
     starts, notes = {}, []
     for rank, rep in sorted(reports.items()):
         count, t = min(rep["marks"], key=lambda m: abs(m[1] - ref_ns))
-        starts[rank] = count + ahead
-        if step and abs(t - ref_ns) > step / 4:
-            gap = abs(t - ref_ns) / 1e6
-            notes.append(f"rank {rank}'s step boundaries are {gap:.1f} ms from rank {ref}'s, over a quarter of a step "
-                         f"({step / 1e6:.1f} ms): it may not have traced the same steps")  # fmt: skip
+        gap = t - ref_ns
+        shift = round(gap / step) if step else 0  # (not 0: the rank passed no boundary near the reference's)
+        starts[rank] = count - shift + ahead
+        if shift:
+            notes.append(f"rank {rank} passed no step boundary near rank {ref}'s (the nearest is {gap / 1e6:.1f} ms "
+                         f"away: it saw the request late?); matched {shift} steps on by the median step time "
+                         f"({step / 1e6:.1f} ms), it may not have traced the same steps")  # fmt: skip
+        elif step and abs(gap) > step / 4:
+            notes.append(f"rank {rank}'s step boundaries are {abs(gap) / 1e6:.1f} ms from rank {ref}'s, over a "
+                         f"quarter of a step ({step / 1e6:.1f} ms): it may not have traced the same steps")  # fmt: skip
     if step is None:
         notes.append("no rank passed two step boundaries between seeing the request and the instant: each rank's first "
                      "boundary after the instant was taken as the same step (not checked)")
