@@ -87,8 +87,8 @@ def test_a_rank_that_saw_the_request_after_the_instant_is_matched_by_the_step_ti
         assert len(set(got.values())) == 1, (instant, got)
     _, notes = bs.agree({0: {"marks": [[1, 0], [2, 30 * MS]]}, 1: {"marks": [[1, 91 * MS]]}}, 100 * MS, 0)
     assert notes == ["rank 1 passed no step boundary near rank 0's (the nearest is 61.0 ms away: it saw the request "
-                     "late?); matched 2 steps on by the median step time (30.0 ms), it may not have traced the same "
-                     "steps"]  # fmt: skip
+                     "late, or the ranks do not step together); matched +2 steps by the median step time (30.0 ms), "
+                     "it may not have traced the same steps"]  # fmt: skip
 
 
 def test_a_rank_told_too_late_says_it_passed_the_start() -> None:

@@ -193,7 +193,8 @@ def test_all_ranks_write_one_loadable_job_folder(live, train, tmp_path: Path) ->
     assert sorted((m["rank"], m["pid"]) for m in meta["ranks"]) == [(0, ranks[0].pid), (1, ranks[1].pid)]
     samples = pd.read_parquet(out / "job.samples.parquet")
     assert set(samples["device"]) == {-1, 0, 1} and spans(samples, meta["t0_ns"], meta["t1_ns"])
-    assert meta["messages"] == [] and "note:" not in r.stderr
+    # (two processes that do not step together: the start agreement may say their steps do not match; nothing else)
+    assert [m for m in meta["messages"] if "the same steps" not in m] == []
     with_samples = aonkit.live.load_traced_job(out)
     assert all(len(t.samples) == len(samples) for _, t in with_samples.items())
     assert all(p.poll() is None for p in ranks)

@@ -41,7 +41,7 @@ while True:
         torch.nn.functional.cross_entropy(model(x), y).backward()
         for p in model.parameters():
             dist.all_reduce(p.grad)
-    if rank >= 2:
+    if rank >= world // 2:
         time.sleep(0.005)  # these ranks pass each step's boundary 5 ms after the others (a straggler's skew)
     opt.step()
     step += 1
@@ -95,13 +95,9 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         assert not (shared / "J7" / "request.json").exists() and not list(out.glob(".rank*"))  # reports and marks
         assert not (out / ".start.json").exists()
         job = load_traced_job(out)
-        labels = {}
+        _same_steps(job)
         for rank, trace in job.items():
-            names = trace.events["name"].astype(str)
-            labels[rank] = sorted(set(names[names.str.startswith("train_step_")]))
-            assert names.str.startswith("ProfilerStep#").sum() == 3, rank
             assert (trace.samples is not None and len(trace.samples) > 0) == (rank < 2), rank
-        assert len(labels[0]) >= 2 and all(v == labels[0] for v in labels.values()), labels  # the same steps
         # WHEN more ranks are awaited than there are, THEN it says which came, and keeps what they wrote
         again = live.cli("trace", "--job", "J7", "--board", str(shared), "--ranks", "5", "--lead", "2", "--timeout",
                          "20", "--out", str(tmp_path / "short"))  # fmt: skip
@@ -115,6 +111,40 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
             p.wait(timeout=120)
     assert all(p.returncode == 0 for p in procs), [p.lines[-5:] for p in procs]
     assert all("loaded []" in p.lines for p in procs), [p.lines[-3:] for p in procs]  # no pandas in the job
+
+
+def _same_steps(job) -> dict[int, list[str]]:
+    labels = {}
+    for rank, trace in job.items():
+        names = trace.events["name"].astype(str)
+        labels[rank] = sorted(set(names[names.str.startswith("train_step_")]))
+        assert names.str.startswith("ProfilerStep#").sum() == 3, rank
+    assert len(labels[0]) >= 2 and all(v == labels[0] for v in labels.values()), labels
+    return labels
+
+
+def test_all_ranks_on_one_node_agree_on_their_first_step_too(live, tmp_path: Path) -> None:
+    from aonkit.live.trace import JOB_MANIFEST, load_traced_job
+
+    script, stop, rdzv = tmp_path / "train.py", tmp_path / "stop", tmp_path / "rdzv"
+    script.write_text(TRAIN)
+    env = {"AONKIT_JOB_ID": "J8", "WORLD_SIZE": "2", "GLOO_SOCKET_IFNAME": "lo"}
+    procs = [live.spawn([str(script), str(stop), str(rdzv)], RANK=str(r), **env) for r in range(2)]
+    try:
+        for p in procs:
+            wait_line(p, "step 5", timeout=180)
+        for k in range(3):  # rank 1 passes each boundary 5 ms after rank 0: the next-step rule split them
+            out = tmp_path / f"out{k}"
+            r = live.cli("trace", str(procs[1].pid), "--all-ranks", "--steps", "3", "--out", str(out))
+            assert r.returncode == 0, r.stdout + r.stderr
+            _same_steps(load_traced_job(out))
+            meta = json.loads((out / JOB_MANIFEST).read_text())
+            assert not any("same steps" in m for m in meta["messages"]), meta["messages"]
+    finally:
+        stop.touch()
+        for p in procs:
+            p.wait(timeout=120)
+    assert all(p.returncode == 0 for p in procs), [p.lines[-5:] for p in procs]
 
 
 def test_a_request_that_is_not_private_or_malformed_is_not_taken(tmp_path: Path) -> None:

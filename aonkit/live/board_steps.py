@@ -25,7 +25,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from .paths import NotOwnerError
+from .paths import LiveError, NotOwnerError
 from .status import read_json, write_json
 
 MARKS = 9
@@ -33,6 +33,10 @@ MARKS = 9
 POLL_S = 0.25
 """How often a rank that sent its marks reads the folder's start file."""
 START = ".start.json"
+AGREE_S = 0.5
+"""``aonkit trace --all-ranks``: seconds from the command to the instant the ranks send their marks at."""
+SOCKET_LEAD_S = 0.2
+"""``aonkit trace --all-ranks``: seconds from the last rank's marks to the start (the sockets answer at once)."""
 
 
 class StepCount:
@@ -105,7 +109,8 @@ def step_ns(reports: dict[int, dict[str, Any]]) -> float | None:
     return gaps[mid] if len(gaps) % 2 else (gaps[mid - 1] + gaps[mid]) / 2
 
 
-def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int) -> tuple[dict[int, int], list[str]]:
+def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
+          names: dict[int, str] | None = None) -> tuple[dict[int, int], list[str]]:  # fmt: skip
     """Each rank's boundary count to start at, so that all start at the same step, and notes.
 
     Parameters
@@ -115,6 +120,8 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int) -> tupl
         the rank's first at or after the instant.
     now_ns, lead_ns : int
         The start is the first step of the reference rank expected ``lead_ns`` after ``now_ns`` (at least its next).
+    names : dict of int to str, optional
+        What the notes call each key (default ``rank <key>``).
 
     Returns
     -------
@@ -129,6 +136,7 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int) -> tupl
     ref_ns = reports[ref]["marks"][-1][1]  # every rank's marks reach its boundary of the same step (or a later one)
     step = step_ns(reports)
     ahead = max(1, math.ceil((now_ns + lead_ns - ref_ns) / step)) if step else 1
+    name = {k: f"rank {k}" for k in reports} | (names or {})
     starts, notes = {}, []
     for rank, rep in sorted(reports.items()):
         count, t = min(rep["marks"], key=lambda m: abs(m[1] - ref_ns))
@@ -136,11 +144,12 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int) -> tupl
         shift = round(gap / step) if step else 0  # (not 0: the rank passed no boundary near the reference's)
         starts[rank] = count - shift + ahead
         if shift:
-            notes.append(f"rank {rank} passed no step boundary near rank {ref}'s (the nearest is {gap / 1e6:.1f} ms "
-                         f"away: it saw the request late?); matched {shift} steps on by the median step time "
-                         f"({step / 1e6:.1f} ms), it may not have traced the same steps")  # fmt: skip
+            notes.append(f"{name[rank]} passed no step boundary near {name[ref]}'s (the nearest is {gap / 1e6:.1f} "
+                         "ms away: it saw the request late, or the ranks do not step together); matched "
+                         f"{shift:+d} steps by the median step time ({step / 1e6:.1f} ms), it may not have traced "
+                         "the same steps")  # fmt: skip
         elif step and abs(gap) > step / 4:
-            notes.append(f"rank {rank}'s step boundaries are {abs(gap) / 1e6:.1f} ms from rank {ref}'s, over a "
+            notes.append(f"{name[rank]}'s step boundaries are {abs(gap) / 1e6:.1f} ms from {name[ref]}'s, over a "
                          f"quarter of a step ({step / 1e6:.1f} ms): it may not have traced the same steps")  # fmt: skip
     if step is None:
         notes.append("no rank passed two step boundaries between seeing the request and the instant: each rank's first "
@@ -167,3 +176,50 @@ def wait_start(out: Path, req_id: str, key: int, expires_ns: int) -> int | str:
             return "aonkit trace --job set the ranks' start without this rank (its marks came too late)"
         time.sleep(POLL_S)
     return "no start step came from aonkit trace --job before the request expired (did the command stop?)"
+
+
+class NotAgreed(LiveError):
+    """The ranks traced at once over their sockets could not agree on a start (one failed, or never sent marks)."""
+
+
+class Meeting:
+    """The ranks of one ``aonkit trace --all-ranks``, met over their control sockets.
+
+    Each gets its start once all have sent their marks: the same agreement as a board's (:func:`agree`), no files.
+
+    Parameters
+    ----------
+    n : int
+        How many ranks to wait for.
+    lead_ns : int
+        From the last rank's marks to the start.
+    names : dict of int to str, optional
+        What the notes call each key (:func:`agree`).
+    """
+
+    def __init__(self, n: int, lead_ns: int, names: dict[int, str] | None = None) -> None:
+        self.n, self.lead_ns, self.names = n, lead_ns, names
+        self.reports: dict[int, dict[str, Any]] = {}
+        self.starts: dict[int, int] | None = None
+        self.notes: list[str] = []
+        self.failed = False
+        self._cond = threading.Condition()
+
+    def start_of(self, key: int, marks: list[list[int]], timeout_s: float) -> int:
+        """Rank ``key``'s start, once every rank's marks are in; :class:`NotAgreed` when one failed or timed out."""
+        with self._cond:
+            self.reports[key] = {"marks": marks}
+            if len(self.reports) == self.n:
+                self.starts, self.notes = agree(self.reports, time.time_ns(), self.lead_ns, self.names)
+                self._cond.notify_all()
+            if not self._cond.wait_for(lambda: self.starts is not None or self.failed, timeout_s):
+                raise NotAgreed(f"{len(self.reports)} of {self.n} ranks reached a step boundary within {timeout_s:g} s")
+            if self.starts is None:
+                raise NotAgreed("another rank failed before the ranks agreed on a start")
+            return self.starts[key]
+
+    def fail(self) -> None:
+        """A rank failed: release the others (they withdraw)."""
+        with self._cond:
+            self.failed = True
+            self._cond.notify_all()

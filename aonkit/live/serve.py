@@ -157,10 +157,15 @@ class Server:
         if torch is None:
             return _send(conn, {"ok": False, "error": f"process {self.pid} has not imported torch: nothing to trace"})
         job = TraceJob.asked(req)
+        if isinstance(req.get("agree_ns"), int):  # --all-ranks: the start is agreed with the other ranks
+            job.agreed = StepCount(req["agree_ns"])
         if not self.arm(job):
             return _send(conn, {"ok": False, "error": f"a trace is already running in process {self.pid}"})
         armed_ns = time.time_ns()
         _send(conn, {"ok": True, "state": "armed", "rank": self._rank()})
+        if job.agreed is not None and not self._agree(conn, job.agreed):
+            self.withdraw(job)
+            return
         while not job.done.wait(0.2):
             if _hung_up(conn):
                 self.withdraw(job)
@@ -171,6 +176,21 @@ class Server:
         job.prof.export_chrome_trace(str(path))
         _send(conn, {"ok": True, "state": "done", "trace": str(path), "t0_ns": job.t0_ns, "t1_ns": job.t1_ns,
                      "steps": job.done_steps, "armed_ns": armed_ns, "rank": self._rank(), "pid": self.pid})
+
+    def _agree(self, conn: socket.socket, count: StepCount) -> bool:
+        """Send this rank's step marks at the instant; take the start the client answers with. False: it left."""
+        while not count.reached.wait(0.2):
+            if _hung_up(conn):
+                return False
+        _send(conn, {"ok": True, "state": "marks", "marks": [list(m) for m in count.sent or []]})
+        try:
+            start = json.loads(conn.makefile("r").readline() or "{}").get("start")
+        except (ValueError, AttributeError):
+            return False
+        if not isinstance(start, int) or isinstance(start, bool):
+            return False
+        count.start = start
+        return True
 
     def arm(self, job: TraceJob) -> bool:
         """Make ``job`` this process's trace, to start at its next step boundary; False while another runs."""

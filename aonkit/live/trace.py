@@ -20,6 +20,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import pandas as pd
 from .._filecheck import atomic_write
 from ..sources.bundle import MANIFEST, write_bundle
 from ..sources.samplers import SAMPLE_COLUMNS, samples_table
+from .board_steps import AGREE_S, SOCKET_LEAD_S, Meeting, NotAgreed
 from .paths import DaemonNotRunning, LiveError, NotOwnerError, runtime_dir
 from .registry import job_members, lookup
 
@@ -35,8 +37,12 @@ JOB_SAMPLES = "job.samples.parquet"
 JOB_MANIFEST = "aonkit-trace.meta.json"
 
 
-def request(entry: dict[str, Any], msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Send ``msg`` to a served process; return its final reply (raise :class:`LiveError` on refusal)."""
+def request(entry: dict[str, Any], msg: dict[str, Any], timeout_s: float,
+            on_marks: Callable[[list[list[int]]], int] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Send ``msg`` to a served process; return its final reply (raise :class:`LiveError` on refusal).
+
+    ``on_marks`` answers the process's step marks with its start (``msg`` with ``agree_ns``: ``--all-ranks``).
+    """
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout_s)
         try:
@@ -50,7 +56,9 @@ def request(entry: dict[str, Any], msg: dict[str, Any], timeout_s: float) -> dic
                 reply = json.loads(line)
                 if not reply.get("ok"):
                     raise LiveError(reply.get("error", "refused"))
-                if reply.get("state") != "armed":
+                if reply.get("state") == "marks" and on_marks is not None:
+                    s.sendall((json.dumps({"start": on_marks(reply["marks"])}) + "\n").encode())
+                elif reply.get("state") != "armed":
                     return reply
         except TimeoutError:
             raise LiveError(f"process {entry['pid']} did not finish the trace within {timeout_s:g} s (does it reach "
@@ -197,20 +205,29 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
     if made:
         out.mkdir(mode=0o700, parents=True)
     msg = {"cmd": "trace", "steps": steps if duration_s is None else None, "duration_s": duration_s}
+    names = {e["pid"]: f"rank {e.get('rank')} (pid {e['pid']})" for e in members}
+    meeting = Meeting(len(members), int(SOCKET_LEAD_S * 1e9), names) if len(members) > 1 else None
+    if meeting is not None:  # the ranks agree on their first step (board_steps), not each its next one
+        msg["agree_ns"] = time.time_ns() + int(AGREE_S * 1e9)
     replies: dict[int, Any] = {}
 
     def one(e: dict[str, Any]) -> None:
+        ask = {**msg, "trace_path": str(out / f".pid{e['pid']}.trace.json")}
         try:
-            replies[e["pid"]] = request(e, {**msg, "trace_path": str(out / f".pid{e['pid']}.trace.json")}, timeout_s)
+            meet = None if meeting is None else (lambda marks: meeting.start_of(e["pid"], marks, timeout_s))
+            replies[e["pid"]] = request(e, ask, timeout_s, meet)
         except LiveError as exc:
             replies[e["pid"]] = exc
+            if meeting is not None:
+                meeting.fail()
 
     threads = [threading.Thread(target=one, args=(e,)) for e in members]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    if errors := [r for r in replies.values() if isinstance(r, LiveError)]:
+    failed = [r for r in replies.values() if isinstance(r, LiveError)]
+    if errors := sorted(failed, key=lambda r: isinstance(r, NotAgreed)):  # the cause before the ranks it stopped
         for r in replies.values():
             if isinstance(r, dict):  # the ranks that did finish
                 Path(r["trace"]).unlink(missing_ok=True)
@@ -226,7 +243,7 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
     for r in done:
         store_rank_trace(Path(r["trace"]), out, r["rank"])
     atomic_write(out / JOB_SAMPLES, lambda tmp: samples.to_parquet(tmp, index=False), 0o600)
-    manifest = _manifest(done[0], t0, t1, samplers, notes)
+    manifest = _manifest(done[0], t0, t1, samplers, (meeting.notes if meeting else []) + notes)
     manifest["ranks"] = [{k: r[k] for k in ("rank", "pid", "t0_ns", "t1_ns", "steps")} for r in done]
     atomic_write(out / JOB_MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)), 0o600)
     return out
