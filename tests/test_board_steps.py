@@ -139,3 +139,22 @@ def test_malformed_marks_are_skipped(tmp_path: Path, marks) -> None:
 
     write_json(bs.marks_path(tmp_path, 1), {"id": "R", "rank": 1, "marks": marks})
     assert bs.read_marks(tmp_path, "R") == {}
+
+
+def test_a_meeting_gives_each_rank_its_start_once_all_are_in_and_a_failure_releases_them() -> None:
+    import threading
+
+    meet, got = bs.Meeting(2, lead_ns=0, names={11: "rank 0 (pid 11)", 12: "rank 1 (pid 12)"}), {}
+    t = threading.Thread(target=lambda: got.setdefault(11, meet.start_of(11, [[4, 0], [5, 30 * MS]], 5)))
+    t.start()
+    time.sleep(0.1)
+    assert t.is_alive() and not got  # waits for the other rank
+    got[12] = meet.start_of(12, [[1, 2 * MS], [2, 47 * MS]], 5)
+    t.join(5)
+    assert got[11] - 5 == got[12] - 2 > 0 and "rank 1 (pid 12)'s step boundaries are 17.0 ms" in meet.notes[0]
+    lone = bs.Meeting(2, lead_ns=0)
+    threading.Timer(0.1, lone.fail).start()
+    with pytest.raises(bs.NotAgreed, match="another rank failed"):
+        lone.start_of(1, [[1, 0]], 5)
+    with pytest.raises(bs.NotAgreed, match="1 of 2 ranks reached a step boundary within 0.1 s"):
+        bs.Meeting(2, lead_ns=0).start_of(1, [[1, 0]], 0.1)
