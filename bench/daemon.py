@@ -259,6 +259,47 @@ def trace_cost(steps: int, repeats: int) -> None:
         w.close()
 
 
+def trace_all_ranks(steps: int, repeats: int) -> None:
+    """``--all-ranks`` over two loops: request to the first profiled step, and the ranks' first steps' spread."""
+    import json
+    import threading
+
+    from aonkit.live.trace import run_trace
+
+    w = World("tests.fake_gpus:eight_gpus")
+    stop = w.base / "stop"
+    procs: list[subprocess.Popen] = []
+    try:
+        w.start()
+        os.environ.update({k: v for k, v in w.env.items() if k.startswith("AONKIT")})
+        for r in range(2):
+            env = {**w.env, "AONKIT_JOB_ID": "bench", "RANK": str(r), "WORLD_SIZE": "2"}
+            procs.append(subprocess.Popen([sys.executable, "-c", TRAIN, str(stop)], env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, text=True))  # fmt: skip
+            assert procs[-1].stdout.readline().strip() == "up"
+            threading.Thread(target=procs[-1].stdout.read, daemon=True).start()  # (its step lines: not read here)
+        time.sleep(8)
+        print(f"\n### `--all-ranks` of two such loops (the ranks agree on their first step), {steps} steps\n")
+        print("| trace | request to first profiled step ms | ranks' first profiled steps apart ms | trace + folder s |")
+        print("|---|---|---|---|")
+        for k in range(repeats):
+            asked, t = time.time_ns(), time.monotonic()
+            out = run_trace(procs[0].pid, steps=steps, out=w.base / f"j{k}", all_ranks=True)
+            total = time.monotonic() - t
+            t0 = [r["t0_ns"] for r in json.loads((out / "aonkit-trace.meta.json").read_text())["ranks"]]
+            print(f"| {'cold' if k == 0 else 'warm'} | {(min(t0) - asked) / 1e6:.1f} | {(max(t0) - min(t0)) / 1e6:.2f} "
+                  f"| {total:.2f} |")
+            time.sleep(2)
+        stop.touch()
+        for proc in procs:
+            proc.wait(30)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        w.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0, help="measured time per daemon (default 60: a minute)")
@@ -276,6 +317,7 @@ def main() -> None:
     daemon_cost(args.seconds, args.readers, args.gpus)
     if args.trace_repeats:
         trace_cost(args.trace_steps, args.trace_repeats)
+        trace_all_ranks(args.trace_steps, args.trace_repeats)
 
 
 if __name__ == "__main__":
