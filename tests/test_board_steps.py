@@ -158,3 +158,59 @@ def test_a_meeting_gives_each_rank_its_start_once_all_are_in_and_a_failure_relea
         lone.start_of(1, [[1, 0]], 5)
     with pytest.raises(bs.NotAgreed, match="1 of 2 ranks reached a step boundary within 0.1 s"):
         bs.Meeting(2, lead_ns=0).start_of(1, [[1, 0]], 0.1)
+
+
+class _Rank:
+    """What :func:`trace_for_board` needs of a served process, with a thread stepping every 10 ms."""
+
+    pid = 4242
+
+    def __init__(self) -> None:
+        import threading
+
+        self.job, self.withdrawn, self.stop = None, False, threading.Event()
+        threading.Thread(target=self._steps, daemon=True).start()
+
+    def _steps(self) -> None:
+        while not self.stop.wait(0.01):
+            job = self.job
+            if job is not None and job.agreed is not None and not self.withdrawn:
+                job.agreed.at_boundary(time.time_ns())
+
+    def arm(self, job) -> bool:
+        self.job = job
+        return True
+
+    def withdraw(self, job) -> None:
+        self.withdrawn = True
+
+
+@pytest.mark.parametrize("case", ["no start file", "left out", "folder gone"])
+def test_a_rank_that_gets_no_start_withdraws_and_says_why(tmp_path: Path, monkeypatch, case: str) -> None:
+    import sys
+    import types
+
+    from aonkit.live.board_rank import trace_for_board
+
+    monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch") or types.ModuleType("torch"))
+    now = time.time_ns()
+    req = {"id": "R", "start_ns": now, "expires_ns": now + int(1.5e9), "steps": 2}
+    base = {"id": "R", "rank": 1, "pid": _Rank.pid, "host": "h", "world_size": 2}
+    out = tmp_path / "out"
+    if case != "folder gone":
+        out.mkdir()
+    if case == "left out":
+        bs.write_starts(out, "R", {0: 5})
+    rank = _Rank()
+    try:
+        if case == "folder gone":
+            with pytest.raises(FileNotFoundError):
+                trace_for_board(rank, req, out, base)
+        else:
+            err = trace_for_board(rank, req, out, base)["error"]
+            why = "without this rank" if case == "left out" else "no start step"
+            assert err.startswith("process 4242: ") and why in err
+            assert bs.read_marks(out, "R")[1]["marks"][-1][1] >= now  # its marks went out, up to the instant
+    finally:
+        rank.stop.set()
+    assert rank.withdrawn  # the job goes on untraced

@@ -217,6 +217,19 @@ def test_a_process_that_never_steps_times_out_and_can_be_asked_again(live, tmp_p
     assert not (tmp_path / "never").exists() and idle.poll() is None
 
 
+def test_all_ranks_with_a_rank_that_never_steps_names_it_and_frees_the_others(live, train, tmp_path: Path) -> None:
+    idle = live.spawn(["-c", IDLE], AONKIT_JOB_ID="job9", RANK="1")
+    wait_line(idle, "up", timeout=120)
+    busy = train(OPT_IN="call", AONKIT_JOB_ID="job9", RANK="0")
+    out = tmp_path / "job"
+    r = live.cli("trace", str(busy.pid), "--all-ranks", "--steps", "2", "--timeout", "2", "--out", str(out))
+    assert r.returncode != 0 and f"process {idle.pid} did not finish the trace within 2 s" in r.stderr, r.stderr
+    assert not out.exists()  # the busy rank's marks waited for the idle one's: nothing was traced
+    r = live.cli("trace", str(busy.pid), "--steps", "2", "--out", str(tmp_path / "alone"))
+    assert r.returncode == 0, r.stderr  # its armed trace was withdrawn when the command left
+    assert busy.poll() is None and idle.poll() is None
+
+
 def test_bad_steps_or_duration_are_refused_before_anything_is_asked(tmp_path: Path) -> None:
     from aonkit.live.trace import run_trace
 
