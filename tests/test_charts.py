@@ -301,6 +301,34 @@ def test_wide_rows_equal_a_pivot_of_the_long_form() -> None:
     check()
 
 
+def test_a_rings_rows_laid_out_directly_equal_their_long_form_laid_out() -> None:
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from aonkit.live.follow import Layout
+    from aonkit.views.monitor import WideLayout
+
+    metrics = ["gpu_util_pct", "power_w", "memory_used_bytes"]
+    universe = [(d, m) for d in (-1, 0, 1, 2) for m in metrics]
+    layout = WideLayout(universe[2:])  # one layout polled again and again, over rings of other channels
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.permutations(universe), st.integers(1, len(universe)),
+           st.lists(st.tuples(st.integers(0, 5), st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(math.nan)),
+                                                           min_size=12, max_size=12)), max_size=20))  # fmt: skip
+    def check(order, width, rows) -> None:
+        channels = order[:width]  # the ring's channels, in its own order; some the layout does not show
+        ts = np.array([t for t, _ in rows], np.int64) * 50_000_000  # repeats and steps back included
+        values = np.array([v[:width] for _, v in rows], np.float64).reshape(len(rows), width)
+        t, got = layout.rows(ts, values, channels)
+        want_t, want = layout.block(Layout(channels).frame(ts, values))
+        np.testing.assert_array_equal(t, want_t)
+        np.testing.assert_array_equal(got, want)
+
+    check()
+
+
 def test_a_stream_sends_only_its_rows_and_a_new_view_gets_all_kept() -> None:
     import numpy as np
 

@@ -22,6 +22,7 @@ import pytest
 
 import aonkit.live
 from aonkit.live import store
+from aonkit.live.follow import Layout
 from aonkit.live.ring import Ring
 from tests.live_helpers import Live, live_world, wait_line
 
@@ -244,6 +245,13 @@ def test_live_monitor_streams_the_daemon(live, monkeypatch) -> None:
     monitor = LiveMonitor(reader)
     assert monitor.poll() >= 3 and monitor.cursor >= 3
     assert set(monitor.view.channels) >= {(0, "gpu_util_pct"), (1, "gpu_util_pct"), (-1, "cpu_percent")}
+    # the ring's rows as they are (what the monitor polls) hold what read() gives in long form
+    start = reader.ring.base
+    assert reader.read_rows(start - 1) is None  # a sample before this ring: read() has to say
+    ts, values, channels, end = reader.read_rows(start)
+    frame, _ = reader.read(start)  # (read a moment later: it may hold more)
+    assert channels == reader.channels and end - start == len(ts) >= 3
+    pd.testing.assert_frame_equal(Layout(channels).frame(ts, values), frame.iloc[: len(ts) * len(channels)])
     monitor.close()
     assert live.daemon_pid() is not None  # the monitor's stop() leaves the daemon sampling
 

@@ -100,6 +100,14 @@ class Chain:
                 cursor = seg.stop()
         return frames, cursor, fresh
 
+    def read_rows(self, cursor: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """The current ring's rows from ``cursor`` on (ts, values, next cursor); None when older segments hold some."""
+        seg = self.current
+        if seg.ring is None or cursor < seg.start:
+            return None
+        ts, values, end = seg.ring.read(cursor - seg.start)
+        return ts, values, seg.start + end
+
     def _files(self, seg: Segment) -> pd.DataFrame:
         if seg.rows is None:
             rows, _ = store.read_window(self.root, self.host, seg.t0 + 1, seg.t1 - 1)

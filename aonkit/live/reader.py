@@ -104,6 +104,19 @@ class LiveReader:
         frame = join(frames)
         return (frame if frame is not None else self._chain.current.layout.frame(*_EMPTY)), cursor  # type: ignore[union-attr]
 
+    def read_rows(self, cursor: int = 0) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str]], int] | None:
+        """As :meth:`read`, in the ring's own form, while every sample after ``cursor`` is in the current ring.
+
+        Returns ``ts_ns`` (n,), values (n, channels), :attr:`channels` and the next cursor; None where older rings
+        or files hold some, or a ring may be left to follow (then use :meth:`read`). No long-form frame is made:
+        ``LiveMonitor`` takes the rows as they are.
+        """
+        got = self._chain.read_rows(cursor)
+        if got is None or not len(got[0]) and not self.alive:
+            return None  # older rings or files, or maybe a ring to follow: read() does both
+        ts, values, cursor = got
+        return ts, values, self.channels, cursor
+
     # -- history ---------------------------------------------------------------------------------------
     def window(self, start_ns: int, end_ns: int | None = None) -> pd.DataFrame:
         """Every sample with ``start_ns <= ts_ns <= end_ns`` (default: now): Parquet files, then the ring.

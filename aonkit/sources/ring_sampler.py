@@ -246,6 +246,11 @@ class RingSampler:
         })  # fmt: skip
         return frame, end
 
+    def read_rows(self, cursor: int = 0) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str]], int]:
+        """As :meth:`read`, in the ring's own form: ``ts_ns`` (n,), values (n, channels), :attr:`channels`, cursor."""
+        ts, values, end = self._snapshot(cursor)
+        return ts, values, self.channels, end
+
     def _snapshot(self, cursor: int) -> tuple[np.ndarray, np.ndarray, int]:
         """(ts, values, next cursor) of the samples in the ring after ``cursor``."""
         with self._lock:

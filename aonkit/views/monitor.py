@@ -55,6 +55,7 @@ class WideLayout:
         self.names = [column_name(d, m) for d, m in self.channels]
         self._where = {c: i for i, c in enumerate(self.channels)}
         self._columns: dict[tuple, np.ndarray] = {}  # (metric names, span) -> column of each metric code x device
+        self._picks: tuple[list, np.ndarray] | None = None  # a ring's channels -> the ring column of each channel
 
     def block(self, samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Times (ms since the epoch, increasing) and values (times x channels, NaN where none), as :func:`wide`."""
@@ -86,6 +87,23 @@ class WideLayout:
         out = np.full(len(times) * width, np.nan)
         out[cells] = samples["value"].to_numpy(np.float64)[keep][::-1][first]
         return times / 1e6, out.reshape(len(times), width)
+
+    def rows(self, ts: np.ndarray, values: np.ndarray, channels: Sequence[Channel]) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`block`, of a ring's rows: ``ts`` (n,) in ns, ``values`` (n, len(channels)) in ``channels`` order.
+
+        A time that repeats keeps its last row (as :meth:`block` keeps each channel's last value).
+        """
+        if self._picks is None or self._picks[0] != channels:
+            where = {(int(d), str(m)): i for i, (d, m) in enumerate(channels)}
+            self._picks = (list(channels), np.array([where.get(c, -1) for c in self.channels], np.int64))
+        pick = self._picks[1]
+        if len(ts) > 1 and not (ts[1:] > ts[:-1]).all():  # a clock stepped back: in time order, the last of each
+            times, first = np.unique(ts[::-1], return_index=True)
+            values = values[len(ts) - 1 - first]
+            ts = times
+        out = values[:, np.maximum(pick, 0)]
+        out[:, pick < 0] = np.nan
+        return ts / 1e6, out
 
 
 @dataclass

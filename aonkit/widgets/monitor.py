@@ -71,11 +71,17 @@ class LiveMonitor(TextWidget, w.VBox):
         """Move new samples into the plot (unless paused); return how many sample times arrived."""
         if self.pause.value:
             return 0
-        frame, self.cursor = self.sampler.read(self.cursor)
-        channels = getattr(self.sampler, "channels", None)
+        read_rows = getattr(self.sampler, "read_rows", None)  # a ring's rows as they are: no long form between
+        rows = read_rows(self.cursor) if callable(read_rows) else None
+        if rows is not None:
+            ts, block, channels, self.cursor = rows
+        else:
+            frame, self.cursor = self.sampler.read(self.cursor)
+            channels = getattr(self.sampler, "channels", None)
         if channels and channels != self._channels:
             self._relayout(channels)
-        t, values = self._layout.block(frame)  # one block of rows x channels: no column by column on the way
+        # one block of rows x channels: no column by column on the way
+        t, values = self._layout.rows(ts, block, channels) if rows is not None else self._layout.block(frame)
         if len(t):
             self.source.stream_array(self._columns, np.column_stack([t, values]), rollover=self.rollover)
         self.status.value = f"{self.cursor:,} samples"
