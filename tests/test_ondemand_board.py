@@ -83,6 +83,7 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         r = live.cli("trace", "--job", "J7", "--board", str(shared), "--steps", "3", "--lead", "3", "--out", str(out))
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"job folder (aonkit.load_job): {out}" in r.stdout
+        assert "aonkit trace: 4 ranks sent theirs; they start tracing the same step in about 3 s" in r.stderr
         at_trace = [_steps(p) for p in procs]
         live.wait(lambda: all(_steps(p) > s + 5 for p, s in zip(procs, at_trace)))  # the job went on
         manifest = json.loads((out / JOB_MANIFEST).read_text())

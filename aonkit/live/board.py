@@ -112,7 +112,8 @@ def reports(out: Path, req_id: str) -> dict[int, dict[str, Any]]:
 
 def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None = None,
                   duration_s: float | None = None, out: str | os.PathLike[str] | None = None, ranks: int | None = None,
-                  lead_s: float = LEAD_S, timeout_s: float = 600.0) -> Path:  # fmt: skip
+                  lead_s: float = LEAD_S, timeout_s: float = 600.0,
+                  say: Callable[[str], None] | None = None) -> Path:  # fmt: skip
     """Trace every rank of ``job_id`` served with ``board``, on whichever node; return the job folder.
 
     Parameters
@@ -134,6 +135,8 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
         marks to the step they start at (default :data:`LEAD_S`): the ranks must see each file within it.
     timeout_s : float
         Seconds after that instant to wait for the ranks' reports (default 600).
+    say : callable, optional
+        Called with a line as the rounds go (``aonkit trace --job`` prints them on stderr).
 
     Returns
     -------
@@ -160,8 +163,10 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
     req = post(Path(board).absolute(), job_id, out, steps if duration_s is None else None, duration_s, lead_s,
                timeout_s)  # fmt: skip
     end = time.monotonic() + lead_s + timeout_s
+    say = say or (lambda line: None)
+    say(f"asked the ranks of job {job_id}; they send their step boundaries in {lead_s:g} s")
     try:
-        agreed = _agree_start(out, req, ranks, lead_s, end, lead_s + timeout_s)
+        agreed = _agree_start(out, req, ranks, lead_s, end, lead_s + timeout_s, say)
         got = _wait(lambda: reports(out, req["id"]), req, ranks, end, lead_s + timeout_s)
     finally:
         withdraw(Path(board).absolute(), job_id, req["id"])
@@ -186,8 +191,8 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
     return out
 
 
-def _agree_start(out: Path, req: dict[str, Any], ranks: int | None, lead_s: float, end: float,
-                 wait_s: float) -> list[str]:
+def _agree_start(out: Path, req: dict[str, Any], ranks: int | None, lead_s: float, end: float, wait_s: float,
+                 say: Callable[[str], None]) -> list[str]:  # fmt: skip
     """Wait for the ranks' step marks, then write the step each starts at (:mod:`.board_steps`); the notes.
 
     Ranks that are late are given up on one lead and two steps after the instant (the others trace, and the final
@@ -208,6 +213,8 @@ def _agree_start(out: Path, req: dict[str, Any], ranks: int | None, lead_s: floa
         return []  # every rank that came failed: the final wait collects their reasons
     starts, notes = agree(marks, time.time_ns(), int(lead_s * 1e9))
     write_starts(out, req["id"], starts)
+    failed = f" ({len(got) - len(marks)} could not trace)" if len(got) > len(marks) else ""
+    say(f"{len(marks)} ranks sent theirs{failed}; they start tracing the same step in about {lead_s:g} s")
     return notes
 
 

@@ -304,7 +304,8 @@ def trace_command(args: argparse.Namespace) -> int:
     if args.job is not None:
         from .board import run_job_trace
 
-        out = run_job_trace(args.job, args.board, steps, args.duration, args.out, args.ranks, args.lead, args.timeout)
+        out = run_job_trace(args.job, args.board, steps, args.duration, args.out, args.ranks, args.lead, args.timeout,
+                            say=lambda line: print(f"aonkit trace: {line}", file=sys.stderr, flush=True))
     else:
         out = run_trace(args.pid, steps, args.duration, args.out, args.all_ranks, args.timeout)
     job = args.all_ranks or args.job is not None
