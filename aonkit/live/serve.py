@@ -43,7 +43,7 @@ class TraceJob:
         self.prof: Any = None
         self.done_steps = 0
         self.t0_ns = self.t1_ns = 0
-        self.agreed: StepCount | None = None  # a board's request: start at the boundary count the ranks agreed on
+        self.agreed: StepCount | None = None  # a board's or --all-ranks: start at the boundary the ranks agreed on
         self.cancelled = False
         self.error: str | None = None
         self.done = threading.Event()
@@ -193,7 +193,7 @@ class Server:
         return True
 
     def arm(self, job: TraceJob) -> bool:
-        """Make ``job`` this process's trace, to start at its next step boundary; False while another runs."""
+        """Make ``job`` this process's trace, from its next step boundary (or the agreed one); False while another runs."""
         with self.lock:
             if self.job is not None:
                 return False
@@ -268,7 +268,7 @@ class Server:
             with self.lock:
                 if not go:
                     job.error = (f"process {self.pid} had passed the step the ranks agreed to start at when it was "
-                                 "told (raise --lead)")  # fmt: skip
+                                 "told (through a board: raise --lead)")  # fmt: skip
                     if self.job is job:
                         self.job = None
                     job.done.set()
