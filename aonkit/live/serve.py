@@ -193,7 +193,7 @@ class Server:
         return True
 
     def arm(self, job: TraceJob) -> bool:
-        """Make ``job`` this process's trace, from its next step boundary (or the agreed one); False while another runs."""
+        """Make ``job`` this process's trace, from its next (or agreed) step boundary; False while another runs."""
         with self.lock:
             if self.job is not None:
                 return False
