@@ -55,6 +55,7 @@ def test_the_stored_boxes_are_each_names_marks_at_the_deepest_level(name: str) -
         assert (boxes["q1"][k] * unit >= np.round(m["x1"] * 1e6) - 1e-6).all()
         assert (boxes["q1"][k] - boxes["q0"][k] >= 1).all()
         assert r.launched_n == len(f.launched.ts) and r.launched_ns == f.launched.busy_ns
+        assert boxes["launched"][k].sum() == r.launched_n  # every launched event in exactly one box too
         longest = int(np.argmax(f.dur[f.order]))
         assert r.longest_x0 == (f.ts[f.order[longest]] - pyr.origin_ns) / 1e6
     assert table["launched_n"].gt(0).any()  # the ops' kernels
@@ -80,7 +81,8 @@ STATE = """() => { const d = Bokeh.documents[0], g = (n) => d.get_model_by_name(
 STRIP = """() => { const g = (n) => Bokeh.documents[0].get_model_by_name(n), v = g('timeline_focus_view_box');
   return {count: Array.from(g('timeline_focus_strip').data.count), view: [v.left, v.right]}; }"""
 CURRENT = """() => { const c = Bokeh.documents[0].get_model_by_name('timeline_focus_current').data;
-  return c.box.length ? {box: c.box[0], rank: c.rank[0], left: c.left[0], right: c.right[0]} : {box: -1}; }"""
+  return c.box.length ? {box: c.box[0], rank: c.rank[0], left: c.left[0], right: c.right[0], n: c.count[0],
+                        gpu: c.gpu[0]} : {box: -1}; }"""
 
 
 def test_a_kernel_picked_in_the_reports_table_is_outlined_and_counted_on_its_timeline(tmp_path: Path) -> None:
@@ -129,7 +131,7 @@ def test_a_kernel_picked_in_the_reports_table_is_outlined_and_counted_on_its_tim
         # WHEN ▶ and ◀ are pressed THEN they show the name's boxes in time, from the longest's
         page_steps = []
         for label in ("▶", "▶", "◀", "◀", "◀"):
-            page.get_by_role("button", name=label).click()
+            page.get_by_role("button", name=label, exact=True).click()
             page.wait_for_timeout(250)
             page_steps.append(page.evaluate(CURRENT))
         table, boxes, _ = focus_data(trace, timeline_pyramid(trace, 1400), table_names(trace))  # as the page's
@@ -181,6 +183,21 @@ def test_an_op_picked_in_the_report_shows_the_gpu_work_it_launched_and_markup_st
         assert st["bar"].startswith("aten::mm: 1 event, ") and "in all" not in st["bar"]
         assert re.search(r"; it launched \d+ GPU events?, ", st["bar"]), st["bar"]
         assert st["count"] == 1 and st["boxes"] >= 2  # the op's own box and its kernels' (counting none)
+        # WHEN "GPU ▶" and "◀ GPU" are pressed THEN they step through the boxes of the kernels it launched
+        steps = []
+        for label in ("GPU ▶", "GPU ▶", "GPU ▶", "◀ GPU"):
+            page.get_by_role("button", name=label, exact=True).click()
+            page.wait_for_timeout(250)
+            steps.append(page.evaluate(CURRENT))
+        table, boxes, _ = focus_data(trace, timeline_pyramid(trace, 1400), table_names(trace))  # as the page's
+        mine = np.arange(*table.set_index("name").loc["aten::mm", ["start", "stop"]])
+        mine = mine[boxes["launched"][mine] > 0]
+        order = mine[np.lexsort((boxes["slot"][mine], boxes["q0"][mine] + boxes["q1"][mine]))].tolist()
+        assert len(order) >= 3 and sum(boxes["launched"][mine]) == table.set_index("name").loc["aten::mm", "launched_n"]
+        at = order.index(steps[0]["box"])
+        assert [c["box"] for c in steps] == [order[(at + d) % len(order)] for d in (0, 1, 2, 1)]
+        assert all(c["gpu"] and c["n"] == boxes["launched"][c["box"]] for c in steps)
+        assert f"· their GPU work at {steps[-1]['rank']} of {len(order)}" in page.evaluate(STATE)["bar"]
         page.locator(".bk-tab", has_text="kernels").click()
         page.wait_for_timeout(300)
         page.locator(".slick-row:visible", has_text=MARKUP[:10]).first.locator(".slick-cell").nth(2).click()

@@ -143,13 +143,14 @@ class Focus:
     def __len__(self) -> int:
         return len(self.ts)
 
-    def marks(self, a_ns: int, b_ns: int, width_px: int, origin_ns: int) -> dict[str, np.ndarray]:
+    def marks(self, a_ns: int, b_ns: int, width_px: int, origin_ns: int,
+              launched: bool = False) -> dict[str, np.ndarray]:  # fmt: skip
         """Boxes of the events in ``[a_ns, b_ns)`` drawn ``width_px`` wide: one per run sharing pixels of a track.
 
         Returns ``x0``, ``x1`` (ms since ``origin_ns``: the run's first start and latest end), ``slot`` and
-        ``count`` (named events in the run; 0 for a run of launched GPU work only), int32 where integer. A run
-        ends where the next event of its track starts in a pixel after every pixel the run covers, so there are
-        at most ``width_px`` runs a track.
+        ``count`` (named events in the run; 0 for a run of launched GPU work only), int32 where integer; with
+        ``launched``, also ``launched`` (the run's launched GPU events). A run ends where the next event of its
+        track starts in a pixel after every pixel the run covers, so there are at most ``width_px`` runs a track.
         """
         a, b, px = int(a_ns), int(b_ns), max(int(width_px), 1)
         ts_all, end_all, track_all, slot_all, named_all = self._drawn()
@@ -165,8 +166,11 @@ class Focus:
         starts = np.flatnonzero(new)
         x1 = np.maximum.reduceat(end, starts) if len(starts) else end[:0]
         named = np.add.reduceat(named_all[keep], starts) if len(starts) else named_all[:0]
-        return {"x0": (ts[starts] - origin_ns) / 1e6, "x1": (x1 - origin_ns) / 1e6,
-                "slot": slot_all[keep][starts].astype(np.int32), "count": named.astype(np.int32)}  # fmt: skip
+        out = {"x0": (ts[starts] - origin_ns) / 1e6, "x1": (x1 - origin_ns) / 1e6,
+               "slot": slot_all[keep][starts].astype(np.int32), "count": named.astype(np.int32)}  # fmt: skip
+        if launched:
+            out["launched"] = (np.diff(np.r_[starts, len(ts)]) - named).astype(np.int32)
+        return out
 
     def count(self, a_ns: int, b_ns: int) -> int:
         """How many of the events reach into ``[a_ns, b_ns)``."""

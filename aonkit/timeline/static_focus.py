@@ -13,7 +13,8 @@ names in the view, merges them again per pixel and slot of the view, and draws t
 colour) over the lanes, the rest faded under a white veil; the bar above the timeline says how many events the picks
 have, their time (in all, mean, longest), the GPU work they launched, and about how many boxes' events reach into
 the view (about: a box of the stored unit may straddle the view's edge). "longest" centres the view on the longest
-event of the picks; ◀ ▶ step through them (:mod:`aonkit.timeline.static_focus_js`). A strip shows where they start
+event of the picks; ◀ ▶ step through them, and ◀ GPU, GPU ▶ through the GPU work they launched (the notebook's
+Shift+P, Shift+N; :mod:`aonkit.timeline.static_focus_js`). A strip shows where they start
 over the whole trace and the view's place in it; a click there centres the view. Names reach the page as data
 and the bar renders text, never markup.
 """
@@ -69,7 +70,7 @@ def focus_data(trace: Trace, pyr: Pyramid, names: Sequence[str],
         lanes are left out.
     boxes : dict of str to numpy.ndarray
         ``q0``, ``q1`` (int32: the box covers ``[q0, q1)`` units from the span's start), ``slot``, ``count``
-        (the named events it holds; 0 for launched work only).
+        (the named events it holds; 0 for launched work only) and ``launched`` (the launched GPU events it holds).
     unit_ns : float
         The span over ``pyr.width_px * 2 ** (pyr.levels - 1)`` pixels, doubled while the boxes pass ``budget``
         (but never past the span over ``pyr.width_px``). No names are kept when the span passes
@@ -83,7 +84,7 @@ def focus_data(trace: Trace, pyr: Pyramid, names: Sequence[str],
         foci = {n: f for n, f in foci.items() if len(f)}
     px = max(int(pyr.width_px) * 2 ** (int(pyr.levels) - 1), 1)  # the deepest level's pixels over the span
     while True:
-        marks = {n: f.marks(origin, origin + span, px, origin) for n, f in foci.items()}
+        marks = {n: f.marks(origin, origin + span, px, origin, launched=True) for n, f in foci.items()}
         if sum(len(m["slot"]) for m in marks.values()) <= budget or px <= pyr.width_px:
             break
         px = max(px // 2, int(pyr.width_px))
@@ -94,16 +95,17 @@ def focus_data(trace: Trace, pyr: Pyramid, names: Sequence[str],
         x0_ns, x1_ns = np.round(m["x0"] * 1e6), np.round(m["x1"] * 1e6)  # the marks' ms back to whole ns
         q0 = np.floor(x0_ns / unit).astype(np.int64)
         q1 = np.maximum(np.ceil(x1_ns / unit).astype(np.int64), q0 + 1)
-        parts.append((q0, q1, m["slot"], m["count"]))
+        parts.append((q0, q1, m["slot"], m["count"], m["launched"]))
         st, place = f.stats(), f.longest()
         i = f.order[place]
         rows.append((n, at, at + len(q0), len(f), f.busy_ns, st["mean"], st["max"], (int(f.ts[i]) - origin) / 1e6,
                      (int(f.end[i]) - origin) / 1e6, f.slot[i], len(f.launched.ts), f.launched.busy_ns))  # fmt: skip
         at += len(q0)
-    q0, q1, slot, count = (np.concatenate([p[k] for p in parts]) if parts else np.empty(0, np.int64) for k in range(4))
+    q0, q1, slot, count, gpu = (np.concatenate([p[k] for p in parts]) if parts else np.empty(0, np.int64)
+                                for k in range(5))  # fmt: skip
     slot_dt = np.int16 if slot.max(initial=0) < 2**15 else np.int32
     boxes = {"q0": q0.astype(np.int32), "q1": q1.astype(np.int32), "slot": slot.astype(slot_dt),
-             "count": count.astype(np.int32)}  # fmt: skip
+             "count": count.astype(np.int32), "launched": gpu.astype(np.int32)}  # fmt: skip
     return pd.DataFrame(rows, columns=list(NAME_COLUMNS)), boxes, float(unit)
 
 
@@ -124,7 +126,7 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
                      pickers: Sequence[tuple[ColumnDataSource, str]]) -> LayoutDOM:  # fmt: skip
     """Draw the focus of what ``pickers`` (a table's source and its name column) select on ``fig``.
 
-    Returns the row to put above the timeline: the ◀ ▶ and "longest" buttons, the strip and the bar.
+    Returns the row to put above the timeline: the ◀ ▶, "longest" and ◀ GPU, GPU ▶ buttons, the strip and the bar.
     """
     names = list(dict.fromkeys(str(v) for src, col in pickers for v in src.data[col]))
     table, boxes, unit = focus_data(trace, pyr, names)
@@ -136,7 +138,7 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
     fig.add_layout(shade)
     fig.quad(left="left", right="right", top="top", bottom="bottom", source=drawn, fill_color=FOCUS_COLOR,
              fill_alpha=0.25, line_color=FOCUS_COLOR, line_width=2, level="overlay")  # over the shade
-    current = ColumnDataSource({c: [] for c in ("left", "right", "top", "bottom", "box", "count", "rank", "of")},
+    current = ColumnDataSource({c: [] for c in ("left", "right", "top", "bottom", "box", "count", "rank", "of", "gpu")},
                                name="timeline_focus_current")  # fmt: skip
     fig.quad(left="left", right="right", top="top", bottom="bottom", source=current, fill_alpha=0,
              line_color="#000000", line_width=2.5, level="overlay")  # the box a step showed  # fmt: skip
@@ -145,7 +147,8 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
     # the buttons stay as they are (without a pick they do nothing): in the page a visibility change took about
     # 150 ms a button and a `disabled` change about 20, where a whole pick takes 60-70 (RESULTS, session 37)
     buttons = [Button(label=label, name=f"timeline_focus_{key}", width=w)
-               for key, label, w in (("prev", "◀", 40), ("next", "▶", 40), ("longest", "longest", 80))]  # fmt: skip
+               for key, label, w in (("prev", "◀", 40), ("next", "▶", 40), ("longest", "longest", 80),
+                                     ("prev_gpu", "◀ GPU", 62), ("next_gpu", "GPU ▶", 62))]  # fmt: skip
     args = {"pickers": [src for src, _ in pickers], "columns": [col for _, col in pickers], "names": names_src,
             "boxes": box_src, "drawn": drawn, "current": current, "bar": bar, "shade": shade,
             "xr": x_range, "plot": fig, "unit_ms": unit / 1e6, "width_px": int(pyr.width_px), "pad": GLYPH_PAD,
@@ -158,10 +161,12 @@ def add_static_focus(fig: figure, x_range: Range, pyr: Pyramid, trace: Trace,
     x_range.js_on_change("start", cb)
     x_range.js_on_change("end", cb)
     step = {k: args[k] for k in ("pickers", "columns", "names", "boxes", "current", "xr", "unit_ms", "pad")}
-    step["span_ms"] = pyr.span_ns / 1e6
+    step.update(span_ms=pyr.span_ns / 1e6, gpu=False)
     for b, d in zip(buttons[:2], (-1, 1)):
         b.js_on_click(CustomJS(args={**step, "direction": d}, code=STEP_JS))
     buttons[2].js_on_click(CustomJS(args=step, code=LONGEST_JS))
+    for b, d in zip(buttons[3:], (-1, 1)):  # through the GPU work the picks launched (the notebook's Shift+N/P)
+        b.js_on_click(CustomJS(args={**step, "direction": d, "gpu": True}, code=STEP_JS))
     return row(*buttons, strip, bar, name="timeline_focus_row")
 
 

@@ -2,16 +2,17 @@
 
 :data:`FOCUS_JS` args: ``pickers`` (the tables' sources) and ``columns`` (their name columns), ``names`` and
 ``boxes`` (:func:`~aonkit.timeline.static_focus.focus_data` as sources), ``drawn`` (the quads drawn), ``current``
-(the box a step showed: its quad, ``box``, ``count``, ``rank`` of ``of`` the picks' boxes), ``bar`` (a text Div),
+(the box a step showed: its quad, ``box``, ``count``, ``rank`` of ``of`` the picks' boxes, and ``gpu``: a box of
+the GPU work they launched), ``bar`` (a text Div),
 ``hint`` (the bar's text with no pick), ``shade`` (the veil over the rest),
 ``xr`` and ``plot`` (the timeline's x range, ms, and figure), the numbers ``unit_ms``, ``width_px``, ``pad`` and
 ``coarse_ns`` (the stored unit when the budget made it coarser than the deepest level's pixel, else 0) and ``off``
 (why no name has boxes, or ""). :data:`STEP_JS` (``direction`` +1 or -1) and :data:`LONGEST_JS` take ``pickers``,
-``columns``, ``names``, ``boxes``, ``current``, ``xr``, ``unit_ms``, ``pad`` and ``span_ms``. A step goes through
-the boxes that hold picked events (not those of launched work only), in time (their middles, then their rows), from
-the current box while it is in view, else from the view's middle, and round past either end; it shows the box as the
-notebook's N/P show an event (``Focus.window_for`` of :mod:`aonkit.timeline.focus`). "longest" shows the box that
-holds the longest event.
+``columns``, ``names``, ``boxes``, ``current``, ``xr``, ``unit_ms``, ``pad``, ``span_ms`` and ``gpu``. A step goes
+through the boxes that hold picked events (with ``gpu``: those that hold GPU work they launched), in time (their
+middles, then their rows), from the current box while it is in view, else from the view's middle, and round past
+either end; it shows the box as the notebook's N/P (Shift+N/P) show an event (``Focus.window_for`` of
+:mod:`aonkit.timeline.focus`). "longest" shows the box that holds the longest event.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ for (let r = 0; r < N.name.length; r++) if (picked.has(N.name[r])) rows.push(r);
 
 FOCUS_JS = FMT_NS_JS + _PICKED + """
 if (cb_obj !== xr && current.data.box.length) {  // the picks changed: no current box
-  current.data = {left: [], right: [], top: [], bottom: [], box: [], count: [], rank: [], of: []};
+  current.data = {left: [], right: [], top: [], bottom: [], box: [], count: [], rank: [], of: [], gpu: []};
 }
 const set = (model, key, value) => { if (model[key] !== value) model[key] = value; };  // a change re-renders
 set(view_box, "left", xr.start);
@@ -93,8 +94,9 @@ text += " · about " + inView.toLocaleString("en-US") + " in view";
 if (coarse_ns > 0) text += " (outlined to within " + fmtNs(coarse_ns) + ")";
 const cur = current.data;
 if (cur.box.length && cur.right[0] > lo && cur.left[0] < hi) {
-  text += " · at " + cur.rank[0] + " of " + cur.of[0];
-  if (cur.count[0] > 1) text += " (" + cur.count[0] + " events in one box)";
+  const what = cur.gpu[0] ? "GPU events" : "events";
+  text += (cur.gpu[0] ? " · their GPU work at " : " · at ") + cur.rank[0] + " of " + cur.of[0];
+  if (cur.count[0] > 1) text += " (" + cur.count[0] + " " + what + " in one box)";
 }
 set(bar, "text", text);
 set(shade, "visible", true);
@@ -102,24 +104,25 @@ set(shade, "visible", true);
 
 _CENTRE = """
 const centre = (x, width) => {  // the view made ``width`` wide around ``x`` (ms), kept inside the trace
-  const a = Math.max(0, Math.min(x - width / 2, span_ms - width));
+  const a = Math.max(0, Math.min(x - width / 2, span_ms - width)), b = Math.min(span_ms, a + width);
   xr.have_updated_interactively = true;  // a DataRange1d keeps a range set so, as after a zoom
-  xr.setv({start: a, end: Math.min(span_ms, a + width)});
+  if (xr.start === a && xr.end === b) xr.properties.start.change.emit();  // the same view: the bar follows all the same
+  else xr.setv({start: a, end: b});
 };
 """
 
 _SHOW = _CENTRE + f"""
-const B = boxes.data, q0 = B.q0, q1 = B.q1, S = B.slot, C = B.count;
-const named = [];
-for (const r of rows) for (let k = N.start[r]; k < N.stop[r]; k++) if (C[k] > 0) named.push(k);
+const B = boxes.data, q0 = B.q0, q1 = B.q1, S = B.slot, C = B.count, own = gpu ? B.launched : C;
+const named = [];  // the boxes a step goes through: of the picked events, or (gpu) of the GPU work they launched
+for (const r of rows) for (let k = N.start[r]; k < N.stop[r]; k++) if (own[k] > 0) named.push(k);
 const mid = (k) => (q0[k] + q1[k]) / 2;
 const before = (a, b) => mid(a) < mid(b) || (mid(a) === mid(b) && S[a] < S[b]);
 const show = (k) => {{  // k becomes the current box: outlined, and the view made to show it
   let rank = 1;
   for (const j of named) if (before(j, k)) rank++;
   const t0 = q0[k] * unit_ms, t1 = q1[k] * unit_ms, dur = t1 - t0;
-  current.data = {{left: [t0], right: [t1], top: [S[k] + pad], bottom: [S[k] + 1 - pad], box: [k], count: [C[k]],
-                   rank: [rank], of: [named.length]}};
+  current.data = {{left: [t0], right: [t1], top: [S[k] + pad], bottom: [S[k] + 1 - pad], box: [k],
+                   count: [own[k]], rank: [rank], of: [named.length], gpu: [gpu]}};
   centre((t0 + t1) / 2, Math.max(Math.min(xr.end - xr.start, dur / {STEP_FILL[0]}), dur / {STEP_FILL[1]},
                                   {STEP_MIN_NS / 1e6}));
 }};
