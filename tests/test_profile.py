@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import aonkit
@@ -195,6 +196,26 @@ def test_samples_outlive_the_ring(monkeypatch: pytest.MonkeyPatch) -> None:
     drain.stop()
     assert drain.lost[0] > 0 and messages and "overwritten" in messages[0]
     assert len(drain.frames()[0]) // 3 + drain.lost[0] == s.count
+
+
+def test_a_ring_samplers_rows_are_kept_as_blocks_and_give_the_same_long_form() -> None:
+    from aonkit.profiling import _Drain
+    from aonkit.sources.samplers import HostSampler
+
+    class LongFormOnly:  # a sampler that only reads long form (the Sampler protocol)
+        def __init__(self, s: HostSampler) -> None:
+            self.read, self.channels, self.capacity, self.interval_s = s.read, s.channels, s.capacity, s.interval_s
+
+    with HostSampler(interval_s=0.01, capacity=20) as s:
+        blocks, frames = _Drain([s], []), _Drain([LongFormOnly(s)], [])
+        time.sleep(0.5)
+    blocks.stop()
+    frames.stop()
+    assert all(isinstance(p, tuple) for p in blocks.parts[0]) and len(blocks.parts[0]) > 1
+    got = blocks.frames()[0]
+    pd.testing.assert_frame_equal(got, frames.frames()[0])
+    kept = sum(t.nbytes + v.nbytes for t, v in blocks.parts[0])
+    assert len(got) // 3 == s.count and kept < got.memory_usage(index=False).sum() / 2
 
 
 def test_the_profile_watches_its_own_process_by_default(tmp_path: Path) -> None:

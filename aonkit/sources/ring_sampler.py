@@ -235,16 +235,19 @@ class RingSampler:
 
     def read(self, cursor: int = 0) -> tuple[pd.DataFrame, int]:
         """Samples taken after ``cursor``, oldest first, in long form; and the next cursor."""
+        ts, values, end = self._snapshot(cursor)
+        return self.long_form(ts, values), end
+
+    def long_form(self, ts: np.ndarray, values: np.ndarray) -> pd.DataFrame:
+        """The long-form table of rows :meth:`read_rows` gave: ``ts`` (n,) and ``values`` (n, channels)."""
         import pandas as pd
 
-        ts, values, end = self._snapshot(cursor)
         n, m = len(ts), len(self._channel_codes)
-        frame = pd.DataFrame({
+        return pd.DataFrame({
             "ts_ns": np.repeat(ts, m), "device": np.tile(self.channel_devices, n),
             "metric": pd.Categorical.from_codes(np.tile(self._channel_codes, n), categories=list(self.metrics)),
             "value": values.reshape(-1),
         })  # fmt: skip
-        return frame, end
 
     def read_rows(self, cursor: int = 0) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str]], int]:
         """As :meth:`read`, in the ring's own form: ``ts_ns`` (n,), values (n, channels), :attr:`channels`, cursor."""
