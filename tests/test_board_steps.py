@@ -91,6 +91,13 @@ def test_a_rank_that_saw_the_request_after_the_instant_is_matched_by_the_step_ti
                      "it may not have traced the same steps"]  # fmt: skip
 
 
+def test_one_late_boundary_at_the_instant_does_not_move_a_rank_by_a_step() -> None:
+    ref = [[k, k * 30 * MS] for k in range(1, 10)]  # rank 0: a boundary every 30 ms, the last its first after
+    late = [[100 + k, k * 30 * MS + MS] for k in range(1, 9)] + [[109, 9 * 30 * MS + 31 * MS]]  # descheduled 30 ms
+    starts, notes = bs.agree({0: {"marks": ref}, 1: {"marks": late}}, now_ns=9 * 30 * MS, lead_ns=0)
+    assert starts[1] - starts[0] == 100 and notes == []  # its nearest boundary to the reference's last is 108
+
+
 def test_a_rank_told_too_late_says_it_passed_the_start() -> None:
     c = bs.StepCount(instant_ns=0)
     assert c.at_boundary(10) is None and c.sent == [(1, 10)] and c.reached.is_set()
@@ -151,7 +158,7 @@ def test_a_meeting_gives_each_rank_its_start_once_all_are_in_and_a_failure_relea
     assert t.is_alive() and not got  # waits for the other rank
     got[12] = meet.start_of(12, [[1, 2 * MS], [2, 47 * MS]], 5)
     t.join(5)
-    assert got[11] - 5 == got[12] - 2 > 0 and "rank 1 (pid 12)'s step boundaries are 17.0 ms" in meet.notes[0]
+    assert got[11] - 5 == got[12] - 2 > 0 and "rank 1 (pid 12)'s step boundaries are 9.5 ms" in meet.notes[0]
     lone = bs.Meeting(2, lead_ns=0)
     threading.Timer(0.1, lone.fail).start()
     with pytest.raises(bs.NotAgreed, match="another rank failed"):

@@ -8,9 +8,10 @@ their boundaries. They do it through the request's folder, in two rounds:
 
 1. each rank, once armed, counts its step boundaries and keeps the times of the last :data:`MARKS`; at its first
    boundary at or after the request's instant it writes them to ``.rank<N>.marks.json`` (:class:`StepCount`);
-2. ``aonkit trace --job`` takes the earliest of the ranks' first boundaries after the instant as the reference and,
-   in each rank's marks, the boundary nearest it in time as the same step (:func:`agree`): right while the ranks pass
-   a boundary less than half a step apart, and a note says when they are over a quarter of a step apart. It picks a
+2. ``aonkit trace --job`` takes the rank whose first boundary after the instant came earliest as the reference,
+   pairs each of its boundaries with the nearest of each rank's, and takes the count offset most pairs agree on as
+   the same step (:func:`agree`; one boundary a rank passed late does not move it): right while the ranks pass a
+   boundary less than half a step apart, and a note says when they are over a quarter of a step apart. It picks a
    step ``--lead`` seconds ahead and writes ``.start.json``: for each rank, the count of the boundary to start at;
 3. each rank reads ``.start.json`` every :data:`POLL_S` and starts at its count (a rank that has already passed it
    says so: it was not told in time).
@@ -128,33 +129,50 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
     starts : dict of int to int
         By rank, the count of the boundary to start at.
     notes : list of str
-        A rank whose boundary nearest the reference's is over a quarter of a step from it (the match, and so the
-        step, may be wrong), or over half a step (it armed late: matched by the median step time instead), or no
+        A rank whose boundaries are over a quarter of a step from the reference's (the match, and so the step, may
+        be wrong), or none within half a step (it armed late: matched by the median step time instead), or no
         step time known.
     """
     ref = min(reports, key=lambda r: (reports[r]["marks"][-1][1], r))  # the first to pass a boundary after the instant
-    ref_ns = reports[ref]["marks"][-1][1]  # every rank's marks reach its boundary of the same step (or a later one)
+    ref_marks = reports[ref]["marks"]
+    ref_count, ref_ns = ref_marks[-1]  # every rank's marks reach its boundary of the same step (or a later one)
     step = step_ns(reports)
     ahead = max(1, math.ceil((now_ns + lead_ns - ref_ns) / step)) if step else 1
     name = {k: f"rank {k}" for k in reports} | (names or {})
     starts, notes = {}, []
     for rank, rep in sorted(reports.items()):
-        count, t = min(rep["marks"], key=lambda m: abs(m[1] - ref_ns))
+        votes: dict[int, list[int]] = {}  # count offset from the reference -> the gaps of the boundaries it pairs
+        for cq, tq in ref_marks:  # each of the reference's boundaries, paired with this rank's nearest
+            cr, tr = min(rep["marks"], key=lambda m: abs(m[1] - tq))
+            if step is None or abs(tr - tq) <= step / 2:
+                votes.setdefault(cr - cq, []).append(tr - tq)
+        if votes:  # the offset most pairs agree on: one boundary late (a rank descheduled) does not move it
+            offset = max(sorted(votes), key=lambda o: (len(votes[o]), -abs(_median(votes[o]))))
+            starts[rank] = ref_count + offset + ahead
+            gap = _median(votes[offset])
+            if step and abs(gap) > step / 4:
+                notes.append(f"{name[rank]}'s step boundaries are {abs(gap) / 1e6:.1f} ms from {name[ref]}'s, "
+                             f"over a quarter of a step ({step / 1e6:.1f} ms): it may not have traced the same "
+                             "steps")  # fmt: skip
+            continue
+        count, t = min(rep["marks"], key=lambda m: abs(m[1] - ref_ns))  # none within half a step of the reference's
         gap = t - ref_ns
-        shift = round(gap / step) if step else 0  # (not 0: the rank passed no boundary near the reference's)
+        shift = round(gap / step)  # type: ignore[operator]
         starts[rank] = count - shift + ahead
-        if shift:
-            notes.append(f"{name[rank]} passed no step boundary near {name[ref]}'s (the nearest is {gap / 1e6:.1f} "
-                         "ms away: it saw the request late, or the ranks do not step together); matched "
-                         f"{shift:+d} steps by the median step time ({step / 1e6:.1f} ms), it may not have traced "
-                         "the same steps")  # fmt: skip
-        elif step and abs(gap) > step / 4:
-            notes.append(f"{name[rank]}'s step boundaries are {abs(gap) / 1e6:.1f} ms from {name[ref]}'s, over a "
-                         f"quarter of a step ({step / 1e6:.1f} ms): it may not have traced the same steps")  # fmt: skip
+        notes.append(f"{name[rank]} passed no step boundary near {name[ref]}'s (the nearest is {gap / 1e6:.1f} "
+                     "ms away: it saw the request late, or the ranks do not step together); matched "
+                     f"{shift:+d} steps by the median step time ({step / 1e6:.1f} ms), it may not have traced "
+                     "the same steps")  # fmt: skip
     if step is None:
         notes.append("no rank passed two step boundaries between seeing the request and the instant: each rank's first "
                      "boundary after the instant was taken as the same step (not checked)")
     return starts, notes
+
+
+def _median(xs: list[int]) -> float:
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def write_starts(out: Path, req_id: str, starts: dict[int, int]) -> None:
