@@ -47,8 +47,11 @@ def _run(instant_ns: int, lead_ns: int = 100 * MS, armed: dict[int, int] = ARMED
                 started[r] = k
         if not decided and all(c.sent is not None for c in counts.values()):
             now = max(c.sent[-1][1] for c in counts.values()) + 5 * MS  # the command reads the last rank's marks
-            starts, said = bs.agree({r: {"marks": [list(m) for m in c.sent]} for r, c in counts.items()}, now, lead_ns)
+            sent = {r: {"marks": [list(m) for m in c.sent]} for r, c in counts.items()}
+            starts, said, lags = bs.agree(sent, now, lead_ns)
             assert len(said) == notes, said
+            if not notes:  # how late each rank passes a boundary, to the ns
+                assert {r: lags[r] - lags[0] for r in lags} == {r: s - SKEW_NS[0] for r, s in SKEW_NS.items()}
             for r, c in counts.items():
                 c.start = starts[r]
             decided = True
@@ -85,7 +88,7 @@ def test_a_rank_that_saw_the_request_after_the_instant_is_matched_by_the_step_ti
     for instant in range(steps[12] - 5 * MS, steps[14], MS):
         got = _run(instant, armed={**ARMED_AT_STEP, 3: 16}, even=True, notes=1)  # rank 3 armed two steps after
         assert len(set(got.values())) == 1, (instant, got)
-    _, notes = bs.agree({0: {"marks": [[1, 0], [2, 30 * MS]]}, 1: {"marks": [[1, 91 * MS]]}}, 100 * MS, 0)
+    _, notes, _ = bs.agree({0: {"marks": [[1, 0], [2, 30 * MS]]}, 1: {"marks": [[1, 91 * MS]]}}, 100 * MS, 0)
     assert notes == ["rank 1 passed no step boundary near rank 0's (the nearest is 61.0 ms away: it saw the request "
                      "late, or the ranks do not step together); matched +2 steps by the median step time (30.0 ms), "
                      "it may not have traced the same steps"]  # fmt: skip
@@ -94,8 +97,9 @@ def test_a_rank_that_saw_the_request_after_the_instant_is_matched_by_the_step_ti
 def test_one_late_boundary_at_the_instant_does_not_move_a_rank_by_a_step() -> None:
     ref = [[k, k * 30 * MS] for k in range(1, 10)]  # rank 0: a boundary every 30 ms, the last its first after
     late = [[100 + k, k * 30 * MS + MS] for k in range(1, 9)] + [[109, 9 * 30 * MS + 31 * MS]]  # descheduled 30 ms
-    starts, notes = bs.agree({0: {"marks": ref}, 1: {"marks": late}}, now_ns=9 * 30 * MS, lead_ns=0)
+    starts, notes, lags = bs.agree({0: {"marks": ref}, 1: {"marks": late}}, now_ns=9 * 30 * MS, lead_ns=0)
     assert starts[1] - starts[0] == 100 and notes == []  # its nearest boundary to the reference's last is 108
+    assert lags == {0: 0, 1: MS}  # it passes each boundary 1 ms after rank 0 (the late one is not the median)
 
 
 def test_a_rank_told_too_late_says_it_passed_the_start() -> None:
@@ -112,10 +116,11 @@ def test_a_rank_told_too_late_says_it_passed_the_start() -> None:
 
 def test_ranks_further_apart_than_a_quarter_step_are_named() -> None:
     marks = {0: {"marks": [[1, 0], [2, 30 * MS], [3, 60 * MS]]}, 1: {"marks": [[4, 12 * MS], [5, 42 * MS]]}}
-    starts, notes = bs.agree(marks, now_ns=60 * MS, lead_ns=0)
+    starts, notes, lags = bs.agree(marks, now_ns=60 * MS, lead_ns=0)
     assert starts == {0: 3, 1: 6}  # rank 0's boundary 2 (30 ms) is nearest rank 1's 5 (42 ms, the earliest after)
     assert len(notes) == 1 and notes[0].startswith("rank 0's step boundaries are 12.0 ms from rank 1's")
-    _, none = bs.agree({0: {"marks": [[1, 5]]}, 1: {"marks": [[7, 6]]}}, now_ns=10, lead_ns=0)
+    assert lags == {0: -12 * MS, 1: 0}  # rank 0 passes each 12 ms before rank 1
+    _, none, _ = bs.agree({0: {"marks": [[1, 5]]}, 1: {"marks": [[7, 6]]}}, now_ns=10, lead_ns=0)
     assert "not checked" in none[0]
 
 

@@ -93,6 +93,8 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         assert [ranks[k]["samples"] > 0 for k in range(4)] == [True, True, False, False]  # the daemon's node only
         assert any(m.startswith("rank 2 (") and "no aonkit daemon" in m for m in manifest["messages"]), manifest
         assert not any("may not have traced the same steps" in m for m in manifest["messages"]), manifest
+        lag = {k: ranks[k]["boundary_lag_ms"] for k in range(4)}  # ranks 2 and 3 sleep 5 ms before each boundary
+        assert min(lag[2], lag[3]) - max(lag[0], lag[1]) >= 2 and 0 in lag.values(), lag  # 0: the reference
         assert not (shared / "J7" / "request.json").exists() and not list(out.glob(".rank*"))  # reports and marks
         assert not (out / ".start.json").exists()
         job = load_traced_job(out)
@@ -141,6 +143,8 @@ def test_all_ranks_on_one_node_agree_on_their_first_step_too(live, tmp_path: Pat
             _same_steps(load_traced_job(out))
             meta = json.loads((out / JOB_MANIFEST).read_text())
             assert not any("same steps" in m for m in meta["messages"]), meta["messages"]
+            lag = {x["rank"]: x["boundary_lag_ms"] for x in meta["ranks"]}
+            assert lag[1] - lag[0] >= 2 and 0 in lag.values(), lag  # rank 1 passes each boundary 5 ms late
     finally:
         stop.touch()
         for p in procs:

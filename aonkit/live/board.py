@@ -166,7 +166,7 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
     say = say or (lambda line: None)
     say(f"asked the ranks of job {job_id}; they send their step boundaries in {lead_s:g} s")
     try:
-        agreed = _agree_start(out, req, ranks, lead_s, end, lead_s + timeout_s, say)
+        agreed, lags = _agree_start(out, req, ranks, lead_s, end, lead_s + timeout_s, say)
         got = _wait(lambda: reports(out, req["id"]), req, ranks, end, lead_s + timeout_s)
     finally:
         withdraw(Path(board).absolute(), job_id, req["id"])
@@ -184,7 +184,8 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
     manifest = {"status": "ok", "source": "aonkit trace --job", "job_id": job_id, "traced": True,
                 "clock": "time.time_ns", "t0_ns": min(r["t0_ns"] for r in done), "t1_ns": max(r["t1_ns"] for r in done),
                 "start_ns": req["start_ns"], "messages": notes,
-                "ranks": [{k: r.get(k) for k in RANK_FIELDS} for r in done]}  # fmt: skip
+                "ranks": [{**{k: r.get(k) for k in RANK_FIELDS}, "boundary_lag_ms": _ms(lags.get(r["rank"]))}
+                          for r in done]}  # fmt: skip
     from .._filecheck import atomic_write
 
     atomic_write(out / JOB_MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)), 0o600)
@@ -192,8 +193,8 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
 
 
 def _agree_start(out: Path, req: dict[str, Any], ranks: int | None, lead_s: float, end: float, wait_s: float,
-                 say: Callable[[str], None]) -> list[str]:  # fmt: skip
-    """Wait for the ranks' step marks, then write the step each starts at (:mod:`.board_steps`); the notes.
+                 say: Callable[[str], None]) -> tuple[list[str], dict[int, float]]:  # fmt: skip
+    """Wait for the ranks' step marks, then write the step each starts at (:mod:`.board_steps`); notes and lags.
 
     Ranks that are late are given up on one lead and two steps after the instant (the others trace, and the final
     wait says which did not come).
@@ -210,12 +211,17 @@ def _agree_start(out: Path, req: dict[str, Any], ranks: int | None, lead_s: floa
     got = _wait(read, req, ranks, end, wait_s, give_up=late)
     marks = {r: x for r, x in got.items() if "marks" in x}
     if not marks:
-        return []  # every rank that came failed: the final wait collects their reasons
-    starts, notes = agree(marks, time.time_ns(), int(lead_s * 1e9))
+        return [], {}  # every rank that came failed: the final wait collects their reasons
+    starts, notes, lags = agree(marks, time.time_ns(), int(lead_s * 1e9))
     write_starts(out, req["id"], starts)
     failed = f" ({len(got) - len(marks)} could not trace)" if len(got) > len(marks) else ""
     say(f"{len(marks)} ranks sent theirs{failed}; they start tracing the same step in about {lead_s:g} s")
-    return notes
+    return notes, lags
+
+
+def _ms(ns: float | None) -> float | None:
+    """A lag in ms, to the µs (None stays None)."""
+    return None if ns is None else round(ns / 1e6, 3)
 
 
 def _wait(read: Callable[[], Reports], req: dict[str, Any], ranks: int | None, end: float, wait_s: float,

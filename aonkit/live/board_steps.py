@@ -111,8 +111,8 @@ def step_ns(reports: dict[int, dict[str, Any]]) -> float | None:
 
 
 def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
-          names: dict[int, str] | None = None) -> tuple[dict[int, int], list[str]]:  # fmt: skip
-    """Each rank's boundary count to start at, so that all start at the same step, and notes.
+          names: dict[int, str] | None = None) -> tuple[dict[int, int], list[str], dict[int, float]]:  # fmt: skip
+    """Each rank's boundary count to start at, so that all start at the same step; notes; each rank's lag.
 
     Parameters
     ----------
@@ -132,6 +132,10 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
         A rank whose boundaries are over a quarter of a step from the reference's (the match, and so the step, may
         be wrong), or none within half a step (it armed late: matched by the median step time instead), or no
         step time known.
+    lag_ns : dict of int to float
+        By rank, how long after the reference's it passes a step's boundary (the median over the paired
+        boundaries; negative: before). A rank that waits least in a step's collectives passes first, so the
+        latest is the one the others waited for.
     """
     ref = min(reports, key=lambda r: (reports[r]["marks"][-1][1], r))  # the first to pass a boundary after the instant
     ref_marks = reports[ref]["marks"]
@@ -139,7 +143,7 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
     step = step_ns(reports)
     ahead = max(1, math.ceil((now_ns + lead_ns - ref_ns) / step)) if step else 1
     name = {k: f"rank {k}" for k in reports} | (names or {})
-    starts, notes = {}, []
+    starts, notes, lags = {}, [], {}
     for rank, rep in sorted(reports.items()):
         votes: dict[int, list[int]] = {}  # count offset from the reference -> the gaps of the boundaries it pairs
         for cq, tq in ref_marks:  # each of the reference's boundaries, paired with this rank's nearest
@@ -149,7 +153,7 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
         if votes:  # the offset most pairs agree on: one boundary late (a rank descheduled) does not move it
             offset = max(sorted(votes), key=lambda o: (len(votes[o]), -abs(_median(votes[o]))))
             starts[rank] = ref_count + offset + ahead
-            gap = _median(votes[offset])
+            gap = lags[rank] = _median(votes[offset])
             if step and abs(gap) > step / 4:
                 notes.append(f"{name[rank]}'s step boundaries are {abs(gap) / 1e6:.1f} ms from {name[ref]}'s, "
                              f"over a quarter of a step ({step / 1e6:.1f} ms): it may not have traced the same "
@@ -159,6 +163,7 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
         gap = t - ref_ns
         shift = round(gap / step)  # type: ignore[operator]
         starts[rank] = count - shift + ahead
+        lags[rank] = gap - shift * step  # type: ignore[operator]
         notes.append(f"{name[rank]} passed no step boundary near {name[ref]}'s (the nearest is {gap / 1e6:.1f} "
                      "ms away: it saw the request late, or the ranks do not step together); matched "
                      f"{shift:+d} steps by the median step time ({step / 1e6:.1f} ms), it may not have traced "
@@ -166,7 +171,7 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
     if step is None:
         notes.append("no rank passed two step boundaries between seeing the request and the instant: each rank's first "
                      "boundary after the instant was taken as the same step (not checked)")
-    return starts, notes
+    return starts, notes, lags
 
 
 def _median(xs: list[int]) -> float:
@@ -220,6 +225,7 @@ class Meeting:
         self.reports: dict[int, dict[str, Any]] = {}
         self.starts: dict[int, int] | None = None
         self.notes: list[str] = []
+        self.lags: dict[int, float] = {}
         self.failed = False
         self._cond = threading.Condition()
 
@@ -228,7 +234,7 @@ class Meeting:
         with self._cond:
             self.reports[key] = {"marks": marks}
             if len(self.reports) == self.n:
-                self.starts, self.notes = agree(self.reports, time.time_ns(), self.lead_ns, self.names)
+                self.starts, self.notes, self.lags = agree(self.reports, time.time_ns(), self.lead_ns, self.names)
                 self._cond.notify_all()
             if not self._cond.wait_for(lambda: self.starts is not None or self.failed, timeout_s):
                 raise NotAgreed(f"{len(self.reports)} of {self.n} ranks reached a step boundary within {timeout_s:g} s")

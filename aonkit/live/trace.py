@@ -244,7 +244,10 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
         store_rank_trace(Path(r["trace"]), out, r["rank"])
     atomic_write(out / JOB_SAMPLES, lambda tmp: samples.to_parquet(tmp, index=False), 0o600)
     manifest = _manifest(done[0], t0, t1, samplers, (meeting.notes if meeting else []) + notes)
-    manifest["ranks"] = [{k: r[k] for k in ("rank", "pid", "t0_ns", "t1_ns", "steps")} for r in done]
+    lags = meeting.lags if meeting is not None else {}
+    manifest["ranks"] = [{**{k: r[k] for k in ("rank", "pid", "t0_ns", "t1_ns", "steps")},
+                          "boundary_lag_ms": None if r["pid"] not in lags else round(lags[r["pid"]] / 1e6, 3)}
+                         for r in done]  # fmt: skip
     atomic_write(out / JOB_MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)), 0o600)
     return out
 
