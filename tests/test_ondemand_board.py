@@ -106,6 +106,7 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
                          "20", "--out", str(tmp_path / "short"))  # fmt: skip
         assert again.returncode == 2, again.stdout + again.stderr
         assert "4 of 5 ranks of job J7 reported within 22 s (ranks: 0, 1, 2, 3)" in again.stderr
+        assert "aonkit trace: 4 of 5 ranks sent theirs; they start" in again.stderr  # the others went on without it
         kept = sorted(x.name for x in (tmp_path / "short").glob("rank*.json.gz"))
         assert kept == [f"rank{r}.json.gz" for r in range(4)]  # what the ranks that came wrote is kept
     finally:

@@ -35,7 +35,7 @@ from .status import read_json, write_json
 LOOK_S = 1.0
 """How often a served process with a board reads its job's request."""
 LEAD_S = 10.0
-"""Default time from posting a request to the instant the ranks start tracing (at their next step boundary)."""
+"""Default time from posting a request to the instant the ranks send their step marks, and from those to the start."""
 REQUEST = "request.json"
 Reports = dict[int, dict[str, Any]]
 """Files of the ranks (reports or step marks) by rank."""
@@ -215,7 +215,9 @@ def _agree_start(out: Path, req: dict[str, Any], ranks: int | None, lead_s: floa
     starts, notes, lags = agree(marks, time.time_ns(), int(lead_s * 1e9))
     write_starts(out, req["id"], starts)
     failed = f" ({len(got) - len(marks)} could not trace)" if len(got) > len(marks) else ""
-    say(f"{len(marks)} ranks sent theirs{failed}; they start tracing the same step in about {lead_s:g} s")
+    want = ranks or max((x.get("world_size") or 0 for x in got.values()), default=0)
+    of = f" of {want}" if want > len(got) else ""  # (given up on the others)
+    say(f"{len(marks)}{of} ranks sent theirs{failed}; they start tracing the same step in about {lead_s:g} s")
     return notes, lags
 
 
