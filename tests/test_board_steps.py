@@ -226,3 +226,14 @@ def test_a_rank_that_gets_no_start_withdraws_and_says_why(tmp_path: Path, monkey
     finally:
         rank.stop.set()
     assert rank.withdrawn  # the job goes on untraced
+
+
+def test_the_latest_rank_is_named_only_when_the_ranks_step_together_and_differ() -> None:
+    from aonkit.live.trace import latest_line
+
+    ranks = [{"rank": 0, "boundary_lag_ms": 0.0}, {"rank": 1, "boundary_lag_ms": 0.4},
+             {"rank": 2, "boundary_lag_ms": 5.1}, {"rank": 3, "boundary_lag_ms": None}]  # fmt: skip
+    assert latest_line(ranks, []).startswith("rank 2 passed each step's boundary 5.1 ms after rank 0 before the")
+    assert latest_line(ranks[:2], []) == ""  # within 1 ms: nobody is waited for
+    assert latest_line(ranks, ["rank 2's step boundaries are ...: it may not have traced the same steps"]) == ""
+    assert latest_line(ranks[2:], []) == ""  # one lag known

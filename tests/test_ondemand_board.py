@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,6 +85,7 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"job folder (aonkit.load_job): {out}" in r.stdout
         assert "aonkit trace: 4 ranks sent theirs; they start tracing the same step in about 3 s" in r.stderr
+        assert re.search(r"aonkit trace: rank [23] passed each step's boundary [\d.]+ ms after rank [01] ", r.stdout)
         at_trace = [_steps(p) for p in procs]
         live.wait(lambda: all(_steps(p) > s + 5 for p, s in zip(procs, at_trace)))  # the job went on
         manifest = json.loads((out / JOB_MANIFEST).read_text())
@@ -141,6 +143,7 @@ def test_all_ranks_on_one_node_agree_on_their_first_step_too(live, tmp_path: Pat
             out = tmp_path / f"out{k}"
             r = live.cli("trace", str(procs[1].pid), "--all-ranks", "--steps", "3", "--out", str(out))
             assert r.returncode == 0, r.stdout + r.stderr
+            assert "aonkit trace: rank 1 passed each step's boundary " in r.stdout  # the latest: 5 ms late
             _same_steps(load_traced_job(out))
             meta = json.loads((out / JOB_MANIFEST).read_text())
             assert not any("same steps" in m for m in meta["messages"]), meta["messages"]

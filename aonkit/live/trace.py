@@ -317,4 +317,22 @@ def trace_command(args: argparse.Namespace) -> int:
     manifest = json.loads((out / (JOB_MANIFEST if job else MANIFEST)).read_text(encoding="utf-8"))
     for note in manifest.get("messages", []):
         print(f"aonkit trace: note: {note}", file=sys.stderr)
+    if line := latest_line(manifest.get("ranks") or [], manifest.get("messages", [])):
+        print(f"aonkit trace: {line}")
     return 0
+
+
+def latest_line(ranks: list[dict[str, Any]], messages: list[str]) -> str:
+    """Which rank passed a step's boundary last, and by how much, from the ranks' ``boundary_lag_ms``.
+
+    "" when fewer than two lags are known, all are within 1 ms, or a message says the ranks may not have traced the
+    same steps (then they do not step together, and no rank is "the latest").
+    """
+    lags = [(r["boundary_lag_ms"], r["rank"]) for r in ranks if isinstance(r.get("boundary_lag_ms"), (int, float))]
+    if len(lags) < 2 or any("the same steps" in m for m in messages):
+        return ""
+    (lo, first), (hi, last) = min(lags), max(lags)
+    if hi - lo < 1.0:
+        return ""
+    return (f"rank {last} passed each step's boundary {hi - lo:.1f} ms after rank {first} before the trace (the "
+            "latest: the others wait for it in each step's collectives)")
