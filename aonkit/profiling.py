@@ -282,7 +282,7 @@ class _Drain:
     and once more at the end. Samples a ring overwrote all the same (a
     stalled process) are counted in ``messages``. A ring sampler's rows are
     kept as the ring holds them (times and a values block: 8 bytes a value,
-    where the long form took 26) and made long form when asked.
+    where the long form took 25) and made long form when asked.
     """
 
     def __init__(self, samplers: list[Any], messages: list[str]) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .board_steps import START, agree, read_marks, step_ns, write_starts
+from .board_steps import START, agree, lag_ms, read_marks, step_ns, write_starts
 from .paths import LiveError, NotOwnerError, check_private, private_dir
 from .status import read_json, write_json
 
@@ -184,7 +184,7 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
     manifest = {"status": "ok", "source": "aonkit trace --job", "job_id": job_id, "traced": True,
                 "clock": "time.time_ns", "t0_ns": min(r["t0_ns"] for r in done), "t1_ns": max(r["t1_ns"] for r in done),
                 "start_ns": req["start_ns"], "messages": notes,
-                "ranks": [{**{k: r.get(k) for k in RANK_FIELDS}, "boundary_lag_ms": _ms(lags.get(r["rank"]))}
+                "ranks": [{**{k: r.get(k) for k in RANK_FIELDS}, "boundary_lag_ms": lag_ms(lags.get(r["rank"]))}
                           for r in done]}  # fmt: skip
     from .._filecheck import atomic_write
 
@@ -215,15 +215,11 @@ def _agree_start(out: Path, req: dict[str, Any], ranks: int | None, lead_s: floa
     starts, notes, lags = agree(marks, time.time_ns(), int(lead_s * 1e9))
     write_starts(out, req["id"], starts)
     failed = f" ({len(got) - len(marks)} could not trace)" if len(got) > len(marks) else ""
-    want = ranks or max((x.get("world_size") or 0 for x in got.values()), default=0)
+    want = _want(got, ranks) or 0
     of = f" of {want}" if want > len(got) else ""  # (given up on the others)
     say(f"{len(marks)}{of} ranks sent theirs{failed}; they start tracing the same step in about {lead_s:g} s")
     return notes, lags
 
-
-def _ms(ns: float | None) -> float | None:
-    """A lag in ms, to the µs (None stays None)."""
-    return None if ns is None else round(ns / 1e6, 3)
 
 
 def _wait(read: Callable[[], Reports], req: dict[str, Any], ranks: int | None, end: float, wait_s: float,
@@ -237,7 +233,7 @@ def _wait(read: Callable[[], Reports], req: dict[str, Any], ranks: int | None, e
         got = read()
         if len(got) > seen:
             seen, last_new = len(got), time.monotonic()
-        want = ranks or max((r.get("world_size") or 0 for r in got.values()), default=0) or None
+        want = _want(got, ranks)
         if want is not None and len(got) >= want or want is None and got and time.monotonic() - last_new > 5:
             return got
         if got and give_up is not None and give_up(got):
@@ -248,3 +244,8 @@ def _wait(read: Callable[[], Reports], req: dict[str, Any], ranks: int | None, e
                             f"{wait_s:g} s (ranks: {have}); are the others served with this board "
                             "(AONKIT_JOB_BOARD) and the same job id, and is the folder on a filesystem they share?")
         time.sleep(0.2)
+
+
+def _want(got: Reports, ranks: int | None) -> int | None:
+    """How many ranks to wait for: ``ranks``, else the world size the ranks report (None: unknown)."""
+    return ranks or max((r.get("world_size") or 0 for r in got.values()), default=0) or None

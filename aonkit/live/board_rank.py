@@ -43,8 +43,8 @@ def trace_for_board(server: Any, req: dict[str, Any], out: Path, base: dict[str,
         return {"error": f"a trace is already running in process {server.pid}"}
     expires = int(req["expires_ns"])
     try:
-        if count.reached.wait(max(0.0, (expires - time.time_ns()) / 1e9)) and count.sent is not None:
-            write_marks(out, base, count.sent)
+        if count.reached.wait(max(0.0, (expires - time.time_ns()) / 1e9)):
+            write_marks(out, base, count.sent or [])
             start = wait_start(out, req["id"], rank, expires)
             if isinstance(start, str):
                 server.withdraw(job)

@@ -20,6 +20,7 @@ their boundaries. They do it through the request's folder, in two rounds:
 from __future__ import annotations
 
 import math
+import statistics
 import threading
 import time
 from collections import deque
@@ -41,7 +42,7 @@ SOCKET_LEAD_S = 0.2
 
 
 class StepCount:
-    """A board trace's step boundaries on its rank (the training thread's side: a count and a time per boundary).
+    """A rank's step boundaries until the ranks agree on a start (the training thread's side: a count and a time each).
 
     Parameters
     ----------
@@ -102,12 +103,9 @@ def _pair(m: object) -> bool:
 
 def step_ns(reports: dict[int, dict[str, Any]]) -> float | None:
     """The median time between consecutive boundaries over every rank's marks; None with no two marks."""
-    gaps = sorted((b[1] - a[1]) / (b[0] - a[0]) for rep in reports.values()
-                  for a, b in zip(rep["marks"], rep["marks"][1:]) if b[0] > a[0])  # fmt: skip
-    if not gaps:
-        return None
-    mid = len(gaps) // 2
-    return gaps[mid] if len(gaps) % 2 else (gaps[mid - 1] + gaps[mid]) / 2
+    gaps = [(b[1] - a[1]) / (b[0] - a[0]) for rep in reports.values()
+            for a, b in zip(rep["marks"], rep["marks"][1:]) if b[0] > a[0]]  # fmt: skip
+    return statistics.median(gaps) if gaps else None
 
 
 def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
@@ -151,9 +149,9 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
             if step is None or abs(tr - tq) <= step / 2:
                 votes.setdefault(cr - cq, []).append(tr - tq)
         if votes:  # the offset most pairs agree on: one boundary late (a rank descheduled) does not move it
-            offset = max(sorted(votes), key=lambda o: (len(votes[o]), -abs(_median(votes[o]))))
+            offset = max(sorted(votes), key=lambda o: (len(votes[o]), -abs(statistics.median(votes[o]))))
             starts[rank] = ref_count + offset + ahead
-            gap = lags[rank] = _median(votes[offset])
+            gap = lags[rank] = statistics.median(votes[offset])
             if step and abs(gap) > step / 4:
                 notes.append(f"{name[rank]}'s step boundaries are {abs(gap) / 1e6:.1f} ms from {name[ref]}'s, "
                              f"over a quarter of a step ({step / 1e6:.1f} ms): it may not have traced the same "
@@ -174,10 +172,9 @@ def agree(reports: dict[int, dict[str, Any]], now_ns: int, lead_ns: int,
     return starts, notes, lags
 
 
-def _median(xs: list[int]) -> float:
-    xs = sorted(xs)
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+def lag_ms(ns: float | None) -> float | None:
+    """A rank's lag (:func:`agree`) in ms to the µs, as the manifests keep it (None stays None)."""
+    return None if ns is None else round(ns / 1e6, 3)
 
 
 def write_starts(out: Path, req_id: str, starts: dict[int, int]) -> None:
