@@ -22,7 +22,7 @@ class LastGrid:
     """A step-time function that remembers its last grid: the tables of every simulation in a sweep are equal.
 
     The sweep and the replica search call it from two threads at once, so one computes while the other waits
-    for its values (computing them twice cost 5 ms of CPU a change of device on two CPUs); the grid and its
+    for its values (computing them twice cost about 4 ms of CPU a change of device on two CPUs); the grid and its
     values are kept as one tuple, replaced in one step: a reader never pairs one grid with another's values.
     """
 
