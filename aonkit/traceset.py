@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,20 @@ class TraceSet(Mapping[int, Trace]):
     ----------
     traces : mapping of int to Trace
         Rank -> trace, kept sorted by rank.
+
+    Attributes
+    ----------
+    step_lags : pandas.DataFrame or None
+        For a job traced by ``aonkit trace --job`` or ``--all-ranks`` (:func:`aonkit.live.load_traced_job`): per
+        rank, how long after the earliest rank it passed the step boundaries before the trace
+        (:func:`aonkit.analysis.step_lags.step_lag_table`). None otherwise.
+    trace_notes : sequence of str
+        What ``aonkit trace`` noted while tracing the job (a rank without samples, ranks that may not have traced
+        the same steps...); empty otherwise.
     """
+
+    step_lags: Any = None
+    trace_notes: Sequence[str] = ()
 
     def __init__(self, traces: Mapping[int, Trace]) -> None:
         self._traces = dict(sorted(traces.items()))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from aonkit.analysis.step_lags import NOT_TOGETHER
 from aonkit.live import board_steps as bs
 
 MS = 1_000_000
@@ -119,6 +120,7 @@ def test_ranks_further_apart_than_a_quarter_step_are_named() -> None:
     starts, notes, lags = bs.agree(marks, now_ns=60 * MS, lead_ns=0)
     assert starts == {0: 3, 1: 6}  # rank 0's boundary 2 (30 ms) is nearest rank 1's 5 (42 ms, the earliest after)
     assert len(notes) == 1 and notes[0].startswith("rank 0's step boundaries are 12.0 ms from rank 1's")
+    assert NOT_TOGETHER in notes[0]  # what the latest-rank rule reads: no rank is named "the latest"
     assert lags == {0: -12 * MS, 1: 0}  # rank 0 passes each 12 ms before rank 1
     _, none, _ = bs.agree({0: {"marks": [[1, 5]]}, 1: {"marks": [[7, 6]]}}, now_ns=10, lead_ns=0)
     assert "not checked" in none[0]

@@ -64,6 +64,7 @@ def _steps(proc) -> int:
 
 
 def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_on(live, tmp_path: Path) -> None:
+    from aonkit.analysis.findings import findings
     from aonkit.live.trace import JOB_MANIFEST, load_traced_job
 
     script, stop, rdzv = tmp_path / "train.py", tmp_path / "stop", tmp_path / "rdzv"
@@ -101,6 +102,9 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         assert not (out / ".start.json").exists()
         job = load_traced_job(out)
         _same_steps(job)
+        assert dict(zip(job.step_lags["rank"], job.step_lags["boundary_lag_ms"])) == lag
+        late = findings(job).query("finding == 'late_rank'")  # the rank the others waited for (no comm kernels)
+        assert late["rank"].tolist() == [max(lag, key=lag.get)] and late["value"].iloc[0] > 0
         for rank, trace in job.items():
             assert (trace.samples is not None and len(trace.samples) > 0) == (rank < 2), rank
         # WHEN more ranks are awaited than there are, THEN it says which came, and keeps what they wrote
@@ -130,6 +134,7 @@ def _same_steps(job) -> dict[int, list[str]]:
 
 
 def test_all_ranks_on_one_node_agree_on_their_first_step_too(live, tmp_path: Path) -> None:
+    from aonkit.analysis.findings import findings
     from aonkit.live.trace import JOB_MANIFEST, load_traced_job
 
     script, stop, rdzv = tmp_path / "train.py", tmp_path / "stop", tmp_path / "rdzv"
@@ -144,11 +149,13 @@ def test_all_ranks_on_one_node_agree_on_their_first_step_too(live, tmp_path: Pat
             r = live.cli("trace", str(procs[1].pid), "--all-ranks", "--steps", "3", "--out", str(out))
             assert r.returncode == 0, r.stdout + r.stderr
             assert "aonkit trace: rank 1 passed each step's boundary " in r.stdout  # the latest: 5 ms late
-            _same_steps(load_traced_job(out))
+            job = load_traced_job(out)
+            _same_steps(job)
             meta = json.loads((out / JOB_MANIFEST).read_text())
             assert not any("same steps" in m for m in meta["messages"]), meta["messages"]
             lag = {x["rank"]: x["boundary_lag_ms"] for x in meta["ranks"]}
             assert lag[1] - lag[0] >= 2 and 0 in lag.values(), lag  # rank 1 passes each boundary 5 ms late
+            assert findings(job).query("finding == 'late_rank'")["rank"].tolist() == [1]
     finally:
         stop.touch()
         for p in procs:

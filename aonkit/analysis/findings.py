@@ -6,6 +6,9 @@ event name or metadata from the trace. Checks, in order:
 
 * ``straggler``: a rank that arrives last at most of the job's collectives
   (:func:`~aonkit.analysis.collectives.stragglers`) and the wait it imposes;
+* ``late_rank``: in a job traced by ``aonkit trace --job`` or ``--all-ranks``, the rank that passed the step
+  boundaries last before the trace, by how much (:func:`~aonkit.analysis.step_lags.latest_rank`; needs no
+  communication kernels, so it names the rank a CPU job on gloo waits for too);
 * ``exposed_communication``: communication time not overlapped by
   computation, per rank (:func:`~aonkit.analysis.collectives.exposed_communication`);
 * ``gpu_idle``: the GPU's idle share of its span and its main cause, per rank
@@ -132,6 +135,26 @@ def findings(subject: Trace | Mapping[int, Trace]) -> pd.DataFrame:
                                  f"rank {r.rank} arrives last at {100 * r.share_last:.0f}% of {r.collectives} "
                                  f"collectives, {fmt_ns(r.median_late_ns)} late (median); the others wait "
                                  f"{fmt_ns(r.imposed_wait_ns)} for it in all", "collectives.stragglers"))  # fmt: skip
+    if getattr(subject, "step_lags", None) is not None:
+        rows += _late_rank(subject)
     for rank in sorted(subject):
         rows += _per_trace(subject[rank], rank)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _late_rank(job: Mapping[int, Trace]) -> list[dict]:
+    """The ``late_rank`` finding of a traced job; its value is the lag's share of the earliest rank's median step."""
+    from .step_lags import latest_rank
+    from .steps import profiler_steps
+
+    late = latest_rank(job.step_lags, job.trace_notes)  # type: ignore[attr-defined]
+    if late is None:
+        return []
+    steps = profiler_steps(job[late.first]) if late.first in job else None
+    step_ns = float(np.median(steps["dur_ns"])) if steps is not None and len(steps) else np.nan
+    share = late.lag_ms * 1e6 / step_ns if step_ns > 0 else np.nan
+    of_step = f" ({100 * share:.0f}% of its median traced step, {fmt_ns(step_ns)})" if share == share else ""
+    clock = "; on each host's clock, so the gap includes their clocks' offset" if late.hosts > 1 else ""
+    text = (f"rank {late.rank} passed each step's boundary {fmt_ns(late.lag_ms * 1e6)} after rank {late.first} "
+            f"before the trace{of_step}: the others wait about that long for it in each step's collectives{clock}")
+    return [_row("late_rank", late.rank, share, text, "step_lags.latest_rank")]

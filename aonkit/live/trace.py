@@ -283,6 +283,7 @@ def load_traced_job(folder: str | os.PathLike[str]) -> Any:
     from ..sources.samplers import attach_samples
 
     job = load_job(folder)
+    job.step_lags, job.trace_notes = _step_lags(Path(folder) / JOB_MANIFEST)
     path = Path(folder) / JOB_SAMPLES
     shared = pd.read_parquet(path) if path.exists() else None
     for rank, trace in job.items():
@@ -291,6 +292,21 @@ def load_traced_job(folder: str | os.PathLike[str]) -> Any:
         if samples is not None and len(samples):
             attach_samples(trace, samples)
     return job
+
+
+def _step_lags(path: Path) -> tuple[pd.DataFrame | None, list[str]]:
+    """The manifest's per-rank lags (:func:`~aonkit.analysis.step_lags.step_lag_table`) and notes; none without one."""
+    from ..analysis.step_lags import step_lag_table
+    from ..errors import TraceFormatError
+
+    if not path.exists():
+        return None, []
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        notes = [str(m) for m in manifest.get("messages") or []]
+        return step_lag_table(manifest.get("ranks") or []), notes
+    except (ValueError, AttributeError, TypeError) as exc:  # JSON, or not the shape this module writes
+        raise TraceFormatError(f"not a job manifest aonkit trace wrote: {exc}", path=str(path)) from None
 
 
 def trace_command(args: argparse.Namespace) -> int:
@@ -325,14 +341,14 @@ def trace_command(args: argparse.Namespace) -> int:
 def latest_line(ranks: list[dict[str, Any]], messages: list[str]) -> str:
     """Which rank passed a step's boundary last, and by how much, from the ranks' ``boundary_lag_ms``.
 
-    "" when fewer than two lags are known, all are within 1 ms, or a message says the ranks may not have traced the
-    same steps (then they do not step together, and no rank is "the latest").
+    "" when :func:`~aonkit.analysis.step_lags.latest_rank` names none: fewer than two lags known, all within 1 ms,
+    or a message says the ranks may not have traced the same steps (then no rank is "the latest").
     """
-    lags = [(r["boundary_lag_ms"], r["rank"]) for r in ranks if isinstance(r.get("boundary_lag_ms"), (int, float))]
-    if len(lags) < 2 or any("the same steps" in m for m in messages):
+    from ..analysis.step_lags import latest_rank, step_lag_table
+
+    late = latest_rank(step_lag_table(ranks), messages)
+    if late is None:
         return ""
-    (lo, first), (hi, last) = min(lags), max(lags)
-    if hi - lo < 1.0:
-        return ""
-    return (f"rank {last} passed each step's boundary {hi - lo:.1f} ms after rank {first} before the trace (the "
-            "latest: the others wait for it in each step's collectives)")
+    clock = " (on each host's clock: the gap includes their clocks' offset)" if late.hosts > 1 else ""
+    return (f"rank {late.rank} passed each step's boundary {late.lag_ms:.1f} ms after rank {late.first} before the "
+            f"trace (the latest: the others wait for it in each step's collectives){clock}")

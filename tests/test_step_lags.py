@@ -1,0 +1,105 @@
+"""The rank a traced job waited for at its step boundaries: the manifest's lags as a table, the rule, the finding."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aonkit.analysis.findings import findings
+from aonkit.analysis.step_lags import NOT_TOGETHER, latest_rank, step_lag_table
+from aonkit.analysis.steps import profiler_steps
+from aonkit.errors import TraceFormatError
+from aonkit.live.trace import JOB_MANIFEST, latest_line, load_traced_job
+from aonkit.units import fmt_ns
+
+from .conftest import SAMPLE_TRACES
+
+
+def _ranks(*lags, hosts=None) -> list[dict]:
+    return [{"rank": r, "pid": 100 + r, "boundary_lag_ms": lag, **({"host": hosts[r]} if hosts else {})}
+            for r, lag in enumerate(lags)]  # fmt: skip
+
+
+def test_the_table_keeps_every_rank_with_nan_for_a_lag_not_measured() -> None:
+    t = step_lag_table([{"rank": 3, "host": "b", "boundary_lag_ms": 5.1}, {"rank": 0, "boundary_lag_ms": 0},
+                        {"rank": 1, "host": "a", "boundary_lag_ms": None}, {"rank": None}])  # fmt: skip
+    assert t["rank"].tolist() == [-1, 0, 1, 3] and t["host"].tolist() == ["", "", "a", "b"]
+    assert [str(d) for d in t.dtypes] == ["int64", "object", "float64"]
+    lag = t["boundary_lag_ms"].to_numpy()
+    assert np.isnan(lag[[0, 2]]).all() and lag[[1, 3]].tolist() == [0.0, 5.1]
+    assert list(step_lag_table([]).columns) == ["rank", "host", "boundary_lag_ms"]
+
+
+@pytest.mark.parametrize("bad", [{"rank": "1"}, {"rank": True}, {"rank": 1.0}, {"rank": 0, "boundary_lag_ms": "5"},
+                                 {"rank": 0, "boundary_lag_ms": math.inf}, {"rank": 0, "boundary_lag_ms": True}])
+def test_values_a_manifest_cannot_hold_are_refused(bad) -> None:
+    with pytest.raises(ValueError, match="rank|boundary_lag_ms"):
+        step_lag_table([bad])
+
+
+def test_the_latest_rank_is_named_only_when_the_ranks_step_together_and_differ_by_a_millisecond() -> None:
+    late = latest_rank(step_lag_table(_ranks(0.0, 0.4, 5.1, None)))
+    assert late is not None and (late.rank, late.first, late.hosts) == (2, 0, 1)
+    assert late.lag_ms == pytest.approx(5.1)
+    assert latest_rank(step_lag_table(_ranks(0.3, 1.2))) is None  # 0.9 ms apart
+    assert latest_rank(step_lag_table(_ranks(0.3, 1.3))).rank == 1  # 1.0 ms: named
+    assert latest_rank(step_lag_table(_ranks(None, 7.0))) is None  # one lag known
+    assert latest_rank(step_lag_table(_ranks(0.0, 5.1)), [f"rank 1 ...: it may not have traced {NOT_TOGETHER}"]) is None
+    assert latest_rank(step_lag_table(_ranks(3.0, 0.0, 3.0))) == (0, 1, 3.0, 1)  # ties: the lowest rank
+    assert latest_rank(step_lag_table(_ranks(0.0, 2.0, hosts=["a", "b"]))).hosts == 2
+
+
+def _traced_job(tmp_path: Path, lags: list, hosts: list[str] | None = None, messages: list[str] = ()) -> Path:
+    """A job folder as ``aonkit trace --job`` leaves it: rank<N>.json.gz and the manifest (the sample job's ranks)."""
+    out = tmp_path / "job"
+    out.mkdir()
+    for r in range(len(lags)):
+        shutil.copy(SAMPLE_TRACES / f"gpu_synthetic_rank{r}.json.gz", out / f"rank{r}.json.gz")
+    manifest = {"status": "ok", "source": "aonkit trace --job", "job_id": "J1", "messages": list(messages),
+                "ranks": _ranks(*lags, hosts=hosts)}  # fmt: skip
+    (out / JOB_MANIFEST).write_text(json.dumps(manifest))
+    return out
+
+
+def test_a_traced_job_carries_its_lags_and_the_late_rank_is_a_finding(tmp_path: Path) -> None:
+    job = load_traced_job(_traced_job(tmp_path, [0.0, 6.5]))
+    assert job.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5] and list(job.trace_notes) == []
+    f = findings(job).set_index("finding")
+    step_ns = float(np.median(profiler_steps(job[0])["dur_ns"]))  # the earliest rank's median traced step
+    assert f.loc["late_rank", "rank"] == 1
+    assert f.loc["late_rank", "value"] == pytest.approx(6.5e6 / step_ns)
+    text = f.loc["late_rank", "text"]
+    assert text == (f"rank 1 passed each step's boundary 6.5 ms after rank 0 before the trace (8% of its median traced "
+                    f"step, {fmt_ns(step_ns)}): the others wait about that long for it in each step's collectives")
+    assert latest_line(json.loads((tmp_path / "job" / JOB_MANIFEST).read_text())["ranks"], []).startswith(
+        "rank 1 passed each step's boundary 6.5 ms after rank 0 before the trace")
+
+
+def test_ranks_on_two_hosts_are_said_to_include_their_clocks_offset(tmp_path: Path) -> None:
+    f = findings(load_traced_job(_traced_job(tmp_path, [4.0, 0.0], hosts=["n1", "n2"])))
+    text = f.loc[f["finding"] == "late_rank", "text"].iloc[0]
+    assert text.startswith("rank 0 passed each step's boundary 4 ms after rank 1 ") and "clocks' offset" in text
+
+
+def test_no_late_rank_when_the_trace_says_the_ranks_may_not_have_traced_the_same_steps(tmp_path: Path) -> None:
+    note = ("rank 1's step boundaries are 30.0 ms from rank 0's, over a quarter of a step: it may not have traced "
+            f"{NOT_TOGETHER}")
+    job = load_traced_job(_traced_job(tmp_path, [0.0, 30.0], messages=[note]))
+    assert list(job.trace_notes) == [note] and "late_rank" not in set(findings(job)["finding"])
+
+
+def test_a_job_without_a_manifest_has_no_lags_and_a_broken_manifest_is_named(tmp_path: Path) -> None:
+    out = _traced_job(tmp_path, [0.0, 6.5])
+    (out / JOB_MANIFEST).unlink()
+    job = load_traced_job(out)
+    assert job.step_lags is None and "late_rank" not in set(findings(job)["finding"])
+    for text in ("{not json", json.dumps({"ranks": [{"rank": 0, "boundary_lag_ms": "soon"}]}), json.dumps([1])):
+        (out / JOB_MANIFEST).write_text(text)
+        with pytest.raises(TraceFormatError, match="not a job manifest") as e:
+            load_traced_job(out)
+        assert e.value.path == str(out / JOB_MANIFEST)
