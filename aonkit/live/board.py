@@ -97,10 +97,12 @@ def write_report(out: Path, rank: int, report: dict[str, Any]) -> None:
     write_json(report_path(out, rank), report)
 
 
-def reports(out: Path, req_id: str) -> dict[int, dict[str, Any]]:
-    """The ranks' reports for request ``req_id`` found in ``out``, by rank."""
+def reports(out: Path, req_id: str, listed: list[Path] | None = None) -> dict[int, dict[str, Any]]:
+    """The ranks' reports for request ``req_id`` found in ``out`` (among ``listed``, its ``.rank*`` files, if given)."""
     found = {}
-    for path in out.glob(".rank*.done.json"):
+    for path in out.glob(".rank*.json") if listed is None else listed:
+        if not path.name.endswith(".done.json"):
+            continue
         try:
             rep = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -201,8 +203,10 @@ def _agree_start(out: Path, req: dict[str, Any], ranks: int | None, lead_s: floa
     """
     instant = time.monotonic() + (req["start_ns"] - time.time_ns()) / 1e9
 
-    def read() -> Reports:
-        return {**{r: x for r, x in reports(out, req["id"]).items() if x.get("error")}, **read_marks(out, req["id"])}
+    def read() -> Reports:  # one listing of OUT for both (on NFS each is a round trip to the server)
+        listed = list(out.glob(".rank*.json"))
+        return {**{r: x for r, x in reports(out, req["id"], listed).items() if x.get("error")},
+                **read_marks(out, req["id"], listed)}  # fmt: skip
 
     def late(got: Reports) -> bool:
         step = step_ns({r: x for r, x in got.items() if "marks" in x}) or 0.0

@@ -81,10 +81,15 @@ def write_marks(out: Path, base: dict[str, Any], marks: list[tuple[int, int]]) -
     write_json(marks_path(out, base["rank"]), {**base, "marks": [list(m) for m in marks]})
 
 
-def read_marks(out: Path, req_id: str) -> dict[int, dict[str, Any]]:
-    """The marks of request ``req_id`` found in ``out``, by rank (files not the user's own are skipped)."""
+def read_marks(out: Path, req_id: str, listed: list[Path] | None = None) -> dict[int, dict[str, Any]]:
+    """The marks of request ``req_id`` found in ``out`` (or among ``listed``, its ``.rank*`` files), by rank.
+
+    Files not the user's own are skipped.
+    """
     found = {}
-    for path in out.glob(".rank*.marks.json"):
+    for path in out.glob(".rank*.json") if listed is None else listed:
+        if not path.name.endswith(".marks.json"):
+            continue
         try:
             rep = read_json(path, "rank's step marks")
         except (OSError, NotOwnerError):
