@@ -21,7 +21,7 @@ class TraceSet(Mapping[int, Trace]):
     Attributes
     ----------
     step_lags : pandas.DataFrame or None
-        For a job traced by ``aonkit trace --job`` or ``--all-ranks`` (:func:`aonkit.live.load_traced_job`): per
+        For a job traced by ``aonkit trace --job`` or ``--all-ranks`` (:func:`aonkit.load` of its folder): per
         rank, how long after the earliest rank it passed the step boundaries before the trace
         (:func:`aonkit.analysis.step_lags.step_lag_table`). None otherwise.
     trace_notes : sequence of str

@@ -195,8 +195,8 @@ def test_all_ranks_write_one_loadable_job_folder(live, train, tmp_path: Path) ->
     assert set(samples["device"]) == {-1, 0, 1} and spans(samples, meta["t0_ns"], meta["t1_ns"])
     # (two processes that do not step together: the start agreement may say their steps do not match; nothing else)
     assert [m for m in meta["messages"] if "the same steps" not in m] == []
-    with_samples = aonkit.live.load_traced_job(out)
-    assert all(len(t.samples) == len(samples) for _, t in with_samples.items())
+    assert all(len(t.samples) == len(samples) for _, t in job.items())  # load_job attached the job's samples
+    assert job.step_lags["rank"].tolist() == [0, 1] and list(job.trace_notes) == meta["messages"]
     assert all(p.poll() is None for p in ranks)
 
 

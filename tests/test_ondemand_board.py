@@ -64,8 +64,9 @@ def _steps(proc) -> int:
 
 
 def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_on(live, tmp_path: Path) -> None:
+    import aonkit
     from aonkit.analysis.findings import findings
-    from aonkit.live.trace import JOB_MANIFEST, load_traced_job
+    from aonkit.live.trace import JOB_MANIFEST
 
     script, stop, rdzv = tmp_path / "train.py", tmp_path / "stop", tmp_path / "rdzv"
     script.write_text(TRAIN)
@@ -100,7 +101,7 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         assert min(lag[2], lag[3]) - max(lag[0], lag[1]) >= 2 and 0 in lag.values(), lag  # 0: the reference
         assert not (shared / "J7" / "request.json").exists() and not list(out.glob(".rank*"))  # reports and marks
         assert not (out / ".start.json").exists()
-        job = load_traced_job(out)
+        job = aonkit.load_job(out)  # the public loader: the samples and the lags attached
         _same_steps(job)
         assert dict(zip(job.step_lags["rank"], job.step_lags["boundary_lag_ms"])) == lag
         late = findings(job).query("finding == 'late_rank'")  # the rank the others waited for (no comm kernels)

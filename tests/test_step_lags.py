@@ -1,4 +1,7 @@
-"""The rank a traced job waited for at its step boundaries: the manifest's lags as a table, the rule, the finding."""
+"""A traced job's folder as aonkit.load reads it, and the rank the job waited for at its step boundaries.
+
+The manifest's lags as a table, the samples on each rank, the rule naming the latest rank, and the finding.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +11,16 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
+import aonkit
 from aonkit.analysis.findings import findings
-from aonkit.analysis.step_lags import NOT_TOGETHER, latest_rank, step_lag_table
+from aonkit.analysis.step_lags import NOT_TOGETHER, latest_rank
 from aonkit.analysis.steps import profiler_steps
 from aonkit.errors import TraceFormatError
-from aonkit.live.trace import JOB_MANIFEST, latest_line, load_traced_job
+from aonkit.live.trace import latest_line, load_traced_job
+from aonkit.sources.traced_job import JOB_MANIFEST, JOB_SAMPLES, step_lag_table
 from aonkit.units import fmt_ns
 
 from .conftest import SAMPLE_TRACES
@@ -36,9 +42,9 @@ def test_the_table_keeps_every_rank_with_nan_for_a_lag_not_measured() -> None:
 
 
 @pytest.mark.parametrize("bad", [{"rank": "1"}, {"rank": True}, {"rank": 1.0}, {"rank": 0, "boundary_lag_ms": "5"},
-                                 {"rank": 0, "boundary_lag_ms": math.inf}, {"rank": 0, "boundary_lag_ms": True}])
+                                 {"rank": 0, "boundary_lag_ms": math.inf}, {"rank": 0, "boundary_lag_ms": True}, [0]])
 def test_values_a_manifest_cannot_hold_are_refused(bad) -> None:
-    with pytest.raises(ValueError, match="rank|boundary_lag_ms"):
+    with pytest.raises(ValueError, match="rank"):
         step_lag_table([bad])
 
 
@@ -96,10 +102,36 @@ def test_no_late_rank_when_the_trace_says_the_ranks_may_not_have_traced_the_same
 def test_a_job_without_a_manifest_has_no_lags_and_a_broken_manifest_is_named(tmp_path: Path) -> None:
     out = _traced_job(tmp_path, [0.0, 6.5])
     (out / JOB_MANIFEST).unlink()
-    job = load_traced_job(out)
+    job = aonkit.load_job(out)
     assert job.step_lags is None and "late_rank" not in set(findings(job)["finding"])
-    for text in ("{not json", json.dumps({"ranks": [{"rank": 0, "boundary_lag_ms": "soon"}]}), json.dumps([1])):
+    for text in ("{not json", json.dumps({"ranks": [{"rank": 0, "boundary_lag_ms": "soon"}]}), json.dumps([1]),
+                 json.dumps({"ranks": [3]}), json.dumps({"ranks": [], "messages": "one"})):  # fmt: skip
         (out / JOB_MANIFEST).write_text(text)
-        with pytest.raises(TraceFormatError, match="not a job manifest") as e:
-            load_traced_job(out)
-        assert e.value.path == str(out / JOB_MANIFEST)
+        for lazy in (False, True):
+            with pytest.raises(TraceFormatError, match="not a job manifest") as e:
+                aonkit.load(out, lazy=lazy)
+            assert e.value.path == str(out / JOB_MANIFEST)
+
+
+def _samples(device: int, values: list[float]) -> pd.DataFrame:
+    ts = 1_700_000_000_000_000_000 + np.arange(len(values), dtype=np.int64) * 100_000_000
+    return pd.DataFrame({"ts_ns": ts, "device": device, "metric": "cpu_util_pct", "value": values})
+
+
+def test_aonkit_load_of_a_traced_job_gives_each_rank_its_own_samples_else_the_jobs(tmp_path: Path) -> None:
+    out = _traced_job(tmp_path, [0.0, 6.5])
+    _samples(-1, [1.0, 2.0, 3.0]).to_parquet(out / JOB_SAMPLES)
+    _samples(0, [7.0, 8.0]).to_parquet(out / "rank1.samples.parquet")  # rank 1's own node
+    for job in (aonkit.load(out), aonkit.load_job(out), load_traced_job(out)):
+        assert sorted(job) == [0, 1] and job.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5]
+        assert job[0].samples["value"].tolist() == [1.0, 2.0, 3.0]
+        assert job[1].samples["value"].tolist() == [7.0, 8.0]
+    lazy = aonkit.load(out, lazy=True)  # its traces are read in workers when asked for: the lags, not the samples
+    assert lazy.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5]
+    assert lazy[0].samples is None or len(lazy[0].samples) == 0
+    assert len(aonkit.load(out, separate=True)) == 2  # each file on its own: no job, nothing attached
+    for bad in (b"PAR1 not parquet", _samples(0, [1.0]).drop(columns="value").to_parquet()):
+        (out / "rank1.samples.parquet").write_bytes(bad)
+        with pytest.raises(TraceFormatError, match="unreadable samples") as e:
+            aonkit.load_job(out)
+        assert e.value.path == str(out / "rank1.samples.parquet")

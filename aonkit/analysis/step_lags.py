@@ -4,7 +4,8 @@
 before the trace, so that all start at the same step (:func:`aonkit.live.board_steps.agree`). The same comparison
 says how long after the earliest rank each one passes a boundary: in a job whose ranks meet in every step's
 collectives, the latest is the rank the others wait for. The job folder keeps it per rank (``boundary_lag_ms``);
-:func:`aonkit.live.load_traced_job` puts it in :attr:`aonkit.TraceSet.step_lags`, which
+:func:`aonkit.load` of the folder puts it in :attr:`aonkit.TraceSet.step_lags`
+(:func:`aonkit.sources.traced_job.step_lag_table`), which
 :func:`~aonkit.analysis.findings.findings` reads (the ``late_rank`` finding). Unlike
 :func:`~aonkit.analysis.collectives.stragglers` it needs no communication kernels in the trace (a CPU job on gloo
 has none), but it is measured on each host's own clock: across nodes it includes their clocks' offset.
@@ -12,7 +13,6 @@ has none), but it is measured on each host's own clock: across nodes it includes
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -24,7 +24,6 @@ LATE_MIN_MS = 1.0
 NOT_TOGETHER = "the same steps"
 """The words of a note of ``aonkit trace`` saying the ranks may not have traced the same steps (then they do not step
 together, and no rank is "the latest")."""
-COLUMNS = {"rank": np.int64, "host": object, "boundary_lag_ms": np.float64}
 
 
 class LateRank(NamedTuple):
@@ -37,40 +36,11 @@ class LateRank(NamedTuple):
     """How many hosts the ranks with a lag ran on (more than one: the lag includes their clocks' offset)."""
 
 
-def step_lag_table(ranks: Sequence[dict]) -> pd.DataFrame:
-    """The ranks of a job manifest (``aonkit-trace.meta.json``'s ``ranks``) as a table.
-
-    Parameters
-    ----------
-    ranks : sequence of dict
-        One per rank: ``rank`` (int; None when the process had none, kept as -1), ``host`` (str, optional) and
-        ``boundary_lag_ms`` (a number, or None when not measured).
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``rank``, ``host`` ("" when not recorded) and ``boundary_lag_ms`` (NaN when not measured), sorted by rank.
-
-    Raises
-    ------
-    ValueError
-        When a rank is not a whole number, or a lag is neither a finite number nor None.
-    """
-    rows = []
-    for r in ranks:
-        rank, lag, host = r.get("rank", -1), r.get("boundary_lag_ms"), r.get("host")
-        rank = -1 if rank is None else rank
-        if isinstance(rank, bool) or not isinstance(rank, int):
-            raise ValueError(f"a rank must be a whole number, got {rank!r}")
-        if lag is not None and (isinstance(lag, bool) or not isinstance(lag, (int, float)) or not math.isfinite(lag)):
-            raise ValueError(f"rank {rank}: boundary_lag_ms must be a finite number or null, got {lag!r}")
-        rows.append((rank, host if isinstance(host, str) else "", math.nan if lag is None else float(lag)))
-    table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(COLUMNS)
-    return table.sort_values("rank", kind="stable", ignore_index=True)
-
-
 def latest_rank(table: pd.DataFrame, notes: Sequence[str] = ()) -> LateRank | None:
-    """The rank the others waited for at the step boundaries before the trace, from :func:`step_lag_table`.
+    """The rank the others waited for at the step boundaries before the trace, from its lags.
+
+    ``table`` is :func:`aonkit.sources.traced_job.step_lag_table` of the job's manifest (``rank``, ``host``,
+    ``boundary_lag_ms``).
 
     None when fewer than two lags are known, all are within :data:`LATE_MIN_MS`, or a note of the trace says the
     ranks may not have traced the same steps (:data:`NOT_TOGETHER`). Ties go to the lowest rank.

@@ -144,7 +144,7 @@ def run_job_trace(job_id: str, board: str | os.PathLike[str], steps: int | None 
     -------
     pathlib.Path
         ``out``, absolute: ``rank<N>.json.gz`` and ``rank<N>.samples.parquet`` per rank and the manifest
-        (:func:`aonkit.live.trace.load_traced_job` loads it).
+        (:func:`aonkit.load_job` loads it).
 
     Raises
     ------

@@ -7,7 +7,8 @@ it, :func:`spanning`) and writes:
 * one process: a bundle folder (:mod:`aonkit.sources.bundle`): ``aonkit.load(out)`` gives the trace with samples;
 * ``--all-ranks``: a job folder of ``rank<N>.json.gz`` files, ``job.samples.parquet`` (the samples of the union
   window; the directory scan skips ``*.samples.parquet``) and ``aonkit-trace.meta.json``:
-  ``aonkit.load_job(out)`` gives the ranks, :func:`load_traced_job` the ranks with the samples attached.
+  ``aonkit.load_job(out)`` gives the ranks with the samples attached and the ranks' step lags
+  (:mod:`aonkit.sources.traced_job`).
 """
 
 from __future__ import annotations
@@ -29,12 +30,10 @@ import pandas as pd
 from .._filecheck import atomic_write
 from ..sources.bundle import MANIFEST, write_bundle
 from ..sources.samplers import SAMPLE_COLUMNS, samples_table
+from ..sources.traced_job import JOB_MANIFEST, JOB_SAMPLES
 from .board_steps import AGREE_S, SOCKET_LEAD_S, Meeting, NotAgreed, lag_ms
 from .paths import DaemonNotRunning, LiveError, NotOwnerError, runtime_dir
 from .registry import job_members, lookup
-
-JOB_SAMPLES = "job.samples.parquet"
-JOB_MANIFEST = "aonkit-trace.meta.json"
 
 
 def request(entry: dict[str, Any], msg: dict[str, Any], timeout_s: float,
@@ -181,7 +180,7 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
     -------
     pathlib.Path
         ``out``, absolute. One process: a bundle folder (``aonkit.load(out)``). With ``all_ranks``: a job folder
-        of ``rank<N>.json.gz``, :data:`JOB_SAMPLES` and :data:`JOB_MANIFEST` (:func:`load_traced_job`).
+        of ``rank<N>.json.gz``, :data:`JOB_SAMPLES` and :data:`JOB_MANIFEST` (:func:`aonkit.load_job`).
 
     Raises
     ------
@@ -264,49 +263,16 @@ def _manifest(r: dict[str, Any], t0: int, t1: int, samplers: list, notes: list[s
 
 
 def load_traced_job(folder: str | os.PathLike[str]) -> Any:
-    """An ``aonkit trace --all-ranks`` folder as a :class:`~aonkit.TraceSet`, each rank with the samples.
+    """An ``aonkit trace --all-ranks`` or ``--job`` folder as a :class:`~aonkit.TraceSet`: :func:`aonkit.load_job`.
 
-    Parameters
-    ----------
-    folder : str or path-like
-        The job folder :func:`run_trace` wrote with ``all_ranks=True``.
-
-    Returns
-    -------
-    TraceSet
-        :func:`aonkit.load_job` of ``folder``, keyed by rank. When ``folder`` holds a non-empty
-        :data:`JOB_SAMPLES`, every rank's trace gets those samples added to ``trace.samples``
-        (:func:`~aonkit.sources.samplers.attach_samples`); a rank with its own ``rank<N>.samples.parquet`` (a
-        job traced through its board, :mod:`.board`: each rank's node) gets those. Without either, as loaded.
+    Kept for the code that called it before ``load_job`` did the same: the ranks keyed by rank, each rank's trace
+    with the samples of its traced window on ``trace.samples`` (its own ``rank<N>.samples.parquet``, else the
+    folder's :data:`JOB_SAMPLES`), and the manifest's lags and notes on ``step_lags`` and ``trace_notes``
+    (:func:`aonkit.sources.traced_job.attach_traced_job`).
     """
     from ..sources import load_job
-    from ..sources.samplers import attach_samples
 
-    job = load_job(folder)
-    job.step_lags, job.trace_notes = _step_lags(Path(folder) / JOB_MANIFEST)
-    path = Path(folder) / JOB_SAMPLES
-    shared = pd.read_parquet(path) if path.exists() else None
-    for rank, trace in job.items():
-        own = Path(folder) / f"rank{rank}.samples.parquet"
-        samples = pd.read_parquet(own) if own.exists() else shared
-        if samples is not None and len(samples):
-            attach_samples(trace, samples)
-    return job
-
-
-def _step_lags(path: Path) -> tuple[pd.DataFrame | None, list[str]]:
-    """The manifest's per-rank lags (:func:`~aonkit.analysis.step_lags.step_lag_table`) and notes; none without one."""
-    from ..analysis.step_lags import step_lag_table
-    from ..errors import TraceFormatError
-
-    if not path.exists():
-        return None, []
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        notes = [str(m) for m in manifest.get("messages") or []]
-        return step_lag_table(manifest.get("ranks") or []), notes
-    except (ValueError, AttributeError, TypeError) as exc:  # JSON, or not the shape this module writes
-        raise TraceFormatError(f"not a job manifest aonkit trace wrote: {exc}", path=str(path)) from None
+    return load_job(folder)
 
 
 def trace_command(args: argparse.Namespace) -> int:
@@ -344,7 +310,8 @@ def latest_line(ranks: list[dict[str, Any]], messages: list[str]) -> str:
     "" when :func:`~aonkit.analysis.step_lags.latest_rank` names none: fewer than two lags known, all within 1 ms,
     or a message says the ranks may not have traced the same steps (then no rank is "the latest").
     """
-    from ..analysis.step_lags import latest_rank, step_lag_table
+    from ..analysis.step_lags import latest_rank
+    from ..sources.traced_job import step_lag_table
 
     late = latest_rank(step_lag_table(ranks), messages)
     if late is None:

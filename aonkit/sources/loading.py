@@ -19,6 +19,7 @@ from .bundle import is_bundle, read_bundle
 from .cached import read_cache
 from .discover import CACHE_SUFFIXES, directory_files, pick
 from .registry import reader_for
+from .traced_job import attach_traced_job, is_traced_job
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -84,7 +85,10 @@ def load(
         array), an Nsight Systems ``.sqlite`` export (or ``.nsys-rep``, exported
         with ``nsys`` when it is on PATH), an aonkit ``.parquet`` cache, a
         profile bundle folder (``aonkit.profile``, ``%%aon_profile``: one
-        trace with its samples), a directory, or a list of files.
+        trace with its samples), a directory, or a list of files. A job
+        folder of ``aonkit trace --all-ranks`` or ``--job`` also gives each
+        rank its samples and the job its step lags and notes
+        (:mod:`aonkit.sources.traced_job`; a lazy job takes the lags only).
     salvage : bool
         Keep the complete events of a truncated file (see ``trace.warnings``)
         instead of raising :class:`~aonkit.TraceFormatError`.
@@ -141,9 +145,12 @@ def load(
     if lazy and not separate and (isinstance(path, (list, tuple)) or (Path(path).is_dir() and not is_bundle(path))):
         from ..lazyset import open_job
 
-        return open_job(path if isinstance(path, (list, tuple)) else Path(path), processes=workers,
-                        cache_dir=cache_dir, salvage=salvage, on_conflict=on_conflict,
-                        write_caches=write_caches)  # fmt: skip
+        job = open_job(path if isinstance(path, (list, tuple)) else Path(path), processes=workers,
+                       cache_dir=cache_dir, salvage=salvage, on_conflict=on_conflict,
+                       write_caches=write_caches)  # fmt: skip
+        if not isinstance(path, (list, tuple)) and is_traced_job(path):  # its lags; the samples need an eager load
+            attach_traced_job(job, path, samples=False)
+        return job
     where = None
     notes: list[str] = []
     if isinstance(path, (list, tuple)):
@@ -177,10 +184,11 @@ def load(
     if separate:
         return {(f.name if where is not None else str(f)): t for (f, _), t in zip(picks, traces)}
     try:
-        return TraceSet.from_traces(traces, on_conflict)
+        job = TraceSet.from_traces(traces, on_conflict)
     except JobError as exc:
         label = str(where) if where is not None else f"{len(files)} files"
         raise JobError(f"{label}: {exc}") from None
+    return attach_traced_job(job, where) if where is not None and is_traced_job(where) else job
 
 
 def _no_separate(name: str, options: dict[str, Any]) -> None:

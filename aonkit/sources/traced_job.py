@@ -1,0 +1,136 @@
+"""Job folders of ``aonkit trace --all-ranks`` and ``aonkit trace --job``: the ranks' traces and what came with them.
+
+A folder holds ``rank<N>.json.gz`` per rank, the live samples of the traced window (``job.samples.parquet`` for the
+whole job on one node, or ``rank<N>.samples.parquet`` per rank from each rank's own node) and the manifest
+``aonkit-trace.meta.json``: the window, the notes the command printed and, per rank, its host, steps and
+``boundary_lag_ms`` (how long after the earliest rank it passed the step boundaries before the trace).
+
+:func:`aonkit.load` (and :func:`aonkit.load_job`) of such a folder reads the traces as any job directory (the scan
+skips ``*.samples.parquet`` and ``*.meta.json``), then :func:`attach_traced_job` puts the samples on each rank's
+``trace.samples`` and the manifest's lags and notes on :attr:`aonkit.TraceSet.step_lags` and
+:attr:`~aonkit.TraceSet.trace_notes`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceFormatError
+from ..traceset import TraceSet
+
+JOB_SAMPLES = "job.samples.parquet"
+JOB_MANIFEST = "aonkit-trace.meta.json"
+STEP_LAG_COLUMNS = {"rank": np.int64, "host": object, "boundary_lag_ms": np.float64}
+
+
+def is_traced_job(folder: str | Path) -> bool:
+    """True for a folder with a traced job's manifest (:data:`JOB_MANIFEST`)."""
+    return (Path(folder) / JOB_MANIFEST).is_file()
+
+
+def step_lag_table(ranks: Sequence[dict]) -> pd.DataFrame:
+    """The ranks of a job manifest (its ``ranks`` list) as a table of their step-boundary lags.
+
+    Parameters
+    ----------
+    ranks : sequence of dict
+        One per rank: ``rank`` (int; None when the process had none, kept as -1), ``host`` (str, optional) and
+        ``boundary_lag_ms`` (a number, or None when not measured).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank``, ``host`` ("" when not recorded) and ``boundary_lag_ms`` (NaN when not measured), sorted by rank.
+
+    Raises
+    ------
+    ValueError
+        When an entry is not a dict, a rank is not a whole number, or a lag is neither a finite number nor None.
+    """
+    rows = []
+    for r in ranks:
+        if not isinstance(r, dict):
+            raise ValueError(f"a rank's entry must be an object, got {type(r).__name__}")
+        rank, lag, host = r.get("rank", -1), r.get("boundary_lag_ms"), r.get("host")
+        rank = -1 if rank is None else rank
+        if isinstance(rank, bool) or not isinstance(rank, int):
+            raise ValueError(f"a rank must be a whole number, got {rank!r}")
+        if lag is not None and (isinstance(lag, bool) or not isinstance(lag, (int, float)) or not math.isfinite(lag)):
+            raise ValueError(f"rank {rank}: boundary_lag_ms must be a finite number or null, got {lag!r}")
+        rows.append((rank, host if isinstance(host, str) else "", math.nan if lag is None else float(lag)))
+    table = pd.DataFrame(rows, columns=list(STEP_LAG_COLUMNS)).astype(STEP_LAG_COLUMNS)
+    return table.sort_values("rank", kind="stable", ignore_index=True)
+
+
+def read_job_manifest(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
+    """The manifest's per-rank lags (:func:`step_lag_table`) and its notes.
+
+    Raises
+    ------
+    TraceFormatError
+        When the manifest is unreadable or not what ``aonkit trace`` writes (the error names the file).
+    """
+    path = Path(folder) / JOB_MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict):
+            raise ValueError(f"a JSON object was expected, got {type(manifest).__name__}")
+        notes = manifest.get("messages") or []
+        if not isinstance(notes, list):
+            raise ValueError("messages must be a list")
+        return step_lag_table(manifest.get("ranks") or []), [str(m) for m in notes]
+    except (OSError, ValueError) as exc:  # JSON, or not the shape aonkit trace writes
+        raise TraceFormatError(f"not a job manifest aonkit trace wrote: {exc}", path=str(path)) from None
+
+
+def attach_traced_job(job: TraceSet, folder: str | Path, samples: bool = True) -> TraceSet:
+    """Put a traced job folder's samples on its ranks' traces, and its lags and notes on ``job``; return ``job``.
+
+    Parameters
+    ----------
+    job : TraceSet
+        The folder's traces (``aonkit.load(folder)`` before this step).
+    folder : str or path-like
+        The job folder (:data:`JOB_MANIFEST` in it).
+    samples : bool
+        Attach the samples (:func:`~aonkit.sources.samples.attach_samples`): a rank's own
+        ``rank<N>.samples.parquet``, else the folder's :data:`JOB_SAMPLES`. A lazily loaded job (whose traces are
+        read in worker processes when asked for) does not take them.
+
+    Raises
+    ------
+    TraceFormatError
+        When the manifest or a samples file is unreadable (the error names the file).
+    """
+    from .samples import attach_samples
+
+    folder = Path(folder)
+    job.step_lags, job.trace_notes = read_job_manifest(folder)
+    if not samples:
+        return job
+    shared = _samples(folder / JOB_SAMPLES)
+    for rank, trace in job.items():
+        own = _samples(folder / f"rank{rank}.samples.parquet")
+        table = own if own is not None else shared
+        if table is not None and len(table):
+            attach_samples(trace, table)
+    return job
+
+
+def _samples(path: Path) -> pd.DataFrame | None:
+    import pyarrow as pa
+
+    from .samples import samples_table
+
+    if not path.exists():
+        return None
+    try:
+        return samples_table(pd.read_parquet(path))  # the columns and their types checked
+    except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
+        raise TraceFormatError(f"unreadable samples ({type(exc).__name__}: {exc})", path=str(path)) from None
