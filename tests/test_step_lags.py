@@ -110,7 +110,8 @@ def test_a_job_without_a_manifest_has_no_lags_and_a_broken_manifest_is_named(tmp
         for lazy in (False, True):
             with pytest.raises(TraceFormatError, match="not a job manifest") as e:
                 aonkit.load(out, lazy=lazy)
-            assert e.value.path == str(out / JOB_MANIFEST)
+            assert e.value.path == str(out / JOB_MANIFEST) and "as a list" in str(e.value)
+    assert sorted(aonkit.load(sorted(out.glob("rank*.json.gz")))) == [0, 1]  # what the error suggests
 
 
 def _samples(device: int, values: list[float]) -> pd.DataFrame:

@@ -86,7 +86,8 @@ def read_job_manifest(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
             raise ValueError("messages must be a list")
         return step_lag_table(manifest.get("ranks") or []), [str(m) for m in notes]
     except (OSError, ValueError) as exc:  # JSON, or not the shape aonkit trace writes
-        raise TraceFormatError(f"not a job manifest aonkit trace wrote: {exc}", path=str(path)) from None
+        raise TraceFormatError(f"not a job manifest aonkit trace wrote: {exc}; to read the traces without it, "
+                               "load the rank<N>.json.gz files as a list", path=str(path)) from None  # fmt: skip
 
 
 def attach_traced_job(job: TraceSet, folder: str | Path, samples: bool = True) -> TraceSet:
