@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .trace import Trace
@@ -27,10 +28,14 @@ class TraceSet(Mapping[int, Trace]):
     trace_notes : sequence of str
         What ``aonkit trace`` noted while tracing the job (a rank without samples, ranks that may not have traced
         the same steps...); empty otherwise.
+    hosts : mapping of int to str
+        Rank -> host, where known (a job ``aonkit trace`` wrote): ranks of one host share its clock, so
+        :func:`aonkit.analysis.collectives.clock_offsets` gives them one offset. Empty otherwise.
     """
 
     step_lags: Any = None
     trace_notes: Sequence[str] = ()
+    hosts: Mapping[int, str] = MappingProxyType({})
 
     def __init__(self, traces: Mapping[int, Trace]) -> None:
         self._traces = dict(sorted(traces.items()))

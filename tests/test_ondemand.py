@@ -197,6 +197,11 @@ def test_all_ranks_write_one_loadable_job_folder(live, train, tmp_path: Path) ->
     assert [m for m in meta["messages"] if "the same steps" not in m] == []
     assert all(len(t.samples) == len(samples) for _, t in job.items())  # load_job attached the job's samples
     assert job.step_lags["rank"].tolist() == [0, 1] and list(job.trace_notes) == meta["messages"]
+    # one host: one clock (not the step starts' difference), and the job's view has the node's samples once
+    from aonkit.analysis.combine import combine_ranks
+
+    combined = combine_ranks(job)
+    assert combined.metadata["clock_offsets_ns"] == {0: 0, 1: 0} and len(combined.samples) == len(samples)
     assert all(p.poll() is None for p in ranks)
 
 

@@ -3,7 +3,8 @@
 Clock alignment
 ---------------
 Ranks on different hosts do not share a clock, and HTA's shift of every rank
-to a common minimum timestamp leaves the hosts' offsets in. aonkit aligns on
+to a common minimum timestamp leaves the hosts' offsets in (ranks known to
+share a host, :attr:`aonkit.TraceSet.hosts`, share its clock). aonkit aligns on
 the collectives themselves: the participants of a NCCL/RCCL collective finish
 within microseconds of one another (the last bytes arrive everywhere at once),
 so the median, over shared collectives, of a rank's end time minus another's
@@ -90,6 +91,8 @@ def clock_offsets(traces: Mapping[int, Trace], reference: int | None = None) -> 
     ----------
     traces : TraceSet or mapping of int to Trace
         A job's ranks (a :class:`~aonkit.TraceSet` runs :func:`comm_kernels` through :meth:`aonkit.TraceSet.map`).
+        A TraceSet whose :attr:`~aonkit.TraceSet.hosts` are known (a job ``aonkit trace`` wrote) has one clock
+        per host.
     reference : int, optional
         The rank whose clock the others are measured against (offset 0). Default None: the lowest rank.
 
@@ -98,17 +101,22 @@ def clock_offsets(traces: Mapping[int, Trace], reference: int | None = None) -> 
     pandas.Series
         ``offset_ns`` (int64, ns) indexed by ``rank`` (ascending): a rank's offset to subtract from its
         timestamps to put them on the reference's clock. ``attrs["method"]`` maps each rank to
-        ``"reference"``, ``"collectives"``, ``"profiler_steps"`` or ``"none"`` (not aligned: offset 0, and a
-        :class:`UserWarning` names such ranks).
+        ``"reference"``, ``"collectives"``, ``"profiler_steps"``, ``"same_host"`` (the reference's host: 0),
+        ``"collectives per host"`` / ``"profiler_steps per host"`` (its host's median) or ``"none"`` (not
+        aligned: offset 0, and a :class:`UserWarning` names such ranks).
     """
-    return offsets_from_tables(each_rank(traces, comm_kernels), reference)
+    return offsets_from_tables(each_rank(traces, comm_kernels), reference, getattr(traces, "hosts", None))
 
 
-def offsets_from_tables(per: Mapping[int, pd.DataFrame], reference: int | None = None) -> pd.Series:
-    """:func:`clock_offsets` from the ranks' :func:`comm_kernels` tables (``{rank: table}``), already made."""
+def offsets_from_tables(per: Mapping[int, pd.DataFrame], reference: int | None = None,
+                        hosts: Mapping[int, str] | None = None) -> pd.Series:  # fmt: skip
+    """:func:`clock_offsets` from the ranks' :func:`comm_kernels` tables (``{rank: table}``), already made.
+
+    ``hosts``: rank -> host where known (:attr:`aonkit.TraceSet.hosts`): the ranks of one host share its clock.
+    """
     ref = min(per) if reference is None else reference
     m = matched(assign_keys(per))
-    return offsets(m, {r: df.attrs.get("profiler_steps", {}) for r, df in per.items()}, ref)
+    return offsets(m, {r: df.attrs.get("profiler_steps", {}) for r, df in per.items()}, ref, hosts)
 
 
 _COLL_DTYPES = {"group": "str", "seq": np.int64, "name": "str", "first_arrival_ns": np.int64,
@@ -146,13 +154,16 @@ def collectives(traces: Mapping[int, Trace], reference: int | None = None) -> tu
     Both are empty, with these columns, and an :class:`~aonkit.errors.AonkitWarning`
     says so, when no communication kernel is matched across ranks.
     """
-    return collectives_from_tables(each_rank(traces, comm_kernels), reference)
+    return collectives_from_tables(each_rank(traces, comm_kernels), reference, getattr(traces, "hosts", None))
 
 
 def collectives_from_tables(
-    per: Mapping[int, pd.DataFrame], reference: int | None = None
+    per: Mapping[int, pd.DataFrame], reference: int | None = None, hosts: Mapping[int, str] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`collectives` from per-rank :func:`comm_kernels` tables (computed anywhere, e.g. on Dask)."""
+    """:func:`collectives` from per-rank :func:`comm_kernels` tables (computed anywhere, e.g. on Dask).
+
+    ``hosts``: rank -> host where known: the ranks of one host share its clock (:func:`clock_offsets`).
+    """
     ref = min(per) if reference is None else reference
     m = matched(assign_keys(per)).copy()
     if m.empty:
@@ -160,7 +171,7 @@ def collectives_from_tables(
              "and straggler tables are empty")
         coll = pd.DataFrame({c: pd.Series(dtype=t) for c, t in _COLL_DTYPES.items()})
         return coll, pd.DataFrame({c: pd.Series(dtype=t) for c, t in _PART_DTYPES.items()})
-    off = offsets(m, {r: df.attrs.get("profiler_steps", {}) for r, df in per.items()}, ref)
+    off = offsets(m, {r: df.attrs.get("profiler_steps", {}) for r, df in per.items()}, ref, hosts)
     m["arrival_ns"] = m["ts_ns"] - m["rank"].map(off)
     m["end_ns"] = m["end_ns"] - m["rank"].map(off)
     key = ["group", "seq"]

@@ -10,7 +10,9 @@ nests across ranks:
 * ``correlation``, ``external_id`` and flow ``id`` get ``(r + 1) << 40`` added
   (each rank numbers them from 1);
 * an int64 ``rank`` column says where each event came from; the timeline
-  puts the ranks' lanes one after another, labelled by rank.
+  puts the ranks' lanes one after another, labelled by rank;
+* the ranks' live samples (a job ``aonkit trace`` wrote) are kept once per
+  node (:func:`combined_samples`), on the combined clock.
 
 Every event's original text stays reachable (``event_json``/``event_args``),
 so hover and args work as on a single trace.
@@ -123,7 +125,49 @@ def combine_ranks(job: Mapping[int, Trace], align: bool = True, offsets: pd.Seri
                      base_time_ns=first.base_time_ns, layout=first.layout)  # fmt: skip
     warnings = [f"rank {r}: {w}" for r, t in zip(ranks, traces) for w in t.warnings]
     return Trace(events, meta, _RanksText(traces),
-                 metadata={"clock_offsets_ns": {int(r): int(v) for r, v in off.items()}}, warnings=warnings)
+                 metadata={"clock_offsets_ns": {int(r): int(v) for r, v in off.items()}}, warnings=warnings,
+                 samples=combined_samples(dict(zip(ranks, traces)), off, getattr(job, "hosts", None)))
+
+
+def combined_samples(traces: Mapping[int, Trace], off: pd.Series,
+                     hosts: Mapping[int, str] | None = None) -> pd.DataFrame | None:  # fmt: skip
+    """The ranks' samples on the combined clock, each node's once: what :func:`combine_ranks` puts on ``samples``.
+
+    Ranks of one node carry that node's samples (a job ``aonkit trace`` wrote: the daemon's, over each rank's
+    window). Ranks are one node when ``hosts`` says so, else when their samples are equal. Each node's samples are
+    shifted by its lowest rank's clock offset and their union kept (a sample in two ranks' windows once). With
+    more than one node, each node's metrics end in ``@r<R>`` (``R``: its lowest rank), so that GPU 0 of one node
+    and GPU 0 of another are two series (:func:`~aonkit.sources.samples.part_label`: "GPU 0, node of rank 2").
+    None when no rank has samples.
+    """
+    from ..sources.samples import samples_table
+
+    hosts = hosts or {}
+    nodes: list[tuple[list[int], list[pd.DataFrame]]] = []
+    for rank, t in sorted(traces.items()):
+        s = t.samples
+        if s is None or not len(s):
+            continue
+        for members, tables in nodes:
+            first = members[0]
+            if (hosts.get(rank) and hosts.get(rank) == hosts.get(first)) or (
+                    not hosts.get(rank) and not hosts.get(first) and tables[0].equals(s)):
+                members.append(rank)
+                tables.append(s)
+                break
+        else:
+            nodes.append(([rank], [s]))
+    if not nodes:
+        return None
+    parts = []
+    for members, tables in nodes:
+        part = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
+        part = part.assign(ts_ns=part["ts_ns"].to_numpy() - int(off.get(members[0], 0)))
+        if len(nodes) > 1:
+            part = part.assign(metric=part["metric"].astype(str) + f"@r{members[0]}")
+        parts.append(part)
+    table = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    return samples_table(table.drop_duplicates(["ts_ns", "device", "metric"], ignore_index=True))
 
 
 class CombinedLater(Trace):

@@ -21,6 +21,10 @@ Clock offsets: per pair of ranks sharing matched collectives, the median
 difference of their end times; ranks are reached from the reference through
 such pairs. A rank reached by none is aligned on the ``ProfilerStep#N``
 starts it shares with an aligned rank, else left at 0 with a warning.
+When the ranks' hosts are known (a job ``aonkit trace`` wrote), ranks on one
+host share its clock: those on the reference's host get offset 0 whatever the
+estimates say (step starts would take a late rank's lateness for a clock
+offset), and the ranks of another host share the median of their estimates.
 """
 
 from __future__ import annotations
@@ -174,8 +178,12 @@ def matched(allk: pd.DataFrame) -> pd.DataFrame:
     return allk[(n_here == n_ranks) & (n_ranks >= least)]
 
 
-def offsets(m: pd.DataFrame, steps: Mapping[int, dict[int, int]], reference: int) -> pd.Series:
-    """Clock offset (ns) of each rank against ``reference``; ``.attrs["method"]`` says how each was found."""
+def offsets(m: pd.DataFrame, steps: Mapping[int, dict[int, int]], reference: int,
+            hosts: Mapping[int, str] | None = None) -> pd.Series:  # fmt: skip
+    """Clock offset (ns) of each rank against ``reference``; ``.attrs["method"]`` says how each was found.
+
+    ``hosts`` (rank -> host, where known): one clock per host (:func:`per_host`).
+    """
     ranks = sorted(steps)
     ends = m.pivot_table(index=["group", "seq"], columns="rank", values="end_ns", aggfunc="first") if len(m) else None
     off: dict[int, int] = {reference: 0}
@@ -210,6 +218,8 @@ def offsets(m: pd.DataFrame, steps: Mapping[int, dict[int, int]], reference: int
                 off[r] = off[a] + int(round(m))
                 method[r] = "profiler_steps"
                 break
+    if hosts:
+        per_host(off, method, hosts, reference, ranks)
     lost = [r for r in ranks if r not in off]
     if lost:
         warn(f"ranks {lost} share no matched collective or ProfilerStep with rank {reference} (or the offsets "
@@ -218,3 +228,29 @@ def offsets(m: pd.DataFrame, steps: Mapping[int, dict[int, int]], reference: int
     out.index.name = "rank"
     out.attrs["method"] = {r: method.get(r, "none") for r in ranks}
     return out
+
+
+def per_host(off: dict[int, int], method: dict[int, str], hosts: Mapping[int, str], reference: int,
+             ranks: list[int]) -> None:  # fmt: skip
+    """One clock per host, in place: the reference's host's ranks at 0, another host's at its ranks' median.
+
+    Methods become ``"same_host"`` (the reference's host) and ``"<method> per host"`` (the estimates' method,
+    ``collectives`` if any of the host's ranks had one). A rank without an estimate of its own takes its host's.
+    """
+    groups: dict[str, list[int]] = {}
+    for r in ranks:
+        if hosts.get(r):
+            groups.setdefault(hosts[r], []).append(r)
+    for host, members in groups.items():
+        if host == hosts.get(reference):
+            for r in members:
+                if r != reference:
+                    off[r], method[r] = 0, "same_host"
+            continue
+        found = [r for r in members if r in off]
+        if not found:
+            continue
+        value = int(round(float(np.median([off[r] for r in found]))))
+        how = "collectives" if any(method[r] == "collectives" for r in found) else "profiler_steps"
+        for r in members:
+            off[r], method[r] = value, f"{how} per host"

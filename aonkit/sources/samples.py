@@ -21,20 +21,26 @@ if TYPE_CHECKING:
 HOST_DEVICE = -1
 """``device`` of host metrics (GPUs use their index)."""
 
-PART_METRIC = re.compile(r"^(?P<base>.+)\.(?P<tag>gi\d+|\d+)$")
-"""A metric of part of a device: ``<metric>.gi<G>`` (a MIG GPU instance) or ``<metric>.<pid>`` (a process)."""
+PART_METRIC = re.compile(r"^(?P<base>.+?)(?:\.(?P<tag>gi\d+|\d+))?(?P<node>@r\d+)?$")
+"""A metric of part of a device: ``<metric>.gi<G>`` (a MIG GPU instance) or ``<metric>.<pid>`` (a process); either
+may end in ``@r<R>``: the node of rank ``R``, in a job's combined trace whose ranks ran on several nodes."""
 
 
 def split_metric(metric: str) -> tuple[str, str]:
-    """``("memory_used_bytes", "gi2")`` for ``memory_used_bytes.gi2``; ``(metric, "")`` for a whole device's."""
+    """``("memory_used_bytes", "gi2")`` for ``memory_used_bytes.gi2``, ``(metric, "")`` for a whole device's.
+
+    A node's suffix stays on the tag: ``("gpu_util_pct", "@r2")``, ``("memory_used_bytes", "gi2@r2")``.
+    """
     m = PART_METRIC.match(metric)
-    return (m["base"], m["tag"]) if m else (metric, "")
+    return (m["base"], (m["tag"] or "") + (m["node"] or "")) if m else (metric, "")
 
 
 def part_label(device: int, tag: str) -> str:
-    """``host``, ``GPU 1``, ``GPU 1 gi2`` (a MIG GPU instance) or ``GPU 0 pid 7`` (a process)."""
+    """``host``, ``GPU 1``, ``GPU 1 gi2`` (a MIG GPU instance), ``GPU 0 pid 7`` (a process); ``, node of rank 2``."""
+    part, _, node = tag.partition("@r")
     where = "host" if device < 0 else f"GPU {device}"
-    return where + ("" if not tag else f" {tag}" if tag.startswith("gi") else f" pid {tag}")
+    label = where + ("" if not part else f" {part}" if part.startswith("gi") else f" pid {part}")
+    return label + (f", node of rank {node}" if node else "")
 
 
 SAMPLE_COLUMNS = ("ts_ns", "device", "metric", "value")

@@ -3,12 +3,14 @@
 A folder holds ``rank<N>.json.gz`` per rank, the live samples of the traced window (``job.samples.parquet`` for the
 whole job on one node, or ``rank<N>.samples.parquet`` per rank from each rank's own node) and the manifest
 ``aonkit-trace.meta.json``: the window, the notes the command printed and, per rank, its host, steps and
-``boundary_lag_ms`` (how long after the earliest rank it passed the step boundaries before the trace).
+``boundary_lag_ms`` (how long after the earliest rank it passed the step boundaries before the trace). Every rank's
+trace is on its host's clock (``time.time_ns``): ranks of one host share a clock, so :attr:`aonkit.TraceSet.hosts`
+tells :func:`~aonkit.analysis.collectives.clock_offsets` to align hosts, not ranks.
 
 :func:`aonkit.load` (and :func:`aonkit.load_job`) of such a folder reads the traces as any job directory (the scan
 skips ``*.samples.parquet`` and ``*.meta.json``), then :func:`attach_traced_job` puts the samples on each rank's
-``trace.samples`` and the manifest's lags and notes on :attr:`aonkit.TraceSet.step_lags` and
-:attr:`~aonkit.TraceSet.trace_notes`.
+``trace.samples`` and the manifest's lags, notes and hosts on :attr:`aonkit.TraceSet.step_lags`,
+:attr:`~aonkit.TraceSet.trace_notes` and :attr:`~aonkit.TraceSet.hosts`.
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ def attach_traced_job(job: TraceSet, folder: str | Path, samples: bool = True) -
 
     folder = Path(folder)
     job.step_lags, job.trace_notes = read_job_manifest(folder)
+    lags = job.step_lags
+    job.hosts = {int(r): h for r, h in zip(lags["rank"], lags["host"]) if h and r in job}
     if not samples:
         return job
     shared = _samples(folder / JOB_SAMPLES)
