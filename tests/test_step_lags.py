@@ -130,7 +130,9 @@ def test_aonkit_load_of_a_traced_job_gives_each_rank_its_own_samples_else_the_jo
     lazy = aonkit.load(out, lazy=True)  # its traces are read in workers when asked for: the lags, not the samples
     assert lazy.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5]
     assert lazy[0].samples is None or len(lazy[0].samples) == 0
-    assert len(aonkit.load(out, separate=True)) == 2  # each file on its own: no job, nothing attached
+    # each file on its own, as aonkit report and summary read a folder: the samples by the rank its name says
+    each = {name.split(".")[0]: t for name, t in aonkit.load_each(out).items()}  # (some names: the lazy's caches)
+    assert [each[f"rank{r}"].samples["value"].tolist() for r in (0, 1)] == [[1.0, 2.0, 3.0], [7.0, 8.0]]
     for bad in (b"PAR1 not parquet", _samples(0, [1.0]).drop(columns="value").to_parquet()):
         (out / "rank1.samples.parquet").write_bytes(bad)
         with pytest.raises(TraceFormatError, match="unreadable samples") as e:

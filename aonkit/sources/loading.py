@@ -14,12 +14,12 @@ from typing import Any, Union
 from .._filecheck import fingerprint, same_version
 from ..errors import JobError, TraceFormatError, warn_user
 from ..trace import Trace
-from ..traceset import TraceSet
+from ..traceset import TraceSet, rank_from_name
 from .bundle import is_bundle, read_bundle
 from .cached import read_cache
 from .discover import CACHE_SUFFIXES, directory_files, pick
 from .registry import reader_for
-from .traced_job import attach_traced_job, is_traced_job
+from .traced_job import attach_rank_samples, attach_traced_job, is_traced_job
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -182,6 +182,9 @@ def load(
     for text in notes:
         _note(traces[0], text)
     if separate:
+        if where is not None and is_traced_job(where):  # each rank's samples, by the rank in its file's name
+            named = {rank_from_name(f.name): t for (f, _), t in zip(picks, traces)}
+            attach_rank_samples({r: t for r, t in named.items() if r is not None}, where)
         return {(f.name if where is not None else str(f)): t for (f, _), t in zip(picks, traces)}
     try:
         job = TraceSet.from_traces(traces, on_conflict)

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
+from ..trace import Trace
 from ..traceset import TraceSet
 
 JOB_SAMPLES = "job.samples.parquet"
@@ -111,21 +112,30 @@ def attach_traced_job(job: TraceSet, folder: str | Path, samples: bool = True) -
     TraceFormatError
         When the manifest or a samples file is unreadable (the error names the file).
     """
-    from .samples import attach_samples
-
     folder = Path(folder)
     job.step_lags, job.trace_notes = read_job_manifest(folder)
     lags = job.step_lags
     job.hosts = {int(r): h for r, h in zip(lags["rank"], lags["host"]) if h and r in job}
-    if not samples:
-        return job
+    if samples:
+        attach_rank_samples(job, folder)
+    return job
+
+
+def attach_rank_samples(traces: Mapping[int, Trace], folder: str | Path) -> None:
+    """Put a traced job folder's samples on each rank's trace: its own ``rank<N>.samples.parquet``, else the job's.
+
+    ``traces`` maps ranks to traces (a job, or the files of the folder loaded each on its own and keyed by the rank
+    their names say). Raises :class:`~aonkit.TraceFormatError` naming a samples file that cannot be read.
+    """
+    from .samples import attach_samples
+
+    folder = Path(folder)
     shared = _samples(folder / JOB_SAMPLES)
-    for rank, trace in job.items():
+    for rank, trace in traces.items():
         own = _samples(folder / f"rank{rank}.samples.parquet")
         table = own if own is not None else shared
         if table is not None and len(table):
             attach_samples(trace, table)
-    return job
 
 
 def _samples(path: Path) -> pd.DataFrame | None:
