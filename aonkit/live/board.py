@@ -101,7 +101,7 @@ def reports(out: Path, req_id: str, listed: list[Path] | None = None) -> dict[in
     """The ranks' reports for request ``req_id`` found in ``out`` (among ``listed``, its ``.rank*`` files, if given)."""
     found = {}
     for path in out.glob(".rank*.json") if listed is None else listed:
-        if not path.name.endswith(".done.json"):
+        if not path.match(".rank*.done.json"):
             continue
         try:
             rep = json.loads(path.read_text())

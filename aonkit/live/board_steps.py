@@ -88,7 +88,7 @@ def read_marks(out: Path, req_id: str, listed: list[Path] | None = None) -> dict
     """
     found = {}
     for path in out.glob(".rank*.json") if listed is None else listed:
-        if not path.name.endswith(".marks.json"):
+        if not path.match(".rank*.marks.json"):
             continue
         try:
             rep = read_json(path, "rank's step marks")
