@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import aonkit
 from aonkit.analysis.findings import findings
@@ -20,7 +22,7 @@ from aonkit.analysis.step_lags import NOT_TOGETHER, latest_rank
 from aonkit.analysis.steps import profiler_steps
 from aonkit.errors import TraceFormatError
 from aonkit.live.trace import latest_line, load_traced_job
-from aonkit.sources.traced_job import JOB_MANIFEST, JOB_SAMPLES, step_lag_table
+from aonkit.sources.traced_job import JOB_MANIFEST, JOB_SAMPLES, read_job_manifest, step_lag_table
 from aonkit.units import fmt_ns
 
 from .conftest import SAMPLE_TRACES
@@ -138,3 +140,26 @@ def test_aonkit_load_of_a_traced_job_gives_each_rank_its_own_samples_else_the_jo
         with pytest.raises(TraceFormatError, match="unreadable samples") as e:
             aonkit.load_job(out)
         assert e.value.path == str(out / "rank1.samples.parquet")
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+                     max_leaves=12)  # fmt: skip
+_RANK = st.fixed_dictionaries({}, optional={"rank": _JSON | st.integers(-2, 9), "host": _JSON,
+                                            "boundary_lag_ms": _JSON | st.floats()})  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(manifest=_JSON | st.fixed_dictionaries({}, optional={"ranks": _JSON | st.lists(_RANK, max_size=4),
+                                                            "messages": _JSON}))  # fmt: skip
+def test_any_manifest_gives_a_table_or_an_error_naming_it(tmp_path_factory, manifest) -> None:
+    folder = tmp_path_factory.mktemp("m")
+    (folder / JOB_MANIFEST).write_text(json.dumps(manifest, allow_nan=True))
+    try:
+        table, notes = read_job_manifest(folder)
+    except TraceFormatError as e:
+        assert e.path == str(folder / JOB_MANIFEST)
+        return
+    assert list(table.columns) == ["rank", "host", "boundary_lag_ms"] and all(isinstance(n, str) for n in notes)
+    assert table["rank"].dtype == np.int64 and np.isfinite(table["boundary_lag_ms"].dropna()).all()
+    latest_rank(table, notes)  # and the rule reads any table it gives

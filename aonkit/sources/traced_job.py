@@ -54,8 +54,11 @@ def step_lag_table(ranks: Sequence[dict]) -> pd.DataFrame:
     Raises
     ------
     ValueError
-        When an entry is not a dict, a rank is not a whole number, or a lag is neither a finite number nor None.
+        When ``ranks`` is not a list, an entry is not a dict, a rank is not a whole number, or a lag is neither a
+        finite number nor None.
     """
+    if not isinstance(ranks, (list, tuple)):
+        raise ValueError(f"ranks must be a list, got {type(ranks).__name__}")
     rows = []
     for r in ranks:
         if not isinstance(r, dict):
