@@ -43,7 +43,8 @@ def test_the_table_keeps_every_rank_with_nan_for_a_lag_not_measured() -> None:
     assert list(step_lag_table([]).columns) == ["rank", "host", "boundary_lag_ms"]
 
 
-@pytest.mark.parametrize("bad", [{"rank": "1"}, {"rank": True}, {"rank": 1.0}, {"rank": 0, "boundary_lag_ms": "5"},
+@pytest.mark.parametrize("bad", [{"rank": "1"}, {"rank": True}, {"rank": 1.0}, {"rank": 2**31}, {"rank": 2**63},
+                                 {"rank": -2}, {"rank": 0, "boundary_lag_ms": "5"},
                                  {"rank": 0, "boundary_lag_ms": math.inf}, {"rank": 0, "boundary_lag_ms": True}, [0]])
 def test_values_a_manifest_cannot_hold_are_refused(bad) -> None:
     with pytest.raises(ValueError, match="rank"):
@@ -145,7 +146,8 @@ def test_aonkit_load_of_a_traced_job_gives_each_rank_its_own_samples_else_the_jo
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
                      lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
                      max_leaves=12)  # fmt: skip
-_RANK = st.fixed_dictionaries({}, optional={"rank": _JSON | st.integers(-2, 9), "host": _JSON,
+_RANK = st.fixed_dictionaries({}, optional={"rank": _JSON | st.integers(-2, 9) | st.integers(2**31 - 2, 2**64),
+                                            "host": _JSON,
                                             "boundary_lag_ms": _JSON | st.floats()})  # fmt: skip
 
 

@@ -30,6 +30,8 @@ from ..traceset import TraceSet
 JOB_SAMPLES = "job.samples.parquet"
 JOB_MANIFEST = "aonkit-trace.meta.json"
 STEP_LAG_COLUMNS = {"rank": np.int64, "host": object, "boundary_lag_ms": np.float64}
+MAX_RANK = 2**31
+"""Ranks are below this (a larger number in a manifest is an error, not a wrapped int64)."""
 
 
 def is_traced_job(folder: str | Path) -> bool:
@@ -43,8 +45,8 @@ def step_lag_table(ranks: Sequence[dict]) -> pd.DataFrame:
     Parameters
     ----------
     ranks : sequence of dict
-        One per rank: ``rank`` (int; None when the process had none, kept as -1), ``host`` (str, optional) and
-        ``boundary_lag_ms`` (a number, or None when not measured).
+        One per rank: ``rank`` (int below :data:`MAX_RANK`; None when the process had none, kept as -1), ``host``
+        (str, optional) and ``boundary_lag_ms`` (a number, or None when not measured).
 
     Returns
     -------
@@ -54,8 +56,8 @@ def step_lag_table(ranks: Sequence[dict]) -> pd.DataFrame:
     Raises
     ------
     ValueError
-        When ``ranks`` is not a list, an entry is not a dict, a rank is not a whole number, or a lag is neither a
-        finite number nor None.
+        When ``ranks`` is not a list, an entry is not a dict, a rank is not a whole number in range, or a lag is
+        neither a finite number nor None.
     """
     if not isinstance(ranks, (list, tuple)):
         raise ValueError(f"ranks must be a list, got {type(ranks).__name__}")
@@ -65,8 +67,8 @@ def step_lag_table(ranks: Sequence[dict]) -> pd.DataFrame:
             raise ValueError(f"a rank's entry must be an object, got {type(r).__name__}")
         rank, lag, host = r.get("rank", -1), r.get("boundary_lag_ms"), r.get("host")
         rank = -1 if rank is None else rank
-        if isinstance(rank, bool) or not isinstance(rank, int):
-            raise ValueError(f"a rank must be a whole number, got {rank!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not -1 <= rank < MAX_RANK:
+            raise ValueError(f"a rank must be a whole number from 0 to {MAX_RANK - 1} (or null), got {rank!r}")
         if lag is not None and (isinstance(lag, bool) or not isinstance(lag, (int, float)) or not math.isfinite(lag)):
             raise ValueError(f"rank {rank}: boundary_lag_ms must be a finite number or null, got {lag!r}")
         rows.append((rank, host if isinstance(host, str) else "", math.nan if lag is None else float(lag)))
