@@ -165,3 +165,23 @@ def test_any_manifest_gives_a_table_or_an_error_naming_it(tmp_path_factory, mani
     assert list(table.columns) == ["rank", "host", "boundary_lag_ms"] and all(isinstance(n, str) for n in notes)
     assert table["rank"].dtype == np.int64 and np.isfinite(table["boundary_lag_ms"].dropna()).all()
     latest_rank(table, notes)  # and the rule reads any table it gives
+
+
+def test_the_parallel_job_path_reads_the_hosts_too(tmp_path: Path) -> None:
+    from aonkit.analysis.collectives import clock_offsets, collectives
+    from aonkit.analysis.distributed import job_collectives
+
+    from .gen_ranks import write_job
+
+    truth = write_job(tmp_path, ranks=3, seed=3)  # three clocks apart: what the collectives find
+    manifest = {"ranks": [{"rank": r, "host": "n1" if r < 2 else "n2"} for r in range(3)], "messages": []}
+    (tmp_path / JOB_MANIFEST).write_text(json.dumps(manifest))
+    job = aonkit.load_job(tmp_path)
+    off = clock_offsets(job)
+    assert off.attrs["method"] == {0: "reference", 1: "same_host", 2: "collectives per host"}
+    assert off[1] == 0 and abs(off[2] - (truth[2] - truth[0])) < 1_000
+    coll, part, _ = job_collectives(tmp_path, processes=1)
+    want, want_part = collectives(job)
+    assert coll.equals(want) and part.equals(want_part)
+    job.hosts = {}  # each rank aligned on the collectives: rank 1 moves, so its arrivals do
+    assert not collectives(job)[1]["arrival_ns"].equals(part["arrival_ns"])
