@@ -33,7 +33,8 @@ def _cpu(name: str, ts_ns: int, dur_ns: int, cat: str = "cpu_op", args: dict | N
 def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, exposed_ranks: tuple[int, ...] = (5,),
               seed: int = 7, *, args_on: str = "kernel", seq: bool = False, vary_sizes: bool = False,
               late_ranks: tuple[int, ...] = (), profiler_steps: bool = False, collectives: bool = True,
-              launches: bool = False, host_in_steps: bool = False) -> dict[int, int]:  # fmt: skip
+              launches: bool = False, host_in_steps: bool = False,
+              clocks: dict[int, int] | None = None) -> dict[int, int]:  # fmt: skip
     """Write ``rank{r}.json`` files into ``out``; return the true clock offset (ns) of each rank.
 
     ``args_on``: ``"kernel"``, ``"param_comms"`` (a ``record_param_comms`` op
@@ -43,10 +44,11 @@ def write_job(out: Path, ranks: int = 64, steps: int = 6, straggler: int = 37, e
     of the GPU, and before the all-reduce a ``cudaEventRecord`` on the compute
     stream, a ``cudaStreamWaitEvent`` of the communication stream (with
     Kineto's ``Stream Wait Event`` row) and the NCCL launch. ``host_in_steps``:
-    each ``ProfilerStep`` opens before its host work (else at its GPU work).
+    each ``ProfilerStep`` opens before its host work (else at its GPU work). ``clocks``: the offsets of some
+    ranks (ns), in place of drawn ones (ranks on one host share a clock).
     """
     rng = np.random.default_rng(seed)
-    offsets = {r: int(rng.integers(-3_000_000, 3_000_000)) for r in range(ranks)}
+    offsets = {r: int(rng.integers(-3_000_000, 3_000_000)) for r in range(ranks)} | (clocks or {})
     events: dict[int, list[dict]] = {r: [] for r in range(ranks)}
     t = 1_000_000_000
     corr = 1

@@ -45,6 +45,8 @@ ARGS = {"coll": "Collective name", "in_nelems": "In msg nelems", "out_nelems": "
 SEQ_ARGS = ("Seq", "seq")
 MAX_SHIFT = 16
 
+HOST_TOLERANCE_NS = 1_000_000
+"""A rank said to share a host whose collectives put its clock further than this from the host's keeps its own."""
 _MAX_OFFSET_NS = float(2**62)  # an offset beyond this is no clock difference, and would not fit int64 sums
 
 
@@ -236,21 +238,30 @@ def per_host(off: dict[int, int], method: dict[int, str], hosts: Mapping[int, st
 
     Methods become ``"same_host"`` (the reference's host) and ``"<method> per host"`` (the estimates' method,
     ``collectives`` if any of the host's ranks had one). A rank without an estimate of its own takes its host's.
+    A rank whose collectives put it more than :data:`HOST_TOLERANCE_NS` from its host's clock keeps its own
+    offset, with a warning: one host's clocks are one, so the hosts said are wrong (or the matching is).
     """
     groups: dict[str, list[int]] = {}
     for r in ranks:
         if hosts.get(r):
             groups.setdefault(hosts[r], []).append(r)
+    doubt = []
     for host, members in groups.items():
-        if host == hosts.get(reference):
-            for r in members:
-                if r != reference:
-                    off[r], method[r] = 0, "same_host"
-            continue
         found = [r for r in members if r in off]
-        if not found:
+        if host == hosts.get(reference):
+            value, how = 0, "same_host"
+        elif found:
+            value = int(round(float(np.median([off[r] for r in found]))))
+            how = ("collectives" if any(method[r] == "collectives" for r in found) else "profiler_steps") + " per host"
+        else:
             continue
-        value = int(round(float(np.median([off[r] for r in found]))))
-        how = "collectives" if any(method[r] == "collectives" for r in found) else "profiler_steps"
         for r in members:
-            off[r], method[r] = value, f"{how} per host"
+            if r == reference:
+                continue
+            if method.get(r) == "collectives" and abs(off[r] - value) > HOST_TOLERANCE_NS:
+                doubt.append(r)
+                continue
+            off[r], method[r] = value, how
+    if doubt:
+        warn(f"ranks {sorted(doubt)} are said to share a host with other ranks, but their collectives put their clocks "
+             f"over {HOST_TOLERANCE_NS / 1e6:g} ms from that host's: each keeps the offset its collectives give")
