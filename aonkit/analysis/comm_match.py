@@ -24,7 +24,9 @@ starts it shares with an aligned rank, else left at 0 with a warning.
 When the ranks' hosts are known (a job ``aonkit trace`` wrote), ranks on one
 host share its clock: those on the reference's host get offset 0 whatever the
 estimates say (step starts would take a late rank's lateness for a clock
-offset), and the ranks of another host share the median of their estimates.
+offset), and the ranks of another host share the median of their estimates,
+unless a rank's collectives put it over 1 ms from its host's clock (then it
+keeps its own, with a warning).
 """
 
 from __future__ import annotations
