@@ -270,6 +270,8 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
     Returns
     -------
     LazyTraceSet
+        For a folder ``aonkit trace`` wrote, with its ranks' step lags, notes and hosts
+        (:func:`aonkit.sources.traced_job.attach_traced_job`), not their samples.
 
     Raises
     ------
@@ -279,6 +281,7 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
         The files are not one job.
     """
     from .sources.discover import directory_files, pick
+    from .sources.traced_job import attach_traced_job, is_traced_job
 
     if scan not in ("parse", "head"):
         raise ValueError(f"scan must be 'parse' or 'head', not {scan!r}")
@@ -343,6 +346,8 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
     for j, fn in enumerate(fns):
         job.remember(fn, {rank_of[k]: res[j][1] for (k, _, _), (_, res) in zip(todo, done)
                           if k in rank_of and res[j][0]})  # fmt: skip
+    if where is not None and is_traced_job(where):  # a folder aonkit trace wrote: its lags and hosts (no samples:
+        attach_traced_job(job, where, samples=False)  # the ranks are read when asked for, in the workers)
     return job
 
 

@@ -133,6 +133,8 @@ def test_aonkit_load_of_a_traced_job_gives_each_rank_its_own_samples_else_the_jo
     lazy = aonkit.load(out, lazy=True)  # its traces are read in workers when asked for: the lags, not the samples
     assert lazy.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5]
     assert lazy[0].samples is None or len(lazy[0].samples) == 0
+    with aonkit.open_job(out, processes=1) as opened:  # the same call
+        assert opened.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5]
     # each file on its own, as aonkit report and summary read a folder: the samples by the rank its name says
     each = {name.split(".")[0]: t for name, t in aonkit.load_each(out).items()}  # (some names: the lazy's caches)
     assert [each[f"rank{r}"].samples["value"].tolist() for r in (0, 1)] == [[1.0, 2.0, 3.0], [7.0, 8.0]]

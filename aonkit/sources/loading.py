@@ -145,12 +145,9 @@ def load(
     if lazy and not separate and (isinstance(path, (list, tuple)) or (Path(path).is_dir() and not is_bundle(path))):
         from ..lazyset import open_job
 
-        job = open_job(path if isinstance(path, (list, tuple)) else Path(path), processes=workers,
-                       cache_dir=cache_dir, salvage=salvage, on_conflict=on_conflict,
-                       write_caches=write_caches)  # fmt: skip
-        if not isinstance(path, (list, tuple)) and is_traced_job(path):  # its lags; the samples need an eager load
-            attach_traced_job(job, path, samples=False)
-        return job
+        return open_job(path if isinstance(path, (list, tuple)) else Path(path), processes=workers,
+                        cache_dir=cache_dir, salvage=salvage, on_conflict=on_conflict,
+                        write_caches=write_caches)  # fmt: skip
     where = None
     notes: list[str] = []
     if isinstance(path, (list, tuple)):
