@@ -36,7 +36,8 @@ HELPERS = {  # public functions that are building blocks, not analyses (document
     "depgraph_sync": "*", "depgraph_threads": "*", "depgraph_stitch": "*", "whatif_rules": "*", "depgraph_streams": "*",
     "whatif_steps": {"node_steps", "own_step_windows", "step_table", "window_nodes", "median_period_ns"},
     "steps": {"step_rows"}, "whatif_timing": "*",
-    "combine": {"combined_categories", "pid_names"},
+    "combine": {"combined_categories", "pid_names", "combined_samples"},
+    "step_lags": {"latest_rank"},  # reads a job's step_lags table (its finding is findings' late_rank)
     "correlation": {"enclosing_ops", "code_flags", "category_flags", "step_table", "step_numbers", "gpu_launch_rows",
                     "numpy_launch_candidates"},
     "queues": {"queue_sweep"}, "queue_sweep": "*",  # kernels or their stand-ins (analysis.standin):
