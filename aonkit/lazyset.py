@@ -67,6 +67,8 @@ class LazyTraceSet(TraceSet):
         self._held: OrderedDict[int, Trace] = OrderedDict()
         self.keep, self.processes, self.client, self.salvage = keep, processes, client, salvage
         self._notes = list(notes)
+        self.samples_from: Path | None = None
+        """A traced job's folder (:mod:`aonkit.sources.traced_job`): each rank read here gets its samples from it."""
         self._memo: dict[Any, dict[int, Any]] = {}
         self._pool: Any = None
         self._finalizer: Any = None
@@ -112,6 +114,10 @@ class LazyTraceSet(TraceSet):
         else:
             trace = read_rank(f.path, self.salvage)
         trace.warnings.extend(f.notes)
+        if self.samples_from is not None:  # a folder aonkit trace wrote: the rank's node's samples
+            from .sources.traced_job import attach_rank_samples
+
+            attach_rank_samples({rank: trace}, self.samples_from)
         self._held[rank] = trace
         while len(self._held) > self.keep:
             self._held.popitem(last=False)
@@ -271,7 +277,8 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
     -------
     LazyTraceSet
         For a folder ``aonkit trace`` wrote, with its ranks' step lags, notes and hosts
-        (:func:`aonkit.sources.traced_job.attach_traced_job`), not their samples.
+        (:func:`aonkit.sources.traced_job.attach_traced_job`); a rank read with ``job[r]`` gets its samples, one
+        read in :meth:`LazyTraceSet.map`'s workers does not.
 
     Raises
     ------
@@ -346,8 +353,9 @@ def open_job(paths: str | Path | Sequence[str | Path], *, processes: int | None 
     for j, fn in enumerate(fns):
         job.remember(fn, {rank_of[k]: res[j][1] for (k, _, _), (_, res) in zip(todo, done)
                           if k in rank_of and res[j][0]})  # fmt: skip
-    if where is not None and is_traced_job(where):  # a folder aonkit trace wrote: its lags and hosts (no samples:
-        attach_traced_job(job, where, samples=False)  # the ranks are read when asked for, in the workers)
+    if where is not None and is_traced_job(where):  # a folder aonkit trace wrote: its lags and hosts now, and each
+        attach_traced_job(job, where, samples=False)  # rank's samples when it is read here (not in map's workers)
+        job.samples_from = where
     return job
 
 

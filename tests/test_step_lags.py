@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import aonkit
+from aonkit.analysis.combine import combine_ranks
 from aonkit.analysis.findings import findings
 from aonkit.analysis.step_lags import NOT_TOGETHER, latest_rank
 from aonkit.analysis.steps import profiler_steps
@@ -130,11 +131,12 @@ def test_aonkit_load_of_a_traced_job_gives_each_rank_its_own_samples_else_the_jo
         assert sorted(job) == [0, 1] and job.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5]
         assert job[0].samples["value"].tolist() == [1.0, 2.0, 3.0]
         assert job[1].samples["value"].tolist() == [7.0, 8.0]
-    lazy = aonkit.load(out, lazy=True)  # its traces are read in workers when asked for: the lags, not the samples
-    assert lazy.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5]
-    assert lazy[0].samples is None or len(lazy[0].samples) == 0
+    with aonkit.load(out, lazy=True, workers=1) as lazy:  # the lags now, a rank's samples when it is read
+        assert lazy.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5] and lazy.held == []
+        assert [lazy[r].samples["value"].tolist() for r in (1, 0, 1)] == [[7.0, 8.0], [1.0, 2.0, 3.0], [7.0, 8.0]]
+        assert len(combine_ranks(lazy).samples) == 5  # two nodes (equal samples would be one)
     with aonkit.open_job(out, processes=1) as opened:  # the same call
-        assert opened.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5]
+        assert opened.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5] and len(opened[0].samples) == 3
     # each file on its own, as aonkit report and summary read a folder: the samples by the rank its name says
     each = {name.split(".")[0]: t for name, t in aonkit.load_each(out).items()}  # (some names: the lazy's caches)
     assert [each[f"rank{r}"].samples["value"].tolist() for r in (0, 1)] == [[1.0, 2.0, 3.0], [7.0, 8.0]]

@@ -88,7 +88,7 @@ def load(
         trace with its samples), a directory, or a list of files. A job
         folder of ``aonkit trace --all-ranks`` or ``--job`` also gives each
         rank its samples and the job its step lags and notes
-        (:mod:`aonkit.sources.traced_job`; a lazy job takes the lags only).
+        (:mod:`aonkit.sources.traced_job`; a lazy job's ranks get theirs when read).
     salvage : bool
         Keep the complete events of a truncated file (see ``trace.warnings``)
         instead of raising :class:`~aonkit.TraceFormatError`.

@@ -109,8 +109,8 @@ def attach_traced_job(job: TraceSet, folder: str | Path, samples: bool = True) -
         The job folder (:data:`JOB_MANIFEST` in it).
     samples : bool
         Attach the samples (:func:`~aonkit.sources.samples.attach_samples`): a rank's own
-        ``rank<N>.samples.parquet``, else the folder's :data:`JOB_SAMPLES`. A lazily loaded job (whose traces are
-        read in worker processes when asked for) does not take them.
+        ``rank<N>.samples.parquet``, else the folder's :data:`JOB_SAMPLES`. A lazily loaded job passes False: its
+        ranks are read when asked for, and each then gets its own (:attr:`aonkit.lazyset.LazyTraceSet.samples_from`).
 
     Raises
     ------
