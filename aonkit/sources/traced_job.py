@@ -99,7 +99,7 @@ def read_job_manifest(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
 
 
 def attach_traced_job(job: TraceSet, folder: str | Path, samples: bool = True) -> TraceSet:
-    """Put a traced job folder's samples on its ranks' traces, and its lags and notes on ``job``; return ``job``.
+    """Put a traced job folder's samples on its ranks' traces, its lags, notes and hosts on ``job``; return it.
 
     Parameters
     ----------
