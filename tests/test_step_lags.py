@@ -135,6 +135,8 @@ def test_aonkit_load_of_a_traced_job_gives_each_rank_its_own_samples_else_the_jo
         assert lazy.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5] and lazy.held == []
         assert [lazy[r].samples["value"].tolist() for r in (1, 0, 1)] == [[7.0, 8.0], [1.0, 2.0, 3.0], [7.0, 8.0]]
         assert len(combine_ranks(lazy).samples) == 5  # two nodes (equal samples would be one)
+        eager = lazy.eager()
+        assert eager.step_lags.equals(lazy.step_lags) and len(eager[0].samples) == 3
     with aonkit.open_job(out, processes=1) as opened:  # the same call
         assert opened.step_lags["boundary_lag_ms"].tolist() == [0.0, 6.5] and len(opened[0].samples) == 3
     # each file on its own, as aonkit report and summary read a folder: the samples by the rank its name says
