@@ -51,7 +51,24 @@ def cmd_summary(args: argparse.Namespace) -> int:
     for label, trace in found:
         print(format_summary(summarize(trace, args.top), label))
         print()
+    for path in args.paths:
+        for line in _traced_job_lines(Path(path)):
+            print(line)
     return 0
+
+
+def _traced_job_lines(folder: Path) -> list[str]:
+    """A job folder ``aonkit trace`` wrote: its ranks and hosts, the rank the others waited for, its notes."""
+    from .analysis.step_lags import latest_rank
+    from .sources.traced_job import is_traced_job, read_job_manifest
+
+    if not (folder.is_dir() and is_traced_job(folder)):
+        return []
+    lags, notes = read_job_manifest(folder)
+    hosts = lags["host"][lags["host"] != ""].nunique()
+    late = latest_rank(lags, notes)
+    return [f"job traced by aonkit trace: {len(lags)} rank(s) on {hosts or 'unrecorded'} host(s)",
+            *([f"  {late.sentence()}"] if late else []), *(f"  note: {n}" for n in notes)]  # fmt: skip
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

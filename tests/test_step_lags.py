@@ -206,3 +206,20 @@ def test_ranks_said_to_share_a_host_whose_collectives_disagree_keep_their_own_cl
         off = clock_offsets(aonkit.load_job(tmp_path))
     assert off.attrs["method"] == {0: "reference", 1: "collectives", 2: "same_host"}  # 0.3 ms: within tolerance
     assert off.tolist() == [0, 1_500_000, 0]
+
+
+def test_aonkit_summary_of_a_traced_job_ends_with_the_job(tmp_path: Path, capsys) -> None:
+    from aonkit.cli import main
+
+    note = "rank 1 (n2): no aonkit daemon on its node: no samples"
+    out = _traced_job(tmp_path, [0.0, 6.5], hosts=["n1", "n2"], messages=[note])
+    assert main(["summary", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "rank 0" in text and "rank 1" in text  # each rank's summary first
+    tail = text[text.index("job traced by aonkit trace"):].splitlines()
+    assert tail == ["job traced by aonkit trace: 2 rank(s) on 2 host(s)",
+                    "  rank 1 passed each step's boundary 6.5 ms after rank 0 before the trace (the latest: the others "
+                    "wait for it in each step's collectives) (on each host's clock: the gap includes their clocks' "
+                    "offset)", f"  note: {note}"]  # fmt: skip
+    assert main(["summary", str(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")]) == 0  # not a job folder: no lines
+    assert "job traced" not in capsys.readouterr().out

@@ -35,6 +35,12 @@ class LateRank(NamedTuple):
     hosts: int
     """How many hosts the ranks with a lag ran on (more than one: the lag includes their clocks' offset)."""
 
+    def sentence(self) -> str:
+        """"rank 3 passed each step's boundary 5.1 ms after rank 0 before the trace (the latest: ...)", one line."""
+        clock = " (on each host's clock: the gap includes their clocks' offset)" if self.hosts > 1 else ""
+        return (f"rank {self.rank} passed each step's boundary {self.lag_ms:.1f} ms after rank {self.first} before "
+                f"the trace (the latest: the others wait for it in each step's collectives){clock}")
+
 
 def latest_rank(table: pd.DataFrame, notes: Sequence[str] = ()) -> LateRank | None:
     """The rank the others waited for at the step boundaries before the trace, from its lags.

@@ -314,8 +314,4 @@ def latest_line(ranks: list[dict[str, Any]], messages: list[str]) -> str:
     from ..sources.traced_job import step_lag_table
 
     late = latest_rank(step_lag_table(ranks), messages)
-    if late is None:
-        return ""
-    clock = " (on each host's clock: the gap includes their clocks' offset)" if late.hosts > 1 else ""
-    return (f"rank {late.rank} passed each step's boundary {late.lag_ms:.1f} ms after rank {late.first} before the "
-            f"trace (the latest: the others wait for it in each step's collectives){clock}")
+    return "" if late is None else late.sentence()
