@@ -445,3 +445,27 @@ def test_in_a_real_kernel_a_cells_changes_wait_and_a_read_simulates_them_first()
     )  # fmt: skip
     assert "waiting 0\nread [13.0] 1\n" in text_of(out[0])  # one update, for the last of the three values
     assert "later 2 True" in text_of(out[3])  # the waiting change ran between cells, once
+
+
+def test_the_sweep_takes_the_row_the_replica_search_shares_instead_of_simulating_it_twice(monkeypatch) -> None:
+    import aonkit.model.serving as sv
+
+    kernel, runs = sv._kernel, []
+    monkeypatch.setattr(sv, "_kernel", lambda run, arr, out: runs.append(run.replicas) or kernel(run, arr, out))
+    kw = {"step_time": "linear", "n_requests": 2000, "lengths": "fixed"}
+    p = ServingPanel(4.0, replicas=1, slo_s=5.0, **kw)  # one replica meets the objective: the search tries only it
+    for value in (16, 32):  # a change both parts need; the search starts at the last answer, the panel's count
+        runs.clear()
+        p.max_batch.value = value
+        assert p.plan.tried["replicas"].tolist() == [1]
+        assert len(runs) == len(p.rates())  # the chosen rate's row simulated once, by the search
+        fresh = ServingPanel(4.0, replicas=1, slo_s=5.0, max_batch=value, **kw)
+        pd.testing.assert_frame_equal(p.sweep, fresh.sweep)
+        pd.testing.assert_frame_equal(p.sweep, serving_sweep(p.rates(), 512, 128, n_requests=2000, replicas=1,
+                                                             **p.engine()))  # fmt: skip
+    runs.clear()
+    p.replicas.value = 2  # the search keeps its rows: the sweep simulates every rate
+    assert len(runs) == len(p.rates()) and set(runs) == {2}
+    runs.clear()
+    p.max_batch.value = 64  # the search starts at 1, the panel has 2: nothing to share
+    assert len(runs) == len(p.rates()) + 1 and sorted(runs) == [1] + [2] * len(p.rates())

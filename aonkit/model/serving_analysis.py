@@ -11,6 +11,7 @@ the curves are smooth and monotone up to the policy's own effects.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -143,7 +144,7 @@ class ReplicaPlan(NamedTuple):
 def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, output_tokens: object, *,
                     n_requests: int, metric: str = "ttft_p99_s", arrival_cv: float = 1.0, seed: int = 0,
                     warmup: float = 0.1, max_replicas: int = 4096, start: int = 1,
-                    **engine: object) -> ReplicaPlan:  # fmt: skip
+                    on_row: Callable[[int, dict], None] | None = None, **engine: object) -> ReplicaPlan:  # fmt: skip
     """Fewest replicas whose simulated ``metric`` is at most ``slo_s`` at ``rate_per_s``.
 
     Tries ``start`` replicas, then goes up or down by 1, 2, 4... replicas until one count meets the
@@ -177,6 +178,10 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
         Largest replica count tried.
     start : int, default 1
         The first count tried (clipped to ``[1, max_replicas]``).
+    on_row : callable, optional
+        Called as ``on_row(replicas, row)`` after each simulation (``row``: the summary keys and
+        ``busy_fraction``, what :func:`serving_sweep` gives at this rate for that count), so that a caller running a
+        sweep beside the search can take the row it shares instead of simulating it again.
     **engine
         Keyword arguments of :func:`simulate_serving` other than ``replicas``; ``step_time`` is required.
 
@@ -200,7 +205,10 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
 
     def meets(c: int) -> bool:
         if c not in tried:  # the same requests at every count: only the replicas change
-            tried[c] = {"replicas": c, **summarize([rerun(base, replicas=c)])[0]}
+            row = summarize([rerun(base, replicas=c)])[0]
+            if on_row is not None:
+                on_row(c, row)
+            tried[c] = {"replicas": c, **row}
         return tried[c][metric] <= slo_s
 
     hi = min(max(int(start), 1), max_replicas)

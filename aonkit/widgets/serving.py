@@ -10,9 +10,11 @@ model's (:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decod
 device with tensor parallelism) or linear coefficients. The sweep's simulations run side by side on threads
 (the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as one
 message, after the numbers. Each part runs only when one of its inputs changed: a new objective runs only the
-replica search (7 ms), a new replica count only the sweep. The sweep's rows are kept per rate
-(:class:`~aonkit.model.serving_grid.SweepRows`) while nothing else changes, so a new arrival rate simulates that
-rate and, one step in three of the slider, one or two grid points. ``bench/model_widgets.py`` times the updates.
+replica search (7 ms), a new replica count only the sweep. When the search starts at the panel's replica count,
+its first simulation is the sweep's row at the chosen rate, and it hands that row over (one simulation fewer). The
+sweep's rows are kept per rate (:class:`~aonkit.model.serving_grid.SweepRows`) while nothing else changes, so a new
+arrival rate simulates that rate and, one step in three of the slider, one or two grid points.
+``bench/model_widgets.py`` times the updates.
 
 Sliders answer while dragged (``live=True``). In a kernel a change is simulated :data:`COALESCE_S` after it
 arrives, with the values that arrived meanwhile (:class:`~aonkit.widgets._loop.Latest`): a dragged slider is
@@ -26,7 +28,7 @@ from __future__ import annotations
 import html
 import math
 import time
-from concurrent.futures import wait
+from concurrent.futures import Future, wait
 from typing import Any
 
 import ipywidgets as w
@@ -238,14 +240,40 @@ class ServingPanel(TextWidget, w.VBox):
         last = self._plan_at
         start = 1 if last is None else max(1, min(self.max_replicas, round(last[1] * rate / last[0])))
 
+        replicas = int(self.replicas.value)
+        # the search's first simulation (start replicas at the chosen rate) is the sweep's row there when start is
+        # the replica count: the search hands it over instead of the sweep simulating it again
+        handoff: Future | None = Future() if new_plan and new_sweep and start == replicas else None
+
+        def hand(c: int, row: dict) -> None:
+            if c == replicas and handoff is not None and not handoff.done():
+                handoff.set_result(row)
+
         def plan() -> ReplicaPlan | None:
             try:
                 return replicas_needed(rate, float(self.slo.value), prompts, outputs, max_replicas=self.max_replicas,
-                                       start=start, **kw)  # fmt: skip
+                                       start=start, on_row=hand, **kw)  # fmt: skip
             except ValueError as exc:
                 if "not met with" not in str(exc):
                     raise
                 return None
+            finally:  # the search failed before that row: the sweep simulates it itself
+                if handoff is not None and not handoff.done():
+                    handoff.set_result(None)
+
+        def simulate(rates: np.ndarray) -> list[dict]:
+            shared = handoff is not None and rate in rates
+            others = rates[rates != rate] if shared else rates
+            rows = sweep_rows(others, prompts, outputs, replicas=replicas, **kw) if len(others) else []
+            row = handoff.result() if shared else None  # type: ignore[union-attr]
+            if not shared:
+                return rows
+            if row is None:
+                row = sweep_rows([rate], prompts, outputs, replicas=replicas, **kw)[0]
+            else:
+                row = {"arrival_rate_per_s": rate, **row}
+            at = iter(rows)
+            return [row if r == rate else next(at) for r in rates]
 
         # the replica search beside the sweep, on a kept thread (starting one took about 2 ms an update on 2 CPUs)
         planned = thread_pool(1).submit(plan) if new_plan else None
@@ -253,8 +281,7 @@ class ServingPanel(TextWidget, w.VBox):
             if new_sweep:  # the rows of the rates kept for these other inputs, simulations for the others
                 rows_key = (*(c.value for c in self._controls if c is not self.slo and c is not self.rate),
                             self.n_requests, self.seed)  # fmt: skip
-                sweep = self.rows.sweep(rows_key, self.rates(), lambda rates: sweep_rows(
-                    rates, prompts, outputs, replicas=int(self.replicas.value), **kw))  # fmt: skip
+                sweep = self.rows.sweep(rows_key, self.rates(), simulate)
             else:
                 sweep = self._sweep
             knee = saturation_knee(sweep, "ttft_p99_s") if new_sweep else self._knee
