@@ -24,7 +24,7 @@ class TraceSet(Mapping[int, Trace]):
     step_lags : pandas.DataFrame or None
         For a job traced by ``aonkit trace --job`` or ``--all-ranks`` (:func:`aonkit.load` of its folder): per
         rank, how long after the earliest rank it passed the step boundaries before the trace
-        (:func:`aonkit.analysis.step_lags.step_lag_table`). None otherwise.
+        (:func:`aonkit.sources.traced_job.step_lag_table`). None otherwise.
     trace_notes : sequence of str
         What ``aonkit trace`` noted while tracing the job (a rank without samples, ranks that may not have traced
         the same steps...); empty otherwise.

@@ -100,13 +100,12 @@ def job_collectives(paths: Sequence[str | Path] | str | Path, *, client: Any = N
     A job folder ``aonkit trace`` wrote gives its ranks' hosts: the ranks of one host share its clock
     (:func:`~aonkit.analysis.collectives.clock_offsets`).
     """
-    from ..sources.traced_job import is_traced_job, read_job_manifest
+    from ..sources.traced_job import is_traced_job, job_hosts, read_job_manifest
     from .collectives import collectives_from_tables, comm_kernels, stragglers_from
 
     per = map_ranks(comm_kernels, paths, client=client, processes=processes)
     hosts = None
     if isinstance(paths, (str, Path)) and Path(paths).is_dir() and is_traced_job(paths):
-        lags, _ = read_job_manifest(paths)
-        hosts = {int(r): h for r, h in zip(lags["rank"], lags["host"]) if h}
+        hosts = job_hosts(read_job_manifest(paths)[0])
     coll, part = collectives_from_tables(per, hosts=hosts)
     return coll, part, stragglers_from(coll, part)

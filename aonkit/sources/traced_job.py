@@ -76,6 +76,11 @@ def step_lag_table(ranks: Sequence[dict]) -> pd.DataFrame:
     return table.sort_values("rank", kind="stable", ignore_index=True)
 
 
+def job_hosts(table: pd.DataFrame) -> dict[int, str]:
+    """Rank -> host of a :func:`step_lag_table`, for the ranks whose host is recorded."""
+    return {int(r): h for r, h in zip(table["rank"], table["host"]) if h}
+
+
 def read_job_manifest(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
     """The manifest's per-rank lags (:func:`step_lag_table`) and its notes.
 
@@ -119,8 +124,7 @@ def attach_traced_job(job: TraceSet, folder: str | Path, samples: bool = True) -
     """
     folder = Path(folder)
     job.step_lags, job.trace_notes = read_job_manifest(folder)
-    lags = job.step_lags
-    job.hosts = {int(r): h for r, h in zip(lags["rank"], lags["host"]) if h and r in job}
+    job.hosts = {r: h for r, h in job_hosts(job.step_lags).items() if r in job}
     if samples:
         attach_rank_samples(job, folder)
     return job
