@@ -419,41 +419,54 @@ def test_simpy_model_independent_draws(chunked):
 # --- invariants and validation --------------------------------------------------------------------
 
 
+def assert_same_run(ahead: tuple, plain: tuple, rtol: float) -> None:
+    """Two kernel results: every count and replica equal, every time within ``rtol`` (NaN where the other's is)."""
+    for a, b in zip(ahead, plain):
+        if a.dtype.kind == "f" and rtol > 0:
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=0)
+        else:
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("routing", ["jsq", "round_robin", "central"])
-def test_decode_steps_run_ahead_give_the_event_loops_results_to_the_bit(routing):
-    from aonkit._kernels.serving import simulate
+def test_decode_steps_in_closed_form_give_the_event_loops_results(routing):
+    from aonkit._kernels.serving import LAZY_REPLICAS, simulate
     from aonkit.model.serving import prepare
 
-    # GIVEN 30 random engines and loads per routing (1-4 replicas, batches of 1-8, light to saturated, bursty
-    # or even arrivals, whole or chunked prompts, sequences that finish together)
+    # GIVEN 30 random engines and loads per routing (1-16 replicas, batches of 1-8, light to saturated, bursty
+    # or even arrivals, whole or chunked prompts, short and long outputs, sequences that finish together)
     st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
-    ran_ahead = 0
+    ran_ahead = lazy = 0
     for seed in range(30):
         rng = np.random.default_rng(seed)
         chunked, mb = bool(seed % 2), int(rng.integers(1, 9))
+        replicas = int(rng.integers(1, 5)) if seed % 3 else int(rng.integers(LAZY_REPLICAS, 17))
         run = prepare(ArrivalProcess(float(rng.uniform(0.5, 40)), float(rng.uniform(0, 3))),
                       Lengths.lognormal(200, 1.0) if chunked else Lengths.uniform(1, 300),
-                      Lengths.geometric(float(rng.uniform(1, 60))) if seed % 5 else 16, step_time=st, n_requests=2000,
-                      replicas=int(rng.integers(1, 5)), max_batch=mb, chunked_prefill=chunked, routing=routing,
-                      token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else None, seed=seed)  # fmt: skip
+                      Lengths.geometric(float(rng.uniform(1, 60 if seed % 3 else 300))) if seed % 5 else 16,
+                      step_time=st, n_requests=2000, replicas=replicas, max_batch=mb, chunked_prefill=chunked,
+                      routing=routing, token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else None,
+                      seed=seed)  # fmt: skip
         args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
-        # WHEN the kernel runs decode-only steps ahead of the event loop, and when it does not
+        # WHEN the kernel runs decode-only steps in closed form (ahead of the event loop, or lazily), and when it
+        # runs every step as an event
         ahead, plain = simulate(*args, True), simulate(*args, False)
-        # THEN every time and count is the same, to the last bit
-        for a, b in zip(ahead, plain):
-            np.testing.assert_array_equal(a, b)
+        # THEN every count and replica is the same, and every time up to rounding (sums in another order)
+        assert_same_run(ahead, plain, 1e-12)
         ran_ahead += int(plain[4].sum() > 2 * len(run.arrivals))  # mostly decode steps: ahead had work
-    assert ran_ahead >= 10
+        lazy += int(replicas >= LAZY_REPLICAS and routing != "central")
+    assert ran_ahead >= 10 and (lazy >= 8 or routing == "central")
     # AND where arrivals come exactly as decode steps end (binary fractions: exact sums), the step end is handled
-    # first, then the arrival, then the next step (the arrival's prefill), both ways
+    # first, then the arrival, then the next step (the arrival's prefill), both ways, to the bit, run ahead (2
+    # replicas) or lazily (5)
     exact = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0, 0.0))
-    run = prepare(np.arange(1, 400) * 0.5, 8, Lengths.geometric(12), step_time=exact, replicas=2, max_batch=4,
-                  routing=routing, seed=1)  # fmt: skip
-    args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
-    ahead, plain = simulate(*args, True), simulate(*args, False)
-    for a, b in zip(ahead, plain):
-        np.testing.assert_array_equal(a, b)
-    assert np.isin(plain[2], run.arrivals).sum() > 20  # finishes at an arrival's instant
+    for replicas, output in ((2, 12), (max(5, LAZY_REPLICAS), 60)):
+        run = prepare(np.arange(1, 400) * 0.5, 8, Lengths.geometric(output), step_time=exact, replicas=replicas,
+                      max_batch=4, routing=routing, seed=1)  # fmt: skip
+        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        ahead, plain = simulate(*args, True), simulate(*args, False)
+        assert_same_run(ahead, plain, 0.0)
+        assert np.isin(plain[2], run.arrivals).sum() > 20  # finishes at an arrival's instant
 
 
 @pytest.mark.parametrize(("chunked", "routing"), [(False, "jsq"), (True, "jsq"), (False, "central"),

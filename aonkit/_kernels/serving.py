@@ -23,84 +23,57 @@ simultaneous step ends. Step time is ``overhead`` plus
 the prefill table at the step's prompt tokens (when any) plus the decode table
 at (batch, summed context) (when any); tables are linear interpolants on uniform
 grids (``x0``, ``h``). Loops index with ``range(n)`` from 0.
+
+A replica that can admit nothing and has no prompt in progress runs its decode-only steps without an event each,
+summing long runs of them in closed form (:func:`.serving_decode.decode_run`). With one central queue, fewer than
+``LAZY_REPLICAS`` replicas, or its next finish fewer than ``LAZY_STEPS`` steps away, it runs them ahead up to the
+next arrival (:func:`.serving_decode.decode_ahead`). Otherwise (a queue per replica: join-shortest-queue, round
+robin) it is lazy: its one event is its next finish, and its steps are run when that comes or when a request it can
+take is routed to it (up to the step then in progress; its old event goes stale). Routing reads only queue lengths
+and running counts, which change only at those events, so an arrival costs the work of the replica it reaches, not
+of every busy one; with a central queue any replica may take the next request.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit, njit_leaf
+from ._jit import njit
+from .serving_decode import (
+    BUSY,
+    DEC,
+    DSTEP,
+    DTOK,
+    GEN,
+    HN,
+    LAZY,
+    LAZY_STEPS,
+    NCOL,
+    PN,
+    PTOK,
+    QH,
+    QL,
+    QT,
+    RUN,
+    SJ,
+    SP,
+    STEPS,
+    TOUCH,
+    commit_run,
+    decode_ahead,
+    end_decode_step,
+    go_lazy,
+    heap_pop,
+    heap_push,
+    interp,
+    lazy_finish,
+)
 
 JSQ, ROUND_ROBIN, CENTRAL = 0, 1, 2
-
-# columns of the int64 state per replica; row n_rep holds the central queue's head, tail and length
-QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK = range(15)
-NCOL = 15
-
-
-@njit_leaf
-def heap_push(hk, hv, r, n, key, val):
-    """Push (key, val) onto the min-heap of ``n`` items in row ``r`` of ``hk``/``hv`` (ordered by key, then val).
-
-    Equal keys pop in ``val`` order, whatever the heap's history: simultaneous step ends are handled lowest
-    replica first.
-    """
-    j = n
-    while j > 0:
-        p = (j - 1) >> 1
-        if hk[r, p] < key or (hk[r, p] == key and hv[r, p] < val):
-            break
-        hk[r, j] = hk[r, p]
-        hv[r, j] = hv[r, p]
-        j = p
-    hk[r, j] = key
-    hv[r, j] = val
-
-
-@njit_leaf
-def heap_pop(hk, hv, r, n):
-    """Drop the root of the min-heap of ``n`` items in row ``r`` (read it first)."""
-    n -= 1
-    key = hk[r, n]
-    val = hv[r, n]
-    j = 0
-    while True:
-        c = 2 * j + 1
-        if c >= n:
-            break
-        if c + 1 < n and (hk[r, c + 1] < hk[r, c] or (hk[r, c + 1] == hk[r, c] and hv[r, c + 1] < hv[r, c])):
-            c += 1
-        if hk[r, c] > key or (hk[r, c] == key and hv[r, c] > val):
-            break
-        hk[r, j] = hk[r, c]
-        hv[r, j] = hv[r, c]
-        j = c
-    hk[r, j] = key
-    hv[r, j] = val
-
-
-@njit_leaf
-def interp(tab, row, x0, h, x):
-    """Row ``row`` of ``tab`` (values at ``x0 + k*h``) interpolated linearly at ``x``."""
-    u = (x - x0) / h
-    m = tab.shape[1] - 1
-    k = min(max(int(u), 0), m - 1)
-    return tab[row, k] + (u - k) * (tab[row, k + 1] - tab[row, k])
-
-
-@njit_leaf
-def end_decode_step(si, r, t, hk, hv, fin, pr, out):
-    """End replica ``r``'s decode step at ``t``: its decode-step count advances, the sequences it completed finish."""
-    d = si[r, DSTEP] + 1
-    si[r, DSTEP] = d
-    while si[r, HN] > 0 and hk[r, 0] <= d:
-        j = hv[r, 0]
-        heap_pop(hk, hv, r, si[r, HN])
-        si[r, HN] -= 1
-        fin[j] = t
-        si[r, RUN] -= 1
-        si[r, SP] -= pr[j]
-        si[r, SJ] -= d - out[j] + 1
+LAZY_REPLICAS = 3
+"""Replicas from which lazy replicas pay (with fewer, an arrival interrupts few busy replicas, and a finish as an
+event costs more than one run ahead: measured in session 44)."""
+LOW = (1 << 32) - 1  # an event's value is replica << 32 | the replica's generation (a lazy replica's stale event)
 
 
 @njit
@@ -108,8 +81,9 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
              dc_x0, dc_h, ahead=True):
     """Per request (start, first token, finish, replica); per replica (steps, busy s, prefill and decode tokens).
 
-    ``ahead``: run a replica's decode-only steps ahead (:func:`decode_ahead`) while nothing can reach it; the
-    results are the same to the last bit either way (the tests compare).
+    ``ahead``: run a replica's decode-only steps in closed form (:func:`.serving_decode.decode_run`) instead of one
+    event each: with one central queue (:func:`decode_ahead`) up to the next arrival; with a queue per replica
+    lazily (the module's docstring). The results are the same either way up to rounding (the tests compare).
     """
     n = arr.shape[0]
     start = np.full(n, np.nan)
@@ -125,8 +99,11 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
     hv = np.empty((n_rep, max_batch), np.int64)
     pbuf = np.empty((n_rep, max_batch), np.int64)
     ptk = np.empty((n_rep, max_batch), np.int64)
-    ek = np.empty((1, n_rep))
-    ev = np.empty((1, n_rep), np.int64)
+    lazy = ahead and routing != CENTRAL and n_rep >= LAZY_REPLICAS
+    lend = np.empty(n_rep)  # a lazy replica's step in progress: its end
+    lbusy = np.empty(n_rep)  # and its steps' summed durations up to its next finish
+    ek = np.empty((1, n_rep + (n if lazy else 0)))  # lazy: a replica's stale events, one at most per arrival
+    ev = np.empty((1, n_rep + (n if lazy else 0)), np.int64)
     cand = np.empty(n_rep, np.int64)
     en = 0
     n_busy = 0
@@ -138,14 +115,26 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             break
         nc = 0
         while en > 0 and ek[0, 0] <= t:  # steps ending now
-            r = ev[0, 0]
+            val = ev[0, 0]
             heap_pop(ek, ev, np.int64(0), en)
             en -= 1
+            r = val >> 32
+            if val & LOW != si[r, GEN]:  # a lazy replica's event, replaced when a request reached it
+                continue
+            lazy_end = si[r, LAZY] == 1
+            if lazy_end:  # a lazy replica's next finish: its steps up to it run, the step ending now counted
+                f = lazy_finish(si, r, t, arr[i] if i < n else np.inf, max_batch, busy_s, lend, lbusy, hk, hv, fin, pr,
+                                out, overhead, dc_tab, dc_x0, dc_h)  # fmt: skip
+                if f >= 0:  # lazy still, up to its next finish
+                    heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
+                    en += 1
+                    continue
             n_busy -= 1
             si[r, BUSY] = 0
-            si[r, STEPS] += 1
-            if si[r, DEC]:
-                end_decode_step(si, r, t, hk, hv, fin, pr, out)
+            if not lazy_end:
+                si[r, STEPS] += 1
+                if si[r, DEC]:
+                    end_decode_step(si, r, t, hk, hv, fin, pr, out)
             keep = 0
             for k in range(si[r, PN]):
                 j = pbuf[r, k]
@@ -188,6 +177,12 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
                 si[q, TOUCH] = 1
                 cand[nc] = q
                 nc += 1
+            elif q < n_rep and si[q, LAZY] and si[q, RUN] < max_batch:  # it can take the request: run it to now
+                e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
+                si[q, LAZY] = 0
+                si[q, GEN] += 1
+                heap_push(ek, ev, np.int64(0), en, e, (q << 32) | si[q, GEN])
+                en += 1
             i += 1
         if routing == CENTRAL and si[n_rep, QL] > 0 and n_busy + nc < n_rep:
             for r in range(n_rep):
@@ -237,55 +232,19 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             busy_s[r] += dur
             n_busy += 1
             end = t + dur
+            if (lazy and tokens == 0 and decode and pn == 0 and (si[q, QL] == 0 or si[r, RUN] >= max_batch)
+                    and hk[r, 0] - 1 - si[r, DSTEP] >= LAZY_STEPS):
+                # decode-only until its next finish unless a request reaches it: its event is that finish
+                f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h)
+                heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
+                en += 1
+                continue
             until = arr[i] if i < n else np.inf
             if ahead and end < until and tokens == 0 and decode and pn == 0 and si[q, QL] == 0:  # a step to take
                 end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h)
                 if end < 0:  # it ran out of work: idle
                     n_busy -= 1
                     continue
-            heap_push(ek, ev, np.int64(0), en, end, r)
+            heap_push(ek, ev, np.int64(0), en, end, (r << 32) | si[r, GEN])
             en += 1
     return start, first, fin, rep, si[:n_rep, STEPS].copy(), busy_s, si[:n_rep, PTOK].copy(), si[:n_rep, DTOK].copy()
-
-
-@njit_leaf
-def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h):
-    """Run replica ``r``'s decode-only steps while each ends before ``until`` (the next arrival).
-
-    Called as a decode-only step starts (nothing waiting for ``r``, no prompt in progress): until an
-    arrival nothing else can reach ``r`` (other replicas share only the arrivals, and the central queue,
-    empty, only grows with them), so its steps follow one another as the event loop would run them, with
-    the same arithmetic in the same order. Between two finishes the batch is the same, so those steps run
-    in a loop of locals (the step count, decode-step count, tokens and busy time are written back after
-    it); a step at which a sequence finishes goes through :func:`end_decode_step`. Returns the end of the
-    step in progress (for the event heap) or -1 when its last sequence finished and it went idle (``BUSY``
-    cleared).
-    """
-    while end < until:
-        b = si[r, HN]
-        d = si[r, DSTEP]
-        last = hk[r, 0] - 1  # the last decode-step count before the next finish
-        if d < last:  # steps that end with no sequence finishing
-            sp, sj, steps, dtok, busy = si[r, SP], si[r, SJ], si[r, STEPS], si[r, DTOK], busy_s[r]
-            while end < until and d < last:
-                steps += 1  # the step ending at `end`
-                d += 1
-                dur = overhead + interp(dc_tab, b, dc_x0, dc_h, sp + b * (1 + d) - sj)  # the next, from `end`
-                dtok += b
-                busy += dur
-                end = end + dur
-            si[r, DSTEP], si[r, STEPS], si[r, DTOK] = d, steps, dtok
-            busy_s[r] = busy
-            continue
-        si[r, STEPS] += 1  # the step ending at `end`: a sequence finishes
-        end_decode_step(si, r, end, hk, hv, fin, pr, out)
-        b = si[r, HN]
-        if b == 0:
-            si[r, BUSY] = 0
-            return -1.0
-        ctx = si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ]  # the next decode step, starting at `end`
-        dur = overhead + interp(dc_tab, b, dc_x0, dc_h, ctx)
-        si[r, DTOK] += b
-        busy_s[r] += dur
-        end = end + dur
-    return end

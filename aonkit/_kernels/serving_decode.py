@@ -1,0 +1,255 @@
+"""A replica's decode steps in the serving simulation (:mod:`.serving`): its state, heaps and step times.
+
+Between two changes of its batch (a sequence finishing, a request admitted) a replica's decode steps differ
+only in their context, which grows by the batch size each step; step times are linear interpolants in context, so
+within one cell of the context grid they grow linearly, and :func:`decode_run` sums a cell's steps at once (and
+finds the step in progress at a given instant by bisection) instead of stepping one by one. Loops index with
+``range(n)`` from 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import njit_leaf
+
+# columns of the int64 state per replica; row n_rep holds the central queue's head, tail and length
+QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK, LAZY, GEN, LJ = range(18)
+NCOL = 18
+SHORT = 8
+"""Runs of at most this many steps before the next finish, and the first steps of any run, are stepped one by one
+(:func:`decode_run`): a closed form costs more than a few steps, and an arrival often ends a run early."""
+LAZY_STEPS = 16
+"""A replica goes lazy only when its next finish is this many steps away or more: at high load, finishes come every
+few steps and the replica's events are due soon anyway (lazy cost 15-25% there, measured in session 44)."""
+
+
+@njit_leaf
+def heap_push(hk, hv, r, n, key, val):
+    """Push (key, val) onto the min-heap of ``n`` items in row ``r`` of ``hk``/``hv`` (ordered by key, then val).
+
+    Equal keys pop in ``val`` order, whatever the heap's history: simultaneous step ends are handled lowest
+    replica first.
+    """
+    j = n
+    while j > 0:
+        p = (j - 1) >> 1
+        if hk[r, p] < key or (hk[r, p] == key and hv[r, p] < val):
+            break
+        hk[r, j] = hk[r, p]
+        hv[r, j] = hv[r, p]
+        j = p
+    hk[r, j] = key
+    hv[r, j] = val
+
+
+@njit_leaf
+def heap_pop(hk, hv, r, n):
+    """Drop the root of the min-heap of ``n`` items in row ``r`` (read it first)."""
+    n -= 1
+    key = hk[r, n]
+    val = hv[r, n]
+    j = 0
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            break
+        if c + 1 < n and (hk[r, c + 1] < hk[r, c] or (hk[r, c + 1] == hk[r, c] and hv[r, c + 1] < hv[r, c])):
+            c += 1
+        if hk[r, c] > key or (hk[r, c] == key and hv[r, c] > val):
+            break
+        hk[r, j] = hk[r, c]
+        hv[r, j] = hv[r, c]
+        j = c
+    hk[r, j] = key
+    hv[r, j] = val
+
+
+@njit_leaf
+def interp(tab, row, x0, h, x):
+    """Row ``row`` of ``tab`` (values at ``x0 + k*h``) interpolated linearly at ``x``."""
+    u = (x - x0) / h
+    m = tab.shape[1] - 1
+    k = min(max(int(u), 0), m - 1)
+    return tab[row, k] + (u - k) * (tab[row, k + 1] - tab[row, k])
+
+
+@njit_leaf
+def end_decode_step(si, r, t, hk, hv, fin, pr, out):
+    """End replica ``r``'s decode step at ``t``: its decode-step count advances, the sequences it completed finish."""
+    d = si[r, DSTEP] + 1
+    si[r, DSTEP] = d
+    while si[r, HN] > 0 and hk[r, 0] <= d:
+        j = hv[r, 0]
+        heap_pop(hk, hv, r, si[r, HN])
+        si[r, HN] -= 1
+        fin[j] = t
+        si[r, RUN] -= 1
+        si[r, SP] -= pr[j]
+        si[r, SJ] -= d - out[j] + 1
+
+
+@njit_leaf
+def decode_run(tab, b, x0, h, overhead, base, d, last, end, until):
+    """The decode-only steps the event loop would run one by one, in closed form.
+
+    From a step in progress ending at ``end`` with decode-step count ``d``: while ``end < until`` and ``d < last``,
+    the step ends (``d += 1``) and the next starts, lasting ``overhead + interp(tab, b, x0, h, base + b * d)``.
+    Within one cell of the grid those durations are ``a + g*i``, so ``n`` of them sum to ``n*a + g*n(n-1)/2``; the
+    first step whose end reaches ``until`` is found by bisection on that sum. The cells are the ones
+    :func:`interp` picks (the same expression, checked at each boundary), so each step's duration is the
+    interpolant of its own cell; sums differ from the step-by-step ones only by rounding.
+
+    Returns
+    -------
+    (steps, end, busy)
+        Steps ended, the end of the step then in progress, and the summed durations of the steps started.
+    """
+    m = tab.shape[1] - 1
+    steps = 0
+    busy = 0.0
+    while end < until and d < last:
+        if steps < SHORT or last - d <= SHORT:  # the first steps one by one: `until` may be near
+            d += 1
+            steps += 1
+            dur = overhead + interp(tab, b, x0, h, base + b * d)
+            busy += dur
+            end += dur
+            continue
+        c = base + b * (d + 1)  # the next step's context
+        u = (c - x0) / h
+        k = min(max(int(u), 0), m - 1)
+        lo, hi = tab[b, k], tab[b, k + 1]
+        a = overhead + (lo + (u - k) * (hi - lo))  # its duration, as interp gives it
+        g = b * (hi - lo) / h  # the growth per step within the cell
+        n = last - d
+        if k < m - 1 and n > 1:  # the first step in a later cell, i >= 1 steps on
+            i = max(1, min(n, int((x0 + (k + 1) * h - c) / b) + 1))
+            while i > 1 and int((c + b * (i - 1) - x0) / h) > k:
+                i -= 1
+            while i < n and int((c + b * i - x0) / h) <= k:
+                i += 1
+            n = i
+        if a < 0 or a + g * (n - 1) < 0:  # durations below 0 (past the grid's end only): one step, as the loop does
+            d += 1
+            steps += 1
+            busy += a
+            end += a
+            continue
+        s = n * a + g * (n * (n - 1) * 0.5)
+        if end + s >= until:  # the step in progress at `until` is among these: the first whose end reaches it
+            lo_n, hi_n = 0, n
+            while hi_n - lo_n > 1:
+                mid = (lo_n + hi_n) >> 1
+                if end + (mid * a + g * (mid * (mid - 1) * 0.5)) >= until:
+                    hi_n = mid
+                else:
+                    lo_n = mid
+            n = hi_n
+            s = n * a + g * (n * (n - 1) * 0.5)
+        d += n
+        steps += n
+        busy += s
+        end += s
+    return steps, end, busy
+
+
+@njit_leaf
+def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h):
+    """Run replica ``r``'s decode-only steps (:func:`decode_run`) up to its next finish or ``until``; their end."""
+    b = si[r, HN]
+    steps, end, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, si[r, SP] - si[r, SJ] + b, si[r, DSTEP],
+                                  hk[r, 0] - 1, end, until)  # fmt: skip
+    si[r, DSTEP] += steps
+    si[r, STEPS] += steps
+    si[r, DTOK] += b * steps
+    busy_s[r] += busy
+    return end
+
+
+@njit_leaf
+def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h):
+    """Run replica ``r``'s decode-only steps while each ends before ``until`` (the next arrival).
+
+    Called as a decode-only step starts (nothing waiting for ``r``, no prompt in progress): until an
+    arrival nothing else can reach ``r`` (other replicas share only the arrivals, and the central queue,
+    empty, only grows with them), so its steps follow one another as the event loop would run them. Between
+    two finishes the batch is the same and :func:`commit_run` runs those steps at once; a step at which a sequence
+    finishes goes through :func:`end_decode_step`. Returns the end of the step in progress (for the event heap) or
+    -1 when its last sequence finished and it went idle (``BUSY`` cleared).
+    """
+    while end < until:
+        d = si[r, DSTEP]
+        last = hk[r, 0] - 1  # the last decode-step count before the next finish
+        if d < last:  # steps with no sequence finishing: the first few one by one, in a loop of locals
+            b = si[r, HN]
+            sp, sj, steps, dtok, busy = si[r, SP], si[r, SJ], si[r, STEPS], si[r, DTOK], busy_s[r]
+            stop = min(last, d + SHORT)
+            while end < until and d < stop:
+                steps += 1  # the step ending at `end`
+                d += 1
+                dur = overhead + interp(dc_tab, b, dc_x0, dc_h, sp + b * (1 + d) - sj)  # the next, from `end`
+                dtok += b
+                busy += dur
+                end = end + dur
+            si[r, DSTEP], si[r, STEPS], si[r, DTOK] = d, steps, dtok
+            busy_s[r] = busy
+            if end < until and d < last:  # the rest in closed form
+                end = commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
+            continue
+        si[r, STEPS] += 1  # the step ending at `end`: a sequence finishes
+        end_decode_step(si, r, end, hk, hv, fin, pr, out)
+        b = si[r, HN]
+        if b == 0:
+            si[r, BUSY] = 0
+            return -1.0
+        ctx = si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ]  # the next decode step, starting at `end`
+        dur = overhead + interp(dc_tab, b, dc_x0, dc_h, ctx)
+        si[r, DTOK] += b
+        busy_s[r] += dur
+        end = end + dur
+    return end
+
+
+@njit_leaf
+def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h):
+    """Replica ``r``'s decode-only step in progress, ending at ``end``, makes it lazy: returns its next finish's time.
+
+    Its steps up to that finish are taken when it comes (:func:`lazy_finish`: as computed here, kept in ``LJ`` and
+    ``lbusy``) or run when a request it can take reaches it first (:func:`commit_run`, up to the step then in
+    progress).
+    """
+    si[r, LAZY] = 1
+    lend[r] = end
+    b = si[r, HN]
+    steps, f, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, si[r, SP] - si[r, SJ] + b, si[r, DSTEP],
+                                hk[r, 0] - 1, end, np.inf)  # fmt: skip
+    si[r, LJ] = steps
+    lbusy[r] = busy
+    return f
+
+
+@njit_leaf
+def lazy_finish(si, r, t, arrival, max_batch, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0,
+                dc_h):
+    """Lazy replica ``r``'s next finish, at ``t``: its steps run, its step ending at ``t`` counted, sequences finished.
+
+    When it can still take no request (none waiting, or a full batch) and none arrives now (``arrival``, the next
+    arrival's time, is later: the loop starts steps after the arrivals of their instant), its next decode step starts
+    and it stays lazy: returns that step's next finish (its new event). Otherwise returns -1, no longer lazy: the
+    event loop goes on with its step end (it then admits, or goes idle).
+    """
+    steps = si[r, LJ]  # its steps up to the finish, as go_lazy ran them
+    si[r, DSTEP] += steps
+    si[r, STEPS] += steps + 1  # and the step ending now
+    si[r, DTOK] += si[r, HN] * steps
+    busy_s[r] += lbusy[r]
+    end_decode_step(si, r, t, hk, hv, fin, pr, out)
+    b = si[r, HN]
+    if b == 0 or arrival <= t or (si[r, QL] > 0 and si[r, RUN] < max_batch) or hk[r, 0] - 1 - si[r, DSTEP] < LAZY_STEPS:
+        si[r, LAZY] = 0
+        return -1.0
+    dur = overhead + interp(dc_tab, b, dc_x0, dc_h, si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ])
+    si[r, DTOK] += b
+    busy_s[r] += dur
+    return go_lazy(si, r, t + dur, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h)
