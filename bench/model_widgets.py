@@ -81,7 +81,39 @@ def in_process(repeats: int) -> None:
             print(f"| {control} | {len(got)} | {statistics.median(got):.1f} | {_q(got, 0.9):.1f} | {max(got):.1f} |")
         print(f"| all | {len(every)} | {statistics.median(every):.1f} | {_q(every, 0.9):.1f} | {max(every):.1f} |")
         if name == "ServingPanel":
+            first_visits(panel)
             drag_rows(panel)
+            replica_rows(repeats)
+
+
+def first_visits(panel) -> None:
+    """The device set to each of the 20 devices in turn: more than the panel keeps step times for (8), so each
+    change tabulates the model again, as a device not chosen lately does (the rows above revisit three)."""
+    from aonkit.model.hardware import devices
+
+    got = []
+    for d in [d.name for d in devices()] * 2:
+        if panel.device.value != d:
+            panel.device.value = d
+            got.append(panel.update_s * 1e3)
+    panel.device.value = "H100 SXM"
+    print(f"| device, each of 20 in turn (model tabulated) | {len(got)} | {statistics.median(got):.1f} | "
+          f"{_q(got, 0.9):.1f} | {max(got):.1f} |")  # fmt: skip
+
+
+def replica_rows(repeats: int) -> None:
+    """Device changes (the sweep and the replica search both run) of panels with more replicas, at 20 requests/s."""
+    from aonkit.widgets import ServingPanel
+
+    print("\n| replicas (20 requests/s), device changed | changes | median | p90 | worst |\n|---|---:|---:|---:|---:|")
+    for replicas in (1, 2, 4, 8, 16, 64):
+        panel = ServingPanel(replicas=replicas)
+        got = []
+        for _ in range(repeats):
+            for v in SERVING_CHANGES["device"]:
+                panel.device.value = v
+                got.append(panel.update_s * 1e3)
+        print(f"| {replicas} | {len(got)} | {statistics.median(got):.1f} | {_q(got, 0.9):.1f} | {max(got):.1f} |")
 
 
 def drag_rows(panel) -> None:

@@ -21,6 +21,7 @@ from aonkit.model.llm import (
     training_step,
 )
 from aonkit.model.serving_grid import sweep_rates
+from aonkit.model.serving_steps import ModelStepTimes, model_step_time
 from aonkit.views.llm import (
     CAPACITY_COLOR,
     OVER_COLOR,
@@ -35,7 +36,6 @@ from aonkit.views.llm import (
 from aonkit.views.serving import knee_data, sweep_data
 from aonkit.widgets import LLMModelPanel, ServingPanel
 from aonkit.widgets.llm import parse_efficiency
-from aonkit.widgets.serving import model_step_time
 
 H100 = device_spec("H100 SXM")
 
@@ -258,6 +258,34 @@ def test_serving_panel_model_step_times() -> None:
     assert not p.sweep["ttft_p50_s"].equals(sweep["ttft_p50_s"])
     p.step_kind.value = "model"
     pd.testing.assert_frame_equal(p.sweep, sweep)
+
+
+def test_kept_step_times_go_back_to_a_device_without_tabulating_the_model_again(monkeypatch) -> None:
+    import aonkit.model.serving_steps as steps
+
+    calls = []
+    real = steps.decode_time
+    monkeypatch.setattr(steps, "decode_time", lambda *a, **k: calls.append(a[1].name) or real(*a, **k))
+    # GIVEN a panel on H100s, switched to A100s
+    p = ServingPanel(20.0, n_requests=N, lengths="fixed", model="Llama-3 8B", device="H100 SXM", tp=1)
+    h100 = p.sweep
+    p.device.value = "A100 SXM4 80GB"
+    a100 = p.sweep
+    assert calls == ["H100 SXM", "A100 SXM4 80GB"]  # one decode table per device
+    # WHEN it goes back to the H100s
+    p.device.value = "H100 SXM"
+    # THEN the model is not tabulated again, and the sweep is the one it had
+    assert calls == ["H100 SXM", "A100 SXM4 80GB"]
+    pd.testing.assert_frame_equal(p.sweep, h100)
+    p.device.value = "A100 SXM4 80GB"
+    pd.testing.assert_frame_equal(p.sweep, a100)
+    assert len(calls) == 2
+    # AND only the last 8 (preset, device, TP) are kept: the oldest is tabulated again
+    kept = ModelStepTimes(kept=2)
+    first = kept(LLAMA3_8B, H100, 1)
+    assert kept(LLAMA3_8B, H100, 1) is first and kept(LLAMA3_8B, H100, 2) is not first
+    kept(LLAMA3_8B, H100, 4)
+    assert kept(LLAMA3_8B, H100, 1) is not first
 
 
 def test_serving_panel_bad_setting_and_text() -> None:

@@ -41,7 +41,7 @@ from ..model.serving import thread_pool
 from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, sweep_rows
 from ..model.serving_grid import SweepRows, sweep_rates
 from ..model.serving_inputs import Lengths, StepTime
-from ..model.serving_steps import model_step_time
+from ..model.serving_steps import ModelStepTimes
 from ..views import theme
 from ..views.model_charts import sweep_charts
 from ..views.serving import knee_data, marker_data, slo_data, sweep_data
@@ -157,7 +157,7 @@ class ServingPanel(TextWidget, w.VBox):
         self.model_box = w.VBox([self.model, self.device, self.tp])
         self.linear_box = w.VBox(list(self.coeffs.values()))
         self._toggle_step_boxes()
-        self._step_cache: tuple[tuple, StepTime] | None = None
+        self._step_times = ModelStepTimes()
         self.rows = SweepRows()
         self._plan_at: tuple[float, int] | None = None  # the rate and answer of the last replica search
 
@@ -187,15 +187,12 @@ class ServingPanel(TextWidget, w.VBox):
 
     # ---- inputs ------------------------------------------------------------------------------------------------
     def step_time(self) -> StepTime:
-        """The engine step times the controls choose (model ones cached per preset, device and TP)."""
+        """The engine step times the controls choose (model ones kept for the last 8 presets, devices and TPs)."""
         if self.step_kind.value == "linear":
             c = {k: float(v.value) for k, v in self.coeffs.items()}
             return StepTime(prefill_time_s=(c["prefill_a"], c["prefill_b"]),
                             decode_time_s=(c["decode_a"], c["decode_b"], c["decode_c"]))  # fmt: skip
-        key = (self.model.value, self.device.value, int(self.tp.value))
-        if self._step_cache is None or self._step_cache[0] != key:
-            self._step_cache = (key, model_step_time(PRESETS[key[0]], self.devices[key[1]], key[2]))
-        return self._step_cache[1]
+        return self._step_times(PRESETS[self.model.value], self.devices[self.device.value], int(self.tp.value))
 
     def workload(self) -> tuple[int | Lengths, int | Lengths]:
         """Prompt and output lengths: fixed, or lognormal prompts (CV 1) and geometric outputs with the slider means."""
