@@ -69,6 +69,7 @@ class LazyTraceSet(TraceSet):
         self._notes = list(notes)
         self.samples_from: Path | None = None
         """A traced job's folder (:mod:`aonkit.sources.traced_job`): each rank read here gets its samples from it."""
+        self._samples_read: dict = {}  # its samples files read, each once (attach_rank_samples' tables)
         self._memo: dict[Any, dict[int, Any]] = {}
         self._pool: Any = None
         self._finalizer: Any = None
@@ -117,7 +118,7 @@ class LazyTraceSet(TraceSet):
         if self.samples_from is not None:  # a folder aonkit trace wrote: the rank's node's samples
             from .sources.traced_job import attach_rank_samples
 
-            attach_rank_samples({rank: trace}, self.samples_from)
+            attach_rank_samples({rank: trace}, self.samples_from, self._samples_read)
         self._held[rank] = trace
         while len(self._held) > self.keep:
             self._held.popitem(last=False)

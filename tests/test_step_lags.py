@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -147,6 +148,26 @@ def test_aonkit_load_of_a_traced_job_gives_each_rank_its_own_samples_else_the_jo
         with pytest.raises(TraceFormatError, match="unreadable samples") as e:
             aonkit.load_job(out)
         assert e.value.path == str(out / "rank1.samples.parquet")
+
+
+def test_a_lazy_traced_job_reads_each_samples_file_once(tmp_path: Path, monkeypatch) -> None:
+    import aonkit.sources.traced_job as tj
+
+    out = _traced_job(tmp_path, [0.0, 6.5])
+    _samples(-1, [1.0, 2.0, 3.0]).to_parquet(out / JOB_SAMPLES)
+    read = []
+    real = tj._samples
+    monkeypatch.setattr(tj, "_samples", lambda path: read.append(path.name) or real(path))
+    # GIVEN a lazy job of a traced folder that keeps one rank in memory
+    with aonkit.open_job(out, processes=1, keep=1) as lazy:
+        # WHEN its ranks are read, dropped and read again
+        got = [lazy[r].samples["value"].tolist() for r in (0, 1, 0, 1)]
+        # THEN each gets the job's samples, read from the file once
+        assert got == [[1.0, 2.0, 3.0]] * 4 and read == [JOB_SAMPLES]
+        # AND a file written again is read again
+        _samples(-1, [4.0]).to_parquet(out / JOB_SAMPLES)
+        os.utime(out / JOB_SAMPLES, ns=(1, 1))
+        assert lazy[0].samples["value"].tolist() == [4.0] and read == [JOB_SAMPLES] * 2
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),

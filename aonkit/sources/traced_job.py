@@ -130,21 +130,37 @@ def attach_traced_job(job: TraceSet, folder: str | Path, samples: bool = True) -
     return job
 
 
-def attach_rank_samples(traces: Mapping[int, Trace], folder: str | Path) -> None:
+def attach_rank_samples(traces: Mapping[int, Trace], folder: str | Path, tables: dict | None = None) -> None:
     """Put a traced job folder's samples on each rank's trace: its own ``rank<N>.samples.parquet``, else the job's.
 
     ``traces`` maps ranks to traces (a job, or the files of the folder loaded each on its own and keyed by the rank
-    their names say). Raises :class:`~aonkit.TraceFormatError` naming a samples file that cannot be read.
+    their names say). ``tables``, a dict the caller keeps, holds the tables read (by path, modification time and
+    size), so that a caller reading ranks one at a time (:class:`~aonkit.lazyset.LazyTraceSet`) reads each file
+    once. Raises :class:`~aonkit.TraceFormatError` naming a samples file that cannot be read.
     """
     from .samples import attach_samples
 
     folder = Path(folder)
-    shared = _samples(folder / JOB_SAMPLES)
+    shared = _kept_samples(folder / JOB_SAMPLES, tables)
     for rank, trace in traces.items():
-        own = _samples(folder / f"rank{rank}.samples.parquet")
+        own = _kept_samples(folder / f"rank{rank}.samples.parquet", tables)
         table = own if own is not None else shared
         if table is not None and len(table):
             attach_samples(trace, table)
+
+
+def _kept_samples(path: Path, tables: dict | None) -> pd.DataFrame | None:
+    """:func:`_samples`, or the table ``tables`` kept for the file as it is now."""
+    if tables is None:
+        return _samples(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in tables:
+        tables[key] = _samples(path)
+    return tables[key]
 
 
 def _samples(path: Path) -> pd.DataFrame | None:
