@@ -234,9 +234,10 @@ def lazy_finish(si, r, t, arrival, max_batch, busy_s, lend, lbusy, hk, hv, fin, 
                 dc_h):
     """Lazy replica ``r``'s next finish, at ``t``: its steps run, its step ending at ``t`` counted, sequences finished.
 
-    When it can still take no request (none waiting, or a full batch) and none arrives now (``arrival``, the next
-    arrival's time, is later: the loop starts steps after the arrivals of their instant), its next decode step starts
-    and it stays lazy: returns that step's next finish (its new event). Otherwise returns -1, no longer lazy: the
+    When it can still take no request (none waiting, or a full batch), none arrives now (``arrival``, the next
+    arrival's time, is later: the loop starts steps after the arrivals of their instant) and its next finish is
+    :data:`LAZY_STEPS` steps away or more, its next decode step starts and it stays lazy: returns that step's next
+    finish (its new event). Otherwise returns -1, no longer lazy: the
     event loop goes on with its step end (it then admits, or goes idle).
     """
     steps = si[r, LJ]  # its steps up to the finish, as go_lazy ran them
@@ -246,7 +247,7 @@ def lazy_finish(si, r, t, arrival, max_batch, busy_s, lend, lbusy, hk, hv, fin, 
     busy_s[r] += lbusy[r]
     end_decode_step(si, r, t, hk, hv, fin, pr, out)
     b = si[r, HN]
-    if b == 0 or arrival <= t or (si[r, QL] > 0 and si[r, RUN] < max_batch) or hk[r, 0] - 1 - si[r, DSTEP] < LAZY_STEPS:
+    if b == 0 or arrival <= t or (si[r, QL] > 0 and si[r, RUN] < max_batch) or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS:
         si[r, LAZY] = 0
         return -1.0
     dur = overhead + interp(dc_tab, b, dc_x0, dc_h, si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ])
