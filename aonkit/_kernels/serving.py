@@ -81,9 +81,9 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
              dc_x0, dc_h, ahead=True):
     """Per request (start, first token, finish, replica); per replica (steps, busy s, prefill and decode tokens).
 
-    ``ahead``: run a replica's decode-only steps in closed form (:func:`.serving_decode.decode_run`) instead of one
-    event each: with one central queue (:func:`decode_ahead`) up to the next arrival; with a queue per replica
-    lazily (the module's docstring). The results are the same either way up to rounding (the tests compare).
+    ``ahead``: run a replica's decode-only steps without an event each, ahead up to the next arrival or lazily (the
+    module's docstring); False runs every step as an event, the reference the tests compare with. The counts are
+    the same either way, the times up to rounding.
     """
     n = arr.shape[0]
     start = np.full(n, np.nan)
