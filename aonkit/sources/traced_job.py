@@ -134,9 +134,9 @@ def attach_rank_samples(traces: Mapping[int, Trace], folder: str | Path, tables:
     """Put a traced job folder's samples on each rank's trace: its own ``rank<N>.samples.parquet``, else the job's.
 
     ``traces`` maps ranks to traces (a job, or the files of the folder loaded each on its own and keyed by the rank
-    their names say). ``tables``, a dict the caller keeps, holds the tables read (by path, modification time and
-    size), so that a caller reading ranks one at a time (:class:`~aonkit.lazyset.LazyTraceSet`) reads each file
-    once. Raises :class:`~aonkit.TraceFormatError` naming a samples file that cannot be read.
+    their names say). ``tables``, a dict the caller keeps, holds the tables read (by path, with the file's
+    modification time and size), so that a caller reading ranks one at a time (:class:`~aonkit.lazyset.LazyTraceSet`)
+    reads each file once. Raises :class:`~aonkit.TraceFormatError` naming a samples file that cannot be read.
     """
     from .samples import attach_samples
 
@@ -150,17 +150,18 @@ def attach_rank_samples(traces: Mapping[int, Trace], folder: str | Path, tables:
 
 
 def _kept_samples(path: Path, tables: dict | None) -> pd.DataFrame | None:
-    """:func:`_samples`, or the table ``tables`` kept for the file as it is now."""
+    """:func:`_samples`, or the table ``tables`` keeps for the file as it is now (a rewritten file replaces it)."""
     if tables is None:
         return _samples(path)
     try:
         st = path.stat()
     except OSError:
         return None
-    key = (str(path), st.st_mtime_ns, st.st_size)
-    if key not in tables:
-        tables[key] = _samples(path)
-    return tables[key]
+    stamp = (st.st_mtime_ns, st.st_size)
+    kept = tables.get(str(path))
+    if kept is None or kept[0] != stamp:
+        kept = tables[str(path)] = (stamp, _samples(path))
+    return kept[1]
 
 
 def _samples(path: Path) -> pd.DataFrame | None:
