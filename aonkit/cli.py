@@ -60,14 +60,15 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def _traced_job_lines(folder: Path) -> list[str]:
     """A job folder ``aonkit trace`` wrote: its ranks and hosts, the rank the others waited for, its notes."""
     from .analysis.step_lags import latest_rank
-    from .sources.traced_job import is_traced_job, job_hosts, read_job_manifest
+    from .sources.traced_job import is_traced_job, job_clocks, job_hosts, read_job_manifest
 
     if not (folder.is_dir() and is_traced_job(folder)):
         return []
     lags, notes = read_job_manifest(folder)
-    hosts = len(set(job_hosts(lags).values()))
+    hosts, clocks = len(set(job_hosts(lags).values())), len(set(job_clocks(lags).values()))
+    nodes = f" ({clocks} node(s) by boot id: one clock each)" if hosts and clocks != hosts else ""
     late = latest_rank(lags, notes)
-    return [f"job traced by aonkit trace: {len(lags)} rank(s) on {hosts or 'unrecorded'} host(s)",
+    return [f"job traced by aonkit trace: {len(lags)} rank(s) on {hosts or 'unrecorded'} host(s){nodes}",
             *([f"  {late.sentence()}"] if late else []), *(f"  note: {n}" for n in notes)]  # fmt: skip
 
 

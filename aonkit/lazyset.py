@@ -220,9 +220,10 @@ class LazyTraceSet(TraceSet):
                 pool.shutdown()
 
     def eager(self) -> TraceSet:
-        """Every rank read into memory, as a plain :class:`~aonkit.TraceSet` (a traced job's lags and hosts kept)."""
+        """Every rank read into memory, as a plain :class:`~aonkit.TraceSet` (a traced job's lags, clocks... kept)."""
         job = TraceSet({r: self[r] for r in self._files})
-        job.step_lags, job.trace_notes, job.hosts = self.step_lags, self.trace_notes, self.hosts
+        job.step_lags, job.trace_notes = self.step_lags, self.trace_notes
+        job.hosts, job.clocks = self.hosts, self.clocks
         return job
 
     def __repr__(self) -> str:

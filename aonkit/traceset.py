@@ -29,13 +29,19 @@ class TraceSet(Mapping[int, Trace]):
         What ``aonkit trace`` noted while tracing the job (a rank without samples, ranks that may not have traced
         the same steps...); empty otherwise.
     hosts : mapping of int to str
-        Rank -> host, where known (a job ``aonkit trace`` wrote): ranks of one host share its clock, so
-        :func:`aonkit.analysis.collectives.clock_offsets` gives them one offset. Empty otherwise.
+        Rank -> host name, where known (a job ``aonkit trace`` wrote). The ranks of one host's samples are one
+        node's (:func:`aonkit.analysis.combine.combined_samples`). Empty otherwise.
+    clocks : mapping of int to str
+        Rank -> the clock its trace is on, where known (a job ``aonkit trace`` wrote:
+        :func:`aonkit.sources.traced_job.job_clocks`, by the node's boot id). Ranks with one clock get one offset
+        from :func:`aonkit.analysis.collectives.clock_offsets`. When empty, ``hosts`` stand for the clocks (one per
+        host), so setting ``hosts`` by hand is enough.
     """
 
     step_lags: Any = None
     trace_notes: Sequence[str] = ()
     hosts: Mapping[int, str] = MappingProxyType({})
+    clocks: Mapping[int, str] = MappingProxyType({})
 
     def __init__(self, traces: Mapping[int, Trace]) -> None:
         self._traces = dict(sorted(traces.items()))

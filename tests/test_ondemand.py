@@ -14,6 +14,7 @@ import pytest
 
 import aonkit
 import aonkit.live
+from aonkit.live.paths import boot_id
 from tests.live_helpers import Live, live_world, wait_line
 
 pytest.importorskip("torch")
@@ -191,12 +192,14 @@ def test_all_ranks_write_one_loadable_job_folder(live, train, tmp_path: Path) ->
         assert profiler_steps(job[rank]) == ["ProfilerStep#0", "ProfilerStep#1"]
     meta = json.loads((out / "aonkit-trace.meta.json").read_text())
     assert sorted((m["rank"], m["pid"]) for m in meta["ranks"]) == [(0, ranks[0].pid), (1, ranks[1].pid)]
+    assert [m["boot_id"] for m in meta["ranks"]] == [boot_id()] * 2 and len(boot_id()) == 36  # this node's clock
     samples = pd.read_parquet(out / "job.samples.parquet")
     assert set(samples["device"]) == {-1, 0, 1} and spans(samples, meta["t0_ns"], meta["t1_ns"])
     # (two processes that do not step together: the start agreement may say their steps do not match; nothing else)
     assert [m for m in meta["messages"] if "the same steps" not in m] == []
     assert all(len(t.samples) == len(samples) for _, t in job.items())  # load_job attached the job's samples
     assert job.step_lags["rank"].tolist() == [0, 1] and list(job.trace_notes) == meta["messages"]
+    assert job.clocks == {0: f"boot:{boot_id()}", 1: f"boot:{boot_id()}"}
     # one host: one clock (not the step starts' difference), and the job's view has the node's samples once
     from aonkit.analysis.combine import combine_ranks
 

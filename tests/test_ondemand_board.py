@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from aonkit.live import board
-from aonkit.live.paths import LiveError, NotOwnerError
+from aonkit.live.paths import LiveError, NotOwnerError, boot_id
 from tests.live_helpers import Live, live_world, wait_line
 
 torch = pytest.importorskip("torch")
@@ -93,6 +93,7 @@ def test_a_job_on_two_nodes_is_traced_at_the_same_steps_on_every_rank_and_goes_o
         manifest = json.loads((out / JOB_MANIFEST).read_text())
         ranks = {x["rank"]: x for x in manifest["ranks"]}
         assert sorted(ranks) == [0, 1, 2, 3] and all(x["steps"] == 3 for x in ranks.values())
+        assert {x["boot_id"] for x in ranks.values()} == {boot_id()}  # each rank's own record (here one node's)
         assert all(x["t0_ns"] >= manifest["start_ns"] for x in ranks.values())  # none started before the instant
         assert [ranks[k]["samples"] > 0 for k in range(4)] == [True, True, False, False]  # the daemon's node only
         assert any(m.startswith("rank 2 (") and "no aonkit daemon" in m for m in manifest["messages"]), manifest

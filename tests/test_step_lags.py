@@ -39,10 +39,10 @@ def test_the_table_keeps_every_rank_with_nan_for_a_lag_not_measured() -> None:
     t = step_lag_table([{"rank": 3, "host": "b", "boundary_lag_ms": 5.1}, {"rank": 0, "boundary_lag_ms": 0},
                         {"rank": 1, "host": "a", "boundary_lag_ms": None}, {"rank": None}])  # fmt: skip
     assert t["rank"].tolist() == [-1, 0, 1, 3] and t["host"].tolist() == ["", "", "a", "b"]
-    assert [str(d) for d in t.dtypes] == ["int64", "object", "float64"]
+    assert [str(d) for d in t.dtypes] == ["int64", "object", "object", "float64"]
     lag = t["boundary_lag_ms"].to_numpy()
     assert np.isnan(lag[[0, 2]]).all() and lag[[1, 3]].tolist() == [0.0, 5.1]
-    assert list(step_lag_table([]).columns) == ["rank", "host", "boundary_lag_ms"]
+    assert list(step_lag_table([]).columns) == ["rank", "host", "boot_id", "boundary_lag_ms"]
 
 
 @pytest.mark.parametrize("bad", [{"rank": "1"}, {"rank": True}, {"rank": 1.0}, {"rank": 2**31}, {"rank": 2**63},
@@ -55,14 +55,14 @@ def test_values_a_manifest_cannot_hold_are_refused(bad) -> None:
 
 def test_the_latest_rank_is_named_only_when_the_ranks_step_together_and_differ_by_a_millisecond() -> None:
     late = latest_rank(step_lag_table(_ranks(0.0, 0.4, 5.1, None)))
-    assert late is not None and (late.rank, late.first, late.hosts) == (2, 0, 1)
+    assert late is not None and (late.rank, late.first, late.clocks) == (2, 0, 1)
     assert late.lag_ms == pytest.approx(5.1)
     assert latest_rank(step_lag_table(_ranks(0.3, 1.2))) is None  # 0.9 ms apart
     assert latest_rank(step_lag_table(_ranks(0.3, 1.3))).rank == 1  # 1.0 ms: named
     assert latest_rank(step_lag_table(_ranks(None, 7.0))) is None  # one lag known
     assert latest_rank(step_lag_table(_ranks(0.0, 5.1)), [f"rank 1 ...: it may not have traced {NOT_TOGETHER}"]) is None
     assert latest_rank(step_lag_table(_ranks(3.0, 0.0, 3.0))) == (0, 1, 3.0, 1)  # ties: the lowest rank
-    assert latest_rank(step_lag_table(_ranks(0.0, 2.0, hosts=["a", "b"]))).hosts == 2
+    assert latest_rank(step_lag_table(_ranks(0.0, 2.0, hosts=["a", "b"]))).clocks == 2
 
 
 def _traced_job(tmp_path: Path, lags: list, hosts: list[str] | None = None, messages: list[str] = ()) -> Path:
@@ -174,7 +174,7 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
                      lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
                      max_leaves=12)  # fmt: skip
 _RANK = st.fixed_dictionaries({}, optional={"rank": _JSON | st.integers(-2, 9) | st.integers(2**31 - 2, 2**64),
-                                            "host": _JSON,
+                                            "host": _JSON, "boot_id": _JSON,
                                             "boundary_lag_ms": _JSON | st.floats()})  # fmt: skip
 
 
@@ -189,7 +189,8 @@ def test_any_manifest_gives_a_table_or_an_error_naming_it(tmp_path_factory, mani
     except TraceFormatError as e:
         assert e.path == str(folder / JOB_MANIFEST)
         return
-    assert list(table.columns) == ["rank", "host", "boundary_lag_ms"] and all(isinstance(n, str) for n in notes)
+    assert list(table.columns) == ["rank", "host", "boot_id", "boundary_lag_ms"]
+    assert all(isinstance(n, str) for n in notes) and all(isinstance(b, str) for b in table["boot_id"])
     assert table["rank"].dtype == np.int64 and np.isfinite(table["boundary_lag_ms"].dropna()).all()
     latest_rank(table, notes)  # and the rule reads any table it gives
 
@@ -210,7 +211,7 @@ def test_the_parallel_job_path_reads_the_hosts_too(tmp_path: Path) -> None:
     coll, part, _ = job_collectives(tmp_path, processes=1)
     want, want_part = collectives(job)
     assert coll.equals(want) and part.equals(want_part)
-    job.hosts = {}  # each rank on its own collectives: other arrivals
+    job.hosts, job.clocks = {}, {}  # each rank on its own collectives: other arrivals
     assert clock_offsets(job).tolist() == [0, 2_000_000, 2_400_000]
     assert not collectives(job)[1]["arrival_ns"].equals(part["arrival_ns"])
 
@@ -240,7 +241,7 @@ def test_aonkit_summary_of_a_traced_job_ends_with_the_job(tmp_path: Path, capsys
     tail = text[text.index("job traced by aonkit trace"):].splitlines()
     assert tail == ["job traced by aonkit trace: 2 rank(s) on 2 host(s)",
                     "  rank 1 passed each step's boundary 6.5 ms after rank 0 before the trace (the latest: the others "
-                    "wait for it in each step's collectives) (on each host's clock: the gap includes their clocks' "
+                    "wait for it in each step's collectives) (on each node's clock: the gap includes their clocks' "
                     "offset)", f"  note: {note}"]  # fmt: skip
     assert main(["summary", str(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz")]) == 0  # not a job folder: no lines
     assert "job traced" not in capsys.readouterr().out

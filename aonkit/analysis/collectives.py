@@ -4,7 +4,7 @@ Clock alignment
 ---------------
 Ranks on different hosts do not share a clock, and HTA's shift of every rank
 to a common minimum timestamp leaves the hosts' offsets in (ranks known to
-share a host, :attr:`aonkit.TraceSet.hosts`, share its clock). aonkit aligns on
+share a clock, :attr:`aonkit.TraceSet.clocks`, get one offset). aonkit aligns on
 the collectives themselves: the participants of a NCCL/RCCL collective finish
 within microseconds of one another (the last bytes arrive everywhere at once),
 so the median, over shared collectives, of a rank's end time minus another's
@@ -35,7 +35,7 @@ import pandas as pd
 from ..errors import warn_user as warn
 from ..trace import Trace
 from ..traceset import each_rank
-from .comm_match import assign_keys, comm_args, matched, offsets, profiler_step_starts
+from .comm_match import assign_keys, clock_keys, comm_args, matched, offsets, profiler_step_starts
 from .kernels import gpu_class_table, gpu_table
 
 _DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1, "Char": 1,
@@ -91,8 +91,8 @@ def clock_offsets(traces: Mapping[int, Trace], reference: int | None = None) -> 
     ----------
     traces : TraceSet or mapping of int to Trace
         A job's ranks (a :class:`~aonkit.TraceSet` runs :func:`comm_kernels` through :meth:`aonkit.TraceSet.map`).
-        A TraceSet whose :attr:`~aonkit.TraceSet.hosts` are known (a job ``aonkit trace`` wrote) has one clock
-        per host.
+        A TraceSet whose :attr:`~aonkit.TraceSet.clocks` are known (a job ``aonkit trace`` wrote: one per node), or
+        whose ``hosts`` are set, has one clock per node or host (:func:`~aonkit.analysis.comm_match.clock_keys`).
     reference : int, optional
         The rank whose clock the others are measured against (offset 0). Default None: the lowest rank.
 
@@ -105,14 +105,15 @@ def clock_offsets(traces: Mapping[int, Trace], reference: int | None = None) -> 
         ``"collectives per host"`` / ``"profiler_steps per host"`` (its host's median) or ``"none"`` (not
         aligned: offset 0, and a :class:`UserWarning` names such ranks).
     """
-    return offsets_from_tables(each_rank(traces, comm_kernels), reference, getattr(traces, "hosts", None))
+    return offsets_from_tables(each_rank(traces, comm_kernels), reference, clock_keys(traces))
 
 
 def offsets_from_tables(per: Mapping[int, pd.DataFrame], reference: int | None = None,
                         hosts: Mapping[int, str] | None = None) -> pd.Series:  # fmt: skip
     """:func:`clock_offsets` from the ranks' :func:`comm_kernels` tables (``{rank: table}``), already made.
 
-    ``hosts``: rank -> host where known (:attr:`aonkit.TraceSet.hosts`): the ranks of one host share its clock.
+    ``hosts``: rank -> host (or clock: :func:`~aonkit.analysis.comm_match.clock_keys`) where known: the ranks of one
+    host share its clock.
     """
     ref = min(per) if reference is None else reference
     m = matched(assign_keys(per))
@@ -154,7 +155,7 @@ def collectives(traces: Mapping[int, Trace], reference: int | None = None) -> tu
     Both are empty, with these columns, and an :class:`~aonkit.errors.AonkitWarning`
     says so, when no communication kernel is matched across ranks.
     """
-    return collectives_from_tables(each_rank(traces, comm_kernels), reference, getattr(traces, "hosts", None))
+    return collectives_from_tables(each_rank(traces, comm_kernels), reference, clock_keys(traces))
 
 
 def collectives_from_tables(
@@ -162,7 +163,8 @@ def collectives_from_tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`collectives` from per-rank :func:`comm_kernels` tables (computed anywhere, e.g. on Dask).
 
-    ``hosts``: rank -> host where known: the ranks of one host share its clock (:func:`clock_offsets`).
+    ``hosts``: rank -> host (or clock: :func:`~aonkit.analysis.comm_match.clock_keys`) where known: the ranks of one
+    host share its clock (:func:`clock_offsets`).
     """
     ref = min(per) if reference is None else reference
     m = matched(assign_keys(per)).copy()

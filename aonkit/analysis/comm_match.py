@@ -21,8 +21,9 @@ Clock offsets: per pair of ranks sharing matched collectives, the median
 difference of their end times; ranks are reached from the reference through
 such pairs. A rank reached by none is aligned on the ``ProfilerStep#N``
 starts it shares with an aligned rank, else left at 0 with a warning.
-When the ranks' hosts are known (a job ``aonkit trace`` wrote), ranks on one
-host share its clock: those on the reference's host get offset 0 whatever the
+When the ranks' clocks are known (a job ``aonkit trace`` wrote: one per node, by
+its boot id; :func:`clock_keys`), ranks on one clock share it: those on the
+reference's clock get offset 0 whatever the
 estimates say (step starts would take a late rank's lateness for a clock
 offset), and the ranks of another host share the median of their estimates,
 unless a rank's collectives put it over 1 ms from its host's clock (then it
@@ -182,11 +183,21 @@ def matched(allk: pd.DataFrame) -> pd.DataFrame:
     return allk[(n_here == n_ranks) & (n_ranks >= least)]
 
 
+def clock_keys(traces: object) -> Mapping[int, str] | None:
+    """Rank -> the clock its trace is on, where known: a TraceSet's ``clocks``, else its ``hosts``; else None.
+
+    Ranks with one key share one clock (:func:`offsets`). ``traces`` is a :class:`~aonkit.TraceSet` or any mapping
+    of rank to trace (which says nothing: None).
+    """
+    return getattr(traces, "clocks", None) or getattr(traces, "hosts", None) or None
+
+
 def offsets(m: pd.DataFrame, steps: Mapping[int, dict[int, int]], reference: int,
             hosts: Mapping[int, str] | None = None) -> pd.Series:  # fmt: skip
     """Clock offset (ns) of each rank against ``reference``; ``.attrs["method"]`` says how each was found.
 
-    ``hosts`` (rank -> host, where known): one clock per host (:func:`per_host`).
+    ``hosts`` (rank -> host, or the clock's key of :func:`clock_keys`, where known): one clock per key
+    (:func:`per_host`).
     """
     ranks = sorted(steps)
     ends = m.pivot_table(index=["group", "seq"], columns="rank", values="end_ns", aggfunc="first") if len(m) else None

@@ -39,7 +39,7 @@ from .._fresh import Arena, usable_cores
 from ..trace import Trace
 from .collectives import comm_kernels
 from .combine import CombinedLater, combined_categories, pid_names
-from .comm_match import assign_keys, matched, offsets
+from .comm_match import assign_keys, clock_keys, matched, offsets
 from .depgraph import KIND_HUB, DepGraph, build_graph
 from .depgraph_stitch import RankGraph, stitch
 
@@ -167,7 +167,7 @@ def build_job_graph(job: Mapping[int, Trace]) -> tuple[Trace, DepGraph]:
     m = matched(assign_keys(with_rows)) if with_rows else pd.DataFrame()
     # the clock offsets from the same matching (offsets_from_tables would match the collectives again)
     steps = {r: ck.attrs.get("profiler_steps", {}) for r, ck in per.items()}
-    off = offsets(m, steps, min(ranks), getattr(job, "hosts", None)) if len(ranks) > 1 else pd.Series(0, index=ranks)
+    off = offsets(m, steps, min(ranks), clock_keys(job)) if len(ranks) > 1 else pd.Series(0, index=ranks)
     pid_cats = [pd.Index(pid_names(parts[r][3], r)) for r in ranks]
     pids = combined_categories(job, "pid", pid_cats)
     tids = combined_categories(job, "tid", [parts[r][4] for r in ranks])

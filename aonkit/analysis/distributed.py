@@ -97,15 +97,15 @@ def job_collectives(paths: Sequence[str | Path] | str | Path, *, client: Any = N
                     processes: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """Collectives, per-rank participation and stragglers of a job, with per-rank work in parallel.
 
-    A job folder ``aonkit trace`` wrote gives its ranks' hosts: the ranks of one host share its clock
+    A job folder ``aonkit trace`` wrote gives its ranks' clocks (one per node): the ranks of one node share it
     (:func:`~aonkit.analysis.collectives.clock_offsets`).
     """
-    from ..sources.traced_job import is_traced_job, job_hosts, read_job_manifest
+    from ..sources.traced_job import is_traced_job, job_clocks, read_job_manifest
     from .collectives import collectives_from_tables, comm_kernels, stragglers_from
 
     per = map_ranks(comm_kernels, paths, client=client, processes=processes)
-    hosts = None
+    clocks = None
     if isinstance(paths, (str, Path)) and Path(paths).is_dir() and is_traced_job(paths):
-        hosts = job_hosts(read_job_manifest(paths)[0])
-    coll, part = collectives_from_tables(per, hosts=hosts)
+        clocks = job_clocks(read_job_manifest(paths)[0])
+    coll, part = collectives_from_tables(per, hosts=clocks)
     return coll, part, stragglers_from(coll, part)

@@ -154,7 +154,7 @@ def _late_rank(job: Mapping[int, Trace]) -> list[dict]:
     step_ns = float(np.median(steps["dur_ns"])) if steps is not None and len(steps) else np.nan
     share = late.lag_ms * 1e6 / step_ns if step_ns > 0 else np.nan
     of_step = f" ({100 * share:.0f}% of its median traced step, {fmt_ns(step_ns)})" if share == share else ""
-    clock = "; on each host's clock, so the gap includes their clocks' offset" if late.hosts > 1 else ""
+    clock = "; on each node's clock, so the gap includes their clocks' offset" if late.clocks > 1 else ""
     text = (f"rank {late.rank} passed each step's boundary {fmt_ns(late.lag_ms * 1e6)} after rank {late.first} "
             f"before the trace{of_step}: the others wait about that long for it in each step's collectives{clock}")
     return [_row("late_rank", late.rank, share, text, "step_lags.latest_rank")]

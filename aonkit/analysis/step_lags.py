@@ -8,7 +8,9 @@ collectives, the latest is the rank the others wait for. The job folder keeps it
 (:func:`aonkit.sources.traced_job.step_lag_table`), which
 :func:`~aonkit.analysis.findings.findings` reads (the ``late_rank`` finding). Unlike
 :func:`~aonkit.analysis.collectives.stragglers` it needs no communication kernels in the trace (a CPU job on gloo
-has none), but it is measured on each host's own clock: across nodes it includes their clocks' offset.
+has none), but it is measured on each node's own clock: across nodes it includes their clocks' offset. A node is
+known by its boot id where the manifest has it, else by its host name
+(:func:`aonkit.sources.traced_job.job_clocks`).
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ class LateRank(NamedTuple):
     rank: int
     first: int
     lag_ms: float
-    hosts: int
-    """How many hosts the ranks with a lag ran on (more than one: the lag includes their clocks' offset)."""
+    clocks: int
+    """How many clocks (nodes) the ranks with a lag ran on (more than one: the lag includes their clocks' offset)."""
 
     def sentence(self) -> str:
         """"rank 3 passed each step's boundary 5.1 ms after rank 0 before the trace (the latest: ...)", one line."""
-        clock = " (on each host's clock: the gap includes their clocks' offset)" if self.hosts > 1 else ""
+        clock = " (on each node's clock: the gap includes their clocks' offset)" if self.clocks > 1 else ""
         return (f"rank {self.rank} passed each step's boundary {self.lag_ms:.1f} ms after rank {self.first} before "
                 f"the trace (the latest: the others wait for it in each step's collectives){clock}")
 
@@ -59,5 +61,5 @@ def latest_rank(table: pd.DataFrame, notes: Sequence[str] = ()) -> LateRank | No
     hi, lo = int(np.argmax(lag)), int(np.argmin(lag))  # the first of equal values: the lowest rank (sorted)
     if lag[hi] - lag[lo] < LATE_MIN_MS:
         return None
-    hosts = known["host"].where(known["host"] != "", "?").nunique()
-    return LateRank(int(rank[hi]), int(rank[lo]), float(lag[hi] - lag[lo]), int(hosts))
+    clocks = len({f"boot:{b}" if b else f"host:{h}" for h, b in zip(known["host"], known["boot_id"])})
+    return LateRank(int(rank[hi]), int(rank[lo]), float(lag[hi] - lag[lo]), clocks)

@@ -39,7 +39,7 @@ LEAD_S = 10.0
 REQUEST = "request.json"
 Reports = dict[int, dict[str, Any]]
 """Files of the ranks (reports or step marks) by rank."""
-RANK_FIELDS = ("rank", "pid", "host", "t0_ns", "t1_ns", "steps", "samples", "samplers")
+RANK_FIELDS = ("rank", "pid", "host", "boot_id", "t0_ns", "t1_ns", "steps", "samples", "samplers")
 """What the job manifest keeps of each rank's report."""
 
 

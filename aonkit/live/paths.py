@@ -121,6 +121,20 @@ def hostname() -> str:
     return socket.gethostname().replace(os.sep, "_") or "localhost"
 
 
+def boot_id() -> str:
+    """The id of the running kernel's boot (Linux's ``/proc/sys/kernel/random/boot_id``), or ``""`` where none.
+
+    It names the clock ``time.time_ns`` reads: the kernel's. Two nodes that share a hostname have two ids, and the
+    containers of one node (each its own hostname) have one, as they share one clock (a time namespace moves only
+    the monotonic and boot clocks, not the wall clock).
+    """
+    try:
+        text = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except (OSError, ValueError):
+        return ""
+    return text if len(text) == 36 and all(c in "0123456789abcdef-" for c in text) else ""
+
+
 def private_dir(path: Path) -> Path:
     """Create ``path`` (and parents) as needed; make it 0700; refuse one that is not the user's own."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ from typing import Any
 
 from .board import LOOK_S, read_request, write_report
 from .board_steps import StepCount
-from .paths import CHECK_S, PROCS, LiveError, file_id, private_dir, runtime_dir
+from .paths import CHECK_S, PROCS, LiveError, boot_id, file_id, private_dir, runtime_dir
 from .registry import JOB_ID_VARS, RANK_VARS, WORLD_VARS, from_env, int_or_none, proc_start
 from .status import write_json
 
@@ -76,8 +76,8 @@ class Server:
         self.entry = {"pid": self.pid, "job_id": job_id if job_id is not None else from_env(JOB_ID_VARS),
                       "rank": rank if rank is not None else int_or_none(from_env(RANK_VARS)),
                       "world_size": int_or_none(from_env(WORLD_VARS)), "host": socket.gethostname(),
-                      "argv": sys.argv[:8], "proc_start": proc_start(self.pid), "socket": str(self.sock_path),
-                      "board": str(self.board) if self.board is not None else None,
+                      "boot_id": boot_id(), "argv": sys.argv[:8], "proc_start": proc_start(self.pid),
+                      "socket": str(self.sock_path), "board": str(self.board) if self.board is not None else None,
                       "registered_ns": time.time_ns()}  # fmt: skip
         write_json(self.entry_path, self.entry)
         self._ids = (file_id(self.sock_path), file_id(self.entry_path))
@@ -241,7 +241,8 @@ class Server:
         rank = self._rank()
         out = Path(req["out"])
         base = {"id": req["id"], "rank": rank if rank is not None else -self.pid, "pid": self.pid,
-                "host": self.entry["host"], "world_size": self._world()}  # fmt: skip
+                "host": self.entry["host"], "boot_id": self.entry["boot_id"],
+                "world_size": self._world()}  # fmt: skip
         try:
             report = trace_for_board(self, req, out, base)
         except Exception as exc:  # noqa: BLE001 - nothing of a trace may stop the job; the client hears why

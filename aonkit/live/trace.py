@@ -32,7 +32,7 @@ from ..sources.bundle import MANIFEST, write_bundle
 from ..sources.samplers import SAMPLE_COLUMNS, samples_table
 from ..sources.traced_job import JOB_MANIFEST, JOB_SAMPLES
 from .board_steps import AGREE_S, SOCKET_LEAD_S, Meeting, NotAgreed, lag_ms
-from .paths import DaemonNotRunning, LiveError, NotOwnerError, runtime_dir
+from .paths import DaemonNotRunning, LiveError, NotOwnerError, boot_id, runtime_dir
 from .registry import job_members, lookup
 
 
@@ -245,7 +245,8 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
     manifest = _manifest(done[0], t0, t1, samplers, (meeting.notes if meeting else []) + notes)
     lags = meeting.lags if meeting is not None else {}
     manifest["ranks"] = [{**{k: r[k] for k in ("rank", "pid", "t0_ns", "t1_ns", "steps")},
-                          "host": socket.gethostname(), "boundary_lag_ms": lag_ms(lags.get(r["pid"]))}
+                          "host": socket.gethostname(), "boot_id": boot_id(),
+                          "boundary_lag_ms": lag_ms(lags.get(r["pid"]))}
                          for r in done]  # fmt: skip
     atomic_write(out / JOB_MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)), 0o600)
     return out

@@ -4,13 +4,14 @@ A folder holds ``rank<N>.json.gz`` per rank, the live samples of the traced wind
 whole job on one node, or ``rank<N>.samples.parquet`` per rank from each rank's own node) and the manifest
 ``aonkit-trace.meta.json``: the window, the notes the command printed and, per rank, its host, steps and
 ``boundary_lag_ms`` (how long after the earliest rank it passed the step boundaries before the trace). Every rank's
-trace is on its host's clock (``time.time_ns``): ranks of one host share a clock, so :attr:`aonkit.TraceSet.hosts`
-tells :func:`~aonkit.analysis.collectives.clock_offsets` to align hosts, not ranks.
+trace is on its node's clock (``time.time_ns``): ranks of one node share a clock, so :attr:`aonkit.TraceSet.clocks`
+tells :func:`~aonkit.analysis.collectives.clock_offsets` to align nodes, not ranks. A node is known by its boot id
+(:func:`job_clocks`), else by its host name.
 
 :func:`aonkit.load` (and :func:`aonkit.load_job`) of such a folder reads the traces as any job directory (the scan
 skips ``*.samples.parquet`` and ``*.meta.json``), then :func:`attach_traced_job` puts the samples on each rank's
-``trace.samples`` and the manifest's lags, notes and hosts on :attr:`aonkit.TraceSet.step_lags`,
-:attr:`~aonkit.TraceSet.trace_notes` and :attr:`~aonkit.TraceSet.hosts`.
+``trace.samples`` and the manifest's lags, notes, hosts and clocks on :attr:`aonkit.TraceSet.step_lags`,
+:attr:`~aonkit.TraceSet.trace_notes`, :attr:`~aonkit.TraceSet.hosts` and :attr:`~aonkit.TraceSet.clocks`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ..traceset import TraceSet
 
 JOB_SAMPLES = "job.samples.parquet"
 JOB_MANIFEST = "aonkit-trace.meta.json"
-STEP_LAG_COLUMNS = {"rank": np.int64, "host": object, "boundary_lag_ms": np.float64}
+STEP_LAG_COLUMNS = {"rank": np.int64, "host": object, "boot_id": object, "boundary_lag_ms": np.float64}
 MAX_RANK = 2**31
 """Ranks are below this (a larger number in a manifest is an error, not a wrapped int64)."""
 
@@ -46,12 +47,14 @@ def step_lag_table(ranks: Sequence[dict]) -> pd.DataFrame:
     ----------
     ranks : sequence of dict
         One per rank: ``rank`` (int below :data:`MAX_RANK`; None when the process had none, kept as -1), ``host``
-        (str, optional) and ``boundary_lag_ms`` (a number, or None when not measured).
+        and ``boot_id`` (str, optional: :func:`aonkit.live.paths.boot_id`) and ``boundary_lag_ms`` (a number, or None
+        when not measured).
 
     Returns
     -------
     pandas.DataFrame
-        ``rank``, ``host`` ("" when not recorded) and ``boundary_lag_ms`` (NaN when not measured), sorted by rank.
+        ``rank``, ``host`` and ``boot_id`` ("" when not recorded) and ``boundary_lag_ms`` (NaN when not measured),
+        sorted by rank.
 
     Raises
     ------
@@ -65,13 +68,14 @@ def step_lag_table(ranks: Sequence[dict]) -> pd.DataFrame:
     for r in ranks:
         if not isinstance(r, dict):
             raise ValueError(f"a rank's entry must be an object, got {type(r).__name__}")
-        rank, lag, host = r.get("rank", -1), r.get("boundary_lag_ms"), r.get("host")
+        rank, lag, host, boot = r.get("rank", -1), r.get("boundary_lag_ms"), r.get("host"), r.get("boot_id")
         rank = -1 if rank is None else rank
         if isinstance(rank, bool) or not isinstance(rank, int) or not -1 <= rank < MAX_RANK:
             raise ValueError(f"a rank must be a whole number from 0 to {MAX_RANK - 1} (or null), got {rank!r}")
         if lag is not None and (isinstance(lag, bool) or not isinstance(lag, (int, float)) or not math.isfinite(lag)):
             raise ValueError(f"rank {rank}: boundary_lag_ms must be a finite number or null, got {lag!r}")
-        rows.append((rank, host if isinstance(host, str) else "", math.nan if lag is None else float(lag)))
+        rows.append((rank, host if isinstance(host, str) else "", boot if isinstance(boot, str) else "",
+                     math.nan if lag is None else float(lag)))
     table = pd.DataFrame(rows, columns=list(STEP_LAG_COLUMNS)).astype(STEP_LAG_COLUMNS)
     return table.sort_values("rank", kind="stable", ignore_index=True)
 
@@ -79,6 +83,18 @@ def step_lag_table(ranks: Sequence[dict]) -> pd.DataFrame:
 def job_hosts(table: pd.DataFrame) -> dict[int, str]:
     """Rank -> host of a :func:`step_lag_table`, for the ranks whose host is recorded."""
     return {int(r): h for r, h in zip(table["rank"], table["host"]) if h}
+
+
+def job_clocks(table: pd.DataFrame) -> dict[int, str]:
+    """Rank -> the clock its trace is on, of a :func:`step_lag_table`: ``boot:<boot id>``, else ``host:<host>``.
+
+    Ranks with one key share one clock. The boot id tells apart two nodes that share a hostname and keeps together
+    the containers of one node (:func:`aonkit.live.paths.boot_id`); a manifest without it (written before aonkit
+    recorded it, or on a system without ``/proc``) falls back to the host's name. Ranks with neither are left out
+    (each is its own clock).
+    """
+    return {int(r): f"boot:{b}" if b else f"host:{h}"
+            for r, h, b in zip(table["rank"], table["host"], table["boot_id"]) if b or h}  # fmt: skip
 
 
 def read_job_manifest(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
@@ -104,7 +120,7 @@ def read_job_manifest(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
 
 
 def attach_traced_job(job: TraceSet, folder: str | Path, samples: bool = True) -> TraceSet:
-    """Put a traced job folder's samples on its ranks' traces, its lags, notes and hosts on ``job``; return it.
+    """Put a traced job folder's samples on its ranks' traces, its lags, notes, hosts and clocks on ``job``; return it.
 
     Parameters
     ----------
@@ -125,6 +141,7 @@ def attach_traced_job(job: TraceSet, folder: str | Path, samples: bool = True) -
     folder = Path(folder)
     job.step_lags, job.trace_notes = read_job_manifest(folder)
     job.hosts = {r: h for r, h in job_hosts(job.step_lags).items() if r in job}
+    job.clocks = {r: c for r, c in job_clocks(job.step_lags).items() if r in job}
     if samples:
         attach_rank_samples(job, folder)
     return job
