@@ -94,6 +94,7 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=420.0, help="wall time for all steps together")
     ap.add_argument("--only", default="", help="comma-separated step names (default: all)")
     ap.add_argument("--site", type=Path, help="where the carried wheels were installed (pip --target)")
+    ap.add_argument("--commit", default="", help="the commit checked (the copy on the GPU machine has no .git)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.chdir(ROOT)
@@ -102,9 +103,11 @@ def main() -> None:
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     report = args.out / "report.md"
     with report.open("w") as out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
-        out.write(f"# device check, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, commit {commit.strip() or '?'}\n\n"
-                  f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}\n\n```\n{nvidia_smi()}```\n")  # fmt: skip
+        commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                               text=True).stdout.strip()  # fmt: skip
+        smi = nvidia_smi().rstrip("\n")
+        out.write(f"# device check, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, commit {commit or '?'}\n\n"
+                  f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}\n\n```\n{smi}\n```\n")  # fmt: skip
         for name, cmd, limit in STEPS:
             if only and name not in only:
                 continue
