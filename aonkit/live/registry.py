@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .paths import PROCS, LiveError, NotOwnerError
+from .paths import PROCS, LiveError, NotOwnerError, boot_id
 from .status import read_json
 
 JOB_ID_VARS = ("AONKIT_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID")
@@ -42,7 +42,14 @@ def proc_start(pid: int) -> int | None:
 
 
 def alive(entry: dict[str, Any]) -> bool:
-    """True when the entry's process still runs (and is the same process, not a reused pid)."""
+    """True when the entry's process still runs (and is the same process, not a reused pid).
+
+    An entry written before the node's last boot (its ``boot_id`` another) is dead, whatever runs under its pid
+    now: a runtime directory that outlives a reboot (``AONKIT_RUNTIME_DIR`` on disk) may hold one, and a job
+    started at boot can get the same pid and start time every boot.
+    """
+    if entry.get("boot_id") and boot_id() and entry["boot_id"] != boot_id():
+        return False
     pid = int(entry["pid"])
     try:
         os.kill(pid, 0)
