@@ -19,19 +19,25 @@ keyed by the replica's decode-step count at which they finish, and the summed
 context is kept from counts, so a step costs O(1) plus O(log max_batch) per
 admission and finish. At one instant, step ends are handled before arrivals,
 and replicas start their next step after both, lowest replica first among
-simultaneous step ends. Step time is ``overhead`` plus
-the prefill table at the step's prompt tokens (when any) plus the decode table
-at (batch, summed context) (when any); tables are linear interpolants on uniform
-grids (``x0``, ``h``). Loops index with ``range(n)`` from 0.
+simultaneous step ends; with the central queue, replicas idle before the instant
+admit first (an idle replica takes a request arriving just as another's step
+ends). Step time is ``overhead`` plus the prefill table at the step's prompt
+tokens (when any) plus the decode table at (batch, summed context) (when any);
+tables are linear interpolants on uniform grids (``x0``, ``h``). Loops index with
+``range(n)`` from 0.
 
 A replica that can admit nothing and has no prompt in progress runs its decode-only steps without an event each,
-summing long runs of them in closed form (:func:`.serving_decode.decode_run`). With one central queue, fewer than
+summing long runs of them in closed form (:func:`.serving_decode.decode_run`). With fewer than
 ``LAZY_REPLICAS`` replicas, or its next finish fewer than ``LAZY_STEPS`` steps away, it runs them ahead up to the
-next arrival (:func:`.serving_decode.decode_ahead`). Otherwise (a queue per replica: join-shortest-queue, round
-robin) it is lazy: its one event is its next finish, and its steps are run when that comes or when a request it can
-take is routed to it (up to the step then in progress; its old event goes stale). Routing reads only queue lengths
-and running counts, which change only at those events, so an arrival costs the work of the replica it reaches, not
-of every busy one; with a central queue any replica may take the next request.
+next arrival (:func:`.serving_decode.decode_ahead`). Otherwise it is lazy: its one event is its next finish, and
+its steps are run when that comes or when a request it can take reaches it (up to the step then in progress; its
+old event goes stale). With a queue per replica (join-shortest-queue, round robin) that is a request routed to it:
+routing reads only queue lengths and running counts, which change only at those events, so an arrival costs the
+work of the replica it reaches, not of every busy one. With the central queue it is a request that the idle
+replicas leave waiting (:func:`.serving_decode.wake_lazy`): every lazy replica with room then runs to the instant,
+as any of them may be first to take it. So there replicas go lazy only while one is idle and requests were left
+waiting at under half of the recent instants that had some (:data:`CENTRAL_WAITS`); with few idle replicas a lazy
+one would be woken at nearly every arrival.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from .serving_decode import (
     HN,
     LAZY,
     LAZY_STEPS,
+    LJ,
     NCOL,
     PN,
     PTOK,
@@ -61,18 +68,24 @@ from .serving_decode import (
     TOUCH,
     commit_run,
     decode_ahead,
+    drop_stale,
     end_decode_step,
     go_lazy,
     heap_pop,
     heap_push,
     interp,
     lazy_finish,
+    wake_lazy,
 )
 
 JSQ, ROUND_ROBIN, CENTRAL = 0, 1, 2
 LAZY_REPLICAS = 3
 """Replicas from which lazy replicas pay (with fewer, an arrival interrupts few busy replicas, and a finish as an
 event costs more than one run ahead: measured in session 44)."""
+CENTRAL_WAITS = 4096
+"""With one central queue, replicas go lazy only while requests are left waiting (every lazy one then wakes) at fewer
+than half (4096 of 8192, a moving average kept in the queue's row) of the instants that had some: at higher loads
+they would wake at nearly every arrival, which costs more than running ahead (measured in session 45)."""
 LOW = (1 << 32) - 1  # an event's value is replica << 32 | the replica's generation (a lazy replica's stale event)
 
 
@@ -99,12 +112,16 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
     hv = np.empty((n_rep, max_batch), np.int64)
     pbuf = np.empty((n_rep, max_batch), np.int64)
     ptk = np.empty((n_rep, max_batch), np.int64)
-    lazy = ahead and routing != CENTRAL and n_rep >= LAZY_REPLICAS
+    lazy = ahead and n_rep >= LAZY_REPLICAS
     lend = np.empty(n_rep)  # a lazy replica's step in progress: its end
     lbusy = np.empty(n_rep)  # and its steps' summed durations up to its next finish
-    ek = np.empty((1, n_rep + (n if lazy else 0)))  # lazy: a replica's stale events, one at most per arrival
-    ev = np.empty((1, n_rep + (n if lazy else 0)), np.int64)
+    # live events (one per replica) and lazy replicas' stale ones: one at most per arrival (JSQ, round robin), or
+    # dropped when there is no room for an instant's events (central queue: a wake may leave one per replica)
+    cap = 4 * n_rep + 16 + (n if lazy else 0)
+    ek = np.empty((1, cap))
+    ev = np.empty((1, cap), np.int64)
     cand = np.empty(n_rep, np.int64)
+    idle = np.empty(n_rep, np.int64)
     en = 0
     n_busy = 0
     i = 0
@@ -123,8 +140,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
                 continue
             lazy_end = si[r, LAZY] == 1
             if lazy_end:  # a lazy replica's next finish: its steps up to it run, the step ending now counted
-                f = lazy_finish(si, r, t, arr[i] if i < n else np.inf, max_batch, busy_s, lend, lbusy, hk, hv, fin, pr,
-                                out, overhead, dc_tab, dc_x0, dc_h)  # fmt: skip
+                f = lazy_finish(si, r, n_rep if routing == CENTRAL else r, t, arr[i] if i < n else np.inf, max_batch,
+                                busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h)  # fmt: skip
                 if f >= 0:  # lazy still, up to its next finish
                     heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                     en += 1
@@ -180,16 +197,31 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             elif q < n_rep and si[q, LAZY] and si[q, RUN] < max_batch:  # it can take the request: run it to now
                 e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
                 si[q, LAZY] = 0
+                si[n_rep, LAZY] -= 1
                 si[q, GEN] += 1
                 heap_push(ek, ev, np.int64(0), en, e, (q << 32) | si[q, GEN])
                 en += 1
             i += 1
-        if routing == CENTRAL and si[n_rep, QL] > 0 and n_busy + nc < n_rep:
-            for r in range(n_rep):
-                if si[r, BUSY] == 0 and si[r, TOUCH] == 0:
-                    si[r, TOUCH] = 1
-                    cand[nc] = r
-                    nc += 1
+        if routing == CENTRAL and si[n_rep, QL] > 0:  # the replicas idle before now first, then those whose steps end
+            ni = 0
+            if n_busy + nc < n_rep:
+                for r in range(n_rep):
+                    if si[r, BUSY] == 0 and si[r, TOUCH] == 0:
+                        si[r, TOUCH] = 1
+                        idle[ni] = r
+                        ni += 1
+            left = si[n_rep, QL] > ni  # (each idle replica takes one at least) some may be left waiting
+            si[n_rep, LJ] += (1024 if left else 0) - (si[n_rep, LJ] >> 3)  # how often, moving average: 8192 = always
+            if left and si[n_rep, LAZY] > 0:  # the replicas whose steps end may take them: wake the lazy ones
+                if en + 2 * n_rep > ek.shape[1]:  # room for this instant's events
+                    en = drop_stale(ek, ev, en, si)
+                nc, en, n_busy = wake_lazy(si, t, nc, cand, en, ek, ev, n_busy, max_batch, lend, busy_s, hk, hv, fin,
+                                           pr, out, overhead, dc_tab, dc_x0, dc_h)  # fmt: skip
+            if ni > 0:  # the idle replicas go first
+                for k in range(nc - 1, -1, -1):
+                    cand[k + ni] = cand[k]
+                cand[:ni] = idle[:ni]
+                nc += ni
         for c in range(nc):  # start the next step of each replica that may have work
             r = cand[c]
             si[r, TOUCH] = 0
@@ -233,7 +265,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             n_busy += 1
             end = t + dur
             if (lazy and tokens == 0 and decode and pn == 0 and (si[q, QL] == 0 or si[r, RUN] >= max_batch)
-                    and hk[r, 0] - 1 - si[r, DSTEP] >= LAZY_STEPS):
+                    and hk[r, 0] - 1 - si[r, DSTEP] >= LAZY_STEPS
+                    and (routing != CENTRAL or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS))):
                 # decode-only until its next finish unless a request reaches it: its event is that finish
                 f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h)
                 heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])

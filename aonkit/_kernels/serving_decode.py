@@ -13,7 +13,8 @@ import numpy as np
 
 from ._jit import njit_leaf
 
-# columns of the int64 state per replica; row n_rep holds the central queue's head, tail and length
+# columns of the int64 state per replica; row n_rep holds the central queue's head, tail and length, and in LAZY the
+# number of lazy replicas
 QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK, LAZY, GEN, LJ = range(18)
 NCOL = 18
 SHORT = 8
@@ -39,6 +40,45 @@ def heap_push(hk, hv, r, n, key, val):
         hk[r, j] = hk[r, p]
         hv[r, j] = hv[r, p]
         j = p
+    hk[r, j] = key
+    hv[r, j] = val
+
+
+@njit_leaf
+def drop_stale(hk, hv, n, si):
+    """Drop the stale events (of lazy replicas woken since: another generation) from the one-row event heap.
+
+    Returns the number of events left, rebuilt in place as a heap. The order events pop in is the same: (time,
+    value) orders them totally.
+    """
+    k = 0
+    for j in range(n):
+        r = hv[0, j] >> 32
+        if hv[0, j] & ((1 << 32) - 1) == si[r, GEN]:
+            hk[0, k] = hk[0, j]
+            hv[0, k] = hv[0, j]
+            k += 1
+    for j in range(k // 2 - 1, -1, -1):
+        sift_down(hk, hv, 0, j, k)
+    return k
+
+
+@njit_leaf
+def sift_down(hk, hv, r, j, n):
+    """Move item ``j`` of the min-heap of ``n`` items in row ``r`` down to its place."""
+    key = hk[r, j]
+    val = hv[r, j]
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            break
+        if c + 1 < n and (hk[r, c + 1] < hk[r, c] or (hk[r, c + 1] == hk[r, c] and hv[r, c + 1] < hv[r, c])):
+            c += 1
+        if hk[r, c] > key or (hk[r, c] == key and hv[r, c] > val):
+            break
+        hk[r, j] = hk[r, c]
+        hv[r, j] = hv[r, c]
+        j = c
     hk[r, j] = key
     hv[r, j] = val
 
@@ -220,6 +260,7 @@ def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h):
     progress).
     """
     si[r, LAZY] = 1
+    si[-1, LAZY] += 1
     lend[r] = end
     b = si[r, HN]
     steps, f, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, si[r, SP] - si[r, SJ] + b, si[r, DSTEP],
@@ -230,16 +271,17 @@ def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h):
 
 
 @njit_leaf
-def lazy_finish(si, r, t, arrival, max_batch, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0,
+def lazy_finish(si, r, q, t, arrival, max_batch, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0,
                 dc_h):
     """Lazy replica ``r``'s next finish, at ``t``: its steps run, its step ending at ``t`` counted, sequences finished.
 
-    When it can still take no request (none waiting, or a full batch), none arrives now (``arrival``, the next
-    arrival's time, is later: the loop starts steps after the arrivals of their instant) and its next finish is
-    :data:`LAZY_STEPS` steps away or more, its next decode step starts and it stays lazy: returns that step's next
-    finish (its new event). Otherwise returns -1, no longer lazy: the
-    event loop goes on with its step end (it then admits, or goes idle).
+    When it can still take no request (none waiting in its queue ``q``, or a full batch), none arrives now
+    (``arrival``, the next arrival's time, is later: the loop starts steps after the arrivals of their instant) and
+    its next finish is :data:`LAZY_STEPS` steps away or more, its next decode step starts and it stays lazy: returns
+    that step's next finish (its new event). Otherwise returns -1, no longer lazy: the event loop goes on with its
+    step end (it then admits, or goes idle).
     """
+    si[-1, LAZY] -= 1  # (go_lazy counts it again if it stays lazy)
     steps = si[r, LJ]  # its steps up to the finish, as go_lazy ran them
     si[r, DSTEP] += steps
     si[r, STEPS] += steps + 1  # and the step ending now
@@ -247,10 +289,45 @@ def lazy_finish(si, r, t, arrival, max_batch, busy_s, lend, lbusy, hk, hv, fin, 
     busy_s[r] += lbusy[r]
     end_decode_step(si, r, t, hk, hv, fin, pr, out)
     b = si[r, HN]
-    if b == 0 or arrival <= t or (si[r, QL] > 0 and si[r, RUN] < max_batch) or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS:
+    if b == 0 or arrival <= t or (si[q, QL] > 0 and si[r, RUN] < max_batch) or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS:
         si[r, LAZY] = 0
         return -1.0
     dur = overhead + interp(dc_tab, b, dc_x0, dc_h, si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ])
     si[r, DTOK] += b
     busy_s[r] += dur
     return go_lazy(si, r, t + dur, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h)
+
+
+@njit_leaf
+def wake_lazy(si, t, nc, cand, en, ek, ev, n_busy, max_batch, lend, busy_s, hk, hv, fin, pr, out, overhead, dc_tab,
+              dc_x0, dc_h):
+    """Central queue: requests may be left at ``t`` after the idle replicas take theirs; wake each lazy one with room.
+
+    Each runs its steps up to the one in progress at ``t`` (:func:`commit_run`) and is no longer lazy (its event goes
+    stale); the next of those steps' ends is its event, when it takes requests. One whose step ends at ``t`` itself
+    ends it now and joins the replicas whose steps end now (``cand[:nc]``, kept in replica order): the event loop
+    would have handled that step's end before the instant's arrivals. Returns the new ``nc``, ``en`` and ``n_busy``.
+    """
+    for r in range(si.shape[0] - 1):
+        if si[r, LAZY] == 0 or si[r, RUN] >= max_batch:
+            continue
+        e = commit_run(si, r, lend[r], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
+        si[r, LAZY] = 0
+        si[-1, LAZY] -= 1
+        si[r, GEN] += 1
+        if e > t:
+            heap_push(ek, ev, np.int64(0), en, e, (r << 32) | si[r, GEN])
+            en += 1
+            continue
+        si[r, STEPS] += 1
+        end_decode_step(si, r, t, hk, hv, fin, pr, out)
+        si[r, BUSY] = 0
+        n_busy -= 1
+        si[r, TOUCH] = 1
+        k = nc
+        while k > 0 and cand[k - 1] > r:
+            cand[k] = cand[k - 1]
+            k -= 1
+        cand[k] = r
+        nc += 1
+    return nc, en, n_busy

@@ -1,0 +1,72 @@
+"""One central queue: which replica takes a request at an instant, and lazy replicas woken only when requests wait.
+
+The whole kernel with and without lazy replicas is compared on random engines in ``tests/test_serving.py``
+(``test_decode_steps_in_closed_form_give_the_event_loops_results``, central routing included, exact ties too).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aonkit._kernels.serving import LAZY_REPLICAS, simulate
+from aonkit.model import ArrivalProcess, Lengths, StepTime
+from aonkit.model.serving import prepare
+
+from .test_serving import assert_same_run
+
+EXACT = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0, 0.0))  # binary fractions: exact sums
+
+
+def _run(arrivals, outputs, replicas: int, ahead: bool = True, max_batch: int = 4):
+    run = prepare(np.asarray(arrivals, float), 8, np.asarray(outputs), step_time=EXACT, replicas=replicas,
+                  max_batch=max_batch, routing="central", seed=0)  # fmt: skip
+    return simulate(run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args, ahead)
+
+
+def test_an_idle_replica_takes_a_request_before_one_whose_step_ends_at_its_arrival() -> None:
+    # GIVEN request 0 on replica 0 (prefill 0-0.25, decode steps of 0.125), and request 1 arriving at 0.5, the very
+    # instant replica 0's second decode step ends, while replica 1 is idle
+    for ahead in (True, False):
+        start, first, fin, rep, *_ = _run([0.0, 0.5], [40, 2], replicas=2, ahead=ahead)
+        # THEN the idle replica takes it at once (replica 0 could, but it is serving a batch already)
+        assert rep.tolist() == [0, 1] and start.tolist() == [0.0, 0.5] and first[1] == 0.75
+    # AND with both replicas full (a batch of one), it waits for the first that can take it: both finish at 5.125
+    # (a prefill step and 39 decode steps), and the lower index goes first
+    start, first, fin, rep, *_ = _run([0.0, 0.0, 0.5], [40, 40, 2], replicas=2, max_batch=1)
+    assert rep.tolist() == [0, 1, 0] and start[2] == fin[0] == fin[1] == 0.25 + 39 * 0.125
+
+
+def test_lazy_replicas_of_one_queue_wake_only_when_requests_are_left_waiting() -> None:
+    # GIVEN many replicas on one central queue, lightly loaded (requests mostly find an idle replica) and then loaded
+    # so that requests wait, with step ends that fall exactly on arrival instants
+    rng = np.random.default_rng(5)
+    light = np.cumsum(rng.integers(1, 9, 300)) * 0.125
+    heavy = np.cumsum(rng.integers(0, 2, 600)) * 0.125
+    for arrivals, replicas in ((light, 16), (heavy, max(LAZY_REPLICAS, 6)), (light, LAZY_REPLICAS)):
+        outputs = rng.integers(1, 120, len(arrivals))
+        # WHEN the kernel runs with lazy replicas and with every step as an event
+        ahead, plain = _run(arrivals, outputs, replicas), _run(arrivals, outputs, replicas, ahead=False)
+        # THEN the runs are the same to the bit, ties included
+        assert_same_run(ahead, plain, 0.0)
+        assert np.isin(plain[1], arrivals).sum() > 5  # first tokens at arrival instants: steps end at them
+
+
+def test_a_lazy_replica_with_a_full_batch_takes_a_waiting_request_at_its_finish() -> None:
+    # GIVEN three replicas with full batches of two (never woken for a request), lazy while others are idle, then a
+    # burst that the idle ones leave waiting: at each of its finishes, a full one takes the next waiting request
+    arrivals = [0.0, 0.0, 0.125, 0.125, 0.25, 0.25, *([5.0] * 12)]
+    outputs = [120, 200] * 3 + [400] * 12
+    ahead, plain = _run(arrivals, outputs, 6, max_batch=2), _run(arrivals, outputs, 6, ahead=False, max_batch=2)
+    assert_same_run(ahead, plain, 0.0)
+    start, fin = plain[0], plain[2]
+    assert plain[3][:6].tolist() == [0, 0, 1, 1, 2, 2] and np.isin(fin[0:6:2], start[6:]).all()
+
+
+def test_a_central_queue_with_many_replicas_matches_the_event_loop_on_random_loads() -> None:
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    for seed, replicas in ((0, 64), (1, 24), (2, 8)):
+        run = prepare(ArrivalProcess(20.0, 1.0), Lengths.lognormal(512, 1.0), Lengths.geometric(128), step_time=st,
+                      n_requests=3000, replicas=replicas, max_batch=64, token_budget=2048, chunked_prefill=True,
+                      routing="central", seed=seed)  # fmt: skip
+        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        assert_same_run(simulate(*args, True), simulate(*args, False), 1e-12)
