@@ -55,6 +55,7 @@ from .serving_decode import (
     LAZY,
     LAZY_STEPS,
     LJ,
+    LOW,
     NCOL,
     PN,
     PTOK,
@@ -86,7 +87,6 @@ CENTRAL_WAITS = 4096
 """With one central queue, replicas go lazy only while requests are left waiting (every lazy one then wakes) at fewer
 than half (4096 of 8192, a moving average kept in the queue's row) of the instants that had some: at higher loads
 they would wake at nearly every arrival, which costs more than running ahead (measured in session 45)."""
-LOW = (1 << 32) - 1  # an event's value is replica << 32 | the replica's generation (a lazy replica's stale event)
 
 
 @njit

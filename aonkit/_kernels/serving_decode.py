@@ -13,10 +13,11 @@ import numpy as np
 
 from ._jit import njit_leaf
 
-# columns of the int64 state per replica; row n_rep holds the central queue's head, tail and length, and in LAZY the
-# number of lazy replicas
+# columns of the int64 state per replica; row n_rep holds the central queue's head, tail and length, in LAZY the
+# number of lazy replicas, and in LJ how often the central queue's idle replicas left requests waiting (serving.py)
 QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK, LAZY, GEN, LJ = range(18)
 NCOL = 18
+LOW = (1 << 32) - 1  # an event's value is replica << 32 | the replica's generation (a lazy replica's stale event)
 SHORT = 8
 """Runs of at most this many steps before the next finish, and the first steps of any run, are stepped one by one
 (:func:`decode_run`): a closed form costs more than a few steps, and an arrival often ends a run early."""
@@ -54,7 +55,7 @@ def drop_stale(hk, hv, n, si):
     k = 0
     for j in range(n):
         r = hv[0, j] >> 32
-        if hv[0, j] & ((1 << 32) - 1) == si[r, GEN]:
+        if hv[0, j] & LOW == si[r, GEN]:
             hk[0, k] = hk[0, j]
             hv[0, k] = hv[0, j]
             k += 1

@@ -21,6 +21,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ..sources.traced_job import clock_key
+
 LATE_MIN_MS = 1.0
 """A rank is named the latest only when it passes the boundaries at least this long after the earliest."""
 NOT_TOGETHER = "the same steps"
@@ -61,5 +63,5 @@ def latest_rank(table: pd.DataFrame, notes: Sequence[str] = ()) -> LateRank | No
     hi, lo = int(np.argmax(lag)), int(np.argmin(lag))  # the first of equal values: the lowest rank (sorted)
     if lag[hi] - lag[lo] < LATE_MIN_MS:
         return None
-    clocks = len({f"boot:{b}" if b else f"host:{h}" for h, b in zip(known["host"], known["boot_id"])})
+    clocks = len({clock_key(h, b) for h, b in zip(known["host"], known["boot_id"])})  # an unknown one counted once
     return LateRank(int(rank[hi]), int(rank[lo]), float(lag[hi] - lag[lo]), clocks)

@@ -13,6 +13,7 @@ A directory or file that is not the user's own, or that others may read or write
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import socket
@@ -121,12 +122,14 @@ def hostname() -> str:
     return socket.gethostname().replace(os.sep, "_") or "localhost"
 
 
+@functools.cache
 def boot_id() -> str:
     """The id of the running kernel's boot (Linux's ``/proc/sys/kernel/random/boot_id``), or ``""`` where none.
 
     It names the clock ``time.time_ns`` reads: the kernel's. Two nodes that share a hostname have two ids, and the
     containers of one node (each its own hostname) have one, as they share one clock (a time namespace moves only
-    the monotonic and boot clocks, not the wall clock).
+    the monotonic and boot clocks, not the wall clock). Read once per process: it does not change while the
+    node runs.
     """
     try:
         text = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()

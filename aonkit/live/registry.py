@@ -48,7 +48,8 @@ def alive(entry: dict[str, Any]) -> bool:
     now: a runtime directory that outlives a reboot (``AONKIT_RUNTIME_DIR`` on disk) may hold one, and a job
     started at boot can get the same pid and start time every boot.
     """
-    if entry.get("boot_id") and boot_id() and entry["boot_id"] != boot_id():
+    here = boot_id()
+    if entry.get("boot_id") and here and entry["boot_id"] != here:
         return False
     pid = int(entry["pid"])
     try:

@@ -244,10 +244,9 @@ def run_trace(pid: int, steps: int | None = None, duration_s: float | None = Non
     atomic_write(out / JOB_SAMPLES, lambda tmp: samples.to_parquet(tmp, index=False), 0o600)
     manifest = _manifest(done[0], t0, t1, samplers, (meeting.notes if meeting else []) + notes)
     lags = meeting.lags if meeting is not None else {}
-    manifest["ranks"] = [{**{k: r[k] for k in ("rank", "pid", "t0_ns", "t1_ns", "steps")},
-                          "host": socket.gethostname(), "boot_id": boot_id(),
-                          "boundary_lag_ms": lag_ms(lags.get(r["pid"]))}
-                         for r in done]  # fmt: skip
+    node = {"host": socket.gethostname(), "boot_id": boot_id()}  # this node's: every rank of --all-ranks runs here
+    manifest["ranks"] = [{**{k: r[k] for k in ("rank", "pid", "t0_ns", "t1_ns", "steps")}, **node,
+                          "boundary_lag_ms": lag_ms(lags.get(r["pid"]))} for r in done]  # fmt: skip
     atomic_write(out / JOB_MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)), 0o600)
     return out
 

@@ -85,6 +85,11 @@ def job_hosts(table: pd.DataFrame) -> dict[int, str]:
     return {int(r): h for r, h in zip(table["rank"], table["host"]) if h}
 
 
+def clock_key(host: str, boot_id: str) -> str:
+    """The clock a rank's trace is on: ``boot:<boot id>``, else ``host:<host>`` (:func:`job_clocks`)."""
+    return f"boot:{boot_id}" if boot_id else f"host:{host}"
+
+
 def job_clocks(table: pd.DataFrame) -> dict[int, str]:
     """Rank -> the clock its trace is on, of a :func:`step_lag_table`: ``boot:<boot id>``, else ``host:<host>``.
 
@@ -93,8 +98,7 @@ def job_clocks(table: pd.DataFrame) -> dict[int, str]:
     recorded it, or on a system without ``/proc``) falls back to the host's name. Ranks with neither are left out
     (each is its own clock).
     """
-    return {int(r): f"boot:{b}" if b else f"host:{h}"
-            for r, h, b in zip(table["rank"], table["host"], table["boot_id"]) if b or h}  # fmt: skip
+    return {int(r): clock_key(h, b) for r, h, b in zip(table["rank"], table["host"], table["boot_id"]) if b or h}
 
 
 def read_job_manifest(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
