@@ -54,6 +54,7 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO_ROOT / "sample_traces"
 CPU_FILE = "cpu_mlp.pt.trace.json.gz"
+GEN_FILE = "cpu_generate.pt.trace.json.gz"
 GPU_FILE = "gpu_synthetic_rank{rank}.json.gz"
 NSYS_FILE = "nsys/synthetic_2proc.sqlite"
 DEFAULT_SEED = 2024
@@ -1264,6 +1265,17 @@ A real `torch.profiler` run on the CPU, made with torch {torch_version}: a 3-lay
 Its timings differ from run to run, so regenerating it changes its bytes; without torch the
 script skips it and leaves the existing file alone.
 
+## `{gen_file}`
+
+A real `torch.profiler` run on the CPU, made with the same torch by `tools/generate_trace.py`: a 2-layer decoder
+(hidden 256, 8 heads, 2 KV heads, vocabulary 1,000; token and position embeddings, a KV cache, causal SDPA)
+generates greedily for five batches of requests, (batch, prompt tokens, new tokens) = (1, 64, 8), (2, 128, 8),
+(4, 32, 8), (8, 96, 8) and (3, 192, 8), after an unprofiled warm-up: 40 forward passes, 5 prefills and 35
+decodes, each inside a `record_function("engine_step")`, with `record_shapes=True`.
+`aonkit.analysis.forward_passes` reads the passes back, and `aonkit.model.fit_step_time` fits the serving
+model's step times to them (`notebooks/03_models.ipynb`). It is remade with `{cpu_file}`, and its bytes
+change as that one's do.
+
 ## `gpu_synthetic_rank0.json.gz`, `gpu_synthetic_rank1.json.gz`
 
 Synthetic, not measured: a seeded simulator (`numpy.random.default_rng`, default seed
@@ -1344,6 +1356,7 @@ def write_readme(out_dir: Path, seed: int, torch_version: str | None) -> None:
         if (at := old.find(CUDA_HEADING)) >= 0:
             cuda_section = "\n" + old[at:]
     what = {CPU_FILE: "real torch.profiler CPU run, 3-layer MLP",
+            GEN_FILE: "real torch.profiler CPU run, a decoder generating with a KV cache",
             GPU_FILE.format(rank=0): "synthetic 2-rank DDP on H100, rank 0",
             GPU_FILE.format(rank=1): "synthetic 2-rank DDP on H100, rank 1 (the straggler)"}  # fmt: skip
     rows = []
@@ -1361,7 +1374,8 @@ def write_readme(out_dir: Path, seed: int, torch_version: str | None) -> None:
     pre, pct = _pre_window_stats(rank0) if rank0.exists() else (0, 0.0)
     cfg = SynthConfig(seed=seed)
     readme.write_text(README_TEMPLATE.format(
-        rows="\n".join(rows), cpu_file=CPU_FILE, torch_version=torch_version or "(unknown)", seed=seed,
+        rows="\n".join(rows), cpu_file=CPU_FILE, gen_file=GEN_FILE, torch_version=torch_version or "(unknown)",
+        seed=seed,
         pre=pre, pre_pct=pct, layers=cfg.layers, loader_ms=cfg.loader_ms, slow_loader_ms=cfg.slow_loader_ms,
         slow_step=cfg.slow_loader_step, slow_pct=100 * (cfg.straggler_slowdown - 1), nsys_file=NSYS_FILE,
         slow_gbps=cfg.slow_kernel_gbps,
@@ -1373,6 +1387,16 @@ def _nsys_rows(path: Path, table: str) -> int:
 
     with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
         return int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def make_generate_trace(out_dir: Path) -> Path:
+    """A small decoder generating for batches of requests on the CPU, its passes annotated (``generate_trace.py``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from generate_trace import generation_trace
+
+    info = generation_trace(out_dir / GEN_FILE, annotate=True)
+    print(f"wrote {out_dir / GEN_FILE} ({sum(len(t) for t in info['pass_s'])} passes)")
+    return out_dir / GEN_FILE
 
 
 def make_nsys_sample(out_dir: Path) -> Path:
@@ -1396,6 +1420,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     torch_version = None if args.skip_cpu else make_cpu_trace(args.out, args.seed)
+    if torch_version is not None:
+        make_generate_trace(args.out)
     if not args.skip_gpu:
         for path in make_gpu_traces(args.out, args.seed):
             print(f"wrote {path} ({path.stat().st_size:,} bytes)")

@@ -101,6 +101,8 @@ ENTRIES: tuple[Entry, ...] = (
     E("CUPTI range-profiler counters per launching op", "cupti.cupti_counters",
       counterpart="HTA get_cupti_counter_data_with_operators"),
     E("Each profiler step's span and GPU work", "steps.profiler_steps", counterpart="HTA get_profiler_steps"),
+    E("Each forward pass of an inference engine: prefill or decode, its batch, tokens, context and time",
+      "engine_passes.forward_passes"),
     E("Devices, ranks, span, counts and top kernels", "summary.summarize"),
     E("The top kernels by total time", "summary.top_kernels"),
     E("The dashboard's first tables in one pass", "overview.overview"),

@@ -37,8 +37,9 @@ import pandas as pd
 
 from ..model.hardware import devices
 from ..model.llm import PRESETS
-from ..model.serving import thread_pool
+from ..model.serving import ROUTINGS, thread_pool
 from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, sweep_rows
+from ..model.serving_fit import StepFit, linear_coefficients
 from ..model.serving_grid import SweepRows, sweep_rates
 from ..model.serving_inputs import Lengths, StepTime
 from ..model.serving_steps import ModelStepTimes
@@ -48,18 +49,11 @@ from ..views.serving import knee_data, marker_data, slo_data, sweep_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
+from .serving_controls import ROUTING_TIPS, STYLE, WIDE, linear_boxes, log_slider, slider, toggles
 
-_STYLE = {"description_width": "130px"}
-_WIDE = w.Layout(width="360px")
 COALESCE_S = 0.005
 """In a kernel, a change is simulated this long after it arrives, together with those that arrived meanwhile:
 the messages a dragged slider sent while the last change was simulated come in together."""
-
-
-def _slider(kind: type, name: str, value: float, lo: float, hi: float, step: float, live: bool,
-            **kw: Any) -> w.ValueWidget:
-    return kind(value=value, min=lo, max=max(hi, value), step=step, description=name, style=_STYLE, layout=_WIDE,
-                continuous_update=live, **kw)  # fmt: skip
 
 
 class ServingPanel(TextWidget, w.VBox):
@@ -70,12 +64,19 @@ class ServingPanel(TextWidget, w.VBox):
     rate_per_s : float
         The chosen arrival rate (requests/s): the sweep spans an eighth to twice it (:meth:`rates`), and the
         replicas needed for the objective are found at it.
-    step_time : {"model", "linear"}
-        Engine step times from the analytic LLM model or from linear coefficients.
+    step_time : {"model", "linear"}, StepFit or StepTime
+        Engine step times from the analytic LLM model or from linear coefficients; a
+        :func:`~aonkit.model.fit_step_time` result (step times measured from a trace) or a :class:`StepTime` of
+        linear coefficients sets the coefficients and ``overhead`` and chooses ``"linear"``.
     model, device, tp : str, int
         Preset, device (:func:`aonkit.model.hardware.devices`) and tensor-parallel size of ``"model"`` step times.
     prefill, decode : tuple
         Linear coefficients ``(a, b)`` (s, s/token) and ``(a, b, c)`` (s, s/sequence, s/context token).
+    overhead : float
+        Seconds every linear step adds (a forward pass's fixed cost).
+    routing : {"jsq", "round_robin", "central"}
+        How requests reach replicas (:func:`~aonkit.model.simulate_serving`): join the shortest queue, in turn, or
+        one queue that every replica takes from.
     n_requests : int
         Requests simulated per point (keep it small for interactivity).
     max_replicas : int
@@ -112,48 +113,34 @@ class ServingPanel(TextWidget, w.VBox):
 
     def __init__(self, rate_per_s: float = 20.0, *, cv: float = 1.0, replicas: int = 1, max_batch: int = 64,
                  token_budget: int = 2048, prompt_tokens: int = 512, output_tokens: int = 128,
-                 lengths: str = "random", chunked_prefill: bool = True, slo_s: float = 0.5,
-                 step_time: str = "model", model: str = "Llama-3 8B", device: str = "H100 SXM", tp: int = 1,
-                 prefill: tuple[float, float] = (0.005, 2e-5), decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7),
+                 lengths: str = "random", chunked_prefill: bool = True, slo_s: float = 0.5, routing: str = "jsq",
+                 step_time: str | StepFit | StepTime = "model", model: str = "Llama-3 8B", device: str = "H100 SXM",
+                 tp: int = 1, prefill: tuple[float, float] = (0.005, 2e-5),
+                 decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7), overhead: float = 0.0,
                  n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0,
                  live: bool = True) -> None:  # fmt: skip
+        if not isinstance(step_time, str):
+            step_time, prefill, decode, overhead = linear_coefficients(step_time)
         self.n_requests, self.max_replicas, self.seed = int(n_requests), int(max_replicas), seed
         self.devices = {d.name: d for d in devices()}
-        self.rate = w.FloatLogSlider(value=rate_per_s, base=10, min=-1, max=4, step=0.05,
-                                     description="arrival rate (/s)", style=_STYLE, layout=_WIDE,
-                                     continuous_update=live, readout_format=".3g")  # fmt: skip
-        self.cv = _slider(w.FloatSlider, "arrival CV", cv, 0.0, 4.0, 0.1, live)
-        self.replicas = _slider(w.IntSlider, "replicas", replicas, 1, 64, 1, live)
-        self.max_batch = _slider(w.IntSlider, "max batch", max_batch, 1, 512, 1, live)
-        self.token_budget = _slider(w.IntSlider, "token budget", token_budget, 64, 16384, 64, live)
-        self.prompt = _slider(w.IntSlider, "prompt tokens", prompt_tokens, 1, 16384, 1, live)
-        self.output = _slider(w.IntSlider, "output tokens", output_tokens, 1, 4096, 1, live)
-        self.lengths = w.ToggleButtons(options=["fixed", "random"], value=lengths, description="lengths",
-                                       tooltips=["every request has these lengths",
-                                                 "prompts lognormal (CV 1), outputs geometric, with these means"],
-                                       style={**_STYLE, "button_width": "80px"})  # fmt: skip
+        self.rate = log_slider("arrival rate (/s)", rate_per_s, -1, 4, live)
+        self.cv = slider(w.FloatSlider, "arrival CV", cv, 0.0, 4.0, 0.1, live)
+        self.replicas = slider(w.IntSlider, "replicas", replicas, 1, 64, 1, live)
+        self.routing = toggles("routing", list(ROUTINGS), routing, ROUTING_TIPS, "90px")
+        self.max_batch = slider(w.IntSlider, "max batch", max_batch, 1, 512, 1, live)
+        self.token_budget = slider(w.IntSlider, "token budget", token_budget, 64, 16384, 64, live)
+        self.prompt = slider(w.IntSlider, "prompt tokens", prompt_tokens, 1, 16384, 1, live)
+        self.output = slider(w.IntSlider, "output tokens", output_tokens, 1, 4096, 1, live)
+        self.lengths = toggles("lengths", ["fixed", "random"], lengths, (
+            "every request has these lengths", "prompts lognormal (CV 1), outputs geometric, with these means"))
         self.chunked = w.Checkbox(value=chunked_prefill, description="chunked prefill", indent=False)
-        self.slo = w.FloatLogSlider(value=slo_s, base=10, min=-2.5, max=1.5, step=0.05, description="p99 TTFT SLO (s)",
-                                    style=_STYLE, layout=_WIDE, continuous_update=live,
-                                    readout_format=".3g")  # fmt: skip
-        self.step_kind = w.ToggleButtons(options=["model", "linear"], value=step_time, description="step time",
-                                         style={**_STYLE, "button_width": "80px"})  # fmt: skip
-        self.model = w.Dropdown(options=list(PRESETS), value=model, description="model", style=_STYLE, layout=_WIDE)
-        self.device = w.Dropdown(options=list(self.devices), value=device, description="device", style=_STYLE,
-                                 layout=_WIDE)  # fmt: skip
-        self.tp = w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=_STYLE, layout=_WIDE)
-        fl = {"style": _STYLE, "layout": _WIDE}
-        self.coeffs = {
-            "prefill_a": w.BoundedFloatText(value=prefill[0], min=0, max=10, step=1e-3, description="prefill a (s)",
-                                            **fl),  # fmt: skip
-            "prefill_b": w.BoundedFloatText(value=prefill[1], min=0, max=1, step=1e-6,
-                                            description="prefill b (s/token)", **fl),  # fmt: skip
-            "decode_a": w.BoundedFloatText(value=decode[0], min=0, max=10, step=1e-3, description="decode a (s)", **fl),
-            "decode_b": w.BoundedFloatText(value=decode[1], min=0, max=1, step=1e-5, description="decode b (s/seq)",
-                                           **fl),  # fmt: skip
-            "decode_c": w.BoundedFloatText(value=decode[2], min=0, max=1, step=1e-8,
-                                           description="decode c (s/ctx token)", **fl),  # fmt: skip
-        }
+        self.slo = log_slider("p99 TTFT SLO (s)", slo_s, -2.5, 1.5, live)
+        self.step_kind = toggles("step time", ["model", "linear"], step_time)
+        self.model = w.Dropdown(options=list(PRESETS), value=model, description="model", style=STYLE, layout=WIDE)
+        self.device = w.Dropdown(options=list(self.devices), value=device, description="device", style=STYLE,
+                                 layout=WIDE)  # fmt: skip
+        self.tp = w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=STYLE, layout=WIDE)
+        self.coeffs = linear_boxes(prefill, decode, overhead)
         self.model_box = w.VBox([self.model, self.device, self.tp])
         self.linear_box = w.VBox(list(self.coeffs.values()))
         self._toggle_step_boxes()
@@ -166,9 +153,9 @@ class ServingPanel(TextWidget, w.VBox):
         self.updates = 0
         self._request = Latest(self.update, COALESCE_S)
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
-        self._controls = (self.rate, self.cv, self.replicas, self.max_batch, self.token_budget, self.prompt,
-                          self.output, self.lengths, self.chunked, self.slo, self.step_kind, self.model, self.device,
-                          self.tp, *self.coeffs.values())  # fmt: skip
+        self._controls = (self.rate, self.cv, self.replicas, self.routing, self.max_batch, self.token_budget,
+                          self.prompt, self.output, self.lengths, self.chunked, self.slo, self.step_kind, self.model,
+                          self.device, self.tp, *self.coeffs.values())  # fmt: skip
         """Every control a change of which is simulated (observed, and the keys of :meth:`_inputs`)."""
         self._evaluate()
         self.view = Charts(sweep_charts(), {
@@ -181,8 +168,8 @@ class ServingPanel(TextWidget, w.VBox):
         for c in self._controls:
             c.observe(self._changed, names="value")
         load = w.VBox([w.HTML("<b>load</b>"), self.rate, self.cv, self.prompt, self.output, self.lengths, self.slo])
-        engine = w.VBox([w.HTML("<b>engine</b>"), self.replicas, self.max_batch, self.token_budget, self.chunked,
-                         self.step_kind, self.model_box, self.linear_box])  # fmt: skip
+        engine = w.VBox([w.HTML("<b>engine</b>"), self.replicas, self.routing, self.max_batch, self.token_budget,
+                         self.chunked, self.step_kind, self.model_box, self.linear_box])  # fmt: skip
         super().__init__([w.HBox([load, engine]), self.summary, self.view])
 
     # ---- inputs ------------------------------------------------------------------------------------------------
@@ -191,7 +178,8 @@ class ServingPanel(TextWidget, w.VBox):
         if self.step_kind.value == "linear":
             c = {k: float(v.value) for k, v in self.coeffs.items()}
             return StepTime(prefill_time_s=(c["prefill_a"], c["prefill_b"]),
-                            decode_time_s=(c["decode_a"], c["decode_b"], c["decode_c"]))  # fmt: skip
+                            decode_time_s=(c["decode_a"], c["decode_b"], c["decode_c"]),
+                            overhead_s=c["overhead"])  # fmt: skip
         return self._step_times(PRESETS[self.model.value], self.devices[self.device.value], int(self.tp.value))
 
     def workload(self) -> tuple[int | Lengths, int | Lengths]:
@@ -204,7 +192,8 @@ class ServingPanel(TextWidget, w.VBox):
     def engine(self) -> dict[str, Any]:
         """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the engine (not ``replicas``)."""
         return {"step_time": self.step_time(), "max_batch": int(self.max_batch.value),
-                "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value)}  # fmt: skip
+                "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value),
+                "routing": str(self.routing.value)}  # fmt: skip
 
     def rates(self) -> np.ndarray:
         """Arrival rates of the sweep: :func:`~aonkit.model.serving_grid.sweep_rates` of the chosen rate."""
