@@ -13,6 +13,7 @@ import pytest
 
 import aonkit
 from aonkit.analysis.engine_passes import forward_passes
+from aonkit.model import fit_step_time
 
 from .conftest import require_shared
 
@@ -151,3 +152,21 @@ def test_the_bundled_generation_sample_is_what_its_script_ran() -> None:
     assert list(p[["kind", "batch", "new_tokens", "context_tokens"]].astype({"kind": str}).itertuples(
         index=False, name=None)) == want  # fmt: skip
     assert p["annotated"].all() and (p["layers"] == tool.SHAPE["layers"]).all()  # type: ignore[attr-defined]
+
+
+CUDA_GEN = ROOT / "sample_traces" / "cuda" / "gpt_generate.pt.trace.json.gz"
+
+
+@pytest.mark.skipif(not CUDA_GEN.exists(), reason="sample_traces/cuda/gpt_generate.pt.trace.json.gz is made on a GPU "
+                    "machine (tools/make_cuda_samples.py); not made yet")  # fmt: skip
+def test_a_real_cuda_generation() -> None:
+    # GIVEN the decoder generating on a real GPU (tools/make_cuda_samples.py: each pass annotated, then synchronized)
+    manifest = json.loads((CUDA_GEN.parent / "MANIFEST.json").read_text())["generate"]
+    p = aonkit.analysis.forward_passes(aonkit.load(CUDA_GEN))
+    # THEN every pass is found with its tokens, and each launched GPU work that its span holds
+    want = [("prefill", b, b * n0) if k == 0 else ("decode", b, b) for b, n0, n in manifest["requests"]
+            for k in range(n)]  # fmt: skip
+    assert list(p[["kind", "batch", "new_tokens"]].astype({"kind": str}).itertuples(index=False, name=None)) == want
+    assert (p["kernel_ns"] > 0).all() and (p["dur_ns"] >= p["kernel_ns"]).all() and p["annotated"].all()
+    fit = fit_step_time(p)
+    assert all(c >= 0 for c in (*fit.step_time.prefill_time_s, *fit.step_time.decode_time_s))

@@ -243,6 +243,24 @@ def test_serving_panel_matches_sweep_knee_and_replicas() -> None:
     assert not p.error and np.isfinite(p.update_s)
 
 
+def test_serving_panel_routing_is_the_simulations_routing() -> None:
+    # GIVEN a panel of 4 replicas joining the shortest queue
+    p = ServingPanel(30.0, step_time="linear", n_requests=N, replicas=4, slo_s=0.3, lengths="fixed")
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    eng = {"step_time": st, "max_batch": 64, "token_budget": 2048, "chunked_prefill": True}
+    jsq = p.sweep
+    for routing in ("central", "round_robin"):
+        # WHEN the routing changes
+        p.routing.value = routing
+        # THEN the sweep and the replica search are the simulations with that routing
+        sweep = serving_sweep(sweep_rates(30.0), 512, 128, n_requests=N, replicas=4, routing=routing, **eng)
+        pd.testing.assert_frame_equal(p.sweep, sweep)
+        assert not sweep.equals(jsq)
+        plan = replicas_needed(30.0, 0.3, 512, 128, n_requests=N, routing=routing, **eng)
+        assert p.replicas_for_slo() == plan.replicas
+    assert p.engine()["routing"] == "round_robin" and not p.error
+
+
 def test_serving_panel_model_step_times() -> None:
     p = ServingPanel(20.0, n_requests=N, lengths="fixed", model="Llama-3 8B", device="H100 SXM", tp=1)
     eng = {"step_time": model_step_time(LLAMA3_8B, H100, 1), "max_batch": 64, "token_budget": 2048,

@@ -12,6 +12,11 @@ Writes, under ``--out``:
 * ``gpt_b4.pt.trace.json.gz``, ``gpt_b8.pt.trace.json.gz``: the same model at batch 4 and 8, three steps each
   under torch.profiler with shapes and FLOPs: a calibration on one predicts the other
   (``tests/test_calibrate.py``, ``bench/gpu_models.py``).
+* ``gpt_generate.pt.trace.json.gz``: a decoder with a KV cache (:data:`GENERATE`, bf16) generating for
+  batches of requests (:data:`GENERATE_REQUESTS`), each pass in a ``record_function`` and followed by a
+  synchronize, under torch.profiler with shapes (``tools/generate_trace.py``): the passes
+  :func:`aonkit.analysis.forward_passes` finds and :func:`aonkit.model.fit_step_time` fits
+  (``tests/test_engine_passes.py``).
 * ``MANIFEST.json``: the model, torch and GPU they were made with, and each file's bytes.
 
 ``--device cpu --tiny`` runs the same code on the CPU with a toy model (a smoke test of this script; it writes
@@ -35,6 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 SMALL = {"layers": 4, "hidden": 2048, "heads": 16, "seq": 1024, "vocab": 32000}
 TINY = {"layers": 2, "hidden": 64, "heads": 4, "seq": 32, "vocab": 128}
+GENERATE = {"layers": 4, "hidden": 2048, "heads": 16, "kv_heads": 4, "vocab": 32000, "max_seq": 4096}
+GENERATE_REQUESTS = ((1, 512, 8), (4, 1024, 8), (16, 256, 8), (32, 128, 8), (8, 2048, 8), (64, 64, 8))
+"""(batch, prompt tokens, tokens generated): prefills of 512 to 16,384 tokens, decodes of batch 1 to 64."""
 
 
 def gpt(torch: Any, layers: int, hidden: int, heads: int, seq: int, vocab: int) -> Any:
@@ -149,11 +157,21 @@ def main() -> None:
     shutil.rmtree(args.out / "profile", ignore_errors=True)
     profile_bundle(torch, shape, args.device, args.out / "profile")
     files = [batch_trace(torch, shape, b, args.device, args.out / f"gpt_b{b}.pt.trace.json.gz") for b in (4, 8)]
+    sys.path.insert(0, str(ROOT / "tools"))
+    from generate_trace import TINY as GEN_TINY
+    from generate_trace import generation_trace
+
+    gen = generation_trace(args.out / "gpt_generate.pt.trace.json.gz", args.device,
+                           GEN_TINY if args.tiny else GENERATE, annotate=True,
+                           requests=((2, 16, 3), (1, 8, 2)) if args.tiny else GENERATE_REQUESTS)  # fmt: skip
+    files.append(args.out / "gpt_generate.pt.trace.json.gz")
     files += sorted((args.out / "profile").iterdir())
     manifest = {
         "model": {**shape, "bundle_layers": bundle_layers(shape), "mlp": "4x GELU",
                   "attention": "causal scaled_dot_product_attention",
                   "dtype": "bf16" if args.device == "cuda" else "fp32", "optimizer": "AdamW (foreach)"},
+        "generate": {"model": gen["model"], "requests": gen["requests"], "dtype": "bf16" if args.device == "cuda"
+                     else "fp32"},
         "torch": torch.__version__, "cuda": torch.version.cuda,
         "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None,
         "files": {str(f.relative_to(args.out)): f.stat().st_size for f in files},
