@@ -90,7 +90,7 @@ def test_the_token_table_can_be_named(generation: dict, tmp_path: Path) -> None:
         forward_passes(trace, vocab=7)
 
 
-def _hand_trace(tmp_path: Path) -> aonkit.Trace:
+def _hand_trace(tmp_path: Path, annotations: list[tuple[str, float, float]] = ()) -> aonkit.Trace:
     """Two passes on one thread, each launching two kernels; the second pass's last kernel ends late."""
     def op(name: str, ts: float, dur: float, dims: list | None = None) -> dict:
         args = {"Input Dims": dims} if dims is not None else {}
@@ -108,10 +108,23 @@ def _hand_trace(tmp_path: Path) -> aonkit.Trace:
           op("aten::embedding", 300, 10, [[50, 8], [2, 1]]),
           op("aten::scaled_dot_product_attention", 320, 30, [[2, 2, 1, 4], [2, 1, 7, 4], [2, 1, 7, 4]]),
           *launch(325, 3, 330, 20), *launch(340, 4, 360, 100), op("aten::argmax", 355, 5)]  # fmt: skip
+    ev.append(op("generate", 100, 390))  # a caller's op around both passes: the end of neither
+    ev += [{"ph": "X", "cat": "user_annotation", "name": n, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+           for n, ts, dur in annotations]  # fmt: skip
     path = tmp_path / "hand.json.gz"
     with gzip.open(path, "wt") as f:
         json.dump({"traceEvents": ev}, f)
     return aonkit.load(path)
+
+
+def test_the_innermost_annotation_of_one_pass_is_its_span(tmp_path: Path) -> None:
+    # GIVEN the hand trace with annotations: one around both passes, one around pass 1 (its request), and an
+    # engine step inside that
+    trace = _hand_trace(tmp_path, annotations=[("run", 95, 400), ("request", 290, 190), ("engine_step", 295, 80)])
+    p = forward_passes(trace)
+    # THEN pass 1 is its engine step (its kernels still end it), pass 0 is read from its ops: "run" holds both
+    assert p["annotated"].tolist() == [False, True]
+    assert p["ts_ns"].tolist() == [100_000, 295_000] and p["dur_ns"].tolist() == [85_000, 165_000]
 
 
 def test_gpu_work_is_counted_in_the_pass_that_launched_it(tmp_path: Path) -> None:

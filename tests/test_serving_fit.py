@@ -50,6 +50,10 @@ def test_what_the_passes_cannot_tell_is_said() -> None:
     # one batch size and one prompt length: no cost per sequence, and the prefill's fixed cost is decode's
     fit = fit_step_time(_passes([(4, 300, 10), (4, 300, 12)]))
     assert fit.step_time.decode_time_s[1] == 0.0
+    # the batch's cost is in the fixed cost, and the prefill's fixed cost is the decode's: all in overhead_s
+    assert fit.step_time.overhead_s == pytest.approx(OVER + AD + BD * 4, rel=1e-6)
+    assert fit.step_time.prefill_time_s[0] == 0.0 and fit.step_time.decode_time_s[0] == 0.0
+    assert fit.step_time.prefill_time_s[1] == pytest.approx((AP - AD - BD * 4) / 1200 + BP, rel=1e-6)
     assert any("one value of the sequence count (4)" in n for n in fit.notes)
     assert any("one prompt length (1,200 tokens)" in n for n in fit.notes)
     # the decode passes still fit exactly (the per-sequence cost is in the fixed cost), and so does the prefill
