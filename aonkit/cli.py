@@ -1,4 +1,4 @@
-"""Command line: ``aonkit summary``, ``cache``, ``report``, ``hta-report``, ``diff``, ``what-if``, ``demo``..."""
+"""Command line: ``aonkit summary``, ``cache``, ``report``, ``diff``, ``what-if``, ``step-times``, ``demo``..."""
 
 from __future__ import annotations
 
@@ -190,6 +190,13 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     return run_whatif(args)
 
 
+def cmd_step_times(args: argparse.Namespace) -> int:
+    """``aonkit step-times``: forward passes of a traced engine and the serving model's step times fitted to them."""
+    from ._cli_steps import run_step_times
+
+    return run_step_times(args)
+
+
 def cmd_daemon(args: argparse.Namespace) -> int:
     """``aonkit daemon start|run|stop|status``: the always-on sampler (aonkit.live)."""
     from .live.control import daemon_command
@@ -257,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("what-if", help="re-time a trace or job with parts of the work faster, or on another GPU")
     add_whatif_arguments(p)
     p.set_defaults(func=cmd_whatif)
+    from ._cli_steps import add_step_time_arguments
+
+    p = sub.add_parser("step-times", help="an inference engine's prefill and decode passes in a trace, and the "
+                       "serving model's step times fitted to them")  # fmt: skip
+    add_step_time_arguments(p)
+    p.set_defaults(func=cmd_step_times)
     p = sub.add_parser("profile", help="run a command under aonkit's samplers (and torch.profiler for Python)")
     p.add_argument("--out", help="bundle folder (default aon-profiles/<date>-<time>-<n>)")
     p.add_argument("--interval", type=float, default=0.1, help="sampling interval in s (default 0.1)")
