@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from .analysis.engine_passes import forward_passes
 from .analysis.findings import COLUMNS, findings
 from .analysis.summary import summarize
 from .cache import CACHE_SUFFIX, cache_path_for
 from .errors import AonkitError, JobError
+from .model.serving_fit import StepFit, fit_step_time
 from .report.html_report import write_report
 from .report.html_summary import summary_html
 from .report.text import format_summary
@@ -36,7 +38,7 @@ def run_demo(out_dir: Path, traces_dir: Path | None = None) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"loading {src} (the first run on a machine compiles aonkit's analysis kernels once, about 15 s on 2 cores;"
           " `aonkit warmup` does it ahead)\n", flush=True)
-    traces = load_each(src)  # the samples are a 2-rank job and an unrelated CPU run: each on its own
+    traces = load_each(src)  # the samples are a 2-rank job and two unrelated CPU runs: each on its own
     sections = []
     for name, trace in traces.items():
         label = name if trace.meta.rank is None else f"{name} (rank {trace.meta.rank})"
@@ -52,9 +54,20 @@ def run_demo(out_dir: Path, traces_dir: Path | None = None) -> Path:
         print("What to look at first (aonkit.analysis.findings):")
         for text in found["text"]:
             print(f"  - {text}")
+    for name, trace in traces.items():  # a traced generation: the serving model's step times, measured
+        fit = measured_step_times(trace)
+        if fit is not None:
+            print(f"\n{name}: {fit.text()}")
     page = out_dir / "summary.html"
     page.write_text(summary_html(sections, f"aonkit demo: {src.name}", found), encoding="utf-8")
     return page
+
+
+def measured_step_times(trace: Trace) -> StepFit | None:
+    """:func:`~aonkit.model.fit_step_time` of the trace's forward passes; None when it has no prefill or no decode."""
+    passes = forward_passes(trace)
+    kinds = set(passes["kind"].astype(str))
+    return fit_step_time(passes) if {"prefill", "decode"} <= kinds else None
 
 
 def what_to_look_at(traces: dict[str, Trace]) -> pd.DataFrame:

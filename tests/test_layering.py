@@ -18,7 +18,7 @@ LAYERS = [
     "analysis|model|timeline.index|timeline.index_standin|timeline.tiles|timeline.detail|live",
     "report|views|timeline",  # the timeline's views, and its __init__ (which re-exports them lazily)
     "widgets",
-    "cli|_cli_errors|_cli_profile|_cli_whatif|demo|warmup|profiling|magic|__init__",  # the shells: anything below
+    "cli|_cli_errors|_cli_profile|_cli_steps|_cli_whatif|demo|warmup|profiling|magic|__init__",  # the shells
 ]
 
 

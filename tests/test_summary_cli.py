@@ -102,13 +102,13 @@ def test_demo_command_writes_an_openable_page(tmp_path: Path) -> None:
     assert "NVIDIA H100 80GB HBM3" in page and "<script" not in page
     cached = aonkit.load(tmp_path / "out" / "gpu_synthetic_rank0.aon.parquet")
     assert cached.equals(aonkit.load(SAMPLE_TRACES / "gpu_synthetic_rank0.json.gz"))
-    assert len(aonkit.load(tmp_path / "out", separate=True)) == 3  # three traces: a 2-rank job and a CPU run
+    assert len(aonkit.load(tmp_path / "out", separate=True)) == 4  # a 2-rank job and two CPU runs
     with pytest.raises(aonkit.JobError, match="cpu_mlp"):  # ... which are not one job
         aonkit.load(tmp_path / "out")
     report = (tmp_path / "out" / "gpu_synthetic_rank0.report.html").read_text(encoding="utf-8")
     assert "cdn.bokeh.org" not in report and "Bokeh" in report
     # the page links each report, shows shares as percentages and memory in units
-    for name in ("gpu_synthetic_rank0", "gpu_synthetic_rank1", "cpu_mlp"):
+    for name in ("gpu_synthetic_rank0", "gpu_synthetic_rank1", "cpu_mlp", "cpu_generate"):
         assert f"<a href='{name}.report.html'>" in page
     assert "85 GB" in page and "85018279936" not in page and " %</td>" in page
     # the demo says what the samples plant: the straggler, exposed communication, host-bound idle, the slow step,
@@ -118,6 +118,8 @@ def test_demo_command_writes_an_openable_page(tmp_path: Path) -> None:
     assert "rank 0: 26% of the communication" in out and "waiting for the host" in out and "step 4 takes" in out
     assert "rank 0: 4 calls of one memory-bound reduction op run at 9% of the memory roof" in out
     assert "What to look at first" in page and "rank 1 arrives last" in page
+    # and the generation's step times, fitted to its passes
+    assert "cpu_generate.pt.trace.json.gz: step time fitted to 40 traced passes (dur_ns):" in out
 
 
 def test_salvage_has_help_on_every_subcommand() -> None:
