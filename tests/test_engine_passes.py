@@ -183,3 +183,22 @@ def test_a_real_cuda_generation() -> None:
     assert (p["kernel_ns"] > 0).all() and (p["dur_ns"] >= p["kernel_ns"]).all() and p["annotated"].all()
     fit = fit_step_time(p)
     assert all(c >= 0 for c in (*fit.step_time.prefill_time_s, *fit.step_time.decode_time_s))
+
+
+def test_odd_shapes_are_passed_over_not_trusted(tmp_path: Path) -> None:
+    # sizes that are not counts are no pass; an empty index is a pass of unknown kind; an odd key no context
+    def op(name: str, ts: float, dims: object) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 5,
+                "args": {"Input Dims": dims}}  # fmt: skip
+
+    ev = [op("aten::embedding", 10, [[50, 8], ["2", 6]]), op("aten::embedding", 20, [[50, 8], [2.5, 6]]),
+          op("aten::embedding", 30, [[50, -8], [2, 6]]), op("aten::embedding", 40, "[[50, 8], [2, 6]]"),
+          op("aten::embedding", 50, [[50, 8], [2, 0]]), op("aten::embedding", 60, [[50, 8], [3, 1]]),
+          op("aten::scaled_dot_product_attention", 62, [[3, 2, 1, 4], [3, 2, 7.0, 4], [3, 2, 7, 4]]),
+          op("aten::embedding", 70, [[50, 8], [True, 4]])]  # fmt: skip
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    p = forward_passes(aonkit.load(path))
+    assert p["kind"].astype(str).tolist() == ["unknown", "decode"] and p["ts_ns"].tolist() == [50_000, 60_000]
+    assert p["new_tokens"].tolist() == [0, 3] and p["context_tokens"].tolist() == [-1, -1]
+    assert p["layers"].tolist() == [0, 1]

@@ -102,3 +102,16 @@ def test_the_panel_takes_a_fit() -> None:
                                         fit.step_time.overhead_s)  # fmt: skip
     with pytest.raises(ValueError, match="linear coefficients"):
         ServingPanel(5.0, step_time=StepTime(prefill_time_s=lambda p: 1e-3 * p))
+
+
+def test_the_panel_says_when_it_goes_beyond_the_passes_measured() -> None:
+    fit = fit_step_time(_passes([(1, 100, 20), (4, 300, 10), (8, 50, 30)]))  # batch 1-8, prefills of 100-1,200
+    panel = ServingPanel(5.0, step_time=fit, n_requests=2000, max_batch=8, token_budget=1024, lengths="fixed",
+                         prompt_tokens=256, output_tokens=16)  # fmt: skip
+    assert panel.extrapolated() == [] and "beyond" not in panel.summary.value
+    panel.max_batch.value, panel.token_budget.value = 32, 2048
+    assert panel.extrapolated() == ["batch up to 32 (measured up to 8)",
+                                    "prompt tokens per step up to 2,048 (measured up to 1,200)"]  # fmt: skip
+    assert "used beyond what it measured: batch up to 32" in panel.summary.value
+    panel.coeffs["decode_c"].value = 2e-6  # edited coefficients are not the fit's: nothing to say about it
+    assert panel.extrapolated() == [] and "beyond" not in panel.summary.value

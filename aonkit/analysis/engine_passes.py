@@ -15,7 +15,7 @@ How a pass is found:
 * **Context**: the first ``aten::scaled_dot_product_attention`` of the pass, key ``[B, heads, L, head_dim]``:
   ``context_tokens`` = B*L, the tokens attended to (cached plus new, summed over the batch; padding included).
   ``layers`` counts the pass's SDPA calls. Without SDPA (an engine's own attention kernels) both are -1.
-* **Kind**: ``"prefill"`` when S > 1, ``"decode"`` when S = 1.
+* **Kind**: ``"prefill"`` when S > 1, ``"decode"`` when S = 1 (S = 0: ``"unknown"``).
 * **Span**: when a ``user_annotation`` on the pass's thread encloses its start and no other pass's (a
   ``record_function`` around each engine step, or one ``ProfilerStep`` per step), that annotation. Otherwise from
   the embedding's start to the end of the last CPU op that starts on its thread before the next pass: the
@@ -67,8 +67,8 @@ def forward_passes(trace: Trace, vocab: int | None = None) -> pd.DataFrame:
     rows = np.flatnonzero((name == "aten::embedding") & (ev["ph"] == "X").to_numpy())
     dims = trace.arg_values("Input Dims", rows) if len(rows) else []
     calls = [(int(r), d[0][0], d[1]) for r, d in zip(rows, dims)
-             if isinstance(d, list) and len(d) >= 2 and isinstance(d[0], list) and len(d[0]) == 2
-             and isinstance(d[1], list) and 1 <= len(d[1]) <= 2]  # fmt: skip
+             if isinstance(d, list) and len(d) >= 2 and _sizes(d[0]) and len(d[0]) == 2
+             and _sizes(d[1]) and 1 <= len(d[1]) <= 2]  # fmt: skip
     if not calls:
         return _empty()
     table_rows = np.array([c[1] for c in calls], dtype=np.int64)
@@ -91,7 +91,7 @@ def forward_passes(trace: Trace, vocab: int | None = None) -> pd.DataFrame:
     batch = np.array([int(x[0]) if len(x) == 2 else -1 for x in index], dtype=np.int64)
     new = np.array([int(np.prod(x)) for x in index], dtype=np.int64)
     per_seq = np.array([int(x[1]) if len(x) == 2 else -1 for x in index], dtype=np.int64)
-    kind = np.where(per_seq < 0, "unknown", np.where(per_seq > 1, "prefill", "decode"))
+    kind = np.where(per_seq > 1, "prefill", np.where(per_seq == 1, "decode", "unknown"))
     starts, end, annotated = _annotated(trace, start_rows, starts)
     context, layers = _attention(trace, starts)
     context = np.where((batch >= 0) & (context >= 0), np.maximum(batch, 1) * context, -1)
@@ -105,6 +105,11 @@ def forward_passes(trace: Trace, vocab: int | None = None) -> pd.DataFrame:
         "kind": pd.Categorical(kind, categories=KINDS), "batch": batch, "new_tokens": new,
         "context_tokens": context, "layers": layers, "kernel_ns": kernel_ns, "annotated": annotated,
     })  # fmt: skip
+
+
+def _sizes(x: object) -> bool:
+    """A recorded shape: a list of sizes (ints, at least 0)."""
+    return isinstance(x, list) and all(type(v) is int and v >= 0 for v in x)
 
 
 def _empty() -> pd.DataFrame:
@@ -121,15 +126,15 @@ def _attention(trace: Trace, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray
     context, layers = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
     if not len(rows):
         return context, layers
+    rows = rows[np.argsort(ev["ts_ns"].to_numpy()[rows], kind="stable")]
     which = np.searchsorted(starts, ev["ts_ns"].to_numpy()[rows], side="right") - 1
     keep = which >= 0
     rows, which = rows[keep], which[keep]
     np.add.at(layers, which, 1)
-    first = np.unique(which, return_index=True)[1]  # rows are in events order, which is time order per thread
-    for r, d in zip(rows[first], trace.arg_values("Input Dims", rows[first])):
-        if isinstance(d, list) and len(d) >= 2 and isinstance(d[1], list) and len(d[1]) == 4:
-            i = np.searchsorted(starts, ev["ts_ns"].to_numpy()[r], side="right") - 1
-            context[i] = int(d[1][2])
+    first = np.unique(which, return_index=True)[1]  # each pass's earliest call
+    for i, d in zip(which[first], trace.arg_values("Input Dims", rows[first])):
+        if isinstance(d, list) and len(d) >= 2 and _sizes(d[1]) and len(d[1]) == 4:
+            context[i] = d[1][2]
     return context, layers
 
 

@@ -62,6 +62,19 @@ class StepFit:
             "median_abs_relative": g["relative"].apply(lambda x: float(np.median(np.abs(x)))),
         })  # fmt: skip
 
+    def beyond(self, max_batch: int, token_budget: int) -> list[str]:
+        """Where an engine's batch and prompt tokens per step go beyond the passes measured, in words.
+
+        ``max_batch`` against ``ranges["batch"]``, ``token_budget`` against ``ranges["prompt_tokens"]`` (a
+        prefill step's tokens); an empty list when neither goes beyond.
+        """
+        out = []
+        for what, value, top in (("batch", max_batch, self.ranges["batch"][1]),
+                                 ("prompt tokens per step", token_budget, self.ranges["prompt_tokens"][1])):
+            if value > top:
+                out.append(f"{what} up to {value:,} (measured up to {top:,})")
+        return out
+
     def text(self) -> str:
         """The fitted step times in words, with the fit's quality and notes."""
         st = self.step_time

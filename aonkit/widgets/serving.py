@@ -101,6 +101,8 @@ class ServingPanel(TextWidget, w.VBox):
         The canvas charts (:mod:`aonkit.widgets.charts`).
     error : str
         Why the last change could not be simulated ("" when it could).
+    fit : StepFit or None
+        The fitted step times the panel was given (:meth:`extrapolated` says where the controls go beyond them).
     update_s : float
         Wall time of the last :meth:`update`, its messages to the page included (the summary shows the time to
         compute it).
@@ -119,6 +121,7 @@ class ServingPanel(TextWidget, w.VBox):
                  decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7), overhead: float = 0.0,
                  n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0,
                  live: bool = True) -> None:  # fmt: skip
+        self.fit = step_time if isinstance(step_time, StepFit) else None
         if not isinstance(step_time, str):
             step_time, prefill, decode, overhead = linear_coefficients(step_time)
         self.n_requests, self.max_replicas, self.seed = int(n_requests), int(max_replicas), seed
@@ -364,7 +367,20 @@ class ServingPanel(TextWidget, w.VBox):
         status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
                   f"{html.escape(self._error)}</div>" if self._error else "")  # fmt: skip
         took = f" (computed in {self._computed_s * 1e3:.0f} ms)" if math.isfinite(self._computed_s) else ""
-        self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{status}"
+        far = self.extrapolated()
+        note = (f"<div style='color:#8C564B'>step times fitted to a trace, used beyond what it measured: "
+                f"{html.escape('; '.join(far))}</div>" if far else "")  # fmt: skip
+        self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{note}{status}"
+
+    def extrapolated(self) -> list[str]:
+        """Where the engine's batch and step budget go beyond the passes of the fitted step times it uses.
+
+        :meth:`StepFit.beyond <aonkit.model.serving_fit.StepFit.beyond>`; empty without a fit, or when the step
+        times are not the fit's any more (another choice, edited coefficients).
+        """
+        if self.fit is None or self.step_kind.value != "linear" or self.step_time() != self.fit.step_time:
+            return []
+        return self.fit.beyond(int(self.max_batch.value), int(self.token_budget.value))
 
     def _changed(self, change: dict) -> None:
         self._request()  # in a kernel: once for the changes that arrive together (a slider dragged)
