@@ -41,10 +41,14 @@ def test_the_cuda_sample_maker_runs_on_the_cpu(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     manifest = json.loads((tmp_path / "MANIFEST.json").read_text())
     assert set(manifest["files"]) == {"gpt_b4.pt.trace.json.gz", "gpt_b8.pt.trace.json.gz",
-                                      "profile/aonkit-bundle.json", "profile/samples.parquet",
-                                      "profile/trace.json.gz"}  # fmt: skip
+                                      "gpt_generate.pt.trace.json.gz", "profile/aonkit-bundle.json",
+                                      "profile/samples.parquet", "profile/trace.json.gz"}  # fmt: skip
     import aonkit
 
     bundle = aonkit.load(tmp_path / "profile")  # the magic's bundle reads back with its samples
     assert bundle.samples is not None and len(bundle.cpu_ops) > 0
     assert json.loads((tmp_path / "profile" / "aonkit-bundle.json").read_text())["status"] == "ok"
+    # the generation's passes: each request's prefill, then a decode per further token
+    passes = aonkit.analysis.forward_passes(aonkit.load(tmp_path / "gpt_generate.pt.trace.json.gz"))
+    want = [("prefill" if k == 0 else "decode", b) for b, _, n in manifest["generate"]["requests"] for k in range(n)]
+    assert list(zip(passes["kind"].astype(str), passes["batch"])) == want and passes["annotated"].all()

@@ -275,28 +275,37 @@ def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path
 
     with ran(lab, "03_models.ipynb") as page:
         # GIVEN the LLM model panel as Run All left it (Llama-3 405B on H100s, the notebook's last change)
-        panel = page.locator(".jp-OutputArea-output").filter(has_text="memory per GPU").first
+        panel = page.locator(".jp-OutputArea-output").filter(has_text="memory per GPU").filter(
+            has=page.locator("select")).first  # fmt: skip
+        panel.wait_for(timeout=30_000)
         panel.scroll_into_view_if_needed()
 
-        def shown() -> dict[str, str]:
+        def shown() -> dict[str, str] | None:
             text = panel.inner_text()
-            return {k: re.search(rf"{k}\s*\n\s*([^\n]+)", text).group(1) for k in ("step time", "MFU",
-                                                                                  "model FLOP/s per GPU")}
+            found = {k: re.search(rf"{k}\s*\n\s*([^\n]+)", text) for k in ("step time", "MFU",
+                                                                             "model FLOP/s per GPU")}
+            return None if None in found.values() else {k: m.group(1) for k, m in found.items()}
+
+        # its numbers may still be on their way to the page when Run All is done (a loaded machine): wait for them
+        deadline = time.monotonic() + 30
+        while shown() is None and time.monotonic() < deadline:
+            page.wait_for_timeout(300)
 
         # the panel's canvas charts (training, inference tabs): how often each drew, and what it shows
         charts = """(panel) => [...panel.querySelectorAll('.aon-charts')].map((c) => ({
             drawn: Number(c.parentElement.dataset.drawn),
             pixels: [...c.querySelectorAll('canvas')].map((v) => v.toDataURL()).join('|')}))"""
         before, charts_before = shown(), panel.evaluate(charts)
+        assert before is not None, panel.inner_text()[:1000]
         device = next(s for s in panel.locator("select").all()
                       if s.evaluate("e => e.value") == "H100 SXM")  # fmt: skip
         # WHEN the person picks another GPU in the page
         device.select_option(label="A100 SXM4 80GB")
         # THEN the kernel re-evaluates the model and the page shows the new numbers (an A100 is slower)
         deadline = time.monotonic() + 30
-        while shown() == before and time.monotonic() < deadline:
+        while (after := shown()) in (None, before) and time.monotonic() < deadline:  # (None: being redrawn)
             page.wait_for_timeout(300)
-        after = shown()
+        assert after is not None, panel.inner_text()[:1000]
         rate = {k: float(v["model FLOP/s per GPU"].split()[0]) for k, v in (("h100", before), ("a100", after))}
         assert after["step time"] != before["step time"] and rate["a100"] < rate["h100"], (before, after)
         # AND both tabs' charts took the new data once each (each tab's changes arrive as one message); the shown
@@ -305,12 +314,12 @@ def test_model_panel_answers_a_choice_made_in_the_page(lab: tuple[str, str, Path
         charts_after = panel.evaluate(charts)
         assert len(charts_before) == 2, charts_before
         assert [a["drawn"] - b["drawn"] for a, b in zip(charts_after, charts_before)] == [1, 1]
-        assert charts_after[0]["pixels"] != charts_before[0]["pixels"]
+        assert charts_after[0]["pixels"] != charts_before[0]["pixels"], "the training tab was not drawn anew"
         # AND the hidden inference tab's canvases are drawn with the new data when the person opens that tab
         assert charts_after[1]["pixels"] == charts_before[1]["pixels"]  # not drawn while out of sight
         panel.locator(".lm-TabBar-tab").filter(has_text="inference").first.click()  # the tab, not the heading
         deadline = time.monotonic() + 10  # (a fixed 500 ms was once too short beside a loaded kernel on 2 CPUs)
         while panel.evaluate(charts)[1]["pixels"] == charts_before[1]["pixels"] and time.monotonic() < deadline:
             page.wait_for_timeout(100)
-        assert panel.evaluate(charts)[1]["pixels"] != charts_before[1]["pixels"]
+        assert panel.evaluate(charts)[1]["pixels"] != charts_before[1]["pixels"], "the inference tab was not drawn"
         assert not [e for e in page.aonkit_errors if e.startswith("page error")], page.aonkit_errors

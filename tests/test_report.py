@@ -49,7 +49,8 @@ def test_job_directory_gives_one_report_per_rank(tmp_path: Path) -> None:
                            str(tmp_path / "job.html")], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr
     names = sorted(p.name for p in tmp_path.glob("job-*.html"))
-    assert names == ["job-cpu_mlp.html", "job-rank0.html", "job-rank1.html"]  # a CPU run with no rank: by name
+    # the CPU runs have no rank: named by their files
+    assert names == ["job-cpu_generate.html", "job-cpu_mlp.html", "job-rank0.html", "job-rank1.html"]
 
 
 def test_header_says_when_there_is_no_gpu_event_and_lists_the_reader_warnings(tmp_path: Path) -> None:
