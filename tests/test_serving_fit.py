@@ -102,6 +102,8 @@ def test_the_panel_takes_a_fit() -> None:
                                         fit.step_time.overhead_s)  # fmt: skip
     with pytest.raises(ValueError, match="linear coefficients"):
         ServingPanel(5.0, step_time=StepTime(prefill_time_s=lambda p: 1e-3 * p))
+    with pytest.raises(ValueError, match=r"out of the panel's range .*'decode b \(s/seq\) = 2.0'"):
+        ServingPanel(5.0, step_time=StepTime(prefill_time_s=(0.1, 1e-5), decode_time_s=(0.1, 2.0, 0.0)))
 
 
 def test_the_panel_says_when_it_goes_beyond_the_passes_measured() -> None:

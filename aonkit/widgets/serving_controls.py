@@ -41,11 +41,15 @@ def linear_boxes(prefill: tuple[float, float], decode: tuple[float, float, float
     """Boxes of the linear step times, by key.
 
     ``prefill_a``, ``prefill_b``, ``decode_a``, ``decode_b``, ``decode_c`` and ``overhead``: s, s/token, s,
-    s/sequence, s/context token and s.
+    s/sequence, s/context token and s. A value outside a box's range (0 to 10 s, 0 to 1 s per unit) raises
+    ValueError: the box would clip it.
     """
     spec = (("prefill_a", prefill[0], 10, 1e-3, "prefill a (s)"), ("prefill_b", prefill[1], 1, 1e-6,
             "prefill b (s/token)"), ("decode_a", decode[0], 10, 1e-3, "decode a (s)"),
             ("decode_b", decode[1], 1, 1e-5, "decode b (s/seq)"), ("decode_c", decode[2], 1, 1e-8,
             "decode c (s/ctx token)"), ("overhead", overhead, 10, 1e-4, "overhead (s)"))  # fmt: skip
+    over = [f"{text} = {value!r}" for _, value, top, _, text in spec if not 0 <= value <= top]
+    if over:  # a box would clip it: say so rather than simulate another engine
+        raise ValueError(f"linear step times out of the panel's range (0 to 10 s, 0 to 1 s per unit): {over}")
     return {key: w.BoundedFloatText(value=value, min=0, max=top, step=step, description=text, style=STYLE,
                                     layout=WIDE) for key, value, top, step, text in spec}  # fmt: skip
