@@ -32,15 +32,6 @@ from aonkit.analysis import forward_passes  # noqa: E402
 from aonkit.model import fit_step_time  # noqa: E402
 
 
-def predict(fit: object, passes: object) -> np.ndarray:
-    """The fitted step time of each pass (prefill or decode), in seconds."""
-    st = fit.step_time  # type: ignore[attr-defined]
-    (ap, bp), (ad, bd, cd) = st.prefill_time_s, st.decode_time_s
-    pre = passes["kind"].astype(str).to_numpy() == "prefill"  # type: ignore[index]
-    return st.overhead_s + np.where(pre, ap + bp * passes["new_tokens"],  # type: ignore[index]
-                                    ad + bd * passes["batch"] + cd * passes["context_tokens"])  # type: ignore[index]
-
-
 def one_run(path: Path, pass_s: list[list[float]] | None, requests: tuple) -> dict[str, float]:
     trace = aonkit.load(path)
     t0 = time.perf_counter()
@@ -58,7 +49,7 @@ def one_run(path: Path, pass_s: list[list[float]] | None, requests: tuple) -> di
     for i in range(len(requests)):
         held = request == i
         f = fit_step_time(p[~held])
-        got, want = predict(f, p[held]), p["dur_ns"].to_numpy()[held] / 1e9
+        got, want = f.predict(p[held]), p["dur_ns"].to_numpy()[held] / 1e9
         rel = got / want - 1
         errs["prefill"].append(abs(float(rel[0])))
         errs["decode"].append(float(np.median(np.abs(rel[1:]))))

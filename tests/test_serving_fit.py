@@ -28,8 +28,13 @@ def _passes(batches: list[tuple[int, int, int]], noise: float = 0.0, seed: int =
 
 
 def test_exact_linear_steps_are_recovered() -> None:
-    fit = fit_step_time(_passes([(1, 100, 20), (4, 300, 10), (8, 50, 30), (2, 700, 5)]))
+    passes = _passes([(1, 100, 20), (4, 300, 10), (8, 50, 30), (2, 700, 5)])
+    fit = fit_step_time(passes)
     st = fit.step_time
+    # predict is what the residuals were fitted with; a pass of unknown kind has no prediction
+    np.testing.assert_array_equal(fit.predict(passes), fit.residuals["fitted_s"])
+    odd = passes.iloc[:2].assign(kind=["unknown", "decode"])
+    assert np.isnan(fit.predict(odd)[0]) and fit.predict(odd)[1] == fit.residuals["fitted_s"].iloc[1]
     assert st.overhead_s == pytest.approx(OVER + AD, rel=1e-6)  # the smaller intercept: decode's, 2.5 ms
     np.testing.assert_allclose(st.prefill_time_s, (AP - AD, BP), rtol=1e-5, atol=1e-9)
     np.testing.assert_allclose(st.decode_time_s, (0.0, BD, CD), rtol=1e-5, atol=1e-9)

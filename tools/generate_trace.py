@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import shutil
 import sys
 import tempfile
 import time
@@ -119,14 +118,10 @@ def generation_trace(path: Path, device: str = "cpu", shape: dict[str, int] | No
         with profile(activities=acts, record_shapes=True) as prof:
             times = [generate(torch, model, b, p, n, shape["vocab"], device, annotate) for b, p, n in requests]
     path = Path(path)
-    if path.suffix == ".gz":
-        with tempfile.TemporaryDirectory() as tmp:
-            raw = Path(tmp) / "trace.json"
-            prof.export_chrome_trace(str(raw))
-            with raw.open("rb") as src, gzip.GzipFile(path, "wb", mtime=0) as dst:
-                shutil.copyfileobj(src, dst)
-    else:
-        prof.export_chrome_trace(str(path))
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(raw))
+        path.write_bytes(gzip.compress(raw.read_bytes(), mtime=0) if path.suffix == ".gz" else raw.read_bytes())
     return {"model": shape, "device": device, "requests": [list(r) for r in requests], "pass_s": times,
             "annotated": annotate, "torch": torch.__version__}  # fmt: skip
 

@@ -62,6 +62,11 @@ class StepFit:
             "median_abs_relative": g["relative"].apply(lambda x: float(np.median(np.abs(x)))),
         })  # fmt: skip
 
+    def predict(self, passes: pd.DataFrame) -> np.ndarray:
+        """Seconds of each pass of a ``forward_passes`` table by the fitted step times (NaN for kind "unknown")."""
+        return _predict(self.step_time, passes["kind"].astype(str).to_numpy(),
+                        *(passes[c].to_numpy(dtype=np.float64) for c in ("new_tokens", "batch", "context_tokens")))
+
     def beyond(self, max_batch: int, token_budget: int) -> list[str]:
         """Where an engine's batch and prompt tokens per step go beyond the passes measured, in words.
 
@@ -147,7 +152,7 @@ def fit_step_time(passes: pd.DataFrame, time: str = "dur_ns") -> StepFit:
                      "token: the fixed cost is taken to be the decode passes'")  # fmt: skip
     over = min(i_p, i_d)
     st = StepTime(prefill_time_s=(i_p - over, bp), decode_time_s=(i_d - over, bd, cd), overhead_s=over)
-    fitted = np.where(kind == "prefill", i_p + bp * tokens, i_d + bd * batch + cd * context)
+    fitted = _predict(st, kind, tokens, batch, context)
     used = pre | dec
     res = pd.DataFrame({"kind": kind[used], "batch": batch[used].astype(np.int64),
                         "new_tokens": tokens[used].astype(np.int64), "context_tokens": context[used].astype(np.int64),
@@ -158,6 +163,14 @@ def fit_step_time(passes: pd.DataFrame, time: str = "dur_ns") -> StepFit:
     res["relative"] = res["residual_s"] / res["measured_s"].where(res["measured_s"] > 0)
     ranges = {"prompt_tokens": _span(tokens[pre]), "batch": _span(batch[dec]), "context_tokens": _span(context[dec])}
     return StepFit(st, res, ranges, tuple(notes), time)
+
+
+def _predict(st: StepTime, kind: np.ndarray, tokens: np.ndarray, batch: np.ndarray,
+             context: np.ndarray) -> np.ndarray:  # fmt: skip
+    """A pure prefill or pure decode step's seconds by linear step times (NaN for another kind)."""
+    (ap, bp), (ad, bd, cd) = st.prefill_time_s, st.decode_time_s  # type: ignore[misc]
+    step = st.overhead_s + np.where(kind == "prefill", ap + bp * tokens, ad + bd * batch + cd * context)
+    return np.where((kind == "prefill") | (kind == "decode"), step, np.nan)
 
 
 def _span(x: np.ndarray) -> tuple[int, int]:
