@@ -70,3 +70,33 @@ def test_a_central_queue_with_many_replicas_matches_the_event_loop_on_random_loa
                       routing="central", seed=seed)  # fmt: skip
         args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
         assert_same_run(simulate(*args, True), simulate(*args, False), 1e-12)
+
+
+
+BATCHED = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0625, 0.0))  # a batch's steps take longer
+
+
+def test_requests_left_waiting_wake_the_lazy_replicas_whose_steps_end_first_and_no_fewer() -> None:
+    # GIVEN 16-32 replicas on one central queue (lazy ones woken only as many as the waiting requests need), batches
+    # of 2-6 whose decode steps take longer with more sequences, and bursts of 1-3 requests at multiples of 1/32 s
+    # (exact sums, so step ends tie among replicas), some of them short: requests left waiting one and a few at a
+    # time, replicas woken for a request that another replica took first, and replicas that go lazy after them
+    from aonkit._kernels.serving import CENTRAL_LAZY_REPLICAS
+
+    assert CENTRAL_LAZY_REPLICAS <= 16  # (so that these replicas go lazy whenever their next finish is far)
+    for seed in (69, 254, 489):  # the loads, of 1,500 tried, on which variants of the wake rule went wrong
+        rng = np.random.default_rng(seed)
+        p, replicas, max_batch = rng.uniform(0.01, 0.2), int(rng.integers(16, 33)), int(rng.integers(2, 7))
+        slots = np.arange(4000) * 0.03125
+        arrivals = np.repeat(slots, rng.integers(1, 4, slots.size) * (rng.random(slots.size) < p))
+        outputs = np.where(rng.random(arrivals.size) < 0.3, rng.integers(1, 20, arrivals.size),
+                           rng.integers(17, 120, arrivals.size))  # fmt: skip
+        run = prepare(arrivals, 8, outputs, step_time=BATCHED, replicas=replicas, max_batch=max_batch,
+                      routing="central", seed=0)  # fmt: skip
+        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        # WHEN the kernel runs with lazy replicas and with every step as an event
+        ahead, plain = simulate(*args, True), simulate(*args, False)
+        # THEN the runs are the same to the bit
+        assert_same_run(ahead, plain, 0.0)
+        waited = plain[0] > arrivals
+        assert waited.sum() > 50 and np.unique(plain[0][waited]).size > 40  # requests waited, at many instants

@@ -34,10 +34,11 @@ its steps are run when that comes or when a request it can take reaches it (up t
 old event goes stale). With a queue per replica (join-shortest-queue, round robin) that is a request routed to it:
 routing reads only queue lengths and running counts, which change only at those events, so an arrival costs the
 work of the replica it reaches, not of every busy one. With the central queue it is a request that the idle
-replicas leave waiting (:func:`.serving_decode.wake_lazy`): every lazy replica with room then runs to the instant,
-as any of them may be first to take it. So there replicas go lazy only while one is idle and requests were left
-waiting at under half of the recent instants that had some (:data:`CENTRAL_WAITS`); with few idle replicas a lazy
-one would be woken at nearly every arrival.
+replicas leave waiting at its arrival: of the lazy replicas with room, those whose step ends may come before the
+waiting requests are taken are run to the instant and woken (:func:`.serving_wake.wake_earliest`, which says why
+that is exact), most often one. With fewer than :data:`CENTRAL_LAZY_REPLICAS` replicas, a lazy one is among those
+often, so there replicas go lazy only while one is idle and requests were left waiting at under half of the recent
+instants that had some (:data:`CENTRAL_WAITS`).
 """
 
 from __future__ import annotations
@@ -76,17 +77,22 @@ from .serving_decode import (
     heap_push,
     interp,
     lazy_finish,
-    wake_lazy,
 )
+from .serving_wake import wake_earliest
 
 JSQ, ROUND_ROBIN, CENTRAL = 0, 1, 2
 LAZY_REPLICAS = 3
 """Replicas from which lazy replicas pay (with fewer, an arrival interrupts few busy replicas, and a finish as an
 event costs more than one run ahead: measured in session 44)."""
+CENTRAL_LAZY_REPLICAS = 16
+"""With one central queue and fewer replicas, a lazy replica is among the few woken for a waiting request too often
+to pay: they go lazy only as :data:`CENTRAL_WAITS` says. Measured in session 47 on the serving panel's workload:
+without that rule, the panel's sweep of rates took up to 28% longer with 8 replicas, and 7-21% shorter with 16."""
 CENTRAL_WAITS = 4096
-"""With one central queue, replicas go lazy only while requests are left waiting (every lazy one then wakes) at fewer
-than half (4096 of 8192, a moving average kept in the queue's row) of the instants that had some: at higher loads
-they would wake at nearly every arrival, which costs more than running ahead (measured in session 45)."""
+"""With one central queue and fewer than :data:`CENTRAL_LAZY_REPLICAS` replicas, replicas go lazy only while one is
+idle and requests are left waiting (lazy ones are then woken) at fewer than half (4096 of 8192, a moving average
+kept in the queue's row) of the instants that had some: at higher loads they would wake at nearly every arrival,
+which costs more than running ahead (measured in session 45)."""
 
 
 @njit
@@ -106,6 +112,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
     nxt = np.full(n, -1, np.int64)
     rem = pr.copy()
     si = np.zeros((n_rep + 1, NCOL), np.int64)
+    ends = np.empty(n_rep)  # scratch for wake_earliest
     si[:, QH] = -1
     busy_s = np.zeros(n_rep)
     hk = np.empty((n_rep, max_batch), np.int64)
@@ -173,6 +180,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             si[r, TOUCH] = 1
             cand[nc] = r
             nc += 1
+        i0 = i
         while i < n and arr[i] <= t:  # arrivals now
             q = n_rep
             if routing == ROUND_ROBIN:
@@ -210,13 +218,16 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
                         si[r, TOUCH] = 1
                         idle[ni] = r
                         ni += 1
+                        if ni == si[n_rep, QL]:  # each takes one at least: the others would find none
+                            break
             left = si[n_rep, QL] > ni  # (each idle replica takes one at least) some may be left waiting
             si[n_rep, LJ] += (1024 if left else 0) - (si[n_rep, LJ] >> 3)  # how often, moving average: 8192 = always
-            if left and si[n_rep, LAZY] > 0:  # the replicas whose steps end may take them: wake the lazy ones
+            if left and i > i0 and si[n_rep, LAZY] > 0:  # arrivals left: wake the lazy replicas that may take them
                 if en + 2 * n_rep > ek.shape[1]:  # room for this instant's events
                     en = drop_stale(ek, ev, en, si)
-                nc, en, n_busy = wake_lazy(si, t, nc, cand, en, ek, ev, n_busy, max_batch, lend, busy_s, hk, hv, fin,
-                                           pr, out, overhead, dc_tab, dc_x0, dc_h)  # fmt: skip
+                nc, en, n_busy = wake_earliest(si, t, si[n_rep, QL] - ni, nc, cand, en, ek, ev, n_busy, max_batch,
+                                               lend, lbusy, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0,
+                                               dc_h, ends)  # fmt: skip
             if ni > 0:  # the idle replicas go first
                 for k in range(nc - 1, -1, -1):
                     cand[k + ni] = cand[k]
@@ -266,7 +277,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             end = t + dur
             if (lazy and tokens == 0 and decode and pn == 0 and (si[q, QL] == 0 or si[r, RUN] >= max_batch)
                     and hk[r, 0] - 1 - si[r, DSTEP] >= LAZY_STEPS
-                    and (routing != CENTRAL or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS))):
+                    and (routing != CENTRAL or n_rep >= CENTRAL_LAZY_REPLICAS
+                         or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS))):
                 # decode-only until its next finish unless a request reaches it: its event is that finish
                 f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h)
                 heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])

@@ -13,10 +13,11 @@ import numpy as np
 
 from ._jit import njit_leaf
 
-# columns of the int64 state per replica; row n_rep holds the central queue's head, tail and length, in LAZY the
-# number of lazy replicas, and in LJ how often the central queue's idle replicas left requests waiting (serving.py)
-QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK, LAZY, GEN, LJ = range(18)
-NCOL = 18
+# columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; see
+# serving_wake.py); row n_rep holds the central queue's head, tail and length, in LAZY the number of lazy replicas,
+# and in LJ how often the central queue's idle replicas left requests waiting (serving.py)
+QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK, LAZY, GEN, LJ, WOKE = range(19)
+NCOL = 19
 LOW = (1 << 32) - 1  # an event's value is replica << 32 | the replica's generation (a lazy replica's stale event)
 SHORT = 8
 """Runs of at most this many steps before the next finish, and the first steps of any run, are stepped one by one
@@ -301,38 +302,3 @@ def lazy_finish(si, r, q, t, arrival, max_batch, busy_s, lend, lbusy, hk, hv, fi
     si[r, DTOK] += b
     busy_s[r] += dur
     return go_lazy(si, r, t + dur, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h)
-
-
-@njit_leaf
-def wake_lazy(si, t, nc, cand, en, ek, ev, n_busy, max_batch, lend, busy_s, hk, hv, fin, pr, out, overhead, dc_tab,
-              dc_x0, dc_h):
-    """Central queue: requests may be left at ``t`` after the idle replicas take theirs; wake each lazy one with room.
-
-    Each runs its steps up to the one in progress at ``t`` (:func:`commit_run`) and is no longer lazy (its event goes
-    stale); the next of those steps' ends is its event, when it takes requests. One whose step ends at ``t`` itself
-    ends it now and joins the replicas whose steps end now (``cand[:nc]``, kept in replica order): the event loop
-    would have handled that step's end before the instant's arrivals. Returns the new ``nc``, ``en`` and ``n_busy``.
-    """
-    for r in range(si.shape[0] - 1):
-        if si[r, LAZY] == 0 or si[r, RUN] >= max_batch:
-            continue
-        e = commit_run(si, r, lend[r], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
-        si[r, LAZY] = 0
-        si[-1, LAZY] -= 1
-        si[r, GEN] += 1
-        if e > t:
-            heap_push(ek, ev, np.int64(0), en, e, (r << 32) | si[r, GEN])
-            en += 1
-            continue
-        si[r, STEPS] += 1
-        end_decode_step(si, r, t, hk, hv, fin, pr, out)
-        si[r, BUSY] = 0
-        n_busy -= 1
-        si[r, TOUCH] = 1
-        k = nc
-        while k > 0 and cand[k - 1] > r:
-            cand[k] = cand[k - 1]
-            k -= 1
-        cand[k] = r
-        nc += 1
-    return nc, en, n_busy
