@@ -76,10 +76,13 @@ def test_coefficients_are_never_negative() -> None:
 
 def test_bad_tables_are_refused() -> None:
     p = _passes([(1, 100, 20)])
-    with pytest.raises(ValueError, match="no prefill pass"):
+    with pytest.raises(ValueError, match=r"no prefill pass with a prompt length .*\(passes: 19 decode\)"):
         fit_step_time(p[p["kind"] == "decode"])
-    with pytest.raises(ValueError, match="no decode pass"):
+    with pytest.raises(ValueError, match=r"no decode pass with a batch and context .*\(passes: 1 prefill\)"):
         fit_step_time(p[p["kind"] == "prefill"])
+    unknown = p.assign(kind="unknown")  # a flattened-token engine's passes: no kind known
+    with pytest.raises(ValueError, match=r"\(passes: 20 unknown\)"):
+        fit_step_time(unknown)
     with pytest.raises(ValueError, match=r"columns \['interval_ns'\]"):
         fit_step_time(p, time="interval_ns")
 

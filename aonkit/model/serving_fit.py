@@ -121,8 +121,8 @@ def fit_step_time(passes: pd.DataFrame, time: str = "dur_ns") -> StepFit:
     Raises
     ------
     ValueError
-        When a column is missing, or there is no decode pass or no prefill pass with a known batch and
-        context.
+        When a column is missing, or there is no decode pass with a batch and context, or no prefill pass with
+        a prompt length (each with a time that is not negative); the message counts the passes of each kind.
     """
     missing = [c for c in (*NEEDED, time) if c not in passes.columns]
     if missing:
@@ -135,10 +135,11 @@ def fit_step_time(passes: pd.DataFrame, time: str = "dur_ns") -> StepFit:
     ok = (y >= 0) & np.isfinite(y)
     pre = ok & (kind == "prefill") & (tokens > 0)
     dec = ok & (kind == "decode") & (batch > 0) & (context >= 0)
-    for mask, what in ((dec, "decode"), (pre, "prefill")):
+    for mask, what, known in ((dec, "decode", "a batch and context"), (pre, "prefill", "a prompt length")):
         if not mask.any():
-            raise ValueError(f"no {what} pass with a known batch and context to fit: the step time needs both "
-                             "kinds (a trace of a generation: its prompt, then its tokens one by one)")  # fmt: skip
+            seen = ", ".join(f"{n} {k}" for k, n in zip(*np.unique(kind, return_counts=True))) or "none"
+            raise ValueError(f"no {what} pass with {known} and a time to fit (passes: {seen}): the step time "
+                             "needs both kinds (a trace of a generation: its prompt, then its tokens one by one)")
     notes: list[str] = []
     (i_d, bd, cd), dec_notes = _fit(y[dec], {"sequence": batch[dec], "context token": context[dec]})
     notes += [f"decode: {n}" for n in dec_notes]
