@@ -72,7 +72,6 @@ def test_a_central_queue_with_many_replicas_matches_the_event_loop_on_random_loa
         assert_same_run(simulate(*args, True), simulate(*args, False), 1e-12)
 
 
-
 BATCHED = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0625, 0.0))  # a batch's steps take longer
 
 
