@@ -25,18 +25,14 @@ from ._jit import njit_leaf
 from .serving_decode import (
     BUSY,
     DSTEP,
-    DTOK,
     GEN,
-    HN,
     LAZY,
     LJ,
     RUN,
-    SJ,
-    SP,
     STEPS,
     TOUCH,
     WOKE,
-    decode_run,
+    commit_run,
     end_decode_step,
     heap_push,
 )
@@ -56,14 +52,12 @@ def advance_lazy(si, r, t, lend, lbusy, busy_s, hk, overhead, dc_tab, dc_x0, dc_
     end = lend[r]
     if end >= t:
         return end
-    b = si[r, HN]
-    steps, end, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, si[r, SP] - si[r, SJ] + b, si[r, DSTEP],
-                                  hk[r, 0] - 1, end, t)  # fmt: skip
-    si[r, DSTEP] += steps
-    si[r, STEPS] += steps
-    si[r, DTOK] += b * steps
-    busy_s[r] += busy
-    si[r, LJ] -= steps
+    d, before = si[r, DSTEP], busy_s[r]
+    busy_s[r] = 0.0  # (so that commit_run leaves there the busy time of these steps alone)
+    end = commit_run(si, r, end, t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
+    busy = busy_s[r]
+    busy_s[r] = before + busy
+    si[r, LJ] -= si[r, DSTEP] - d
     lbusy[r] -= busy
     lend[r] = end
     return end
