@@ -183,7 +183,7 @@ def test_the_python_loop_hands_over_to_the_compiled_one(monkeypatch: pytest.Monk
         before, cursor = s.read()
         assert s.loop == "python"
         time.sleep(0.4)
-        after, end = s.read(cursor)
+    after, end = s.read(cursor)  # once stopped: its closing sample too (taken when the last is 10 ms old or more)
     assert s.loop == "compiled" and calls[0] == 3
     frame = before if after.empty else __import__("pandas").concat([before, after])
     ts = frame["ts_ns"].to_numpy()[::3]
