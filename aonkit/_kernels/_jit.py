@@ -42,3 +42,8 @@ njit_inline = numba.njit(cache=JIT_CACHE, nogil=True, boundscheck=False, error_m
 # call to a helper with NRT increfs and decrefs each array argument with an atomic
 # instruction, which perf showed to be 35% of the scan.
 njit_leaf = numba.njit(cache=JIT_CACHE, nogil=True, boundscheck=False, error_model="numpy", _nrt=False)
+
+# Hot helpers with many array arguments, inlined at Numba-IR level into their (NRT-free) callers: a call passes each
+# array as its whole struct (pointer, shape, strides...), 50 and more words for a helper of a dozen arrays.
+njit_leaf_inline = numba.njit(cache=JIT_CACHE, nogil=True, boundscheck=False, error_model="numpy", _nrt=False,
+                              inline="always")

@@ -113,6 +113,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
     rem = pr.copy()
     si = np.zeros((n_rep + 1, NCOL), np.int64)
     ends = np.empty(n_rep)  # scratch for wake_earliest
+    cell = np.empty((n_rep, 4))  # a lazy replica's cell of decode steps, kept by wake_earliest (si's CN: 0, none)
     si[:, QH] = -1
     busy_s = np.zeros(n_rep)
     hk = np.empty((n_rep, max_batch), np.int64)
@@ -226,8 +227,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
                 if en + 2 * n_rep > ek.shape[1]:  # room for this instant's events
                     en = drop_stale(ek, ev, en, si)
                 nc, en, n_busy = wake_earliest(si, t, si[n_rep, QL] - ni, nc, cand, en, ek, ev, n_busy, max_batch,
-                                               lend, lbusy, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0,
-                                               dc_h, ends)  # fmt: skip
+                                               lend, lbusy, busy_s, hk, hv, fin, pr, out, cell, overhead, dc_tab,
+                                               dc_x0, dc_h, ends)  # fmt: skip
             if ni > 0:  # the idle replicas go first
                 for k in range(nc - 1, -1, -1):
                     cand[k + ni] = cand[k]

@@ -13,11 +13,13 @@ import numpy as np
 
 from ._jit import njit_leaf
 
-# columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; see
-# serving_wake.py); row n_rep holds the central queue's head, tail and length, in LAZY the number of lazy replicas,
-# and in LJ how often the central queue's idle replicas left requests waiting (serving.py)
+# columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; CD, CN, CB,
+# CX: the cell of decode steps kept for it, see serving_wake.py); row n_rep holds the central queue's head, tail and
+# length, in LAZY the number of lazy replicas, and in LJ how often the central queue's idle replicas left requests
+# waiting (serving.py)
 QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK, LAZY, GEN, LJ, WOKE = range(19)
-NCOL = 19
+CD, CN, CB, CX = range(19, 23)
+NCOL = 23
 LOW = (1 << 32) - 1  # an event's value is replica << 32 | the replica's generation (a lazy replica's stale event)
 SHORT = 8
 """Runs of at most this many steps before the next finish, and the first steps of any run, are stepped one by one
@@ -136,6 +138,32 @@ def end_decode_step(si, r, t, hk, hv, fin, pr, out):
 
 
 @njit_leaf
+def cell_steps(tab, b, x0, h, overhead, c, n):
+    """The decode steps of batch ``b`` from context ``c`` on (``n`` at most) that share one cell of the grid.
+
+    Returns ``(a, g, i)``: their durations are ``a + g*j`` for ``j < i`` (``a`` as :func:`interp` gives the first,
+    ``g`` the growth per step), ``i >= 1`` of them before one reaches a later cell (the cells :func:`interp` picks,
+    checked at the boundary). Where any of those durations falls below 0 (past the grid's end only) ``i`` is 1.
+    """
+    m = tab.shape[1] - 1
+    u = (c - x0) / h
+    k = min(max(int(u), 0), m - 1)
+    lo, hi = tab[b, k], tab[b, k + 1]
+    a = overhead + (lo + (u - k) * (hi - lo))
+    g = b * (hi - lo) / h
+    if k < m - 1 and n > 1:  # the first step in a later cell, i >= 1 steps on
+        i = max(1, min(n, int((x0 + (k + 1) * h - c) / b) + 1))
+        while i > 1 and int((c + b * (i - 1) - x0) / h) > k:
+            i -= 1
+        while i < n and int((c + b * i - x0) / h) <= k:
+            i += 1
+        n = i
+    if a < 0 or a + g * (n - 1) < 0:
+        return a, g, 1
+    return a, g, n
+
+
+@njit_leaf
 def decode_run(tab, b, x0, h, overhead, base, d, last, end, until):
     """The decode-only steps the event loop would run one by one, in closed form.
 
@@ -151,7 +179,6 @@ def decode_run(tab, b, x0, h, overhead, base, d, last, end, until):
     (steps, end, busy)
         Steps ended, the end of the step then in progress, and the summed durations of the steps started.
     """
-    m = tab.shape[1] - 1
     steps = 0
     busy = 0.0
     while end < until and d < last:
@@ -162,21 +189,8 @@ def decode_run(tab, b, x0, h, overhead, base, d, last, end, until):
             busy += dur
             end += dur
             continue
-        c = base + b * (d + 1)  # the next step's context
-        u = (c - x0) / h
-        k = min(max(int(u), 0), m - 1)
-        lo, hi = tab[b, k], tab[b, k + 1]
-        a = overhead + (lo + (u - k) * (hi - lo))  # its duration, as interp gives it
-        g = b * (hi - lo) / h  # the growth per step within the cell
-        n = last - d
-        if k < m - 1 and n > 1:  # the first step in a later cell, i >= 1 steps on
-            i = max(1, min(n, int((x0 + (k + 1) * h - c) / b) + 1))
-            while i > 1 and int((c + b * (i - 1) - x0) / h) > k:
-                i -= 1
-            while i < n and int((c + b * i - x0) / h) <= k:
-                i += 1
-            n = i
-        if a < 0 or a + g * (n - 1) < 0:  # durations below 0 (past the grid's end only): one step, as the loop does
+        a, g, n = cell_steps(tab, b, x0, h, overhead, base + b * (d + 1), last - d)
+        if n == 1:  # (also where durations fall below 0, past the grid's end: one step, as the loop does)
             d += 1
             steps += 1
             busy += a

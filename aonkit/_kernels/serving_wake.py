@@ -21,18 +21,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit_leaf
+from ._jit import njit_leaf, njit_leaf_inline
 from .serving_decode import (
     BUSY,
+    CB,
+    CD,
+    CN,
+    CX,
     DSTEP,
+    DTOK,
     GEN,
+    HN,
     LAZY,
     LJ,
     RUN,
+    SJ,
+    SP,
     STEPS,
     TOUCH,
     WOKE,
-    commit_run,
+    cell_steps,
     end_decode_step,
     heap_push,
 )
@@ -43,23 +51,68 @@ FEW = 4
 
 
 @njit_leaf
-def advance_lazy(si, r, t, lend, lbusy, busy_s, hk, overhead, dc_tab, dc_x0, dc_h):
-    """Run lazy replica ``r``'s steps up to the one in progress at ``t``, which it stays lazy in; return its end.
+def run_steps(si, r, n, a, g, lend, lbusy, busy_s):
+    """Run lazy replica ``r``'s next ``n`` steps, lasting ``a + g*j`` (``j < n``) from ``lend[r]``; their end.
 
     Its finish (its event) is unchanged: the steps and busy time :func:`.serving_decode.go_lazy` kept for it
     (``LJ``, ``lbusy``) lose the ones run here, which :func:`.serving_decode.lazy_finish` then adds.
     """
+    s = n * a + g * (n * (n - 1) * 0.5)
+    si[r, DSTEP] += n
+    si[r, STEPS] += n
+    si[r, DTOK] += si[r, HN] * n
+    busy_s[r] += s
+    si[r, LJ] -= n
+    lbusy[r] -= s
+    lend[r] += s
+    return lend[r]
+
+
+@njit_leaf_inline
+def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h):
+    """The end of lazy replica ``r``'s step in progress at ``t``, found without running its steps to there.
+
+    Woken or not, every lazy replica with room comes here at each arrival that leaves requests waiting, a few steps
+    on from the last time once no replica is idle. Stepping there (:func:`.serving_decode.decode_run`) and keeping
+    the state of each cost more than the rest of the simulation's central queue; instead the cell of the grid its
+    next steps share is kept (:func:`.serving_decode.cell_steps`: durations ``a + g*j``; ``cell[r, :2]`` holds
+    ``a`` and ``g``, ``CD`` and ``CN`` the decode-step count they start from and their number, ``CB`` and ``CX``
+    the batch and context they were found for), and the step reaching ``t`` comes from their sum
+    ``n*a + g*n(n-1)/2``, with the test :func:`.serving_decode.decode_run` bisects on. Only a cell that ends before
+    ``t`` is run (:func:`run_steps`). Leaves in ``cell[r, 2]`` and ``cell[r, 3]`` the end found and the steps to it,
+    for :func:`wake_earliest` to run if it wakes the replica; returns the end.
+    """
     end = lend[r]
-    if end >= t:
-        return end
-    d, before = si[r, DSTEP], busy_s[r]
-    busy_s[r] = 0.0  # (so that commit_run leaves there the busy time of these steps alone)
-    end = commit_run(si, r, end, t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
-    busy = busy_s[r]
-    busy_s[r] = before + busy
-    si[r, LJ] -= si[r, DSTEP] - d
-    lbusy[r] -= busy
-    lend[r] = end
+    n = 0
+    while end < t:
+        d = si[r, DSTEP]
+        last = hk[r, 0] - 1  # its next finish
+        if d >= last:  # (its finish is its event, at t or later: the sums may fall an ulp short of it)
+            break
+        b = si[r, HN]
+        base = si[r, SP] - si[r, SJ] + b
+        o = d - si[r, CD]
+        if o < 0 or o >= si[r, CN] or si[r, CB] != b or si[r, CX] != base:  # another cell, or another batch
+            a, g, m = cell_steps(dc_tab, b, dc_x0, dc_h, overhead, base + b * (d + 1), last - d)
+            cell[r, 0], cell[r, 1] = a, g
+            si[r, CD], si[r, CN], si[r, CB], si[r, CX] = d, m, b, base
+            o = 0
+        g = cell[r, 1]
+        a = cell[r, 0] + g * o  # the next step's duration
+        m = si[r, CN] - o  # steps left in the cell
+        x = t - end
+        n = min(m, int(x / a) + 1) if a > 0 and x < a * m else m  # first guess, then the test itself
+        while n < m and end + (n * a + g * (n * (n - 1) * 0.5)) < t:
+            n += 1
+        while n > 1 and end + ((n - 1) * a + g * ((n - 1) * (n - 2) * 0.5)) >= t:
+            n -= 1
+        e = end + (n * a + g * (n * (n - 1) * 0.5))
+        if e >= t:
+            cell[r, 2], cell[r, 3] = e, n
+            return e
+        end = run_steps(si, r, n, a, g, lend, lbusy, busy_s)  # the whole cell ends before t
+        n = 0
+    cell[r, 2], cell[r, 3] = end, 0
     return end
 
 
@@ -86,10 +139,10 @@ def kth_end(ends, n, k):
 
 @njit_leaf
 def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, lend, lbusy, busy_s, hk, hv, fin, pr, out,
-                  overhead, dc_tab, dc_x0, dc_h, ends):
+                  cell, overhead, dc_tab, dc_x0, dc_h, ends):
     """``need`` requests are left waiting at arrival instant ``t``: wake the lazy replicas that may take them.
 
-    Every lazy replica with room runs to its step in progress at ``t`` (:func:`advance_lazy`). With the ends of
+    Every lazy replica with room finds the end of its step in progress at ``t`` (:func:`peek_end`). With the ends of
     those steps and of the replicas woken earlier whose woken step has not ended (``WOKE``, their end in
     ``lend``), the lazy ones ending at or before the ``need``-th earliest are woken (all of them when ``need`` is
     over :data:`FEW`): their old events go stale and their step end becomes their event. One whose step ends at
@@ -103,7 +156,7 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, lend, lb
         if si[r, LAZY] == 1:
             si[r, WOKE] = 0
             if si[r, RUN] < max_batch:
-                ends[nb] = advance_lazy(si, r, t, lend, lbusy, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
+                ends[nb] = peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h)
                 nb += 1
         elif si[r, WOKE] == 1:
             if lend[r] > t:
@@ -113,12 +166,13 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, lend, lb
                 si[r, WOKE] = 0
     cut = kth_end(ends, nb, need) if need <= FEW and need < nb else np.inf
     for r in range(n_rep):
-        if si[r, LAZY] == 0 or si[r, RUN] >= max_batch or lend[r] > cut:
+        if si[r, LAZY] == 0 or si[r, RUN] >= max_batch or cell[r, 2] > cut:
             continue
+        g = cell[r, 1]
+        e = run_steps(si, r, int(cell[r, 3]), cell[r, 0] + g * (si[r, DSTEP] - si[r, CD]), g, lend, lbusy, busy_s)
         si[r, LAZY] = 0
         si[-1, LAZY] -= 1
         si[r, GEN] += 1
-        e = lend[r]
         if e > t:
             si[r, WOKE] = 1
             heap_push(ek, ev, np.int64(0), en, e, (r << 32) | si[r, GEN])
