@@ -113,7 +113,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
     rem = pr.copy()
     si = np.zeros((n_rep + 1, NCOL), np.int64)
     ends = np.empty(n_rep)  # scratch for wake_earliest
-    cell = np.empty((n_rep, 4))  # a lazy replica's cell of decode steps, kept by wake_earliest (si's CN: 0, none)
+    cell = np.zeros((n_rep, 4))  # a lazy replica's cell of decode steps, kept by wake_earliest (si's CN: 0, none)
     si[:, QH] = -1
     busy_s = np.zeros(n_rep)
     hk = np.empty((n_rep, max_batch), np.int64)

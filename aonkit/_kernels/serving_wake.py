@@ -168,8 +168,11 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, lend, lb
     for r in range(n_rep):
         if si[r, LAZY] == 0 or si[r, RUN] >= max_batch or cell[r, 2] > cut:
             continue
-        g = cell[r, 1]
-        e = run_steps(si, r, int(cell[r, 3]), cell[r, 0] + g * (si[r, DSTEP] - si[r, CD]), g, lend, lbusy, busy_s)
+        e = cell[r, 2]
+        n = int(cell[r, 3])
+        if n > 0:  # (with none its cell may never have been found: lend[r] reached t already)
+            g = cell[r, 1]
+            e = run_steps(si, r, n, cell[r, 0] + g * (si[r, DSTEP] - si[r, CD]), g, lend, lbusy, busy_s)
         si[r, LAZY] = 0
         si[-1, LAZY] -= 1
         si[r, GEN] += 1
