@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import njit_leaf
+from ._jit import njit_leaf, njit_leaf_inline
 
 # columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; CD, CN, CB,
 # CX: the cell of decode steps kept for it, see serving_wake.py); row n_rep holds the central queue's head, tail and
@@ -137,7 +137,7 @@ def end_decode_step(si, r, t, hk, hv, fin, pr, out):
         si[r, SJ] -= d - out[j] + 1
 
 
-@njit_leaf
+@njit_leaf_inline
 def cell_steps(tab, b, x0, h, overhead, c, n):
     """The decode steps of batch ``b`` from context ``c`` on (``n`` at most) that share one cell of the grid.
 
