@@ -125,7 +125,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
     lbusy = np.empty(n_rep)  # and its steps' summed durations up to its next finish
     # live events (one per replica) and lazy replicas' stale ones: one at most per arrival (JSQ, round robin), or
     # dropped when there is no room for an instant's events (central queue: a wake may leave one per replica)
-    cap = 4 * n_rep + 16 + (n if lazy and routing != CENTRAL else 0)
+    cap = 3 * n_rep + 8 + (n if lazy and routing != CENTRAL else 0)
     ek = np.empty((1, cap))
     ev = np.empty((1, cap), np.int64)
     cand = np.empty(n_rep, np.int64)
