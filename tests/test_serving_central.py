@@ -6,6 +6,7 @@ The whole kernel with and without lazy replicas is compared on random engines in
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from aonkit._kernels.serving import LAZY_REPLICAS, simulate
@@ -99,3 +100,43 @@ def test_requests_left_waiting_wake_the_lazy_replicas_whose_steps_end_first_and_
         assert_same_run(ahead, plain, 0.0)
         waited = plain[0] > arrivals
         assert waited.sum() > 50 and np.unique(plain[0][waited]).size > 40  # requests waited, at many instants
+
+
+def _engine(seed: int) -> tuple:
+    """The kernel's arguments for one of the random central engines of ``test_serving.py``'s closed-form test."""
+    rng = np.random.default_rng(seed)
+    chunked, mb = bool(seed % 2), int(rng.integers(1, 9))
+    replicas = int(rng.integers(1, 5)) if seed % 3 else int(rng.integers(LAZY_REPLICAS, 17))
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    run = prepare(ArrivalProcess(float(rng.uniform(0.5, 40)), float(rng.uniform(0, 3))),
+                  Lengths.lognormal(200, 1.0) if chunked else Lengths.uniform(1, 300),
+                  Lengths.geometric(float(rng.uniform(1, 60 if seed % 3 else 300))) if seed % 5 else 16,
+                  step_time=st, n_requests=2000, replicas=replicas, max_batch=mb, chunked_prefill=chunked,
+                  routing="central", token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else None,
+                  seed=seed)  # fmt: skip
+    return (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+
+
+@numba.njit(cache=False)
+def _freed_nan(shape: tuple) -> float:
+    """An array of NaN made and freed in Numba's allocator: the kernel's next one of that size is likely this memory."""
+    a = np.empty(shape)
+    a[:] = np.nan
+    return a[0, 0]
+
+
+def test_a_simulation_reads_nothing_of_its_scratch_memory_before_writing_it() -> None:
+    # GIVEN 30 random central engines (lazy replicas woken for waiting requests among them)
+    for seed in range(30):
+        args = _engine(seed)
+        n, n_rep, max_batch = len(args[0]), args[3], args[4]
+        clean = simulate(*args, True)
+        # WHEN each runs again just after arrays of NaN of the sizes of its scratch arrays were freed (glibc's
+        # allocator hands the last chunk freed of a size to the next request of that size: the kernel's own arrays
+        # then start as NaN; with another allocator this test checks less)
+        for shape in ((n_rep, 1), (n_rep, 4), (n_rep, max_batch), (n, 1), (2 * n_rep, 1)):
+            _freed_nan(shape)
+        poisoned = simulate(*args, True)
+        # THEN the result is the same to the bit (a woken replica whose step already reached the instant once ran
+        # zero steps of a cell never found, and 0 * NaN made its end NaN)
+        assert_same_run(poisoned, clean, 0.0)
