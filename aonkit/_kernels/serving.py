@@ -124,7 +124,9 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
     lend = np.empty(n_rep)  # a lazy replica's step in progress: its end
     lbusy = np.empty(n_rep)  # and its steps' summed durations up to its next finish
     # live events (one per replica) and lazy replicas' stale ones: one at most per arrival (JSQ, round robin), or
-    # dropped when there is no room for an instant's events (central queue: a wake may leave one per replica)
+    # dropped when there is no room for an instant's events (central queue: a wake may leave one per replica), so
+    # from 8 stale events on: the heap stays shallow (a third of a busy simulation went to popping it; dropping from
+    # 16 plus two per replica on took 5% longer with 16 replicas, 0-15% with 64)
     cap = 3 * n_rep + 8 + (n if lazy and routing != CENTRAL else 0)
     ek = np.empty((1, cap))
     ev = np.empty((1, cap), np.int64)
