@@ -9,8 +9,11 @@ import pandas as pd
 import pytest
 
 from aonkit.model import Lengths, StepTime, serving_sweep
+from aonkit.model.hardware import devices
+from aonkit.model.llm import PRESETS
 from aonkit.model.serving_analysis import sweep_rows
 from aonkit.model.serving_grid import PER_DECADE, SweepRows, grid_rate, sweep_rates
+from aonkit.model.serving_steps import ModelStepTimes, request_seconds
 from aonkit.widgets import ServingPanel
 
 STEP = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
@@ -122,3 +125,33 @@ def test_a_dragged_rate_simulates_few_rates_and_the_panel_equals_a_fresh_one() -
     p.max_batch.value = 32
     p.sweep  # noqa: B018
     assert p.rows.simulated - before == p.rates().size
+
+
+def test_request_seconds_is_a_requests_share_of_the_steps_it_takes() -> None:
+    # GIVEN linear step times: prefill 5 ms + 20 us a token, decode 10 ms + 0.1 ms a sequence + 0.1 us a context
+    # token, 1 ms of overhead a step
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7), overhead_s=0.001)
+    # THEN a 512-token prompt and 128 outputs, decoded 16 at once halfway through (context 16 * 576), take by hand
+    decode = 0.010 + 1e-4 * 16 + 1e-7 * 16 * 576
+    want = 0.001 * (1 + 128 / 16) + (0.005 + 2e-5 * 512) + 128 * decode / 16
+    assert request_seconds(st, 512, 128, 16) == pytest.approx(want, rel=1e-12)
+    # AND model step times are evaluated without replacing the tables they keep for the simulations
+    model = ModelStepTimes()(PRESETS["Llama-3 8B"], next(d for d in devices() if d.name == "H100 SXM"))
+    grid = (np.array([[1.0], [2.0]]), np.array([[100.0, 200.0]]))
+    kept = model.decode_time_s(*grid)
+    assert request_seconds(model, 512, 128) > 0 and model.decode_time_s.last[1] is kept
+
+
+def test_a_change_of_device_starts_the_replica_search_at_the_last_answer_scaled_by_engine_speed() -> None:
+    # GIVEN a panel that answered the replicas needed on one device (6 at 200 requests/s)
+    p = ServingPanel(200.0, replicas=8, n_requests=4000, max_replicas=64)
+    assert p.plan.replicas == 6
+    # WHEN the device changes in turn: answers from 3 to 12 replicas
+    answers = []
+    for dev in ("A100 SXM4 80GB", "H200 SXM", "B200", "MI300X", "H100 SXM"):
+        p.device.value = dev
+        answers.append(p.plan.replicas)
+        # THEN the search starts at the last answer times the engines' ratio of request_seconds: it tries the answer
+        # and one fewer (from the last answer alone, 12 after 6 took six simulations)
+        assert p.plan.tried["replicas"].tolist() == [p.plan.replicas - 1, p.plan.replicas], dev
+    assert min(answers) <= 3 and max(answers) >= 12

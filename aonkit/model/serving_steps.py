@@ -74,4 +74,39 @@ class ModelStepTimes:
         return times[key]
 
 
-__all__ = ["LastGrid", "ModelStepTimes", "model_step_time"]
+def request_seconds(step: StepTime, prompt_tokens: float, output_tokens: float, batch: int = 16) -> float:
+    """A replica's seconds of work per request with ``batch`` sequences decoded together: a measure of engine speed.
+
+    The prefill of one prompt alone, plus a ``batch``-th of ``output_tokens`` decode steps of ``batch`` sequences
+    halfway through their outputs, plus the request's share of those steps' overhead. Not a latency: the ratio of
+    two engines' values scales a capacity question answered for one of them (``ServingPanel`` starts its replica
+    search from the last answer so scaled). A :class:`LastGrid` function is called without replacing its grid.
+
+    Parameters
+    ----------
+    step : StepTime
+        Step times: coefficients, constants, or functions of arrays.
+    prompt_tokens, output_tokens : float
+        Mean tokens of a request, positive.
+    batch : int, default 16
+        Sequences decoded together, at least 1.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    def at(spec: Any, *xs: float) -> float:
+        if isinstance(spec, tuple):
+            return float(spec[0] + sum(c * x for c, x in zip(spec[1:], xs)))
+        if not callable(spec):
+            return float(spec)
+        f = spec.f if isinstance(spec, LastGrid) else spec
+        return float(np.asarray(f(*(np.array([float(x)]) for x in xs)), dtype=np.float64).ravel()[0])
+
+    b, p, o = max(int(batch), 1), float(prompt_tokens), float(output_tokens)
+    decode = at(step.decode_time_s, b, b * (p + o / 2))
+    return step.overhead_s * (1 + o / b) + at(step.prefill_time_s, p) + o * decode / b
+
+
+__all__ = ["LastGrid", "ModelStepTimes", "model_step_time", "request_seconds"]

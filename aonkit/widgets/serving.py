@@ -42,7 +42,7 @@ from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_kn
 from ..model.serving_fit import StepFit, linear_coefficients
 from ..model.serving_grid import SweepRows, sweep_rates
 from ..model.serving_inputs import Lengths, StepTime
-from ..model.serving_steps import ModelStepTimes
+from ..model.serving_steps import ModelStepTimes, request_seconds
 from ..views import theme
 from ..views.model_charts import sweep_charts
 from ..views.serving import knee_data, marker_data, slo_data, sweep_data
@@ -149,7 +149,7 @@ class ServingPanel(TextWidget, w.VBox):
         self._toggle_step_boxes()
         self._step_times = ModelStepTimes()
         self.rows = SweepRows()
-        self._plan_at: tuple[float, int] | None = None  # the rate and answer of the last replica search
+        self._plan_at: tuple[float, int, float] | None = None  # the last replica search: rate, answer, engine speed
 
         self._error = ""
         self.update_s = self._computed_s = math.nan
@@ -225,9 +225,10 @@ class ServingPanel(TextWidget, w.VBox):
         kw = {"n_requests": self.n_requests, "arrival_cv": float(self.cv.value), "seed": self.seed, **self.engine()}
 
         rate = float(self.rate.value)
-        # the search starts at the last answer scaled to the new rate: two simulations when it is right
+        # the search starts at the last answer scaled to the new rate and engine: two simulations when it is right
+        work = request_seconds(kw["step_time"], self.prompt.value, self.output.value, min(self.max_batch.value, 16))
         last = self._plan_at
-        start = 1 if last is None else max(1, min(self.max_replicas, round(last[1] * rate / last[0])))
+        start = 1 if last is None else max(1, min(self.max_replicas, round(last[1] * rate / last[0] * work / last[2])))
 
         replicas = int(self.replicas.value)
         # the search's first simulation (start replicas at the chosen rate) is the sweep's row there when start is
@@ -282,7 +283,7 @@ class ServingPanel(TextWidget, w.VBox):
         # all or nothing: a part that raised leaves the last valid setting whole, and both parts to run again
         self._sweep, self._knee, self._plan, self._keys = sweep, knee, planned_now, (sweep_key, plan_key)
         if planned_now is not None:
-            self._plan_at = (rate, planned_now.replicas)
+            self._plan_at = (rate, planned_now.replicas, work)
         return new_sweep
 
     def _toggle_step_boxes(self) -> None:
