@@ -10,7 +10,8 @@ model's (:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decod
 device with tensor parallelism) or linear coefficients. The sweep's simulations run side by side on threads
 (the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as one
 message, after the numbers. Each part runs only when one of its inputs changed: a new objective runs only the
-replica search (7 ms), a new replica count only the sweep. When the search starts at the panel's replica count,
+replica search (7 ms), a new replica count only the sweep. The search starts at the last answer scaled by the rate
+and by the engines' :func:`~aonkit.model.serving_steps.request_seconds`. When it starts at the panel's replica count,
 its first simulation is the sweep's row at the chosen rate, and it hands that row over (one simulation fewer). The
 sweep's rows are kept per rate (:class:`~aonkit.model.serving_grid.SweepRows`) while nothing else changes, so a new
 arrival rate simulates that rate and, one step in three of the slider, one or two grid points.
