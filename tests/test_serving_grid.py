@@ -155,3 +155,14 @@ def test_a_change_of_device_starts_the_replica_search_at_the_last_answer_scaled_
         # and one fewer (from the last answer alone, 12 after 6 took six simulations)
         assert p.plan.tried["replicas"].tolist() == [p.plan.replicas - 1, p.plan.replicas], dev
     assert min(answers) <= 3 and max(answers) >= 12
+
+
+def test_an_engine_of_zero_step_times_and_back_gives_a_search_from_the_rate_alone() -> None:
+    # GIVEN a panel on linear step times, all set to zero (request_seconds 0: no ratio of engine speeds to scale by)
+    p = ServingPanel(20.0, step_time="linear", n_requests=500, lengths="fixed")
+    for box in p.coeffs.values():
+        box.value = 0.0
+    assert not p.error and p.plan.replicas == 1
+    # WHEN a step time becomes positive again THEN the search starts from the last answer scaled by the rate only
+    p.coeffs["decode_a"].value = 0.01
+    assert not p.error and p.plan.replicas >= 1 and p.plan.tried["replicas"].iloc[0] == 1

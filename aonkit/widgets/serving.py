@@ -229,7 +229,8 @@ class ServingPanel(TextWidget, w.VBox):
         # the search starts at the last answer scaled to the new rate and engine: two simulations when it is right
         work = request_seconds(kw["step_time"], self.prompt.value, self.output.value, min(self.max_batch.value, 16))
         last = self._plan_at
-        start = 1 if last is None else max(1, min(self.max_replicas, round(last[1] * rate / last[0] * work / last[2])))
+        scale = 1.0 if last is None else rate / last[0] * (work / last[2] if 0 < min(work, last[2]) < math.inf else 1)
+        start = 1 if last is None else max(1, min(self.max_replicas, round(last[1] * scale)))
 
         replicas = int(self.replicas.value)
         # the search's first simulation (start replicas at the chosen rate) is the sweep's row there when start is
