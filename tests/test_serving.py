@@ -534,3 +534,24 @@ def test_quantile_and_objective_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="wait_s must be >= 0"):
         mmc_servers_needed(10, 1.0, -1.0)  # refused at once, not after counting to max_servers
     assert mmc_wait_quantile(10, 0.05, 2, 0.0) == 0.0
+
+
+def test_a_sweep_starts_its_busiest_rates_first(monkeypatch):
+    # GIVEN a sweep of four rates on two threads, each simulation's start recorded (the real kernel runs)
+    import aonkit.model.serving as serving
+
+    started, kernel = [], serving._kernel
+
+    def recorded(run, arr, output):
+        started.append(run.arrivals.size / float(arr[-1] - arr[0]))
+        return kernel(run, arr, output)
+
+    monkeypatch.setattr(serving, "_kernel", recorded)
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    rates = [4.0, 9.0, 15.0, 30.0]
+    sweep = serving_sweep(rates, 300, 40, n_requests=2000, seed=5, threads=2, step_time=st, max_batch=16)
+    # THEN the two highest rates (the longest simulations) are the first two started, so that the short ones fill the
+    # threads' ends, and the rows are still in the rates' order
+    assert len(started) == 4
+    assert sorted(started[:2], reverse=True) == pytest.approx([30.0, 15.0], rel=0.1)
+    assert sweep["arrival_rate_per_s"].tolist() == rates
