@@ -1,21 +1,25 @@
-"""Engine step times of the serving simulation from the analytic LLM model.
+"""Engine step times of the serving simulation from the analytic LLM model, and what a replica's memory holds.
 
 The simulation asks for step times on a grid of prompt lengths and of (batch, summed context) pairs
 (``StepTime`` tables); :func:`model_step_time` answers from :func:`~aonkit.model.llm.prefill_time` and
-:func:`~aonkit.model.llm.decode_time`, as ``docs/llm-model.md`` wires them.
+:func:`~aonkit.model.llm.decode_time`, as ``docs/llm-model.md`` wires them. :func:`serving_memory` says whether
+the weights fit on a replica's GPUs and how many tokens of KV cache the rest holds: the simulation itself limits
+a batch by its sequence count and token budget only, so a caller caps ``max_batch`` by it.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .hardware import DeviceSpec
-from .llm import TransformerConfig, decode_time, prefill_time
+from .llm import TransformerConfig, decode_time, inference_memory, kv_cache_bytes, prefill_time
 from .serving_inputs import StepTime
 
 
@@ -42,12 +46,27 @@ class LastGrid:
         return last[1]
 
 
-def model_step_time(config: TransformerConfig, device: DeviceSpec, tp: int = 1) -> StepTime:
-    """Engine step times from the analytic model, as ``docs/llm-model.md`` wires them (``C``: summed context)."""
+def model_step_time(config: TransformerConfig, device: DeviceSpec, tp: int = 1, dtype: str = "bf16") -> StepTime:
+    """Engine step times from the analytic model, as ``docs/llm-model.md`` wires them (``C``: summed context).
+
+    ``dtype`` is the peak the GEMMs run at (:func:`~aonkit.model.llm.prefill_time`) and the weights' storage:
+    ``"fp8"`` reads one byte a weight (FP8 serving quantizes weights and activations), others two
+    (:data:`WEIGHT_BYTES`); the KV cache stays 16-bit.
+    """
+    kw = {"tp": tp, "dtype": dtype, "weight_bytes": weight_bytes(dtype)}
     return StepTime(
-        prefill_time_s=LastGrid(lambda p: prefill_time(config, device, 1, p, tp=tp).seconds),
-        decode_time_s=LastGrid(lambda b, c: decode_time(config, device, b, c / b, tp=tp).seconds),
+        prefill_time_s=LastGrid(lambda p: prefill_time(config, device, 1, p, **kw).seconds),
+        decode_time_s=LastGrid(lambda b, c: decode_time(config, device, b, c / b, **kw).seconds),
     )
+
+
+WEIGHT_BYTES = {"fp8": 1}
+"""Bytes per stored weight of serving at a peak key other than two: FP8 serving stores its weights in FP8."""
+
+
+def weight_bytes(dtype: str) -> int:
+    """Bytes per stored weight when serving at ``dtype`` (:data:`WEIGHT_BYTES`, else 2)."""
+    return WEIGHT_BYTES.get(str(dtype), 2)
 
 
 class ModelStepTimes:
@@ -61,14 +80,14 @@ class ModelStepTimes:
         self.kept = int(kept)
         self._times: OrderedDict[tuple, StepTime] = OrderedDict()  # oldest first
 
-    def __call__(self, config: TransformerConfig, device: DeviceSpec, tp: int = 1) -> StepTime:
-        """The step times of ``config`` on ``device`` with ``tp``-way tensor parallelism (kept or new)."""
-        key = (config, device, int(tp))
+    def __call__(self, config: TransformerConfig, device: DeviceSpec, tp: int = 1, dtype: str = "bf16") -> StepTime:
+        """The step times of ``config`` on ``device`` with ``tp``-way tensor parallelism at ``dtype`` (kept or new)."""
+        key = (config, device, int(tp), str(dtype))
         times = self._times
         if key in times:
             times.move_to_end(key)
         else:
-            times[key] = model_step_time(config, device, int(tp))
+            times[key] = model_step_time(config, device, int(tp), str(dtype))
             while len(times) > self.kept:
                 times.popitem(last=False)
         return times[key]
@@ -109,4 +128,71 @@ def request_seconds(step: StepTime, prompt_tokens: float, output_tokens: float, 
     return step.overhead_s * (1 + o / b) + at(step.prefill_time_s, p) + o * decode / b
 
 
-__all__ = ["LastGrid", "ModelStepTimes", "model_step_time", "request_seconds"]
+@dataclass(frozen=True)
+class ServingMemory:
+    """One GPU of a replica: the weights on it, and the KV cache the rest of its usable memory holds.
+
+    Attributes
+    ----------
+    weights_bytes : float
+        Weights per GPU: every parameter (all of an MoE's experts), split over the tensor-parallel GPUs.
+    kv_bytes_per_token : float
+        KV cache per token of context on one GPU (:func:`~aonkit.model.llm.kv_cache_bytes`, 16-bit).
+    usable_bytes : float
+        The part of the device's memory a serving engine gives to weights and cache.
+    """
+
+    weights_bytes: float
+    kv_bytes_per_token: float
+    usable_bytes: float
+
+    @property
+    def kv_tokens(self) -> int:
+        """Tokens of context the cache holds beside the weights (0 when the weights alone do not fit)."""
+        return max(int(math.floor((self.usable_bytes - self.weights_bytes) / self.kv_bytes_per_token)), 0)
+
+    def sequences(self, tokens_per_sequence: float) -> int:
+        """Sequences of ``tokens_per_sequence`` tokens of context (prompt and output) the cache holds at once."""
+        return int(self.kv_tokens // max(float(tokens_per_sequence), 1.0))
+
+
+def serving_memory(config: TransformerConfig, device: DeviceSpec, tp: int = 1, dtype: str = "bf16",
+                   memory_fraction: float = 0.9) -> ServingMemory:  # fmt: skip
+    """What one GPU of a replica holds: ``config``'s weights split over ``tp`` GPUs, and KV cache in the rest.
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        The model served.
+    device : DeviceSpec
+        Its ``memory_bytes`` is the GPU's memory.
+    tp : int, default 1
+        Tensor-parallel GPUs of a replica.
+    dtype : str, default "bf16"
+        As for :func:`model_step_time`: ``"fp8"`` stores a weight in one byte, others in two.
+    memory_fraction : float, default 0.9
+        The part of the device's memory given to weights and KV cache (vLLM's default ``gpu_memory_utilization``;
+        the rest is activations, the framework and fragmentation).
+
+    Returns
+    -------
+    ServingMemory
+
+    Raises
+    ------
+    ValueError
+        When ``device`` has no ``memory_bytes``, or ``memory_fraction`` is not in ``(0, 1]``.
+    """
+    if device.memory_bytes is None:
+        raise ValueError(f"{device.name} has no memory_bytes: give a DeviceSpec with the device's memory")
+    if not 0 < memory_fraction <= 1:
+        raise ValueError(f"memory_fraction must be in (0, 1], got {memory_fraction}")
+    tp = int(tp)
+    wb = weight_bytes(dtype)
+    return ServingMemory(weights_bytes=float(inference_memory(config, 1, 1, tp=tp, weight_bytes=wb).weights),
+                         kv_bytes_per_token=float(kv_cache_bytes(config, 1, 1, tp)),
+                         usable_bytes=memory_fraction * float(device.memory_bytes))  # fmt: skip
+
+
+__all__ = ["WEIGHT_BYTES", "LastGrid", "ModelStepTimes", "ServingMemory", "model_step_time", "request_seconds",
+           "serving_memory", "weight_bytes"]

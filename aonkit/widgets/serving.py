@@ -1,20 +1,21 @@
 """``ServingPanel``: the serving queue under sliders, latency percentiles against arrival rate and replicas needed.
 
-A change runs :func:`~aonkit.model.serving_sweep` over 7 or 8 arrival rates from an eighth to twice the chosen
-rate (:func:`~aonkit.model.serving_grid.sweep_rates`: the chosen rate and points of a fixed grid; ``n_requests``
+A change runs :func:`~aonkit.model.serving_sweep` over 7 or 8 arrival rates from an eighth to twice the chosen rate
+(:func:`~aonkit.model.serving_grid.sweep_rates`: the chosen rate and points of a fixed grid; ``n_requests``
 simulated requests each, common random numbers), finds its :func:`~aonkit.model.saturation_knee`, and asks
-:func:`~aonkit.model.replicas_needed` for the fewest replicas whose p99 TTFT meets the objective at the
-chosen rate; the figures' columns come from :mod:`aonkit.views.serving`, drawn on canvases
-(:mod:`aonkit.widgets.charts`, specs in :mod:`aonkit.views.model_charts`). Engine step times are either the analytic
-model's (:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decode_time` of a preset on a
-device with tensor parallelism) or linear coefficients. The sweep's simulations run side by side on threads
-(the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as one
-message, after the numbers. Each part runs only when one of its inputs changed: a new objective runs only the
+:func:`~aonkit.model.replicas_needed` for the fewest replicas whose p99 TTFT meets the objective at the chosen rate;
+the figures' columns come from :mod:`aonkit.views.serving`, drawn on canvases (:mod:`aonkit.widgets.charts`, specs
+in :mod:`aonkit.views.model_charts`). Engine step times are either the analytic model's
+(:func:`~aonkit.model.llm.prefill_time` / :func:`~aonkit.model.llm.decode_time` of a preset on a device with tensor
+parallelism, at a precision; the batch capped by the KV cache that fits beside the weights,
+:func:`~aonkit.model.serving_steps.serving_memory`) or linear coefficients. The sweep's simulations run side by side
+on threads (the kernel releases the GIL), and the replica search beside them; the figures' changes reach the page as
+one message, after the numbers. Each part runs only when one of its inputs changed: a new objective runs only the
 replica search (7 ms), a new replica count only the sweep. The search starts at the last answer scaled by the rate
-and by the engines' :func:`~aonkit.model.serving_steps.request_seconds`. When it starts at the panel's replica count,
-its first simulation is the sweep's row at the chosen rate, and it hands that row over (one simulation fewer). The
-sweep's rows are kept per rate (:class:`~aonkit.model.serving_grid.SweepRows`) while nothing else changes, so a new
-arrival rate simulates that rate and, one step in three of the slider, one or two grid points.
+and by the engines' :func:`~aonkit.model.serving_steps.request_seconds`. When it starts at the panel's replica
+count, its first simulation is the sweep's row at the chosen rate, and it hands that row over (one simulation
+fewer). The sweep's rows are kept per rate (:class:`~aonkit.model.serving_grid.SweepRows`) while nothing else
+changes, so a new arrival rate simulates that rate and, one step in three of the slider, one or two grid points.
 ``bench/model_widgets.py`` times the updates.
 
 Sliders answer while dragged (``live=True``). In a kernel a change is simulated :data:`COALESCE_S` after it
@@ -26,7 +27,6 @@ control and reads the panel sees the new answer.
 
 from __future__ import annotations
 
-import html
 import math
 import time
 from concurrent.futures import Future, wait
@@ -43,21 +43,21 @@ from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_kn
 from ..model.serving_fit import StepFit, linear_coefficients
 from ..model.serving_grid import SweepRows, sweep_rates
 from ..model.serving_inputs import Lengths, StepTime
-from ..model.serving_steps import ModelStepTimes, request_seconds
-from ..views import theme
+from ..model.serving_steps import ModelStepTimes, ServingMemory, request_seconds, serving_memory
 from ..views.model_charts import sweep_charts
 from ..views.serving import knee_data, marker_data, slo_data, sweep_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
-from .serving_controls import ROUTING_TIPS, STYLE, WIDE, linear_boxes, log_slider, slider, toggles
+from .serving_controls import DTYPE_TIPS, ROUTING_TIPS, STYLE, WIDE, linear_boxes, log_slider, slider, toggles
+from .serving_results import ServingResults
 
 COALESCE_S = 0.005
 """In a kernel, a change is simulated this long after it arrives, together with those that arrived meanwhile:
 the messages a dragged slider sent while the last change was simulated come in together."""
 
 
-class ServingPanel(TextWidget, w.VBox):
+class ServingPanel(ServingResults, TextWidget, w.VBox):
     """Sliders over the serving simulation: latency percentiles vs arrival rate, the knee, replicas for an SLO.
 
     Parameters
@@ -69,8 +69,11 @@ class ServingPanel(TextWidget, w.VBox):
         Engine step times from the analytic LLM model or from linear coefficients; a
         :func:`~aonkit.model.fit_step_time` result (step times measured from a trace) or a :class:`StepTime` of
         linear coefficients sets the coefficients and ``overhead`` and chooses ``"linear"``.
-    model, device, tp : str, int
-        Preset, device (:func:`aonkit.model.hardware.devices`) and tensor-parallel size of ``"model"`` step times.
+    model, device, tp, dtype : str, int
+        Preset, device (:func:`aonkit.model.hardware.devices`), tensor-parallel size and precision (``"bf16"``,
+        ``"fp16"``, ``"fp8"``: :func:`~aonkit.model.serving_steps.model_step_time`) of ``"model"`` step times.
+        Their engine's batch is also capped by the sequences of the mean prompt and output tokens that its KV
+        cache holds beside the weights (:meth:`batch_limit`); weights that do not fit are an error.
     prefill, decode : tuple
         Linear coefficients ``(a, b)`` (s, s/token) and ``(a, b, c)`` (s, s/sequence, s/context token).
     overhead : float
@@ -118,7 +121,7 @@ class ServingPanel(TextWidget, w.VBox):
                  token_budget: int = 2048, prompt_tokens: int = 512, output_tokens: int = 128,
                  lengths: str = "random", chunked_prefill: bool = True, slo_s: float = 0.5, routing: str = "jsq",
                  step_time: str | StepFit | StepTime = "model", model: str = "Llama-3 8B", device: str = "H100 SXM",
-                 tp: int = 1, prefill: tuple[float, float] = (0.005, 2e-5),
+                 tp: int = 1, dtype: str = "bf16", prefill: tuple[float, float] = (0.005, 2e-5),
                  decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7), overhead: float = 0.0,
                  n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0,
                  live: bool = True) -> None:  # fmt: skip
@@ -144,8 +147,9 @@ class ServingPanel(TextWidget, w.VBox):
         self.device = w.Dropdown(options=list(self.devices), value=device, description="device", style=STYLE,
                                  layout=WIDE)  # fmt: skip
         self.tp = w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=STYLE, layout=WIDE)
+        self.dtype = toggles("precision", ["bf16", "fp16", "fp8"], dtype, DTYPE_TIPS, "60px")
         self.coeffs = linear_boxes(prefill, decode, overhead)
-        self.model_box = w.VBox([self.model, self.device, self.tp])
+        self.model_box = w.VBox([self.model, self.device, self.tp, self.dtype])
         self.linear_box = w.VBox(list(self.coeffs.values()))
         self._toggle_step_boxes()
         self._step_times = ModelStepTimes()
@@ -159,7 +163,7 @@ class ServingPanel(TextWidget, w.VBox):
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
         self._controls = (self.rate, self.cv, self.replicas, self.routing, self.max_batch, self.token_budget,
                           self.prompt, self.output, self.lengths, self.chunked, self.slo, self.step_kind, self.model,
-                          self.device, self.tp, *self.coeffs.values())  # fmt: skip
+                          self.device, self.tp, self.dtype, *self.coeffs.values())  # fmt: skip
         """Every control a change of which is simulated (observed, and the keys of :meth:`_inputs`)."""
         self._evaluate()
         self.view = Charts(sweep_charts(), {
@@ -184,7 +188,33 @@ class ServingPanel(TextWidget, w.VBox):
             return StepTime(prefill_time_s=(c["prefill_a"], c["prefill_b"]),
                             decode_time_s=(c["decode_a"], c["decode_b"], c["decode_c"]),
                             overhead_s=c["overhead"])  # fmt: skip
-        return self._step_times(PRESETS[self.model.value], self.devices[self.device.value], int(self.tp.value))
+        device, dtype = self.devices[self.device.value], str(self.dtype.value)
+        if dtype not in device.peak_flops:
+            raise ValueError(f"{device.name} has no {dtype} peak: choose a precision it has "
+                             f"({', '.join(k for k in ('bf16', 'fp16', 'fp8') if k in device.peak_flops)})")
+        return self._step_times(PRESETS[self.model.value], device, int(self.tp.value), dtype)
+
+    def memory(self) -> ServingMemory | None:
+        """One GPU's weights and KV cache with model step times (None: linear ones, or a device of unknown memory)."""
+        device = self.devices[self.device.value]
+        if self.step_kind.value == "linear" or device.memory_bytes is None:
+            return None
+        return serving_memory(PRESETS[self.model.value], device, int(self.tp.value), str(self.dtype.value))
+
+    def batch_limit(self) -> int:
+        """The engine's max batch: the control's, capped by the sequences the KV cache holds (:meth:`memory`).
+
+        A sequence is counted at the mean prompt plus output tokens. Raises ValueError when the weights, or they
+        and one such sequence, do not fit.
+        """
+        mem, chosen = self.memory(), int(self.max_batch.value)
+        if mem is None:
+            return chosen
+        fits = mem.sequences(int(self.prompt.value) + int(self.output.value))
+        if fits < 1:
+            raise ValueError(f"{self.model.value} does not fit on {self.device.value} with TP {self.tp.value} at "
+                             f"{self.dtype.value}: {self.memory_text()[len('memory: '):]}")
+        return min(chosen, fits)
 
     def workload(self) -> tuple[int | Lengths, int | Lengths]:
         """Prompt and output lengths: fixed, or lognormal prompts (CV 1) and geometric outputs with the slider means."""
@@ -195,7 +225,7 @@ class ServingPanel(TextWidget, w.VBox):
 
     def engine(self) -> dict[str, Any]:
         """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the engine (not ``replicas``)."""
-        return {"step_time": self.step_time(), "max_batch": int(self.max_batch.value),
+        return {"step_time": self.step_time(), "max_batch": self.batch_limit(),
                 "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value),
                 "routing": str(self.routing.value)}  # fmt: skip
 
@@ -229,7 +259,7 @@ class ServingPanel(TextWidget, w.VBox):
         # the search starts at the last answer scaled to the new rate and engine: two simulations when it is right
         last = self._plan_at
         work = last[2] if last is not None and not new_plan else request_seconds(  # (0.3 ms with model step times)
-            kw["step_time"], self.prompt.value, self.output.value, min(self.max_batch.value, 16))
+            kw["step_time"], self.prompt.value, self.output.value, min(kw["max_batch"], 16))
         scale = 1.0 if last is None else rate / last[0] * (work / last[2] if 0 < min(work, last[2]) < math.inf else 1)
         start = 1 if last is None else max(1, min(self.max_replicas, round(last[1] * scale)))
 
@@ -316,79 +346,5 @@ class ServingPanel(TextWidget, w.VBox):
         self.update_s = time.perf_counter() - t0
         return self._sweep
 
-    # ---- results: a change that is still to be simulated is simulated first ------------------------------------
-    @property
-    def sweep(self) -> pd.DataFrame:
-        """The last :func:`~aonkit.model.serving_sweep`."""
-        self._request.flush()
-        return self._sweep
-
-    @property
-    def knee(self) -> dict:
-        """Its :func:`~aonkit.model.saturation_knee` (on p99 TTFT)."""
-        self._request.flush()
-        return self._knee
-
-    @property
-    def plan(self) -> ReplicaPlan | None:
-        """:func:`~aonkit.model.replicas_needed` at the chosen rate (None when over ``max_replicas``)."""
-        self._request.flush()
-        return self._plan
-
-    @property
-    def error(self) -> str:
-        """Why the last change could not be simulated ("" when it could)."""
-        self._request.flush()
-        return self._error
-
-    def replicas_for_slo(self) -> int | None:
-        """Fewest replicas meeting the p99 TTFT objective at the chosen rate (None: more than ``max_replicas``)."""
-        self._request.flush()
-        return None if self._plan is None else int(self._plan.replicas)
-
-    def numbers(self) -> dict[str, float]:
-        """Headline numbers: the knee, capacity, and the sweep row at the chosen rate."""
-        self._request.flush()
-        at = self._sweep.iloc[(self._sweep["arrival_rate_per_s"] - float(self.rate.value)).abs().argmin()]
-        need = self.replicas_for_slo()
-        return {"knee_rate_per_s": self._knee["knee_rate_per_s"], "capacity_per_s": self._knee["capacity_per_s"],
-                "ttft_p99_s": float(at["ttft_p99_s"]), "tpot_p50_s": float(at["tpot_p50_s"]),
-                "e2e_p99_s": float(at["e2e_p99_s"]), "replicas_needed": math.nan if need is None else need}  # fmt: skip
-
-    def text(self) -> str:
-        """A one-line plain-text summary (also the ``text/plain`` of the widget)."""
-        self._request.flush()
-        n = self.numbers()
-        need = self.replicas_for_slo()
-        need_text = f"{need}" if need is not None else f"more than {self.max_replicas}"
-        return (f"{self.replicas.value} replica(s) at {float(self.rate.value):.3g} req/s: p99 TTFT "
-                f"{theme.fmt_ns(n['ttft_p99_s'] * 1e9)}, p50 TPOT {theme.fmt_ns(n['tpot_p50_s'] * 1e9)}, p99 e2e "
-                f"{theme.fmt_ns(n['e2e_p99_s'] * 1e9)}; knee {n['knee_rate_per_s']:.3g} req/s, capacity "
-                f"{n['capacity_per_s']:.3g} req/s; replicas for p99 TTFT <= {float(self.slo.value):.3g} s: "
-                f"{need_text}")  # fmt: skip
-
-    def _show(self) -> None:
-        status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
-                  f"{html.escape(self._error)}</div>" if self._error else "")  # fmt: skip
-        took = f" (computed in {self._computed_s * 1e3:.0f} ms)" if math.isfinite(self._computed_s) else ""
-        far = self.extrapolated()
-        note = (f"<div style='color:#8C564B'>step times fitted to a trace, used beyond what it measured: "
-                f"{html.escape('; '.join(far))}</div>" if far else "")  # fmt: skip
-        self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{note}{status}"
-
-    def extrapolated(self) -> list[str]:
-        """Where the engine's batch and step budget go beyond the passes of the fitted step times it uses.
-
-        :meth:`StepFit.beyond <aonkit.model.serving_fit.StepFit.beyond>`; empty without a fit, or when the step
-        times are not the fit's any more (another choice, edited coefficients).
-        """
-        if self.fit is None or self.step_kind.value != "linear" or self.step_time() != self.fit.step_time:
-            return []
-        return self.fit.beyond(int(self.max_batch.value), int(self.token_budget.value))
-
     def _changed(self, change: dict) -> None:
         self._request()  # in a kernel: once for the changes that arrive together (a slider dragged)
-
-    def plain_text(self) -> str:
-        """The serving model's answer, in one line."""
-        return "serving: " + self.text()

@@ -14,6 +14,8 @@ STYLE = {"description_width": "130px"}
 WIDE = w.Layout(width="360px")
 ROUTING_TIPS = ("to the replica with the fewest requests (join the shortest queue)", "to each replica in turn",
                 "one queue for all replicas: the first free one takes the next request")  # fmt: skip
+DTYPE_TIPS = ("16-bit weights, GEMMs at the bf16 peak", "16-bit weights, GEMMs at the fp16 peak",
+              "FP8 weights and GEMMs (W8A8), 16-bit KV cache")  # fmt: skip
 
 
 def slider(kind: type, name: str, value: float, lo: float, hi: float, step: float, live: bool,

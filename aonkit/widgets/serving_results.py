@@ -1,0 +1,112 @@
+"""What :class:`~aonkit.widgets.serving.ServingPanel` shows: its results, read after any change still waiting.
+
+A mixin of the panel: it reads the panel's last evaluation (``_sweep``, ``_knee``, ``_plan``, ``_error``,
+``_computed_s``), its controls and ``_request`` (a change waiting in a kernel is simulated before a result is read).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+
+from ..model.serving_analysis import ReplicaPlan
+from ..views import theme
+
+
+class ServingResults:
+    """The results of :class:`~aonkit.widgets.serving.ServingPanel` and its summary line."""
+
+    @property
+    def sweep(self) -> pd.DataFrame:
+        """The last :func:`~aonkit.model.serving_sweep`."""
+        self._request.flush()
+        return self._sweep
+
+    @property
+    def knee(self) -> dict:
+        """Its :func:`~aonkit.model.saturation_knee` (on p99 TTFT)."""
+        self._request.flush()
+        return self._knee
+
+    @property
+    def plan(self) -> ReplicaPlan | None:
+        """:func:`~aonkit.model.replicas_needed` at the chosen rate (None when over ``max_replicas``)."""
+        self._request.flush()
+        return self._plan
+
+    @property
+    def error(self) -> str:
+        """Why the last change could not be simulated ("" when it could)."""
+        self._request.flush()
+        return self._error
+
+    def replicas_for_slo(self) -> int | None:
+        """Fewest replicas meeting the p99 TTFT objective at the chosen rate (None: more than ``max_replicas``)."""
+        self._request.flush()
+        return None if self._plan is None else int(self._plan.replicas)
+
+    def numbers(self) -> dict[str, float]:
+        """Headline numbers: the knee, capacity, and the sweep row at the chosen rate."""
+        self._request.flush()
+        at = self._sweep.iloc[(self._sweep["arrival_rate_per_s"] - float(self.rate.value)).abs().argmin()]
+        need = self.replicas_for_slo()
+        return {"knee_rate_per_s": self._knee["knee_rate_per_s"], "capacity_per_s": self._knee["capacity_per_s"],
+                "ttft_p99_s": float(at["ttft_p99_s"]), "tpot_p50_s": float(at["tpot_p50_s"]),
+                "e2e_p99_s": float(at["e2e_p99_s"]), "replicas_needed": math.nan if need is None else need}  # fmt: skip
+
+    def text(self) -> str:
+        """A one-line plain-text summary (also the ``text/plain`` of the widget)."""
+        self._request.flush()
+        n = self.numbers()
+        need = self.replicas_for_slo()
+        need_text = f"{need}" if need is not None else f"more than {self.max_replicas}"
+        return (f"{self.replicas.value} replica(s) at {float(self.rate.value):.3g} req/s: p99 TTFT "
+                f"{theme.fmt_ns(n['ttft_p99_s'] * 1e9)}, p50 TPOT {theme.fmt_ns(n['tpot_p50_s'] * 1e9)}, p99 e2e "
+                f"{theme.fmt_ns(n['e2e_p99_s'] * 1e9)}; knee {n['knee_rate_per_s']:.3g} req/s, capacity "
+                f"{n['capacity_per_s']:.3g} req/s; replicas for p99 TTFT <= {float(self.slo.value):.3g} s: "
+                f"{need_text}")  # fmt: skip
+
+    def _show(self) -> None:
+        status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
+                  f"{html.escape(self._error)}</div>" if self._error else "")  # fmt: skip
+        took = f" (computed in {self._computed_s * 1e3:.0f} ms)" if math.isfinite(self._computed_s) else ""
+        far = self.extrapolated()
+        note = (f"<div style='color:#8C564B'>step times fitted to a trace, used beyond what it measured: "
+                f"{html.escape('; '.join(far))}</div>" if far else "")  # fmt: skip
+        memory = self.memory_text()
+        memory = f"<div style='color:#555'>{html.escape(memory)}</div>" if memory else ""
+        self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{memory}{note}{status}"
+
+    def extrapolated(self) -> list[str]:
+        """Where the engine's batch and step budget go beyond the passes of the fitted step times it uses.
+
+        :meth:`StepFit.beyond <aonkit.model.serving_fit.StepFit.beyond>`; empty without a fit, or when the step
+        times are not the fit's any more (another choice, edited coefficients).
+        """
+        if self.fit is None or self.step_kind.value != "linear" or self.step_time() != self.fit.step_time:
+            return []
+        return self.fit.beyond(int(self.max_batch.value), int(self.token_budget.value))
+
+    def plain_text(self) -> str:
+        """The serving model's answer, in one line."""
+        return "serving: " + self.text()
+
+    def memory_text(self) -> str:
+        """One GPU's memory with model step times: weights, and KV cache for the engine's batch ("" otherwise).
+
+        The batch is the max batch control's, capped by the sequences of the mean prompt and output tokens the
+        cache holds (:meth:`~aonkit.widgets.serving.ServingPanel.batch_limit`).
+        """
+        mem = self.memory()
+        if mem is None:
+            return ""
+        tokens = int(self.prompt.value) + int(self.output.value)
+        fits, chosen = mem.sequences(tokens), int(self.max_batch.value)
+        gb = f"weights {mem.weights_bytes / 1e9:.1f} GB of {mem.usable_bytes / 1e9:.1f} GB usable per GPU"
+        if mem.weights_bytes >= mem.usable_bytes:
+            return f"memory: {gb}: the weights do not fit"
+        text = (f"memory: {gb}; the rest holds {mem.kv_tokens:,} tokens of KV cache, {fits:,} sequences of "
+                f"{tokens:,} (mean prompt + output)")  # fmt: skip
+        return text + (f": max batch {fits}, not {chosen}" if fits < chosen else "")

@@ -1,0 +1,99 @@
+"""What a replica's GPUs hold when serving (weights, KV cache), the precision of model step times, and the serving
+panel's batch capped by memory."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aonkit.model.hardware import devices
+from aonkit.model.llm import PRESETS, decode_time, prefill_time
+from aonkit.model.serving_steps import model_step_time, serving_memory
+from aonkit.widgets import ServingPanel
+
+DEV = {d.name: d for d in devices()}
+N = 1500  # requests per simulation: enough to tell sweeps apart, quick
+
+
+def test_serving_memory_by_hand() -> None:
+    # Llama-3 8B: 32 layers, 8 KV heads of 128: 2 * 8 * 128 values a token and layer, 2 bytes each
+    cfg, h100 = PRESETS["Llama-3 8B"], DEV["H100 SXM"]
+    per_token = 32 * 2 * 8 * 128 * 2
+    m = serving_memory(cfg, h100)
+    assert m.weights_bytes == cfg.num_params() * 2 and m.kv_bytes_per_token == per_token
+    assert m.usable_bytes == 0.9 * 80e9
+    assert m.kv_tokens == math.floor((0.9 * 80e9 - cfg.num_params() * 2) / per_token)
+    assert m.sequences(640) == m.kv_tokens // 640
+    # tensor parallelism splits the weights and the KV heads; FP8 stores a weight in one byte, the cache stays 16-bit
+    m2 = serving_memory(cfg, h100, tp=2, dtype="fp8")
+    assert m2.weights_bytes == cfg.num_params() / 2 and m2.kv_bytes_per_token == per_token / 2
+    # weights that do not fit leave no cache
+    big = serving_memory(PRESETS["Llama-3 405B"], h100, tp=8)
+    assert big.weights_bytes > big.usable_bytes and big.kv_tokens == 0 and big.sequences(1) == 0
+    assert serving_memory(PRESETS["Llama-3 405B"], h100, tp=8, dtype="fp8").sequences(640) > 64
+    with pytest.raises(ValueError, match="no memory_bytes"):
+        serving_memory(cfg, dataclasses.replace(h100, memory_bytes=None))
+    with pytest.raises(ValueError, match="memory_fraction"):
+        serving_memory(cfg, h100, memory_fraction=0.0)
+
+
+def test_fp8_step_times_read_one_byte_a_weight() -> None:
+    cfg, h100 = PRESETS["Llama-3 8B"], DEV["H100 SXM"]
+    b, c = np.array([1.0, 8.0, 64.0]), np.array([600.0, 8 * 600.0, 64 * 600.0])
+    fp8, bf16 = model_step_time(cfg, h100, 1, "fp8"), model_step_time(cfg, h100, 1)
+    want = decode_time(cfg, h100, b, c / b, dtype="fp8", weight_bytes=1).seconds
+    np.testing.assert_array_equal(fp8.decode_time_s(b, c), want)
+    np.testing.assert_array_equal(fp8.prefill_time_s(np.array([512.0])),
+                                  prefill_time(cfg, h100, 1, np.array([512.0]), dtype="fp8", weight_bytes=1).seconds)
+    # a decode step of one sequence reads the weights: about half the time in FP8
+    ratio = fp8.decode_time_s(b, c)[0] / bf16.decode_time_s(b, c)[0]
+    assert 0.45 < ratio < 0.6, ratio
+
+
+def test_the_panel_caps_its_batch_by_the_kv_cache_and_says_so() -> None:
+    # GIVEN Llama-3 70B on two H100s: 70.6 GB of weights a GPU leave room for 13 sequences of 512 + 128 tokens
+    kw = {"n_requests": N, "lengths": "fixed", "model": "Llama-3 70B", "device": "H100 SXM", "tp": 2}
+    p = ServingPanel(2.0, max_batch=64, **kw)
+    fits = p.memory().sequences(640)
+    assert fits == 13 and p.batch_limit() == 13
+    # THEN the engine simulated is the one with that max batch, and the summary says why
+    pd.testing.assert_frame_equal(p.sweep, ServingPanel(2.0, max_batch=13, **kw).sweep)
+    assert not p.sweep.equals(ServingPanel(2.0, max_batch=12, **kw).sweep)
+    assert "max batch 13, not 64" in p.summary.value and "13 sequences of 640" in p.summary.value
+    # AND a smaller max batch is the control's own
+    p.max_batch.value = 8
+    assert p.batch_limit() == 8 and ": max batch" not in p.memory_text()
+    # AND on four GPUs the cache holds far more than the control's 64
+    p.max_batch.value, p.tp.value = 64, 4
+    assert p.batch_limit() == 64 and p.memory().sequences(640) > 600
+
+
+def test_the_panel_refuses_what_does_not_fit_and_a_precision_the_device_lacks() -> None:
+    p = ServingPanel(2.0, n_requests=N, lengths="fixed")
+    before = p.numbers()
+    # WHEN the model's weights do not fit on the GPU
+    p.model.value = "Llama-3 405B"
+    # THEN the panel says so and keeps the last valid answer
+    assert "does not fit on H100 SXM with TP 1" in p.error and "weights do not fit" in p.error
+    assert p.numbers() == before and "cannot simulate" in p.summary.value
+    # AND with FP8 weights on eight GPUs it serves
+    p.tp.value, p.dtype.value = 8, "fp8"
+    assert not p.error and p.batch_limit() == 64
+    # WHEN the device has no such peak, the panel names the precisions it has
+    p.model.value, p.tp.value, p.dtype.value = "Llama-3 8B", 1, "bf16"
+    p.device.value = "V100 SXM2"
+    assert p.error == "ValueError: V100 SXM2 has no bf16 peak: choose a precision it has (fp16)"
+    p.dtype.value = "fp16"
+    assert not p.error and p.numbers() != before
+
+
+def test_linear_step_times_and_a_device_of_unknown_memory_are_not_capped() -> None:
+    p = ServingPanel(2.0, n_requests=N, lengths="fixed", step_time="linear", max_batch=300)
+    assert p.memory() is None and p.batch_limit() == 300 and p.memory_text() == ""
+    q = ServingPanel(2.0, n_requests=N, lengths="fixed")
+    q.devices["H100 SXM"] = dataclasses.replace(q.devices["H100 SXM"], memory_bytes=None)
+    assert q.memory() is None and q.batch_limit() == 64
