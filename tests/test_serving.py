@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from aonkit.model import (
@@ -221,6 +222,38 @@ def test_replicas_needed_from_any_start_finds_the_same_count(start):
         assert len(rows) <= 4
     elif start == 1:
         assert list(rows.index) == [1, 2, 4, 8, 12, 14, 15, 16]  # doubling, then bisection
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("start", [1, 5, 14, 15, 16, 30, 64])
+def test_replicas_needed_with_counts_side_by_side_finds_the_same_count_in_fewer_rounds(start, threads, monkeypatch):
+    import aonkit.model.serving_analysis as analysis
+
+    rounds, real = [], analysis.summarize
+
+    def counted(runs, threads=None):
+        rounds.append(len(runs))
+        return real(runs, threads)
+
+    monkeypatch.setattr(analysis, "summarize", counted)
+    kw = {"n_requests": N // 4, "metric": "queue_p99_s", "step_time": SERVICE, "routing": "central", "max_batch": 1,
+          "start": start, "max_replicas": 64}  # fmt: skip
+    # GIVEN the Erlang C case (15 servers) searched one count at a time and several at once
+    one = replicas_needed(10, 0.6, Lengths.geometric(SCALE), 1, **kw)
+    rounds_one, rounds[:] = len(rounds), []
+    wide = replicas_needed(10, 0.6, Lengths.geometric(SCALE), 1, threads=threads, **kw)
+    # THEN the answer is the same, with its certificate, and every row is the simulation at its count
+    assert wide.replicas == one.replicas == 15
+    rows = wide.tried.set_index("replicas")
+    assert rows.loc[15, "queue_p99_s"] <= 0.6 < rows.loc[14, "queue_p99_s"]
+    both = sorted(set(rows.index) & set(one.tried["replicas"]))
+    pd.testing.assert_frame_equal(rows.loc[both], one.tried.set_index("replicas").loc[both])
+    # AND the first two rounds are one count each: a guess at the answer or one off costs what it did
+    assert rounds[:2] == [1, 1][:len(rounds)]
+    if abs(start - 15) <= 1:
+        assert list(rows.index) == list(one.tried["replicas"])
+    else:  # a guess further off takes fewer rounds (more simulations, side by side)
+        assert len(rounds) < rounds_one and max(rounds) == threads, (rounds, rounds_one)
 
 
 @pytest.mark.parametrize(("threads", "cv"), [(1, 1.0), (3, 1.0), (2, 0.0), (2, 2.5)])

@@ -143,7 +143,7 @@ class ReplicaPlan(NamedTuple):
 
 def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, output_tokens: object, *,
                     n_requests: int, metric: str = "ttft_p99_s", arrival_cv: float = 1.0, seed: int = 0,
-                    warmup: float = 0.1, max_replicas: int = 4096, start: int = 1,
+                    warmup: float = 0.1, max_replicas: int = 4096, start: int = 1, threads: int = 1,
                     on_row: Callable[[int, dict], None] | None = None, **engine: object) -> ReplicaPlan:  # fmt: skip
     """Fewest replicas whose simulated ``metric`` is at most ``slo_s`` at ``rate_per_s``.
 
@@ -178,6 +178,11 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
         Largest replica count tried.
     start : int, default 1
         The first count tried (clipped to ``[1, max_replicas]``).
+    threads : int, default 1
+        Counts simulated at once after the first two (side by side on threads, :func:`summarize`): when those
+        two show the guess was off, each round then takes the next ``threads`` steps up or down at once, or cuts
+        the bracket in ``threads + 1`` parts. More simulations in all, fewer rounds: for a machine with CPUs to
+        spare. 1: one count at a time (each step from the last one's answer).
     on_row : callable, optional
         Called as ``on_row(replicas, row)`` after each simulation (``row``: the summary keys and
         ``busy_fraction``, what :func:`serving_sweep` gives at this rate for that count), so that a caller running a
@@ -202,34 +207,59 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
     tried: dict[int, dict] = {}
     base = prepare(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens, n_requests=n_requests,
                    seed=seed, warmup=warmup, **engine)  # fmt: skip
+    wide = max(1, int(threads))
+    widths = iter((1, 1))  # the first two rounds simulate one count each: a good guess needs only them
 
-    def meets(c: int) -> bool:
-        if c not in tried:  # the same requests at every count: only the replicas change
-            row = summarize([rerun(base, replicas=c)])[0]
+    def meets(counts: list[int]) -> list[bool]:
+        new = [c for c in dict.fromkeys(counts) if c not in tried]  # the same requests at every count
+        for c, row in zip(new, summarize([rerun(base, replicas=c) for c in new], wide)):
             if on_row is not None:
                 on_row(c, row)
             tried[c] = {"replicas": c, **row}
-        return tried[c][metric] <= slo_s
+        return [tried[c][metric] <= slo_s for c in counts]
 
     hi = min(max(int(start), 1), max_replicas)
-    lo = 0  # a count that fails (0 replicas always does)
-    if meets(hi):
-        step = 1
+    lo, step = 0, 1  # lo: a count that fails (0 replicas always does)
+    if meets([hi])[0]:
         while hi - step > lo:  # down, 1, 2, 4... fewer, until one fails
-            if not meets(hi - step):
-                lo = hi - step
-                break
-            hi, step = hi - step, 2 * step
+            counts, c, s = [], hi, step
+            for _ in range(next(widths, wide)):
+                if c - s <= lo:
+                    break
+                c, s = c - s, 2 * s
+                counts.append(c)
+            ok = meets(counts)
+            if all(ok):
+                hi, step = counts[-1], s
+                continue
+            i = ok.index(False)
+            lo, hi = counts[i], counts[i - 1] if i else hi
+            break
     else:
-        step = 1
-        while not meets(hi):  # up, 1, 2, 4... more (from 1: doubling), until one meets
-            if hi >= max_replicas:
+        top = hi  # a count that fails
+        while True:  # up, 1, 2, 4... more (from 1: doubling), until one meets
+            if top >= max_replicas:
                 raise ValueError(f"{metric} <= {slo_s} s not met with {max_replicas} replicas")
-            lo, hi, step = hi, min(hi + step, max_replicas), 2 * step
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if meets(mid):
-            hi = mid
+            counts, c, s = [], top, step
+            for _ in range(next(widths, wide)):
+                if c >= max_replicas:
+                    break
+                c, s = min(c + s, max_replicas), 2 * s
+                counts.append(c)
+            ok = meets(counts)
+            if any(ok):
+                i = ok.index(True)
+                lo, hi = counts[i - 1] if i else top, counts[i]
+                break
+            top, step = counts[-1], s
+    while hi - lo > 1:  # bisect (with several counts a round: cut in as many parts plus one)
+        n = next(widths, wide)
+        counts = [(lo + hi) // 2] if n == 1 else sorted({lo + (hi - lo) * j // (n + 1) for j in range(1, n + 1)}
+                                                        - {lo, hi})  # fmt: skip
+        ok = meets(counts)
+        if any(ok):
+            i = ok.index(True)
+            lo, hi = counts[i - 1] if i else lo, counts[i]
         else:
-            lo = mid
+            lo = counts[-1]
     return ReplicaPlan(hi, pd.DataFrame(sorted(tried.values(), key=lambda r: r["replicas"])))

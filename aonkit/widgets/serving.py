@@ -28,6 +28,7 @@ control and reads the panel sees the new answer.
 from __future__ import annotations
 
 import math
+import os
 import time
 from concurrent.futures import Future, wait
 from typing import Any
@@ -51,6 +52,10 @@ from ._loop import Latest
 from .charts import Charts
 from .serving_controls import DTYPE_TIPS, ROUTING_TIPS, STYLE, WIDE, linear_boxes, log_slider, slider, toggles
 from .serving_results import ServingResults
+
+SEARCH_THREADS = min(os.cpu_count() or 1, 4)
+"""Counts the replica search simulates at once once its first two show the guess was off (a change of device to
+one several times slower or faster): the sweep is done by then, and its CPUs would idle."""
 
 COALESCE_S = 0.005
 """In a kernel, a change is simulated this long after it arrives, together with those that arrived meanwhile:
@@ -275,7 +280,7 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         def plan() -> ReplicaPlan | None:
             try:
                 return replicas_needed(rate, float(self.slo.value), prompts, outputs, max_replicas=self.max_replicas,
-                                       start=start, on_row=hand, **kw)  # fmt: skip
+                                       start=start, on_row=hand, threads=SEARCH_THREADS, **kw)  # fmt: skip
             except ValueError as exc:
                 if "not met with" not in str(exc):
                     raise
