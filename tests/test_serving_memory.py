@@ -97,3 +97,30 @@ def test_linear_step_times_and_a_device_of_unknown_memory_are_not_capped() -> No
     q = ServingPanel(2.0, n_requests=N, lengths="fixed")
     q.devices["H100 SXM"] = dataclasses.replace(q.devices["H100 SXM"], memory_bytes=None)
     assert q.memory() is None and q.batch_limit() == 64
+
+
+def test_the_llm_panels_inference_curves_mark_where_the_kv_cache_fills() -> None:
+    from aonkit.widgets import LLMModelPanel
+
+    # GIVEN the LLM panel: Llama-3 70B, inference on eight H100s, one sequence of 8192 tokens
+    p = LLMModelPanel()
+    kv = serving_memory(PRESETS["Llama-3 70B"], DEV["H100 SXM"], 8).kv_tokens
+    assert p.inference_context.value == 8192 and p.numbers()["inference_kv_tokens"] == kv == p.kv.kv_tokens
+    # THEN the batch curve marks the batch whose sequences fill the cache (162), and the context curve, which ends
+    # at 131,072 tokens of one sequence, nothing
+    assert p.sources["kv_batch"].data == {"x": [kv / 8192]} and 160 < kv / 8192 < 165
+    assert p.sources["kv_context"].data == {"x": []}
+    assert "1% full" in p.summary.value
+    # WHEN the batch grows to 512: the context curve's mark moves in, and the summary says the cache is over-full
+    p.inference_batch.value = 512
+    assert p.sources["kv_context"].data == {"x": [kv / 512]}
+    assert p.numbers()["inference_kv_fraction"] == 512 * 8192 / kv
+    assert "316% full" in p.summary.value and "color:#D62728'>316% full" in p.summary.value
+    # WHEN one GPU holds the weights alone: no room, no mark
+    p.inference_tp.value = 1
+    assert p.numbers()["inference_kv_tokens"] == 0 and "weights do not fit" in p.summary.value
+    assert p.sources["kv_batch"].data == p.sources["kv_context"].data == {"x": []}
+    # AND a device of unknown memory has neither
+    q = LLMModelPanel(device=dataclasses.replace(DEV["H100 SXM"], name="H100 unknown memory", memory_bytes=None))
+    assert math.isnan(q.numbers()["inference_kv_tokens"]) and q.sources["kv_batch"].data == {"x": []}
+    assert "KV cache (inference)" not in q.summary.value

@@ -60,6 +60,8 @@ CAPACITY_COLOR, OVER_COLOR = "#333333", "#D62728"
 """Capacity line colour when the memory fits, and when it does not (red)."""
 
 INFERENCE_COLORS = {"ttft": "#0072B2", "tpot": "#D55E00"}
+KV_COLOR = "#7F7F7F"
+"""The KV-cache limit's line on the inference curves."""
 DEFAULT_BATCHES = np.unique(np.round(np.geomspace(1, 512, 28))).astype(np.int64)
 """Batch sizes of the latency-vs-batch curves."""
 DEFAULT_CONTEXTS = np.unique(np.round(2.0 ** np.arange(7, 17.01, 0.5))).astype(np.int64)
@@ -208,6 +210,21 @@ def inference_table(config: TransformerConfig, device: DeviceSpec, *, batch: int
         frames.append(pd.DataFrame({"sweep": sweep, "x": x, "batch": bb, "context": cc, "ttft_s": ttft,
                                     "tpot_s": tpot, "decode_tokens_per_s": bb / tpot}))  # fmt: skip
     return pd.concat(frames, ignore_index=True)
+
+
+def kv_limit_data(table: pd.DataFrame, sweep: str, kv_tokens: float | None) -> dict[str, list]:
+    """Where one curve of :func:`inference_table` fills the KV cache: column ``x``, empty or one value.
+
+    On the ``"batch"`` curve the batch whose sequences of the table's context fill ``kv_tokens``; on the
+    ``"context"`` curve the context at its batch. Empty when ``kv_tokens`` is None (memory unknown) or 0 (the
+    weights leave no room: nothing is drawn), or when the limit is past the curve's last point.
+    """
+    t = table[table["sweep"] == sweep]
+    if kv_tokens is None or kv_tokens <= 0 or t.empty:
+        return {"x": []}
+    fixed = float(t["context"].iloc[0] if sweep == "batch" else t["batch"].iloc[0])
+    limit = float(kv_tokens) / fixed
+    return {"x": [limit] if limit <= float(t["x"].max()) else []}
 
 
 def inference_data(table: pd.DataFrame, sweep: str) -> dict[str, list]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .llm import INFERENCE_COLORS, MEMORY_PARTS, STEP_GROUPS, STEP_PARTS
+from .llm import INFERENCE_COLORS, KV_COLOR, MEMORY_PARTS, STEP_GROUPS, STEP_PARTS
 from .serving import KNEE_COLOR, METRICS, PERCENTILES, RATE_COLOR, SLO_COLOR
 
 DASHED, DOTTED = [6, 4], [2, 3]
@@ -66,13 +66,20 @@ def memory_chart(width: int = 420, height: int = 320) -> dict[str, Any]:
 
 
 def inference_charts(width: int = 440, height: int = 300) -> list[dict[str, Any]]:
-    """TTFT and TPOT (ms, log) against batch and against context (sources ``"batch"``, ``"context"``)."""
+    """TTFT and TPOT (ms, log) against batch and against context (sources ``"batch"``, ``"context"``).
+
+    A dashed line where the KV cache is full (sources ``"kv_batch"``, ``"kv_context"``:
+    :func:`aonkit.views.llm.kv_limit_data`): points to its right do not fit in the GPU's memory.
+    """
     out = []
     for sweep, xlabel in (("batch", "batch (sequences)"), ("context", "context (tokens)")):
         marks = [*_line_and_points(sweep, "x", "ttft_ms", INFERENCE_COLORS["ttft"]),
-                 *_line_and_points(sweep, "x", "tpot_ms", INFERENCE_COLORS["tpot"])]  # fmt: skip
+                 *_line_and_points(sweep, "x", "tpot_ms", INFERENCE_COLORS["tpot"]),
+                 {"kind": "vspan", "source": f"kv_{sweep}", "x": "x", "color": KV_COLOR, "line_width": 2,
+                  "dash": DASHED}]  # fmt: skip
         items = [{"label": "TTFT (prefill)", "color": INFERENCE_COLORS["ttft"]},
-                 {"label": "TPOT (decode step)", "color": INFERENCE_COLORS["tpot"]}]  # fmt: skip
+                 {"label": "TPOT (decode step)", "color": INFERENCE_COLORS["tpot"]},
+                 {"label": "KV cache full", "color": KV_COLOR, "dash": DASHED}]  # fmt: skip
         hover = {"mode": "nearest", "source": sweep, "x": "x", "y": ["ttft_ms", "tpot_ms"],
                  "fields": [[sweep, "x"], ["TTFT", "ttft_text"], ["TPOT", "tpot_text"]]}  # fmt: skip
         out.append(chart(f"latency vs {sweep}", axis("log", xlabel), axis("log", "ms"), marks, width=width,

@@ -13,10 +13,9 @@ micro-batch x DP, ...) is reported and the last valid result kept.
 from __future__ import annotations
 
 import html
-import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import ipywidgets as w
@@ -25,7 +24,6 @@ from ..model.hardware import DeviceSpec, devices
 from ..model.llm import (
     DGX_A100,
     DGX_H100,
-    EFFICIENCY,
     PRESETS,
     MemoryBreakdown,
     Network,
@@ -35,11 +33,13 @@ from ..model.llm import (
     training_memory,
     training_step,
 )
+from ..model.serving_steps import serving_memory
 from ..views import theme
 from ..views.llm import (
     capacity_data,
     inference_data,
     inference_table,
+    kv_limit_data,
     memory_data,
     memory_table,
     step_data,
@@ -48,68 +48,10 @@ from ..views.llm import (
 from ..views.model_charts import inference_charts, memory_chart, step_chart
 from ._bokehjs import TextWidget
 from .charts import Charts
+from .llm_controls import OVERRIDES, POW2, SEQS, STYLE, WIDE, dropdown, int_slider, parse_efficiency, set_value
 
 NETWORKS: dict[str, Network] = {n.name: n for n in (DGX_H100, DGX_A100)}
 """Network presets by name."""
-OVERRIDES = ("layers", "hidden", "heads", "seq", "vocab", "experts", "top_k")
-"""Fields of the model the override controls set."""
-POW2 = [2**k for k in range(0, 11)]
-SEQS = [2**k for k in range(7, 19)]
-_STYLE = {"description_width": "110px"}
-_WIDE = w.Layout(width="330px")
-
-
-def parse_efficiency(text: str) -> dict[str, float]:
-    """Efficiency overrides from text: JSON (``{"matmul": 0.7}``) or ``key=value`` pairs (``matmul=0.7, memory=0.9``).
-
-    Raises ValueError for unknown keys (see :data:`~aonkit.model.llm.EFFICIENCY`) or values outside (0, 1].
-    """
-    text = text.strip()
-    if not text:
-        return {}
-    if text.startswith("{"):
-        raw = json.loads(text)
-        if not isinstance(raw, dict):
-            raise ValueError("efficiency JSON must be an object")
-    else:
-        raw = {}
-        for item in filter(None, (p.strip() for p in text.replace(";", ",").split(","))):
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ValueError(f"efficiency: expected key=value, got {item!r}")
-            raw[key.strip()] = value.strip()
-    out = {str(k): float(v) for k, v in raw.items()}
-    unknown = sorted(set(out) - set(EFFICIENCY))
-    if unknown:
-        raise ValueError(f"unknown efficiency keys {unknown}; known: {sorted(EFFICIENCY)}")
-    bad = {k: v for k, v in out.items() if not (0 <= v <= 1 if k.endswith("_overlap") else 0 < v <= 1)}
-    if bad:
-        raise ValueError(f"efficiencies must be in (0, 1] (overlaps in [0, 1]): {bad}")
-    return out
-
-
-def _int_slider(name: str, value: int, lo: int, hi: int, step: int = 1) -> w.IntSlider:
-    return w.IntSlider(value=value, min=lo, max=max(hi, value), step=step, description=name, style=_STYLE,
-                       layout=_WIDE, continuous_update=True)  # fmt: skip
-
-
-def _dropdown(name: str, options: Sequence[Any], value: Any) -> w.Dropdown:
-    opts = list(options)
-    if value not in opts:
-        opts = sorted({*opts, value}) if all(isinstance(o, int) for o in opts) else [*opts, value]
-    return w.Dropdown(options=opts, value=value, description=name, style=_STYLE, layout=_WIDE)
-
-
-def _set(widget: w.ValueWidget, value: Any) -> None:
-    """Set a control's value, widening a slider's range or a selection's options to hold it."""
-    if isinstance(widget, w.IntSlider):
-        widget.max = max(widget.max, value)
-        widget.min = min(widget.min, value)
-    elif isinstance(widget, (w.Dropdown, w.SelectionSlider)) and value not in widget.options:
-        widget.options = sorted({*widget.options, value})
-    widget.value = value
-
-
 class LLMModelPanel(TextWidget, w.VBox):
     """The analytic LLM model under sliders: training step time, MFU, tokens/s, memory per GPU, TTFT/TPOT.
 
@@ -143,7 +85,11 @@ class LLMModelPanel(TextWidget, w.VBox):
     inference : DataFrame
         :func:`aonkit.views.llm.inference_table` of the current settings.
     sources : dict of str to ChartSource
-        ``"step"``, ``"memory"``, ``"capacity"``, ``"batch"``, ``"context"`` (``.data``: the columns drawn).
+        ``"step"``, ``"memory"``, ``"capacity"``, ``"batch"``, ``"context"``, ``"kv_batch"``, ``"kv_context"``
+        (``.data``: the columns drawn).
+    kv : ServingMemory or None
+        One GPU of the inference layout (``inference_tp``, 16-bit weights):
+        :func:`~aonkit.model.serving_steps.serving_memory` (None for a device of unknown memory).
     views : tuple of Charts
         The training and the inference tab's canvas charts (:mod:`aonkit.widgets.charts`).
     error : str
@@ -178,48 +124,48 @@ class LLMModelPanel(TextWidget, w.VBox):
         self._hold = False
 
         # model
-        self.preset = w.Dropdown(options=list(self.presets), value=model, description="model", style=_STYLE,
-                                 layout=_WIDE)  # fmt: skip
+        self.preset = w.Dropdown(options=list(self.presets), value=model, description="model", style=STYLE,
+                                 layout=WIDE)  # fmt: skip
         self.overrides: dict[str, w.ValueWidget] = {
-            "layers": _int_slider("layers", cfg.layers, 1, 256),
-            "hidden": _int_slider("hidden", cfg.hidden, 256, 32768, 64),
-            "heads": _int_slider("heads", cfg.heads, 1, 256),
+            "layers": int_slider("layers", cfg.layers, 1, 256),
+            "hidden": int_slider("hidden", cfg.hidden, 256, 32768, 64),
+            "heads": int_slider("heads", cfg.heads, 1, 256),
             "seq": w.SelectionSlider(options=sorted({*SEQS, cfg.seq}), value=cfg.seq, description="seq",
-                                     style=_STYLE, layout=_WIDE),  # fmt: skip
-            "vocab": w.BoundedIntText(value=cfg.vocab, min=1, max=10**7, description="vocab", style=_STYLE,
-                                      layout=_WIDE),  # fmt: skip
-            "experts": _int_slider("experts", cfg.experts, 1, 512),
-            "top_k": _int_slider("top-k", cfg.top_k, 1, 16),
+                                     style=STYLE, layout=WIDE),  # fmt: skip
+            "vocab": w.BoundedIntText(value=cfg.vocab, min=1, max=10**7, description="vocab", style=STYLE,
+                                      layout=WIDE),  # fmt: skip
+            "experts": int_slider("experts", cfg.experts, 1, 512),
+            "top_k": int_slider("top-k", cfg.top_k, 1, 16),
         }
         # parallelism
-        self.tp = _dropdown("TP", POW2[:8], par.tp)
-        self.pp = _int_slider("PP", par.pp, 1, 128)
-        self.dp = _int_slider("DP", par.dp, 1, 4096)
-        self.micro_batch = _int_slider("micro-batch", par.micro_batch, 1, 64)
-        self.global_batch = _int_slider("global batch", global_batch, 1, 16384)
-        self.zero = _dropdown("ZeRO stage", [0, 1, 2, 3], par.zero)
+        self.tp = dropdown("TP", POW2[:8], par.tp)
+        self.pp = int_slider("PP", par.pp, 1, 128)
+        self.dp = int_slider("DP", par.dp, 1, 4096)
+        self.micro_batch = int_slider("micro-batch", par.micro_batch, 1, 64)
+        self.global_batch = int_slider("global batch", global_batch, 1, 16384)
+        self.zero = dropdown("ZeRO stage", [0, 1, 2, 3], par.zero)
         self.recompute = w.ToggleButtons(options=["none", "selective", "full"], value=par.recompute,
-                                         description="recompute", style={**_STYLE, "button_width": "90px"})  # fmt: skip
-        self.vpp = _int_slider("VPP", par.vpp, 1, 16)
+                                         description="recompute", style={**STYLE, "button_width": "90px"})  # fmt: skip
+        self.vpp = int_slider("VPP", par.vpp, 1, 16)
         self.sp = w.Checkbox(value=par.sp, description="sequence parallel", indent=False)
-        self.ep = _dropdown("EP", POW2[:9], par.ep)
+        self.ep = dropdown("EP", POW2[:9], par.ep)
         # hardware and network
-        self.device = w.Dropdown(options=list(self.devices), value=device, description="device", style=_STYLE,
-                                 layout=_WIDE)  # fmt: skip
-        self.dtype = _dropdown("dtype", ["bf16", "fp16", "fp8"], dtype)
+        self.device = w.Dropdown(options=list(self.devices), value=device, description="device", style=STYLE,
+                                 layout=WIDE)  # fmt: skip
+        self.dtype = dropdown("dtype", ["bf16", "fp16", "fp8"], dtype)
         self.efficiency = w.Text(value=", ".join(f"{k}={v:g}" for k, v in (efficiency or {}).items()),
                                  placeholder="e.g. matmul=0.7, attention=0.5", description="efficiency",
-                                 continuous_update=False, style=_STYLE, layout=_WIDE)  # fmt: skip
+                                 continuous_update=False, style=STYLE, layout=WIDE)  # fmt: skip
         self.flash = w.Checkbox(value=flash, description="flash attention (training)", indent=False)
-        self.network = w.Dropdown(options=list(self.networks), value=network, description="network", style=_STYLE,
-                                  layout=_WIDE)  # fmt: skip
+        self.network = w.Dropdown(options=list(self.networks), value=network, description="network", style=STYLE,
+                                  layout=WIDE)  # fmt: skip
         # inference
-        self.inference_tp = _dropdown("TP (inference)", POW2[:8], inference_tp)
-        self.inference_batch = _int_slider("batch", inference_batch, 1, 512)
+        self.inference_tp = dropdown("TP (inference)", POW2[:8], inference_tp)
+        self.inference_batch = int_slider("batch", inference_batch, 1, 512)
         ctx = int(inference_context or cfg.seq)
         self.inference_context = w.SelectionSlider(options=sorted({*SEQS, ctx}), value=ctx,
-                                                   description="context", style=_STYLE,
-                                                   layout=_WIDE)  # fmt: skip
+                                                   description="context", style=STYLE,
+                                                   layout=WIDE)  # fmt: skip
 
         self.error = ""
         self.update_s = math.nan
@@ -228,7 +174,7 @@ class LLMModelPanel(TextWidget, w.VBox):
             Charts([step_chart(), memory_chart()], {
                 "step": step_data(step_table(self.step)), "memory": memory_data(memory_table(self.memory)),
                 "capacity": capacity_data(self.memory.total, self._capacity())}),
-            Charts(inference_charts(), {s: inference_data(self.inference, s) for s in ("batch", "context")}),
+            Charts(inference_charts(), self._inference_sources()),
         )  # fmt: skip
         self.sources = {**self.views[0].sources, **self.views[1].sources}
         self.summary = w.HTML()
@@ -288,7 +234,14 @@ class LLMModelPanel(TextWidget, w.VBox):
         inference = inference_table(kw["config"], kw["device"], batch=int(self.inference_batch.value),
                                     context=int(self.inference_context.value), tp=int(self.inference_tp.value),
                                     network=kw["network"], efficiency=kw["efficiency"], dtype=kw["dtype"])  # fmt: skip
-        self.kwargs, self.step, self.memory, self.inference = kw, step, memory, inference
+        dev = kw["device"]  # 16-bit weights, as the inference curves read them
+        kv = serving_memory(kw["config"], dev, int(self.inference_tp.value)) if dev.memory_bytes else None
+        self.kwargs, self.step, self.memory, self.inference, self.kv = kw, step, memory, inference, kv
+
+    def _inference_sources(self) -> dict[str, dict[str, list]]:
+        kv = None if self.kv is None else self.kv.kv_tokens
+        return {**{s: inference_data(self.inference, s) for s in ("batch", "context")},
+                **{f"kv_{s}": kv_limit_data(self.inference, s, kv) for s in ("batch", "context")}}
 
     def _capacity(self) -> float | None:
         cap = self.kwargs["device"].memory_bytes
@@ -312,8 +265,8 @@ class LLMModelPanel(TextWidget, w.VBox):
             self.sources["step"].data = step_data(step_table(self.step))
             self.sources["memory"].data = memory_data(memory_table(self.memory))
             self.sources["capacity"].data = capacity_data(self.memory.total, self._capacity())
-            for sweep in ("batch", "context"):
-                self.sources[sweep].data = inference_data(self.inference, sweep)
+            for key, data in self._inference_sources().items():
+                self.sources[key].data = data
             self._show()
         self.update_s = time.perf_counter() - t0
         return self.step
@@ -326,7 +279,16 @@ class LLMModelPanel(TextWidget, w.VBox):
                 "flops_per_gpu_s": st.flops_per_gpu_s, "gpus": st.gpus, "micro_batches": st.micro_batches,
                 "params": cfg.num_params(), "active_params": cfg.num_params(active=True),
                 "memory_bytes": self.memory.total, "capacity_bytes": cap if cap else math.nan,
-                "over_capacity": bool(cap and self.memory.total > cap)}  # fmt: skip
+                "over_capacity": bool(cap and self.memory.total > cap),
+                "inference_kv_tokens": math.nan if self.kv is None else self.kv.kv_tokens,
+                "inference_kv_fraction": self._kv_fraction()}  # fmt: skip
+
+    def _kv_fraction(self) -> float:
+        """The inference batch's KV cache at its context over what fits beside the weights (inf: no room)."""
+        if self.kv is None:
+            return math.nan
+        need = int(self.inference_batch.value) * int(self.inference_context.value)
+        return need / self.kv.kv_tokens if self.kv.kv_tokens else math.inf
 
     def text(self) -> str:
         """A one-line plain-text summary (also the ``text/plain`` of the widget)."""
@@ -341,15 +303,18 @@ class LLMModelPanel(TextWidget, w.VBox):
     def _show(self) -> None:
         n = self.numbers()
         big = "font-size:1.4em;font-weight:600"
-        mem_color = "#D62728" if n["over_capacity"] else "inherit"
+        kv = n["inference_kv_fraction"]
+        red = {"memory per GPU": n["over_capacity"], "KV cache (inference)": kv > 1}
         cells = [("step time", theme.fmt_ns(n["step_s"] * 1e9)), ("MFU", theme.fmt_pct(n["mfu"])),
                  ("HFU", theme.fmt_pct(n["hfu"])), ("tokens/s", theme.fmt_si(n["tokens_per_s"], "")),
                  ("model FLOP/s per GPU", theme.fmt_flop_rate(n["flops_per_gpu_s"])),
                  ("GPUs", f"{n['gpus']:,}"), ("micro-batches", f"{n['micro_batches']:,}"),
                  ("parameters", f"{n['params'] / 1e9:.2f} B"),
                  ("memory per GPU", theme.fmt_bytes(n["memory_bytes"]))]  # fmt: skip
+        if not math.isnan(kv):  # the inference batch and context against the room beside the weights
+            cells.append(("KV cache (inference)", "weights do not fit" if math.isinf(kv) else f"{kv:.0%} full"))
         parts = [f"<div style='display:inline-block;margin-right:18px'><div style='color:#555;font-size:0.85em'>"
-                 f"{html.escape(k)}</div><div style='{big};color:{mem_color if k == 'memory per GPU' else 'inherit'}'>"
+                 f"{html.escape(k)}</div><div style='{big};color:{'#D62728' if red.get(k) else 'inherit'}'>"
                  f"{html.escape(v)}</div></div>" for k, v in cells]  # fmt: skip
         status = (f"<div style='color:#D62728'>cannot evaluate this setting, showing the last valid one: "
                   f"{html.escape(self.error)}</div>" if self.error else "")  # fmt: skip
@@ -370,8 +335,8 @@ class LLMModelPanel(TextWidget, w.VBox):
         self._hold = True
         try:
             for k in OVERRIDES:
-                _set(self.overrides[k], getattr(cfg, k))
-            _set(self.inference_context, cfg.seq)
+                set_value(self.overrides[k], getattr(cfg, k))
+            set_value(self.inference_context, cfg.seq)
         finally:
             self._hold = False
         self.update()
