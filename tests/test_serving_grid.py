@@ -13,7 +13,7 @@ from aonkit.model.hardware import devices
 from aonkit.model.llm import PRESETS
 from aonkit.model.serving_analysis import sweep_rows
 from aonkit.model.serving_grid import PER_DECADE, SweepRows, grid_rate, sweep_rates
-from aonkit.model.serving_steps import ModelStepTimes, request_seconds
+from aonkit.model.serving_steps import ModelStepTimes, model_step_time, request_seconds
 from aonkit.widgets import ServingPanel
 
 STEP = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
@@ -155,6 +155,22 @@ def test_a_change_of_device_starts_the_replica_search_at_the_last_answer_scaled_
         # and one fewer (from the last answer alone, 12 after 6 took six simulations)
         assert p.plan.tried["replicas"].tolist() == [p.plan.replicas - 1, p.plan.replicas], dev
     assert min(answers) <= 3 and max(answers) >= 12
+
+
+def test_after_a_search_that_found_too_few_replicas_the_next_starts_from_the_most_it_tried() -> None:
+    # GIVEN Llama-3 8B on an L4 at 20 requests/s: p99 TTFT stays over 0.5 s with any count (its long prompts' own
+    # prefill), so the search ends with more than max_replicas
+    p = ServingPanel(20.0, n_requests=4000, max_replicas=64, device="L4")
+    assert p.plan is None and p.replicas_for_slo() is None
+    # WHEN the device becomes an A10 (about twice the L4's speed)
+    p.device.value = "A10"
+    # THEN its search starts at max_replicas scaled by the engines' speeds (not from one replica): it tries the
+    # answer and one fewer, and nothing far below them
+    dev = {d.name: d for d in devices()}
+    speed = [request_seconds(model_step_time(PRESETS["Llama-3 8B"], dev[d]), 512, 128) for d in ("A10", "L4")]
+    tried = p.plan.tried["replicas"].tolist()
+    assert p.plan.replicas - 1 in tried and min(tried) >= round(64 * speed[0] / speed[1]) - 4, (tried, speed)
+    assert len(tried) <= 6, tried
 
 
 def test_an_engine_of_zero_step_times_and_back_gives_a_search_from_the_rate_alone() -> None:

@@ -320,8 +320,8 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         planned_now = planned.result() if planned is not None else self._plan
         # all or nothing: a part that raised leaves the last valid setting whole, and both parts to run again
         self._sweep, self._knee, self._plan, self._keys = sweep, knee, planned_now, (sweep_key, plan_key)
-        if planned_now is not None:
-            self._plan_at = (rate, planned_now.replicas, work)
+        if planned is not None:  # more than max_replicas: the next search starts from max_replicas, scaled
+            self._plan_at = (rate, self.max_replicas if planned_now is None else planned_now.replicas, work)
         return new_sweep
 
     def _toggle_step_boxes(self) -> None:
