@@ -479,6 +479,34 @@ def test_latest_joins_requests_to_the_scheduled_call_without_postponing_it_and_a
     assert seen == [2, 12, 22, 32, 99, 99]
 
 
+def test_a_choice_is_simulated_as_soon_as_the_loop_is_free_and_a_slider_waits_for_its_company() -> None:
+    import asyncio
+
+    from aonkit.widgets.serving import COALESCE_S
+
+    p = ServingPanel(10.0, step_time="linear", n_requests=500, lengths="fixed")
+
+    async def in_a_kernel() -> None:
+        loop = asyncio.get_running_loop()
+        # WHEN a dropdown-like choice arrives (the routing toggles): its call is due now, not COALESCE_S later
+        p.routing.value = "central"
+        assert p._request.pending and p._request._handle.when() <= loop.time() + COALESCE_S / 5
+        await asyncio.sleep(0.05)
+        assert not p._request.pending and p.sweep is not None and p.engine()["routing"] == "central"
+        # WHEN a slider's value arrives: its call waits COALESCE_S for the values of the same drag
+        p.rate.value = 12.0
+        assert p._request._handle.when() >= loop.time() + COALESCE_S / 2
+        # AND a choice meanwhile joins that call, without moving it
+        when = p._request._handle.when()
+        p.lengths.value = "random"
+        assert p._request._handle.when() == when
+        n = p.updates
+        await asyncio.sleep(0.1)
+        assert p.updates == n + 1
+
+    asyncio.run(in_a_kernel())
+
+
 def test_in_a_real_kernel_a_cells_changes_wait_and_a_read_simulates_them_first() -> None:
     from tests.kernel_run import run_cells, text_of
 

@@ -62,6 +62,21 @@ class Latest(Debounce):
     test) each request calls at once.
     """
 
+    def __init__(self, fn: Callable[[], None], delay_s: float) -> None:
+        super().__init__(fn, delay_s)
+        self._soon = False
+
+    def soon(self) -> None:
+        """A request that comes alone (a dropdown's choice, not a dragged slider's stream).
+
+        The call is made as soon as the loop is free, not ``delay_s`` later; it joins a call already scheduled.
+        """
+        self._soon = True
+        try:
+            self()
+        finally:
+            self._soon = False
+
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._handle is None:  # a later request joins the call, and does not move it
-            self._handle = loop.call_later(self.delay_s, self._fire)
+            self._handle = loop.call_later(0.0 if self._soon else self.delay_s, self._fire)

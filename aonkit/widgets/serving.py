@@ -352,4 +352,7 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         return self._sweep
 
     def _changed(self, change: dict) -> None:
-        self._request()  # in a kernel: once for the changes that arrive together (a slider dragged)
+        if isinstance(change.get("owner"), (w.IntSlider, w.FloatSlider, w.FloatLogSlider)):
+            self._request()  # in a kernel: once for the changes that arrive together (a slider dragged)
+        else:  # a choice (dropdown, toggles, box) comes alone: no wait for others
+            self._request.soon()
