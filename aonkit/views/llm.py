@@ -219,12 +219,14 @@ def kv_limit_data(table: pd.DataFrame, sweep: str, kv_tokens: float | None) -> d
     ``"context"`` curve the context at its batch. Empty when ``kv_tokens`` is None (memory unknown) or 0 (the
     weights leave no room: nothing is drawn), or when the limit is past the curve's last point.
     """
-    t = table[table["sweep"] == sweep]
-    if kv_tokens is None or kv_tokens <= 0 or t.empty:
+    if kv_tokens is None or kv_tokens <= 0:
         return {"x": []}
-    fixed = float(t["context"].iloc[0] if sweep == "batch" else t["batch"].iloc[0])
+    rows = np.flatnonzero(table["sweep"].to_numpy() == sweep)
+    if not rows.size:
+        return {"x": []}
+    fixed = float(table["context" if sweep == "batch" else "batch"].to_numpy()[rows[0]])
     limit = float(kv_tokens) / fixed
-    return {"x": [limit] if limit <= float(t["x"].max()) else []}
+    return {"x": [limit] if limit <= float(table["x"].to_numpy()[rows].max()) else []}
 
 
 def inference_data(table: pd.DataFrame, sweep: str) -> dict[str, list]:
