@@ -570,13 +570,19 @@ def test_quantile_and_objective_arguments_are_checked() -> None:
 
 
 def test_a_sweep_starts_its_busiest_rates_first(monkeypatch):
-    # GIVEN a sweep of four rates on two threads, each simulation's start recorded (the real kernel runs)
+    # GIVEN a sweep of four rates on two threads, each simulation's start recorded (the real kernel runs); the first
+    # two wait for each other, so that no third can start before both are recorded (a thread descheduled between
+    # taking its task and recording it would otherwise let the other run two short ones first)
+    import threading
+
     import aonkit.model.serving as serving
 
-    started, kernel = [], serving._kernel
+    started, kernel, both = [], serving._kernel, threading.Barrier(2, timeout=60)
 
     def recorded(run, arr, output):
         started.append(run.arrivals.size / float(arr[-1] - arr[0]))
+        if len(started) <= 2:
+            both.wait()
         return kernel(run, arr, output)
 
     monkeypatch.setattr(serving, "_kernel", recorded)
