@@ -79,6 +79,12 @@ def test_the_panel_refuses_what_does_not_fit_and_a_precision_the_device_lacks() 
     p.model.value = "Llama-3 405B"
     # THEN the panel says so and keeps the last valid answer
     assert "does not fit on H100 SXM with TP 1" in p.error and "weights do not fit" in p.error
+    assert p.error.endswith("(it fits in fp8 with TP 8)")  # where it would: no TP up to 8 in 16 bits
+    p.model.value = "Mixtral 8x7B"
+    assert p.error.endswith("(it fits with TP 2)")
+    p.model.value = "DeepSeek-V3"
+    assert p.error.endswith("the weights do not fit")  # 84 GB a GPU even in FP8 on eight: nowhere here
+    p.model.value = "Llama-3 405B"
     assert p.numbers() == before and "cannot simulate" in p.summary.value
     # AND with FP8 weights on eight GPUs it serves
     p.tp.value, p.dtype.value = 8, "fp8"

@@ -215,11 +215,28 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         mem, chosen = self.memory(), int(self.max_batch.value)
         if mem is None:
             return chosen
-        fits = mem.sequences(int(self.prompt.value) + int(self.output.value))
+        tokens = int(self.prompt.value) + int(self.output.value)
+        fits = mem.sequences(tokens)
         if fits < 1:
             raise ValueError(f"{self.model.value} does not fit on {self.device.value} with TP {self.tp.value} at "
-                             f"{self.dtype.value}: {self.memory_text()[len('memory: '):]}")
+                             f"{self.dtype.value}: {self.memory_text()[len('memory: '):]}{self._fit_hint(tokens)}")
         return min(chosen, fits)
+
+    def _fit_hint(self, tokens: int) -> str:
+        """Where a model that does not fit would fit, as a note for the error ("" when nowhere here).
+
+        The least larger TP at this precision, else FP8 (when the device has it) at the least TP.
+        """
+        config, device = PRESETS[self.model.value], self.devices[self.device.value]
+        tps = [t for t in self.tp.options if t > int(self.tp.value)]
+        for tp in tps:
+            if serving_memory(config, device, tp, str(self.dtype.value)).sequences(tokens) >= 1:
+                return f" (it fits with TP {tp})"
+        if self.dtype.value != "fp8" and "fp8" in device.peak_flops:
+            for tp in [int(self.tp.value), *tps]:
+                if serving_memory(config, device, tp, "fp8").sequences(tokens) >= 1:
+                    return f" (it fits in fp8 with TP {tp})"
+        return ""
 
     def workload(self) -> tuple[int | Lengths, int | Lengths]:
         """Prompt and output lengths: fixed, or lognormal prompts (CV 1) and geometric outputs with the slider means."""
