@@ -130,3 +130,20 @@ def test_the_llm_panels_inference_curves_mark_where_the_kv_cache_fills() -> None
     q = LLMModelPanel(device=dataclasses.replace(DEV["H100 SXM"], name="H100 unknown memory", memory_bytes=None))
     assert math.isnan(q.numbers()["inference_kv_tokens"]) and q.sources["kv_batch"].data == {"x": []}
     assert "KV cache (inference)" not in q.summary.value
+
+
+def test_the_llm_panels_fp8_inference_reads_one_byte_a_weight_as_the_serving_panel_does() -> None:
+    from aonkit.widgets import LLMModelPanel
+
+    cfg, h100 = PRESETS["Llama-3 70B"], DEV["H100 SXM"]
+    p = LLMModelPanel(dtype="fp8")
+    # THEN the inference curves are those of FP8 weights (one byte), and the KV mark counts them at one byte too
+    t = p.inference[p.inference["sweep"] == "batch"]
+    want = decode_time(cfg, h100, t["x"].to_numpy(), 8192, tp=8, dtype="fp8", weight_bytes=1).seconds * 1e3
+    np.testing.assert_allclose(p.sources["batch"].data["tpot_ms"], want, rtol=1e-12)
+    assert p.kv == serving_memory(cfg, h100, 8, "fp8") and p.kv.weights_bytes == cfg.num_params() / 8
+    # AND the same setting in 16 bits holds fewer tokens, and decodes one sequence slower (the weights read twice
+    # over; the KV cache and the all-reduces the same: 17.8 against 14.6 ms)
+    p.dtype.value = "bf16"
+    assert p.kv.kv_tokens < serving_memory(cfg, h100, 8, "fp8").kv_tokens
+    assert p.sources["batch"].data["tpot_ms"][0] > 1.15 * want[0]

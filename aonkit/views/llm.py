@@ -29,6 +29,7 @@ from ..model.llm import (
     decode_time,
     prefill_time,
 )
+from ..model.serving_steps import weight_bytes
 from . import theme
 
 STEP_PARTS: tuple[tuple[str, str, str, str], ...] = (
@@ -196,12 +197,13 @@ def inference_table(config: TransformerConfig, device: DeviceSpec, *, batch: int
     Rows have ``sweep`` (``"batch"`` or ``"context"``), ``x`` (the swept value), ``batch``, ``context``,
     ``ttft_s`` (:func:`~aonkit.model.llm.prefill_time` of ``batch`` prompts of ``context`` tokens) and
     ``tpot_s`` (:func:`~aonkit.model.llm.decode_time` of ``batch`` sequences at ``context``), and
-    ``decode_tokens_per_s``.
+    ``decode_tokens_per_s``. At ``dtype="fp8"`` the weights are read at one byte each, as FP8 inference stores
+    them (:func:`~aonkit.model.serving_steps.weight_bytes`); the KV cache stays 16-bit.
     """
     context = int(config.seq if context is None else context)
     b = np.asarray(DEFAULT_BATCHES if batches is None else batches, dtype=np.float64)
     c = np.asarray(DEFAULT_CONTEXTS if contexts is None else contexts, dtype=np.float64)
-    kw = {"tp": tp, "network": network, "efficiency": efficiency, "dtype": dtype}
+    kw = {"tp": tp, "network": network, "efficiency": efficiency, "dtype": dtype, "weight_bytes": weight_bytes(dtype)}
     frames = []
     for sweep, bb, cc, x in (("batch", b, np.full_like(b, context), b), ("context", np.full_like(c, batch), c, c)):
         ttft = np.broadcast_to(prefill_time(config, device, bb, cc, **kw).seconds, x.shape)

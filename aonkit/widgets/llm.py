@@ -88,7 +88,7 @@ class LLMModelPanel(TextWidget, w.VBox):
         ``"step"``, ``"memory"``, ``"capacity"``, ``"batch"``, ``"context"``, ``"kv_batch"``, ``"kv_context"``
         (``.data``: the columns drawn).
     kv : ServingMemory or None
-        One GPU of the inference layout (``inference_tp``, 16-bit weights):
+        One GPU of the inference layout (``inference_tp``; weights of one byte at FP8, else two):
         :func:`~aonkit.model.serving_steps.serving_memory` (None for a device of unknown memory).
     views : tuple of Charts
         The training and the inference tab's canvas charts (:mod:`aonkit.widgets.charts`).
@@ -234,8 +234,8 @@ class LLMModelPanel(TextWidget, w.VBox):
         inference = inference_table(kw["config"], kw["device"], batch=int(self.inference_batch.value),
                                     context=int(self.inference_context.value), tp=int(self.inference_tp.value),
                                     network=kw["network"], efficiency=kw["efficiency"], dtype=kw["dtype"])  # fmt: skip
-        dev = kw["device"]  # 16-bit weights, as the inference curves read them
-        kv = serving_memory(kw["config"], dev, int(self.inference_tp.value)) if dev.memory_bytes else None
+        dev = kw["device"]  # the weights' bytes as the inference curves read them (one at FP8)
+        kv = serving_memory(kw["config"], dev, int(self.inference_tp.value), kw["dtype"]) if dev.memory_bytes else None
         self.kwargs, self.step, self.memory, self.inference, self.kv = kw, step, memory, inference, kv
 
     def _inference_sources(self) -> dict[str, dict[str, list]]:
