@@ -19,16 +19,19 @@ class Debounce:
         self._handle: asyncio.TimerHandle | None = None
 
     def __call__(self) -> None:
+        self._request(self.delay_s)
+
+    def _request(self, delay_s: float) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop running (a script, a test): nothing to wait on
             self.fn()
             return
-        self._schedule(loop)
+        self._schedule(loop, delay_s)
 
-    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _schedule(self, loop: asyncio.AbstractEventLoop, delay_s: float) -> None:
         self.cancel()  # a later request moves the call
-        self._handle = loop.call_later(self.delay_s, self._fire)
+        self._handle = loop.call_later(delay_s, self._fire)
 
     def _fire(self) -> None:
         self._handle = None
@@ -62,21 +65,13 @@ class Latest(Debounce):
     test) each request calls at once.
     """
 
-    def __init__(self, fn: Callable[[], None], delay_s: float) -> None:
-        super().__init__(fn, delay_s)
-        self._soon = False
-
     def soon(self) -> None:
         """A request that comes alone (a dropdown's choice, not a dragged slider's stream).
 
         The call is made as soon as the loop is free, not ``delay_s`` later; it joins a call already scheduled.
         """
-        self._soon = True
-        try:
-            self()
-        finally:
-            self._soon = False
+        self._request(0.0)
 
-    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _schedule(self, loop: asyncio.AbstractEventLoop, delay_s: float) -> None:
         if self._handle is None:  # a later request joins the call, and does not move it
-            self._handle = loop.call_later(0.0 if self._soon else self.delay_s, self._fire)
+            self._handle = loop.call_later(delay_s, self._fire)
