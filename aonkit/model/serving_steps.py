@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .hardware import DeviceSpec
-from .llm import TransformerConfig, decode_time, inference_memory, kv_cache_bytes, prefill_time
+from .llm import TransformerConfig, decode_time, inference_memory, kv_cache_bytes, prefill_time, weight_bytes
 from .serving_inputs import StepTime
 
 
@@ -51,22 +51,13 @@ def model_step_time(config: TransformerConfig, device: DeviceSpec, tp: int = 1, 
 
     ``dtype`` is the peak the GEMMs run at (:func:`~aonkit.model.llm.prefill_time`) and the weights' storage:
     ``"fp8"`` reads one byte a weight (FP8 serving quantizes weights and activations), others two
-    (:data:`WEIGHT_BYTES`); the KV cache stays 16-bit.
+    (:func:`~aonkit.model.llm.weight_bytes`); the KV cache stays 16-bit.
     """
     kw = {"tp": tp, "dtype": dtype, "weight_bytes": weight_bytes(dtype)}
     return StepTime(
         prefill_time_s=LastGrid(lambda p: prefill_time(config, device, 1, p, **kw).seconds),
         decode_time_s=LastGrid(lambda b, c: decode_time(config, device, b, c / b, **kw).seconds),
     )
-
-
-WEIGHT_BYTES = {"fp8": 1}
-"""Bytes per stored weight of serving at a peak key other than two: FP8 serving stores its weights in FP8."""
-
-
-def weight_bytes(dtype: str) -> int:
-    """Bytes per stored weight when serving at ``dtype`` (:data:`WEIGHT_BYTES`, else 2)."""
-    return WEIGHT_BYTES.get(str(dtype), 2)
 
 
 class ModelStepTimes:
@@ -194,5 +185,4 @@ def serving_memory(config: TransformerConfig, device: DeviceSpec, tp: int = 1, d
                          usable_bytes=memory_fraction * float(device.memory_bytes))  # fmt: skip
 
 
-__all__ = ["WEIGHT_BYTES", "LastGrid", "ModelStepTimes", "ServingMemory", "model_step_time", "request_seconds",
-           "serving_memory", "weight_bytes"]
+__all__ = ["LastGrid", "ModelStepTimes", "ServingMemory", "model_step_time", "request_seconds", "serving_memory"]

@@ -28,8 +28,8 @@ from ..model.llm import (
     TransformerConfig,
     decode_time,
     prefill_time,
+    weight_bytes,
 )
-from ..model.serving_steps import weight_bytes
 from . import theme
 
 STEP_PARTS: tuple[tuple[str, str, str, str], ...] = (
@@ -198,7 +198,7 @@ def inference_table(config: TransformerConfig, device: DeviceSpec, *, batch: int
     ``ttft_s`` (:func:`~aonkit.model.llm.prefill_time` of ``batch`` prompts of ``context`` tokens) and
     ``tpot_s`` (:func:`~aonkit.model.llm.decode_time` of ``batch`` sequences at ``context``), and
     ``decode_tokens_per_s``. At ``dtype="fp8"`` the weights are read at one byte each, as FP8 inference stores
-    them (:func:`~aonkit.model.serving_steps.weight_bytes`); the KV cache stays 16-bit.
+    them (:func:`~aonkit.model.llm.weight_bytes`); the KV cache stays 16-bit.
     """
     context = int(config.seq if context is None else context)
     b = np.asarray(DEFAULT_BATCHES if batches is None else batches, dtype=np.float64)

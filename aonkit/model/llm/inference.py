@@ -185,3 +185,15 @@ def decode_time(config: TransformerConfig, device: DeviceSpec, batch: float | np
     c = np.asarray(config.seq if context is None else context, dtype=np.float64)
     return _pass(config, device, b, np.ones_like(c), c, tp, network, efficiency, dtype, weight_bytes, kv_bytes,
                  decode=True)  # fmt: skip
+
+
+WEIGHT_BYTES = {"fp8": 1}
+"""Bytes per stored weight for inference at a peak key other than two: FP8 inference stores its weights in FP8."""
+
+
+def weight_bytes(dtype: str) -> int:
+    """Bytes per stored weight when inference runs at ``dtype`` (:data:`WEIGHT_BYTES`, else 2).
+
+    The ``weight_bytes`` that the panels pass to :func:`prefill_time` and :func:`decode_time` with ``dtype``.
+    """
+    return WEIGHT_BYTES.get(str(dtype), 2)
