@@ -51,7 +51,7 @@ from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
 from .serving_controls import DTYPE_TIPS, ROUTING_TIPS, STYLE, WIDE, linear_boxes, log_slider, slider, toggles
-from .serving_results import ServingResults
+from .serving_results import ServingResults, memory_words
 
 SEARCH_THREADS = min(os.cpu_count() or 1, 4)
 """Counts the replica search simulates at once once its first two show the guess was off (a change of device to
@@ -219,7 +219,7 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         fits = mem.sequences(tokens)
         if fits < 1:
             raise ValueError(f"{self.model.value} does not fit on {self.device.value} with TP {self.tp.value} at "
-                             f"{self.dtype.value}: {self.memory_text()[len('memory: '):]}{self._fit_hint(tokens)}")
+                             f"{self.dtype.value}: {memory_words(mem, tokens, chosen)}{self._fit_hint(tokens)}")
         return min(chosen, fits)
 
     def _fit_hint(self, tokens: int) -> str:

@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from ..model.serving_analysis import ReplicaPlan
+from ..model.serving_steps import ServingMemory
 from ..views import theme
 
 
@@ -100,13 +101,19 @@ class ServingResults:
         cache holds (:meth:`~aonkit.widgets.serving.ServingPanel.batch_limit`).
         """
         mem = self.memory()
-        if mem is None:
-            return ""
-        tokens = int(self.prompt.value) + int(self.output.value)
-        fits, chosen = mem.sequences(tokens), int(self.max_batch.value)
-        gb = f"weights {mem.weights_bytes / 1e9:.1f} GB of {mem.usable_bytes / 1e9:.1f} GB usable per GPU"
-        if mem.weights_bytes >= mem.usable_bytes:
-            return f"memory: {gb}: the weights do not fit"
-        text = (f"memory: {gb}; the rest holds {mem.kv_tokens:,} tokens of KV cache, {fits:,} sequences of "
-                f"{tokens:,} (mean prompt + output)")  # fmt: skip
-        return text + (f": max batch {fits}, not {chosen}" if fits < chosen else "")
+        return "" if mem is None else "memory: " + memory_words(mem, int(self.prompt.value) + int(self.output.value),
+                                                                 int(self.max_batch.value))
+
+
+def memory_words(mem: ServingMemory, tokens: int, chosen: int) -> str:
+    """What one GPU holds, in words: the weights, and sequences of ``tokens`` in the cache beside them.
+
+    Ends with the max batch they allow when that is fewer than ``chosen``.
+    """
+    gb = f"weights {mem.weights_bytes / 1e9:.1f} GB of {mem.usable_bytes / 1e9:.1f} GB usable per GPU"
+    if mem.weights_bytes >= mem.usable_bytes:
+        return f"{gb}: the weights do not fit"
+    fits = mem.sequences(tokens)
+    text = (f"{gb}; the rest holds {mem.kv_tokens:,} tokens of KV cache, {fits:,} sequences of {tokens:,} "
+            f"(mean prompt + output)")  # fmt: skip
+    return text + (f": max batch {fits}, not {chosen}" if fits < chosen else "")
