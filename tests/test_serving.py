@@ -346,8 +346,12 @@ def test_arrival_process_moments():
 # --- an independent model in SimPy ----------------------------------------------------------------
 
 
-def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, step_time):
-    """The same batching policy written directly in SimPy: explicit per-sequence counters, lists, JSQ."""
+def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, step_time, kv=None):
+    """The same batching policy written directly in SimPy: explicit per-sequence counters, lists, JSQ.
+
+    ``kv``: a request is admitted only while the prompt plus output tokens of the running ones and its own are at
+    most ``kv``; one with more than ``kv`` is refused at arrival (no times).
+    """
     simpy = pytest.importorskip("simpy")
     env = simpy.Environment()
     n = len(arr)
@@ -371,6 +375,9 @@ def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, 
                 j = waiting[r][0]
                 take = min(prompt[j], room - used) if chunked else prompt[j]
                 if used + take > room:
+                    break
+                held = sum(prompt[s[0]] + output[s[0]] for s in running[r])
+                if kv is not None and held + prompt[j] + output[j] > kv:
                     break
                 waiting[r].pop(0)
                 s = [j, 0, 0]
@@ -403,6 +410,8 @@ def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, 
     def source():
         for j in np.argsort(arr, kind="stable"):
             yield env.timeout(arr[j] - env.now)
+            if kv is not None and prompt[j] + output[j] > kv:
+                continue
             r = min(range(replicas), key=lambda k: len(waiting[k]) + len(running[k]))
             waiting[r].append(j)
             if wake[r] is not None and not wake[r].triggered:

@@ -39,9 +39,12 @@ def _reference(requests: pd.DataFrame, warmup: float, qs: tuple) -> dict:
     """The summary as its docstring defines it, step by step with numpy (the slow obvious way)."""
     arr, fin, out = (requests[c].to_numpy() for c in ("arrival_s", "finish_s", "output_tokens"))
     measured = np.argsort(arr, kind="stable")[int(np.floor(warmup * arr.size)):]
-    t0, window = arr[measured[0]], float(fin.max() - arr[measured[0]])
+    served = fin[~np.isnan(fin)]  # refused requests have no finish
+    t0 = arr[measured[0]]
+    window = float(served.max() - t0) if served.size else math.nan
     done = fin >= t0
-    ref = {"requests": arr.size, "measured": measured.size, "window_s": window,
+    ref = {"requests": arr.size, "measured": measured.size, "rejected": int(np.isnan(fin[measured]).sum()),
+           "window_s": window,
            "throughput_per_s": done.sum() / window if window > 0 else math.nan,
            "output_tokens_per_s": out[done].sum() / window if window > 0 else math.nan}  # fmt: skip
     for m in METRICS:
@@ -55,14 +58,17 @@ def _reference(requests: pd.DataFrame, warmup: float, qs: tuple) -> dict:
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31), n=st.integers(1, 400), warmup=st.sampled_from([0.0, 0.1, 0.5, 0.99]),
-       ties=st.booleans())  # fmt: skip
-def test_the_summary_of_a_table_in_any_order_is_the_step_by_step_one(seed, n, warmup, ties):
-    # GIVEN a request table in no particular order, arrival ties (or not), some one-token outputs (TPOT NaN)
+       ties=st.booleans(), refused=st.sampled_from([0.0, 0.2, 1.0]))  # fmt: skip
+def test_the_summary_of_a_table_in_any_order_is_the_step_by_step_one(seed, n, warmup, ties, refused):
+    # GIVEN a request table in no particular order, arrival ties (or not), some one-token outputs (TPOT NaN), some
+    # refused requests (no times: NaN) or all of them
     rng = np.random.default_rng(seed)
     arr = rng.integers(0, 5, n) * 0.5 if ties else rng.exponential(1.0, n)
     first = arr + rng.exponential(0.3, n)
     fin = first + rng.exponential(2.0, n)
     out = rng.integers(1, 4, n)
+    gone = rng.random(n) < refused
+    first[gone] = fin[gone] = np.nan
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (fin - first) / (out - 1), np.nan)
     table = pd.DataFrame({"arrival_s": arr, "finish_s": fin, "output_tokens": out, "queue_s": first - arr - 0.1,

@@ -5,7 +5,12 @@ Requests (sorted by arrival) are routed to ``n_rep`` replicas: join-shortest-que
 arrival order, or one central FIFO from which any replica pulls. A replica runs
 engine steps back to back while it has work. Each step first admits waiting
 requests in FIFO order (no skipping) while it runs fewer than ``max_batch``
-sequences:
+sequences and its KV cache (``kv`` tokens) has room for the request's prompt plus
+output tokens beside those its running sequences reserved (so a batch never
+outgrows the cache and nothing is preempted: an engine that reserves each
+request's whole context, as TGI's token budget does; vLLM admits more and
+preempts). A request whose prompt and output exceed ``kv`` is refused at arrival:
+no replica (-1) and no times (NaN).
 
 * not chunked: a step is either a prefill step, for requests admitted while their
   prompts fit in ``budget`` tokens together, or (when none can be admitted) a
@@ -39,6 +44,12 @@ waiting requests are taken are run to the instant and woken (:func:`.serving_wak
 that is exact), most often one. With fewer than :data:`CENTRAL_LAZY_REPLICAS` replicas, a lazy one is among those
 often, so there replicas go lazy only while one is idle and requests were left waiting at under half of the recent
 instants that had some (:data:`CENTRAL_WAITS`).
+
+With a KV-cache limit a replica with room in its batch may still have none for the first waiting request: with one
+central queue ``wake_earliest`` counts only the replicas whose cache has room for the longest request (``big``), and
+a replica goes lazy only with nothing waiting or a full batch (the first waiting request changes as other replicas
+take them). With a queue per replica only it takes from its queue, so it
+may go lazy with no KV room for its first waiting request: that changes only at its own finishes, its events.
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ from .serving_decode import (
     DTOK,
     GEN,
     HN,
+    KV,
     LAZY,
     LAZY_STEPS,
     LJ,
@@ -76,11 +88,14 @@ from .serving_decode import (
     heap_pop,
     heap_push,
     interp,
+    kv_room,
     lazy_finish,
 )
 from .serving_wake import wake_earliest
 
 JSQ, ROUND_ROBIN, CENTRAL = 0, 1, 2
+UNLIMITED_KV = 1 << 62
+"""A ``kv`` of this many tokens is no limit (what :func:`aonkit.model.serving.prepare` passes for none)."""
 LAZY_REPLICAS = 3
 """Replicas from which lazy replicas pay (with fewer, an arrival interrupts few busy replicas, and a finish as an
 event costs more than one run ahead: measured in session 44)."""
@@ -96,7 +111,7 @@ which costs more than running ahead (measured in session 45)."""
 
 
 @njit
-def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead, pf_tab, pf_x0, pf_h, dc_tab,
+def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overhead, pf_tab, pf_x0, pf_h, dc_tab,
              dc_x0, dc_h, ahead=True):
     """Per request (start, first token, finish, replica); per replica (steps, busy s, prefill and decode tokens).
 
@@ -132,6 +147,10 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
     ev = np.empty((1, cap), np.int64)
     cand = np.empty(n_rep, np.int64)
     idle = np.empty(n_rep, np.int64)
+    big = 0  # the longest request a replica can take (prompt plus output tokens): room for it is room for any
+    for j in range(n):
+        if pr[j] + out[j] <= kv:
+            big = max(big, pr[j] + out[j])
     en = 0
     n_busy = 0
     i = 0
@@ -150,8 +169,9 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
                 continue
             lazy_end = si[r, LAZY] == 1
             if lazy_end:  # a lazy replica's next finish: its steps up to it run, the step ending now counted
-                f = lazy_finish(si, r, n_rep if routing == CENTRAL else r, t, arr[i] if i < n else np.inf, max_batch,
-                                busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h)  # fmt: skip
+                f = lazy_finish(si, r, n_rep if routing == CENTRAL else r, t, arr[i] if i < n else np.inf,
+                                max_batch, kv, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0,
+                                dc_h)  # fmt: skip
                 if f >= 0:  # lazy still, up to its next finish
                     heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                     en += 1
@@ -174,6 +194,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
                 if out[j] == 1:
                     fin[j] = t
                     si[r, RUN] -= 1
+                    si[r, KV] -= pr[j] + 1
                 else:
                     heap_push(hk, hv, r, si[r, HN], si[r, DSTEP] + out[j] - 1, j)
                     si[r, HN] += 1
@@ -185,6 +206,9 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             nc += 1
         i0 = i
         while i < n and arr[i] <= t:  # arrivals now
+            if pr[i] + out[i] > kv:  # it would never fit in a replica's KV cache: refused (no replica, no times)
+                i += 1
+                continue
             q = n_rep
             if routing == ROUND_ROBIN:
                 q = rr
@@ -205,7 +229,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
                 si[q, TOUCH] = 1
                 cand[nc] = q
                 nc += 1
-            elif q < n_rep and si[q, LAZY] and si[q, RUN] < max_batch:  # it can take the request: run it to now
+            elif q < n_rep and si[q, LAZY] and si[q, RUN] < max_batch and kv_room(si, q, q, kv, pr, out):
+                # it can take the request (the first waiting: this one, or one it had no room for): run it to now
                 e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
                 si[q, LAZY] = 0
                 si[n_rep, LAZY] -= 1
@@ -229,8 +254,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
                 if en + 2 * n_rep > ek.shape[1]:  # room for this instant's events
                     en = drop_stale(ek, ev, en, si)
                 nc, en, n_busy = wake_earliest(si, t, si[n_rep, QL] - ni, nc, cand, en, ek, ev, n_busy, max_batch,
-                                               lend, lbusy, busy_s, hk, hv, fin, pr, out, cell, overhead, dc_tab,
-                                               dc_x0, dc_h, ends)  # fmt: skip
+                                               kv, big, lend, lbusy, busy_s, hk, hv, fin, pr, out, cell, overhead,
+                                               dc_tab, dc_x0, dc_h, ends)  # fmt: skip
             if ni > 0:  # the idle replicas go first
                 for k in range(nc - 1, -1, -1):
                     cand[k + ni] = cand[k]
@@ -250,7 +275,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             while si[q, QL] > 0 and si[r, RUN] < max_batch and tokens < room:
                 j = si[q, QH]
                 take = min(pr[j], room - tokens) if chunked else pr[j]
-                if tokens + take > room:
+                if tokens + take > room or si[r, KV] + pr[j] + out[j] > kv:
                     break
                 si[q, QH] = nxt[j]
                 si[q, QL] -= 1
@@ -259,6 +284,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
                 pn += 1
                 tokens += take
                 si[r, RUN] += 1
+                si[r, KV] += pr[j] + out[j]
                 start[j] = t
                 rep[j] = r
             decode = b > 0 and (chunked or tokens == 0)
@@ -278,7 +304,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, chunked, routing, overhead,
             busy_s[r] += dur
             n_busy += 1
             end = t + dur
-            if (lazy and tokens == 0 and decode and pn == 0 and (si[q, QL] == 0 or si[r, RUN] >= max_batch)
+            if (lazy and tokens == 0 and decode and pn == 0
+                    and (si[q, QL] == 0 or si[r, RUN] >= max_batch or (q == r and not kv_room(si, r, q, kv, pr, out)))
                     and hk[r, 0] - 1 - si[r, DSTEP] >= LAZY_STEPS
                     and (routing != CENTRAL or n_rep >= CENTRAL_LAZY_REPLICAS
                          or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS))):

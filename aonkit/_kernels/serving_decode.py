@@ -14,12 +14,13 @@ import numpy as np
 from ._jit import njit_leaf, njit_leaf_inline
 
 # columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; CD, CN, CB,
-# CX: the cell of decode steps kept for it, see serving_wake.py); row n_rep holds the central queue's head, tail and
+# CX: the cell of decode steps kept for it, see serving_wake.py; KV: the KV-cache tokens its running sequences
+# reserve, prompt plus output each); row n_rep holds the central queue's head, tail and
 # length, in LAZY the number of lazy replicas, and in LJ how often the central queue's idle replicas left requests
 # waiting (serving.py)
 QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK, LAZY, GEN, LJ, WOKE = range(19)
-CD, CN, CB, CX = range(19, 23)
-NCOL = 23
+CD, CN, CB, CX, KV = range(19, 24)
+NCOL = 24
 LOW = (1 << 32) - 1  # an event's value is replica << 32 | the replica's generation (a lazy replica's stale event)
 SHORT = 8
 """Runs of at most this many steps before the next finish, and the first steps of any run, are stepped one by one
@@ -124,7 +125,10 @@ def interp(tab, row, x0, h, x):
 
 @njit_leaf
 def end_decode_step(si, r, t, hk, hv, fin, pr, out):
-    """End replica ``r``'s decode step at ``t``: its decode-step count advances, the sequences it completed finish."""
+    """End replica ``r``'s decode step at ``t``: its decode-step count advances, the sequences it completed finish.
+
+    A finished sequence's KV-cache tokens (its prompt and output) are free again.
+    """
     d = si[r, DSTEP] + 1
     si[r, DSTEP] = d
     while si[r, HN] > 0 and hk[r, 0] <= d:
@@ -135,6 +139,7 @@ def end_decode_step(si, r, t, hk, hv, fin, pr, out):
         si[r, RUN] -= 1
         si[r, SP] -= pr[j]
         si[r, SJ] -= d - out[j] + 1
+        si[r, KV] -= pr[j] + out[j]
 
 
 @njit_leaf_inline
@@ -290,12 +295,23 @@ def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h):
     return f
 
 
+@njit_leaf_inline
+def kv_room(si, r, q, kv, pr, out):
+    """Whether replica ``r``'s KV cache (``kv`` tokens) has room for the first request waiting in queue ``q``.
+
+    A request reserves its prompt plus output tokens when admitted, so a running batch never outgrows the cache.
+    """
+    j = si[q, QH]
+    return si[r, KV] + pr[j] + out[j] <= kv
+
+
 @njit_leaf
-def lazy_finish(si, r, q, t, arrival, max_batch, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0,
-                dc_h):
+def lazy_finish(si, r, q, t, arrival, max_batch, kv, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead, dc_tab,
+                dc_x0, dc_h):
     """Lazy replica ``r``'s next finish, at ``t``: its steps run, its step ending at ``t`` counted, sequences finished.
 
-    When it can still take no request (none waiting in its queue ``q``, or a full batch), none arrives now
+    When it can still take no request (none waiting in its queue ``q``, a full batch, or, with a queue of its own,
+    no room in its KV cache for the first waiting one: ``kv`` tokens in all), none arrives now
     (``arrival``, the next arrival's time, is later: the loop starts steps after the arrivals of their instant) and
     its next finish is :data:`LAZY_STEPS` steps away or more, its next decode step starts and it stays lazy: returns
     that step's next finish (its new event). Otherwise returns -1, no longer lazy: the event loop goes on with its
@@ -309,7 +325,8 @@ def lazy_finish(si, r, q, t, arrival, max_batch, busy_s, lend, lbusy, hk, hv, fi
     busy_s[r] += lbusy[r]
     end_decode_step(si, r, t, hk, hv, fin, pr, out)
     b = si[r, HN]
-    if b == 0 or arrival <= t or (si[q, QL] > 0 and si[r, RUN] < max_batch) or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS:
+    if (b == 0 or arrival <= t or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS
+            or (si[q, QL] > 0 and si[r, RUN] < max_batch and (q != r or kv_room(si, r, q, kv, pr, out)))):
         si[r, LAZY] = 0
         return -1.0
     dur = overhead + interp(dc_tab, b, dc_x0, dc_h, si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ])

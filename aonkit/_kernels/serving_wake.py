@@ -15,6 +15,13 @@ gone by then; a replica left lazy has every step end after ``e_k``, and would ha
 arrivals the queue only shrinks; a replica goes lazy only with a full batch or nothing waiting, and a lazy one
 that finishes while requests wait takes them (:func:`.serving_decode.lazy_finish`). So the event loop calls it at
 arrival instants only. Loops index with ``range(n)`` from 0.
+
+With a KV-cache limit a replica with room in its batch takes a waiting request at its step end only if its cache
+has room for it too. One whose cache has room for the longest request of the simulation (``big`` tokens) is sure
+to (its reserved tokens only fall until its step ends: it admits only at step ends). The argument above counts
+only those: the ``k``-th earliest of their step ends is the cut, by which the ``k`` requests are gone; any replica
+whose steps all end later, sure or not, would find none. A woken replica's step end counts for later requests only
+if it was sure.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from .serving_decode import (
     DTOK,
     GEN,
     HN,
+    KV,
     LAZY,
     LJ,
     RUN,
@@ -137,17 +145,24 @@ def kth_end(ends, n, k):
     return cut
 
 
+@njit_leaf_inline
+def sure(si, r, kv, big):
+    """Whether replica ``r``'s KV cache (``kv`` tokens) has room for any request (the longest needs ``big``)."""
+    return si[r, KV] + big <= kv
+
+
 @njit_leaf
-def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, lend, lbusy, busy_s, hk, hv, fin, pr, out,
-                  cell, overhead, dc_tab, dc_x0, dc_h, ends):
+def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big, lend, lbusy, busy_s, hk, hv, fin,
+                  pr, out, cell, overhead, dc_tab, dc_x0, dc_h, ends):
     """``need`` requests are left waiting at arrival instant ``t``: wake the lazy replicas that may take them.
 
     Every lazy replica with room finds the end of its step in progress at ``t`` (:func:`peek_end`). With the ends of
     those steps and of the replicas woken earlier whose woken step has not ended (``WOKE``, their end in ``lend``),
     the lazy ones ending at or before the ``need``-th earliest are woken (all of them when ``need`` is over
-    :data:`FEW`): their steps to there run (:func:`run_steps`), their old events go stale and their step end becomes
-    their event. One whose step ends at ``t`` itself ends it now and joins the replicas whose steps end now
-    (``cand[:nc]``, kept in replica order), as the event loop would have handled it before the instant's arrivals.
+    :data:`FEW`; with a KV-cache limit only the :func:`sure` ones' ends count): their steps to there run
+    (:func:`run_steps`), their old events go stale and their step end becomes their event. One whose step ends at
+    ``t`` itself ends it now and joins the replicas whose steps end now (``cand[:nc]``, kept in replica order), as
+    the event loop would have handled it before the instant's arrivals.
     ``ends`` is scratch space of one float per replica. Returns the new ``nc``, ``en`` and ``n_busy``.
     """
     n_rep = si.shape[0] - 1
@@ -156,12 +171,15 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, lend, lb
         if si[r, LAZY] == 1:
             si[r, WOKE] = 0
             if si[r, RUN] < max_batch:
-                ends[nb] = peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h)
-                nb += 1
+                e = peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h)
+                if sure(si, r, kv, big):
+                    ends[nb] = e
+                    nb += 1
         elif si[r, WOKE] == 1:
             if lend[r] > t:
-                ends[nb] = lend[r]
-                nb += 1
+                if sure(si, r, kv, big):
+                    ends[nb] = lend[r]
+                    nb += 1
             else:  # its woken step ended: it took a request then, or found none left
                 si[r, WOKE] = 0
     cut = kth_end(ends, nb, need) if need <= FEW and need < nb else np.inf

@@ -64,8 +64,8 @@ class ServingResult:
 def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
                      output_tokens: int | Lengths | object, *, step_time: StepTime, n_requests: int | None = None,
                      replicas: int = 1, max_batch: int = 1, token_budget: int | None = None,
-                     chunked_prefill: bool = False, routing: str = "jsq", seed: int | None = None,
-                     warmup: float = 0.0, context_points: int = 513) -> ServingResult:
+                     kv_tokens: int | None = None, chunked_prefill: bool = False, routing: str = "jsq",
+                     seed: int | None = None, warmup: float = 0.0, context_points: int = 513) -> ServingResult:
     """Simulate requests served by ``replicas`` continuous-batching engines.
 
     Parameters
@@ -82,6 +82,11 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         Tokens one step may process (unlimited when None). Without chunking it bounds the prompt
         tokens of a prefill step and must hold the longest prompt; with chunking it bounds decode
         plus prefill tokens and must be at least ``max_batch``.
+    kv_tokens : int, optional
+        Tokens of context one engine's KV cache holds (unlimited when None). A request is admitted only when
+        its prompt plus output tokens fit beside those of the sequences running, reserved until it finishes
+        (nothing is preempted); one that would not fit an empty engine is refused at arrival (no replica, -1,
+        and no times, NaN; counted in the summary's ``rejected``).
     chunked_prefill : bool
         Mix prompt chunks into decode steps (vLLM's chunked prefill, Sarathi) instead of running
         whole prompts in prefill-only steps that pause decoding (the default).
@@ -96,8 +101,9 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         Grid points of a ``decode_time_s`` function along total context (see :class:`StepTime`).
     """
     run = prepare(arrivals, prompt_tokens, output_tokens, step_time=step_time, n_requests=n_requests,
-                  replicas=replicas, max_batch=max_batch, token_budget=token_budget, chunked_prefill=chunked_prefill,
-                  routing=routing, seed=seed, warmup=warmup, context_points=context_points)  # fmt: skip
+                  replicas=replicas, max_batch=max_batch, token_budget=token_budget, kv_tokens=kv_tokens,
+                  chunked_prefill=chunked_prefill, routing=routing, seed=seed, warmup=warmup,
+                  context_points=context_points)  # fmt: skip
     start, first, fin, rep, steps, busy, ptok, dtok = _execute(run)
     arr, prompt, output = run.arrivals, run.prompt, run.output
     queue, ttft, tpot, e2e = latencies(arr, output, start, first, fin)
@@ -106,7 +112,8 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         "first_token_s": first, "finish_s": fin, "queue_s": queue, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
     })
     per_replica = pd.DataFrame({
-        "replica": np.arange(run.replicas), "requests": np.bincount(rep, minlength=run.replicas), "steps": steps,
+        "replica": np.arange(run.replicas), "requests": np.bincount(rep[rep >= 0], minlength=run.replicas),
+        "steps": steps,
         "busy_s": busy, "busy_fraction": busy_fraction(busy, arr, fin), "prefill_tokens": ptok,
         "decode_tokens": dtok,
     })
@@ -131,14 +138,14 @@ class Prepared(NamedTuple):
 
 def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
             output_tokens: int | Lengths | object, *, step_time: StepTime, n_requests: int | None = None,
-            replicas: int = 1, max_batch: int = 1, token_budget: int | None = None, chunked_prefill: bool = False,
-            routing: str = "jsq", seed: int | None = None, warmup: float = 0.0,
+            replicas: int = 1, max_batch: int = 1, token_budget: int | None = None, kv_tokens: int | None = None,
+            chunked_prefill: bool = False, routing: str = "jsq", seed: int | None = None, warmup: float = 0.0,
             context_points: int = 513) -> Prepared:
     """Validate and draw one simulation's inputs; nothing runs yet (:func:`summarize` runs it).
 
     Parameters
     ----------
-    arrivals, prompt_tokens, output_tokens, step_time, n_requests, replicas, max_batch, token_budget,
+    arrivals, prompt_tokens, output_tokens, step_time, n_requests, replicas, max_batch, token_budget, kv_tokens,
     chunked_prefill, routing, seed, warmup, context_points
         As for :func:`simulate_serving`, which calls this first.
 
@@ -178,16 +185,21 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
         raise ValueError(f"with chunked prefill token_budget ({budget}) must be >= max_batch ({max_batch})")
     if not chunked_prefill and prompt.max() > budget:
         raise ValueError(f"a {prompt.max()}-token prompt exceeds token_budget={budget} (no chunked prefill)")
+    kv = UNLIMITED if kv_tokens is None else kv_tokens
+    if int(kv) != kv or kv < 1:
+        raise ValueError(f"kv_tokens must be a positive integer, got {kv_tokens!r}")
+    kv = int(kv)
     if not 0 <= warmup < 1:
         raise ValueError(f"warmup must be in [0, 1), got {warmup!r}")
     k = min(int(max_batch), n)
     max_tokens = min(budget, int(np.partition(prompt, n - k)[n - k:].sum()))
-    max_context = int(np.partition(prompt + output - 1, n - k)[n - k:].sum())
+    max_context = min(int(np.partition(prompt + output - 1, n - k)[n - k:].sum()), kv)
     tabs = step_time.tables(max_tokens, int(max_batch), max_context, int(context_points))
-    from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN
+    from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN, UNLIMITED_KV
 
     code = {"jsq": JSQ, "round_robin": ROUND_ROBIN, "central": CENTRAL}[routing]
-    args = (int(replicas), int(max_batch), budget, bool(chunked_prefill), code, float(step_time.overhead_s), *tabs)
+    args = (int(replicas), int(max_batch), budget, min(kv, UNLIMITED_KV), bool(chunked_prefill), code,
+            float(step_time.overhead_s), *tabs)  # fmt: skip
     return Prepared(arr, prompt, output, np.argsort(arr, kind="stable"), int(replicas), float(warmup), args)
 
 

@@ -30,9 +30,18 @@ def latencies(arr: np.ndarray, output: np.ndarray, start: np.ndarray, first: np.
 
 
 def busy_fraction(busy: np.ndarray, arr: np.ndarray, fin: np.ndarray) -> np.ndarray | float:
-    """Each replica's busy seconds over the span from the first arrival to the last finish (NaN for none)."""
-    span = float(fin.max() - arr.min())
+    """Each replica's busy seconds over the span from the first arrival to the last finish (NaN for none).
+
+    Refused requests (no finish: NaN) are left out.
+    """
+    span = last_finish(fin) - float(arr.min())
     return busy / span if span > 0 else np.nan
+
+
+def last_finish(fin: np.ndarray) -> float:
+    """The latest finish time, refused requests (NaN) left out; NaN when every request was refused."""
+    served = fin[~np.isnan(fin)]
+    return float(served.max()) if served.size else np.nan
 
 
 def sorted_percentiles(x: np.ndarray, percentiles: tuple) -> list[float]:
@@ -66,11 +75,12 @@ def summary_in_arrival_order(arr: np.ndarray, fin: np.ndarray, out: np.ndarray, 
     ``metrics`` maps a name to the measured requests' seconds, in the same order (``arr.size - first_measured``
     values each). See :func:`serving_summary` for the keys.
     """
-    t0, t1 = arr[first_measured], fin.max()
+    t0, t1 = arr[first_measured], last_finish(fin)
     done = fin >= t0
     window = float(t1 - t0)
     summary = {
-        "requests": int(arr.size), "measured": int(arr.size - first_measured), "window_s": window,
+        "requests": int(arr.size), "measured": int(arr.size - first_measured),
+        "rejected": int(np.isnan(fin[first_measured:]).sum()), "window_s": window,
         "throughput_per_s": float(done.sum() / window) if window > 0 else np.nan,
         "output_tokens_per_s": float(out[done].sum() / window) if window > 0 else np.nan,
     }
@@ -109,7 +119,9 @@ def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tu
     Returns
     -------
     dict
-        ``requests`` (rows in the table), ``measured`` (rows after the warm-up), ``window_s``,
+        ``requests`` (rows in the table), ``measured`` (rows after the warm-up), ``rejected`` (measured rows
+        with no finish: refused, as :func:`~aonkit.model.simulate_serving` refuses a request its KV cache cannot
+        hold), ``window_s``,
         ``throughput_per_s`` (requests per second) and ``output_tokens_per_s`` (NaN for an empty
         window), then per metric ``<m>_mean_s`` (over the measured rows in arrival order) and ``<m>_p<q>_s``
         in seconds (``q`` formatted with ``:g``, e.g. ``ttft_p99_s``), over the measured rows' finite values
