@@ -54,22 +54,39 @@ def test_fp8_step_times_read_one_byte_a_weight() -> None:
     assert 0.45 < ratio < 0.6, ratio
 
 
-def test_the_panel_caps_its_batch_by_the_kv_cache_and_says_so() -> None:
-    # GIVEN Llama-3 70B on two H100s: 70.6 GB of weights a GPU leave room for 13 sequences of 512 + 128 tokens
+def test_the_panel_admits_by_its_kv_cache_and_says_so() -> None:
+    # GIVEN Llama-3 70B on two H100s: 70.6 GB of weights a GPU leave 8,827 tokens of cache, 13 sequences of
+    # 512 + 128 tokens
     kw = {"n_requests": N, "lengths": "fixed", "model": "Llama-3 70B", "device": "H100 SXM", "tp": 2}
     p = ServingPanel(2.0, max_batch=64, **kw)
-    fits = p.memory().sequences(640)
-    assert fits == 13 and p.batch_limit() == 13
-    # THEN the engine simulated is the one with that max batch, and the summary says why
+    assert p.memory().sequences(640) == 13 and p.engine()["kv_tokens"] == p.memory().kv_tokens == 8827
+    assert p.engine()["max_batch"] == 64
+    # THEN with requests of one length the cache admits 13 at once: the answer of a max batch of 13 (under which
+    # the cache never fills), not of 12; and the summary says why
     pd.testing.assert_frame_equal(p.sweep, ServingPanel(2.0, max_batch=13, **kw).sweep)
     assert not p.sweep.equals(ServingPanel(2.0, max_batch=12, **kw).sweep)
-    assert "max batch 13, not 64" in p.summary.value and "13 sequences of 640" in p.summary.value
-    # AND a smaller max batch is the control's own
+    assert "13 sequences of 640" in p.summary.value
+    assert "the cache, not the max batch 64, bounds the batch" in p.summary.value
+    # AND with a smaller max batch no note
     p.max_batch.value = 8
-    assert p.batch_limit() == 8 and ": max batch" not in p.memory_text()
+    assert "bounds the batch" not in p.memory_text()
     # AND on four GPUs the cache holds far more than the control's 64
     p.max_batch.value, p.tp.value = 64, 4
-    assert p.batch_limit() == 64 and p.memory().sequences(640) > 600
+    assert p.memory().sequences(640) > 600 and "bounds the batch" not in p.memory_text()
+
+
+def test_the_panel_says_how_many_requests_its_cache_refuses() -> None:
+    # GIVEN Llama-3 70B on two H100s (8,827 tokens of cache) and random prompts of mean 2,048 (lognormal, CV 1)
+    p = ServingPanel(0.5, n_requests=N, model="Llama-3 70B", device="H100 SXM", tp=2, prompt_tokens=2048,
+                     max_batch=16)  # fmt: skip
+    # THEN the requests longer than the cache are refused, and the panel's line says what share
+    row = p.sweep.iloc[(p.sweep["arrival_rate_per_s"] - 0.5).abs().argmin()]
+    share = p.numbers()["rejected_fraction"]
+    assert 0.005 < share < 0.1 and share == row["rejected"] / row["measured"]
+    assert f"; {100 * share:.2g}% of requests refused (longer than a replica's KV cache)" in p.text()
+    # AND with the prompts fixed at the mean, none is, and the line says nothing of it
+    p.lengths.value = "fixed"
+    assert p.numbers()["rejected_fraction"] == 0 and "refused" not in p.text()
 
 
 def test_the_panel_refuses_what_does_not_fit_and_a_precision_the_device_lacks() -> None:
@@ -88,7 +105,7 @@ def test_the_panel_refuses_what_does_not_fit_and_a_precision_the_device_lacks() 
     assert p.numbers() == before and "cannot simulate" in p.summary.value
     # AND with FP8 weights on eight GPUs it serves
     p.tp.value, p.dtype.value = 8, "fp8"
-    assert not p.error and p.batch_limit() == 64
+    assert not p.error and p.engine()["kv_tokens"] > 64 * 640
     # WHEN the device has no such peak, the panel names the precisions it has
     p.model.value, p.tp.value, p.dtype.value = "Llama-3 8B", 1, "bf16"
     p.device.value = "V100 SXM2"
@@ -99,10 +116,10 @@ def test_the_panel_refuses_what_does_not_fit_and_a_precision_the_device_lacks() 
 
 def test_linear_step_times_and_a_device_of_unknown_memory_are_not_capped() -> None:
     p = ServingPanel(2.0, n_requests=N, lengths="fixed", step_time="linear", max_batch=300)
-    assert p.memory() is None and p.batch_limit() == 300 and p.memory_text() == ""
+    assert p.memory() is None and p.engine()["kv_tokens"] is None and p.memory_text() == ""
     q = ServingPanel(2.0, n_requests=N, lengths="fixed")
     q.devices["H100 SXM"] = dataclasses.replace(q.devices["H100 SXM"], memory_bytes=None)
-    assert q.memory() is None and q.batch_limit() == 64
+    assert q.memory() is None and q.engine()["kv_tokens"] is None
 
 
 def test_the_llm_panels_inference_curves_mark_where_the_kv_cache_fills() -> None:

@@ -77,8 +77,9 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
     model, device, tp, dtype : str, int
         Preset, device (:func:`aonkit.model.hardware.devices`), tensor-parallel size and precision (``"bf16"``,
         ``"fp16"``, ``"fp8"``: :func:`~aonkit.model.serving_steps.model_step_time`) of ``"model"`` step times.
-        Their engine's batch is also capped by the sequences of the mean prompt and output tokens that its KV
-        cache holds beside the weights (:meth:`batch_limit`); weights that do not fit are an error.
+        Their engine admits a request only while its KV cache, in what the weights leave of the GPUs, has room
+        for its prompt and output tokens beside the running ones (:meth:`kv_limit`; longer requests are refused);
+        weights that do not fit, or a cache that cannot hold one request of the mean lengths, are an error.
     prefill, decode : tuple
         Linear coefficients ``(a, b)`` (s, s/token) and ``(a, b, c)`` (s, s/sequence, s/context token).
     overhead : float
@@ -206,21 +207,21 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
             return None
         return serving_memory(PRESETS[self.model.value], device, int(self.tp.value), str(self.dtype.value))
 
-    def batch_limit(self) -> int:
-        """The engine's max batch: the control's, capped by the sequences the KV cache holds (:meth:`memory`).
+    def kv_limit(self) -> int | None:
+        """Tokens of KV cache a replica holds (:meth:`memory`), the engine's admission limit; None: no limit.
 
-        A sequence is counted at the mean prompt plus output tokens. Raises ValueError when the weights, or they
-        and one such sequence, do not fit.
+        Raises ValueError when the weights, or they and one request of the mean prompt and output tokens, do not
+        fit.
         """
-        mem, chosen = self.memory(), int(self.max_batch.value)
+        mem = self.memory()
         if mem is None:
-            return chosen
+            return None
         tokens = int(self.prompt.value) + int(self.output.value)
-        fits = mem.sequences(tokens)
-        if fits < 1:
+        if mem.sequences(tokens) < 1:
             raise ValueError(f"{self.model.value} does not fit on {self.device.value} with TP {self.tp.value} at "
-                             f"{self.dtype.value}: {memory_words(mem, tokens, chosen)}{self._fit_hint(tokens)}")
-        return min(chosen, fits)
+                             f"{self.dtype.value}: {memory_words(mem, tokens, int(self.max_batch.value))}"
+                             f"{self._fit_hint(tokens)}")  # fmt: skip
+        return mem.kv_tokens
 
     def _fit_hint(self, tokens: int) -> str:
         """Where a model that does not fit would fit, as a note for the error ("" when nowhere here).
@@ -247,7 +248,7 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
 
     def engine(self) -> dict[str, Any]:
         """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the engine (not ``replicas``)."""
-        return {"step_time": self.step_time(), "max_batch": self.batch_limit(),
+        return {"step_time": self.step_time(), "max_batch": int(self.max_batch.value), "kv_tokens": self.kv_limit(),
                 "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value),
                 "routing": str(self.routing.value)}  # fmt: skip
 

@@ -49,13 +49,18 @@ class ServingResults:
         return None if self._plan is None else int(self._plan.replicas)
 
     def numbers(self) -> dict[str, float]:
-        """Headline numbers: the knee, capacity, and the sweep row at the chosen rate."""
+        """Headline numbers: the knee, capacity, and the sweep row at the chosen rate.
+
+        ``rejected_fraction``: of the measured requests at the chosen rate, those refused (longer than a replica's
+        KV cache holds).
+        """
         self._request.flush()
         at = self._sweep.iloc[(self._sweep["arrival_rate_per_s"] - float(self.rate.value)).abs().argmin()]
         need = self.replicas_for_slo()
         return {"knee_rate_per_s": self._knee["knee_rate_per_s"], "capacity_per_s": self._knee["capacity_per_s"],
                 "ttft_p99_s": float(at["ttft_p99_s"]), "tpot_p50_s": float(at["tpot_p50_s"]),
-                "e2e_p99_s": float(at["e2e_p99_s"]), "replicas_needed": math.nan if need is None else need}  # fmt: skip
+                "e2e_p99_s": float(at["e2e_p99_s"]), "replicas_needed": math.nan if need is None else need,
+                "rejected_fraction": float(at["rejected"] / at["measured"])}  # fmt: skip
 
     def text(self) -> str:
         """A one-line plain-text summary (also the ``text/plain`` of the widget)."""
@@ -67,7 +72,7 @@ class ServingResults:
                 f"{theme.fmt_ns(n['ttft_p99_s'] * 1e9)}, p50 TPOT {theme.fmt_ns(n['tpot_p50_s'] * 1e9)}, p99 e2e "
                 f"{theme.fmt_ns(n['e2e_p99_s'] * 1e9)}; knee {n['knee_rate_per_s']:.3g} req/s, capacity "
                 f"{n['capacity_per_s']:.3g} req/s; replicas for p99 TTFT <= {float(self.slo.value):.3g} s: "
-                f"{need_text}")  # fmt: skip
+                f"{need_text}{refused_words(n['rejected_fraction'])}")  # fmt: skip
 
     def _show(self) -> None:
         status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
@@ -95,10 +100,10 @@ class ServingResults:
         return "serving: " + self.text()
 
     def memory_text(self) -> str:
-        """One GPU's memory with model step times: weights, and KV cache for the engine's batch ("" otherwise).
+        """One GPU's memory with model step times: weights, and the KV cache that limits admission ("" otherwise).
 
-        The batch is the max batch control's, capped by the sequences of the mean prompt and output tokens the
-        cache holds (:meth:`~aonkit.widgets.serving.ServingPanel.batch_limit`).
+        :meth:`~aonkit.widgets.serving.ServingPanel.kv_limit`; says when fewer sequences of the mean prompt and
+        output tokens fit than the max batch control allows.
         """
         mem = self.memory()
         return "" if mem is None else "memory: " + memory_words(mem, int(self.prompt.value) + int(self.output.value),
@@ -108,7 +113,7 @@ class ServingResults:
 def memory_words(mem: ServingMemory, tokens: int, chosen: int) -> str:
     """What one GPU holds, in words: the weights, and sequences of ``tokens`` in the cache beside them.
 
-    Ends with the max batch they allow when that is fewer than ``chosen``.
+    Ends with a note when fewer than ``chosen`` (the max batch) such sequences fit.
     """
     gb = f"weights {mem.weights_bytes / 1e9:.1f} GB of {mem.usable_bytes / 1e9:.1f} GB usable per GPU"
     if mem.weights_bytes >= mem.usable_bytes:
@@ -116,4 +121,12 @@ def memory_words(mem: ServingMemory, tokens: int, chosen: int) -> str:
     fits = mem.sequences(tokens)
     text = (f"{gb}; the rest holds {mem.kv_tokens:,} tokens of KV cache, {fits:,} sequences of {tokens:,} "
             f"(mean prompt + output)")  # fmt: skip
-    return text + (f": max batch {fits}, not {chosen}" if fits < chosen else "")
+    return text + (f": the cache, not the max batch {chosen}, bounds the batch" if fits < chosen else "")
+
+
+def refused_words(fraction: float) -> str:
+    """The share of requests refused for the KV cache, as the end of the panel's line ("" when none)."""
+    if not fraction > 0:
+        return ""
+    share = f"{100 * fraction:.2g}%" if fraction >= 0.001 else "under 0.1%"
+    return f"; {share} of requests refused (longer than a replica's KV cache)"
