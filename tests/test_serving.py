@@ -270,7 +270,8 @@ def test_sweep_rows_are_each_rates_simulation_summary(threads, cv):
         res = simulate_serving(ArrivalProcess(rate, cv), *lengths, n_requests=4000, seed=5, warmup=0.1, replicas=2,
                                **eng)  # fmt: skip
         assert row == {"arrival_rate_per_s": rate, **res.summary,
-                       "busy_fraction": float(res.replicas["busy_fraction"].mean())}  # fmt: skip
+                       "busy_fraction": float(res.replicas["busy_fraction"].mean()),
+                       "preemptions": int(res.replicas["preemptions"].sum())}  # fmt: skip
     # AND replicas_needed's rows are those of the same simulations
     plan = replicas_needed(30.0, 0.08, *lengths, n_requests=4000, seed=5, arrival_cv=cv, **eng)
     assert len(plan.tried) >= 3
@@ -278,7 +279,8 @@ def test_sweep_rows_are_each_rates_simulation_summary(threads, cv):
         res = simulate_serving(ArrivalProcess(30.0, cv), *lengths, n_requests=4000, seed=5, warmup=0.1,
                                replicas=row["replicas"], **eng)  # fmt: skip
         assert row == {"replicas": row["replicas"], **res.summary,
-                       "busy_fraction": float(res.replicas["busy_fraction"].mean())}  # fmt: skip
+                       "busy_fraction": float(res.replicas["busy_fraction"].mean()),
+                       "preemptions": int(res.replicas["preemptions"].sum())}  # fmt: skip
 
 
 @pytest.mark.parametrize("cv", [0.0, 0.5, 1.0, 2.5])

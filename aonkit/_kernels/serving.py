@@ -71,6 +71,7 @@ from .serving_decode import (
     LOW,
     NCOL,
     PN,
+    PRE,
     PTOK,
     QH,
     QL,
@@ -91,6 +92,7 @@ from .serving_decode import (
     kv_room,
     lazy_finish,
 )
+from .serving_paged import admits, preempt
 from .serving_wake import wake_earliest
 
 JSQ, ROUND_ROBIN, CENTRAL = 0, 1, 2
@@ -111,13 +113,16 @@ which costs more than running ahead (measured in session 45)."""
 
 
 @njit
-def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overhead, pf_tab, pf_x0, pf_h, dc_tab,
-             dc_x0, dc_h, ahead=True):
-    """Per request (start, first token, finish, replica); per replica (steps, busy s, prefill and decode tokens).
+def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing, overhead, pf_tab, pf_x0, pf_h,
+             dc_tab, dc_x0, dc_h, ahead=True):
+    """Per request (start, first token, finish, replica); per replica (steps, busy s, tokens, preemptions).
+
+    The tokens per replica are prefill and decode tokens, two arrays.
 
     ``ahead``: run a replica's decode-only steps without an event each, ahead up to the next arrival or lazily (the
     module's docstring); False runs every step as an event, the reference the tests compare with. The counts are
-    the same either way, the times up to rounding.
+    the same either way, the times up to rounding. ``paged``: the KV cache is allocated as contexts grow, with
+    preemption (:mod:`.serving_paged`); every step is then an event.
     """
     n = arr.shape[0]
     start = np.full(n, np.nan)
@@ -126,6 +131,11 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
     rep = np.full(n, -1, np.int64)
     nxt = np.full(n, -1, np.int64)
     rem = pr.copy()
+    ctx0 = pr.copy()  # tokens a request's next prefill computes (its prompt, plus what it generated if preempted)
+    togo = out.copy()  # tokens it has still to produce
+    adm = np.empty(n, np.int64)  # admission stamps: the latest admitted is preempted first
+    stamp = 0
+    ahead = ahead and not (paged and routing == CENTRAL)  # (preempted requests join the queue between arrivals)
     si = np.zeros((n_rep + 1, NCOL), np.int64)
     ends = np.empty(n_rep)  # scratch for wake_earliest
     cell = np.zeros((n_rep, 4))  # a lazy replica's cell of decode steps, kept by wake_earliest (si's CN: 0, none)
@@ -135,7 +145,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
     hv = np.empty((n_rep, max_batch), np.int64)
     pbuf = np.empty((n_rep, max_batch), np.int64)
     ptk = np.empty((n_rep, max_batch), np.int64)
-    lazy = ahead and n_rep >= LAZY_REPLICAS
+    lazy = ahead and not paged and n_rep >= LAZY_REPLICAS
     lend = np.empty(n_rep)  # a lazy replica's step in progress: its end
     lbusy = np.empty(n_rep)  # and its steps' summed durations up to its next finish
     # live events (one per replica) and lazy replicas' stale ones: one at most per arrival (JSQ, round robin), or
@@ -145,7 +155,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
     cap = 3 * n_rep + 8 + (n if lazy and routing != CENTRAL else 0)
     ek = np.empty((1, cap))
     ev = np.empty((1, cap), np.int64)
-    cand = np.empty(n_rep, np.int64)
+    cand = np.empty(2 * n_rep, np.int64)  # (paged: a replica may be a candidate twice at an instant, see below)
     idle = np.empty(n_rep, np.int64)
     big = 0  # the longest request a replica can take (prompt plus output tokens): room for it is room for any
     for j in range(n):
@@ -170,7 +180,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
             lazy_end = si[r, LAZY] == 1
             if lazy_end:  # a lazy replica's next finish: its steps up to it run, the step ending now counted
                 f = lazy_finish(si, r, n_rep if routing == CENTRAL else r, t, arr[i] if i < n else np.inf,
-                                max_batch, kv, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0,
+                                max_batch, kv, busy_s, lend, lbusy, hk, hv, fin, ctx0, togo, overhead, dc_tab, dc_x0,
                                 dc_h)  # fmt: skip
                 if f >= 0:  # lazy still, up to its next finish
                     heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
@@ -181,7 +191,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
             if not lazy_end:
                 si[r, STEPS] += 1
                 if si[r, DEC]:
-                    end_decode_step(si, r, t, hk, hv, fin, pr, out)
+                    end_decode_step(si, r, t, hk, hv, fin, ctx0, togo)
             keep = 0
             for k in range(si[r, PN]):
                 j = pbuf[r, k]
@@ -190,15 +200,16 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
                     pbuf[r, keep] = j
                     keep += 1
                     continue
-                first[j] = t
-                if out[j] == 1:
+                if np.isnan(first[j]):  # (a preempted sequence's first token came at its first prefill)
+                    first[j] = t
+                if togo[j] == 1:
                     fin[j] = t
                     si[r, RUN] -= 1
-                    si[r, KV] -= pr[j] + 1
+                    si[r, KV] -= ctx0[j] + 1
                 else:
-                    heap_push(hk, hv, r, si[r, HN], si[r, DSTEP] + out[j] - 1, j)
+                    heap_push(hk, hv, r, si[r, HN], si[r, DSTEP] + togo[j] - 1, j)
                     si[r, HN] += 1
-                    si[r, SP] += pr[j]
+                    si[r, SP] += ctx0[j]
                     si[r, SJ] += si[r, DSTEP]
             si[r, PN] = keep
             si[r, TOUCH] = 1
@@ -229,7 +240,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
                 si[q, TOUCH] = 1
                 cand[nc] = q
                 nc += 1
-            elif q < n_rep and si[q, LAZY] and si[q, RUN] < max_batch and kv_room(si, q, q, kv, pr, out):
+            elif q < n_rep and si[q, LAZY] and si[q, RUN] < max_batch and kv_room(si, q, q, kv, ctx0, togo):
                 # it can take the request (the first waiting: this one, or one it had no room for): run it to now
                 e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
                 si[q, LAZY] = 0
@@ -254,17 +265,37 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
                 if en + 2 * n_rep > ek.shape[1]:  # room for this instant's events
                     en = drop_stale(ek, ev, en, si)
                 nc, en, n_busy = wake_earliest(si, t, si[n_rep, QL] - ni, nc, cand, en, ek, ev, n_busy, max_batch,
-                                               kv, big, lend, lbusy, busy_s, hk, hv, fin, pr, out, cell, overhead,
+                                               kv, big, lend, lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead,
                                                dc_tab, dc_x0, dc_h, ends)  # fmt: skip
             if ni > 0:  # the idle replicas go first
                 for k in range(nc - 1, -1, -1):
                     cand[k + ni] = cand[k]
                 cand[:ni] = idle[:ni]
                 nc += ni
-        for c in range(nc):  # start the next step of each replica that may have work
+        c = 0
+        while c < nc:  # start the next step of each replica that may have work
             r = cand[c]
+            c += 1
             si[r, TOUCH] = 0
             q = n_rep if routing == CENTRAL else r
+            if paged and si[r, HN] > 0 and (chunked or si[q, QL] == 0 or si[r, RUN] >= max_batch
+                                             or not admits(si, r, kv, paged, ctx0, togo, si[q, QH])):
+                # a decode step: a token for each decoding sequence, the latest admitted preempted until they fit
+                while si[r, KV] + si[r, HN] > kv:
+                    preempt(si, r, q, hk, hv, pbuf, rem, ctx0, togo, adm, nxt)
+                    if q == n_rep and n_busy + nc - c + 1 < n_rep:  # an idle replica takes it now, as at an arrival
+                        for o in range(n_rep):
+                            if o != r and si[o, BUSY] == 0 and si[o, TOUCH] == 0:
+                                if nc == cand.shape[0]:  # the candidates done so far make room
+                                    for k in range(nc - c):
+                                        cand[k] = cand[c + k]
+                                    nc -= c
+                                    c = 0
+                                si[o, TOUCH] = 1
+                                cand[nc] = o
+                                nc += 1
+                                break
+                si[r, KV] += si[r, HN]
             b = si[r, HN]
             pn = si[r, PN]
             tokens = 0
@@ -274,8 +305,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
                 tokens += ptk[r, k]
             while si[q, QL] > 0 and si[r, RUN] < max_batch and tokens < room:
                 j = si[q, QH]
-                take = min(pr[j], room - tokens) if chunked else pr[j]
-                if tokens + take > room or si[r, KV] + pr[j] + out[j] > kv:
+                take = min(rem[j], room - tokens) if chunked else rem[j]
+                if tokens + take > room or not admits(si, r, kv, paged, ctx0, togo, j):
                     break
                 si[q, QH] = nxt[j]
                 si[q, QL] -= 1
@@ -283,9 +314,12 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
                 ptk[r, pn] = take
                 pn += 1
                 tokens += take
+                si[r, KV] += ctx0[j] + (1 if paged else togo[j])
                 si[r, RUN] += 1
-                si[r, KV] += pr[j] + out[j]
-                start[j] = t
+                adm[j] = stamp
+                stamp += 1
+                if np.isnan(start[j]):
+                    start[j] = t
                 rep[j] = r
             decode = b > 0 and (chunked or tokens == 0)
             if tokens == 0 and not decode:
@@ -305,7 +339,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
             n_busy += 1
             end = t + dur
             if (lazy and tokens == 0 and decode and pn == 0
-                    and (si[q, QL] == 0 or si[r, RUN] >= max_batch or (q == r and not kv_room(si, r, q, kv, pr, out)))
+                    and (si[q, QL] == 0 or si[r, RUN] >= max_batch
+                         or (q == r and not kv_room(si, r, q, kv, ctx0, togo)))
                     and hk[r, 0] - 1 - si[r, DSTEP] >= LAZY_STEPS
                     and (routing != CENTRAL or n_rep >= CENTRAL_LAZY_REPLICAS
                          or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS))):
@@ -316,10 +351,12 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, chunked, routing, overh
                 continue
             until = arr[i] if i < n else np.inf
             if ahead and end < until and tokens == 0 and decode and pn == 0 and si[q, QL] == 0:  # a step to take
-                end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h)
+                end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, ctx0, togo, overhead, dc_tab, dc_x0,
+                                   dc_h, paged, kv)  # fmt: skip
                 if end < 0:  # it ran out of work: idle
                     n_busy -= 1
                     continue
             heap_push(ek, ev, np.int64(0), en, end, (r << 32) | si[r, GEN])
             en += 1
-    return start, first, fin, rep, si[:n_rep, STEPS].copy(), busy_s, si[:n_rep, PTOK].copy(), si[:n_rep, DTOK].copy()
+    return (start, first, fin, rep, si[:n_rep, STEPS].copy(), busy_s, si[:n_rep, PTOK].copy(),
+            si[:n_rep, DTOK].copy(), si[:n_rep, PRE].copy())

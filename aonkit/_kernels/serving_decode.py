@@ -15,12 +15,12 @@ from ._jit import njit_leaf, njit_leaf_inline
 
 # columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; CD, CN, CB,
 # CX: the cell of decode steps kept for it, see serving_wake.py; KV: the KV-cache tokens its running sequences
-# reserve, prompt plus output each); row n_rep holds the central queue's head, tail and
-# length, in LAZY the number of lazy replicas, and in LJ how often the central queue's idle replicas left requests
-# waiting (serving.py)
+# reserve, prompt plus output each, or hold (serving_paged.py); PRE: its preemptions); row n_rep holds the central
+# queue's head, tail and length, in LAZY the number of lazy replicas, and in LJ how often the central queue's idle
+# replicas left requests waiting (serving.py)
 QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK, LAZY, GEN, LJ, WOKE = range(19)
-CD, CN, CB, CX, KV = range(19, 24)
-NCOL = 24
+CD, CN, CB, CX, KV, PRE = range(19, 25)
+NCOL = 25
 LOW = (1 << 32) - 1  # an event's value is replica << 32 | the replica's generation (a lazy replica's stale event)
 SHORT = 8
 """Runs of at most this many steps before the next finish, and the first steps of any run, are stepped one by one
@@ -220,11 +220,14 @@ def decode_run(tab, b, x0, h, overhead, base, d, last, end, until):
 
 
 @njit_leaf
-def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h):
-    """Run replica ``r``'s decode-only steps (:func:`decode_run`) up to its next finish or ``until``; their end."""
+def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last=-1):
+    """Run replica ``r``'s decode-only steps (:func:`decode_run`) up to its next finish or ``until``; their end.
+
+    ``last``: the last decode-step count to reach, when before the next finish's.
+    """
     b = si[r, HN]
     steps, end, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, si[r, SP] - si[r, SJ] + b, si[r, DSTEP],
-                                  hk[r, 0] - 1, end, until)  # fmt: skip
+                                  hk[r, 0] - 1 if last < 0 else last, end, until)  # fmt: skip
     si[r, DSTEP] += steps
     si[r, STEPS] += steps
     si[r, DTOK] += b * steps
@@ -233,7 +236,8 @@ def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h):
 
 
 @njit_leaf
-def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h):
+def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h, paged=False,
+                 kv=0):
     """Run replica ``r``'s decode-only steps while each ends before ``until`` (the next arrival).
 
     Called as a decode-only step starts (nothing waiting for ``r``, no prompt in progress): until an
@@ -242,11 +246,18 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
     two finishes the batch is the same and :func:`commit_run` runs those steps at once; a step at which a sequence
     finishes goes through :func:`end_decode_step`. Returns the end of the step in progress (for the event heap) or
     -1 when its last sequence finished and it went idle (``BUSY`` cleared).
+
+    ``paged`` (a KV cache of ``kv`` tokens, :mod:`.serving_paged`): each step started holds a token more for each
+    sequence, and the run stops before a step whose tokens would not fit, or at which a sequence finishes: the event
+    loop ends that step (and preempts as the next starts, or admits).
     """
     while end < until:
         d = si[r, DSTEP]
         last = hk[r, 0] - 1  # the last decode-step count before the next finish
+        if paged:  # and the last before the cache is full: each step started holds a token more per sequence
+            last = min(last, d + (kv - si[r, KV]) // si[r, HN])
         if d < last:  # steps with no sequence finishing: the first few one by one, in a loop of locals
+            d0 = d
             b = si[r, HN]
             sp, sj, steps, dtok, busy = si[r, SP], si[r, SJ], si[r, STEPS], si[r, DTOK], busy_s[r]
             stop = min(last, d + SHORT)
@@ -260,8 +271,12 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
             si[r, DSTEP], si[r, STEPS], si[r, DTOK] = d, steps, dtok
             busy_s[r] = busy
             if end < until and d < last:  # the rest in closed form
-                end = commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
+                end = commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last)
+            if paged:
+                si[r, KV] += b * (si[r, DSTEP] - d0)  # each step ended was followed by one started
             continue
+        if paged:
+            return end
         si[r, STEPS] += 1  # the step ending at `end`: a sequence finishes
         end_decode_step(si, r, end, hk, hv, fin, pr, out)
         b = si[r, HN]

@@ -26,10 +26,11 @@ import pandas as pd
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
 from .serving_stats import METRICS, PERCENTILES, busy_fraction, latencies, serving_summary, summary_in_arrival_order
 
-__all__ = ["METRICS", "PERCENTILES", "ROUTINGS", "Prepared", "ServingResult", "prepare", "rerun", "serving_summary",
-           "simulate_serving", "summarize", "thread_pool"]
+__all__ = ["KV_POLICIES", "METRICS", "PERCENTILES", "ROUTINGS", "Prepared", "ServingResult", "prepare", "rerun",
+           "serving_summary", "simulate_serving", "summarize", "thread_pool"]
 
 ROUTINGS = ("jsq", "round_robin", "central")
+KV_POLICIES = ("reserve", "paged")
 UNLIMITED = 2**62
 
 
@@ -50,8 +51,8 @@ class ServingResult:
         (finish - arrival).
     replicas : pandas.DataFrame
         One row per replica: ``replica`` (index), ``requests`` (served), ``steps``, ``busy_s``,
-        ``busy_fraction`` (of the span from the first arrival to the last finish), ``prefill_tokens``,
-        ``decode_tokens``.
+        ``busy_fraction`` (of the span from the first arrival to the last finish), ``prefill_tokens`` (prompts
+        computed again after a preemption included), ``decode_tokens``, ``preemptions`` (``kv_policy="paged"``).
     summary : dict
         :func:`serving_summary` of ``requests`` with the call's ``warmup``.
     """
@@ -64,8 +65,9 @@ class ServingResult:
 def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
                      output_tokens: int | Lengths | object, *, step_time: StepTime, n_requests: int | None = None,
                      replicas: int = 1, max_batch: int = 1, token_budget: int | None = None,
-                     kv_tokens: int | None = None, chunked_prefill: bool = False, routing: str = "jsq",
-                     seed: int | None = None, warmup: float = 0.0, context_points: int = 513) -> ServingResult:
+                     kv_tokens: int | None = None, kv_policy: str = "reserve", chunked_prefill: bool = False,
+                     routing: str = "jsq", seed: int | None = None, warmup: float = 0.0,
+                     context_points: int = 513) -> ServingResult:
     """Simulate requests served by ``replicas`` continuous-batching engines.
 
     Parameters
@@ -87,6 +89,12 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         its prompt plus output tokens fit beside those of the sequences running, reserved until it finishes
         (nothing is preempted); one that would not fit an empty engine is refused at arrival (no replica, -1,
         and no times, NaN; counted in the summary's ``rejected``).
+    kv_policy : {"reserve", "paged"}
+        How the cache admits: ``"reserve"`` holds a request's prompt plus output tokens from admission (nothing is
+        preempted); ``"paged"`` holds what its context has grown to (vLLM's blocks, of one token) and preempts the
+        latest-admitted sequence when a decode step would not fit, to be computed again (prompt and generated
+        tokens) when admitted next (:mod:`aonkit._kernels.serving_paged`). Without chunked prefill the token
+        budget must then hold the longest context a preempted request computes again.
     chunked_prefill : bool
         Mix prompt chunks into decode steps (vLLM's chunked prefill, Sarathi) instead of running
         whole prompts in prefill-only steps that pause decoding (the default).
@@ -102,9 +110,9 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
     """
     run = prepare(arrivals, prompt_tokens, output_tokens, step_time=step_time, n_requests=n_requests,
                   replicas=replicas, max_batch=max_batch, token_budget=token_budget, kv_tokens=kv_tokens,
-                  chunked_prefill=chunked_prefill, routing=routing, seed=seed, warmup=warmup,
+                  kv_policy=kv_policy, chunked_prefill=chunked_prefill, routing=routing, seed=seed, warmup=warmup,
                   context_points=context_points)  # fmt: skip
-    start, first, fin, rep, steps, busy, ptok, dtok = _execute(run)
+    start, first, fin, rep, steps, busy, ptok, dtok, preempted = _execute(run)
     arr, prompt, output = run.arrivals, run.prompt, run.output
     queue, ttft, tpot, e2e = latencies(arr, output, start, first, fin)
     requests = pd.DataFrame({
@@ -115,7 +123,7 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         "replica": np.arange(run.replicas), "requests": np.bincount(rep[rep >= 0], minlength=run.replicas),
         "steps": steps,
         "busy_s": busy, "busy_fraction": busy_fraction(busy, arr, fin), "prefill_tokens": ptok,
-        "decode_tokens": dtok,
+        "decode_tokens": dtok, "preemptions": preempted,
     })
     return ServingResult(requests, per_replica, serving_summary(requests, warmup))
 
@@ -139,14 +147,14 @@ class Prepared(NamedTuple):
 def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
             output_tokens: int | Lengths | object, *, step_time: StepTime, n_requests: int | None = None,
             replicas: int = 1, max_batch: int = 1, token_budget: int | None = None, kv_tokens: int | None = None,
-            chunked_prefill: bool = False, routing: str = "jsq", seed: int | None = None, warmup: float = 0.0,
-            context_points: int = 513) -> Prepared:
+            kv_policy: str = "reserve", chunked_prefill: bool = False, routing: str = "jsq", seed: int | None = None,
+            warmup: float = 0.0, context_points: int = 513) -> Prepared:
     """Validate and draw one simulation's inputs; nothing runs yet (:func:`summarize` runs it).
 
     Parameters
     ----------
     arrivals, prompt_tokens, output_tokens, step_time, n_requests, replicas, max_batch, token_budget, kv_tokens,
-    chunked_prefill, routing, seed, warmup, context_points
+    kv_policy, chunked_prefill, routing, seed, warmup, context_points
         As for :func:`simulate_serving`, which calls this first.
 
     Returns
@@ -189,6 +197,17 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     if int(kv) != kv or kv < 1:
         raise ValueError(f"kv_tokens must be a positive integer, got {kv_tokens!r}")
     kv = int(kv)
+    if kv_policy not in KV_POLICIES:
+        raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
+    if kv < UNLIMITED and kv >= int(max_batch) * (int((prompt + output).max()) + 1):
+        kv = UNLIMITED  # a cache that no batch can fill (the kernel then runs ahead and lazily): the same run
+    paged = kv_policy == "paged" and kv < UNLIMITED
+    if paged and not chunked_prefill:
+        served = prompt + output <= kv
+        longest = int((prompt + output - 1)[served].max()) if served.any() else 0
+        if longest > budget:
+            raise ValueError(f"with kv_policy='paged' and no chunked prefill, token_budget={budget} must hold the "
+                             f"{longest} tokens a preempted request may compute again (its prompt and output less one)")
     if not 0 <= warmup < 1:
         raise ValueError(f"warmup must be in [0, 1), got {warmup!r}")
     k = min(int(max_batch), n)
@@ -198,7 +217,7 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN, UNLIMITED_KV
 
     code = {"jsq": JSQ, "round_robin": ROUND_ROBIN, "central": CENTRAL}[routing]
-    args = (int(replicas), int(max_batch), budget, min(kv, UNLIMITED_KV), bool(chunked_prefill), code,
+    args = (int(replicas), int(max_batch), budget, min(kv, UNLIMITED_KV), paged, bool(chunked_prefill), code,
             float(step_time.overhead_s), *tabs)  # fmt: skip
     return Prepared(arr, prompt, output, np.argsort(arr, kind="stable"), int(replicas), float(warmup), args)
 
@@ -236,15 +255,16 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None) -> list[dict
     -------
     list of dict
         Per run, in order: what ``simulate_serving(...).summary`` holds for the same arguments, to the last bit,
-        and ``busy_fraction`` (the mean of the replicas'). No per-request table is built.
+        ``busy_fraction`` (the mean of the replicas') and ``preemptions`` (their sum). No per-request table is built.
     """
     def one(run: Prepared) -> dict:  # in arrival order, as the kernel gives it: no column goes back to input order
         arr, output = run.arrivals[run.order], run.output[run.order]
-        start, first, fin, _, _, busy, _, _ = _kernel(run, arr, output)
+        start, first, fin, _, _, busy, _, _, preempted = _kernel(run, arr, output)
         k = int(np.floor(run.warmup * arr.size))  # the measured requests: from the k-th arrival on
         lat = latencies(arr[k:], output[k:], start[k:], first[k:], fin[k:])
         summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES)
-        return {**summary, "busy_fraction": float(np.mean(busy_fraction(busy, arr, fin)))}
+        return {**summary, "busy_fraction": float(np.mean(busy_fraction(busy, arr, fin))),
+                "preemptions": int(preempted.sum())}
 
     n = min(len(runs), os.cpu_count() or 1, 8) if threads is None else max(1, int(threads))
     if n <= 1 or len(runs) <= 1:

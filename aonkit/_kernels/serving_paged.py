@@ -1,0 +1,81 @@
+"""Paged KV cache in the serving simulation (:mod:`.serving`): blocks allocated as contexts grow, and preemption.
+
+With ``paged`` a replica's KV cache of ``kv`` tokens holds what its sequences have computed, as vLLM's block
+manager does with blocks of one token: a request admitted holds its prompt (or, recomputed, its prompt and the
+tokens it had generated) plus one slot for its next token, and each decode step it takes part in adds one. When a
+decode step would not fit, the latest-admitted running sequence is preempted (vLLM's recompute mode): its cache is
+freed and it goes back to the front of its queue, to be prefilled again, prompt and generated tokens, when it is
+admitted next; its first token and the tokens it had stay emitted. The sequences admitted first are never
+preempted: the oldest alone always fits (its prompt plus output is at most ``kv``, or it was refused). A request
+is admitted only with room for its context, its next slot, and one more token for each sequence already running
+(vLLM keeps a watermark of free blocks for the same reason): a sequence just preempted cannot be taken back at
+the next step only to be preempted again.
+
+Per request the kernel keeps ``ctx0`` (tokens its next prefill computes: the prompt, then prompt plus generated),
+``left`` (tokens still to produce) and ``adm`` (an admission stamp: the latest is the one preempted). A sequence
+finishing frees ``ctx0 + left`` tokens, in either mode (:func:`.serving_decode.end_decode_step`). Loops index
+with ``range(n)`` from 0.
+"""
+
+from __future__ import annotations
+
+from ._jit import njit_leaf
+from .serving_decode import DSTEP, HN, KV, PN, PRE, QH, QL, QT, RUN, SJ, SP, sift_down
+
+
+@njit_leaf
+def admits(si, r, kv, paged, ctx0, left, j):
+    """Whether replica ``r``'s KV cache (``kv`` tokens) admits request ``j`` now.
+
+    Reserving (not ``paged``): its prompt plus output fit beside the running sequences' reservations. Paged: its
+    context and next slot, and a token for each running sequence, fit beside what they hold.
+    """
+    if paged:
+        return si[r, KV] + ctx0[j] + 1 + si[r, RUN] <= kv
+    return si[r, KV] + ctx0[j] + left[j] <= kv
+
+
+@njit_leaf
+def preempt(si, r, q, hk, hv, pbuf, rem, ctx0, left, adm, nxt):
+    """Preempt replica ``r``'s latest-admitted running sequence (recompute) to the front of queue ``q``; its index.
+
+    Called as a step starts. A decoding sequence has generated one token at its prefill and one per decode step
+    since (``DSTEP`` less the step count its prefill ended at, recovered from its heap key); a sequence still in
+    its prompt (chunked prefill) has generated none and starts its prompt again.
+    """
+    best, at, decoding = -1, -1, False
+    for k in range(si[r, HN]):
+        if best < 0 or adm[hv[r, k]] > adm[best]:
+            best, at, decoding = hv[r, k], k, True
+    for k in range(si[r, PN]):
+        if best < 0 or adm[pbuf[r, k]] > adm[best]:
+            best, at, decoding = pbuf[r, k], k, False
+    j = best
+    if decoding:
+        d_adm = hk[r, at] - left[j] + 1  # the decode-step count when its prefill ended
+        g = 1 + si[r, DSTEP] - d_adm  # tokens generated
+        n = si[r, HN] - 1
+        hk[r, at], hv[r, at] = hk[r, n], hv[r, n]
+        si[r, HN] = n
+        for k in range(n // 2 - 1, -1, -1):
+            sift_down(hk, hv, r, k, n)
+        si[r, SP] -= ctx0[j]
+        si[r, SJ] -= d_adm
+        si[r, KV] -= ctx0[j] + g
+        ctx0[j] += g
+        left[j] -= g
+    else:
+        for k in range(at, si[r, PN] - 1):
+            pbuf[r, k] = pbuf[r, k + 1]
+        si[r, PN] -= 1
+        si[r, KV] -= ctx0[j] + 1
+    rem[j] = ctx0[j]
+    si[r, RUN] -= 1
+    si[r, PRE] += 1
+    if si[q, QL] == 0:
+        si[q, QT] = j
+    else:
+        nxt[j] = si[q, QH]
+    si[q, QH] = j
+    si[q, QL] += 1
+    return j

@@ -1,0 +1,259 @@
+"""A paged KV cache in the serving simulation: blocks as contexts grow, preemption and recompute, against SimPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aonkit._kernels.serving import simulate
+from aonkit.model import ArrivalProcess, Lengths, StepTime, simulate_serving
+from aonkit.model.serving import prepare
+
+from .test_serving import ENGINE, assert_same_run, workload
+
+
+def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, step_time, kv, central=False):
+    """The paged policy in SimPy, from its description: explicit sequences, lists, a shared queue or JSQ.
+
+    A sequence is a dict: request, prompt tokens to compute (prompt plus tokens generated before a preemption),
+    how many of them are done, tokens generated in all, cache tokens held and its admission number.
+    """
+    simpy = pytest.importorskip("simpy")
+    env = simpy.Environment()
+    n = len(arr)
+    start, first, fin = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    preempted = [0] * replicas
+    idle_then = [0]  # preemptions on the shared queue while another replica was idle
+    (pa, pb), (da, db, dc) = step_time.prefill_time_s, step_time.decode_time_s
+    queues = [[] for _ in range(1 if central else replicas)]
+    running = [[] for _ in range(replicas)]
+    generated = np.zeros(n, np.int64)
+    wake = [None] * replicas
+    stamp = [0]
+
+    def queue(r):
+        return queues[0] if central else queues[r]
+
+    def held(r):
+        return sum(s["held"] for s in running[r])
+
+    def preempt_latest(r):
+        v = max(running[r], key=lambda s: s["adm"])
+        running[r].remove(v)
+        preempted[r] += 1
+        queue(r).insert(0, v["j"])
+        for k in range(replicas):  # an idle replica may take it now
+            if central and wake[k] is not None and not wake[k].triggered:
+                wake[k].succeed()
+                idle_then[0] += 1
+
+    def engine(r):
+        while True:
+            q = queue(r)
+            decoding = [s for s in running[r] if s["done"] == s["ctx"]]
+
+            def admissible(j):
+                ctx = prompt[j] + generated[j]
+                return len(running[r]) < max_batch and held(r) + ctx + 1 + len(running[r]) <= kv
+
+            decode_step = bool(decoding) and (chunked or not (q and admissible(q[0])))
+            if decode_step:
+                while held(r) + len([s for s in running[r] if s["done"] == s["ctx"]]) > kv:
+                    preempt_latest(r)
+                decoding = [s for s in running[r] if s["done"] == s["ctx"]]
+                for s in decoding:
+                    s["held"] += 1
+            room = budget - len(decoding) if chunked else budget
+            plan, used = [], 0
+            for s in sorted(running[r], key=lambda s: s["adm"]):
+                if s["done"] < s["ctx"] and used < room:
+                    plan.append((s, min(s["ctx"] - s["done"], room - used)))
+                    used += plan[-1][1]
+            while q and used < room and admissible(q[0]):
+                j = q[0]
+                ctx = prompt[j] + generated[j]
+                take = min(ctx, room - used) if chunked else ctx
+                if used + take > room:
+                    break
+                q.pop(0)
+                s = {"j": j, "ctx": ctx, "done": 0, "held": ctx + 1, "adm": stamp[0]}
+                stamp[0] += 1
+                running[r].append(s)
+                if np.isnan(start[j]):
+                    start[j] = env.now
+                plan.append((s, take))
+                used += take
+            if not chunked and plan:
+                decoding = []
+            if not plan and not decoding:
+                wake[r] = env.event()
+                yield wake[r]
+                continue
+            ctx = sum(prompt[s["j"]] + generated[s["j"]] for s in decoding)
+            dur = step_time.overhead_s + (pa + pb * used if used else 0.0)
+            dur += da + db * len(decoding) + dc * ctx if decoding else 0.0
+            yield env.timeout(dur)
+            for s in decoding:
+                generated[s["j"]] += 1
+            for s, take in plan:
+                s["done"] += take
+                if s["done"] == s["ctx"]:
+                    generated[s["j"]] += 1
+                    if np.isnan(first[s["j"]]):
+                        first[s["j"]] = env.now
+            for s in list(running[r]):
+                if s["done"] == s["ctx"] and generated[s["j"]] == output[s["j"]]:
+                    fin[s["j"]] = env.now
+                    running[r].remove(s)
+
+    def source():  # the requests of one instant all arrive before any engine looks at its queue
+        order = np.argsort(arr, kind="stable")
+        for t in np.unique(arr):
+            yield env.timeout(t - env.now)
+            for j in order[arr[order] == t]:
+                if prompt[j] + output[j] > kv:
+                    continue
+                r = 0 if central else min(range(replicas), key=lambda k: len(queues[k]) + len(running[k]))
+                queue(r).append(j)
+                for k in range(replicas) if central else (r,):
+                    if wake[k] is not None and not wake[k].triggered:
+                        wake[k].succeed()
+
+    for r in range(replicas):
+        env.process(engine(r))
+    env.process(source())
+    env.run()
+    return start, first, fin, preempted, idle_then[0]
+
+
+@pytest.mark.parametrize(("chunked", "budget", "routing"), [(False, 2048, "jsq"), (True, 256, "jsq"),
+                                                            (False, 2048, "central"), (True, 256, "central")])
+def test_paged_admission_and_preemption_match_an_independent_simpy_model(chunked, budget, routing):
+    # GIVEN 3,000 requests of 16-600 prompt tokens on two engines of max batch 8 with caches of 2,500 tokens (about
+    # seven mean requests at their end) and 900 (the longest refused)
+    arr, prompt, output = workload(3000, 7)
+    engine = ENGINE
+    for kv in (2500, 900):
+        # WHEN the kernel and a SimPy model written from the policy's words serve them
+        res = simulate_serving(arr, prompt, output, token_budget=budget, chunked_prefill=chunked, kv_tokens=kv,
+                               kv_policy="paged", routing=routing, **engine)  # fmt: skip
+        start, first, fin, preempted, _ = simpy_paged(arr, prompt, output, budget=budget, chunked=chunked, kv=kv,
+                                                   central=routing == "central", **engine)  # fmt: skip
+        # THEN every request starts, gets its first token and finishes at the same instants, or is refused by both,
+        # and the replicas preempted as often
+        r = res.requests
+        for got, want in ((r["start_s"], start), (r["first_token_s"], first), (r["finish_s"], fin)):
+            np.testing.assert_allclose(got, want, rtol=1e-9)
+        assert res.replicas["preemptions"].tolist() == preempted and sum(preempted) > 20
+        assert np.array_equal(r["replica"] == -1, prompt + output > kv)
+        # AND a preempted request's prompt and tokens were computed again: more prefill tokens than prompts
+        assert res.replicas["prefill_tokens"].sum() > prompt[prompt + output <= kv].sum()
+        # (the token after a recompute comes from that prefill, not a decode step; a prompt preempted in its
+        # prefill had none)
+        decoded, pre = res.replicas["decode_tokens"].sum(), sum(preempted)
+        want = (output - 1)[prompt + output <= kv].sum()
+        assert decoded == want - pre if not chunked else want - pre <= decoded < want
+
+
+def test_a_request_preempted_on_one_queue_goes_to_an_idle_replica_at_once():
+    # GIVEN three requests of 20 + 30 tokens arriving together at two idle replicas on one queue, caches of 100
+    # tokens, a prefill step of 0.25 s and decode steps of 0.125 s: replica 0 admits all three (21 + 22 + 23 tokens
+    # with a token of room for each running one), replica 1 none
+    exact = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0, 0.0))
+    kw = dict(step_time=exact, replicas=2, max_batch=4, token_budget=4096, kv_tokens=100, kv_policy="paged",
+              routing="central")  # fmt: skip
+    res = simulate_serving([0.0, 0.0, 0.0], 20, 30, **kw)
+    r = res.requests
+    # THEN after 12 decode steps (63 + 36 tokens held) the 13th would not fit: the latest admitted is preempted at
+    # 1.75 s, replica 1 (idle) takes it at once and computes its 20 + 13 tokens again, its next token at 2.0 s and
+    # its last 16 decode steps later; the other two finish on replica 0 with the room it left
+    assert r["replica"].tolist() == [0, 0, 1] and r["first_token_s"].tolist() == [0.25] * 3
+    assert r["finish_s"].tolist() == [0.25 + 29 * 0.125] * 2 + [2.0 + 16 * 0.125]
+    assert res.replicas["preemptions"].tolist() == [1, 0] and res.replicas["prefill_tokens"].tolist() == [60, 33]
+    # AND the SimPy model agrees
+    start, first, fin, preempted, idle = simpy_paged(np.zeros(3), np.full(3, 20), np.full(3, 30), budget=4096,
+                                                     chunked=False, kv=100, central=True, step_time=exact,
+                                                     replicas=2, max_batch=4)  # fmt: skip
+    assert fin.tolist() == r["finish_s"].tolist() and preempted == [1, 0] and idle == 1
+
+
+def test_paged_admits_more_than_reserving_and_pays_in_preemptions():
+    # GIVEN a loaded engine whose cache holds a few whole requests (geometric outputs of mean 200)
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    kw = dict(step_time=st, n_requests=20_000, replicas=2, max_batch=32, token_budget=512, chunked_prefill=True,
+              kv_tokens=6000, seed=3, warmup=0.1)  # fmt: skip
+    spec = (ArrivalProcess(6.0), Lengths.lognormal(300, 1.0), Lengths.geometric(200))
+    paged = simulate_serving(*spec, kv_policy="paged", **kw)
+    reserve = simulate_serving(*spec, kv_policy="reserve", **kw)
+    # THEN holding only what contexts have grown to runs more sequences at once: shorter queues, more output per
+    # second, at the cost of preemptions (none when reserving)
+    assert paged.summary["queue_mean_s"] < 0.5 * reserve.summary["queue_mean_s"]
+    assert paged.replicas["preemptions"].sum() > 0 and reserve.replicas["preemptions"].sum() == 0
+    # AND with no cache limit the two policies are the same simulation
+    free = {k: v for k, v in kw.items() if k != "kv_tokens"}
+    a, b = simulate_serving(*spec, kv_policy="paged", **free), simulate_serving(*spec, **free)
+    assert a.summary == b.summary
+
+
+def test_a_cache_no_batch_can_fill_is_no_limit():
+    # GIVEN requests of at most 300 + 60 tokens, batches of 8: a cache of 8 x 361 tokens never fills
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    spec = (ArrivalProcess(40.0), Lengths.uniform(1, 300), Lengths.uniform(1, 60))
+    kw = dict(step_time=st, n_requests=3000, replicas=4, max_batch=8, seed=2)
+    top = prepare(*spec, **kw)
+    need = 8 * (int((top.prompt + top.output).max()) + 1)
+    for policy in ("reserve", "paged"):
+        run = prepare(*spec, kv_tokens=need, kv_policy=policy, **kw)
+        # THEN it is simulated as no limit (lazy replicas and all), with the results the limit gives step by step
+        assert run.kernel_args[3] == 2**62 and run.kernel_args[4] is False
+        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order])
+        limited = simulate(*args, *run.kernel_args[:3], need, policy == "paged", *run.kernel_args[5:], False)
+        assert_same_run(simulate(*args, *run.kernel_args), limited, 1e-12)
+        # AND a token less is a limit
+        assert prepare(*spec, kv_tokens=need - 1, kv_policy=policy, **kw).kernel_args[3] == need - 1
+
+
+@pytest.mark.parametrize("routing", ["jsq", "round_robin", "central"])
+def test_paged_runs_keep_their_invariants(routing):
+    # GIVEN random paged engines (1-12 replicas, batches of 1-11, whole or chunked prompts) with tight caches
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    preemptions = 0
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        chunked, mb, replicas = bool(seed % 2), int(rng.integers(1, 12)), int(rng.integers(1, 13))
+        kv = int(rng.integers(700, 4000))
+        run = prepare(ArrivalProcess(float(rng.uniform(1, 30))), Lengths.uniform(1, 300), Lengths.geometric(60),
+                      step_time=st, n_requests=2000, replicas=replicas, max_batch=mb, chunked_prefill=chunked,
+                      routing=routing, token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else 2048,
+                      kv_tokens=kv, kv_policy="paged", seed=seed)  # fmt: skip
+        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        res = simulate(*args, True)
+        # THEN the run is the same asked to run ahead or not (paged runs every step as an event, unless no batch can
+        # fill the cache: then it is no limit)
+        assert_same_run(res, simulate(*args, False), 1e-12)
+        start, first, fin, rep = res[:4]
+        served = rep >= 0
+        assert np.array_equal(~served, args[1] + args[2] > kv)
+        assert np.all(first[served] > start[served]) and np.all(fin[served] >= first[served])
+        want = (args[2] - 1)[served].sum()  # every output token decoded once, or made by a recompute's prefill
+        assert want - res[8].sum() <= res[7].sum() <= want
+        preemptions += int(res[8].sum())
+    assert preemptions > 100
+    # AND with step ends on arrival instants (binary fractions), running ahead gives the event loop's run to the bit
+    exact = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0, 0.0))
+    for replicas, output in ((1, 40), (3, 60)):
+        run = prepare(np.arange(1, 600) * 0.125, Lengths.uniform(1, 60), Lengths.geometric(output), step_time=exact,
+                      replicas=replicas, max_batch=6, routing=routing, kv_tokens=300, kv_policy="paged", seed=1,
+                      token_budget=2048)  # fmt: skip
+        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        ahead = simulate(*args, True)
+        assert_same_run(ahead, simulate(*args, False), 0.0)
+        assert ahead[8].sum() > 10
+
+
+def test_paged_without_chunking_needs_a_budget_for_a_recomputed_context():
+    with pytest.raises(ValueError, match="must hold the 749 tokens a preempted request"):
+        simulate_serving([0.0, 0.1], [500, 10], [250, 5], step_time=ENGINE["step_time"], max_batch=2,
+                         token_budget=600, kv_tokens=1000, kv_policy="paged")  # fmt: skip
+    with pytest.raises(ValueError, match="kv_policy must be one of"):
+        simulate_serving([0.0], 10, 10, step_time=ENGINE["step_time"], kv_tokens=100, kv_policy="vllm")
