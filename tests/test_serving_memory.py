@@ -164,3 +164,18 @@ def test_the_llm_panels_fp8_inference_reads_one_byte_a_weight_as_the_serving_pan
     p.dtype.value = "bf16"
     assert p.kv.kv_tokens < serving_memory(cfg, h100, 8, "fp8").kv_tokens
     assert p.sources["batch"].data["tpot_ms"][0] > 1.15 * want[0]
+
+
+def test_the_panels_paged_cache_admits_more_and_says_how_often_it_preempted() -> None:
+    # GIVEN Llama-3 70B on two H100s (8,827 tokens of cache), random lengths, at 1.5 requests/s
+    p = ServingPanel(1.5, n_requests=N, model="Llama-3 70B", device="H100 SXM", tp=2, max_batch=64)
+    reserve = p.numbers()
+    assert reserve["preemptions"] == 0 and "preemptions" not in p.text()
+    # WHEN the cache is paged (vLLM's way)
+    p.kv_policy.value = "paged"
+    assert p.engine()["kv_policy"] == "paged" and not p.error
+    paged = p.numbers()
+    # THEN more sequences run at once: a higher capacity, bought with preemptions, which the line counts
+    assert paged["capacity_per_s"] > 1.1 * reserve["capacity_per_s"]
+    assert paged["preemptions"] > 0 and f"; {paged['preemptions']:,} preemptions (a full KV cache)" in p.text()
+    assert p.sweep["preemptions"].max() > 0

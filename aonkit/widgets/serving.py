@@ -50,7 +50,7 @@ from ..views.serving import knee_data, marker_data, slo_data, sweep_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
-from .serving_controls import DTYPE_TIPS, ROUTING_TIPS, STYLE, WIDE, linear_boxes, log_slider, slider, toggles
+from .serving_controls import STYLE, TIPS, WIDE, linear_boxes, log_slider, slider, toggles
 from .serving_results import ServingResults, memory_words
 
 SEARCH_THREADS = min(os.cpu_count() or 1, 4)
@@ -80,6 +80,10 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         Their engine admits a request only while its KV cache, in what the weights leave of the GPUs, has room
         for its prompt and output tokens beside the running ones (:meth:`kv_limit`; longer requests are refused);
         weights that do not fit, or a cache that cannot hold one request of the mean lengths, are an error.
+    kv_policy : {"reserve", "paged"}
+        How that cache admits (:func:`~aonkit.model.simulate_serving`): a request's whole prompt and output
+        reserved, or its context as it grows, with preemption (vLLM's way; the simulation runs every step of a
+        replica whose cache may fill, so answers take longer).
     prefill, decode : tuple
         Linear coefficients ``(a, b)`` (s, s/token) and ``(a, b, c)`` (s, s/sequence, s/context token).
     overhead : float
@@ -127,7 +131,8 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
                  token_budget: int = 2048, prompt_tokens: int = 512, output_tokens: int = 128,
                  lengths: str = "random", chunked_prefill: bool = True, slo_s: float = 0.5, routing: str = "jsq",
                  step_time: str | StepFit | StepTime = "model", model: str = "Llama-3 8B", device: str = "H100 SXM",
-                 tp: int = 1, dtype: str = "bf16", prefill: tuple[float, float] = (0.005, 2e-5),
+                 tp: int = 1, dtype: str = "bf16", kv_policy: str = "reserve",
+                 prefill: tuple[float, float] = (0.005, 2e-5),
                  decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7), overhead: float = 0.0,
                  n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0,
                  live: bool = True) -> None:  # fmt: skip
@@ -139,7 +144,7 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         self.rate = log_slider("arrival rate (/s)", rate_per_s, -1, 4, live)
         self.cv = slider(w.FloatSlider, "arrival CV", cv, 0.0, 4.0, 0.1, live)
         self.replicas = slider(w.IntSlider, "replicas", replicas, 1, 64, 1, live)
-        self.routing = toggles("routing", list(ROUTINGS), routing, ROUTING_TIPS, "90px")
+        self.routing = toggles("routing", list(ROUTINGS), routing, TIPS["routing"], "90px")
         self.max_batch = slider(w.IntSlider, "max batch", max_batch, 1, 512, 1, live)
         self.token_budget = slider(w.IntSlider, "token budget", token_budget, 64, 16384, 64, live)
         self.prompt = slider(w.IntSlider, "prompt tokens", prompt_tokens, 1, 16384, 1, live)
@@ -153,9 +158,10 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         self.device = w.Dropdown(options=list(self.devices), value=device, description="device", style=STYLE,
                                  layout=WIDE)  # fmt: skip
         self.tp = w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=STYLE, layout=WIDE)
-        self.dtype = toggles("precision", ["bf16", "fp16", "fp8"], dtype, DTYPE_TIPS, "60px")
+        self.dtype = toggles("precision", ["bf16", "fp16", "fp8"], dtype, TIPS["dtype"], "60px")
+        self.kv_policy = toggles("KV cache", ["reserve", "paged"], kv_policy, TIPS["kv_policy"], "70px")
         self.coeffs = linear_boxes(prefill, decode, overhead)
-        self.model_box = w.VBox([self.model, self.device, self.tp, self.dtype])
+        self.model_box = w.VBox([self.model, self.device, self.tp, self.dtype, self.kv_policy])
         self.linear_box = w.VBox(list(self.coeffs.values()))
         self._toggle_step_boxes()
         self._step_times = ModelStepTimes()
@@ -169,7 +175,7 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
         self._controls = (self.rate, self.cv, self.replicas, self.routing, self.max_batch, self.token_budget,
                           self.prompt, self.output, self.lengths, self.chunked, self.slo, self.step_kind, self.model,
-                          self.device, self.tp, self.dtype, *self.coeffs.values())  # fmt: skip
+                          self.device, self.tp, self.dtype, self.kv_policy, *self.coeffs.values())  # fmt: skip
         """Every control a change of which is simulated (observed, and the keys of :meth:`_inputs`)."""
         self._evaluate()
         self.view = Charts(sweep_charts(), {
@@ -249,6 +255,7 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
     def engine(self) -> dict[str, Any]:
         """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the engine (not ``replicas``)."""
         return {"step_time": self.step_time(), "max_batch": int(self.max_batch.value), "kv_tokens": self.kv_limit(),
+                "kv_policy": str(self.kv_policy.value),
                 "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value),
                 "routing": str(self.routing.value)}  # fmt: skip
 

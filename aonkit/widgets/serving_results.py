@@ -52,7 +52,7 @@ class ServingResults:
         """Headline numbers: the knee, capacity, and the sweep row at the chosen rate.
 
         ``rejected_fraction``: of the measured requests at the chosen rate, those refused (longer than a replica's
-        KV cache holds).
+        KV cache holds); ``preemptions``: at the chosen rate (a paged cache).
         """
         self._request.flush()
         at = self._sweep.iloc[(self._sweep["arrival_rate_per_s"] - float(self.rate.value)).abs().argmin()]
@@ -60,7 +60,8 @@ class ServingResults:
         return {"knee_rate_per_s": self._knee["knee_rate_per_s"], "capacity_per_s": self._knee["capacity_per_s"],
                 "ttft_p99_s": float(at["ttft_p99_s"]), "tpot_p50_s": float(at["tpot_p50_s"]),
                 "e2e_p99_s": float(at["e2e_p99_s"]), "replicas_needed": math.nan if need is None else need,
-                "rejected_fraction": float(at["rejected"] / at["measured"])}  # fmt: skip
+                "rejected_fraction": float(at["rejected"] / at["measured"]),
+                "preemptions": int(at["preemptions"])}  # fmt: skip
 
     def text(self) -> str:
         """A one-line plain-text summary (also the ``text/plain`` of the widget)."""
@@ -72,7 +73,7 @@ class ServingResults:
                 f"{theme.fmt_ns(n['ttft_p99_s'] * 1e9)}, p50 TPOT {theme.fmt_ns(n['tpot_p50_s'] * 1e9)}, p99 e2e "
                 f"{theme.fmt_ns(n['e2e_p99_s'] * 1e9)}; knee {n['knee_rate_per_s']:.3g} req/s, capacity "
                 f"{n['capacity_per_s']:.3g} req/s; replicas for p99 TTFT <= {float(self.slo.value):.3g} s: "
-                f"{need_text}{refused_words(n['rejected_fraction'])}")  # fmt: skip
+                f"{need_text}{refused_words(n['rejected_fraction'])}{preempted_words(n['preemptions'])}")  # fmt: skip
 
     def _show(self) -> None:
         status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
@@ -122,6 +123,11 @@ def memory_words(mem: ServingMemory, tokens: int, chosen: int) -> str:
     text = (f"{gb}; the rest holds {mem.kv_tokens:,} tokens of KV cache, {fits:,} sequences of {tokens:,} "
             f"(mean prompt + output)")  # fmt: skip
     return text + (f": the cache, not the max batch {chosen}, bounds the batch" if fits < chosen else "")
+
+
+def preempted_words(count: int) -> str:
+    """The preemptions at the chosen rate, as the end of the panel's line ("" when none)."""
+    return f"; {count:,} preemptions (a full KV cache)" if count else ""
 
 
 def refused_words(fraction: float) -> str:
