@@ -1,6 +1,6 @@
 """How long ``ServingPanel`` takes to answer a change under each routing, with many replicas and a high load.
 
-Usage: ``PYTHONPATH=. python bench/serving_routing.py [--repeats 3] [--kernel MODULE]``.
+Usage: ``PYTHONPATH=. python bench/serving_routing.py [--repeats 3] [--kernel MODULE] [--kv-policy paged]``.
 
 For each (replicas, rate) setting and routing, a panel (its defaults otherwise: Llama-3 8B on one H100, 20,000
 requests per simulation, the sweep's rates around the chosen one) is made, and its device is changed to each of
@@ -47,6 +47,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--kernel", help="a module with a variant `simulate`, alternated with the installed one")
+    ap.add_argument("--kv-policy", default="reserve", choices=("reserve", "paged"), help="the panels' KV cache")
     a = ap.parse_args()
     kernels = {"installed": kernel.simulate}
     if a.kernel:
@@ -64,7 +65,8 @@ def main() -> int:
             for _ in range(a.repeats):
                 for name, fn in kernels.items():
                     kernel.simulate = fn
-                    panel = ServingPanel(rate_per_s=rate, replicas=replicas, routing=routing)  # first one not counted
+                    panel = ServingPanel(rate_per_s=rate, replicas=replicas, routing=routing,
+                                         kv_policy=a.kv_policy)  # (its first evaluation is not counted)
                     got[name] += changes(panel)
             cells += [f"{1e3 * statistics.median(v):.0f} / {1e3 * max(v):.0f}" for v in got.values()]
         print(f"| {replicas} | {rate:g} | " + " | ".join(cells) + " |", flush=True)

@@ -9,8 +9,9 @@ sequences and its KV cache (``kv`` tokens) has room for the request's prompt plu
 output tokens beside those its running sequences reserved (so a batch never
 outgrows the cache and nothing is preempted: an engine that reserves each
 request's whole context, as TGI's token budget does; vLLM admits more and
-preempts). A request whose prompt and output exceed ``kv`` is refused at arrival:
-no replica (-1) and no times (NaN).
+preempts; ``paged`` does as vLLM does instead, :mod:`.serving_paged`). A request
+whose prompt and output exceed ``kv`` is refused at arrival: no replica (-1) and
+no times (NaN).
 
 * not chunked: a step is either a prefill step, for requests admitted while their
   prompts fit in ``budget`` tokens together, or (when none can be admitted) a

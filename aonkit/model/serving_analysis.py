@@ -27,7 +27,8 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
     """One :func:`serving_summary` row per arrival rate (column ``arrival_rate_per_s``), plus ``busy_fraction``.
 
     ``engine`` holds the other arguments of :func:`simulate_serving` (``step_time``, ``replicas``,
-    ``max_batch``, ``token_budget``, ``chunked_prefill``, ``routing``). Arrivals are a renewal process
+    ``max_batch``, ``token_budget``, ``kv_tokens``, ``kv_policy``, ``chunked_prefill``, ``routing``). Arrivals are a
+    renewal process
     with gamma gaps of coefficient of variation ``arrival_cv`` (1: Poisson).
 
     Parameters
@@ -56,9 +57,9 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
     -------
     pandas.DataFrame
         One row per rate: ``arrival_rate_per_s``, the :func:`~aonkit.model.serving.serving_summary` keys
-        (``requests``, ``measured``, ``window_s``, ``throughput_per_s``, ``output_tokens_per_s``,
-        ``<m>_mean_s`` and ``<m>_p50_s``/``_p90_s``/``_p99_s`` for ``queue``, ``ttft``, ``tpot``, ``e2e``) and
-        ``busy_fraction`` (mean over the replicas).
+        (``requests``, ``measured``, ``rejected``, ``window_s``, ``throughput_per_s``, ``output_tokens_per_s``,
+        ``<m>_mean_s`` and ``<m>_p50_s``/``_p90_s``/``_p99_s`` for ``queue``, ``ttft``, ``tpot``, ``e2e``),
+        ``busy_fraction`` (mean over the replicas) and ``preemptions`` (their sum).
 
     Raises
     ------
@@ -184,8 +185,8 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
         the bracket in ``threads + 1`` parts. More simulations in all, fewer rounds: for a machine with CPUs to
         spare. 1: one count at a time (each step from the last one's answer).
     on_row : callable, optional
-        Called as ``on_row(replicas, row)`` after each simulation (``row``: the summary keys and
-        ``busy_fraction``, what :func:`serving_sweep` gives at this rate for that count), so that a caller running a
+        Called as ``on_row(replicas, row)`` after each simulation (``row``: the summary keys, ``busy_fraction`` and
+        ``preemptions``, what :func:`serving_sweep` gives at this rate for that count), so that a caller running a
         sweep beside the search can take the row it shares instead of simulating it again.
     **engine
         Keyword arguments of :func:`simulate_serving` other than ``replicas``; ``step_time`` is required.
@@ -194,7 +195,7 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
     -------
     ReplicaPlan
         ``replicas``: the fewest replicas found to meet the objective; ``tried``: one row per count
-        simulated, sorted by ``replicas``, with the summary keys and ``busy_fraction``.
+        simulated, sorted by ``replicas``, with the summary keys, ``busy_fraction`` and ``preemptions``.
 
     Raises
     ------
