@@ -49,8 +49,8 @@ instants that had some (:data:`CENTRAL_WAITS`).
 With a KV-cache limit a replica with room in its batch may still have none for the first waiting request: with one
 central queue ``wake_earliest`` counts only the replicas whose cache has room for the longest request (``big``), and
 a replica goes lazy only with nothing waiting or a full batch (the first waiting request changes as other replicas
-take them). With a queue per replica only it takes from its queue, so it
-may go lazy with no KV room for its first waiting request: that changes only at its own finishes, its events.
+take them). With a queue per replica only it takes from its queue, so it may go lazy with no KV room for its first
+waiting request: that changes only at its own finishes, its events.
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
     ``ahead``: run a replica's decode-only steps without an event each, ahead up to the next arrival or lazily (the
     module's docstring); False runs every step as an event, the reference the tests compare with. The counts are
     the same either way, the times up to rounding. ``paged``: the KV cache is allocated as contexts grow, with
-    preemption (:mod:`.serving_paged`); every step is then an event.
+    preemption (:mod:`.serving_paged`); replicas then run ahead only between finishes and with a queue each, and
+    are never lazy.
     """
     n = arr.shape[0]
     start = np.full(n, np.nan)
