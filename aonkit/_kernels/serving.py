@@ -133,9 +133,11 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
     rep = np.full(n, -1, np.int64)
     nxt = np.full(n, -1, np.int64)
     rem = pr.copy()
-    ctx0 = pr.copy()  # tokens a request's next prefill computes (its prompt, plus what it generated if preempted)
-    togo = out.copy()  # tokens it has still to produce
-    adm = np.empty(n, np.int64)  # admission stamps: the latest admitted is preempted first
+    # tokens a request's next prefill computes (its prompt, plus what it generated if preempted) and has still to
+    # produce: they change only with preemptions (paged)
+    ctx0 = pr.copy()
+    togo = out.copy()
+    adm = np.empty(n if paged else 0, np.int64)  # admission stamps: the latest admitted is preempted first
     stamp = 0
     ahead = ahead and not (paged and routing == CENTRAL)  # (preempted requests join the queue between arrivals)
     si = np.zeros((n_rep + 1, NCOL), np.int64)
@@ -160,7 +162,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
     cand = np.empty(2 * n_rep, np.int64)  # (paged: a replica may be a candidate twice at an instant, see below)
     idle = np.empty(n_rep, np.int64)
     big = 0  # the longest request a replica can take (prompt plus output tokens): room for it is room for any
-    for j in range(n):
+    for j in range(n if routing == CENTRAL and kv < UNLIMITED_KV else 0):
         if pr[j] + out[j] <= kv:
             big = max(big, pr[j] + out[j])
     en = 0
@@ -318,8 +320,9 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
                 tokens += take
                 si[r, KV] += ctx0[j] + (1 if paged else togo[j])
                 si[r, RUN] += 1
-                adm[j] = stamp
-                stamp += 1
+                if paged:
+                    adm[j] = stamp
+                    stamp += 1
                 if np.isnan(start[j]):
                     start[j] = t
                 rep[j] = r

@@ -19,11 +19,11 @@ with ``range(n)`` from 0.
 
 from __future__ import annotations
 
-from ._jit import njit_leaf
+from ._jit import njit_leaf, njit_leaf_inline
 from .serving_decode import DSTEP, HN, KV, PN, PRE, QH, QL, QT, RUN, SJ, SP, sift_down
 
 
-@njit_leaf
+@njit_leaf_inline
 def admits(si, r, kv, paged, ctx0, left, j):
     """Whether replica ``r``'s KV cache (``kv`` tokens) admits request ``j`` now.
 
