@@ -257,3 +257,38 @@ def test_paged_without_chunking_needs_a_budget_for_a_recomputed_context():
                          token_budget=600, kv_tokens=1000, kv_policy="paged")  # fmt: skip
     with pytest.raises(ValueError, match="kv_policy must be one of"):
         simulate_serving([0.0], 10, 10, step_time=ENGINE["step_time"], kv_tokens=100, kv_policy="vllm")
+
+
+@pytest.mark.parametrize("routing", ["jsq", "round_robin"])
+def test_lazy_paged_replicas_give_the_event_loops_results(routing):
+    # GIVEN 3-23 replicas with a queue each (lazy ones among them), batches of 2-39, paged caches that fill, random
+    # loads, and loads whose step ends tie with arrivals (binary fractions, bursts at multiples of 1/32 s)
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    exact = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0625, 0.0))
+    preemptions = 0
+    for seed in range(15):
+        rng = np.random.default_rng(seed)
+        chunked, mb, replicas = bool(seed % 2), int(rng.integers(2, 40)), int(rng.integers(3, 24))
+        kv = int(rng.integers(500, 8000))
+        common = dict(replicas=replicas, max_batch=mb, routing=routing, kv_policy="paged", chunked_prefill=chunked)
+        if seed % 3 == 0:
+            slots = np.arange(1500) * 0.03125
+            arr = np.repeat(slots, rng.integers(1, 4, slots.size) * (rng.random(slots.size) < rng.uniform(0.05, 0.5)))
+            outputs = np.where(rng.random(arr.size) < 0.3, rng.integers(1, 20, arr.size),
+                               rng.integers(17, 200, arr.size))  # fmt: skip
+            run = prepare(arr, rng.integers(1, 64, arr.size), outputs, step_time=exact,
+                          kv_tokens=int(rng.integers(100, 600)), token_budget=max(mb, 64) if chunked else 4096, seed=0,
+                          **common)  # fmt: skip
+        else:
+            run = prepare(ArrivalProcess(float(rng.uniform(1, 80)), float(rng.uniform(0, 2))),
+                          Lengths.lognormal(200, 1.0) if chunked else Lengths.uniform(1, 300),
+                          Lengths.geometric(float(rng.uniform(20, 300))), step_time=st, n_requests=3000,
+                          token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else 8192, kv_tokens=kv,
+                          seed=seed, **common)  # fmt: skip
+        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        # WHEN the kernel runs replicas lazily and ahead (up to a finish or a full cache), and every step as an event
+        ahead, plain = simulate(*args, True), simulate(*args, False)
+        # THEN the runs are the same (to the bit where step times are binary fractions)
+        assert_same_run(ahead, plain, 0.0 if seed % 3 == 0 else 1e-12)
+        preemptions += int(plain[8].sum())
+    assert preemptions > 1000

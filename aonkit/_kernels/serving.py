@@ -82,6 +82,7 @@ from .serving_decode import (
     SP,
     STEPS,
     TOUCH,
+    admits,
     commit_run,
     decode_ahead,
     drop_stale,
@@ -90,10 +91,9 @@ from .serving_decode import (
     heap_pop,
     heap_push,
     interp,
-    kv_room,
     lazy_finish,
 )
-from .serving_paged import admits, preempt
+from .serving_paged import preempt
 from .serving_wake import wake_earliest
 
 JSQ, ROUND_ROBIN, CENTRAL = 0, 1, 2
@@ -149,7 +149,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
     hv = np.empty((n_rep, max_batch), np.int64)
     pbuf = np.empty((n_rep, max_batch), np.int64)
     ptk = np.empty((n_rep, max_batch), np.int64)
-    lazy = ahead and not paged and n_rep >= LAZY_REPLICAS
+    lazy = ahead and n_rep >= LAZY_REPLICAS  # (not with paged and one queue: ahead is off then)
     lend = np.empty(n_rep)  # a lazy replica's step in progress: its end
     lbusy = np.empty(n_rep)  # and its steps' summed durations up to its next finish
     # live events (one per replica) and lazy replicas' stale ones: one at most per arrival (JSQ, round robin), or
@@ -184,8 +184,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
             lazy_end = si[r, LAZY] == 1
             if lazy_end:  # a lazy replica's next finish: its steps up to it run, the step ending now counted
                 f = lazy_finish(si, r, n_rep if routing == CENTRAL else r, t, arr[i] if i < n else np.inf,
-                                max_batch, kv, busy_s, lend, lbusy, hk, hv, fin, ctx0, togo, overhead, dc_tab, dc_x0,
-                                dc_h)  # fmt: skip
+                                max_batch, kv, paged, busy_s, lend, lbusy, hk, hv, fin, ctx0, togo, overhead,
+                                dc_tab, dc_x0, dc_h)  # fmt: skip
                 if f >= 0:  # lazy still, up to its next finish
                     heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                     en += 1
@@ -244,9 +244,11 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
                 si[q, TOUCH] = 1
                 cand[nc] = q
                 nc += 1
-            elif q < n_rep and si[q, LAZY] and si[q, RUN] < max_batch and kv_room(si, q, q, kv, ctx0, togo):
+            elif (q < n_rep and si[q, LAZY] and si[q, RUN] < max_batch
+                  and admits(si, q, kv, paged, ctx0, togo, si[q, QH])):
                 # it can take the request (the first waiting: this one, or one it had no room for): run it to now
-                e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h)
+                # (paged: its cache has filled since it went lazy, so it may not; waking it is safe either way)
+                e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, -1, paged)
                 si[q, LAZY] = 0
                 si[n_rep, LAZY] -= 1
                 si[q, GEN] += 1
@@ -345,12 +347,12 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
             end = t + dur
             if (lazy and tokens == 0 and decode and pn == 0
                     and (si[q, QL] == 0 or si[r, RUN] >= max_batch
-                         or (q == r and not kv_room(si, r, q, kv, ctx0, togo)))
+                         or (q == r and not admits(si, r, kv, paged, ctx0, togo, si[q, QH])))
                     and hk[r, 0] - 1 - si[r, DSTEP] >= LAZY_STEPS
                     and (routing != CENTRAL or n_rep >= CENTRAL_LAZY_REPLICAS
                          or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS))):
                 # decode-only until its next finish unless a request reaches it: its event is that finish
-                f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h)
+                f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv)
                 heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                 en += 1
                 continue

@@ -220,10 +220,11 @@ def decode_run(tab, b, x0, h, overhead, base, d, last, end, until):
 
 
 @njit_leaf
-def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last=-1):
+def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last=-1, grow=False):
     """Run replica ``r``'s decode-only steps (:func:`decode_run`) up to its next finish or ``until``; their end.
 
-    ``last``: the last decode-step count to reach, when before the next finish's.
+    ``last``: the last decode-step count to reach, when before the next finish's. ``grow``: each step started holds
+    a KV-cache token more per sequence (paged).
     """
     b = si[r, HN]
     steps, end, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, si[r, SP] - si[r, SJ] + b, si[r, DSTEP],
@@ -231,6 +232,8 @@ def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, las
     si[r, DSTEP] += steps
     si[r, STEPS] += steps
     si[r, DTOK] += b * steps
+    if grow:
+        si[r, KV] += b * steps
     busy_s[r] += busy
     return end
 
@@ -292,37 +295,44 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
 
 
 @njit_leaf
-def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h):
+def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged=False, kv=0):
     """Replica ``r``'s decode-only step in progress, ending at ``end``, makes it lazy: returns its next finish's time.
 
     Its steps up to that finish are taken when it comes (:func:`lazy_finish`: as computed here, kept in ``LJ`` and
     ``lbusy``) or run when a request it can take reaches it first (:func:`commit_run`, up to the step then in
-    progress).
+    progress). ``paged`` (a KV cache of ``kv`` tokens, which each step started fills by a token a sequence): or up
+    to the step after which the next would not fit, whichever comes first.
     """
     si[r, LAZY] = 1
     si[-1, LAZY] += 1
     lend[r] = end
     b = si[r, HN]
-    steps, f, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, si[r, SP] - si[r, SJ] + b, si[r, DSTEP],
-                                hk[r, 0] - 1, end, np.inf)  # fmt: skip
+    last = hk[r, 0] - 1
+    if paged:
+        last = min(last, si[r, DSTEP] + (kv - si[r, KV]) // b)
+    steps, f, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, si[r, SP] - si[r, SJ] + b, si[r, DSTEP], last,
+                                end, np.inf)  # fmt: skip
     si[r, LJ] = steps
     lbusy[r] = busy
     return f
 
 
 @njit_leaf_inline
-def kv_room(si, r, q, kv, pr, out):
-    """Whether replica ``r``'s KV cache (``kv`` tokens) has room for the first request waiting in queue ``q``.
+def admits(si, r, kv, paged, ctx0, left, j):
+    """Whether replica ``r``'s KV cache (``kv`` tokens) admits request ``j`` now.
 
-    A request reserves its prompt plus output tokens when admitted, so a running batch never outgrows the cache.
+    Reserving (not ``paged``): its prompt plus output fit beside the running sequences' reservations. Paged
+    (:mod:`.serving_paged`): its context and next slot, and a token for each running sequence, fit beside what they
+    hold.
     """
-    j = si[q, QH]
-    return si[r, KV] + pr[j] + out[j] <= kv
+    if paged:
+        return si[r, KV] + ctx0[j] + 1 + si[r, RUN] <= kv
+    return si[r, KV] + ctx0[j] + left[j] <= kv
 
 
 @njit_leaf
-def lazy_finish(si, r, q, t, arrival, max_batch, kv, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead, dc_tab,
-                dc_x0, dc_h):
+def lazy_finish(si, r, q, t, arrival, max_batch, kv, paged, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead,
+                dc_tab, dc_x0, dc_h):
     """Lazy replica ``r``'s next finish, at ``t``: its steps run, its step ending at ``t`` counted, sequences finished.
 
     When it can still take no request (none waiting in its queue ``q``, a full batch, or, with a queue of its own,
@@ -330,21 +340,27 @@ def lazy_finish(si, r, q, t, arrival, max_batch, kv, busy_s, lend, lbusy, hk, hv
     (``arrival``, the next arrival's time, is later: the loop starts steps after the arrivals of their instant) and
     its next finish is :data:`LAZY_STEPS` steps away or more, its next decode step starts and it stays lazy: returns
     that step's next finish (its new event). Otherwise returns -1, no longer lazy: the event loop goes on with its
-    step end (it then admits, or goes idle).
+    step end (it then admits, or goes idle). ``paged``: the event may be the step after which the cache is full
+    (:func:`go_lazy`); it is no longer lazy then either (the next step preempts).
     """
     si[-1, LAZY] -= 1  # (go_lazy counts it again if it stays lazy)
     steps = si[r, LJ]  # its steps up to the finish, as go_lazy ran them
     si[r, DSTEP] += steps
     si[r, STEPS] += steps + 1  # and the step ending now
     si[r, DTOK] += si[r, HN] * steps
+    if paged:
+        si[r, KV] += si[r, HN] * steps  # each step ended was followed by one started
     busy_s[r] += lbusy[r]
     end_decode_step(si, r, t, hk, hv, fin, pr, out)
     b = si[r, HN]
-    if (b == 0 or arrival <= t or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS
-            or (si[q, QL] > 0 and si[r, RUN] < max_batch and (q != r or kv_room(si, r, q, kv, pr, out)))):
+    if (b == 0 or arrival <= t or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS or (paged and si[r, KV] + b > kv)
+            or (si[q, QL] > 0 and si[r, RUN] < max_batch and (q != r or admits(si, r, kv, paged, pr, out,
+                                                                                  si[q, QH])))):
         si[r, LAZY] = 0
         return -1.0
     dur = overhead + interp(dc_tab, b, dc_x0, dc_h, si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ])
     si[r, DTOK] += b
+    if paged:
+        si[r, KV] += b
     busy_s[r] += dur
-    return go_lazy(si, r, t + dur, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h)
+    return go_lazy(si, r, t + dur, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv)

@@ -19,20 +19,8 @@ with ``range(n)`` from 0.
 
 from __future__ import annotations
 
-from ._jit import njit_leaf, njit_leaf_inline
+from ._jit import njit_leaf
 from .serving_decode import DSTEP, HN, KV, PN, PRE, QH, QL, QT, RUN, SJ, SP, sift_down
-
-
-@njit_leaf_inline
-def admits(si, r, kv, paged, ctx0, left, j):
-    """Whether replica ``r``'s KV cache (``kv`` tokens) admits request ``j`` now.
-
-    Reserving (not ``paged``): its prompt plus output fit beside the running sequences' reservations. Paged: its
-    context and next slot, and a token for each running sequence, fit beside what they hold.
-    """
-    if paged:
-        return si[r, KV] + ctx0[j] + 1 + si[r, RUN] <= kv
-    return si[r, KV] + ctx0[j] + left[j] <= kv
 
 
 @njit_leaf
