@@ -52,6 +52,7 @@ SERVING_CHANGES = {
     "device": ["A100 SXM4 80GB", "H200 SXM", "H100 SXM"],
     "tp": [2, 4, 1],
     "slo": [0.2, 1.0, 0.5],
+    "kv_policy": ["paged", "reserve", "paged", "reserve"],
 }
 
 
