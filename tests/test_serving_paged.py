@@ -292,3 +292,16 @@ def test_lazy_paged_replicas_give_the_event_loops_results(routing):
         assert_same_run(ahead, plain, 0.0 if seed % 3 == 0 else 1e-12)
         preemptions += int(plain[8].sum())
     assert preemptions > 1000
+
+
+def test_a_paged_runs_prefill_table_reaches_what_a_preempted_request_computes_again():
+    # GIVEN prompts of at most 100 tokens and outputs of up to 500, batches of 4, a paged cache and a budget of 4,096
+    prompt, output = np.arange(1, 101), np.tile([500, 20], 50)
+    kw = dict(step_time=StepTime(prefill_time_s=lambda x: 1e-3 + 1e-9 * x * x), max_batch=4, token_budget=4096,
+              kv_tokens=1200)  # fmt: skip
+    # THEN the prefill table reaches the four longest prompts plus outputs (what recomputes may take in one step),
+    # not only the four longest prompts; reserving, the prompts only
+    for policy, top in (("paged", sum(sorted(prompt + output - 1)[-4:])), ("reserve", sum(sorted(prompt)[-4:]))):
+        run = prepare(np.arange(100) * 0.01, prompt, output, kv_policy=policy, **kw)
+        pf_tab, pf_x0, pf_h = run.kernel_args[8:11]
+        assert pf_x0 + pf_h * (pf_tab.shape[1] - 1) == top

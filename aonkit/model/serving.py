@@ -85,10 +85,9 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         tokens of a prefill step and must hold the longest prompt; with chunking it bounds decode
         plus prefill tokens and must be at least ``max_batch``.
     kv_tokens : int, optional
-        Tokens of context one engine's KV cache holds (unlimited when None). A request is admitted only when
-        its prompt plus output tokens fit beside those of the sequences running, reserved until it finishes
-        (nothing is preempted); one that would not fit an empty engine is refused at arrival (no replica, -1,
-        and no times, NaN; counted in the summary's ``rejected``).
+        Tokens of context one engine's KV cache holds (unlimited when None). A request is admitted only when the
+        cache has room for it (``kv_policy`` says how that is counted); one whose prompt plus output tokens exceed
+        it is refused at arrival (no replica, -1, and no times, NaN; counted in the summary's ``rejected``).
     kv_policy : {"reserve", "paged"}
         How the cache admits: ``"reserve"`` holds a request's prompt plus output tokens from admission (nothing is
         preempted); ``"paged"`` holds what its context has grown to (vLLM's blocks, of one token) and preempts the
@@ -211,7 +210,8 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     if not 0 <= warmup < 1:
         raise ValueError(f"warmup must be in [0, 1), got {warmup!r}")
     k = min(int(max_batch), n)
-    max_tokens = min(budget, int(np.partition(prompt, n - k)[n - k:].sum()))
+    prefilled = prompt + output - 1 if paged else prompt  # (paged: a preempted request computes its tokens again)
+    max_tokens = min(budget, int(np.partition(prefilled, n - k)[n - k:].sum()))
     max_context = min(int(np.partition(prompt + output - 1, n - k)[n - k:].sum()), kv)
     tabs = step_time.tables(max_tokens, int(max_batch), max_context, int(context_points))
     from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN, UNLIMITED_KV
