@@ -76,6 +76,19 @@ def test_a_central_queue_with_many_replicas_matches_the_event_loop_on_random_loa
 BATCHED = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0625, 0.0))  # a batch's steps take longer
 
 
+def tied_load(rng: np.random.Generator, p: float, slots: int, longest: int = 120) -> tuple[np.ndarray, np.ndarray]:
+    """Arrival times and output lengths of bursts of 1-3 requests at multiples of 1/32 s (``p``: a slot's chance).
+
+    With :data:`BATCHED` step times every sum is exact, so step ends tie with arrivals and with each other; 30% of
+    the outputs are short (1-19 tokens), the others 17 to ``longest - 1``.
+    """
+    at = np.arange(slots) * 0.03125
+    arrivals = np.repeat(at, rng.integers(1, 4, at.size) * (rng.random(at.size) < p))
+    outputs = np.where(rng.random(arrivals.size) < 0.3, rng.integers(1, 20, arrivals.size),
+                       rng.integers(17, longest, arrivals.size))  # fmt: skip
+    return arrivals, outputs
+
+
 def test_requests_left_waiting_wake_the_lazy_replicas_whose_steps_end_first_and_no_fewer() -> None:
     # GIVEN 16-32 replicas on one central queue (lazy ones woken only as many as the waiting requests need), batches
     # of 2-6 whose decode steps take longer with more sequences, and bursts of 1-3 requests at multiples of 1/32 s
@@ -87,10 +100,7 @@ def test_requests_left_waiting_wake_the_lazy_replicas_whose_steps_end_first_and_
     for seed in (69, 254, 489):  # the loads, of 1,500 tried, on which variants of the wake rule went wrong
         rng = np.random.default_rng(seed)
         p, replicas, max_batch = rng.uniform(0.01, 0.2), int(rng.integers(16, 33)), int(rng.integers(2, 7))
-        slots = np.arange(4000) * 0.03125
-        arrivals = np.repeat(slots, rng.integers(1, 4, slots.size) * (rng.random(slots.size) < p))
-        outputs = np.where(rng.random(arrivals.size) < 0.3, rng.integers(1, 20, arrivals.size),
-                           rng.integers(17, 120, arrivals.size))  # fmt: skip
+        arrivals, outputs = tied_load(rng, p, 4000)
         run = prepare(arrivals, 8, outputs, step_time=BATCHED, replicas=replicas, max_batch=max_batch,
                       routing="central", seed=0)  # fmt: skip
         args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)

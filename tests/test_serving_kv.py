@@ -10,9 +10,9 @@ from aonkit.model import ArrivalProcess, Lengths, StepTime, simulate_serving
 from aonkit.model.serving import prepare
 
 from .test_serving import ENGINE, assert_same_run, simpy_serving, workload
+from .test_serving_central import BATCHED, tied_load
 
 ROUTINGS = ("jsq", "round_robin", "central")
-BATCHED = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0625, 0.0))  # binary fractions: exact sums
 
 
 def _args(run) -> tuple:
@@ -114,10 +114,7 @@ def test_a_kv_cache_with_step_ends_on_arrival_instants_matches_the_event_loop(ro
     for seed in range(40):
         rng = np.random.default_rng(seed)
         p, replicas, max_batch = rng.uniform(0.01, 0.3), int(rng.integers(3, 33)), int(rng.integers(2, 7))
-        slots = np.arange(1500) * 0.03125
-        arrivals = np.repeat(slots, rng.integers(1, 4, slots.size) * (rng.random(slots.size) < p))
-        outputs = np.where(rng.random(arrivals.size) < 0.3, rng.integers(1, 20, arrivals.size),
-                           rng.integers(17, 120, arrivals.size))  # fmt: skip
+        arrivals, outputs = tied_load(rng, p, 1500)
         run = prepare(arrivals, rng.integers(1, 64, arrivals.size), outputs, step_time=BATCHED, replicas=replicas,
                       max_batch=max_batch, routing=routing, kv_tokens=int(rng.integers(100, 400)), seed=0)
         # WHEN the kernel runs with lazy replicas and with every step as an event

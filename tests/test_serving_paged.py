@@ -10,6 +10,7 @@ from aonkit.model import ArrivalProcess, Lengths, StepTime, simulate_serving
 from aonkit.model.serving import prepare
 
 from .test_serving import ENGINE, assert_same_run, workload
+from .test_serving_central import BATCHED, tied_load
 
 
 def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, step_time, kv, central=False):
@@ -213,44 +214,6 @@ def test_a_cache_no_batch_can_fill_is_no_limit():
         assert prepare(*spec, kv_tokens=need - 1, kv_policy=policy, **kw).kernel_args[3] == need - 1
 
 
-@pytest.mark.parametrize("routing", ["jsq", "round_robin", "central"])
-def test_paged_runs_keep_their_invariants(routing):
-    # GIVEN random paged engines (1-12 replicas, batches of 1-11, whole or chunked prompts) with tight caches
-    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
-    preemptions = 0
-    for seed in range(12):
-        rng = np.random.default_rng(seed)
-        chunked, mb, replicas = bool(seed % 2), int(rng.integers(1, 12)), int(rng.integers(1, 13))
-        kv = int(rng.integers(700, 4000))
-        run = prepare(ArrivalProcess(float(rng.uniform(1, 30))), Lengths.uniform(1, 300), Lengths.geometric(60),
-                      step_time=st, n_requests=2000, replicas=replicas, max_batch=mb, chunked_prefill=chunked,
-                      routing=routing, token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else 2048,
-                      kv_tokens=kv, kv_policy="paged", seed=seed)  # fmt: skip
-        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
-        res = simulate(*args, True)
-        # THEN the run is the same asked to run ahead or not (paged runs every step as an event, unless no batch can
-        # fill the cache: then it is no limit)
-        assert_same_run(res, simulate(*args, False), 1e-12)
-        start, first, fin, rep = res[:4]
-        served = rep >= 0
-        assert np.array_equal(~served, args[1] + args[2] > kv)
-        assert np.all(first[served] > start[served]) and np.all(fin[served] >= first[served])
-        want = (args[2] - 1)[served].sum()  # every output token decoded once, or made by a recompute's prefill
-        assert want - res[8].sum() <= res[7].sum() <= want
-        preemptions += int(res[8].sum())
-    assert preemptions > 100
-    # AND with step ends on arrival instants (binary fractions), running ahead gives the event loop's run to the bit
-    exact = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0, 0.0))
-    for replicas, output in ((1, 40), (3, 60)):
-        run = prepare(np.arange(1, 600) * 0.125, Lengths.uniform(1, 60), Lengths.geometric(output), step_time=exact,
-                      replicas=replicas, max_batch=6, routing=routing, kv_tokens=300, kv_policy="paged", seed=1,
-                      token_budget=2048)  # fmt: skip
-        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
-        ahead = simulate(*args, True)
-        assert_same_run(ahead, simulate(*args, False), 0.0)
-        assert ahead[8].sum() > 10
-
-
 def test_paged_without_chunking_needs_a_budget_for_a_recomputed_context():
     with pytest.raises(ValueError, match="must hold the 749 tokens a preempted request"):
         simulate_serving([0.0, 0.1], [500, 10], [250, 5], step_time=ENGINE["step_time"], max_batch=2,
@@ -259,24 +222,21 @@ def test_paged_without_chunking_needs_a_budget_for_a_recomputed_context():
         simulate_serving([0.0], 10, 10, step_time=ENGINE["step_time"], kv_tokens=100, kv_policy="vllm")
 
 
-@pytest.mark.parametrize("routing", ["jsq", "round_robin"])
-def test_lazy_paged_replicas_give_the_event_loops_results(routing):
-    # GIVEN 3-23 replicas with a queue each (lazy ones among them), batches of 2-39, paged caches that fill, random
-    # loads, and loads whose step ends tie with arrivals (binary fractions, bursts at multiples of 1/32 s)
+@pytest.mark.parametrize("routing", ["jsq", "round_robin", "central"])
+def test_paged_runs_keep_their_invariants_and_match_the_event_loop(routing):
+    # GIVEN 15 random paged engines per routing (1-23 replicas: run ahead, lazy with a queue each; batches of 2-39;
+    # whole or chunked prompts) with caches that fill, on random loads and on loads whose step ends tie with
+    # arrivals (binary fractions, bursts at multiples of 1/32 s)
     st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
-    exact = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0625, 0.0))
     preemptions = 0
     for seed in range(15):
         rng = np.random.default_rng(seed)
-        chunked, mb, replicas = bool(seed % 2), int(rng.integers(2, 40)), int(rng.integers(3, 24))
+        chunked, mb, replicas = bool(seed % 2), int(rng.integers(2, 40)), int(rng.integers(1, 24))
         kv = int(rng.integers(500, 8000))
         common = dict(replicas=replicas, max_batch=mb, routing=routing, kv_policy="paged", chunked_prefill=chunked)
         if seed % 3 == 0:
-            slots = np.arange(1500) * 0.03125
-            arr = np.repeat(slots, rng.integers(1, 4, slots.size) * (rng.random(slots.size) < rng.uniform(0.05, 0.5)))
-            outputs = np.where(rng.random(arr.size) < 0.3, rng.integers(1, 20, arr.size),
-                               rng.integers(17, 200, arr.size))  # fmt: skip
-            run = prepare(arr, rng.integers(1, 64, arr.size), outputs, step_time=exact,
+            arr, outputs = tied_load(rng, rng.uniform(0.05, 0.5), 1500, longest=200)
+            run = prepare(arr, rng.integers(1, 64, arr.size), outputs, step_time=BATCHED,
                           kv_tokens=int(rng.integers(100, 600)), token_budget=max(mb, 64) if chunked else 4096, seed=0,
                           **common)  # fmt: skip
         else:
@@ -286,10 +246,18 @@ def test_lazy_paged_replicas_give_the_event_loops_results(routing):
                           token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else 8192, kv_tokens=kv,
                           seed=seed, **common)  # fmt: skip
         args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
-        # WHEN the kernel runs replicas lazily and ahead (up to a finish or a full cache), and every step as an event
+        # WHEN the kernel runs replicas ahead and lazily (up to a finish or a full cache), and every step as an event
         ahead, plain = simulate(*args, True), simulate(*args, False)
         # THEN the runs are the same (to the bit where step times are binary fractions)
         assert_same_run(ahead, plain, 0.0 if seed % 3 == 0 else 1e-12)
+        # AND exactly the requests longer than the cache were refused; the others' times are in order; every output
+        # token was decoded once or made by the prefill of a recompute
+        start, first, fin, rep = plain[:4]
+        served = rep >= 0
+        assert np.array_equal(~served, args[1] + args[2] > run.kernel_args[3])
+        assert np.all(first[served] > start[served]) and np.all(fin[served] >= first[served])
+        want = (args[2] - 1)[served].sum()
+        assert want - plain[8].sum() <= plain[7].sum() <= want
         preemptions += int(plain[8].sum())
     assert preemptions > 1000
 
