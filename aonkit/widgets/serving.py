@@ -82,8 +82,8 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         weights that do not fit, or a cache that cannot hold one request of the mean lengths, are an error.
     kv_policy : {"reserve", "paged"}
         How that cache admits (:func:`~aonkit.model.simulate_serving`): a request's whole prompt and output
-        reserved, or its context as it grows, with preemption (vLLM's way; the simulation runs every step of a
-        replica whose cache may fill, so answers take longer).
+        reserved, or its context as it grows, with preemption (vLLM's way; with one central queue the simulation
+        then runs every step, and answers take several times longer: docs/serving-model.md).
     prefill, decode : tuple
         Linear coefficients ``(a, b)`` (s, s/token) and ``(a, b, c)`` (s, s/sequence, s/context token).
     overhead : float

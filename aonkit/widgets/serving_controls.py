@@ -16,7 +16,7 @@ ROUTING_TIPS = ("to the replica with the fewest requests (join the shortest queu
                 "one queue for all replicas: the first free one takes the next request")  # fmt: skip
 KV_TIPS = ("a request holds its prompt plus output tokens from admission: nothing is preempted (fast)",
            "a request holds what its context has grown to; the latest is preempted and recomputed when the cache "
-           "is full (vLLM; every step simulated: slower)")  # fmt: skip
+           "is full (vLLM's way; with one central queue, slow to simulate)")  # fmt: skip
 DTYPE_TIPS = ("16-bit weights, GEMMs at the bf16 peak", "16-bit weights, GEMMs at the fp16 peak",
               "FP8 weights and GEMMs (W8A8), 16-bit KV cache")  # fmt: skip
 TIPS = {"routing": ROUTING_TIPS, "dtype": DTYPE_TIPS, "kv_policy": KV_TIPS}
