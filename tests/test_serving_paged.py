@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from aonkit._kernels.serving import simulate
-from aonkit.model import ArrivalProcess, Lengths, StepTime, simulate_serving
+from aonkit.model import ArrivalProcess, Lengths, StepTime, serving_sweep, simulate_serving
 from aonkit.model.serving import prepare
 
 from .test_serving import ENGINE, assert_same_run, workload
@@ -273,3 +273,21 @@ def test_a_paged_runs_prefill_table_reaches_what_a_preempted_request_computes_ag
         run = prepare(np.arange(100) * 0.01, prompt, output, kv_policy=policy, **kw)
         pf_tab, pf_x0, pf_h = run.kernel_args[8:11]
         assert pf_x0 + pf_h * (pf_tab.shape[1] - 1) == top
+
+
+def test_sweep_rows_with_refusals_and_preemptions_are_each_rates_summary():
+    # GIVEN a sweep of two replicas with a paged cache that refuses some requests and preempts others
+    st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+    eng = dict(step_time=st, max_batch=16, token_budget=512, chunked_prefill=True, kv_tokens=2000,
+               kv_policy="paged", replicas=2)  # fmt: skip
+    lengths = (Lengths.lognormal(400, 1.0), Lengths.geometric(100))
+    rates = [2.0, 6.0, 12.0]
+    sweep = serving_sweep(rates, *lengths, n_requests=3000, seed=4, threads=2, **eng)
+    # THEN each row is, to the bit, the summary of simulate_serving at that rate, with its refusals and preemptions
+    for row, rate in zip(sweep.to_dict("records"), rates):
+        res = simulate_serving(ArrivalProcess(rate), *lengths, n_requests=3000, seed=4, warmup=0.1, **eng)
+        assert row == {"arrival_rate_per_s": rate, **res.summary,
+                       "busy_fraction": float(res.replicas["busy_fraction"].mean()),
+                       "preemptions": int(res.replicas["preemptions"].sum())}  # fmt: skip
+        assert res.summary["rejected"] == res.requests["replica"].iloc[300:].eq(-1).sum() > 0
+    assert sweep["preemptions"].iloc[-1] > 0
