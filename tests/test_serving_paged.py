@@ -24,6 +24,7 @@ def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, st
     n = len(arr)
     start, first, fin = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     preempted = [0] * replicas
+    per_request = np.zeros(n, np.int64)
     idle_then = [0]  # preemptions on the shared queue while another replica was idle
     (pa, pb), (da, db, dc) = step_time.prefill_time_s, step_time.decode_time_s
     queues = [[] for _ in range(1 if central else replicas)]
@@ -42,6 +43,7 @@ def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, st
         v = max(running[r], key=lambda s: s["adm"])
         running[r].remove(v)
         preempted[r] += 1
+        per_request[v["j"]] += 1
         queue(r).insert(0, v["j"])
         for k in range(replicas):  # an idle replica may take it now
             if central and wake[k] is not None and not wake[k].triggered:
@@ -124,7 +126,7 @@ def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, st
         env.process(engine(r))
     env.process(source())
     env.run()
-    return start, first, fin, preempted, idle_then[0]
+    return start, first, fin, preempted, idle_then[0], per_request
 
 
 @pytest.mark.parametrize(("chunked", "budget", "routing"), [(False, 2048, "jsq"), (True, 256, "jsq"),
@@ -138,14 +140,16 @@ def test_paged_admission_and_preemption_match_an_independent_simpy_model(chunked
         # WHEN the kernel and a SimPy model written from the policy's words serve them
         res = simulate_serving(arr, prompt, output, token_budget=budget, chunked_prefill=chunked, kv_tokens=kv,
                                kv_policy="paged", routing=routing, **engine)  # fmt: skip
-        start, first, fin, preempted, _ = simpy_paged(arr, prompt, output, budget=budget, chunked=chunked, kv=kv,
-                                                   central=routing == "central", **engine)  # fmt: skip
+        start, first, fin, preempted, _, per_request = simpy_paged(arr, prompt, output, budget=budget,
+                                                                   chunked=chunked, kv=kv,
+                                                                   central=routing == "central", **engine)  # fmt: skip
         # THEN every request starts, gets its first token and finishes at the same instants, or is refused by both,
         # and the replicas preempted as often
         r = res.requests
         for got, want in ((r["start_s"], start), (r["first_token_s"], first), (r["finish_s"], fin)):
             np.testing.assert_allclose(got, want, rtol=1e-9)
         assert res.replicas["preemptions"].tolist() == preempted and sum(preempted) > 20
+        assert np.array_equal(r["preemptions"], per_request) and per_request.sum() == sum(preempted)
         assert np.array_equal(r["replica"] == -1, prompt + output > kv)
         # AND a preempted request's prompt and tokens were computed again: more prefill tokens than prompts
         assert res.replicas["prefill_tokens"].sum() > prompt[prompt + output <= kv].sum()
@@ -171,8 +175,9 @@ def test_a_request_preempted_on_one_queue_goes_to_an_idle_replica_at_once():
     assert r["replica"].tolist() == [0, 0, 1] and r["first_token_s"].tolist() == [0.25] * 3
     assert r["finish_s"].tolist() == [0.25 + 29 * 0.125] * 2 + [2.0 + 16 * 0.125]
     assert res.replicas["preemptions"].tolist() == [1, 0] and res.replicas["prefill_tokens"].tolist() == [60, 33]
+    assert r["preemptions"].tolist() == [0, 0, 1]
     # AND the SimPy model agrees
-    start, first, fin, preempted, idle = simpy_paged(np.zeros(3), np.full(3, 20), np.full(3, 30), budget=4096,
+    start, first, fin, preempted, idle, _ = simpy_paged(np.zeros(3), np.full(3, 20), np.full(3, 30), budget=4096,
                                                      chunked=False, kv=100, central=True, step_time=exact,
                                                      replicas=2, max_batch=4)  # fmt: skip
     assert fin.tolist() == r["finish_s"].tolist() and preempted == [1, 0] and idle == 1

@@ -116,15 +116,16 @@ which costs more than running ahead (measured in session 45)."""
 @njit
 def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing, overhead, pf_tab, pf_x0, pf_h,
              dc_tab, dc_x0, dc_h, ahead=True):
-    """Per request (start, first token, finish, replica); per replica (steps, busy s, tokens, preemptions).
+    """Per request (start, first token, finish, replica), per replica (steps, busy s, tokens), preemptions.
 
-    The tokens per replica are prefill and decode tokens, two arrays.
+    The tokens per replica are prefill and decode tokens, two arrays; then the preemptions per replica, and last
+    per request.
 
     ``ahead``: run a replica's decode-only steps without an event each, ahead up to the next arrival or lazily (the
     module's docstring); False runs every step as an event, the reference the tests compare with. The counts are
     the same either way, the times up to rounding. ``paged``: the KV cache is allocated as contexts grow, with
-    preemption (:mod:`.serving_paged`); replicas then run ahead only between finishes and with a queue each, and
-    are never lazy.
+    preemption (:mod:`.serving_paged`); replicas then run ahead and lazily only with a queue each, up to a finish
+    or a full cache.
     """
     n = arr.shape[0]
     start = np.full(n, np.nan)
@@ -138,6 +139,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
     ctx0 = pr.copy()
     togo = out.copy()
     adm = np.empty(n if paged else 0, np.int64)  # admission stamps: the latest admitted is preempted first
+    npre = np.zeros(n, np.int64)  # preemptions per request
     stamp = 0
     ahead = ahead and not (paged and routing == CENTRAL)  # (preempted requests join the queue between arrivals)
     si = np.zeros((n_rep + 1, NCOL), np.int64)
@@ -288,7 +290,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
                                              or not admits(si, r, kv, paged, ctx0, togo, si[q, QH])):
                 # a decode step: a token for each decoding sequence, the latest admitted preempted until they fit
                 while si[r, KV] + si[r, HN] > kv:
-                    preempt(si, r, q, hk, hv, pbuf, rem, ctx0, togo, adm, nxt)
+                    preempt(si, r, q, hk, hv, pbuf, rem, ctx0, togo, adm, nxt, npre)
                     if q == n_rep and n_busy + nc - c + 1 < n_rep:  # an idle replica takes it now, as at an arrival
                         for o in range(n_rep):
                             if o != r and si[o, BUSY] == 0 and si[o, TOUCH] == 0:
@@ -366,4 +368,4 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
             heap_push(ek, ev, np.int64(0), en, end, (r << 32) | si[r, GEN])
             en += 1
     return (start, first, fin, rep, si[:n_rep, STEPS].copy(), busy_s, si[:n_rep, PTOK].copy(),
-            si[:n_rep, DTOK].copy(), si[:n_rep, PRE].copy())
+            si[:n_rep, DTOK].copy(), si[:n_rep, PRE].copy(), npre)

@@ -24,12 +24,13 @@ from .serving_decode import DSTEP, HN, KV, PN, PRE, QH, QL, QT, RUN, SJ, SP, sif
 
 
 @njit_leaf
-def preempt(si, r, q, hk, hv, pbuf, rem, ctx0, left, adm, nxt):
+def preempt(si, r, q, hk, hv, pbuf, rem, ctx0, left, adm, nxt, npre):
     """Preempt replica ``r``'s latest-admitted running sequence (recompute) to the front of queue ``q``; its index.
 
     Called as a step starts. A decoding sequence has generated one token at its prefill and one per decode step
     since (``DSTEP`` less the step count its prefill ended at, recovered from its heap key); a sequence still in
-    its prompt (chunked prefill) has generated none and starts its prompt again.
+    its prompt (chunked prefill) has generated none and starts its prompt again. Counted in ``npre`` (per request)
+    and the replica's ``PRE``.
     """
     best, at, decoding = -1, -1, False
     for k in range(si[r, HN]):
@@ -60,6 +61,7 @@ def preempt(si, r, q, hk, hv, pbuf, rem, ctx0, left, adm, nxt):
     rem[j] = ctx0[j]
     si[r, RUN] -= 1
     si[r, PRE] += 1
+    npre[j] += 1
     if si[q, QL] == 0:
         si[q, QT] = j
     else:

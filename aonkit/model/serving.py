@@ -47,8 +47,8 @@ class ServingResult:
         One row per request, in input order: ``arrival_s``, ``prompt_tokens``, ``output_tokens``,
         ``replica`` (index of the engine that served it), ``start_s`` (its first prefill step starts),
         ``first_token_s``, ``finish_s``, ``queue_s`` (start - arrival), ``ttft_s`` (first token - arrival),
-        ``tpot_s`` ((finish - first token) / (output - 1), NaN for one output token) and ``e2e_s``
-        (finish - arrival).
+        ``tpot_s`` ((finish - first token) / (output - 1), NaN for one output token), ``e2e_s``
+        (finish - arrival) and ``preemptions`` (times it was preempted, ``kv_policy="paged"``).
     replicas : pandas.DataFrame
         One row per replica: ``replica`` (index), ``requests`` (served), ``steps``, ``busy_s``,
         ``busy_fraction`` (of the span from the first arrival to the last finish), ``prefill_tokens`` (prompts
@@ -111,12 +111,13 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
                   replicas=replicas, max_batch=max_batch, token_budget=token_budget, kv_tokens=kv_tokens,
                   kv_policy=kv_policy, chunked_prefill=chunked_prefill, routing=routing, seed=seed, warmup=warmup,
                   context_points=context_points)  # fmt: skip
-    start, first, fin, rep, steps, busy, ptok, dtok, preempted = _execute(run)
+    start, first, fin, rep, steps, busy, ptok, dtok, preempted, npre = _execute(run)
     arr, prompt, output = run.arrivals, run.prompt, run.output
     queue, ttft, tpot, e2e = latencies(arr, output, start, first, fin)
     requests = pd.DataFrame({
         "arrival_s": arr, "prompt_tokens": prompt, "output_tokens": output, "replica": rep, "start_s": start,
         "first_token_s": first, "finish_s": fin, "queue_s": queue, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
+        "preemptions": npre,
     })
     per_replica = pd.DataFrame({
         "replica": np.arange(run.replicas), "requests": np.bincount(rep[rep >= 0], minlength=run.replicas),
@@ -259,7 +260,7 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None) -> list[dict
     """
     def one(run: Prepared) -> dict:  # in arrival order, as the kernel gives it: no column goes back to input order
         arr, output = run.arrivals[run.order], run.output[run.order]
-        start, first, fin, _, _, busy, _, _, preempted = _kernel(run, arr, output)
+        start, first, fin, _, _, busy, _, _, preempted, _ = _kernel(run, arr, output)
         k = int(np.floor(run.warmup * arr.size))  # the measured requests: from the k-th arrival on
         lat = latencies(arr[k:], output[k:], start[k:], first[k:], fin[k:])
         summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES)
@@ -316,7 +317,7 @@ def _kernel(run: Prepared, arr: np.ndarray, output: np.ndarray) -> tuple[np.ndar
     """The kernel on one prepared run, given its arrivals and output lengths in arrival order (``run.order``).
 
     Per request (start, first token, finish, replica) in arrival order, then per replica (steps, busy s, prefill
-    tokens, decode tokens).
+    tokens, decode tokens, preemptions), then per request its preemptions (arrival order).
     """
     from .._kernels.serving import simulate
 
@@ -324,13 +325,14 @@ def _kernel(run: Prepared, arr: np.ndarray, output: np.ndarray) -> tuple[np.ndar
 
 
 def _execute(run: Prepared) -> tuple[np.ndarray, ...]:
-    """:func:`_kernel` with the per-request results in input order."""
+    """:func:`_kernel` with the per-request results (the first four and the last) in input order."""
     o = run.order
     res = _kernel(run, run.arrivals[o], run.output[o])
-    start, first, fin, rep = (np.empty_like(x) for x in res[:4])
-    for dst, src in zip((start, first, fin, rep), res[:4]):
+    per_request = (*res[:4], res[-1])
+    start, first, fin, rep, npre = (np.empty_like(x) for x in per_request)
+    for dst, src in zip((start, first, fin, rep, npre), per_request):
         dst[o] = src
-    return (start, first, fin, rep, *res[4:])
+    return (start, first, fin, rep, *res[4:-1], npre)
 
 
 def _lengths(spec: int | Lengths | object, n: int, rng: np.random.Generator, name: str) -> np.ndarray:
