@@ -348,11 +348,12 @@ def test_arrival_process_moments():
 # --- an independent model in SimPy ----------------------------------------------------------------
 
 
-def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, step_time, kv=None):
+def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, step_time, kv=None, reserve=None):
     """The same batching policy written directly in SimPy: explicit per-sequence counters, lists, JSQ.
 
     ``kv``: a request is admitted only while the prompt plus output tokens of the running ones and its own are at
-    most ``kv``; one with more than ``kv`` is refused at arrival (no times).
+    most ``kv``; one with more than ``kv`` is refused at arrival (no times). ``reserve``: the tokens held for every
+    request's output instead of its own output length (a client's ``max_new_tokens``).
     """
     simpy = pytest.importorskip("simpy")
     env = simpy.Environment()
@@ -362,6 +363,9 @@ def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, 
     waiting = [[] for _ in range(replicas)]
     running = [[] for _ in range(replicas)]  # [request, prompt tokens done, tokens generated], in admission order
     wake = [None] * replicas
+
+    def holds(j):
+        return prompt[j] + (output[j] if reserve is None else reserve)
 
     def engine(r):
         while True:
@@ -378,8 +382,8 @@ def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, 
                 take = min(prompt[j], room - used) if chunked else prompt[j]
                 if used + take > room:
                     break
-                held = sum(prompt[s[0]] + output[s[0]] for s in running[r])
-                if kv is not None and held + prompt[j] + output[j] > kv:
+                held = sum(holds(s[0]) for s in running[r])
+                if kv is not None and held + holds(j) > kv:
                     break
                 waiting[r].pop(0)
                 s = [j, 0, 0]
@@ -412,7 +416,7 @@ def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, 
     def source():
         for j in np.argsort(arr, kind="stable"):
             yield env.timeout(arr[j] - env.now)
-            if kv is not None and prompt[j] + output[j] > kv:
+            if kv is not None and holds(j) > kv:
                 continue
             r = min(range(replicas), key=lambda k: len(waiting[k]) + len(running[k]))
             waiting[r].append(j)

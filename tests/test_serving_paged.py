@@ -211,9 +211,9 @@ def test_a_cache_no_batch_can_fill_is_no_limit():
     for policy in ("reserve", "paged"):
         run = prepare(*spec, kv_tokens=need, kv_policy=policy, **kw)
         # THEN it is simulated as no limit (lazy replicas and all), with the results the limit gives step by step
-        assert run.kernel_args[3] == 2**62 and run.kernel_args[4] is False
+        assert run.kernel_args[3] == 2**62 and run.kernel_args[5] is False
         args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order])
-        limited = simulate(*args, *run.kernel_args[:3], need, policy == "paged", *run.kernel_args[5:], False)
+        limited = simulate(*args, *run.kernel_args[:3], need, 0, policy == "paged", *run.kernel_args[6:], False)
         assert_same_run(simulate(*args, *run.kernel_args), limited, 1e-12)
         # AND a token less is a limit
         assert prepare(*spec, kv_tokens=need - 1, kv_policy=policy, **kw).kernel_args[3] == need - 1
@@ -276,7 +276,7 @@ def test_a_paged_runs_prefill_table_reaches_what_a_preempted_request_computes_ag
     # not only the four longest prompts; reserving, the prompts only
     for policy, top in (("paged", sum(sorted(prompt + output - 1)[-4:])), ("reserve", sum(sorted(prompt)[-4:]))):
         run = prepare(np.arange(100) * 0.01, prompt, output, kv_policy=policy, **kw)
-        pf_tab, pf_x0, pf_h = run.kernel_args[8:11]
+        pf_tab, pf_x0, pf_h = run.kernel_args[9:12]
         assert pf_x0 + pf_h * (pf_tab.shape[1] - 1) == top
 
 

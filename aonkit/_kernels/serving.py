@@ -6,12 +6,12 @@ arrival order, or one central FIFO from which any replica pulls. A replica runs
 engine steps back to back while it has work. Each step first admits waiting
 requests in FIFO order (no skipping) while it runs fewer than ``max_batch``
 sequences and its KV cache (``kv`` tokens) has room for the request's prompt plus
-output tokens beside those its running sequences reserved (so a batch never
-outgrows the cache and nothing is preempted: an engine that reserves each
-request's whole context, as TGI's token budget does; vLLM admits more and
-preempts; ``paged`` does as vLLM does instead, :mod:`.serving_paged`). A request
-whose prompt and output exceed ``kv`` is refused at arrival: no replica (-1) and
-no times (NaN).
+output tokens (or its ``max_new_tokens``, ``resv``) beside those its running
+sequences reserved (so a batch never outgrows the cache and nothing is preempted:
+an engine that reserves each request's whole context, as TGI's token budget does;
+vLLM admits more and preempts; ``paged`` does as vLLM does instead,
+:mod:`.serving_paged`). A request whose prompt and output (or ``resv``) exceed
+``kv`` is refused at arrival: no replica (-1) and no times (NaN).
 
 * not chunked: a step is either a prefill step, for requests admitted while their
   prompts fit in ``budget`` tokens together, or (when none can be admitted) a
@@ -114,8 +114,8 @@ which costs more than running ahead (measured in session 45)."""
 
 
 @njit
-def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing, overhead, pf_tab, pf_x0, pf_h,
-             dc_tab, dc_x0, dc_h, ahead=True):
+def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, routing, overhead, pf_tab, pf_x0,
+             pf_h, dc_tab, dc_x0, dc_h, ahead=True):
     """Per request (start, first token, finish, replica), per replica (steps, busy s, tokens), preemptions.
 
     The tokens per replica are prefill and decode tokens, two arrays; then the preemptions per replica, and last
@@ -123,9 +123,12 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
 
     ``ahead``: run a replica's decode-only steps without an event each, ahead up to the next arrival or lazily (the
     module's docstring); False runs every step as an event, the reference the tests compare with. The counts are
-    the same either way, the times up to rounding. ``paged``: the KV cache is allocated as contexts grow, with
-    preemption (:mod:`.serving_paged`); replicas then run ahead and lazily only with a queue each, up to a finish
-    or a full cache.
+    the same either way, the times up to rounding. ``resv``: when not 0, every request is sent with at most
+    ``resv`` new tokens (each ``out`` is at most that): one whose prompt plus ``resv`` exceeds ``kv`` is refused,
+    and the reserving cache holds its prompt plus ``resv`` tokens (as an engine that does not know the output
+    length reserves its ``max_new_tokens``); 0 reserves each request's own output length. ``paged``: the KV cache
+    is allocated as contexts grow, with preemption (:mod:`.serving_paged`); replicas then run ahead and lazily only
+    with a queue each, up to a finish or a full cache.
     """
     n = arr.shape[0]
     start = np.full(n, np.nan)
@@ -142,6 +145,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
     npre = np.zeros(n, np.int64)  # preemptions per request
     stamp = 0
     ahead = ahead and not (paged and routing == CENTRAL)  # (preempted requests join the queue between arrivals)
+    hold = 0 if paged else resv  # tokens reserved for a request's output (0: its own output length)
     si = np.zeros((n_rep + 1, NCOL), np.int64)
     ends = np.empty(n_rep)  # scratch for wake_earliest
     cell = np.zeros((n_rep, 4))  # a lazy replica's cell of decode steps, kept by wake_earliest (si's CN: 0, none)
@@ -165,8 +169,9 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
     idle = np.empty(n_rep, np.int64)
     big = 0  # the longest request a replica can take (prompt plus output tokens): room for it is room for any
     for j in range(n if routing == CENTRAL and kv < UNLIMITED_KV else 0):
-        if pr[j] + out[j] <= kv:
-            big = max(big, pr[j] + out[j])
+        need = pr[j] + (out[j] if resv == 0 else resv)
+        if need <= kv:
+            big = max(big, need)
     en = 0
     n_busy = 0
     i = 0
@@ -187,7 +192,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
             if lazy_end:  # a lazy replica's next finish: its steps up to it run, the step ending now counted
                 f = lazy_finish(si, r, n_rep if routing == CENTRAL else r, t, arr[i] if i < n else np.inf,
                                 max_batch, kv, paged, busy_s, lend, lbusy, hk, hv, fin, ctx0, togo, overhead,
-                                dc_tab, dc_x0, dc_h)  # fmt: skip
+                                dc_tab, dc_x0, dc_h, hold)  # fmt: skip
                 if f >= 0:  # lazy still, up to its next finish
                     heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                     en += 1
@@ -197,7 +202,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
             if not lazy_end:
                 si[r, STEPS] += 1
                 if si[r, DEC]:
-                    end_decode_step(si, r, t, hk, hv, fin, ctx0, togo)
+                    end_decode_step(si, r, t, hk, hv, fin, ctx0, togo, hold)
             keep = 0
             for k in range(si[r, PN]):
                 j = pbuf[r, k]
@@ -211,7 +216,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
                 if togo[j] == 1:
                     fin[j] = t
                     si[r, RUN] -= 1
-                    si[r, KV] -= ctx0[j] + 1
+                    si[r, KV] -= ctx0[j] + (1 if hold == 0 else hold)
                 else:
                     heap_push(hk, hv, r, si[r, HN], si[r, DSTEP] + togo[j] - 1, j)
                     si[r, HN] += 1
@@ -223,7 +228,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
             nc += 1
         i0 = i
         while i < n and arr[i] <= t:  # arrivals now
-            if pr[i] + out[i] > kv:  # it would never fit in a replica's KV cache: refused (no replica, no times)
+            if pr[i] + (out[i] if resv == 0 else resv) > kv:  # it would never fit in a replica's KV cache: refused
                 i += 1
                 continue
             q = n_rep
@@ -247,7 +252,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
                 cand[nc] = q
                 nc += 1
             elif (q < n_rep and si[q, LAZY] and si[q, RUN] < max_batch
-                  and admits(si, q, kv, paged, ctx0, togo, si[q, QH])):
+                  and admits(si, q, kv, paged, ctx0, togo, si[q, QH], hold)):
                 # it can take the request (the first waiting: this one, or one it had no room for): run it to now
                 # (paged: its cache has filled since it went lazy, so it may not; waking it is safe either way)
                 e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, -1, paged)
@@ -274,7 +279,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
                     en = drop_stale(ek, ev, en, si)
                 nc, en, n_busy = wake_earliest(si, t, si[n_rep, QL] - ni, nc, cand, en, ek, ev, n_busy, max_batch,
                                                kv, big, lend, lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead,
-                                               dc_tab, dc_x0, dc_h, ends)  # fmt: skip
+                                               dc_tab, dc_x0, dc_h, ends, hold)  # fmt: skip
             if ni > 0:  # the idle replicas go first
                 for k in range(nc - 1, -1, -1):
                     cand[k + ni] = cand[k]
@@ -287,7 +292,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
             si[r, TOUCH] = 0
             q = n_rep if routing == CENTRAL else r
             if paged and si[r, HN] > 0 and (chunked or si[q, QL] == 0 or si[r, RUN] >= max_batch
-                                             or not admits(si, r, kv, paged, ctx0, togo, si[q, QH])):
+                                             or not admits(si, r, kv, paged, ctx0, togo, si[q, QH], hold)):
                 # a decode step: a token for each decoding sequence, the latest admitted preempted until they fit
                 while si[r, KV] + si[r, HN] > kv:
                     preempt(si, r, q, hk, hv, pbuf, rem, ctx0, togo, adm, nxt, npre)
@@ -314,7 +319,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
             while si[q, QL] > 0 and si[r, RUN] < max_batch and tokens < room:
                 j = si[q, QH]
                 take = min(rem[j], room - tokens) if chunked else rem[j]
-                if tokens + take > room or not admits(si, r, kv, paged, ctx0, togo, j):
+                if tokens + take > room or not admits(si, r, kv, paged, ctx0, togo, j, hold):
                     break
                 si[q, QH] = nxt[j]
                 si[q, QL] -= 1
@@ -322,7 +327,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
                 ptk[r, pn] = take
                 pn += 1
                 tokens += take
-                si[r, KV] += ctx0[j] + (1 if paged else togo[j])
+                si[r, KV] += ctx0[j] + (1 if paged else togo[j] if hold == 0 else hold)
                 si[r, RUN] += 1
                 if paged:
                     adm[j] = stamp
@@ -349,7 +354,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
             end = t + dur
             if (lazy and tokens == 0 and decode and pn == 0
                     and (si[q, QL] == 0 or si[r, RUN] >= max_batch
-                         or (q == r and not admits(si, r, kv, paged, ctx0, togo, si[q, QH])))
+                         or (q == r and not admits(si, r, kv, paged, ctx0, togo, si[q, QH], hold)))
                     and hk[r, 0] - 1 - si[r, DSTEP] >= LAZY_STEPS
                     and (routing != CENTRAL or n_rep >= CENTRAL_LAZY_REPLICAS
                          or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS))):
@@ -361,7 +366,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, paged, chunked, routing
             until = arr[i] if i < n else np.inf
             if ahead and end < until and tokens == 0 and decode and pn == 0 and si[q, QL] == 0:  # a step to take
                 end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, ctx0, togo, overhead, dc_tab, dc_x0,
-                                   dc_h, paged, kv)  # fmt: skip
+                                   dc_h, paged, kv, hold)  # fmt: skip
                 if end < 0:  # it ran out of work: idle
                     n_busy -= 1
                     continue

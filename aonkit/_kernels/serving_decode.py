@@ -124,10 +124,11 @@ def interp(tab, row, x0, h, x):
 
 
 @njit_leaf
-def end_decode_step(si, r, t, hk, hv, fin, pr, out):
+def end_decode_step(si, r, t, hk, hv, fin, pr, out, resv=0):
     """End replica ``r``'s decode step at ``t``: its decode-step count advances, the sequences it completed finish.
 
-    A finished sequence's KV-cache tokens (its prompt and output) are free again.
+    A finished sequence's KV-cache tokens are free again: its prompt and output, or its prompt and ``resv`` (the
+    tokens reserved for any request's output, when not 0).
     """
     d = si[r, DSTEP] + 1
     si[r, DSTEP] = d
@@ -139,7 +140,7 @@ def end_decode_step(si, r, t, hk, hv, fin, pr, out):
         si[r, RUN] -= 1
         si[r, SP] -= pr[j]
         si[r, SJ] -= d - out[j] + 1
-        si[r, KV] -= pr[j] + out[j]
+        si[r, KV] -= pr[j] + (out[j] if resv == 0 else resv)
 
 
 @njit_leaf_inline
@@ -240,7 +241,7 @@ def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, las
 
 @njit_leaf
 def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h, paged=False,
-                 kv=0):
+                 kv=0, resv=0):
     """Run replica ``r``'s decode-only steps while each ends before ``until`` (the next arrival).
 
     Called as a decode-only step starts (nothing waiting for ``r``, no prompt in progress): until an
@@ -281,7 +282,7 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
         if paged:
             return end
         si[r, STEPS] += 1  # the step ending at `end`: a sequence finishes
-        end_decode_step(si, r, end, hk, hv, fin, pr, out)
+        end_decode_step(si, r, end, hk, hv, fin, pr, out, resv)
         b = si[r, HN]
         if b == 0:
             si[r, BUSY] = 0
@@ -318,21 +319,21 @@ def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged=Fa
 
 
 @njit_leaf_inline
-def admits(si, r, kv, paged, ctx0, left, j):
+def admits(si, r, kv, paged, ctx0, left, j, resv=0):
     """Whether replica ``r``'s KV cache (``kv`` tokens) admits request ``j`` now.
 
-    Reserving (not ``paged``): its prompt plus output fit beside the running sequences' reservations. Paged
-    (:mod:`.serving_paged`): its context and next slot, and a token for each running sequence, fit beside what they
-    hold.
+    Reserving (not ``paged``): its prompt plus output (or plus ``resv``, the tokens reserved for any request's
+    output, when not 0) fit beside the running sequences' reservations. Paged (:mod:`.serving_paged`): its context
+    and next slot, and a token for each running sequence, fit beside what they hold.
     """
     if paged:
         return si[r, KV] + ctx0[j] + 1 + si[r, RUN] <= kv
-    return si[r, KV] + ctx0[j] + left[j] <= kv
+    return si[r, KV] + ctx0[j] + (left[j] if resv == 0 else resv) <= kv
 
 
 @njit_leaf
 def lazy_finish(si, r, q, t, arrival, max_batch, kv, paged, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead,
-                dc_tab, dc_x0, dc_h):
+                dc_tab, dc_x0, dc_h, resv=0):
     """Lazy replica ``r``'s next finish, at ``t``: its steps run, its step ending at ``t`` counted, sequences finished.
 
     When it can still take no request (none waiting in its queue ``q``, a full batch, or, with a queue of its own,
@@ -351,11 +352,11 @@ def lazy_finish(si, r, q, t, arrival, max_batch, kv, paged, busy_s, lend, lbusy,
     if paged:
         si[r, KV] += si[r, HN] * steps  # each step ended was followed by one started
     busy_s[r] += lbusy[r]
-    end_decode_step(si, r, t, hk, hv, fin, pr, out)
+    end_decode_step(si, r, t, hk, hv, fin, pr, out, resv)
     b = si[r, HN]
     if (b == 0 or arrival <= t or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS or (paged and si[r, KV] + b > kv)
             or (si[q, QL] > 0 and si[r, RUN] < max_batch and (q != r or admits(si, r, kv, paged, pr, out,
-                                                                                  si[q, QH])))):
+                                                                                  si[q, QH], resv)))):
         si[r, LAZY] = 0
         return -1.0
     dur = overhead + interp(dc_tab, b, dc_x0, dc_h, si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ])

@@ -153,7 +153,7 @@ def sure(si, r, kv, big):
 
 @njit_leaf
 def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big, lend, lbusy, busy_s, hk, hv, fin,
-                  pr, out, cell, overhead, dc_tab, dc_x0, dc_h, ends):
+                  pr, out, cell, overhead, dc_tab, dc_x0, dc_h, ends, resv=0):
     """``need`` requests are left waiting at arrival instant ``t``: wake the lazy replicas that may take them.
 
     Every lazy replica with room finds the end of its step in progress at ``t`` (:func:`peek_end`). With the ends of
@@ -163,7 +163,8 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big,
     (:func:`run_steps`), their old events go stale and their step end becomes their event. One whose step ends at
     ``t`` itself ends it now and joins the replicas whose steps end now (``cand[:nc]``, kept in replica order), as
     the event loop would have handled it before the instant's arrivals.
-    ``ends`` is scratch space of one float per replica. Returns the new ``nc``, ``en`` and ``n_busy``.
+    ``ends`` is scratch space of one float per replica; ``resv``: the KV-cache tokens reserved for any request's
+    output, when not 0 (:func:`.serving_decode.end_decode_step`). Returns the new ``nc``, ``en`` and ``n_busy``.
     """
     n_rep = si.shape[0] - 1
     nb = 0
@@ -200,7 +201,7 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big,
             en += 1
             continue
         si[r, STEPS] += 1
-        end_decode_step(si, r, t, hk, hv, fin, pr, out)
+        end_decode_step(si, r, t, hk, hv, fin, pr, out, resv)
         si[r, BUSY] = 0
         n_busy -= 1
         si[r, TOUCH] = 1

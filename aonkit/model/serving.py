@@ -65,9 +65,9 @@ class ServingResult:
 def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
                      output_tokens: int | Lengths | object, *, step_time: StepTime, n_requests: int | None = None,
                      replicas: int = 1, max_batch: int = 1, token_budget: int | None = None,
-                     kv_tokens: int | None = None, kv_policy: str = "reserve", chunked_prefill: bool = False,
-                     routing: str = "jsq", seed: int | None = None, warmup: float = 0.0,
-                     context_points: int = 513) -> ServingResult:
+                     kv_tokens: int | None = None, kv_policy: str = "reserve", max_new_tokens: int | None = None,
+                     chunked_prefill: bool = False, routing: str = "jsq", seed: int | None = None,
+                     warmup: float = 0.0, context_points: int = 513) -> ServingResult:
     """Simulate requests served by ``replicas`` continuous-batching engines.
 
     Parameters
@@ -86,14 +86,22 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         plus prefill tokens and must be at least ``max_batch``.
     kv_tokens : int, optional
         Tokens of context one engine's KV cache holds (unlimited when None). A request is admitted only when the
-        cache has room for it (``kv_policy`` says how that is counted); one whose prompt plus output tokens exceed
-        it is refused at arrival (no replica, -1, and no times, NaN; counted in the summary's ``rejected``).
+        cache has room for it (``kv_policy`` says how that is counted); one whose prompt plus output tokens (its
+        ``max_new_tokens``, when given) exceed it is refused at arrival (no replica, -1, and no times, NaN; counted
+        in the summary's ``rejected``).
     kv_policy : {"reserve", "paged"}
-        How the cache admits: ``"reserve"`` holds a request's prompt plus output tokens from admission (nothing is
-        preempted); ``"paged"`` holds what its context has grown to (vLLM's blocks, of one token) and preempts the
-        latest-admitted sequence when a decode step would not fit, to be computed again (prompt and generated
-        tokens) when admitted next (:mod:`aonkit._kernels.serving_paged`). Without chunked prefill the token
-        budget must then hold the longest context a preempted request computes again.
+        How the cache admits: ``"reserve"`` holds a request's prompt plus output tokens (or ``max_new_tokens``)
+        from admission (nothing is preempted); ``"paged"`` holds what its context has grown to (vLLM's blocks, of
+        one token) and preempts the latest-admitted sequence when a decode step would not fit, to be computed again
+        (prompt and generated tokens) when admitted next (:mod:`aonkit._kernels.serving_paged`). Without chunked
+        prefill the token budget must then hold the longest context a preempted request computes again.
+    max_new_tokens : int, optional
+        The most tokens a request may generate, as clients send it (None: each request's own output length, known
+        in advance: an oracle). An engine does not know how long an output will be: ``"reserve"`` then holds the
+        prompt plus ``max_new_tokens`` from admission (TGI's token budget), and under either policy a request whose
+        prompt plus ``max_new_tokens`` exceeds ``kv_tokens`` is refused (as vLLM and TGI refuse one over the
+        context they can hold). Every output length must be at most this (an engine stops a request there: cap a
+        distribution with :meth:`Lengths.capped`).
     chunked_prefill : bool
         Mix prompt chunks into decode steps (vLLM's chunked prefill, Sarathi) instead of running
         whole prompts in prefill-only steps that pause decoding (the default).
@@ -109,8 +117,8 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
     """
     run = prepare(arrivals, prompt_tokens, output_tokens, step_time=step_time, n_requests=n_requests,
                   replicas=replicas, max_batch=max_batch, token_budget=token_budget, kv_tokens=kv_tokens,
-                  kv_policy=kv_policy, chunked_prefill=chunked_prefill, routing=routing, seed=seed, warmup=warmup,
-                  context_points=context_points)  # fmt: skip
+                  kv_policy=kv_policy, max_new_tokens=max_new_tokens, chunked_prefill=chunked_prefill,
+                  routing=routing, seed=seed, warmup=warmup, context_points=context_points)  # fmt: skip
     start, first, fin, rep, steps, busy, ptok, dtok, preempted, npre = _execute(run)
     arr, prompt, output = run.arrivals, run.prompt, run.output
     queue, ttft, tpot, e2e = latencies(arr, output, start, first, fin)
@@ -147,14 +155,14 @@ class Prepared(NamedTuple):
 def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
             output_tokens: int | Lengths | object, *, step_time: StepTime, n_requests: int | None = None,
             replicas: int = 1, max_batch: int = 1, token_budget: int | None = None, kv_tokens: int | None = None,
-            kv_policy: str = "reserve", chunked_prefill: bool = False, routing: str = "jsq", seed: int | None = None,
-            warmup: float = 0.0, context_points: int = 513) -> Prepared:
+            kv_policy: str = "reserve", max_new_tokens: int | None = None, chunked_prefill: bool = False,
+            routing: str = "jsq", seed: int | None = None, warmup: float = 0.0, context_points: int = 513) -> Prepared:
     """Validate and draw one simulation's inputs; nothing runs yet (:func:`summarize` runs it).
 
     Parameters
     ----------
     arrivals, prompt_tokens, output_tokens, step_time, n_requests, replicas, max_batch, token_budget, kv_tokens,
-    kv_policy, chunked_prefill, routing, seed, warmup, context_points
+    kv_policy, max_new_tokens, chunked_prefill, routing, seed, warmup, context_points
         As for :func:`simulate_serving`, which calls this first.
 
     Returns
@@ -199,11 +207,13 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     kv = int(kv)
     if kv_policy not in KV_POLICIES:
         raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
-    if kv < UNLIMITED and kv >= int(max_batch) * (int((prompt + output).max()) + 1):
+    resv = _max_new(max_new_tokens, output)
+    need = prompt + (resv if resv else output)  # what a request needs of the cache: refused when over kv
+    if kv < UNLIMITED and kv >= int(max_batch) * (int(need.max()) + 1):
         kv = UNLIMITED  # a cache that no batch can fill (the kernel then runs ahead and lazily): the same run
     paged = kv_policy == "paged" and kv < UNLIMITED
     if paged and not chunked_prefill:
-        served = prompt + output <= kv
+        served = need <= kv
         longest = int((prompt + output - 1)[served].max()) if served.any() else 0
         if longest > budget:
             raise ValueError(f"with kv_policy='paged' and no chunked prefill, token_budget={budget} must hold the "
@@ -218,7 +228,7 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN, UNLIMITED_KV
 
     code = {"jsq": JSQ, "round_robin": ROUND_ROBIN, "central": CENTRAL}[routing]
-    args = (int(replicas), int(max_batch), budget, min(kv, UNLIMITED_KV), paged, bool(chunked_prefill), code,
+    args = (int(replicas), int(max_batch), budget, min(kv, UNLIMITED_KV), resv, paged, bool(chunked_prefill), code,
             float(step_time.overhead_s), *tabs)  # fmt: skip
     return Prepared(arr, prompt, output, np.argsort(arr, kind="stable"), int(replicas), float(warmup), args)
 
@@ -333,6 +343,21 @@ def _execute(run: Prepared) -> tuple[np.ndarray, ...]:
     for dst, src in zip((start, first, fin, rep, npre), per_request):
         dst[o] = src
     return (start, first, fin, rep, *res[4:-1], npre)
+
+
+def _max_new(max_new_tokens: int | None, output: np.ndarray) -> int:
+    """The kernel's ``resv`` for ``max_new_tokens`` (0 for None), checked against the output lengths."""
+    if max_new_tokens is None:
+        return 0
+    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    m = int(max_new_tokens)
+    over = output > m
+    if over.any():
+        raise ValueError(f"{int(over.sum())} of {output.size} output lengths exceed max_new_tokens={m} (the longest "
+                         f"{int(output.max())}): an engine stops a request there; cap them (Lengths.capped({m}) or "
+                         f"numpy.minimum)")
+    return m
 
 
 def _lengths(spec: int | Lengths | object, n: int, rng: np.random.Generator, name: str) -> np.ndarray:

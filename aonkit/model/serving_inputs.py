@@ -85,6 +85,8 @@ class Lengths:
         Its parameters, as the class methods set them: ``(tokens,)`` for ``fixed``, ``(values,)`` (a 1-D
         int64 array) for ``empirical``, ``(mean,)`` for ``geometric``, ``(low, high)`` for ``uniform`` and
         ``(mean, cv)`` for ``lognormal``; token counts and means at least 1, ``low <= high``, ``cv >= 0``.
+    cap : int, optional
+        Draws above it are ``cap`` (:meth:`capped`; an engine stops a request at its ``max_new_tokens``).
 
     Raises
     ------
@@ -94,6 +96,7 @@ class Lengths:
 
     kind: str
     params: tuple = ()
+    cap: int | None = None
 
     @classmethod
     def fixed(cls, tokens: int) -> Lengths:
@@ -120,7 +123,13 @@ class Lengths:
         """Lognormal with ``mean`` and coefficient of variation ``cv``, rounded up to an integer."""
         return cls("lognormal", (float(mean), float(cv)))
 
+    def capped(self, tokens: int) -> Lengths:
+        """These lengths, each at most ``tokens`` (those drawn above it are ``tokens``; the draws are the same)."""
+        return Lengths(self.kind, self.params, int(tokens))
+
     def __post_init__(self) -> None:
+        if self.cap is not None and self.cap < 1:
+            raise ValueError(f"a cap of lengths must be >= 1, got {self.cap!r}")
         p = self.params
         ok = {
             "fixed": lambda: p[0] >= 1,
@@ -136,6 +145,10 @@ class Lengths:
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` token counts (int64)."""
+        v = self._draw(n, rng)
+        return v if self.cap is None else np.minimum(v, self.cap)
+
+    def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         p = self.params
         if self.kind == "fixed":
             return np.full(n, p[0], np.int64)
