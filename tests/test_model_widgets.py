@@ -222,9 +222,10 @@ def test_serving_panel_matches_sweep_knee_and_replicas() -> None:
     # GIVEN a panel with linear step times
     p = ServingPanel(10.0, step_time="linear", n_requests=N, replicas=1, slo_s=0.5)
     st = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
-    eng = {"step_time": st, "max_batch": 64, "token_budget": 2048, "chunked_prefill": True}
-    prompts, outputs = Lengths.lognormal(512, 1.0), Lengths.geometric(128)
-    # THEN its sweep, knee and replica count are those of the direct calls
+    eng = {"step_time": st, "max_batch": 64, "token_budget": 2048, "chunked_prefill": True, "max_new_tokens": 1024}
+    prompts, outputs = Lengths.lognormal(512, 1.0), Lengths.geometric(128).capped(1024)
+    # THEN its sweep, knee and replica count are those of the direct calls (outputs stop at max new tokens: 8 means
+    # by default)
     sweep = serving_sweep(sweep_rates(10.0), prompts, outputs, n_requests=N, replicas=1, **eng)
     pd.testing.assert_frame_equal(p.sweep, sweep)
     assert p.knee == saturation_knee(sweep, "ttft_p99_s")

@@ -56,8 +56,9 @@ def test_fp8_step_times_read_one_byte_a_weight() -> None:
 
 def test_the_panel_admits_by_its_kv_cache_and_says_so() -> None:
     # GIVEN Llama-3 70B on two H100s: 70.6 GB of weights a GPU leave 8,827 tokens of cache, 13 sequences of
-    # 512 + 128 tokens
-    kw = {"n_requests": N, "lengths": "fixed", "model": "Llama-3 70B", "device": "H100 SXM", "tp": 2}
+    # 512 + 128 tokens (sent with max_new_tokens=128, all reached)
+    kw = {"n_requests": N, "lengths": "fixed", "model": "Llama-3 70B", "device": "H100 SXM", "tp": 2,
+          "max_new_tokens": 128}
     p = ServingPanel(2.0, max_batch=64, **kw)
     assert p.memory().sequences(640) == 13 and p.engine()["kv_tokens"] == p.memory().kv_tokens == 8827
     assert p.engine()["max_batch"] == 64
@@ -65,7 +66,7 @@ def test_the_panel_admits_by_its_kv_cache_and_says_so() -> None:
     # the cache never fills), not of 12; and the summary says why
     pd.testing.assert_frame_equal(p.sweep, ServingPanel(2.0, max_batch=13, **kw).sweep)
     assert not p.sweep.equals(ServingPanel(2.0, max_batch=12, **kw).sweep)
-    assert "13 sequences of 640" in p.summary.value
+    assert "13 sequences of 640 (mean prompt + max new tokens, reserved)" in p.summary.value
     assert "the cache, not the max batch 64, bounds the batch" in p.summary.value
     # AND with a smaller max batch no note
     p.max_batch.value = 8
@@ -83,7 +84,8 @@ def test_the_panel_says_how_many_requests_its_cache_refuses() -> None:
     row = p.sweep.iloc[(p.sweep["arrival_rate_per_s"] - 0.5).abs().argmin()]
     share = p.numbers()["rejected_fraction"]
     assert 0.005 < share < 0.1 and share == row["rejected"] / row["measured"]
-    assert f"; {100 * share:.2g}% of requests refused (longer than a replica's KV cache)" in p.text()
+    assert f"; {100 * share:.2g}% of requests refused (their prompt and max new tokens exceed a replica's KV " \
+           "cache)" in p.text()
     # AND with the prompts fixed at the mean, none is, and the line says nothing of it
     p.lengths.value = "fixed"
     assert p.numbers()["rejected_fraction"] == 0 and "refused" not in p.text()
@@ -179,3 +181,31 @@ def test_the_panels_paged_cache_admits_more_and_says_how_often_it_preempted() ->
     assert paged["capacity_per_s"] > 1.1 * reserve["capacity_per_s"]
     assert paged["preemptions"] > 0 and f"; {paged['preemptions']:,} preemptions (a full KV cache)" in p.text()
     assert p.sweep["preemptions"].max() > 0
+
+
+def test_the_panel_reserves_max_new_tokens_and_caps_random_outputs_there() -> None:
+    # GIVEN Llama-3 70B on two H100s (8,827 tokens of cache) and requests of 512 + 128 tokens sent with
+    # max_new_tokens=1,024 (the panel's default for outputs of 128: eight means)
+    kw = {"n_requests": N, "lengths": "fixed", "model": "Llama-3 70B", "device": "H100 SXM", "tp": 2}
+    p = ServingPanel(2.0, max_batch=64, **kw)
+    assert p.max_new.value == 1024 and p.engine()["max_new_tokens"] == 1024
+    # THEN the reserving cache holds 5 requests at once (8,827 // 1,536), not the 13 their outputs would fill: the
+    # answer of a max batch of 5, and the memory line says so
+    pd.testing.assert_frame_equal(p.sweep, ServingPanel(2.0, max_batch=5, max_new_tokens=128, **kw).sweep)
+    assert "5 sequences of 1,536 (mean prompt + max new tokens, reserved)" in p.memory_text()
+    # AND a paged cache holds what the contexts grow to: more at once, a higher capacity; its line counts prompts
+    # and outputs
+    reserve = p.numbers()
+    p.kv_policy.value = "paged"
+    assert p.numbers()["capacity_per_s"] > 1.5 * reserve["capacity_per_s"]
+    assert "13 sequences of 640 (mean prompt + output)" in p.memory_text()
+    # AND random outputs stop at max new tokens; a fixed output over it is an error naming both
+    p.lengths.value = "random"
+    assert p.workload()[1].cap == 1024 and not p.error
+    p.max_new.value = 100
+    assert p.workload()[1].cap == 100 and not p.error
+    p.lengths.value = "fixed"
+    assert p.error == "ValueError: output tokens 128 exceed max new tokens 100: a request stops there"
+    # AND a request whose prompt and max new tokens the cache cannot hold makes the setting an error
+    p.max_new.value, p.prompt.value = 8000, 1000
+    assert "does not fit" in p.error and "mean prompt + max new tokens" in p.error

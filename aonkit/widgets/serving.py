@@ -51,7 +51,7 @@ from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
 from .serving_controls import STYLE, TIPS, WIDE, linear_boxes, log_slider, slider, toggles
-from .serving_results import ServingResults, memory_words
+from .serving_results import ServingResults, fit_hint, memory_words
 
 SEARCH_THREADS = min(os.cpu_count() or 1, 4)
 """Counts the replica search simulates at once once its first two show the guess was off (a change of device to
@@ -81,9 +81,14 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         for its prompt and output tokens beside the running ones (:meth:`kv_limit`; longer requests are refused);
         weights that do not fit, or a cache that cannot hold one request of the mean lengths, are an error.
     kv_policy : {"reserve", "paged"}
-        How that cache admits (:func:`~aonkit.model.simulate_serving`): a request's whole prompt and output
-        reserved, or its context as it grows, with preemption (vLLM's way; with one central queue the simulation
-        then runs every step, and answers take several times longer: docs/serving-model.md).
+        How that cache admits (:func:`~aonkit.model.simulate_serving`): a request's prompt and ``max_new_tokens``
+        reserved (an engine does not know the output's length: TGI's way), or its context as it grows, with
+        preemption (vLLM's way; with one central queue the simulation then runs every step, and answers take
+        several times longer: docs/serving-model.md).
+    max_new_tokens : int, optional
+        The most tokens a request may generate, as clients send it: random outputs drawn longer stop there (fixed
+        ones must be at most this); a request whose prompt plus this exceeds the cache is refused. Default: eight
+        times ``output_tokens`` (a geometric draw reaches it 0.03% of the time), at least 1,024, at most 16,384.
     prefill, decode : tuple
         Linear coefficients ``(a, b)`` (s, s/token) and ``(a, b, c)`` (s, s/sequence, s/context token).
     overhead : float
@@ -131,7 +136,7 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
                  token_budget: int = 2048, prompt_tokens: int = 512, output_tokens: int = 128,
                  lengths: str = "random", chunked_prefill: bool = True, slo_s: float = 0.5, routing: str = "jsq",
                  step_time: str | StepFit | StepTime = "model", model: str = "Llama-3 8B", device: str = "H100 SXM",
-                 tp: int = 1, dtype: str = "bf16", kv_policy: str = "reserve",
+                 tp: int = 1, dtype: str = "bf16", kv_policy: str = "reserve", max_new_tokens: int | None = None,
                  prefill: tuple[float, float] = (0.005, 2e-5),
                  decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7), overhead: float = 0.0,
                  n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0,
@@ -149,6 +154,10 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         self.token_budget = slider(w.IntSlider, "token budget", token_budget, 64, 16384, 64, live)
         self.prompt = slider(w.IntSlider, "prompt tokens", prompt_tokens, 1, 16384, 1, live)
         self.output = slider(w.IntSlider, "output tokens", output_tokens, 1, 4096, 1, live)
+        if max_new_tokens is None:
+            max_new_tokens = min(16384, max(1024, 8 * int(output_tokens)))
+        self.max_new = slider(w.IntSlider, "max new tokens", max_new_tokens, 1, 16384, 1, live,
+                              tooltip=TIPS["max_new"])  # fmt: skip
         self.lengths = toggles("lengths", ["fixed", "random"], lengths, (
             "every request has these lengths", "prompts lognormal (CV 1), outputs geometric, with these means"))
         self.chunked = w.Checkbox(value=chunked_prefill, description="chunked prefill", indent=False)
@@ -174,8 +183,9 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         self._request = Latest(self.update, COALESCE_S)
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
         self._controls = (self.rate, self.cv, self.replicas, self.routing, self.max_batch, self.token_budget,
-                          self.prompt, self.output, self.lengths, self.chunked, self.slo, self.step_kind, self.model,
-                          self.device, self.tp, self.dtype, self.kv_policy, *self.coeffs.values())  # fmt: skip
+                          self.prompt, self.output, self.max_new, self.lengths, self.chunked, self.slo,
+                          self.step_kind, self.model, self.device, self.tp, self.dtype, self.kv_policy,
+                          *self.coeffs.values())  # fmt: skip
         """Every control a change of which is simulated (observed, and the keys of :meth:`_inputs`)."""
         self._evaluate()
         self.view = Charts(sweep_charts(), {
@@ -187,7 +197,8 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         self._show()
         for c in self._controls:
             c.observe(self._changed, names="value")
-        load = w.VBox([w.HTML("<b>load</b>"), self.rate, self.cv, self.prompt, self.output, self.lengths, self.slo])
+        load = w.VBox([w.HTML("<b>load</b>"), self.rate, self.cv, self.prompt, self.output, self.max_new, self.lengths,
+                       self.slo])  # fmt: skip
         engine = w.VBox([w.HTML("<b>engine</b>"), self.replicas, self.routing, self.max_batch, self.token_budget,
                          self.chunked, self.step_kind, self.model_box, self.linear_box])  # fmt: skip
         super().__init__([w.HBox([load, engine]), self.summary, self.view])
@@ -216,46 +227,37 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
     def kv_limit(self) -> int | None:
         """Tokens of KV cache a replica holds (:meth:`memory`), the engine's admission limit; None: no limit.
 
-        Raises ValueError when the weights, or they and one request of the mean prompt and output tokens, do not
-        fit.
+        Raises ValueError when the weights, or they and one request of the mean prompt and its max new tokens, do
+        not fit.
         """
         mem = self.memory()
         if mem is None:
             return None
-        tokens = int(self.prompt.value) + int(self.output.value)
+        tokens = int(self.prompt.value) + int(self.max_new.value)
         if mem.sequences(tokens) < 1:
-            raise ValueError(f"{self.model.value} does not fit on {self.device.value} with TP {self.tp.value} at "
-                             f"{self.dtype.value}: {memory_words(mem, tokens, int(self.max_batch.value))}"
-                             f"{self._fit_hint(tokens)}")  # fmt: skip
+            config, device, tp, dtype = PRESETS[self.model.value], self.devices[self.device.value], self.tp, self.dtype
+            words = memory_words(mem, tokens, int(self.max_batch.value), "mean prompt + max new tokens")
+            raise ValueError(f"{self.model.value} does not fit on {device.name} with TP {tp.value} at {dtype.value}: "
+                             f"{words}{fit_hint(config, device, int(tp.value), tp.options, str(dtype.value), tokens)}")
         return mem.kv_tokens
 
-    def _fit_hint(self, tokens: int) -> str:
-        """Where a model that does not fit would fit, as a note for the error ("" when nowhere here).
-
-        The least larger TP at this precision, else FP8 (when the device has it) at the least TP.
-        """
-        config, device = PRESETS[self.model.value], self.devices[self.device.value]
-        tps = [t for t in self.tp.options if t > int(self.tp.value)]
-        for tp in tps:
-            if serving_memory(config, device, tp, str(self.dtype.value)).sequences(tokens) >= 1:
-                return f" (it fits with TP {tp})"
-        if self.dtype.value != "fp8" and "fp8" in device.peak_flops:
-            for tp in [int(self.tp.value), *tps]:
-                if serving_memory(config, device, tp, "fp8").sequences(tokens) >= 1:
-                    return f" (it fits in fp8 with TP {tp})"
-        return ""
-
     def workload(self) -> tuple[int | Lengths, int | Lengths]:
-        """Prompt and output lengths: fixed, or lognormal prompts (CV 1) and geometric outputs with the slider means."""
-        p, o = int(self.prompt.value), int(self.output.value)
+        """Prompt and output lengths: fixed, or lognormal prompts (CV 1) and geometric outputs with the slider means.
+
+        Random outputs stop at the max new tokens (:meth:`Lengths.capped <aonkit.model.Lengths.capped>`); a fixed
+        output over it is an error.
+        """
+        p, o, m = int(self.prompt.value), int(self.output.value), int(self.max_new.value)
         if self.lengths.value == "fixed":
+            if o > m:
+                raise ValueError(f"output tokens {o} exceed max new tokens {m}: a request stops there")
             return p, o
-        return Lengths.lognormal(p, 1.0), Lengths.geometric(o)
+        return Lengths.lognormal(p, 1.0), Lengths.geometric(o).capped(m)
 
     def engine(self) -> dict[str, Any]:
         """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the engine (not ``replicas``)."""
         return {"step_time": self.step_time(), "max_batch": int(self.max_batch.value), "kv_tokens": self.kv_limit(),
-                "kv_policy": str(self.kv_policy.value),
+                "kv_policy": str(self.kv_policy.value), "max_new_tokens": int(self.max_new.value),
                 "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value),
                 "routing": str(self.routing.value)}  # fmt: skip
 

@@ -14,12 +14,14 @@ STYLE = {"description_width": "130px"}
 WIDE = w.Layout(width="360px")
 ROUTING_TIPS = ("to the replica with the fewest requests (join the shortest queue)", "to each replica in turn",
                 "one queue for all replicas: the first free one takes the next request")  # fmt: skip
-KV_TIPS = ("a request holds its prompt plus output tokens from admission: nothing is preempted (fast)",
+KV_TIPS = ("a request holds its prompt plus max new tokens from admission: nothing is preempted (fast)",
            "a request holds what its context has grown to; the latest is preempted and recomputed when the cache "
            "is full (vLLM's way; with one central queue, slow to simulate)")  # fmt: skip
 DTYPE_TIPS = ("16-bit weights, GEMMs at the bf16 peak", "16-bit weights, GEMMs at the fp16 peak",
               "FP8 weights and GEMMs (W8A8), 16-bit KV cache")  # fmt: skip
-TIPS = {"routing": ROUTING_TIPS, "dtype": DTYPE_TIPS, "kv_policy": KV_TIPS}
+MAX_NEW_TIP = ("the most tokens a client lets a request generate: outputs drawn longer stop there; the reserving "
+               "cache holds the prompt plus this; a request whose prompt plus this exceeds the cache is refused")
+TIPS = {"routing": ROUTING_TIPS, "dtype": DTYPE_TIPS, "kv_policy": KV_TIPS, "max_new": MAX_NEW_TIP}
 """The tooltips of the panel's toggle buttons, by control."""
 
 

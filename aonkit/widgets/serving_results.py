@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 
 import pandas as pd
 
+from ..model.hardware import DeviceSpec
+from ..model.llm import TransformerConfig
 from ..model.serving_analysis import ReplicaPlan
-from ..model.serving_steps import ServingMemory
+from ..model.serving_steps import ServingMemory, serving_memory
 from ..views import theme
 
 
@@ -103,16 +106,21 @@ class ServingResults:
     def memory_text(self) -> str:
         """One GPU's memory with model step times: weights, and the KV cache that limits admission ("" otherwise).
 
-        :meth:`~aonkit.widgets.serving.ServingPanel.kv_limit`; says when fewer sequences of the mean prompt and
-        output tokens fit than the max batch control allows.
+        :meth:`~aonkit.widgets.serving.ServingPanel.kv_limit`; says when fewer sequences fit than the max batch
+        control allows: of the mean prompt and max new tokens when reserving, of the mean prompt and output when
+        paged.
         """
         mem = self.memory()
-        return "" if mem is None else "memory: " + memory_words(mem, int(self.prompt.value) + int(self.output.value),
-                                                                 int(self.max_batch.value))
+        if mem is None:
+            return ""
+        reserve = self.kv_policy.value == "reserve"
+        tokens = int(self.prompt.value) + int((self.max_new if reserve else self.output).value)
+        what = "mean prompt + max new tokens, reserved" if reserve else "mean prompt + output"
+        return "memory: " + memory_words(mem, tokens, int(self.max_batch.value), what)
 
 
-def memory_words(mem: ServingMemory, tokens: int, chosen: int) -> str:
-    """What one GPU holds, in words: the weights, and sequences of ``tokens`` in the cache beside them.
+def memory_words(mem: ServingMemory, tokens: int, chosen: int, what: str = "mean prompt + output") -> str:
+    """What one GPU holds, in words: the weights, and sequences of ``tokens`` (``what`` they are) beside them.
 
     Ends with a note when fewer than ``chosen`` (the max batch) such sequences fit.
     """
@@ -121,8 +129,26 @@ def memory_words(mem: ServingMemory, tokens: int, chosen: int) -> str:
         return f"{gb}: the weights do not fit"
     fits = mem.sequences(tokens)
     text = (f"{gb}; the rest holds {mem.kv_tokens:,} tokens of KV cache, {fits:,} sequences of {tokens:,} "
-            f"(mean prompt + output)")  # fmt: skip
+            f"({what})")  # fmt: skip
     return text + (f": the cache, not the max batch {chosen}, bounds the batch" if fits < chosen else "")
+
+
+def fit_hint(config: TransformerConfig, device: DeviceSpec, tp: int, tps: Sequence[int], dtype: str,
+             tokens: int) -> str:
+    """Where a model that does not fit would fit with one sequence of ``tokens``, as a note for the error.
+
+    The least of ``tps`` larger than ``tp`` at ``dtype``, else FP8 (when the device has it) at the least TP; ""
+    when nowhere.
+    """
+    larger = [t for t in tps if t > tp]
+    for t in larger:
+        if serving_memory(config, device, t, dtype).sequences(tokens) >= 1:
+            return f" (it fits with TP {t})"
+    if dtype != "fp8" and "fp8" in device.peak_flops:
+        for t in [tp, *larger]:
+            if serving_memory(config, device, t, "fp8").sequences(tokens) >= 1:
+                return f" (it fits in fp8 with TP {t})"
+    return ""
 
 
 def preempted_words(count: int) -> str:
@@ -135,4 +161,4 @@ def refused_words(fraction: float) -> str:
     if not fraction > 0:
         return ""
     share = f"{100 * fraction:.2g}%" if fraction >= 0.001 else "under 0.1%"
-    return f"; {share} of requests refused (longer than a replica's KV cache)"
+    return f"; {share} of requests refused (their prompt and max new tokens exceed a replica's KV cache)"
