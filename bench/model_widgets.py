@@ -53,6 +53,7 @@ SERVING_CHANGES = {
     "tp": [2, 4, 1],
     "slo": [0.2, 1.0, 0.5],
     "kv_policy": ["paged", "reserve", "paged", "reserve"],
+    "max_new": [4096, 256, 1024],
 }
 
 
