@@ -51,6 +51,16 @@ central queue ``wake_earliest`` counts only the replicas whose cache has room fo
 a replica goes lazy only with nothing waiting or a full batch (the first waiting request changes as other replicas
 take them). With a queue per replica only it takes from its queue, so it may go lazy with no KV room for its first
 waiting request: that changes only at its own finishes, its events.
+
+A paged cache (:mod:`.serving_paged`) may preempt a request as a step starts; running ahead and lazily, a replica
+stops at a finish or before the step its cache cannot hold. With one central queue the preempted request joins it
+between arrivals, and any replica with room may take it at its next step end. So there a replica runs ahead only
+up to the earliest instant another may preempt (:func:`.serving_paged.horizon`), every lazy replica with room is
+woken at an instant at which a replica starting its step may preempt (no room in its cache for its batch's next
+tokens; none goes lazy then either: one before it in replica order would miss the request), and a lazy replica
+is never lazy past its event (another starting its step at that instant may preempt). Between such instants the
+queue grows only at arrivals, and the rules above hold; ``wake_earliest`` counts as sure to take a request only
+replicas with room for the longest context a request may bring once their cache has grown to their event.
 """
 
 from __future__ import annotations
@@ -93,7 +103,7 @@ from .serving_decode import (
     interp,
     lazy_finish,
 )
-from .serving_paged import preempt
+from .serving_paged import horizon, preempt
 from .serving_wake import wake_earliest
 
 JSQ, ROUND_ROBIN, CENTRAL = 0, 1, 2
@@ -127,8 +137,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     ``resv`` new tokens (each ``out`` is at most that): one whose prompt plus ``resv`` exceeds ``kv`` is refused,
     and the reserving cache holds its prompt plus ``resv`` tokens (as an engine that does not know the output
     length reserves its ``max_new_tokens``); 0 reserves each request's own output length. ``paged``: the KV cache
-    is allocated as contexts grow, with preemption (:mod:`.serving_paged`); replicas then run ahead and lazily only
-    with a queue each, up to a finish or a full cache.
+    is allocated as contexts grow, with preemption (:mod:`.serving_paged`); replicas then run ahead and lazily up
+    to a finish or a full cache, and with one central queue as the module's docstring says.
     """
     n = arr.shape[0]
     start = np.full(n, np.nan)
@@ -144,7 +154,13 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     adm = np.empty(n if paged else 0, np.int64)  # admission stamps: the latest admitted is preempted first
     npre = np.zeros(n, np.int64)  # preemptions per request
     stamp = 0
-    ahead = ahead and not (paged and routing == CENTRAL)  # (preempted requests join the queue between arrivals)
+    # with one central queue a preempted request joins it between arrivals: a paged replica runs ahead only up to
+    # the earliest instant another may preempt (serving_paged.horizon), and lazy replicas are all woken at an
+    # instant at which one may preempt
+    pc = paged and routing == CENTRAL
+    hp = np.zeros(n_rep)  # pc: the earliest instant each replica may preempt (serving_paged.horizon)
+    lfin = np.zeros(n_rep)  # pc: a lazy replica's event
+    dmin = max(0.0, (overhead + min(pf_tab.min(), dc_tab[1:].min())) * (1.0 - 1e-9)) if pc else 0.0
     hold = 0 if paged else resv  # tokens reserved for a request's output (0: its own output length)
     si = np.zeros((n_rep + 1, NCOL), np.int64)
     ends = np.empty(n_rep)  # scratch for wake_earliest
@@ -155,7 +171,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     hv = np.empty((n_rep, max_batch), np.int64)
     pbuf = np.empty((n_rep, max_batch), np.int64)
     ptk = np.empty((n_rep, max_batch), np.int64)
-    lazy = ahead and n_rep >= LAZY_REPLICAS  # (not with paged and one queue: ahead is off then)
+    lazy = ahead and n_rep >= LAZY_REPLICAS
     lend = np.empty(n_rep)  # a lazy replica's step in progress: its end
     lbusy = np.empty(n_rep)  # and its steps' summed durations up to its next finish
     # live events (one per replica) and lazy replicas' stale ones: one at most per arrival (JSQ, round robin), or
@@ -167,11 +183,13 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     ev = np.empty((1, cap), np.int64)
     cand = np.empty(2 * n_rep, np.int64)  # (paged: a replica may be a candidate twice at an instant, see below)
     idle = np.empty(n_rep, np.int64)
-    big = 0  # the longest request a replica can take (prompt plus output tokens): room for it is room for any
+    # what the longest request a replica can take needs (prompt plus output tokens; paged: the longest context it
+    # may compute, that of a recompute, prompt plus output less one): room for it is room for any
+    big = 0
     for j in range(n if routing == CENTRAL and kv < UNLIMITED_KV else 0):
         need = pr[j] + (out[j] if resv == 0 else resv)
         if need <= kv:
-            big = max(big, need)
+            big = max(big, pr[j] + out[j] - 1 if paged else need)
     en = 0
     n_busy = 0
     i = 0
@@ -262,6 +280,20 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                 heap_push(ek, ev, np.int64(0), en, e, (q << 32) | si[q, GEN])
                 en += 1
             i += 1
+        # paged, one queue: a replica starting its step now may preempt (its cache has no room for its batch's next
+        # tokens); then no replica goes lazy now (one before it would miss the request)
+        risky = False
+        if paged and lazy and routing == CENTRAL:
+            for k in range(nc):
+                if si[cand[k], HN] > 0 and si[cand[k], KV] + si[cand[k], HN] > kv:
+                    risky = True
+                    break
+        if risky and si[n_rep, LAZY] > 0:  # and the request may wait for any lazy replica's step end: all woken
+            if en + 2 * n_rep > ek.shape[1]:
+                en = drop_stale(ek, ev, en, si)
+            nc, en, n_busy = wake_earliest(si, t, n_rep + 1, nc, cand, en, ek, ev, n_busy, max_batch, kv, big, lend,
+                                           lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead, dc_tab, dc_x0,
+                                           dc_h, ends, hold, paged)  # fmt: skip
         if routing == CENTRAL and si[n_rep, QL] > 0:  # the replicas idle before now first, then those whose steps end
             ni = 0
             if n_busy + nc < n_rep:
@@ -279,7 +311,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                     en = drop_stale(ek, ev, en, si)
                 nc, en, n_busy = wake_earliest(si, t, si[n_rep, QL] - ni, nc, cand, en, ek, ev, n_busy, max_batch,
                                                kv, big, lend, lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead,
-                                               dc_tab, dc_x0, dc_h, ends, hold)  # fmt: skip
+                                               dc_tab, dc_x0, dc_h, ends, hold, paged)  # fmt: skip
             if ni > 0:  # the idle replicas go first
                 for k in range(nc - 1, -1, -1):
                     cand[k + ni] = cand[k]
@@ -357,19 +389,25 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                          or (q == r and not admits(si, r, kv, paged, ctx0, togo, si[q, QH], hold)))
                     and hk[r, 0] - 1 - si[r, DSTEP] >= LAZY_STEPS
                     and (routing != CENTRAL or n_rep >= CENTRAL_LAZY_REPLICAS
-                         or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS))):
+                         or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS)) and not risky):
                 # decode-only until its next finish unless a request reaches it: its event is that finish
                 f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv)
+                lfin[r] = f
                 heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                 en += 1
                 continue
             until = arr[i] if i < n else np.inf
             if ahead and end < until and tokens == 0 and decode and pn == 0 and si[q, QL] == 0:  # a step to take
-                end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, ctx0, togo, overhead, dc_tab, dc_x0,
-                                   dc_h, paged, kv, hold)  # fmt: skip
-                if end < 0:  # it ran out of work: idle
-                    n_busy -= 1
-                    continue
+                if pc:  # and none may join the queue by a preemption before
+                    until = min(until, horizon(si, r, t, hp, lend, lfin))
+                if end < until:
+                    end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, ctx0, togo, overhead, dc_tab, dc_x0,
+                                       dc_h, paged, kv, hold)  # fmt: skip
+                    if end < 0:  # it ran out of work: idle
+                        n_busy -= 1
+                        continue
+            if pc:  # its cache grows by at most a token a running sequence a step, each at least dmin s long
+                hp[r] = end + ((kv - si[r, KV]) // si[r, RUN]) * dmin
             heap_push(ek, ev, np.int64(0), en, end, (r << 32) | si[r, GEN])
             en += 1
     return (start, first, fin, rep, si[:n_rep, STEPS].copy(), busy_s, si[:n_rep, PTOK].copy(),

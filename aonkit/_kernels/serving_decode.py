@@ -342,7 +342,9 @@ def lazy_finish(si, r, q, t, arrival, max_batch, kv, paged, busy_s, lend, lbusy,
     its next finish is :data:`LAZY_STEPS` steps away or more, its next decode step starts and it stays lazy: returns
     that step's next finish (its new event). Otherwise returns -1, no longer lazy: the event loop goes on with its
     step end (it then admits, or goes idle). ``paged``: the event may be the step after which the cache is full
-    (:func:`go_lazy`); it is no longer lazy then either (the next step preempts).
+    (:func:`go_lazy`); it is no longer lazy then either (the next step preempts). Paged with one central queue
+    (``q`` is not ``r``) it is never lazy after its event: a replica starting its step at ``t`` before it may
+    preempt a request it would take, and the event loop goes on with it among the instant's replicas.
     """
     si[-1, LAZY] -= 1  # (go_lazy counts it again if it stays lazy)
     steps = si[r, LJ]  # its steps up to the finish, as go_lazy ran them
@@ -354,7 +356,7 @@ def lazy_finish(si, r, q, t, arrival, max_batch, kv, paged, busy_s, lend, lbusy,
     busy_s[r] += lbusy[r]
     end_decode_step(si, r, t, hk, hv, fin, pr, out, resv)
     b = si[r, HN]
-    if (b == 0 or arrival <= t or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS or (paged and si[r, KV] + b > kv)
+    if (b == 0 or arrival <= t or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS or (paged and (si[r, KV] + b > kv or q != r))
             or (si[q, QL] > 0 and si[r, RUN] < max_batch and (q != r or admits(si, r, kv, paged, pr, out,
                                                                                   si[q, QH], resv)))):
         si[r, LAZY] = 0

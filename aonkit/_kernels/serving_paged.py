@@ -19,8 +19,10 @@ with ``range(n)`` from 0.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._jit import njit_leaf
-from .serving_decode import DSTEP, HN, KV, PN, PRE, QH, QL, QT, RUN, SJ, SP, sift_down
+from .serving_decode import BUSY, DSTEP, HN, KV, LAZY, PN, PRE, QH, QL, QT, RUN, SJ, SP, TOUCH, WOKE, sift_down
 
 
 @njit_leaf
@@ -69,3 +71,33 @@ def preempt(si, r, q, hk, hv, pbuf, rem, ctx0, left, adm, nxt, npre):
     si[q, QH] = j
     si[q, QL] += 1
     return j
+
+
+@njit_leaf
+def horizon(si, r, t, hp, lend, lfin):
+    """With one central queue, the earliest instant after ``t`` at which a replica other than ``r`` may preempt.
+
+    A request joins the central queue at an arrival or when a replica preempts it, as a step starts; until one
+    does, replica ``r`` (decode-only, the queue empty) may run its steps ahead as the event loop would. A replica
+    whose step ends at ``t`` and has not started its next (``TOUCH``) may preempt now: ``t``. A lazy one cannot
+    before its event (``lfin``, the step after which its cache is full at the latest), a woken one before its woken
+    step ends (``lend``), any other before ``hp``: set as its step starts, its next step end plus ``dmin`` (a
+    lower bound on a step's duration) for each further step its cache has room for, growing by a token a running
+    sequence each. That holds while the queue stays empty: nothing is admitted then. Idle replicas never preempt.
+    """
+    h = np.inf
+    for b in range(si.shape[0] - 1):
+        if b == r:
+            continue
+        if si[b, BUSY] == 0:
+            if si[b, TOUCH] == 1:
+                return t
+            continue
+        if si[b, LAZY] == 1:
+            x = lfin[b]
+        elif si[b, WOKE] == 1 and lend[b] > t:
+            x = lend[b]
+        else:
+            x = hp[b]
+        h = min(h, x)
+    return h

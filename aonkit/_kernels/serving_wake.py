@@ -14,14 +14,16 @@ lazy one with ``e <= e_k`` gives at least ``k`` step ends, each taking one, by `
 gone by then; a replica left lazy has every step end after ``e_k``, and would have found none of them. Between
 arrivals the queue only shrinks; a replica goes lazy only with a full batch or nothing waiting, and a lazy one
 that finishes while requests wait takes them (:func:`.serving_decode.lazy_finish`). So the event loop calls it at
-arrival instants only. Loops index with ``range(n)`` from 0.
+arrival instants only (and, paged, where a replica may preempt). Loops index with ``range(n)`` from 0.
 
 With a KV-cache limit a replica with room in its batch takes a waiting request at its step end only if its cache
 has room for it too. One whose cache has room for the longest request of the simulation (``big`` tokens) is sure
 to (its reserved tokens only fall until its step ends: it admits only at step ends). The argument above counts
 only those: the ``k``-th earliest of their step ends is the cut, by which the ``k`` requests are gone; any replica
 whose steps all end later, sure or not, would find none. A woken replica's step end counts for later requests only
-if it was sure.
+if it was sure. A paged cache grows as its replica steps (:func:`sure` bounds it at the lazy replica's event), and
+a preempted request joins the central queue between arrivals: the event loop then wakes every lazy replica with
+room (``need`` over :data:`FEW`) at the instant a replica may preempt (:mod:`.serving`).
 """
 
 from __future__ import annotations
@@ -59,13 +61,16 @@ FEW = 4
 
 
 @njit_leaf
-def run_steps(si, r, n, a, g, lend, lbusy, busy_s):
+def run_steps(si, r, n, a, g, lend, lbusy, busy_s, grow=False):
     """Run lazy replica ``r``'s next ``n`` steps, lasting ``a + g*j`` (``j < n``) from ``lend[r]``; their end.
 
     Its finish (its event) is unchanged: the steps and busy time :func:`.serving_decode.go_lazy` kept for it
-    (``LJ``, ``lbusy``) lose the ones run here, which :func:`.serving_decode.lazy_finish` then adds.
+    (``LJ``, ``lbusy``) lose the ones run here, which :func:`.serving_decode.lazy_finish` then adds. ``grow``
+    (paged): each step ended was followed by one started, which holds a KV-cache token more a sequence.
     """
     s = n * a + g * (n * (n - 1) * 0.5)
+    if grow:
+        si[r, KV] += si[r, HN] * n
     si[r, DSTEP] += n
     si[r, STEPS] += n
     si[r, DTOK] += si[r, HN] * n
@@ -77,7 +82,7 @@ def run_steps(si, r, n, a, g, lend, lbusy, busy_s):
 
 
 @njit_leaf_inline
-def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h):
+def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h, grow):
     """The end of lazy replica ``r``'s step in progress at ``t``, found without running its steps to there.
 
     Woken or not, every lazy replica with room comes here at each arrival that leaves requests waiting, a few steps
@@ -90,7 +95,7 @@ def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, d
     :func:`.serving_decode.decode_run` bisects on. Only a cell that ends before ``t`` is run (:func:`run_steps`).
     Leaves in ``cell[r, 2]`` and ``cell[r, 3]`` the end found and the steps to it, for :func:`wake_earliest` to run
     if it wakes the replica; returns the end. Inlined into its caller (a call passed the structs of its eight
-    arrays).
+    arrays). ``grow``: as for :func:`run_steps`.
     """
     end = lend[r]
     while end < t:
@@ -119,7 +124,7 @@ def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, d
         if e >= t:
             cell[r, 2], cell[r, 3] = e, n
             return e
-        end = run_steps(si, r, n, a, g, lend, lbusy, busy_s)  # the whole cell ends before t
+        end = run_steps(si, r, n, a, g, lend, lbusy, busy_s, grow)  # the whole cell ends before t
     cell[r, 2], cell[r, 3] = end, 0
     return end
 
@@ -146,14 +151,23 @@ def kth_end(ends, n, k):
 
 
 @njit_leaf_inline
-def sure(si, r, kv, big):
-    """Whether replica ``r``'s KV cache (``kv`` tokens) has room for any request (the longest needs ``big``)."""
+def sure(si, r, kv, big, paged):
+    """Whether replica ``r``'s KV cache (``kv`` tokens) has room for any request at its next step end.
+
+    Reserving: the longest request reserves ``big`` tokens. Paged: the longest context a request may bring is
+    ``big`` tokens; it needs them, a slot, and a token for each running sequence (:func:`.serving_decode.admits`),
+    beside what the batch holds once its next step (chunked prefill: decoding first) has grown it by a token a
+    sequence, and a lazy replica's cache may have grown up to its event (``LJ`` more steps).
+    """
+    if paged:
+        steps = si[r, LJ] + 1 if si[r, LAZY] == 1 else 1
+        return si[r, KV] + si[r, HN] * steps + big + 1 + si[r, RUN] <= kv
     return si[r, KV] + big <= kv
 
 
 @njit_leaf
 def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big, lend, lbusy, busy_s, hk, hv, fin,
-                  pr, out, cell, overhead, dc_tab, dc_x0, dc_h, ends, resv=0):
+                  pr, out, cell, overhead, dc_tab, dc_x0, dc_h, ends, resv=0, paged=False):
     """``need`` requests are left waiting at arrival instant ``t``: wake the lazy replicas that may take them.
 
     Every lazy replica with room finds the end of its step in progress at ``t`` (:func:`peek_end`). With the ends of
@@ -172,13 +186,13 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big,
         if si[r, LAZY] == 1:
             si[r, WOKE] = 0
             if si[r, RUN] < max_batch:
-                e = peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h)
-                if sure(si, r, kv, big):
+                e = peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h, paged)
+                if sure(si, r, kv, big, paged):
                     ends[nb] = e
                     nb += 1
         elif si[r, WOKE] == 1:
             if lend[r] > t:
-                if sure(si, r, kv, big):
+                if sure(si, r, kv, big, paged):
                     ends[nb] = lend[r]
                     nb += 1
             else:  # its woken step ended: it took a request then, or found none left
@@ -191,7 +205,7 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big,
         n = int(cell[r, 3])
         if n > 0:  # (with none its cell may never have been found: lend[r] reached t already)
             g = cell[r, 1]
-            e = run_steps(si, r, n, cell[r, 0] + g * (si[r, DSTEP] - si[r, CD]), g, lend, lbusy, busy_s)
+            e = run_steps(si, r, n, cell[r, 0] + g * (si[r, DSTEP] - si[r, CD]), g, lend, lbusy, busy_s, paged)
         si[r, LAZY] = 0
         si[-1, LAZY] -= 1
         si[r, GEN] += 1

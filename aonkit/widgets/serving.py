@@ -83,8 +83,7 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
     kv_policy : {"reserve", "paged"}
         How that cache admits (:func:`~aonkit.model.simulate_serving`): a request's prompt and ``max_new_tokens``
         reserved (an engine does not know the output's length: TGI's way), or its context as it grows, with
-        preemption (vLLM's way; with one central queue the simulation then runs every step, and answers take
-        several times longer: docs/serving-model.md).
+        preemption (vLLM's way; answers take longer where caches fill: docs/serving-model.md).
     max_new_tokens : int, optional
         The most tokens a request may generate, as clients send it: random outputs drawn longer stop there (fixed
         ones must be at most this); a request whose prompt plus this exceeds the cache is refused. Default: eight

@@ -16,7 +16,7 @@ ROUTING_TIPS = ("to the replica with the fewest requests (join the shortest queu
                 "one queue for all replicas: the first free one takes the next request")  # fmt: skip
 KV_TIPS = ("a request holds its prompt plus max new tokens from admission: nothing is preempted (fast)",
            "a request holds what its context has grown to; the latest is preempted and recomputed when the cache "
-           "is full (vLLM's way; with one central queue, slow to simulate)")  # fmt: skip
+           "is full (vLLM's way)")  # fmt: skip
 DTYPE_TIPS = ("16-bit weights, GEMMs at the bf16 peak", "16-bit weights, GEMMs at the fp16 peak",
               "FP8 weights and GEMMs (W8A8), 16-bit KV cache")  # fmt: skip
 MAX_NEW_TIP = ("the most tokens a client lets a request generate: outputs drawn longer stop there; the reserving "
