@@ -48,7 +48,7 @@ def kernel_time(res, case: dict) -> float:
     tabs = case["step_time"].tables(min(case.get("token_budget", 2**62), np.sort(prompt)[-b:].sum()), b, top)
     t = time.perf_counter()
     simulate(r["arrival_s"].to_numpy(), prompt, output, case.get("replicas", 1), b, case.get("token_budget", 2**62),
-             2**62, False, case.get("chunked_prefill", False), JSQ, 0.0, *tabs)
+             2**62, 0, False, case.get("chunked_prefill", False), JSQ, 0.0, *tabs)
     return time.perf_counter() - t
 
 
