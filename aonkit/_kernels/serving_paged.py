@@ -75,7 +75,7 @@ def preempt(si, r, q, hk, hv, pbuf, rem, ctx0, left, adm, nxt, npre):
 
 @njit_leaf
 def horizon(si, r, t, hp, lend, lfin):
-    """With one central queue, the earliest instant after ``t`` at which a replica other than ``r`` may preempt.
+    """With one central queue, the earliest instant (``t`` or later) at which a replica other than ``r`` may preempt.
 
     A request joins the central queue at an arrival or when a replica preempts it, as a step starts; until one
     does, replica ``r`` (decode-only, the queue empty) may run its steps ahead as the event loop would. A replica

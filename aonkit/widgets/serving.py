@@ -78,8 +78,9 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         Preset, device (:func:`aonkit.model.hardware.devices`), tensor-parallel size and precision (``"bf16"``,
         ``"fp16"``, ``"fp8"``: :func:`~aonkit.model.serving_steps.model_step_time`) of ``"model"`` step times.
         Their engine admits a request only while its KV cache, in what the weights leave of the GPUs, has room
-        for its prompt and output tokens beside the running ones (:meth:`kv_limit`; longer requests are refused);
-        weights that do not fit, or a cache that cannot hold one request of the mean lengths, are an error.
+        for it beside the running ones (``kv_policy`` says how it is counted; :meth:`kv_limit`; a request whose
+        prompt and ``max_new_tokens`` exceed the cache is refused); weights that do not fit, or a cache that cannot
+        hold one request of the mean prompt and ``max_new_tokens``, are an error.
     kv_policy : {"reserve", "paged"}
         How that cache admits (:func:`~aonkit.model.simulate_serving`): a request's prompt and ``max_new_tokens``
         reserved (an engine does not know the output's length: TGI's way), or its context as it grows, with
