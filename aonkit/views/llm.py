@@ -240,21 +240,31 @@ def inference_data(table: pd.DataFrame, sweep: str) -> dict[str, list]:
             "tpot_text": [_fmt_s(v) for v in tpot]}  # fmt: skip
 
 
-def inference_figures(table: pd.DataFrame, width: int = 440,
-                      height: int = 300) -> tuple[LayoutDOM, dict[str, ColumnDataSource]]:  # fmt: skip
+def inference_figures(table: pd.DataFrame, width: int = 440, height: int = 300,
+                      kv_tokens: float | None = None) -> tuple[LayoutDOM, dict[str, ColumnDataSource]]:  # fmt: skip
     """TTFT and TPOT (ms, log) against batch and against context (log), side by side.
 
-    Returns the row and its sources by sweep (``"batch"``, ``"context"``).
+    The static form of ``LLMModelPanel``'s inference charts (:func:`aonkit.views.model_charts.inference_charts`).
+    ``kv_tokens``: the tokens of KV cache a GPU holds beside the weights
+    (:attr:`~aonkit.model.serving_steps.ServingMemory.kv_tokens`): a dashed line where each curve fills it
+    (:func:`kv_limit_data`; none when None, or past the curve). Returns the row and its sources: ``"batch"`` and
+    ``"context"`` (:func:`inference_data`), ``"kv_batch"`` and ``"kv_context"``.
     """
     sources, figs = {}, []
     for sweep, xlabel in (("batch", "batch (sequences)"), ("context", "context (tokens)")):
         src = ColumnDataSource(inference_data(table, sweep), name=f"llm_inference_{sweep}")
+        kv = ColumnDataSource(kv_limit_data(table, sweep, kv_tokens), name=f"llm_kv_{sweep}")
         fig = figure(width=width, height=height, x_axis_type="log", y_axis_type="log", tools="hover",
                      toolbar_location=None, x_axis_label=xlabel, y_axis_label="ms")  # fmt: skip
+        lines = []
         for key, label in (("ttft", "TTFT (prefill)"), ("tpot", "TPOT (decode step)")):
-            fig.line("x", f"{key}_ms", source=src, line_width=2, color=INFERENCE_COLORS[key], legend_label=label,
-                     name=label)  # fmt: skip
-            fig.scatter("x", f"{key}_ms", source=src, size=4, color=INFERENCE_COLORS[key], name=label)
+            lines.append(fig.line("x", f"{key}_ms", source=src, line_width=2, color=INFERENCE_COLORS[key],
+                                  legend_label=label, name=label))  # fmt: skip
+            lines.append(fig.scatter("x", f"{key}_ms", source=src, size=4, color=INFERENCE_COLORS[key], name=label))
+        full = fig.vspan(x="x", source=kv, line_color=KV_COLOR, line_width=2, line_dash="dashed")
+        fig.legend.items.append(LegendItem(label="KV cache full", renderers=[full]))
+        sources[f"kv_{sweep}"] = kv
+        fig.select_one(HoverTool).renderers = lines
         fig.select_one(HoverTool).tooltips = INFERENCE_TOOLTIPS
         fig.legend.location = "top_left"
         fig.legend.label_text_font_size = "8pt"
