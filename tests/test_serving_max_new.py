@@ -158,3 +158,17 @@ def test_outputs_over_max_new_tokens_are_an_error_and_lengths_can_be_capped():
     same = simulate_serving(ArrivalProcess(40.0), Lengths.uniform(10, 300), 64, step_time=st, n_requests=2000,
                             max_batch=8, kv_tokens=1500, seed=5)  # fmt: skip
     assert res.requests.equals(same.requests)
+
+
+@pytest.mark.parametrize(("lengths", "tokens"), [
+    (Lengths.fixed(100), 99), (Lengths.fixed(100), 100), (Lengths.geometric(128), 256), (Lengths.geometric(1), 1),
+    (Lengths.geometric(8), 16), (Lengths.uniform(1, 10), 4),
+    (Lengths.uniform(10, 300), 200), (Lengths.uniform(10, 300), 5), (Lengths.lognormal(512, 1.0), 1024),
+    (Lengths.lognormal(3, 0.5), 3), (Lengths.lognormal(40, 0.0), 40), (Lengths.empirical([1, 5, 9, 200]), 9)])
+def test_the_share_of_draws_over_a_cap_is_what_sampling_finds(lengths, tokens):
+    # GIVEN 400,000 draws of each distribution
+    draws = lengths.sample(400_000, np.random.default_rng(11))
+    p = lengths.share_over(tokens)
+    # THEN the exact share over the cap is the sampled one within four binomial standard errors
+    assert abs(p - (draws > tokens).mean()) <= 4 * np.sqrt(max(p * (1 - p), 1e-12) / draws.size) + 1e-12
+    assert (draws > tokens).any() == (p > 0) and 0 <= p <= 1

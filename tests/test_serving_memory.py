@@ -202,8 +202,12 @@ def test_the_panel_reserves_max_new_tokens_and_caps_random_outputs_there() -> No
     # AND random outputs stop at max new tokens; a fixed output over it is an error naming both
     p.lengths.value = "random"
     assert p.workload()[1].cap == 1024 and not p.error
+    assert p.numbers()["stopped_fraction"] < 0.001 and "stop at max new tokens" not in p.text()
     p.max_new.value = 100
     assert p.workload()[1].cap == 100 and not p.error
+    # (and the line says how many: (1 - 1/128)**100 of geometric outputs of mean 128 are longer than 100)
+    assert p.numbers()["stopped_fraction"] == pytest.approx((1 - 1 / 128) ** 100)
+    assert "; 46% of outputs stop at max new tokens" in p.text()
     p.lengths.value = "fixed"
     assert p.error == "ValueError: output tokens 128 exceed max new tokens 100: a request stops there"
     # AND a request whose prompt and max new tokens the cache cannot hold makes the setting an error

@@ -11,6 +11,7 @@ coefficients are always exact).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -126,6 +127,27 @@ class Lengths:
     def capped(self, tokens: int) -> Lengths:
         """These lengths, each at most ``tokens`` (those drawn above it are ``tokens``; the draws are the same)."""
         return Lengths(self.kind, self.params, int(tokens))
+
+    def share_over(self, tokens: int) -> float:
+        """The probability that a draw (before any cap) exceeds ``tokens``: exact for each kind.
+
+        With ``tokens`` a client's ``max_new_tokens``, the share of outputs an engine stops there.
+        """
+        p, t = self.params, int(tokens)
+        if self.kind == "fixed":
+            return float(p[0] > t)
+        if self.kind == "empirical":
+            return float(np.mean(p[0] > t))
+        if self.kind == "geometric":
+            return float((1.0 - 1.0 / p[0]) ** max(t, 0))
+        if self.kind == "uniform":
+            return float(min(1.0, max(0.0, (p[1] - t) / (p[1] - p[0] + 1))))
+        if p[1] == 0:  # lognormal with no spread: its mean, rounded up
+            return float(np.ceil(p[0]) > t)
+        if t <= 0:
+            return 1.0
+        sigma = np.sqrt(np.log1p(p[1] ** 2))  # ceil(x) > t exactly when x > t, t whole
+        return float(0.5 * math.erfc((np.log(t) - (np.log(p[0]) - sigma**2 / 2)) / (sigma * np.sqrt(2.0))))
 
     def __post_init__(self) -> None:
         if self.cap is not None and self.cap < 1:

@@ -347,6 +347,7 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         planned_now = planned.result() if planned is not None else self._plan
         # all or nothing: a part that raised leaves the last valid setting whole, and both parts to run again
         self._sweep, self._knee, self._plan, self._keys = sweep, knee, planned_now, (sweep_key, plan_key)
+        self._stopped = outputs.share_over(int(self.max_new.value)) if isinstance(outputs, Lengths) else 0.0
         if planned is not None:  # more than max_replicas: the next search starts from max_replicas, scaled
             self._plan_at = (rate, self.max_replicas if planned_now is None else planned_now.replicas, work)
         return new_sweep

@@ -55,7 +55,9 @@ class ServingResults:
         """Headline numbers: the knee, capacity, and the sweep row at the chosen rate.
 
         ``rejected_fraction``: of the measured requests at the chosen rate, those refused (longer than a replica's
-        KV cache holds); ``preemptions``: at the chosen rate (a paged cache).
+        KV cache holds); ``preemptions``: at the chosen rate (a paged cache); ``stopped_fraction``: the share of
+        outputs the output distribution draws longer than the max new tokens, which stop there
+        (:meth:`Lengths.share_over <aonkit.model.Lengths.share_over>`).
         """
         self._request.flush()
         at = self._sweep.iloc[(self._sweep["arrival_rate_per_s"] - float(self.rate.value)).abs().argmin()]
@@ -64,7 +66,7 @@ class ServingResults:
                 "ttft_p99_s": float(at["ttft_p99_s"]), "tpot_p50_s": float(at["tpot_p50_s"]),
                 "e2e_p99_s": float(at["e2e_p99_s"]), "replicas_needed": math.nan if need is None else need,
                 "rejected_fraction": float(at["rejected"] / at["measured"]),
-                "preemptions": int(at["preemptions"])}  # fmt: skip
+                "preemptions": int(at["preemptions"]), "stopped_fraction": self._stopped}  # fmt: skip
 
     def text(self) -> str:
         """A one-line plain-text summary (also the ``text/plain`` of the widget)."""
@@ -76,7 +78,8 @@ class ServingResults:
                 f"{theme.fmt_ns(n['ttft_p99_s'] * 1e9)}, p50 TPOT {theme.fmt_ns(n['tpot_p50_s'] * 1e9)}, p99 e2e "
                 f"{theme.fmt_ns(n['e2e_p99_s'] * 1e9)}; knee {n['knee_rate_per_s']:.3g} req/s, capacity "
                 f"{n['capacity_per_s']:.3g} req/s; replicas for p99 TTFT <= {float(self.slo.value):.3g} s: "
-                f"{need_text}{refused_words(n['rejected_fraction'])}{preempted_words(n['preemptions'])}")  # fmt: skip
+                f"{need_text}{refused_words(n['rejected_fraction'])}{preempted_words(n['preemptions'])}"
+                f"{stopped_words(n['stopped_fraction'])}")  # fmt: skip
 
     def _show(self) -> None:
         status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
@@ -154,6 +157,11 @@ def fit_hint(config: TransformerConfig, device: DeviceSpec, tp: int, tps: Sequen
 def preempted_words(count: int) -> str:
     """The preemptions at the chosen rate, as the end of the panel's line ("" when none)."""
     return f"; {count:,} preemptions (a full KV cache)" if count else ""
+
+
+def stopped_words(fraction: float) -> str:
+    """The share of outputs stopped at the max new tokens, as the end of the panel's line ("" under 0.1%)."""
+    return f"; {100 * fraction:.2g}% of outputs stop at max new tokens" if fraction >= 0.001 else ""
 
 
 def refused_words(fraction: float) -> str:
