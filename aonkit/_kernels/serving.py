@@ -160,6 +160,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     pc = paged and routing == CENTRAL
     hp = np.zeros(n_rep)  # pc: the earliest instant each replica may preempt (serving_paged.horizon)
     lfin = np.zeros(n_rep)  # pc: a lazy replica's event
+    hmin = 0.0  # pc: at most the least of every replica's instant (hp, lfin, lend): the loop of horizon skipped above
     dmin = max(0.0, (overhead + min(pf_tab.min(), dc_tab[1:].min())) * (1.0 - 1e-9)) if pc else 0.0
     hold = 0 if paged else resv  # tokens reserved for a request's output (0: its own output length)
     si = np.zeros((n_rep + 1, NCOL), np.int64)
@@ -294,6 +295,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
             nc, en, n_busy = wake_earliest(si, t, n_rep + 1, nc, cand, en, ek, ev, n_busy, max_batch, kv, big, lend,
                                            lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead, dc_tab, dc_x0,
                                            dc_h, ends, hold, paged)  # fmt: skip
+            hmin = min(hmin, t)  # (woken replicas' instants: their step ends, t or later)
         if routing == CENTRAL and si[n_rep, QL] > 0:  # the replicas idle before now first, then those whose steps end
             ni = 0
             if n_busy + nc < n_rep:
@@ -312,6 +314,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                 nc, en, n_busy = wake_earliest(si, t, si[n_rep, QL] - ni, nc, cand, en, ek, ev, n_busy, max_batch,
                                                kv, big, lend, lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead,
                                                dc_tab, dc_x0, dc_h, ends, hold, paged)  # fmt: skip
+                hmin = min(hmin, t)
             if ni > 0:  # the idle replicas go first
                 for k in range(nc - 1, -1, -1):
                     cand[k + ni] = cand[k]
@@ -393,13 +396,17 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                 # decode-only until its next finish unless a request reaches it: its event is that finish
                 f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv)
                 lfin[r] = f
+                hmin = min(hmin, f)
                 heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                 en += 1
                 continue
             until = arr[i] if i < n else np.inf
             if ahead and end < until and tokens == 0 and decode and pn == 0 and si[q, QL] == 0:  # a step to take
-                if pc:  # and none may join the queue by a preemption before
-                    until = min(until, horizon(si, r, t, hp, lend, lfin))
+                if pc and c < nc:  # and none may join the queue by a preemption before: one starts its step now
+                    until = t
+                elif pc and hmin < until:  # (hmin >= until: none may before the next arrival)
+                    hmin = horizon(si, r, t, hp, lend, lfin)
+                    until = min(until, hmin)
                 if end < until:
                     end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, ctx0, togo, overhead, dc_tab, dc_x0,
                                        dc_h, paged, kv, hold)  # fmt: skip
@@ -408,6 +415,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                         continue
             if pc:  # its cache grows by at most a token a running sequence a step, each at least dmin s long
                 hp[r] = end + ((kv - si[r, KV]) // si[r, RUN]) * dmin
+                hmin = min(hmin, hp[r])
             heap_push(ek, ev, np.int64(0), en, end, (r << 32) | si[r, GEN])
             en += 1
     return (start, first, fin, rep, si[:n_rep, STEPS].copy(), busy_s, si[:n_rep, PTOK].copy(),

@@ -84,6 +84,9 @@ def horizon(si, r, t, hp, lend, lfin):
     step ends (``lend``), any other before ``hp``: set as its step starts, its next step end plus ``dmin`` (a
     lower bound on a step's duration) for each further step its cache has room for, growing by a token a running
     sequence each. That holds while the queue stays empty: nothing is admitted then. Idle replicas never preempt.
+    The event loop keeps a lower bound of these instants (``hmin``: lowered as each is set) and calls this only
+    when that bound comes before the next arrival (it then becomes the result); a replica whose step ends at
+    ``t`` and has yet to start its next stops the run ahead without a call.
     """
     h = np.inf
     for b in range(si.shape[0] - 1):
