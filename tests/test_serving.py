@@ -467,6 +467,12 @@ def test_simpy_model_independent_draws(chunked):
 # --- invariants and validation --------------------------------------------------------------------
 
 
+def kernel_args(run) -> tuple:
+    """The simulation kernel's arguments for a prepared run (:func:`aonkit.model.serving.prepare`), all but
+    ``ahead``: arrivals, prompts and outputs in arrival order, then the run's other arguments."""
+    return (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+
+
 def assert_same_run(ahead: tuple, plain: tuple, rtol: float) -> None:
     """Two kernel results: every count and replica equal, every time within ``rtol`` (NaN where the other's is)."""
     for a, b in zip(ahead, plain):
@@ -495,7 +501,7 @@ def test_decode_steps_in_closed_form_give_the_event_loops_results(routing):
                       step_time=st, n_requests=2000, replicas=replicas, max_batch=mb, chunked_prefill=chunked,
                       routing=routing, token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else None,
                       seed=seed)  # fmt: skip
-        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        args = kernel_args(run)
         # WHEN the kernel runs decode-only steps in closed form (ahead of the event loop, or lazily), and when it
         # runs every step as an event
         ahead, plain = simulate(*args, True), simulate(*args, False)
@@ -511,7 +517,7 @@ def test_decode_steps_in_closed_form_give_the_event_loops_results(routing):
     for replicas, output in ((2, 12), (max(5, LAZY_REPLICAS), 60)):
         run = prepare(np.arange(1, 400) * 0.5, 8, Lengths.geometric(output), step_time=exact, replicas=replicas,
                       max_batch=4, routing=routing, seed=1)  # fmt: skip
-        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        args = kernel_args(run)
         ahead, plain = simulate(*args, True), simulate(*args, False)
         assert_same_run(ahead, plain, 0.0)
         assert np.isin(plain[2], run.arrivals).sum() > 20  # finishes at an arrival's instant

@@ -13,7 +13,7 @@ from aonkit._kernels.serving import LAZY_REPLICAS, simulate
 from aonkit.model import ArrivalProcess, Lengths, StepTime
 from aonkit.model.serving import prepare
 
-from .test_serving import assert_same_run
+from .test_serving import assert_same_run, kernel_args
 
 EXACT = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0, 0.0))  # binary fractions: exact sums
 
@@ -21,7 +21,7 @@ EXACT = StepTime(prefill_time_s=(0.25, 0.0), decode_time_s=(0.125, 0.0, 0.0))  #
 def _run(arrivals, outputs, replicas: int, ahead: bool = True, max_batch: int = 4):
     run = prepare(np.asarray(arrivals, float), 8, np.asarray(outputs), step_time=EXACT, replicas=replicas,
                   max_batch=max_batch, routing="central", seed=0)  # fmt: skip
-    return simulate(run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args, ahead)
+    return simulate(*kernel_args(run), ahead)
 
 
 def test_an_idle_replica_takes_a_request_before_one_whose_step_ends_at_its_arrival() -> None:
@@ -69,7 +69,7 @@ def test_a_central_queue_with_many_replicas_matches_the_event_loop_on_random_loa
         run = prepare(ArrivalProcess(20.0, 1.0), Lengths.lognormal(512, 1.0), Lengths.geometric(128), step_time=st,
                       n_requests=3000, replicas=replicas, max_batch=64, token_budget=2048, chunked_prefill=True,
                       routing="central", seed=seed)  # fmt: skip
-        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        args = kernel_args(run)
         assert_same_run(simulate(*args, True), simulate(*args, False), 1e-12)
 
 
@@ -103,7 +103,7 @@ def test_requests_left_waiting_wake_the_lazy_replicas_whose_steps_end_first_and_
         arrivals, outputs = tied_load(rng, p, 4000)
         run = prepare(arrivals, 8, outputs, step_time=BATCHED, replicas=replicas, max_batch=max_batch,
                       routing="central", seed=0)  # fmt: skip
-        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        args = kernel_args(run)
         # WHEN the kernel runs with lazy replicas and with every step as an event
         ahead, plain = simulate(*args, True), simulate(*args, False)
         # THEN the runs are the same to the bit
@@ -124,7 +124,7 @@ def _engine(seed: int) -> tuple:
                   step_time=st, n_requests=2000, replicas=replicas, max_batch=mb, chunked_prefill=chunked,
                   routing="central", token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else None,
                   seed=seed)  # fmt: skip
-    return (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+    return kernel_args(run)
 
 
 @numba.njit(cache=False)

@@ -9,14 +9,10 @@ from aonkit._kernels.serving import LAZY_REPLICAS, simulate
 from aonkit.model import ArrivalProcess, Lengths, StepTime, simulate_serving
 from aonkit.model.serving import prepare
 
-from .test_serving import ENGINE, assert_same_run, simpy_serving, workload
+from .test_serving import ENGINE, assert_same_run, kernel_args, simpy_serving, workload
 from .test_serving_central import BATCHED, tied_load
 
 ROUTINGS = ("jsq", "round_robin", "central")
-
-
-def _args(run) -> tuple:
-    return (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
 
 
 def peak_reserved(start, fin, rep, tokens, replicas: int) -> list[int]:
@@ -66,10 +62,10 @@ def test_requests_of_one_length_in_a_kv_cache_are_a_max_batch(routing):
     five = prepare(ArrivalProcess(90.0, 1.5), 100, 28, step_time=ENGINE["step_time"], n_requests=3000, replicas=6,
                    max_batch=5, routing=routing, seed=3)  # fmt: skip
     # WHEN the kernel runs each (lazy replicas and all)
-    cached, batch = simulate(*_args(run)), simulate(*_args(five))
+    cached, batch = simulate(*kernel_args(run)), simulate(*kernel_args(five))
     # THEN the cache admits as a max batch of five does (the decode tables' grids differ: rounding only)
     assert_same_run(cached, batch, 1e-12)
-    assert not np.array_equal(batch[0], simulate(*_args(prepare(
+    assert not np.array_equal(batch[0], simulate(*kernel_args(prepare(
         ArrivalProcess(90.0, 1.5), 100, 28, step_time=ENGINE["step_time"], n_requests=3000, replicas=6,
         max_batch=6, routing=routing, seed=3)))[0])  # a sixth would have changed the starts  # fmt: skip
 
@@ -92,7 +88,7 @@ def test_lazy_replicas_with_a_kv_cache_give_the_event_loops_results(routing):
         kw = dict(step_time=st, n_requests=2000, replicas=replicas, max_batch=mb, chunked_prefill=chunked,
                   routing=routing, token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else None, seed=seed)
         run = prepare(*spec, kv_tokens=kv, **kw)
-        args = _args(run)
+        args = kernel_args(run)
         # WHEN the kernel runs decode-only steps in closed form (ahead, or lazily) and every step as an event
         ahead, plain = simulate(*args, True), simulate(*args, False)
         # THEN every count and replica is the same, every time up to rounding
@@ -102,7 +98,7 @@ def test_lazy_replicas_with_a_kv_cache_give_the_event_loops_results(routing):
         tokens = args[1] + args[2]
         assert max(peak_reserved(start, fin, rep, tokens, replicas)) <= kv
         assert np.array_equal(rep == -1, tokens > kv)
-        free = simulate(*_args(prepare(*spec, **kw)), False)
+        free = simulate(*kernel_args(prepare(*spec, **kw)), False)
         held_back += int(not np.array_equal(start[rep >= 0], free[0][rep >= 0]) and replicas >= LAZY_REPLICAS)
     assert held_back >= 6  # the cache changed when lazy replicas' requests started
 
@@ -119,7 +115,7 @@ def test_a_kv_cache_with_step_ends_on_arrival_instants_matches_the_event_loop(ro
                       max_batch=max_batch, routing=routing, kv_tokens=int(rng.integers(100, 400)), seed=0)
         # WHEN the kernel runs with lazy replicas and with every step as an event
         # THEN the runs are the same to the bit, ties included
-        assert_same_run(simulate(*_args(run), True), simulate(*_args(run), False), 0.0)
+        assert_same_run(simulate(*kernel_args(run), True), simulate(*kernel_args(run), False), 0.0)
 
 
 def test_a_request_longer_than_the_cache_is_refused_and_counted():

@@ -9,13 +9,9 @@ from aonkit._kernels.serving import LAZY_REPLICAS, simulate
 from aonkit.model import ArrivalProcess, Lengths, StepTime, simulate_serving
 from aonkit.model.serving import prepare
 
-from .test_serving import ENGINE, assert_same_run, simpy_serving, workload
+from .test_serving import ENGINE, assert_same_run, kernel_args, simpy_serving, workload
 from .test_serving_central import BATCHED, tied_load
 from .test_serving_kv import ROUTINGS, peak_reserved
-
-
-def _args(run) -> tuple:
-    return (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
 
 
 @pytest.mark.parametrize(("chunked", "budget"), [(False, 2048), (True, 256)])
@@ -60,9 +56,9 @@ def test_requests_that_reserve_max_new_tokens_are_a_max_batch_whatever_their_out
     five = prepare(*spec, max_batch=5, **kw)
     # WHEN the kernel runs each (lazy replicas and all)
     # THEN the cache admits as a max batch of five does (the decode tables' grids differ: rounding only)
-    assert_same_run(simulate(*_args(run)), simulate(*_args(five)), 1e-12)
+    assert_same_run(simulate(*kernel_args(run)), simulate(*kernel_args(five)), 1e-12)
     # AND reserving each request's own output (the oracle) admits more than five at once
-    oracle = simulate(*_args(prepare(*spec, max_batch=16, kv_tokens=5 * 128 + 60, **kw)))
+    oracle = simulate(*kernel_args(prepare(*spec, max_batch=16, kv_tokens=5 * 128 + 60, **kw)))
     assert max(peak_reserved(oracle[0], oracle[2], oracle[3], np.ones(3000, np.int64), 6)) > 5
 
 
@@ -89,7 +85,7 @@ def test_lazy_replicas_reserving_max_new_tokens_give_the_event_loops_results(rou
                           step_time=st, n_requests=2000, replicas=replicas, max_batch=mb, chunked_prefill=chunked,
                           routing=routing, token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else None,
                           kv_tokens=int(rng.integers(700, 4000)), max_new_tokens=cap, seed=seed)  # fmt: skip
-        args = _args(run)
+        args = kernel_args(run)
         # WHEN the kernel runs decode-only steps in closed form (ahead, or lazily) and every step as an event
         ahead, plain = simulate(*args, True), simulate(*args, False)
         # THEN every count and replica is the same, every time up to rounding (to the bit on the tied loads)
@@ -115,7 +111,7 @@ def test_one_central_queue_wakes_lazy_replicas_by_their_room_for_max_new_tokens(
         # WHEN the kernel runs with lazy replicas and with every step as an event
         # THEN the runs are the same to the bit (woken by their room for 400 tokens, not for the outputs: 5 of
         # these 40 loads differ otherwise)
-        assert_same_run(simulate(*_args(run), True), simulate(*_args(run), False), 0.0)
+        assert_same_run(simulate(*kernel_args(run), True), simulate(*kernel_args(run), False), 0.0)
 
 
 def test_a_paged_cache_refuses_by_max_new_tokens_and_admits_as_before():

@@ -9,7 +9,7 @@ from aonkit._kernels.serving import simulate
 from aonkit.model import ArrivalProcess, Lengths, StepTime, serving_sweep, simulate_serving
 from aonkit.model.serving import prepare
 
-from .test_serving import ENGINE, assert_same_run, workload
+from .test_serving import ENGINE, assert_same_run, kernel_args, workload
 from .test_serving_central import BATCHED, tied_load
 
 
@@ -250,7 +250,7 @@ def test_paged_runs_keep_their_invariants_and_match_the_event_loop(routing):
                           Lengths.geometric(float(rng.uniform(20, 300))), step_time=st, n_requests=3000,
                           token_budget=int(rng.integers(max(mb, 16), 600)) if chunked else 8192, kv_tokens=kv,
                           seed=seed, **common)  # fmt: skip
-        args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
+        args = kernel_args(run)
         # WHEN the kernel runs replicas ahead and lazily (up to a finish or a full cache), and every step as an event
         ahead, plain = simulate(*args, True), simulate(*args, False)
         # THEN the runs are the same (to the bit where step times are binary fractions)

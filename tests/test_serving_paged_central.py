@@ -14,26 +14,26 @@ from aonkit._kernels.serving import simulate
 from aonkit.model import ArrivalProcess, Lengths, StepTime
 from aonkit.model.serving import prepare
 
-from .test_serving import assert_same_run
+from .test_serving import assert_same_run, kernel_args
 from .test_serving_central import BATCHED, tied_load
 
 ST = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
 
 
 def _runs(run) -> tuple[tuple, tuple]:
-    args = (run.arrivals[run.order], run.prompt[run.order], run.output[run.order], *run.kernel_args)
-    return simulate(*args, True), simulate(*args, False)
+    return simulate(*kernel_args(run), True), simulate(*kernel_args(run), False)
 
 
-def tied_paged(seed: int):
-    """Bursts at multiples of 1/32 s (step ends tie with arrivals and each other) on 16-39 replicas, caches of
-    300-1,500 tokens, batches of 2-11."""
+def tied_paged(seed: int, replicas: tuple[int, int] = (16, 40), batches: tuple[int, int] = (2, 12),
+               kv: tuple[int, int] = (300, 1500)):
+    """Bursts at multiples of 1/32 s (step ends tie with arrivals and each other); replicas, batches and cache
+    tokens drawn from the half-open ranges given (by default 16-39 replicas, batches of 2-11, 300-1,499 tokens)."""
     rng = np.random.default_rng(seed)
-    chunked, mb, replicas = bool(seed % 2), int(rng.integers(2, 12)), int(rng.integers(16, 40))
+    chunked, mb, n_rep = bool(seed % 2), int(rng.integers(*batches)), int(rng.integers(*replicas))
     arr, outputs = tied_load(rng, rng.uniform(0.05, 0.5), 1500, longest=200)
-    return prepare(arr, rng.integers(1, 64, arr.size), outputs, step_time=BATCHED, replicas=replicas, max_batch=mb,
-                   routing="central", kv_policy="paged", chunked_prefill=chunked,
-                   kv_tokens=int(rng.integers(300, 1500)), token_budget=64 if chunked else 4096, seed=0)  # fmt: skip
+    return prepare(arr, rng.integers(1, 64, arr.size), outputs, step_time=BATCHED, replicas=n_rep, max_batch=mb,
+                   routing="central", kv_policy="paged", chunked_prefill=chunked, kv_tokens=int(rng.integers(*kv)),
+                   token_budget=max(mb, 64) if chunked else 4096, seed=0)  # fmt: skip
 
 
 def random_paged(seed: int, replicas: tuple[int, int]):
@@ -63,16 +63,6 @@ def test_lazy_paged_replicas_on_one_queue_take_preempted_requests_as_the_event_l
     assert preemptions > 10_000
 
 
-def tied_few(seed: int):
-    """Bursts at multiples of 1/32 s on 1-15 replicas, batches of 2-39, caches of 100-2,000 tokens."""
-    rng = np.random.default_rng(seed)
-    chunked, mb, replicas = bool(seed % 2), int(rng.integers(2, 40)), int(rng.integers(1, 16))
-    arr, outputs = tied_load(rng, rng.uniform(0.05, 0.5), 1500, longest=200)
-    return prepare(arr, rng.integers(1, 64, arr.size), outputs, step_time=BATCHED, replicas=replicas, max_batch=mb,
-                   routing="central", kv_policy="paged", chunked_prefill=chunked,
-                   kv_tokens=int(rng.integers(100, 2000)), token_budget=max(mb, 64) if chunked else 4096, seed=0)
-
-
 @pytest.mark.parametrize("load", ["random, 1-15 replicas", "random, 16-39 replicas", "tied, 1-15 replicas"])
 def test_paged_replicas_on_one_queue_run_ahead_only_until_another_may_preempt(load):
     # GIVEN engines on one queue: 1-15 replicas (they run ahead up to the next arrival or the earliest instant
@@ -80,7 +70,10 @@ def test_paged_replicas_on_one_queue_run_ahead_only_until_another_may_preempt(lo
     # and on loads whose step ends tie with arrivals
     preemptions = 0
     for seed in range(120, 150) if load.startswith("random") else range(0, 30, 3):
-        run = tied_few(seed) if load.startswith("tied") else random_paged(seed, (1, 16) if "1-15" in load else (16, 40))
+        if load.startswith("tied"):  # 1-15 replicas, batches of 2-39, caches of 100-1,999 tokens
+            run = tied_paged(seed, (1, 16), (2, 40), (100, 2000))
+        else:
+            run = random_paged(seed, (1, 16) if "1-15" in load else (16, 40))
         # WHEN the kernel runs decode-only steps ahead and lazily, and every step as an event
         ahead, plain = _runs(run)
         # THEN every count and replica is the same, every time up to rounding (to the bit on the tied loads)
