@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit_leaf
-from .serving_decode import BUSY, DSTEP, HN, KV, LAZY, PN, PRE, QH, QL, QT, RUN, SJ, SP, TOUCH, WOKE, sift_down
+from .serving_decode import BUSY, DSTEP, HN, KV, LAZY, PN, PRE, QH, QL, QT, RUN, SJ, SP, WOKE, sift_down
 
 
 @njit_leaf
@@ -77,24 +77,22 @@ def preempt(si, r, q, hk, hv, pbuf, rem, ctx0, left, adm, nxt, npre):
 def horizon(si, r, t, hp, lend, lfin):
     """With one central queue, the earliest instant (``t`` or later) at which a replica other than ``r`` may preempt.
 
-    A request joins the central queue at an arrival or when a replica preempts it, as a step starts; until one
-    does, replica ``r`` (decode-only, the queue empty) may run its steps ahead as the event loop would. A replica
-    whose step ends at ``t`` and has not started its next (``TOUCH``) may preempt now: ``t``. A lazy one cannot
-    before its event (``lfin``, the step after which its cache is full at the latest), a woken one before its woken
-    step ends (``lend``), any other before ``hp``: set as its step starts, its next step end plus ``dmin`` (a
-    lower bound on a step's duration) for each further step its cache has room for, growing by a token a running
-    sequence each. That holds while the queue stays empty: nothing is admitted then. Idle replicas never preempt.
-    The event loop keeps a lower bound of these instants (``hmin``: lowered as each is set) and calls this only
-    when that bound comes before the next arrival (it then becomes the result); a replica whose step ends at
-    ``t`` and has yet to start its next stops the run ahead without a call.
+    A request joins the central queue at an arrival or when a replica preempts it, as a step starts; until one does,
+    replica ``r`` (decode-only, the queue empty) may run its steps ahead as the event loop would. A replica whose
+    step ends at ``t`` and has not started its next may preempt now: the caller stops the run there without calling
+    this (one is left in its candidates). A lazy one cannot before its event (``lfin``, the step after which its
+    cache is full at the latest), a woken one before its woken step ends (``lend``), any other before ``hp``: set as
+    its step starts, its next step end plus ``dmin`` (a lower bound on a step's duration) for each further step its
+    cache has room for, growing by a token a running sequence each. That holds while the queue stays empty: nothing
+    is admitted then. Idle replicas never preempt. The event loop keeps a lower bound of these instants (``hmin``:
+    lowered as each is set) and calls this only when that bound comes before the next arrival (it then becomes the
+    result).
     """
     h = np.inf
     for b in range(si.shape[0] - 1):
         if b == r:
             continue
-        if si[b, BUSY] == 0:
-            if si[b, TOUCH] == 1:
-                return t
+        if si[b, BUSY] == 0:  # idle, or (the caller's to check) ending its step at t
             continue
         if si[b, LAZY] == 1:
             x = lfin[b]
