@@ -52,15 +52,16 @@ a replica goes lazy only with nothing waiting or a full batch (the first waiting
 take them). With a queue per replica only it takes from its queue, so it may go lazy with no KV room for its first
 waiting request: that changes only at its own finishes, its events.
 
-A paged cache (:mod:`.serving_paged`) may preempt a request as a step starts; running ahead and lazily, a replica
-stops at a finish or before the step its cache cannot hold. With one central queue the preempted request joins it
-between arrivals, and any replica with room may take it at its next step end. So there a replica runs ahead only
-up to the earliest instant another may preempt (:func:`.serving_paged.horizon`), every lazy replica with room is
-woken at an instant at which a replica starting its step may preempt (no room in its cache for its batch's next
-tokens; none goes lazy then either: one before it in replica order would miss the request), and a lazy replica
-is never lazy past its event (another starting its step at that instant may preempt). Between such instants the
-queue grows only at arrivals, and the rules above hold; ``wake_earliest`` counts as sure to take a request only
-replicas with room for the longest context a request may bring once their cache has grown to their event.
+A paged cache (:mod:`.serving_paged`) may preempt a request as a step starts; running ahead, a replica stops
+before a step its cache may not hold, and lazily at that step or its next finish. With one central queue the
+preempted request joins it between arrivals, and any replica with room may take it at its next step end. So there a
+replica runs ahead only up to the earliest instant another may preempt (:func:`.serving_paged.horizon`), every lazy
+replica with room is woken at an instant at which a replica starting its step may preempt (no room in its cache for
+its batch's next tokens; none goes lazy then either: one before it in replica order would miss the request), and a
+lazy replica is never lazy past its event (another starting its step at that instant may preempt). Between such
+instants the queue grows only at arrivals, and the rules above hold; ``wake_earliest`` counts as sure to take a
+request only replicas with room for the longest context a request may bring once their cache has grown to their
+event.
 """
 
 from __future__ import annotations
@@ -159,8 +160,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     # instant at which one may preempt
     pc = paged and routing == CENTRAL
     hp = np.zeros(n_rep)  # pc: the earliest instant each replica may preempt (serving_paged.horizon)
-    lfin = np.zeros(n_rep)  # pc: a lazy replica's event
-    hmin = 0.0  # pc: at most the least of every replica's instant (hp, lfin, lend): the loop of horizon skipped above
+    hmin = 0.0  # pc: at most the least of every replica's hp: the loop of horizon skipped above
     dmin = max(0.0, (overhead + min(pf_tab.min(), dc_tab[1:].min())) * (1.0 - 1e-9)) if pc else 0.0
     hold = 0 if paged else resv  # tokens reserved for a request's output (0: its own output length)
     si = np.zeros((n_rep + 1, NCOL), np.int64)
@@ -295,7 +295,6 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
             nc, en, n_busy = wake_earliest(si, t, n_rep + 1, nc, cand, en, ek, ev, n_busy, max_batch, kv, big, lend,
                                            lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead, dc_tab, dc_x0,
                                            dc_h, ends, hold, paged)  # fmt: skip
-            hmin = min(hmin, t)  # (woken replicas' instants: their step ends, t or later)
         if routing == CENTRAL and si[n_rep, QL] > 0:  # the replicas idle before now first, then those whose steps end
             ni = 0
             if n_busy + nc < n_rep:
@@ -314,7 +313,6 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                 nc, en, n_busy = wake_earliest(si, t, si[n_rep, QL] - ni, nc, cand, en, ek, ev, n_busy, max_batch,
                                                kv, big, lend, lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead,
                                                dc_tab, dc_x0, dc_h, ends, hold, paged)  # fmt: skip
-                hmin = min(hmin, t)
             if ni > 0:  # the idle replicas go first
                 for k in range(nc - 1, -1, -1):
                     cand[k + ni] = cand[k]
@@ -395,8 +393,9 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                          or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS)) and not risky):
                 # decode-only until its next finish unless a request reaches it: its event is that finish
                 f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv)
-                lfin[r] = f
-                hmin = min(hmin, f)
+                if pc:  # it may preempt neither before its event nor before its cache may be full (as below)
+                    hp[r] = max(f, end + ((kv - si[r, KV]) // si[r, RUN]) * dmin)
+                    hmin = min(hmin, hp[r])
                 heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                 en += 1
                 continue
@@ -405,7 +404,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                 if pc and c < nc:  # and none may join the queue by a preemption before: one starts its step now
                     until = t
                 elif pc and hmin < until:  # (hmin >= until: none may before the next arrival)
-                    hmin = horizon(si, r, t, hp, lend, lfin)
+                    hmin = horizon(si, r, hp)
                     until = min(until, hmin)
                 if end < until:
                     end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, ctx0, togo, overhead, dc_tab, dc_x0,

@@ -252,8 +252,9 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
     -1 when its last sequence finished and it went idle (``BUSY`` cleared).
 
     ``paged`` (a KV cache of ``kv`` tokens, :mod:`.serving_paged`): each step started holds a token more for each
-    sequence, and the run stops before a step whose tokens would not fit, or at which a sequence finishes: the event
-    loop ends that step (and preempts as the next starts, or admits).
+    sequence, and the run stops before a step whose tokens would not fit (at a step at which a sequence finishes,
+    unless they fit beside the tokens held before the finish frees any): the event loop ends that step (and preempts
+    as the next starts).
     """
     while end < until:
         d = si[r, DSTEP]
@@ -279,7 +280,7 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
             if paged:
                 si[r, KV] += b * (si[r, DSTEP] - d0)  # each step ended was followed by one started
             continue
-        if paged:
+        if paged and si[r, KV] + si[r, HN] > kv:  # the step starting at `end` may not fit: the event loop's
             return end
         si[r, STEPS] += 1  # the step ending at `end`: a sequence finishes
         end_decode_step(si, r, end, hk, hv, fin, pr, out, resv)
@@ -290,6 +291,8 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
         ctx = si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ]  # the next decode step, starting at `end`
         dur = overhead + interp(dc_tab, b, dc_x0, dc_h, ctx)
         si[r, DTOK] += b
+        if paged:  # (it fits: the finished sequences freed their tokens)
+            si[r, KV] += b
         busy_s[r] += dur
         end = end + dur
     return end

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit_leaf
-from .serving_decode import BUSY, DSTEP, HN, KV, LAZY, PN, PRE, QH, QL, QT, RUN, SJ, SP, WOKE, sift_down
+from .serving_decode import BUSY, DSTEP, HN, KV, PN, PRE, QH, QL, QT, RUN, SJ, SP, sift_down
 
 
 @njit_leaf
@@ -74,31 +74,22 @@ def preempt(si, r, q, hk, hv, pbuf, rem, ctx0, left, adm, nxt, npre):
 
 
 @njit_leaf
-def horizon(si, r, t, hp, lend, lfin):
-    """With one central queue, the earliest instant (``t`` or later) at which a replica other than ``r`` may preempt.
+def horizon(si, r, hp):
+    """With one central queue, the earliest instant at which a replica other than ``r`` may preempt.
 
     A request joins the central queue at an arrival or when a replica preempts it, as a step starts; until one does,
     replica ``r`` (decode-only, the queue empty) may run its steps ahead as the event loop would. A replica whose
-    step ends at ``t`` and has not started its next may preempt now: the caller stops the run there without calling
-    this (one is left in its candidates). A lazy one cannot before its event (``lfin``, the step after which its
-    cache is full at the latest), a woken one before its woken step ends (``lend``), any other before ``hp``: set as
-    its step starts, its next step end plus ``dmin`` (a lower bound on a step's duration) for each further step its
-    cache has room for, growing by a token a running sequence each. That holds while the queue stays empty: nothing
-    is admitted then. Idle replicas never preempt. The event loop keeps a lower bound of these instants (``hmin``:
-    lowered as each is set) and calls this only when that bound comes before the next arrival (it then becomes the
-    result).
+    step ends at the instant and has not started its next may preempt then: the caller stops the run there without
+    calling this (one is left in its candidates). Any other may not before ``hp``: set as its step starts, its next
+    step end plus ``dmin`` (a lower bound on a step's duration) for each further step its cache has room for,
+    growing by a token a running sequence each; for a lazy one, that or its event (before which its cache is not
+    full), whichever is later. That holds while the queue stays empty, as nothing is admitted then: for a replica
+    woken to take waiting requests too (they were taken, as the queue is empty), its steps those of the lazy one it
+    was. Idle replicas never preempt. The event loop keeps a lower bound of these instants (``hmin``: lowered as each
+    is set) and calls this only when that bound comes before the next arrival (it then becomes the result).
     """
     h = np.inf
     for b in range(si.shape[0] - 1):
-        if b == r:
-            continue
-        if si[b, BUSY] == 0:  # idle, or (the caller's to check) ending its step at t
-            continue
-        if si[b, LAZY] == 1:
-            x = lfin[b]
-        elif si[b, WOKE] == 1 and lend[b] > t:
-            x = lend[b]
-        else:
-            x = hp[b]
-        h = min(h, x)
+        if b != r and si[b, BUSY] == 1:  # (idle, or, the caller's to check, ending its step at the instant: not)
+            h = min(h, hp[b])
     return h
