@@ -53,15 +53,8 @@ take them). With a queue per replica only it takes from its queue, so it may go 
 waiting request: that changes only at its own finishes, its events.
 
 A paged cache (:mod:`.serving_paged`) may preempt a request as a step starts; running ahead, a replica stops
-before a step its cache may not hold, and lazily at that step or its next finish. With one central queue the
-preempted request joins it between arrivals, and any replica with room may take it at its next step end. So there a
-replica runs ahead only up to the earliest instant another may preempt (:func:`.serving_paged.horizon`), every lazy
-replica with room is woken at an instant at which a replica starting its step may preempt (no room in its cache for
-its batch's next tokens; none goes lazy then either: one before it in replica order would miss the request), and a
-lazy replica is never lazy past its event (another starting its step at that instant may preempt). Between such
-instants the queue grows only at arrivals, and the rules above hold; ``wake_earliest`` counts as sure to take a
-request only replicas with room for the longest context a request may bring once their cache has grown to their
-event.
+before a step its cache may not hold, and lazily at that step or its next finish; with one central queue, as that
+module's docstring says.
 """
 
 from __future__ import annotations
@@ -98,12 +91,12 @@ from .serving_decode import (
     decode_ahead,
     drop_stale,
     end_decode_step,
+    end_prompts,
     go_lazy,
-    heap_pop,
-    heap_push,
     interp,
     lazy_finish,
 )
+from .serving_heap import heap_pop, heap_push
 from .serving_paged import horizon, preempt
 from .serving_wake import wake_earliest
 
@@ -222,26 +215,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                 si[r, STEPS] += 1
                 if si[r, DEC]:
                     end_decode_step(si, r, t, hk, hv, fin, ctx0, togo, hold)
-            keep = 0
-            for k in range(si[r, PN]):
-                j = pbuf[r, k]
-                rem[j] -= ptk[r, k]
-                if rem[j] > 0:
-                    pbuf[r, keep] = j
-                    keep += 1
-                    continue
-                if np.isnan(first[j]):  # (a preempted sequence's first token came at its first prefill)
-                    first[j] = t
-                if togo[j] == 1:
-                    fin[j] = t
-                    si[r, RUN] -= 1
-                    si[r, KV] -= ctx0[j] + (1 if hold == 0 else hold)
-                else:
-                    heap_push(hk, hv, r, si[r, HN], si[r, DSTEP] + togo[j] - 1, j)
-                    si[r, HN] += 1
-                    si[r, SP] += ctx0[j]
-                    si[r, SJ] += si[r, DSTEP]
-            si[r, PN] = keep
+            end_prompts(si, r, t, pbuf, ptk, rem, first, fin, hk, hv, ctx0, togo, hold)
             si[r, TOUCH] = 1
             cand[nc] = r
             nc += 1

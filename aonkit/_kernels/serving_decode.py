@@ -1,4 +1,4 @@
-"""A replica's decode steps in the serving simulation (:mod:`.serving`): its state, heaps and step times.
+"""A replica's decode steps in the serving simulation (:mod:`.serving`): its state and step times.
 
 Between two changes of its batch (a sequence finishing, a request admitted) a replica's decode steps differ
 only in their context, which grows by the batch size each step; step times are linear interpolants in context, so
@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit_leaf, njit_leaf_inline
+from .serving_heap import heap_pop, heap_push, sift_down
 
 # columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; CD, CN, CB,
 # CX: the cell of decode steps kept for it, see serving_wake.py; KV: the KV-cache tokens its running sequences
@@ -31,25 +32,6 @@ few steps and the replica's events are due soon anyway (lazy cost 15-25% there, 
 
 
 @njit_leaf
-def heap_push(hk, hv, r, n, key, val):
-    """Push (key, val) onto the min-heap of ``n`` items in row ``r`` of ``hk``/``hv`` (ordered by key, then val).
-
-    Equal keys pop in ``val`` order, whatever the heap's history: simultaneous step ends are handled lowest
-    replica first.
-    """
-    j = n
-    while j > 0:
-        p = (j - 1) >> 1
-        if hk[r, p] < key or (hk[r, p] == key and hv[r, p] < val):
-            break
-        hk[r, j] = hk[r, p]
-        hv[r, j] = hv[r, p]
-        j = p
-    hk[r, j] = key
-    hv[r, j] = val
-
-
-@njit_leaf
 def drop_stale(hk, hv, n, si):
     """Drop the stale events (of lazy replicas woken since: another generation) from the one-row event heap.
 
@@ -66,52 +48,6 @@ def drop_stale(hk, hv, n, si):
     for j in range(k // 2 - 1, -1, -1):
         sift_down(hk, hv, 0, j, k)
     return k
-
-
-@njit_leaf
-def sift_down(hk, hv, r, j, n):
-    """Move item ``j`` of the min-heap of ``n`` items in row ``r`` down to its place."""
-    key = hk[r, j]
-    val = hv[r, j]
-    while True:
-        c = 2 * j + 1
-        if c >= n:
-            break
-        if c + 1 < n and (hk[r, c + 1] < hk[r, c] or (hk[r, c + 1] == hk[r, c] and hv[r, c + 1] < hv[r, c])):
-            c += 1
-        if hk[r, c] > key or (hk[r, c] == key and hv[r, c] > val):
-            break
-        hk[r, j] = hk[r, c]
-        hv[r, j] = hv[r, c]
-        j = c
-    hk[r, j] = key
-    hv[r, j] = val
-
-
-@njit_leaf
-def heap_pop(hk, hv, r, n):
-    """Drop the root of the min-heap of ``n`` items in row ``r`` (read it first).
-
-    The loop of :func:`sift_down`, written out: calling it here made the whole simulation 0-10% slower (session 45,
-    alternated runs); this one runs at every step end and finish, ``sift_down`` only when stale events are dropped.
-    """
-    n -= 1
-    key = hk[r, n]
-    val = hv[r, n]
-    j = 0
-    while True:
-        c = 2 * j + 1
-        if c >= n:
-            break
-        if c + 1 < n and (hk[r, c + 1] < hk[r, c] or (hk[r, c + 1] == hk[r, c] and hv[r, c + 1] < hv[r, c])):
-            c += 1
-        if hk[r, c] > key or (hk[r, c] == key and hv[r, c] > val):
-            break
-        hk[r, j] = hk[r, c]
-        hv[r, j] = hv[r, c]
-        j = c
-    hk[r, j] = key
-    hv[r, j] = val
 
 
 @njit_leaf
@@ -141,6 +77,36 @@ def end_decode_step(si, r, t, hk, hv, fin, pr, out, resv=0):
         si[r, SP] -= pr[j]
         si[r, SJ] -= d - out[j] + 1
         si[r, KV] -= pr[j] + (out[j] if resv == 0 else resv)
+
+
+@njit_leaf_inline
+def end_prompts(si, r, t, pbuf, ptk, rem, first, fin, hk, hv, ctx0, left, resv=0):
+    """End the prompts (or chunks: ``ptk``) of replica ``r``'s step ending at ``t``.
+
+    A prompt completed gives its first token at ``t`` (a preempted request's came at its first prefill) and either
+    finishes (one token to produce; its KV-cache tokens freed as :func:`end_decode_step` frees them) or joins the
+    decoding heap; the prompts in progress stay in ``pbuf`` in their order. Inlined into the event loop.
+    """
+    keep = 0
+    for k in range(si[r, PN]):
+        j = pbuf[r, k]
+        rem[j] -= ptk[r, k]
+        if rem[j] > 0:
+            pbuf[r, keep] = j
+            keep += 1
+            continue
+        if np.isnan(first[j]):
+            first[j] = t
+        if left[j] == 1:
+            fin[j] = t
+            si[r, RUN] -= 1
+            si[r, KV] -= ctx0[j] + (1 if resv == 0 else resv)
+        else:
+            heap_push(hk, hv, r, si[r, HN], si[r, DSTEP] + left[j] - 1, j)
+            si[r, HN] += 1
+            si[r, SP] += ctx0[j]
+            si[r, SJ] += si[r, DSTEP]
+    si[r, PN] = keep
 
 
 @njit_leaf_inline

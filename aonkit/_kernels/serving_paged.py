@@ -15,6 +15,15 @@ Per request the kernel keeps ``ctx0`` (tokens its next prefill computes: the pro
 ``left`` (tokens still to produce) and ``adm`` (an admission stamp: the latest is the one preempted). A sequence
 finishing frees ``ctx0 + left`` tokens, in either mode (:func:`.serving_decode.end_decode_step`). Loops index
 with ``range(n)`` from 0.
+
+With one central queue a preempted request joins it between arrivals, and any replica with room may take it at its
+next step end. So there the event loop (:mod:`.serving`) lets a replica run ahead only up to the earliest instant
+another may preempt (:func:`horizon`); at an instant at which a replica starting its step may preempt (no room in
+its cache for its batch's next tokens) it wakes every lazy replica with room and lets none go lazy (one before it in
+replica order would miss the request); and a lazy replica is never lazy past its event (another starting its step
+at that instant may preempt). Between such instants the queue grows only at arrivals, and the rules of the central
+queue hold; :func:`.serving_wake.wake_earliest` counts as sure to take a request only replicas with room for the
+longest context a request may bring once their cache has grown to their event.
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit_leaf
-from .serving_decode import BUSY, DSTEP, HN, KV, PN, PRE, QH, QL, QT, RUN, SJ, SP, sift_down
+from .serving_decode import BUSY, DSTEP, HN, KV, PN, PRE, QH, QL, QT, RUN, SJ, SP
+from .serving_heap import sift_down
 
 
 @njit_leaf

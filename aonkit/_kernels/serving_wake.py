@@ -52,8 +52,8 @@ from .serving_decode import (
     WOKE,
     cell_steps,
     end_decode_step,
-    heap_push,
 )
+from .serving_heap import heap_push
 
 FEW = 4
 """Up to this many requests left waiting, the ``k``-th earliest step end is found by ``k`` passes over the replicas
