@@ -100,7 +100,10 @@ def main() -> None:
     ap.add_argument("--base", type=int, default=4)
     ap.add_argument("--shared", type=Path, help="a folder of traces to survey (e.g. ../shared/traces)")
     a = ap.parse_args()
-    base = truth([int(b) for b in a.batches.split(",")], a.base)
+    batches = [int(b) for b in a.batches.split(",")]
+    if a.base in batches:
+        ap.error(f"--batches {a.batches} includes --base {a.base}: the base job is what the others are compared with")
+    base = truth(batches, a.base)
     t0 = time.perf_counter()
     sweep = batch_sweep(base, (0.5, 1, 2, 4, 8), step=3)
     print(f"\nsweep of the base job at ProfilerStep#3 ({time.perf_counter() - t0:.2f} s):")
