@@ -348,12 +348,15 @@ def test_arrival_process_moments():
 # --- an independent model in SimPy ----------------------------------------------------------------
 
 
-def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, step_time, kv=None, reserve=None):
+def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, step_time, kv=None, reserve=None,
+                  prefix=0):
     """The same batching policy written directly in SimPy: explicit per-sequence counters, lists, JSQ.
 
     ``kv``: a request is admitted only while the prompt plus output tokens of the running ones and its own are at
     most ``kv``; one with more than ``kv`` is refused at arrival (no times). ``reserve``: the tokens held for every
-    request's output instead of its own output length (a client's ``max_new_tokens``).
+    request's output instead of its own output length (a client's ``max_new_tokens``). ``prefix``: tokens of a
+    cached prefix every request shares, held once in each engine's cache (``kv`` less them) and attended to by
+    every decoding sequence beside its own prompt and tokens.
     """
     simpy = pytest.importorskip("simpy")
     env = simpy.Environment()
@@ -383,7 +386,7 @@ def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, 
                 if used + take > room:
                     break
                 held = sum(holds(s[0]) for s in running[r])
-                if kv is not None and held + holds(j) > kv:
+                if kv is not None and held + holds(j) > kv - prefix:
                     break
                 waiting[r].pop(0)
                 s = [j, 0, 0]
@@ -397,7 +400,7 @@ def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, 
                 wake[r] = env.event()
                 yield wake[r]
                 continue
-            ctx = sum(prompt[s[0]] + s[2] for s in decoding)
+            ctx = sum(prefix + prompt[s[0]] + s[2] for s in decoding)
             dur = step_time.overhead_s + (pa + pb * used if used else 0.0)
             dur += da + db * len(decoding) + dc * ctx if decoding else 0.0
             yield env.timeout(dur)
@@ -416,7 +419,7 @@ def simpy_serving(arr, prompt, output, *, replicas, max_batch, budget, chunked, 
     def source():
         for j in np.argsort(arr, kind="stable"):
             yield env.timeout(arr[j] - env.now)
-            if kv is not None and holds(j) > kv:
+            if kv is not None and holds(j) > kv - prefix:
                 continue
             r = min(range(replicas), key=lambda k: len(waiting[k]) + len(running[k]))
             waiting[r].append(j)

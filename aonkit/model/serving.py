@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .serving_inputs import ArrivalProcess, Lengths, StepTime
+from .serving_inputs import ArrivalProcess, Lengths, StepTime, draw_lengths, reserved_output
 from .serving_stats import METRICS, PERCENTILES, busy_fraction, latencies, serving_summary, summary_in_arrival_order
 
 __all__ = ["KV_POLICIES", "METRICS", "PERCENTILES", "ROUTINGS", "Prepared", "ServingResult", "prepare", "rerun",
@@ -44,11 +44,11 @@ class ServingResult:
     Parameters
     ----------
     requests : pandas.DataFrame
-        One row per request, in input order: ``arrival_s``, ``prompt_tokens``, ``output_tokens``,
-        ``replica`` (index of the engine that served it), ``start_s`` (its first prefill step starts),
-        ``first_token_s``, ``finish_s``, ``queue_s`` (start - arrival), ``ttft_s`` (first token - arrival),
-        ``tpot_s`` ((finish - first token) / (output - 1), NaN for one output token), ``e2e_s``
-        (finish - arrival) and ``preemptions`` (times it was preempted, ``kv_policy="paged"``).
+        One row per request, in input order: ``arrival_s``, ``prompt_tokens`` (a shared prefix included),
+        ``output_tokens``, ``replica`` (index of the engine that served it), ``start_s`` (its first prefill step
+        starts), ``first_token_s``, ``finish_s``, ``queue_s`` (start - arrival), ``ttft_s`` (first token -
+        arrival), ``tpot_s`` ((finish - first token) / (output - 1), NaN for one output token), ``e2e_s`` (finish -
+        arrival) and ``preemptions`` (times it was preempted, ``kv_policy="paged"``).
     replicas : pandas.DataFrame
         One row per replica: ``replica`` (index), ``requests`` (served), ``steps``, ``busy_s``,
         ``busy_fraction`` (of the span from the first arrival to the last finish), ``prefill_tokens`` (prompts
@@ -66,8 +66,9 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
                      output_tokens: int | Lengths | object, *, step_time: StepTime, n_requests: int | None = None,
                      replicas: int = 1, max_batch: int = 1, token_budget: int | None = None,
                      kv_tokens: int | None = None, kv_policy: str = "reserve", max_new_tokens: int | None = None,
-                     chunked_prefill: bool = False, routing: str = "jsq", seed: int | None = None,
-                     warmup: float = 0.0, context_points: int = 513) -> ServingResult:
+                     prefix_tokens: int = 0, prefix_cache: bool = False, chunked_prefill: bool = False,
+                     routing: str = "jsq", seed: int | None = None, warmup: float = 0.0,
+                     context_points: int = 513) -> ServingResult:
     """Simulate requests served by ``replicas`` continuous-batching engines.
 
     Parameters
@@ -102,6 +103,16 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         prompt plus ``max_new_tokens`` exceeds ``kv_tokens`` is refused (as vLLM and TGI refuse one over the
         context they can hold). Every output length must be at most this (an engine stops a request there: cap a
         distribution with :meth:`Lengths.capped`).
+    prefix_tokens : int, default 0
+        Tokens every prompt starts with besides its ``prompt_tokens``: a system prompt (or few-shot examples) that
+        the requests share. Without ``prefix_cache`` each prefill computes them and each sequence holds them.
+    prefix_cache : bool, default False
+        Hold the shared prefix once per replica (vLLM's automatic prefix caching, SGLang's radix cache, every
+        request a hit): a prefill computes only the request's own prompt, the KV cache holds the prefix once beside
+        the sequences' own tokens (``kv_tokens`` less the prefix; what a request needs of it is counted without the
+        prefix), and each decode step still attends to it (:meth:`StepTime.with_prefix`). Not modelled: the
+        prefill's attention to the cached prefix (its time counts the tokens computed), the prefix's first
+        computation on each replica, and its eviction under memory pressure.
     chunked_prefill : bool
         Mix prompt chunks into decode steps (vLLM's chunked prefill, Sarathi) instead of running
         whole prompts in prefill-only steps that pause decoding (the default).
@@ -117,10 +128,12 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
     """
     run = prepare(arrivals, prompt_tokens, output_tokens, step_time=step_time, n_requests=n_requests,
                   replicas=replicas, max_batch=max_batch, token_budget=token_budget, kv_tokens=kv_tokens,
-                  kv_policy=kv_policy, max_new_tokens=max_new_tokens, chunked_prefill=chunked_prefill,
-                  routing=routing, seed=seed, warmup=warmup, context_points=context_points)  # fmt: skip
+                  kv_policy=kv_policy, max_new_tokens=max_new_tokens, prefix_tokens=prefix_tokens,
+                  prefix_cache=prefix_cache, chunked_prefill=chunked_prefill, routing=routing, seed=seed,
+                  warmup=warmup, context_points=context_points)  # fmt: skip
     start, first, fin, rep, steps, busy, ptok, dtok, preempted, npre = _execute(run)
-    arr, prompt, output = run.arrivals, run.prompt, run.output
+    arr, output = run.arrivals, run.output
+    prompt = run.prompt + (int(prefix_tokens) if prefix_cache else 0)  # whole prompts, the prefix included
     queue, ttft, tpot, e2e = latencies(arr, output, start, first, fin)
     requests = pd.DataFrame({
         "arrival_s": arr, "prompt_tokens": prompt, "output_tokens": output, "replica": rep, "start_s": start,
@@ -139,7 +152,8 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
 class Prepared(NamedTuple):
     """One simulation's checked inputs, drawn and sorted (what :func:`prepare` returns).
 
-    ``arrivals``, ``prompt`` and ``output`` are in input order; ``order`` sorts them by arrival;
+    ``arrivals``, ``prompt`` and ``output`` are in input order (``prompt``: the tokens each request's first prefill
+    computes, the shared prefix included unless cached); ``order`` sorts them by arrival;
     ``kernel_args`` are the rest of the kernel's arguments (replicas, engine, step-time tables).
     """
 
@@ -155,14 +169,15 @@ class Prepared(NamedTuple):
 def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
             output_tokens: int | Lengths | object, *, step_time: StepTime, n_requests: int | None = None,
             replicas: int = 1, max_batch: int = 1, token_budget: int | None = None, kv_tokens: int | None = None,
-            kv_policy: str = "reserve", max_new_tokens: int | None = None, chunked_prefill: bool = False,
-            routing: str = "jsq", seed: int | None = None, warmup: float = 0.0, context_points: int = 513) -> Prepared:
+            kv_policy: str = "reserve", max_new_tokens: int | None = None, prefix_tokens: int = 0,
+            prefix_cache: bool = False, chunked_prefill: bool = False, routing: str = "jsq", seed: int | None = None,
+            warmup: float = 0.0, context_points: int = 513) -> Prepared:
     """Validate and draw one simulation's inputs; nothing runs yet (:func:`summarize` runs it).
 
     Parameters
     ----------
     arrivals, prompt_tokens, output_tokens, step_time, n_requests, replicas, max_batch, token_budget, kv_tokens,
-    kv_policy, max_new_tokens, chunked_prefill, routing, seed, warmup, context_points
+    kv_policy, max_new_tokens, prefix_tokens, prefix_cache, chunked_prefill, routing, seed, warmup, context_points
         As for :func:`simulate_serving`, which calls this first.
 
     Returns
@@ -187,8 +202,12 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
         if n_requests is not None and int(n_requests) != arr.size:
             raise ValueError(f"n_requests={n_requests} but {arr.size} arrival times")
     n = arr.size
-    prompt = _lengths(prompt_tokens, n, rng, "prompt_tokens")
-    output = _lengths(output_tokens, n, rng, "output_tokens")
+    prompt = draw_lengths(prompt_tokens, n, rng, "prompt_tokens")
+    output = draw_lengths(output_tokens, n, rng, "output_tokens")
+    if int(prefix_tokens) != prefix_tokens or prefix_tokens < 0:
+        raise ValueError(f"prefix_tokens must be a whole number of tokens >= 0, got {prefix_tokens!r}")
+    cached = int(prefix_tokens) if prefix_cache else 0  # held once per replica, outside each request's tokens
+    prompt = prompt + (int(prefix_tokens) - cached)  # what a request's first prefill computes
     if routing not in ROUTINGS:
         raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
     for name, v in (("replicas", replicas), ("max_batch", max_batch), ("context_points", context_points)):
@@ -205,9 +224,13 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     if int(kv) != kv or kv < 1:
         raise ValueError(f"kv_tokens must be a positive integer, got {kv_tokens!r}")
     kv = int(kv)
+    if cached and kv < UNLIMITED:
+        if kv <= cached:
+            raise ValueError(f"kv_tokens={kv} leaves no room beside the cached prefix of {cached} tokens")
+        kv -= cached
     if kv_policy not in KV_POLICIES:
         raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
-    resv = _max_new(max_new_tokens, output)
+    resv = reserved_output(max_new_tokens, output)
     need = prompt + (resv if resv else output)  # what a request needs of the cache: refused when over kv
     if kv < UNLIMITED and kv >= int(max_batch) * (int(need.max()) + 1):
         kv = UNLIMITED  # a cache that no batch can fill (the kernel then runs ahead and lazily): the same run
@@ -224,7 +247,7 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     prefilled = prompt + output - 1 if paged else prompt  # (paged: a preempted request computes its tokens again)
     max_tokens = min(budget, int(np.partition(prefilled, n - k)[n - k:].sum()))
     max_context = min(int(np.partition(prompt + output - 1, n - k)[n - k:].sum()), kv)
-    tabs = step_time.tables(max_tokens, int(max_batch), max_context, int(context_points))
+    tabs = step_time.with_prefix(cached).tables(max_tokens, int(max_batch), max_context, int(context_points))
     from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN, UNLIMITED_KV
 
     code = {"jsq": JSQ, "round_robin": ROUND_ROBIN, "central": CENTRAL}[routing]
@@ -343,35 +366,3 @@ def _execute(run: Prepared) -> tuple[np.ndarray, ...]:
     for dst, src in zip((start, first, fin, rep, npre), per_request):
         dst[o] = src
     return (start, first, fin, rep, *res[4:-1], npre)
-
-
-def _max_new(max_new_tokens: int | None, output: np.ndarray) -> int:
-    """The kernel's ``resv`` for ``max_new_tokens`` (0 for None), checked against the output lengths."""
-    if max_new_tokens is None:
-        return 0
-    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
-    m = int(max_new_tokens)
-    over = output > m
-    if over.any():
-        raise ValueError(f"{int(over.sum())} of {output.size} output lengths exceed max_new_tokens={m} (the longest "
-                         f"{int(output.max())}): an engine stops a request there; cap them (Lengths.capped({m}) or "
-                         f"numpy.minimum)")
-    return m
-
-
-def _lengths(spec: int | Lengths | object, n: int, rng: np.random.Generator, name: str) -> np.ndarray:
-    if isinstance(spec, Lengths):
-        v = spec.sample(n, rng)
-    elif np.ndim(spec) == 0:
-        v = np.full(n, int(spec), np.int64)
-    else:
-        v = np.asarray(spec)
-        if v.shape != (n,):
-            raise ValueError(f"{name}: {v.shape} values for {n} requests (use Lengths.empirical to draw from them)")
-        if not np.all(v == np.round(v)):
-            raise ValueError(f"{name} must be whole token counts")
-        v = v.astype(np.int64)
-    if v.min() < 1:
-        raise ValueError(f"{name} must be >= 1")
-    return np.ascontiguousarray(v, dtype=np.int64)

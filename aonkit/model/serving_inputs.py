@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -246,6 +246,34 @@ class StepTime:
         dc_tab = np.vstack([np.zeros((1, dc_tab.shape[1])), dc_tab])  # batch 0: never used
         return (pf_tab[None, :], 1.0, float(x[1] - x[0]), np.ascontiguousarray(dc_tab), 1.0, float(ctx[1] - ctx[0]))
 
+    def with_prefix(self, tokens: int) -> StepTime:
+        """The step time of decoding sequences that each attend to ``tokens`` more context than is counted.
+
+        For a prompt prefix held once in a prefix cache (``prefix_cache`` of
+        :func:`~aonkit.model.serving.simulate_serving`): the simulation counts each sequence's own tokens, and a
+        decode step of ``b`` sequences attends to ``b * tokens`` more. Linear coefficients stay exact (``c *
+        tokens`` joins the per-sequence term), a function is called at the larger context; the prefill part is
+        unchanged (it counts the tokens a step computes).
+        """
+        dc = self.decode_time_s
+        if int(tokens) == 0 or not (isinstance(dc, tuple) or callable(dc)):  # (a constant has no context)
+            return self
+        if isinstance(dc, tuple):
+            a, b, c = _coeffs(dc, 3, "decode_time_s")
+            return replace(self, decode_time_s=(a, b + c * int(tokens), c))
+        return replace(self, decode_time_s=_MoreContext(dc, int(tokens)))
+
+
+@dataclass(frozen=True)
+class _MoreContext:
+    """A decode time function called with ``tokens`` more context per sequence (equal when its parts are)."""
+
+    f: Callable
+    tokens: int
+
+    def __call__(self, batch, context):  # noqa: D102
+        return self.f(batch, context + batch * self.tokens)
+
 
 def _grid(top: int, points: int) -> np.ndarray:
     """Uniform grid from 1 to at least ``top``: every integer when it fits in ``points``."""
@@ -272,3 +300,36 @@ def _evaluate(f: TimeSpec, args: tuple[np.ndarray, ...]) -> np.ndarray:
     except (TypeError, ValueError):
         out = np.vectorize(lambda *xs: float(f(*xs)), otypes=[np.float64])(*args)
     return out
+
+
+def reserved_output(max_new_tokens: int | None, output: np.ndarray) -> int:
+    """The serving kernel's ``resv`` for ``max_new_tokens`` (0 for None), checked against the output lengths."""
+    if max_new_tokens is None:
+        return 0
+    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    m = int(max_new_tokens)
+    over = output > m
+    if over.any():
+        raise ValueError(f"{int(over.sum())} of {output.size} output lengths exceed max_new_tokens={m} (the longest "
+                         f"{int(output.max())}): an engine stops a request there; cap them (Lengths.capped({m}) or "
+                         f"numpy.minimum)")
+    return m
+
+
+def draw_lengths(spec: int | Lengths | object, n: int, rng: np.random.Generator, name: str) -> np.ndarray:
+    """``n`` token counts from ``spec`` (fixed, a :class:`Lengths` to draw from, or one per request), checked."""
+    if isinstance(spec, Lengths):
+        v = spec.sample(n, rng)
+    elif np.ndim(spec) == 0:
+        v = np.full(n, int(spec), np.int64)
+    else:
+        v = np.asarray(spec)
+        if v.shape != (n,):
+            raise ValueError(f"{name}: {v.shape} values for {n} requests (use Lengths.empirical to draw from them)")
+        if not np.all(v == np.round(v)):
+            raise ValueError(f"{name} must be whole token counts")
+        v = v.astype(np.int64)
+    if v.min() < 1:
+        raise ValueError(f"{name} must be >= 1")
+    return np.ascontiguousarray(v, dtype=np.int64)
