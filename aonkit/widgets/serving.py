@@ -31,7 +31,6 @@ import math
 import os
 import time
 from concurrent.futures import Future, wait
-from typing import Any
 
 import ipywidgets as w
 import numpy as np
@@ -42,16 +41,17 @@ from ..model.llm import PRESETS
 from ..model.serving import ROUTINGS, thread_pool
 from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, sweep_rows
 from ..model.serving_fit import StepFit, linear_coefficients
-from ..model.serving_grid import SweepRows, sweep_rates
+from ..model.serving_grid import SweepRows
 from ..model.serving_inputs import Lengths, StepTime
-from ..model.serving_steps import ModelStepTimes, ServingMemory, request_seconds, serving_memory
+from ..model.serving_steps import ModelStepTimes, request_seconds
 from ..views.model_charts import sweep_charts
 from ..views.serving import knee_data, marker_data, slo_data, sweep_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
 from .serving_controls import STYLE, TIPS, WIDE, linear_boxes, log_slider, slider, toggles
-from .serving_results import ServingResults, fit_hint, memory_words
+from .serving_engine import ServingInputs
+from .serving_results import ServingResults
 
 SEARCH_THREADS = min(os.cpu_count() or 1, 4)
 """Counts the replica search simulates at once once its first two show the guess was off (a change of device to
@@ -62,7 +62,7 @@ COALESCE_S = 0.005
 the messages a dragged slider sent while the last change was simulated come in together."""
 
 
-class ServingPanel(ServingResults, TextWidget, w.VBox):
+class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
     """Sliders over the serving simulation: latency percentiles vs arrival rate, the knee, replicas for an SLO.
 
     Parameters
@@ -202,68 +202,6 @@ class ServingPanel(ServingResults, TextWidget, w.VBox):
         engine = w.VBox([w.HTML("<b>engine</b>"), self.replicas, self.routing, self.max_batch, self.token_budget,
                          self.chunked, self.step_kind, self.model_box, self.linear_box])  # fmt: skip
         super().__init__([w.HBox([load, engine]), self.summary, self.view])
-
-    # ---- inputs ------------------------------------------------------------------------------------------------
-    def step_time(self) -> StepTime:
-        """The engine step times the controls choose (model ones kept for the last 8 presets, devices and TPs)."""
-        if self.step_kind.value == "linear":
-            c = {k: float(v.value) for k, v in self.coeffs.items()}
-            return StepTime(prefill_time_s=(c["prefill_a"], c["prefill_b"]),
-                            decode_time_s=(c["decode_a"], c["decode_b"], c["decode_c"]),
-                            overhead_s=c["overhead"])  # fmt: skip
-        device, dtype = self.devices[self.device.value], str(self.dtype.value)
-        if dtype not in device.peak_flops:
-            raise ValueError(f"{device.name} has no {dtype} peak: choose a precision it has "
-                             f"({', '.join(k for k in ('bf16', 'fp16', 'fp8') if k in device.peak_flops)})")
-        return self._step_times(PRESETS[self.model.value], device, int(self.tp.value), dtype)
-
-    def memory(self) -> ServingMemory | None:
-        """One GPU's weights and KV cache with model step times (None: linear ones, or a device of unknown memory)."""
-        device = self.devices[self.device.value]
-        if self.step_kind.value == "linear" or device.memory_bytes is None:
-            return None
-        return serving_memory(PRESETS[self.model.value], device, int(self.tp.value), str(self.dtype.value))
-
-    def kv_limit(self) -> int | None:
-        """Tokens of KV cache a replica holds (:meth:`memory`), the engine's admission limit; None: no limit.
-
-        Raises ValueError when the weights, or they and one request of the mean prompt and its max new tokens, do
-        not fit.
-        """
-        mem = self.memory()
-        if mem is None:
-            return None
-        tokens = int(self.prompt.value) + int(self.max_new.value)
-        if mem.sequences(tokens) < 1:
-            config, device, tp, dtype = PRESETS[self.model.value], self.devices[self.device.value], self.tp, self.dtype
-            words = memory_words(mem, tokens, int(self.max_batch.value), "mean prompt + max new tokens")
-            raise ValueError(f"{self.model.value} does not fit on {device.name} with TP {tp.value} at {dtype.value}: "
-                             f"{words}{fit_hint(config, device, int(tp.value), tp.options, str(dtype.value), tokens)}")
-        return mem.kv_tokens
-
-    def workload(self) -> tuple[int | Lengths, int | Lengths]:
-        """Prompt and output lengths: fixed, or lognormal prompts (CV 1) and geometric outputs with the slider means.
-
-        Random outputs stop at the max new tokens (:meth:`Lengths.capped <aonkit.model.Lengths.capped>`); a fixed
-        output over it is an error.
-        """
-        p, o, m = int(self.prompt.value), int(self.output.value), int(self.max_new.value)
-        if self.lengths.value == "fixed":
-            if o > m:
-                raise ValueError(f"output tokens {o} exceed max new tokens {m}: a request stops there")
-            return p, o
-        return Lengths.lognormal(p, 1.0), Lengths.geometric(o).capped(m)
-
-    def engine(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the engine (not ``replicas``)."""
-        return {"step_time": self.step_time(), "max_batch": int(self.max_batch.value), "kv_tokens": self.kv_limit(),
-                "kv_policy": str(self.kv_policy.value), "max_new_tokens": int(self.max_new.value),
-                "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value),
-                "routing": str(self.routing.value)}  # fmt: skip
-
-    def rates(self) -> np.ndarray:
-        """Arrival rates of the sweep: :func:`~aonkit.model.serving_grid.sweep_rates` of the chosen rate."""
-        return sweep_rates(float(self.rate.value))
 
     # ---- evaluation ------------------------------------------------------------------------------------------
     def _inputs(self) -> tuple[tuple, tuple]:
