@@ -213,3 +213,28 @@ def test_the_panel_reserves_max_new_tokens_and_caps_random_outputs_there() -> No
     # AND a request whose prompt and max new tokens the cache cannot hold makes the setting an error
     p.max_new.value, p.prompt.value = 8000, 1000
     assert "does not fit" in p.error and "mean prompt + max new tokens" in p.error
+
+
+def test_the_panel_holds_a_system_prompt_once_in_its_prefix_cache_or_in_every_sequence() -> None:
+    # GIVEN Llama-3 70B on two H100s (8,827 tokens of cache), fixed requests of 256 + 128 tokens sent with
+    # max_new_tokens=128 after a 1,500-token system prompt that every prefill computes (no prefix cache)
+    kw = {"n_requests": N, "lengths": "fixed", "model": "Llama-3 70B", "device": "H100 SXM", "tp": 2,
+          "prompt_tokens": 256, "max_new_tokens": 128}  # fmt: skip
+    p = ServingPanel(2.0, max_batch=64, prefix_tokens=1500, prefix_cache=False, **kw)
+    assert p.engine()["prefix_tokens"] == 1500 and p.engine()["prefix_cache"] is False
+    # THEN each reservation holds the system prompt too: 4 at once (8,827 // 1,884), as prompts of 1,756 would
+    assert "4 sequences of 1,884 (system prompt + mean prompt + max new tokens, reserved)" in p.memory_text()
+    pd.testing.assert_frame_equal(p.sweep, ServingPanel(2.0, max_batch=64, **{**kw, "prompt_tokens": 1756}).sweep)
+    computed = p.numbers()
+    # WHEN the prefix cache holds it once
+    p.prefix_cache.value = True
+    # THEN 19 requests fit beside it ((8,827 - 1,500) // 384), the capacity grows with them and the first token
+    # comes sooner (the prefill computes 256 tokens, not 1,756)
+    assert "the 1,500-token cached system prompt once and 19 sequences of 384" in p.memory_text()
+    cached = p.numbers()
+    assert cached["capacity_per_s"] > 3 * computed["capacity_per_s"], (cached, computed)
+    assert p.sweep["ttft_p50_s"].iloc[0] < 0.5 * ServingPanel(2.0, max_batch=64, prefix_tokens=1500,
+                                                              prefix_cache=False, **kw).sweep["ttft_p50_s"].iloc[0]
+    # AND a system prompt the cache cannot hold with one request makes the setting an error naming it
+    p.prefix.value = 8500
+    assert "does not fit" in p.error and "the 8,500-token cached system prompt once" in p.error

@@ -85,6 +85,9 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         How that cache admits (:func:`~aonkit.model.simulate_serving`): a request's prompt and ``max_new_tokens``
         reserved (an engine does not know the output's length: TGI's way), or its context as it grows, with
         preemption (vLLM's way; answers take longer where caches fill: docs/serving-model.md).
+    prefix_tokens, prefix_cache : int, bool
+        A system prompt every request starts with, and whether each replica holds it once in a prefix cache
+        (default) or every prefill computes it (:func:`~aonkit.model.simulate_serving`).
     max_new_tokens : int, optional
         The most tokens a request may generate, as clients send it: random outputs drawn longer stop there (fixed
         ones must be at most this); a request whose prompt plus this exceeds the cache is refused. Default: eight
@@ -137,6 +140,7 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
                  lengths: str = "random", chunked_prefill: bool = True, slo_s: float = 0.5, routing: str = "jsq",
                  step_time: str | StepFit | StepTime = "model", model: str = "Llama-3 8B", device: str = "H100 SXM",
                  tp: int = 1, dtype: str = "bf16", kv_policy: str = "reserve", max_new_tokens: int | None = None,
+                 prefix_tokens: int = 0, prefix_cache: bool = True,
                  prefill: tuple[float, float] = (0.005, 2e-5),
                  decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7), overhead: float = 0.0,
                  n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0,
@@ -161,6 +165,9 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         self.lengths = toggles("lengths", ["fixed", "random"], lengths, (
             "every request has these lengths", "prompts lognormal (CV 1), outputs geometric, with these means"))
         self.chunked = w.Checkbox(value=chunked_prefill, description="chunked prefill", indent=False)
+        self.prefix = slider(w.IntSlider, "system prompt", prefix_tokens, 0, 16384, 1, live, tooltip=TIPS["prefix"])
+        self.prefix_cache = w.Checkbox(value=prefix_cache, description="prefix cache", indent=False,
+                                       tooltip=TIPS["prefix_cache"])  # fmt: skip
         self.slo = log_slider("p99 TTFT SLO (s)", slo_s, -2.5, 1.5, live)
         self.step_kind = toggles("step time", ["model", "linear"], step_time)
         self.model = w.Dropdown(options=list(PRESETS), value=model, description="model", style=STYLE, layout=WIDE)
@@ -183,7 +190,8 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         self._request = Latest(self.update, COALESCE_S)
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
         self._controls = (self.rate, self.cv, self.replicas, self.routing, self.max_batch, self.token_budget,
-                          self.prompt, self.output, self.max_new, self.lengths, self.chunked, self.slo,
+                          self.prompt, self.output, self.max_new, self.prefix, self.lengths, self.chunked,
+                          self.prefix_cache, self.slo,
                           self.step_kind, self.model, self.device, self.tp, self.dtype, self.kv_policy,
                           *self.coeffs.values())  # fmt: skip
         """Every control a change of which is simulated (observed, and the keys of :meth:`_inputs`)."""
@@ -197,10 +205,10 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         self._show()
         for c in self._controls:
             c.observe(self._changed, names="value")
-        load = w.VBox([w.HTML("<b>load</b>"), self.rate, self.cv, self.prompt, self.output, self.max_new, self.lengths,
-                       self.slo])  # fmt: skip
+        load = w.VBox([w.HTML("<b>load</b>"), self.rate, self.cv, self.prompt, self.prefix, self.output, self.max_new,
+                       self.lengths, self.slo])  # fmt: skip
         engine = w.VBox([w.HTML("<b>engine</b>"), self.replicas, self.routing, self.max_batch, self.token_budget,
-                         self.chunked, self.step_kind, self.model_box, self.linear_box])  # fmt: skip
+                         self.chunked, self.prefix_cache, self.step_kind, self.model_box, self.linear_box])  # fmt: skip
         super().__init__([w.HBox([load, engine]), self.summary, self.view])
 
     # ---- evaluation ------------------------------------------------------------------------------------------
@@ -229,7 +237,7 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         # the search starts at the last answer scaled to the new rate and engine: two simulations when it is right
         last = self._plan_at
         work = last[2] if last is not None and not new_plan else request_seconds(  # (0.3 ms with model step times)
-            kw["step_time"], self.prompt.value, self.output.value, min(kw["max_batch"], 16))
+            kw["step_time"], self.prompt.value + self.prefix_held()[1], self.output.value, min(kw["max_batch"], 16))
         scale = 1.0 if last is None else rate / last[0] * (work / last[2] if 0 < min(work, last[2]) < math.inf else 1)
         start = 1 if last is None else max(1, min(self.max_replicas, round(last[1] * scale)))
 

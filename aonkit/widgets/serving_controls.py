@@ -21,7 +21,12 @@ DTYPE_TIPS = ("16-bit weights, GEMMs at the bf16 peak", "16-bit weights, GEMMs a
               "FP8 weights and GEMMs (W8A8), 16-bit KV cache")  # fmt: skip
 MAX_NEW_TIP = ("the most tokens a client lets a request generate: outputs drawn longer stop there; the reserving "
                "cache holds the prompt plus this; a request whose prompt plus this exceeds the cache is refused")
-TIPS = {"routing": ROUTING_TIPS, "dtype": DTYPE_TIPS, "kv_policy": KV_TIPS, "max_new": MAX_NEW_TIP}
+PREFIX_TIP = ("tokens every prompt starts with besides its own (a system prompt, few-shot examples): computed by "
+              "every prefill and held by every sequence, unless the prefix cache holds them")
+PREFIX_CACHE_TIP = ("hold the system prompt once per replica, computed once (vLLM's automatic prefix caching): a "
+                    "prefill computes only the request's own prompt; decode steps still attend to the prefix")
+TIPS = {"routing": ROUTING_TIPS, "dtype": DTYPE_TIPS, "kv_policy": KV_TIPS, "max_new": MAX_NEW_TIP,
+        "prefix": PREFIX_TIP, "prefix_cache": PREFIX_CACHE_TIP}
 """The tooltips of the panel's toggle buttons, by control."""
 
 

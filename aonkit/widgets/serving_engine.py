@@ -43,19 +43,27 @@ class ServingInputs:
     def kv_limit(self) -> int | None:
         """Tokens of KV cache a replica holds (:meth:`memory`), the engine's admission limit; None: no limit.
 
-        Raises ValueError when the weights, or they and one request of the mean prompt and its max new tokens, do
-        not fit.
+        Raises ValueError when the weights, or they and one request of the system prompt, the mean prompt and its
+        max new tokens, do not fit.
         """
         mem = self.memory()
         if mem is None:
             return None
-        tokens = int(self.prompt.value) + int(self.max_new.value)
-        if mem.sequences(tokens) < 1:
+        shared, own = self.prefix_held()
+        tokens = own + int(self.prompt.value) + int(self.max_new.value)
+        if mem.sequences(shared + tokens) < 1:
             config, device, tp, dtype = PRESETS[self.model.value], self.devices[self.device.value], self.tp, self.dtype
-            words = memory_words(mem, tokens, int(self.max_batch.value), "mean prompt + max new tokens")
+            what = ("system prompt + " if own else "") + "mean prompt + max new tokens"
+            words = memory_words(mem, tokens, int(self.max_batch.value), what, shared)
+            hint = fit_hint(config, device, int(tp.value), tp.options, str(dtype.value), shared + tokens)
             raise ValueError(f"{self.model.value} does not fit on {device.name} with TP {tp.value} at {dtype.value}: "
-                             f"{words}{fit_hint(config, device, int(tp.value), tp.options, str(dtype.value), tokens)}")
+                             f"{words}{hint}")
         return mem.kv_tokens
+
+    def prefix_held(self) -> tuple[int, int]:
+        """The system prompt's tokens held once per replica (prefix cache) and held by every sequence: one is 0."""
+        prefix = int(self.prefix.value)
+        return (prefix, 0) if self.prefix_cache.value else (0, prefix)
 
     def workload(self) -> tuple[int | Lengths, int | Lengths]:
         """Prompt and output lengths: fixed, or lognormal prompts (CV 1) and geometric outputs with the slider means.
@@ -75,7 +83,8 @@ class ServingInputs:
         return {"step_time": self.step_time(), "max_batch": int(self.max_batch.value), "kv_tokens": self.kv_limit(),
                 "kv_policy": str(self.kv_policy.value), "max_new_tokens": int(self.max_new.value),
                 "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value),
-                "routing": str(self.routing.value)}  # fmt: skip
+                "routing": str(self.routing.value), "prefix_tokens": int(self.prefix.value),
+                "prefix_cache": bool(self.prefix_cache.value)}  # fmt: skip
 
     def rates(self) -> np.ndarray:
         """Arrival rates of the sweep: :func:`~aonkit.model.serving_grid.sweep_rates` of the chosen rate."""

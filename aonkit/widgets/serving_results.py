@@ -111,27 +111,32 @@ class ServingResults:
 
         :meth:`~aonkit.widgets.serving.ServingPanel.kv_limit`; says when fewer sequences fit than the max batch
         control allows: of the mean prompt and max new tokens when reserving, of the mean prompt and output when
-        paged.
+        paged, each with the system prompt unless the prefix cache holds it once.
         """
         mem = self.memory()
         if mem is None:
             return ""
         reserve = self.kv_policy.value == "reserve"
-        tokens = int(self.prompt.value) + int((self.max_new if reserve else self.output).value)
+        shared, own = self.prefix_held()
+        tokens = own + int(self.prompt.value) + int((self.max_new if reserve else self.output).value)
         what = "mean prompt + max new tokens, reserved" if reserve else "mean prompt + output"
-        return "memory: " + memory_words(mem, tokens, int(self.max_batch.value), what)
+        what = ("system prompt + " if own else "") + what
+        return "memory: " + memory_words(mem, tokens, int(self.max_batch.value), what, shared)
 
 
-def memory_words(mem: ServingMemory, tokens: int, chosen: int, what: str = "mean prompt + output") -> str:
+def memory_words(mem: ServingMemory, tokens: int, chosen: int, what: str = "mean prompt + output",
+                 shared: int = 0) -> str:
     """What one GPU holds, in words: the weights, and sequences of ``tokens`` (``what`` they are) beside them.
 
-    Ends with a note when fewer than ``chosen`` (the max batch) such sequences fit.
+    ``shared``: tokens of a cached prefix held once beside the sequences. Ends with a note when fewer than
+    ``chosen`` (the max batch) such sequences fit.
     """
     gb = f"weights {mem.weights_bytes / 1e9:.1f} GB of {mem.usable_bytes / 1e9:.1f} GB usable per GPU"
     if mem.weights_bytes >= mem.usable_bytes:
         return f"{gb}: the weights do not fit"
-    fits = mem.sequences(tokens)
-    text = (f"{gb}; the rest holds {mem.kv_tokens:,} tokens of KV cache, {fits:,} sequences of {tokens:,} "
+    fits = max(mem.kv_tokens - shared, 0) // max(tokens, 1)
+    once = f"the {shared:,}-token cached system prompt once and " if shared else ""
+    text = (f"{gb}; the rest holds {mem.kv_tokens:,} tokens of KV cache, {once}{fits:,} sequences of {tokens:,} "
             f"({what})")  # fmt: skip
     return text + (f": the cache, not the max batch {chosen}, bounds the batch" if fits < chosen else "")
 
