@@ -42,17 +42,19 @@ def test_a_cached_prefix_matches_an_independent_simpy_model(chunked, budget):
 def test_an_uncached_prefix_is_the_same_as_longer_prompts():
     # GIVEN a shared prefix of 200 tokens that nothing caches, with prompts drawn and given as arrays
     arr, prompt, output = workload(2000, 3)
+    kw = dict(token_budget=1024, kv_tokens=3000, seed=5, **ENGINE)
     for prompts in (prompt, Lengths.uniform(16, 600)):
         # WHEN the requests are simulated with the prefix, and with prompts 200 tokens longer
-        kw = dict(token_budget=1024, kv_tokens=3000, seed=5, **ENGINE)
         with_prefix = simulate_serving(arr, prompts, output, prefix_tokens=200, **kw)
-        drawn = with_prefix.requests["prompt_tokens"].to_numpy()
-        longer = simulate_serving(arr, drawn, output, **kw)
-        # THEN the runs are the same, and each prefill computed the prefix
-        assert np.array_equal(drawn - 200, prompt) or prompts is not prompt
-        assert drawn.min() >= 216
+        whole = with_prefix.requests["prompt_tokens"].to_numpy()
+        longer = simulate_serving(arr, whole, output, **kw)
+        # THEN the table's prompts are the requests' own (as given, or as drawn without a prefix) plus the prefix
+        own = simulate_serving(arr, prompts, output, **kw).requests["prompt_tokens"].to_numpy()
+        assert np.array_equal(whole, own + 200) and (prompts is not prompt or np.array_equal(own, prompt))
+        # AND the runs are the same as with the longer prompts: each prefill computed the prefix
         assert with_prefix.requests.equals(longer.requests)
         assert with_prefix.replicas.equals(longer.replicas)
+        assert with_prefix.replicas["prefill_tokens"].sum() == whole[with_prefix.requests["replica"] >= 0].sum()
 
 
 def test_a_cached_prefix_is_attended_to_by_every_decoding_sequence():
