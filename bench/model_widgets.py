@@ -54,6 +54,8 @@ SERVING_CHANGES = {
     "slo": [0.2, 1.0, 0.5],
     "kv_policy": ["paged", "reserve", "paged", "reserve"],
     "max_new": [4096, 256, 1024],
+    "prefix": [1500, 4000, 0],
+    "prefix_cache": [False, True],
 }
 
 
