@@ -121,6 +121,7 @@ def test_prefix_caching_answers_what_a_system_prompt_costs():
 @pytest.mark.parametrize(("kw", "match"), [
     ({"prefix_tokens": -1}, "prefix_tokens must be a whole number"),
     ({"prefix_tokens": 2.5}, "prefix_tokens must be a whole number"),
+    ({"prefix_tokens": "500"}, "prefix_tokens must be a whole number"),
     ({"prefix_tokens": 500, "prefix_cache": True, "kv_tokens": 500}, "no room beside the cached prefix of 500"),
     ({"prefix_tokens": 100, "token_budget": 120}, "exceeds token_budget=120"),
 ])

@@ -204,7 +204,8 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     n = arr.size
     prompt = draw_lengths(prompt_tokens, n, rng, "prompt_tokens")
     output = draw_lengths(output_tokens, n, rng, "output_tokens")
-    if int(prefix_tokens) != prefix_tokens or prefix_tokens < 0:
+    if not (isinstance(prefix_tokens, (int, np.integer, float)) and prefix_tokens >= 0
+            and int(prefix_tokens) == prefix_tokens):  # fmt: skip
         raise ValueError(f"prefix_tokens must be a whole number of tokens >= 0, got {prefix_tokens!r}")
     cached = int(prefix_tokens) if prefix_cache else 0  # held once per replica, outside each request's tokens
     prompt = prompt + (int(prefix_tokens) - cached)  # what a request's first prefill computes
