@@ -8,7 +8,7 @@ Loops index with ``range(n)`` from 0.
 
 from __future__ import annotations
 
-from ._jit import njit_leaf
+from ._jit import njit_leaf, njit_leaf_inline
 
 
 @njit_leaf
@@ -30,11 +30,13 @@ def heap_push(hk, hv, r, n, key, val):
     hv[r, j] = val
 
 
-@njit_leaf
-def sift_down(hk, hv, r, j, n):
-    """Move item ``j`` of the min-heap of ``n`` items in row ``r`` down to its place."""
-    key = hk[r, j]
-    val = hv[r, j]
+@njit_leaf_inline
+def sink(hk, hv, r, j, n, key, val):
+    """Put (``key``, ``val``) in the hole at ``j`` of the min-heap of ``n`` items in row ``r``, moved down to its place.
+
+    Inlined into its two callers: a call where :func:`heap_pop` runs (every step end and finish) made the whole
+    simulation 0-10% slower (session 45, alternated runs).
+    """
     while True:
         c = 2 * j + 1
         if c >= n:
@@ -48,29 +50,15 @@ def sift_down(hk, hv, r, j, n):
         j = c
     hk[r, j] = key
     hv[r, j] = val
+
+
+@njit_leaf
+def sift_down(hk, hv, r, j, n):
+    """Move item ``j`` of the min-heap of ``n`` items in row ``r`` down to its place."""
+    sink(hk, hv, r, j, n, hk[r, j], hv[r, j])
 
 
 @njit_leaf
 def heap_pop(hk, hv, r, n):
-    """Drop the root of the min-heap of ``n`` items in row ``r`` (read it first).
-
-    The loop of :func:`sift_down`, written out: calling it here made the whole simulation 0-10% slower (session 45,
-    alternated runs); this one runs at every step end and finish, ``sift_down`` only when stale events are dropped.
-    """
-    n -= 1
-    key = hk[r, n]
-    val = hv[r, n]
-    j = 0
-    while True:
-        c = 2 * j + 1
-        if c >= n:
-            break
-        if c + 1 < n and (hk[r, c + 1] < hk[r, c] or (hk[r, c + 1] == hk[r, c] and hv[r, c + 1] < hv[r, c])):
-            c += 1
-        if hk[r, c] > key or (hk[r, c] == key and hv[r, c] > val):
-            break
-        hk[r, j] = hk[r, c]
-        hv[r, j] = hv[r, c]
-        j = c
-    hk[r, j] = key
-    hv[r, j] = val
+    """Drop the root of the min-heap of ``n`` items in row ``r`` (read it first): the last item sinks from the root."""
+    sink(hk, hv, r, 0, n - 1, hk[r, n - 1], hv[r, n - 1])
