@@ -1,0 +1,153 @@
+"""Disaggregated serving: prompts on prefill replicas, generation on decode replicas, the KV cache sent between.
+
+DistServe (Zhong et al., OSDI 2024) and Splitwise (Patel et al., ISCA 2024), and the engines that followed them
+(NVIDIA Dynamo; vLLM's and SGLang's prefill/decode disaggregation), run each request's prefill on one pool of
+replicas and its decode on another, moving its KV cache between them: a long prompt then never stalls other
+requests' decode steps, and each pool is sized for its own phase. :func:`simulate_disaggregated` runs that as two
+continuous-batching simulations (:func:`~aonkit.model.serving.simulate_serving`), one after the other:
+
+1. the prefill pool serves each request as a one-token request: its first token comes at the end of the step that
+   completes its prompt (prompts batched up to the pool's token budget, whole or in chunks);
+2. its KV cache reaches the decode pool ``transfer_s`` later (a latency plus seconds per prompt token: the cache's
+   bytes over the link), where the request is queued, routed and admitted as in any simulation (the pool's KV
+   cache reserving its prompt plus output, or ``max_new_tokens``). Its context enters with the replica's next step
+   at no cost of its own (the pool's prefill time is zero: chunked, with no token budget; a replica with nothing
+   to decode then takes one step of its overhead alone), and it generates its other tokens there.
+
+A request whose prompt plus output (or ``max_new_tokens``) exceeds the decode pool's ``kv_tokens`` is refused at
+arrival, as the prefill pool's is when its prompt and first token exceed that pool's. Not modelled: back-pressure
+(a prefill replica here never waits for the decode pool to take a cache), contention on the transfer link, and a
+paged cache (its preemptions would be recomputed in the decode pool at no cost: the pools reserve).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .serving import ServingResult, prepare, simulate_serving
+from .serving_inputs import ArrivalProcess, Lengths, StepTime
+from .serving_stats import latencies, serving_summary
+
+__all__ = ["Pool", "simulate_disaggregated"]
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool of replicas of a disaggregated deployment (:func:`simulate_disaggregated`).
+
+    Parameters
+    ----------
+    replicas : int
+        Engines in the pool.
+    step_time : StepTime
+        Their step times: a prefill pool uses the prefill part, a decode pool the decode part and ``overhead_s``.
+    max_batch : int
+        Sequences one engine runs at once.
+    token_budget : int, optional
+        Prompt tokens a prefill step may take (as :func:`~aonkit.model.simulate_serving`'s); not used by a decode
+        pool.
+    chunked_prefill : bool
+        Prompts in chunks of the budget (a prefill pool); not used by a decode pool.
+    routing : {"jsq", "round_robin", "central"}
+        How requests reach the pool's replicas.
+    kv_tokens : int, optional
+        Tokens of KV cache per engine (unlimited when None), reserved per request as
+        :func:`~aonkit.model.simulate_serving` reserves them.
+    """
+
+    replicas: int = 1
+    step_time: StepTime = StepTime()
+    max_batch: int = 1
+    token_budget: int | None = None
+    chunked_prefill: bool = False
+    routing: str = "jsq"
+    kv_tokens: int | None = None
+
+
+def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
+                           output_tokens: int | Lengths | object, *, prefill: Pool, decode: Pool,
+                           transfer_s: tuple[float, float] = (0.0, 0.0), n_requests: int | None = None,
+                           max_new_tokens: int | None = None, seed: int | None = None,
+                           warmup: float = 0.0) -> ServingResult:  # fmt: skip
+    """Simulate requests served by a prefill pool and a decode pool, their KV caches sent from one to the other.
+
+    Parameters
+    ----------
+    arrivals, prompt_tokens, output_tokens, n_requests, max_new_tokens, seed, warmup
+        As for :func:`~aonkit.model.simulate_serving` (the same draws for the same seed).
+    prefill, decode : Pool
+        The two pools.
+    transfer_s : tuple of 2 floats
+        ``(latency, per_token)``: a request's KV cache reaches the decode pool ``latency + per_token * prompt``
+        seconds after its first token (both at least 0; e.g. ``kv_cache_bytes`` per token over the link's bytes/s).
+
+    Returns
+    -------
+    ServingResult
+        ``requests`` as :func:`~aonkit.model.simulate_serving` gives them (``replica``, ``start_s`` and
+        ``queue_s`` of the prefill pool; ``finish_s`` of the decode pool; ``tpot_s`` from the first token, so it
+        counts the transfer and the wait for the decode pool), plus ``decode_replica``, ``kv_ready_s`` (the cache
+        in the decode pool) and ``decode_start_s`` (admitted there); ``replicas``: the prefill pool's rows, then the
+        decode pool's, with a ``pool`` column; ``summary`` of the requests.
+
+    Raises
+    ------
+    ValueError
+        As :func:`~aonkit.model.simulate_serving` raises it for either pool, and for a transfer time that is
+        negative or not finite.
+    """
+    lat, per_token = (float(x) for x in transfer_s)
+    if not (np.isfinite(lat) and np.isfinite(per_token) and lat >= 0 and per_token >= 0):
+        raise ValueError(f"transfer_s must be (latency, seconds per token), both finite and >= 0, got {transfer_s!r}")
+    for name, pool in (("prefill", prefill), ("decode", decode)):
+        if not isinstance(pool, Pool):
+            raise ValueError(f"{name} must be a Pool, got {type(pool).__name__}")
+    drawn = prepare(arrivals, prompt_tokens, output_tokens, step_time=StepTime(), n_requests=n_requests, seed=seed,
+                    max_new_tokens=max_new_tokens, warmup=warmup)  # (draws and checks: nothing is simulated)
+    arr, prompt, output = drawn.arrivals, drawn.prompt, drawn.output
+    limit = output if max_new_tokens is None else np.full(output.size, int(max_new_tokens))
+    kv = np.inf if decode.kv_tokens is None else decode.kv_tokens
+    fits = prompt + limit <= kv  # the decode pool could never hold the others: refused at arrival
+    first = np.full(arr.size, np.nan)
+    start, rep = first.copy(), np.full(arr.size, -1, np.int64)
+    pre = _pool(prefill, arr[fits], prompt[fits], 1, None)
+    first[fits] = pre.requests["first_token_s"].to_numpy()
+    start[fits] = pre.requests["start_s"].to_numpy()
+    rep[fits] = pre.requests["replica"].to_numpy()
+    ready = first + lat + per_token * prompt
+    fin, dstart, drep = first.copy(), np.full(arr.size, np.nan), np.full(arr.size, -1, np.int64)
+    go = ~np.isnan(first) & (output > 1)  # (one output token: done at the prefill pool)
+    fin[go] = np.nan
+    dec = _pool(decode, ready[go], prompt[go], output[go], max_new_tokens)
+    fin[go], dstart[go] = dec.requests["finish_s"].to_numpy(), dec.requests["start_s"].to_numpy()
+    drep[go] = dec.requests["replica"].to_numpy()
+    queue, ttft, tpot, e2e = latencies(arr, output, start, first, fin)
+    requests = pd.DataFrame({
+        "arrival_s": arr, "prompt_tokens": prompt, "output_tokens": output, "replica": rep, "start_s": start,
+        "first_token_s": first, "finish_s": fin, "queue_s": queue, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
+        "preemptions": np.zeros(arr.size, np.int64), "decode_replica": drep,
+        "kv_ready_s": np.where(go, ready, np.nan), "decode_start_s": dstart,
+    })
+    replicas = pd.concat([pre.replicas.assign(pool="prefill"), dec.replicas.assign(pool="decode")],
+                         ignore_index=True)  # fmt: skip
+    return ServingResult(requests, replicas, serving_summary(requests, warmup))
+
+
+def _pool(pool: Pool, arr: np.ndarray, prompt: np.ndarray, output: object, max_new: int | None) -> ServingResult:
+    """One pool's simulation of the requests that reach it (arrival order kept as given)."""
+    decode = not isinstance(output, int)
+    if arr.size == 0:  # (nothing reached it: no simulation, idle replicas)
+        none = pd.DataFrame({c: np.zeros(0) for c in ("first_token_s", "start_s", "finish_s")})
+        idle = pd.DataFrame({"replica": np.arange(pool.replicas), "requests": 0, "steps": 0, "busy_s": 0.0,
+                             "busy_fraction": np.nan, "prefill_tokens": 0, "decode_tokens": 0, "preemptions": 0})
+        return ServingResult(none.assign(replica=np.zeros(0, np.int64)), idle, {})
+    step = pool.step_time
+    if decode:  # the context enters at no cost; the steps are the decode pool's
+        step = StepTime(prefill_time_s=(0.0, 0.0), decode_time_s=step.decode_time_s, overhead_s=step.overhead_s)
+    return simulate_serving(arr, prompt, output, step_time=step, replicas=pool.replicas, max_batch=pool.max_batch,
+                            token_budget=None if decode else pool.token_budget, kv_tokens=pool.kv_tokens,
+                            chunked_prefill=True if decode else pool.chunked_prefill, routing=pool.routing,
+                            max_new_tokens=max_new if decode else None)  # fmt: skip

@@ -1,0 +1,103 @@
+"""Disaggregated serving: a prefill pool, a decode pool, and the KV cache sent between them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aonkit.model import ArrivalProcess, Lengths, Pool, StepTime, simulate_disaggregated, simulate_serving
+from aonkit.model.hardware import devices
+from aonkit.model.llm import PRESETS
+from aonkit.model.serving_steps import model_step_time
+
+from .test_serving import simpy_serving, workload
+
+ST = StepTime(prefill_time_s=(0.004, 2e-5), decode_time_s=(0.008, 2e-4, 1e-6), overhead_s=0.001)
+
+
+def test_a_lone_request_takes_its_prefill_its_transfer_and_its_decode_steps():
+    # GIVEN one request of 500 prompt tokens and 5 output tokens, a transfer of 2 ms + 10 us a token
+    res = simulate_disaggregated([0.0], 500, 5, prefill=Pool(1, ST, 8, 4096), decode=Pool(1, ST, 8),
+                                 transfer_s=(0.002, 1e-5))  # fmt: skip
+    r = res.requests.iloc[0]
+    # THEN its first token comes after one prefill step (1 + 4 + 10 ms), its cache reaches the decode pool 7 ms
+    # later, enters with a step of the pool's overhead (1 ms: nothing else decodes) and decodes its four other
+    # tokens, each step attending to its prompt and the tokens so far (501-504)
+    assert r["first_token_s"] == pytest.approx(0.015) and r["kv_ready_s"] == pytest.approx(0.022)
+    decode = sum(0.001 + 0.008 + 2e-4 + 1e-6 * (500 + k) for k in range(1, 5))
+    assert r["finish_s"] == pytest.approx(0.022 + 0.001 + decode)
+    assert r["tpot_s"] == pytest.approx((r["finish_s"] - 0.015) / 4)
+    assert res.replicas["pool"].tolist() == ["prefill", "decode"]
+    assert res.replicas["decode_tokens"].tolist() == [0, 4] and res.replicas["prefill_tokens"].tolist() == [500, 500]
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_the_pools_match_two_independent_simpy_engines(chunked):
+    # GIVEN 3,000 requests on two prefill replicas (whole prompts in budgets of 2,048 tokens, or chunks of 256) and
+    # three decode replicas of max batch 8 with caches of 3,000 tokens, 3 ms + 1 us a token between them
+    arr, prompt, output = workload(3000, 7)
+    budget = 256 if chunked else 2048
+    assert (prompt + output <= 3000).all()  # (none refused: the SimPy prefill pool would not know)
+    res = simulate_disaggregated(arr, prompt, output, prefill=Pool(2, ST, 8, budget, chunked),
+                                 decode=Pool(3, ST, 8, kv_tokens=3000), transfer_s=(0.003, 1e-6))  # fmt: skip
+    # WHEN the SimPy model serves the prompts as one-token requests, then the decode pool as an engine whose
+    # prefill costs nothing, from each first token plus the transfer
+    _, first, _ = simpy_serving(arr, prompt, np.ones_like(output), replicas=2, max_batch=8, budget=budget,
+                                chunked=chunked, step_time=ST)  # fmt: skip
+    ready = first + 0.003 + 1e-6 * prompt
+    two = output > 1
+    free = StepTime(prefill_time_s=(0.0, 0.0), decode_time_s=ST.decode_time_s, overhead_s=ST.overhead_s)
+    _, _, fin = simpy_serving(ready[two], prompt[two], output[two], replicas=3, max_batch=8, budget=10**9,
+                              chunked=True, step_time=free, kv=3000)  # fmt: skip
+    # THEN every first token and finish is the same
+    r = res.requests
+    np.testing.assert_allclose(r["first_token_s"], first, rtol=1e-9)
+    np.testing.assert_allclose(r["finish_s"][two], fin, rtol=1e-9)
+    np.testing.assert_array_equal(r["finish_s"][~two], first[~two])  # (one token: done at the prefill pool)
+    assert (r["decode_replica"][~two] == -1).all() and r["kv_ready_s"][~two].isna().all()
+    assert (r["decode_start_s"][two] > r["kv_ready_s"][two]).any()  # (some waited for room in the decode pool)
+
+
+def test_a_request_the_decode_pool_cannot_hold_is_refused_at_arrival():
+    # GIVEN decode caches of 400 tokens and prompts of 16-600 tokens with their outputs
+    arr, prompt, output = workload(500, 3)
+    res = simulate_disaggregated(arr, prompt, output, prefill=Pool(2, ST, 8, 2048),
+                                 decode=Pool(2, ST, 8, kv_tokens=400))  # fmt: skip
+    # THEN those over 400 never reach the prefill pool and have no times; the summary counts them
+    refused = prompt + output > 400
+    r = res.requests
+    assert refused.any() and np.array_equal(r["first_token_s"].isna(), refused)
+    assert r["finish_s"][~refused].notna().all()
+    assert res.summary["rejected"] == refused.sum()
+    assert res.replicas.query("pool == 'prefill'")["requests"].sum() == (~refused).sum()
+
+
+def test_disaggregation_keeps_decode_steps_free_of_prompts():
+    # GIVEN Llama-3 8B on H100s, prompts of 4,000-12,000 tokens and outputs of 100-400 at 4 requests/s, on two
+    # GPUs each serving both phases (whole prompts or chunks of 2,048) or one prefill and one decode GPU (the cache,
+    # 128 KB a token, over 50 GB/s)
+    st = model_step_time(PRESETS["Llama-3 8B"], {d.name: d for d in devices()}["H100 SXM"])
+    load = dict(arrivals=ArrivalProcess(4.0), prompt_tokens=Lengths.uniform(4000, 12000),
+                output_tokens=Lengths.uniform(100, 400), n_requests=3000, seed=1)  # fmt: skip
+    together = simulate_serving(**load, step_time=st, replicas=2, max_batch=64, token_budget=16384).summary
+    chunked = simulate_serving(**load, step_time=st, replicas=2, max_batch=64, token_budget=2048,
+                               chunked_prefill=True).summary  # fmt: skip
+    apart = simulate_disaggregated(**load, prefill=Pool(1, st, 64, 16384), decode=Pool(1, st, 128),
+                                   transfer_s=(0.001, 131072 / 50e9)).summary  # fmt: skip
+    # THEN the decode GPU's tokens come steadily (p99 TPOT about half the colocated ones'), while the one prefill
+    # GPU makes first tokens wait longer: the trade DistServe sizes the pools by
+    assert apart["tpot_p99_s"] < 0.6 * together["tpot_p99_s"] and apart["tpot_p99_s"] < 0.7 * chunked["tpot_p99_s"]
+    assert apart["ttft_p99_s"] > 2 * together["ttft_p99_s"]
+    assert apart["throughput_per_s"] == pytest.approx(together["throughput_per_s"], rel=0.01)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"transfer_s": (-0.001, 0.0)}, "transfer_s must be"),
+    ({"transfer_s": (0.0, float("nan"))}, "transfer_s must be"),
+    ({"prefill": "two GPUs"}, "prefill must be a Pool"),
+    ({"decode": Pool(1, ST, 8, routing="random")}, "routing must be one of"),
+])
+def test_bad_pools_and_transfers_are_refused(kw, match):
+    args = {"prefill": Pool(1, ST, 8, 2048), "decode": Pool(1, ST, 8), **kw}
+    with pytest.raises(ValueError, match=match):
+        simulate_disaggregated([0.0, 1.0], 50, 4, **args)
