@@ -27,6 +27,8 @@ def run_bench(*args: str) -> str:
     ("bench/serving.py", ("--requests", "3000", "--repeat", "1"), ("batching, whole prompts", "M/M/1")),
     ("bench/serving_kv.py", ("--requests", "1500",), ("| reserve | own output |", "| paged | 4,096 |",
                                                       "| paged | cached |")),
+    ("bench/serving_disagg.py", ("--requests", "1500"), ("| 1 | colocated, whole prompts |",
+                                                        "| 5 | 1 prefill + 1 decode |")),
 ])
 def test_a_serving_bench_script_runs_and_prints_its_table(script, args, rows):
     out = run_bench(script, *args)
