@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from aonkit.model import ArrivalProcess, Lengths, Pool, StepTime, simulate_disaggregated, simulate_serving
+from aonkit.model import (
+    ArrivalProcess,
+    Lengths,
+    Pool,
+    StepTime,
+    pools_needed,
+    simulate_disaggregated,
+    simulate_serving,
+)
 from aonkit.model.hardware import devices
 from aonkit.model.llm import PRESETS
 from aonkit.model.serving_steps import model_step_time
@@ -101,3 +110,40 @@ def test_bad_pools_and_transfers_are_refused(kw, match):
     args = {"prefill": Pool(1, ST, 8, 2048), "decode": Pool(1, ST, 8), **kw}
     with pytest.raises(ValueError, match=match):
         simulate_disaggregated([0.0, 1.0], 50, 4, **args)
+
+
+def test_pools_needed_sizes_the_prefill_pool_for_ttft_and_the_decode_pool_for_tpot():
+    # GIVEN Llama-3 8B on H100s, long prompts at 6 requests/s (more than one prefill GPU computes), objectives of
+    # p99 TTFT <= 1 s and p99 TPOT <= 12 ms
+    st = model_step_time(PRESETS["Llama-3 8B"], {d.name: d for d in devices()}["H100 SXM"])
+    load = dict(prompt_tokens=Lengths.uniform(4000, 12000), output_tokens=Lengths.uniform(100, 400), n_requests=3000,
+                seed=1)  # fmt: skip
+    pools = dict(prefill=Pool(1, st, 64, 16384), decode=Pool(1, st, 128), transfer_s=(0.001, 131072 / 50e9))
+    plan = pools_needed(6.0, **load, **pools, ttft_slo_s=1.0, tpot_slo_s=0.012)
+    # THEN the counts found meet both, and one replica fewer in either pool misses its objective
+    def at(p, d):
+        return simulate_disaggregated(ArrivalProcess(6.0), **load, prefill=Pool(p, st, 64, 16384),
+                                      decode=Pool(d, st, 128), transfer_s=pools["transfer_s"], warmup=0.1).summary
+    both = at(plan.prefill, plan.decode)
+    assert plan.prefill >= 2 and plan.decode >= 2
+    assert both["ttft_p99_s"] <= 1.0 and both["tpot_p99_s"] <= 0.012
+    assert at(plan.prefill - 1, plan.decode)["ttft_p99_s"] > 1.0
+    assert at(plan.prefill, plan.decode - 1)["tpot_p99_s"] > 0.012
+    # AND each count was simulated once; the table has them all
+    tried = plan.tried[["prefill_replicas", "decode_replicas"]]
+    assert not tried.duplicated().any() and (plan.prefill, plan.decode) in set(map(tuple, tried.to_numpy()))
+
+
+def test_first_tokens_do_not_depend_on_the_decode_pool():
+    arr, prompt, output = workload(2000, 5, rate=60.0)
+    runs = [simulate_disaggregated(arr, prompt, output, prefill=Pool(2, ST, 8, 2048), decode=Pool(d, ST, 4))
+            for d in (1, 3)]  # fmt: skip
+    a, b = (r.requests for r in runs)
+    pd.testing.assert_series_equal(a["first_token_s"], b["first_token_s"])
+    assert b["tpot_s"].mean() < 0.5 * a["tpot_s"].mean()  # (one decode replica of batch 4 is the bottleneck)
+
+
+def test_pools_needed_says_when_no_count_meets_an_objective():
+    with pytest.raises(ValueError, match=r"ttft_p99_s <= 0.001 s not met with 4 replicas"):
+        pools_needed(10.0, 500, 20, ttft_slo_s=0.001, tpot_slo_s=1.0, prefill=Pool(1, ST, 8, 2048),
+                     decode=Pool(1, ST, 8), n_requests=300, max_replicas=4)  # fmt: skip

@@ -22,7 +22,8 @@ paged cache (its preemptions would be recomputed in the decode pool at no cost: 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -31,7 +32,7 @@ from .serving import ServingResult, prepare, simulate_serving
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
 from .serving_stats import latencies, serving_summary
 
-__all__ = ["Pool", "simulate_disaggregated"]
+__all__ = ["Pool", "PoolPlan", "pools_needed", "simulate_disaggregated"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,80 @@ def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int
     replicas = pd.concat([pre.replicas.assign(pool="prefill"), dec.replicas.assign(pool="decode")],
                          ignore_index=True)  # fmt: skip
     return ServingResult(requests, replicas, serving_summary(requests, warmup))
+
+
+class PoolPlan(NamedTuple):
+    """What :func:`pools_needed` returns: the replicas of each pool, and every simulation tried (one row each)."""
+
+    prefill: int
+    decode: int
+    tried: pd.DataFrame
+
+
+def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, output_tokens: int | Lengths | object, *,
+                 ttft_slo_s: float, tpot_slo_s: float, prefill: Pool, decode: Pool, n_requests: int,
+                 transfer_s: tuple[float, float] = (0.0, 0.0), arrival_cv: float = 1.0, seed: int = 0,
+                 warmup: float = 0.1, max_replicas: int = 256, ttft_metric: str = "ttft_p99_s",
+                 tpot_metric: str = "tpot_p99_s") -> PoolPlan:  # fmt: skip
+    """Fewest prefill replicas for the TTFT objective, then fewest decode replicas for the TPOT one, at a rate.
+
+    A request's first token depends on the prefill pool alone, so that pool is sized first (its replica count as
+    given in ``prefill`` is not used, nor ``decode``'s: the search tries its own); then, with it, the decode pool,
+    whose TPOT includes the transfer and the wait for a decode replica. Each search doubles from one replica until
+    a count meets its objective and bisects below it (the metrics do not grow with more replicas, up to sampling
+    noise, which the common random numbers of one ``seed`` keep small).
+
+    Parameters
+    ----------
+    rate_per_s, arrival_cv, prompt_tokens, output_tokens, n_requests, seed, warmup
+        The load, as for :func:`~aonkit.model.replicas_needed`.
+    ttft_slo_s, tpot_slo_s : float
+        The objectives: the largest acceptable ``ttft_metric`` and ``tpot_metric``, in seconds.
+    prefill, decode, transfer_s
+        As for :func:`simulate_disaggregated`.
+    max_replicas : int
+        The most replicas tried in either pool.
+    ttft_metric, tpot_metric : str
+        Summary keys compared with the objectives.
+
+    Returns
+    -------
+    PoolPlan
+        ``prefill`` and ``decode`` replica counts, and ``tried``: one row per simulation (``prefill_replicas``,
+        ``decode_replicas``, the summary keys).
+
+    Raises
+    ------
+    ValueError
+        When ``max_replicas`` replicas of a pool do not meet its objective, or as :func:`simulate_disaggregated`
+        raises it.
+    """
+    rows: dict[tuple[int, int], dict] = {}
+
+    def run(p: int, d: int) -> dict:
+        if (p, d) not in rows:  # (the decode search starts where the prefill search ended)
+            res = simulate_disaggregated(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens,
+                                         prefill=replace(prefill, replicas=p), decode=replace(decode, replicas=d),
+                                         transfer_s=transfer_s, n_requests=n_requests, seed=seed, warmup=warmup)
+            rows[p, d] = {"prefill_replicas": p, "decode_replicas": d, **res.summary}
+        return rows[p, d]
+
+    p = _fewest(lambda n: run(n, 1)[ttft_metric] <= ttft_slo_s, max_replicas, ttft_metric, ttft_slo_s)
+    d = _fewest(lambda n: run(p, n)[tpot_metric] <= tpot_slo_s, max_replicas, tpot_metric, tpot_slo_s)
+    return PoolPlan(p, d, pd.DataFrame(list(rows.values())))
+
+
+def _fewest(meets, most: int, metric: str, slo: float) -> int:
+    """The fewest replicas (1 to ``most``) for which ``meets(n)``: doubling up from 1, then bisecting."""
+    lo, hi = 0, 1  # lo fails (no replica always does)
+    while not meets(hi):
+        if hi >= most:
+            raise ValueError(f"{metric} <= {slo} s not met with {most} replicas")
+        lo, hi = hi, min(2 * hi, most)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
+    return hi
 
 
 def _pool(pool: Pool, arr: np.ndarray, prompt: np.ndarray, output: object, max_new: int | None) -> ServingResult:
