@@ -103,13 +103,26 @@ def test_disaggregation_keeps_decode_steps_free_of_prompts():
 @pytest.mark.parametrize(("kw", "match"), [
     ({"transfer_s": (-0.001, 0.0)}, "transfer_s must be"),
     ({"transfer_s": (0.0, float("nan"))}, "transfer_s must be"),
+    ({"transfer_s": 0.002}, "transfer_s must be"),
+    ({"transfer_s": (0.001, 0.0, 1.0)}, "transfer_s must be"),
     ({"prefill": "two GPUs"}, "prefill must be a Pool"),
-    ({"decode": Pool(1, ST, 8, routing="random")}, "routing must be one of"),
 ])
 def test_bad_pools_and_transfers_are_refused(kw, match):
     args = {"prefill": Pool(1, ST, 8, 2048), "decode": Pool(1, ST, 8), **kw}
     with pytest.raises(ValueError, match=match):
         simulate_disaggregated([0.0, 1.0], 50, 4, **args)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"routing": "random"}, "Pool routing must be one of"),
+    ({"kv_tokens": 0}, "Pool kv_tokens must be a positive integer"),
+    ({"replicas": 1.5}, "Pool replicas must be a positive integer"),
+    ({"max_batch": 0}, "Pool max_batch must be a positive integer"),
+    ({"step_time": (0.01, 1e-4)}, "Pool step_time must be a StepTime"),
+])
+def test_a_bad_pool_is_refused_when_made(kw, match):
+    with pytest.raises(ValueError, match=match):
+        Pool(**{"step_time": ST, **kw})
 
 
 def test_pools_needed_sizes_the_prefill_pool_for_ttft_and_the_decode_pool_for_tpot():

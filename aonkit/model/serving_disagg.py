@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .serving import ServingResult, prepare, simulate_serving
+from .serving import ROUTINGS, ServingResult, prepare, simulate_serving
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
 from .serving_stats import latencies, serving_summary
 
@@ -67,6 +67,16 @@ class Pool:
     routing: str = "jsq"
     kv_tokens: int | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("replicas", "max_batch", *(("kv_tokens",) if self.kv_tokens is not None else ())):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, np.integer)) and v >= 1):
+                raise ValueError(f"Pool {name} must be a positive integer, got {v!r}")
+        if not isinstance(self.step_time, StepTime):
+            raise ValueError(f"Pool step_time must be a StepTime, got {type(self.step_time).__name__}")
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"Pool routing must be one of {ROUTINGS}, got {self.routing!r}")
+
 
 def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
                            output_tokens: int | Lengths | object, *, prefill: Pool, decode: Pool,
@@ -100,8 +110,12 @@ def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int
         As :func:`~aonkit.model.simulate_serving` raises it for either pool, and for a transfer time that is
         negative or not finite.
     """
-    lat, per_token = (float(x) for x in transfer_s)
-    if not (np.isfinite(lat) and np.isfinite(per_token) and lat >= 0 and per_token >= 0):
+    try:
+        lat, per_token = (float(x) for x in transfer_s)
+        ok = np.isfinite(lat) and np.isfinite(per_token) and lat >= 0 and per_token >= 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
         raise ValueError(f"transfer_s must be (latency, seconds per token), both finite and >= 0, got {transfer_s!r}")
     for name, pool in (("prefill", prefill), ("decode", decode)):
         if not isinstance(pool, Pool):
