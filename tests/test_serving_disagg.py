@@ -11,7 +11,9 @@ from aonkit.model import (
     Lengths,
     Pool,
     StepTime,
+    disaggregated_sweep,
     pools_needed,
+    saturation_knee,
     simulate_disaggregated,
     simulate_serving,
 )
@@ -160,3 +162,23 @@ def test_pools_needed_says_when_no_count_meets_an_objective():
     with pytest.raises(ValueError, match=r"ttft_p99_s <= 0.001 s not met with 4 replicas"):
         pools_needed(10.0, 500, 20, ttft_slo_s=0.001, tpot_slo_s=1.0, prefill=Pool(1, ST, 8, 2048),
                      decode=Pool(1, ST, 8), n_requests=300, max_replicas=4)  # fmt: skip
+
+
+def test_a_disaggregated_sweep_gives_each_rates_summary_and_its_knee():
+    # GIVEN one prefill and one decode replica (Llama-3 8B, H100s, long prompts) swept over 1-8 requests/s
+    st = model_step_time(PRESETS["Llama-3 8B"], {d.name: d for d in devices()}["H100 SXM"])
+    load = dict(prompt_tokens=Lengths.uniform(4000, 12000), output_tokens=Lengths.uniform(100, 400), n_requests=3000,
+                seed=1)  # fmt: skip
+    pools = dict(prefill=Pool(1, st, 64, 16384), decode=Pool(1, st, 128), transfer_s=(0.001, 131072 / 50e9))
+    sweep = disaggregated_sweep([1, 2, 3, 4, 6, 8], **load, **pools, threads=2)
+    # THEN each row is the summary of that rate's simulation (threads or not), the prefill pool's busy share grows
+    # with the rate, and the capacity the knee reads is the one prefill GPU's: between 4 and 5 requests/s
+    one = simulate_disaggregated(ArrivalProcess(3.0), **load, **pools, warmup=0.1).summary
+    row = sweep.set_index("arrival_rate_per_s").loc[3.0]
+    assert all(row[k] == pytest.approx(v, nan_ok=True) for k, v in one.items())
+    pd.testing.assert_frame_equal(sweep, disaggregated_sweep([1, 2, 3, 4, 6, 8], **load, **pools, threads=1))
+    assert sweep["prefill_busy_fraction"].is_monotonic_increasing
+    knee = saturation_knee(sweep)
+    assert 4.0 < knee["capacity_per_s"] < 5.2 and knee["saturated"]
+    with pytest.raises(ValueError, match="rates_per_s is empty"):
+        disaggregated_sweep([], **load, **pools)

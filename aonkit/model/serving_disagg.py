@@ -22,17 +22,18 @@ paged cache (its preemptions would be recomputed in the decode pool at no cost: 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from .serving import ROUTINGS, ServingResult, prepare, simulate_serving
+from .serving import ROUTINGS, ServingResult, prepare, simulate_serving, thread_pool
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
 from .serving_stats import latencies, serving_summary
 
-__all__ = ["Pool", "PoolPlan", "pools_needed", "simulate_disaggregated"]
+__all__ = ["Pool", "PoolPlan", "disaggregated_sweep", "pools_needed", "simulate_disaggregated"]
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,34 @@ def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int
     replicas = pd.concat([pre.replicas.assign(pool="prefill"), dec.replicas.assign(pool="decode")],
                          ignore_index=True)  # fmt: skip
     return ServingResult(requests, replicas, serving_summary(requests, warmup))
+
+
+def disaggregated_sweep(rates_per_s: object, prompt_tokens: int | Lengths | object,
+                        output_tokens: int | Lengths | object, *, n_requests: int, prefill: Pool, decode: Pool,
+                        transfer_s: tuple[float, float] = (0.0, 0.0), arrival_cv: float = 1.0, seed: int = 0,
+                        warmup: float = 0.1, threads: int | None = None) -> pd.DataFrame:  # fmt: skip
+    """:func:`simulate_disaggregated` at each rate: one summary row per rate, as :func:`~aonkit.model.serving_sweep`.
+
+    The same seed at every rate (common random numbers); the rates run side by side on ``threads`` (default: one
+    per rate, at most the CPU count and 8; the rows do not depend on it). Columns: ``arrival_rate_per_s``, the
+    summary keys, and ``prefill_busy_fraction`` and ``decode_busy_fraction`` (each pool's mean), so that
+    :func:`~aonkit.model.saturation_knee` reads it as it reads a sweep.
+    """
+    rates = [float(r) for r in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))]
+    if not rates:
+        raise ValueError("rates_per_s is empty: give at least one arrival rate")
+
+    def one(rate: float) -> dict:
+        res = simulate_disaggregated(ArrivalProcess(rate, arrival_cv), prompt_tokens, output_tokens, prefill=prefill,
+                                     decode=decode, transfer_s=transfer_s, n_requests=n_requests, seed=seed,
+                                     warmup=warmup)  # fmt: skip
+        busy = res.replicas.groupby("pool")["busy_fraction"].mean()
+        return {"arrival_rate_per_s": rate, **res.summary, "prefill_busy_fraction": float(busy.get("prefill", np.nan)),
+                "decode_busy_fraction": float(busy.get("decode", np.nan))}  # fmt: skip
+
+    n = min(len(rates), os.cpu_count() or 1, 8) if threads is None else max(1, int(threads))
+    rows = [one(r) for r in rates] if n <= 1 else list(thread_pool(n).map(one, rates))
+    return pd.DataFrame(rows)
 
 
 class PoolPlan(NamedTuple):
