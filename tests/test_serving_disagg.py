@@ -182,3 +182,14 @@ def test_a_disaggregated_sweep_gives_each_rates_summary_and_its_knee():
     assert 4.0 < knee["capacity_per_s"] < 5.2 and knee["saturated"]
     with pytest.raises(ValueError, match="rates_per_s is empty"):
         disaggregated_sweep([], **load, **pools)
+
+
+def test_recorded_arrivals_in_any_order_give_each_request_the_same_times():
+    # GIVEN recorded arrivals, once sorted and once shuffled (with their lengths)
+    arr, prompt, output = workload(1500, 11)
+    perm = np.random.default_rng(0).permutation(arr.size)
+    pools = dict(prefill=Pool(2, ST, 8, 2048), decode=Pool(2, ST, 8, kv_tokens=2000), transfer_s=(0.002, 1e-6))
+    a = simulate_disaggregated(arr, prompt, output, **pools).requests
+    b = simulate_disaggregated(arr[perm], prompt[perm], output[perm], **pools).requests
+    # THEN each request's row is the same, in the order given
+    pd.testing.assert_frame_equal(a.iloc[perm].reset_index(drop=True), b)
