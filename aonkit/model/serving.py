@@ -134,12 +134,7 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
     start, first, fin, rep, steps, busy, ptok, dtok, preempted, npre = _execute(run)
     arr, output = run.arrivals, run.output
     prompt = run.prompt + (int(prefix_tokens) if prefix_cache else 0)  # whole prompts, the prefix included
-    queue, ttft, tpot, e2e = latencies(arr, output, start, first, fin)
-    requests = pd.DataFrame({
-        "arrival_s": arr, "prompt_tokens": prompt, "output_tokens": output, "replica": rep, "start_s": start,
-        "first_token_s": first, "finish_s": fin, "queue_s": queue, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
-        "preemptions": npre,
-    })
+    requests = request_table(arr, prompt, output, rep, start, first, fin, npre)
     per_replica = pd.DataFrame({
         "replica": np.arange(run.replicas), "requests": np.bincount(rep[rep >= 0], minlength=run.replicas),
         "steps": steps,
@@ -147,6 +142,22 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         "decode_tokens": dtok, "preemptions": preempted,
     })
     return ServingResult(requests, per_replica, serving_summary(requests, warmup))
+
+
+def request_table(arr: np.ndarray, prompt: np.ndarray, output: np.ndarray, rep: np.ndarray, start: np.ndarray,
+                  first: np.ndarray, fin: np.ndarray, preemptions: np.ndarray) -> pd.DataFrame:
+    """:attr:`ServingResult.requests` from per-request columns (in one order), its latencies computed."""
+    queue, ttft, tpot, e2e = latencies(arr, output, start, first, fin)
+    return pd.DataFrame({
+        "arrival_s": arr, "prompt_tokens": prompt, "output_tokens": output, "replica": rep, "start_s": start,
+        "first_token_s": first, "finish_s": fin, "queue_s": queue, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
+        "preemptions": preemptions,
+    })
+
+
+def sweep_threads(count: int, threads: int | None) -> int:
+    """Threads for ``count`` simulations run side by side: ``threads``, or one each up to the CPU count and 8."""
+    return min(count, os.cpu_count() or 1, 8) if threads is None else max(1, int(threads))
 
 
 class Prepared(NamedTuple):
@@ -301,7 +312,7 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None) -> list[dict
         return {**summary, "busy_fraction": float(np.mean(busy_fraction(busy, arr, fin))),
                 "preemptions": int(preempted.sum())}
 
-    n = min(len(runs), os.cpu_count() or 1, 8) if threads is None else max(1, int(threads))
+    n = sweep_threads(len(runs), threads)
     if n <= 1 or len(runs) <= 1:
         return [one(r) for r in runs]
     # the busiest first: a sweep's highest rates take longest, and the short ones left over fill the threads' ends

@@ -22,16 +22,15 @@ paged cache (its preemptions would be recomputed in the decode pool at no cost: 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from .serving import ROUTINGS, ServingResult, prepare, simulate_serving, thread_pool
+from .serving import ROUTINGS, ServingResult, prepare, request_table, simulate_serving, sweep_threads, thread_pool
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
-from .serving_stats import latencies, serving_summary
+from .serving_stats import serving_summary
 
 __all__ = ["Pool", "PoolPlan", "disaggregated_sweep", "pools_needed", "simulate_disaggregated"]
 
@@ -129,7 +128,7 @@ def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int
     fits = prompt + limit <= kv  # the decode pool could never hold the others: refused at arrival
     first = np.full(arr.size, np.nan)
     start, rep = first.copy(), np.full(arr.size, -1, np.int64)
-    pre = _pool(prefill, arr[fits], prompt[fits], 1, None)
+    pre = _pool(prefill, arr[fits], prompt[fits], 1, None, decode=False)
     first[fits] = pre.requests["first_token_s"].to_numpy()
     start[fits] = pre.requests["start_s"].to_numpy()
     rep[fits] = pre.requests["replica"].to_numpy()
@@ -137,16 +136,11 @@ def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int
     fin, dstart, drep = first.copy(), np.full(arr.size, np.nan), np.full(arr.size, -1, np.int64)
     go = ~np.isnan(first) & (output > 1)  # (one output token: done at the prefill pool)
     fin[go] = np.nan
-    dec = _pool(decode, ready[go], prompt[go], output[go], max_new_tokens)
+    dec = _pool(decode, ready[go], prompt[go], output[go], max_new_tokens, decode=True)
     fin[go], dstart[go] = dec.requests["finish_s"].to_numpy(), dec.requests["start_s"].to_numpy()
     drep[go] = dec.requests["replica"].to_numpy()
-    queue, ttft, tpot, e2e = latencies(arr, output, start, first, fin)
-    requests = pd.DataFrame({
-        "arrival_s": arr, "prompt_tokens": prompt, "output_tokens": output, "replica": rep, "start_s": start,
-        "first_token_s": first, "finish_s": fin, "queue_s": queue, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e,
-        "preemptions": np.zeros(arr.size, np.int64), "decode_replica": drep,
-        "kv_ready_s": np.where(go, ready, np.nan), "decode_start_s": dstart,
-    })
+    requests = request_table(arr, prompt, output, rep, start, first, fin, np.zeros(arr.size, np.int64)).assign(
+        decode_replica=drep, kv_ready_s=np.where(go, ready, np.nan), decode_start_s=dstart)
     replicas = pd.concat([pre.replicas.assign(pool="prefill"), dec.replicas.assign(pool="decode")],
                          ignore_index=True)  # fmt: skip
     return ServingResult(requests, replicas, serving_summary(requests, warmup))
@@ -175,7 +169,7 @@ def disaggregated_sweep(rates_per_s: object, prompt_tokens: int | Lengths | obje
         return {"arrival_rate_per_s": rate, **res.summary, "prefill_busy_fraction": float(busy.get("prefill", np.nan)),
                 "decode_busy_fraction": float(busy.get("decode", np.nan))}  # fmt: skip
 
-    n = min(len(rates), os.cpu_count() or 1, 8) if threads is None else max(1, int(threads))
+    n = sweep_threads(len(rates), threads)
     rows = [one(r) for r in rates] if n <= 1 else list(thread_pool(n).map(one, rates))
     return pd.DataFrame(rows)
 
@@ -254,9 +248,9 @@ def _fewest(meets, most: int, metric: str, slo: float) -> int:
     return hi
 
 
-def _pool(pool: Pool, arr: np.ndarray, prompt: np.ndarray, output: object, max_new: int | None) -> ServingResult:
+def _pool(pool: Pool, arr: np.ndarray, prompt: np.ndarray, output: object, max_new: int | None,
+          decode: bool) -> ServingResult:
     """One pool's simulation of the requests that reach it (arrival order kept as given)."""
-    decode = not isinstance(output, int)
     if arr.size == 0:  # (nothing reached it: no simulation, idle replicas)
         none = pd.DataFrame({c: np.zeros(0) for c in ("first_token_s", "start_s", "finish_s")})
         idle = pd.DataFrame({"replica": np.arange(pool.replicas), "requests": 0, "steps": 0, "busy_s": 0.0,
