@@ -193,3 +193,14 @@ def test_recorded_arrivals_in_any_order_give_each_request_the_same_times():
     b = simulate_disaggregated(arr[perm], prompt[perm], output[perm], **pools).requests
     # THEN each request's row is the same, in the order given
     pd.testing.assert_frame_equal(a.iloc[perm].reset_index(drop=True), b)
+
+
+def test_one_token_requests_never_reach_the_decode_pool():
+    # GIVEN requests of one output token each: done when the prefill pool gives it
+    res = simulate_disaggregated([0.0, 0.5, 1.0], 100, 1, prefill=Pool(1, ST, 8, 2048), decode=Pool(2, ST, 8))
+    # THEN each finishes at its first token, and the decode pool's two replicas are listed, idle
+    r = res.requests
+    assert (r["finish_s"] == r["first_token_s"]).all() and (r["decode_replica"] == -1).all()
+    dec = res.replicas.query("pool == 'decode'")
+    assert dec["replica"].tolist() == [0, 1] and dec["requests"].sum() == 0 and dec["steps"].sum() == 0
+    assert list(dec.columns) == list(res.replicas.query("pool == 'prefill'").columns)
