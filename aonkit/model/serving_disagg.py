@@ -22,14 +22,15 @@ paged cache (its preemptions would be recomputed in the decode pool at no cost: 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from .serving import ROUTINGS, ServingResult, prepare, request_table, simulate_serving, sweep_threads, thread_pool
+from .serving import ROUTINGS, ServingResult, prepare, request_table, simulate_serving
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
+from .serving_pools import prepare_pools, rerun_pools, summarize_pools
 from .serving_stats import serving_summary
 
 __all__ = ["Pool", "PoolPlan", "disaggregated_sweep", "pools_needed", "simulate_disaggregated"]
@@ -110,16 +111,7 @@ def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int
         As :func:`~aonkit.model.simulate_serving` raises it for either pool, and for a transfer time that is
         negative or not finite.
     """
-    try:
-        lat, per_token = (float(x) for x in transfer_s)
-        ok = np.isfinite(lat) and np.isfinite(per_token) and lat >= 0 and per_token >= 0
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"transfer_s must be (latency, seconds per token), both finite and >= 0, got {transfer_s!r}")
-    for name, pool in (("prefill", prefill), ("decode", decode)):
-        if not isinstance(pool, Pool):
-            raise ValueError(f"{name} must be a Pool, got {type(pool).__name__}")
+    lat, per_token = _check(transfer_s, prefill, decode)
     drawn = prepare(arrivals, prompt_tokens, output_tokens, step_time=StepTime(), n_requests=n_requests, seed=seed,
                     max_new_tokens=max_new_tokens, warmup=warmup)  # (draws and checks: nothing is simulated)
     arr, prompt, output = drawn.arrivals, drawn.prompt, drawn.output
@@ -155,23 +147,22 @@ def disaggregated_sweep(rates_per_s: object, prompt_tokens: int | Lengths | obje
     The same seed at every rate (common random numbers); the rates run side by side on ``threads`` (default: one
     per rate, at most the CPU count and 8; the rows do not depend on it). Columns: ``arrival_rate_per_s``, the
     summary keys, and ``prefill_busy_fraction`` and ``decode_busy_fraction`` (each pool's mean), so that
-    :func:`~aonkit.model.saturation_knee` reads it as it reads a sweep.
+    :func:`~aonkit.model.saturation_knee` reads it as it reads a sweep. The requests are drawn and both pools'
+    step times tabulated once (:mod:`.serving_pools`), and no table is built per rate: 8 rates of 20,000
+    requests took 50-60 ms on 2 CPUs, against 200 ms for a table per rate (``bench/RESULTS.md``, session 53).
     """
     rates = [float(r) for r in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))]
     if not rates:
         raise ValueError("rates_per_s is empty: give at least one arrival rate")
-
-    def one(rate: float) -> dict:
-        res = simulate_disaggregated(ArrivalProcess(rate, arrival_cv), prompt_tokens, output_tokens, prefill=prefill,
-                                     decode=decode, transfer_s=transfer_s, n_requests=n_requests, seed=seed,
-                                     warmup=warmup)  # fmt: skip
-        busy = res.replicas.groupby("pool")["busy_fraction"].mean()
-        return {"arrival_rate_per_s": rate, **res.summary, "prefill_busy_fraction": float(busy.get("prefill", np.nan)),
-                "decode_busy_fraction": float(busy.get("decode", np.nan))}  # fmt: skip
-
-    n = sweep_threads(len(rates), threads)
-    rows = [one(r) for r in rates] if n <= 1 else list(thread_pool(n).map(one, rates))
-    return pd.DataFrame(rows)
+    _check(transfer_s, prefill, decode)
+    base = prepare_pools(ArrivalProcess(rates[0], arrival_cv), prompt_tokens, output_tokens, prefill=prefill,
+                         decode=decode, transfer_s=transfer_s, n_requests=n_requests, seed=seed, warmup=warmup)
+    # the same lengths and tables at every rate, and the same draws for the arrival times, scaled to each rate
+    draws = ArrivalProcess(rates[0], arrival_cv).draws(int(n_requests), np.random.default_rng(seed))
+    runs = [base, *(rerun_pools(base, arrivals=ArrivalProcess(r, arrival_cv).from_draws(draws, int(n_requests)))
+                    for r in rates[1:])]  # fmt: skip
+    rows = summarize_pools(runs, threads)
+    return pd.DataFrame([{"arrival_rate_per_s": r, **row} for r, row in zip(rates, rows)])
 
 
 class PoolPlan(NamedTuple):
@@ -221,18 +212,34 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
         raises it.
     """
     rows: dict[tuple[int, int], dict] = {}
+    _check(transfer_s, prefill, decode)
+    base = prepare_pools(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens, prefill=prefill,
+                         decode=decode, transfer_s=transfer_s, n_requests=n_requests, seed=seed, warmup=warmup)
 
     def run(p: int, d: int) -> dict:
         if (p, d) not in rows:  # (the decode search starts where the prefill search ended)
-            res = simulate_disaggregated(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens,
-                                         prefill=replace(prefill, replicas=p), decode=replace(decode, replicas=d),
-                                         transfer_s=transfer_s, n_requests=n_requests, seed=seed, warmup=warmup)
-            rows[p, d] = {"prefill_replicas": p, "decode_replicas": d, **res.summary}
+            row = summarize_pools([rerun_pools(base, prefill=p, decode=d)])[0]
+            rows[p, d] = {"prefill_replicas": p, "decode_replicas": d, **row}
         return rows[p, d]
 
     p = _fewest(lambda n: run(n, 1)[ttft_metric] <= ttft_slo_s, max_replicas, ttft_metric, ttft_slo_s)
     d = _fewest(lambda n: run(p, n)[tpot_metric] <= tpot_slo_s, max_replicas, tpot_metric, tpot_slo_s)
     return PoolPlan(p, d, pd.DataFrame(list(rows.values())))
+
+
+def _check(transfer_s: object, prefill: object, decode: object) -> tuple[float, float]:
+    """``transfer_s`` as two floats, once it and the pools are checked (ValueError naming what is wrong)."""
+    try:
+        lat, per_token = (float(x) for x in transfer_s)
+        ok = np.isfinite(lat) and np.isfinite(per_token) and lat >= 0 and per_token >= 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"transfer_s must be (latency, seconds per token), both finite and >= 0, got {transfer_s!r}")
+    for name, pool in (("prefill", prefill), ("decode", decode)):
+        if not isinstance(pool, Pool):
+            raise ValueError(f"{name} must be a Pool, got {type(pool).__name__}")
+    return lat, per_token
 
 
 def _fewest(meets, most: int, metric: str, slo: float) -> int:
