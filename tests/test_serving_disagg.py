@@ -149,6 +149,19 @@ def test_pools_needed_sizes_the_prefill_pool_for_ttft_and_the_decode_pool_for_tp
     assert not tried.duplicated().any() and (plan.prefill, plan.decode) in set(map(tuple, tried.to_numpy()))
 
 
+def test_pools_needed_gives_one_answer_from_any_start_and_three_runs_from_a_good_one():
+    # GIVEN the deployment above, searched from one replica each, from far too many, and from the answer
+    st = model_step_time(PRESETS["Llama-3 8B"], {d.name: d for d in devices()}["H100 SXM"])
+    load = dict(prompt_tokens=Lengths.uniform(4000, 12000), output_tokens=Lengths.uniform(100, 400), n_requests=2000,
+                seed=1, prefill=Pool(1, st, 64, 16384), decode=Pool(1, st, 128), transfer_s=(0.001, 131072 / 50e9))
+    slos = dict(ttft_slo_s=1.0, tpot_slo_s=0.012)
+    plans = [pools_needed(6.0, **load, **slos, start=s) for s in ((1, 1), (40, 30), (0, -5))]
+    good = pools_needed(6.0, **load, **slos, start=(plans[0].prefill, plans[0].decode))
+    # THEN the counts are the same, and from the answer the search ran three deployments: it, one fewer in each pool
+    assert {(p.prefill, p.decode) for p in (*plans, good)} == {(plans[0].prefill, plans[0].decode)}
+    assert len(good.tried) == 3 < len(plans[1].tried)
+
+
 def test_first_tokens_do_not_depend_on_the_decode_pool():
     arr, prompt, output = workload(2000, 5, rate=60.0)
     runs = [simulate_disaggregated(arr, prompt, output, prefill=Pool(2, ST, 8, 2048), decode=Pool(d, ST, 4))

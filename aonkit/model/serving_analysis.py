@@ -209,7 +209,6 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
     base = prepare(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens, n_requests=n_requests,
                    seed=seed, warmup=warmup, **engine)  # fmt: skip
     wide = max(1, int(threads))
-    widths = iter((1, 1))  # the first two rounds simulate one count each: a good guess needs only them
 
     def meets(counts: list[int]) -> list[bool]:
         new = [c for c in dict.fromkeys(counts) if c not in tried]  # the same requests at every count
@@ -219,7 +218,21 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
             tried[c] = {"replicas": c, **row}
         return [tried[c][metric] <= slo_s for c in counts]
 
-    hi = min(max(int(start), 1), max_replicas)
+    hi = fewest_meeting(meets, start, max_replicas, f"{metric} <= {slo_s} s", wide)
+    return ReplicaPlan(hi, pd.DataFrame(sorted(tried.values(), key=lambda r: r["replicas"])))
+
+
+def fewest_meeting(meets: Callable[[list[int]], list[bool]], start: int, most: int, what: str, wide: int = 1) -> int:
+    """The fewest count in ``[1, most]`` that ``meets``, for a test that holds from some count on.
+
+    Tries ``start`` (clipped to ``[1, most]``), then goes up or down by 1, 2, 4... until one count meets the test
+    and one fails, and bisects between them. ``meets`` takes a list of counts and says for each whether it meets.
+    The first two rounds try one count each (a good ``start`` needs only them); later ones ``wide`` at once (the
+    next steps up or down, or the bracket cut in ``wide + 1`` parts): for a caller that simulates them side by
+    side. Raises ValueError (``what`` not met with ``most`` replicas) when ``most`` fails.
+    """
+    widths = iter((1, 1))
+    hi = min(max(int(start), 1), most)
     lo, step = 0, 1  # lo: a count that fails (0 replicas always does)
     if meets([hi])[0]:
         while hi - step > lo:  # down, 1, 2, 4... fewer, until one fails
@@ -239,13 +252,13 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
     else:
         top = hi  # a count that fails
         while True:  # up, 1, 2, 4... more (from 1: doubling), until one meets
-            if top >= max_replicas:
-                raise ValueError(f"{metric} <= {slo_s} s not met with {max_replicas} replicas")
+            if top >= most:
+                raise ValueError(f"{what} not met with {most} replicas")
             counts, c, s = [], top, step
             for _ in range(next(widths, wide)):
-                if c >= max_replicas:
+                if c >= most:
                     break
-                c, s = min(c + s, max_replicas), 2 * s
+                c, s = min(c + s, most), 2 * s
                 counts.append(c)
             ok = meets(counts)
             if any(ok):
@@ -263,4 +276,4 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
             lo, hi = counts[i - 1] if i else lo, counts[i]
         else:
             lo = counts[-1]
-    return ReplicaPlan(hi, pd.DataFrame(sorted(tried.values(), key=lambda r: r["replicas"])))
+    return hi

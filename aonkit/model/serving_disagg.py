@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .serving import ROUTINGS, ServingResult, prepare, request_table, simulate_serving
+from .serving_analysis import fewest_meeting
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
 from .serving_pools import prepare_pools, rerun_pools, summarize_pools
 from .serving_stats import serving_summary
@@ -177,14 +178,18 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
                  ttft_slo_s: float, tpot_slo_s: float, prefill: Pool, decode: Pool, n_requests: int,
                  transfer_s: tuple[float, float] = (0.0, 0.0), arrival_cv: float = 1.0, seed: int = 0,
                  warmup: float = 0.1, max_replicas: int = 256, ttft_metric: str = "ttft_p99_s",
-                 tpot_metric: str = "tpot_p99_s") -> PoolPlan:  # fmt: skip
+                 tpot_metric: str = "tpot_p99_s", start: tuple[int, int] = (1, 1)) -> PoolPlan:  # fmt: skip
     """Fewest prefill replicas for the TTFT objective, then fewest decode replicas for the TPOT one, at a rate.
 
     A request's first token depends on the prefill pool alone, so that pool is sized first (its replica count as
     given in ``prefill`` is not used, nor ``decode``'s: the search tries its own); then, with it, the decode pool,
-    whose TPOT includes the transfer and the wait for a decode replica. Each search doubles from one replica until
-    a count meets its objective and bisects below it (the metrics do not grow with more replicas, up to sampling
-    noise, which the common random numbers of one ``seed`` keep small).
+    whose TPOT includes the transfer and the wait for a decode replica. Each search starts at its ``start`` count
+    and goes up or down by 1, 2, 4... replicas until one count meets its objective and one fails, then bisects
+    (:func:`~aonkit.model.serving_analysis.fewest_meeting`; the prefill search runs with ``start[1]`` decode
+    replicas, which its TTFT does not depend on). The metrics do not grow with more replicas, up to sampling
+    noise, which the common random numbers of one ``seed`` keep small: the answer does not depend on ``start``,
+    only the work does (a good guess, such as the answer at a nearby setting, takes three simulations: it, and one
+    fewer in each pool).
 
     Parameters
     ----------
@@ -198,12 +203,14 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
         The most replicas tried in either pool.
     ttft_metric, tpot_metric : str
         Summary keys compared with the objectives.
+    start : tuple of 2 int, default (1, 1)
+        The prefill and decode counts tried first (each clipped to ``[1, max_replicas]``).
 
     Returns
     -------
     PoolPlan
         ``prefill`` and ``decode`` replica counts, and ``tried``: one row per simulation (``prefill_replicas``,
-        ``decode_replicas``, the summary keys).
+        ``decode_replicas``, the summary keys, each pool's busy fraction).
 
     Raises
     ------
@@ -213,6 +220,7 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
     """
     rows: dict[tuple[int, int], dict] = {}
     _check(transfer_s, prefill, decode)
+    p0, d0 = (min(max(int(c), 1), max_replicas) for c in start)
     base = prepare_pools(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens, prefill=prefill,
                          decode=decode, transfer_s=transfer_s, n_requests=n_requests, seed=seed, warmup=warmup)
 
@@ -222,8 +230,10 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
             rows[p, d] = {"prefill_replicas": p, "decode_replicas": d, **row}
         return rows[p, d]
 
-    p = _fewest(lambda n: run(n, 1)[ttft_metric] <= ttft_slo_s, max_replicas, ttft_metric, ttft_slo_s)
-    d = _fewest(lambda n: run(p, n)[tpot_metric] <= tpot_slo_s, max_replicas, tpot_metric, tpot_slo_s)
+    p = fewest_meeting(lambda ns: [run(n, d0)[ttft_metric] <= ttft_slo_s for n in ns], p0, max_replicas,
+                       f"{ttft_metric} <= {ttft_slo_s} s")  # fmt: skip
+    d = fewest_meeting(lambda ns: [run(p, n)[tpot_metric] <= tpot_slo_s for n in ns], d0, max_replicas,
+                       f"{tpot_metric} <= {tpot_slo_s} s")  # fmt: skip
     return PoolPlan(p, d, pd.DataFrame(list(rows.values())))
 
 
@@ -240,19 +250,6 @@ def _check(transfer_s: object, prefill: object, decode: object) -> tuple[float, 
         if not isinstance(pool, Pool):
             raise ValueError(f"{name} must be a Pool, got {type(pool).__name__}")
     return lat, per_token
-
-
-def _fewest(meets, most: int, metric: str, slo: float) -> int:
-    """The fewest replicas (1 to ``most``) for which ``meets(n)``: doubling up from 1, then bisecting."""
-    lo, hi = 0, 1  # lo fails (no replica always does)
-    while not meets(hi):
-        if hi >= most:
-            raise ValueError(f"{metric} <= {slo} s not met with {most} replicas")
-        lo, hi = hi, min(2 * hi, most)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
-    return hi
 
 
 def _pool(pool: Pool, arr: np.ndarray, prompt: np.ndarray, output: object, max_new: int | None,
