@@ -57,14 +57,26 @@ SERVING_CHANGES = {
     "prefix": [1500, 4000, 0],
     "prefix_cache": [False, True],
 }
+DISAGG_CHANGES = {
+    "rate": [2.0, 8.0, 4.0],
+    "prompt": [1024, 8192, 4096],
+    "n_prefill": [2, 3, 1],
+    "n_decode": [1, 4, 2],
+    "link": [10.0, 450.0, 50.0],
+    "ttft_slo": [0.5, 2.0, 1.0],
+    "tpot_slo": [0.015, 0.05, 0.025],
+    "device": ["A100 SXM4 80GB", "H200 SXM", "H100 SXM"],
+    "chunked": [False, True],
+}
 
 
 def in_process(repeats: int) -> None:
     """Time each control's changes in this process (the panels' own ``update_s``)."""
-    from aonkit.widgets import LLMModelPanel, ServingPanel
+    from aonkit.widgets import DisaggPanel, LLMModelPanel, ServingPanel
 
     for name, make, changes in (("LLMModelPanel", LLMModelPanel, LLM_CHANGES),
-                                ("ServingPanel", ServingPanel, SERVING_CHANGES)):  # fmt: skip
+                                ("ServingPanel", ServingPanel, SERVING_CHANGES),
+                                ("DisaggPanel", DisaggPanel, DISAGG_CHANGES)):  # fmt: skip
         t0 = time.perf_counter()
         panel = make()
         print(f"\n### {name}: built in {time.perf_counter() - t0:.2f} s; update per change, ms\n")

@@ -340,21 +340,22 @@ def _busiest_first(runs: Sequence[Prepared]) -> list[int]:
     return sorted(range(len(runs)), key=load, reverse=True)
 
 
-_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS: dict[tuple[int, int, str], ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def thread_pool(n: int) -> ThreadPoolExecutor:
-    """A pool of ``n`` threads for simulations, kept for the next call.
+def thread_pool(n: int, purpose: str = "") -> ThreadPoolExecutor:
+    """A pool of ``n`` threads for simulations, kept for the next call (one per ``n`` and ``purpose``).
 
     ``ServingPanel``'s replica search runs on ``thread_pool(1)`` beside the sweep. Starting the threads took
     5-6 ms of a 45 ms panel update on a 2-CPU machine. Keyed by pid too: a forked child's copy of a pool has no
-    threads and would never run a task.
+    threads and would never run a task. A caller whose tasks run beside a sweep's names a ``purpose``: tasks of
+    one pool wait for each other, so a sweep given the same pool would wait for them.
     """
-    key = (os.getpid(), n)
+    key = (os.getpid(), n, purpose)
     with _POOLS_LOCK:
         if key not in _POOLS:
-            _POOLS[key] = ThreadPoolExecutor(n, thread_name_prefix=f"aonkit-serving-{n}")
+            _POOLS[key] = ThreadPoolExecutor(n, thread_name_prefix=f"aonkit-serving-{purpose or 'sims'}-{n}")
         return _POOLS[key]
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from .llm import INFERENCE_COLORS, KV_COLOR, MEMORY_PARTS, STEP_GROUPS, STEP_PARTS
 from .serving import KNEE_COLOR, METRICS, PERCENTILES, RATE_COLOR, SLO_COLOR
 
+COLOCATED_COLOR, APART_COLOR, DECODE_COLOR = "#0072B2", "#D55E00", "#009E73"
+
 DASHED, DOTTED = [6, 4], [2, 3]
 
 
@@ -124,4 +126,33 @@ def sweep_charts(width: int = 380, height: int = 260) -> list[dict[str, Any]]:
              "fields": [["rate", "rate", "/s"], ["served", "throughput", "/s"], ["replicas busy", "busy_text"]]}
     out.append(chart("throughput", axis("linear", xlab), axis("linear", "requests/s"), marks, width=width,
                      height=height, legend=legend, hover=hover))  # fmt: skip
+    return out
+
+
+def pools_charts(width: int = 340, height: int = 260) -> list[dict[str, Any]]:
+    """Colocated against disaggregated serving: p99 TTFT, p99 TPOT (ms, log) and the GPUs' busy share vs rate.
+
+    Sources: ``"pools"`` (:func:`aonkit.views.serving.pools_data`), ``"rate"``, ``"ttft_slo"``, ``"tpot_slo"``.
+    """
+    xlab, out = "arrival rate (requests/s)", []
+    items = [{"label": "colocated", "color": COLOCATED_COLOR}, {"label": "disaggregated", "color": APART_COLOR}]
+    for m, title in (("ttft", "p99 time to first token"), ("tpot", "p99 time per output token")):
+        marks = [*_line_and_points("pools", "rate", f"colocated_{m}_ms", COLOCATED_COLOR),
+                 *_line_and_points("pools", "rate", f"apart_{m}_ms", APART_COLOR),
+                 {"kind": "hspan", "source": f"{m}_slo", "y": "ms", "color": SLO_COLOR, "line_width": 2,
+                  "dash": DOTTED},
+                 {"kind": "vspan", "source": "rate", "x": "rate", "color": RATE_COLOR, "line_width": 1, "alpha": 0.6}]
+        hover = {"mode": "vline", "source": "pools", "x": "rate", "fields": [
+            ["rate", "rate", "/s"], ["colocated", f"colocated_{m}_text"], ["disaggregated", f"apart_{m}_text"]]}
+        out.append(chart(title, axis("linear", xlab), axis("log", "ms"), marks, width=width, height=height,
+                         legend={"location": "top_left", "items": items}, hover=hover))  # fmt: skip
+    parts = (("colocated", "colocated GPUs", COLOCATED_COLOR), ("prefill", "prefill pool", APART_COLOR),
+             ("decode", "decode pool", DECODE_COLOR))  # fmt: skip
+    marks = [mk for key, _, color in parts for mk in _line_and_points("pools", "rate", f"{key}_busy", color)]
+    marks.append({"kind": "vspan", "source": "rate", "x": "rate", "color": RATE_COLOR, "line_width": 1, "alpha": 0.6})
+    hover = {"mode": "vline", "source": "pools", "x": "rate",
+             "fields": [["rate", "rate", "/s"], *([lab, f"{key}_busy_text"] for key, lab, _ in parts)]}
+    out.append(chart("share of time busy", axis("linear", xlab), axis("linear", "busy", start=0, end=1.05), marks,
+                     width=width, height=height, legend={"location": "right", "items": [
+                         {"label": lab, "color": c} for _, lab, c in parts]}, hover=hover))  # fmt: skip
     return out

@@ -65,11 +65,35 @@ def knee_data(knee: dict) -> dict[str, list]:
     return marker_data(knee.get("knee_rate_per_s"), knee_label(knee), knee.get("knee_metric_s"))
 
 
-def slo_data(slo_s: float | None) -> dict[str, list]:
-    """A horizontal marker at the TTFT objective (ms); empty without one."""
+def slo_data(slo_s: float | None, what: str = "p99 TTFT") -> dict[str, list]:
+    """A horizontal marker at an objective (ms), labelled ``what`` and its value; empty without one."""
     if not _finite(slo_s) or not slo_s > 0:
         return {"ms": [], "label": []}
-    return {"ms": [float(slo_s) * 1e3], "label": [f"p99 TTFT objective {theme.fmt_ns(float(slo_s) * 1e9)}"]}
+    return {"ms": [float(slo_s) * 1e3], "label": [f"{what} objective {theme.fmt_ns(float(slo_s) * 1e9)}"]}
+
+
+def pools_data(colocated: pd.DataFrame, apart: pd.DataFrame) -> dict[str, list]:
+    """Columns comparing a colocated sweep (:func:`~aonkit.model.serving_sweep`) with a disaggregated one.
+
+    ``apart``: a :func:`~aonkit.model.disaggregated_sweep` over the same rates. Columns: ``rate``;
+    ``<deployment>_<metric>_ms`` and ``..._text`` for ``colocated``/``apart`` and ``ttft``/``tpot`` (p99; NaN for
+    none, a gap on a log axis); ``colocated_busy``, ``prefill_busy``, ``decode_busy`` (fractions) and their texts.
+    """
+    c, a = (s.sort_values("arrival_rate_per_s") for s in (colocated, apart))
+    rates = c["arrival_rate_per_s"].to_numpy(np.float64)
+    if not np.array_equal(rates, a["arrival_rate_per_s"].to_numpy(np.float64)):
+        raise ValueError("the colocated and disaggregated sweeps must cover the same arrival rates")
+    out: dict[str, list] = {"rate": rates.tolist()}
+    for name, s in (("colocated", c), ("apart", a)):
+        for m in ("ttft", "tpot"):
+            ms = s[f"{m}_p99_s"].to_numpy(np.float64) * 1e3
+            out[f"{name}_{m}_ms"] = np.where(ms > 0, ms, np.nan).tolist()
+            out[f"{name}_{m}_text"] = [theme.fmt_ns(v * 1e6) if np.isfinite(v) else theme.MISSING for v in ms]
+    for key, s, col in (("colocated", c, "busy_fraction"), ("prefill", a, "prefill_busy_fraction"),
+                        ("decode", a, "decode_busy_fraction")):  # fmt: skip
+        out[f"{key}_busy"] = s[col].to_numpy(np.float64).tolist()
+        out[f"{key}_busy_text"] = [theme.fmt_pct(b) for b in out[f"{key}_busy"]]
+    return out
 
 
 def knee_label(knee: dict) -> str:

@@ -5,10 +5,11 @@ that asks the kernel for the level of detail of each window it is zoomed or pann
 (``TimelineCanvas``, :mod:`aonkit.widgets.timeline`); ``LiveMonitor(sampler)``
 streams a sampler's metrics with rollover and a pause button; ``WhatIfPanel(trace)``
 re-times the trace's dependency graph as sliders move; ``LLMModelPanel()`` and
-``ServingPanel()`` put the analytic LLM model and the serving queue under sliders; ``show(fig)``
+``ServingPanel()`` put the analytic LLM model and the serving queue under sliders, ``DisaggPanel()``
+compares colocated with disaggregated (prefill/decode) serving; ``show(fig)``
 shows any bokeh figure (e.g. :func:`aonkit.views.diff.diff_figure`). The bokeh ones render through
 jupyter_bokeh; the first one shown to a front end puts BokehJS on the page inline, once, so
-nothing is fetched from a CDN and no ``output_notebook`` call is needed first. The two model panels draw
+nothing is fetched from a CDN and no ``output_notebook`` call is needed first. The model panels draw
 on canvases of their own (:mod:`aonkit.widgets.charts`, ``widgets/charts.js``), which redraw within a
 frame of their data's arrival, and so do the monitor, ``WhatIfPanel`` and the live timeline
 (``widgets/timeline.js``); they need no BokehJS.
@@ -19,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Dashboard", "LLMModelPanel", "LiveMonitor", "Plot", "ServingPanel", "TimelineCanvas", "WhatIfPanel",
-           "show"]
+__all__ = ["Dashboard", "DisaggPanel", "LLMModelPanel", "LiveMonitor", "Plot", "ServingPanel", "TimelineCanvas",
+           "WhatIfPanel", "show"]
 
 
 def __getattr__(name: str) -> Any:  # import each widget only when asked for
@@ -48,6 +49,10 @@ def __getattr__(name: str) -> Any:  # import each widget only when asked for
         from .serving import ServingPanel
 
         return ServingPanel
+    if name == "DisaggPanel":
+        from .disagg import DisaggPanel
+
+        return DisaggPanel
     if name in ("Plot", "show"):
         from . import plot
 

@@ -1,7 +1,8 @@
 """What :class:`~aonkit.widgets.serving.ServingPanel` simulates: its controls read as the model's inputs.
 
 A mixin of the panel: it reads the panel's controls, ``devices`` (by name) and ``_step_times`` (the model step
-times kept for the last presets).
+times kept for the last presets). The functions below it are shared with
+:class:`~aonkit.widgets.disagg.DisaggPanel`.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from ..model.hardware import DeviceSpec
 from ..model.llm import PRESETS
 from ..model.serving_grid import sweep_rates
 from ..model.serving_inputs import Lengths, StepTime
-from ..model.serving_steps import ServingMemory, serving_memory
+from ..model.serving_steps import ModelStepTimes, ServingMemory, serving_memory
 from .serving_results import fit_hint, memory_words
 
 
@@ -27,11 +29,8 @@ class ServingInputs:
             return StepTime(prefill_time_s=(c["prefill_a"], c["prefill_b"]),
                             decode_time_s=(c["decode_a"], c["decode_b"], c["decode_c"]),
                             overhead_s=c["overhead"])  # fmt: skip
-        device, dtype = self.devices[self.device.value], str(self.dtype.value)
-        if dtype not in device.peak_flops:
-            raise ValueError(f"{device.name} has no {dtype} peak: choose a precision it has "
-                             f"({', '.join(k for k in ('bf16', 'fp16', 'fp8') if k in device.peak_flops)})")
-        return self._step_times(PRESETS[self.model.value], device, int(self.tp.value), dtype)
+        return model_step_times(self._step_times, self.model.value, self.devices[self.device.value],
+                                int(self.tp.value), str(self.dtype.value))  # fmt: skip
 
     def memory(self) -> ServingMemory | None:
         """One GPU's weights and KV cache with model step times (None: linear ones, or a device of unknown memory)."""
@@ -51,13 +50,9 @@ class ServingInputs:
             return None
         shared, own = self.prefix_held()
         tokens = own + int(self.prompt.value) + int(self.max_new.value)
-        if mem.sequences(shared + tokens) < 1:
-            config, device, tp, dtype = PRESETS[self.model.value], self.devices[self.device.value], self.tp, self.dtype
-            what = ("system prompt + " if own else "") + "mean prompt + max new tokens"
-            words = memory_words(mem, tokens, int(self.max_batch.value), what, shared)
-            hint = fit_hint(config, device, int(tp.value), tp.options, str(dtype.value), shared + tokens)
-            raise ValueError(f"{self.model.value} does not fit on {device.name} with TP {tp.value} at {dtype.value}: "
-                             f"{words}{hint}")
+        what = ("system prompt + " if own else "") + "mean prompt + max new tokens"
+        check_fits(mem, self.model.value, self.devices[self.device.value], self.tp, str(self.dtype.value), tokens,
+                   int(self.max_batch.value), what, shared)  # fmt: skip
         return mem.kv_tokens
 
     def prefix_held(self) -> tuple[int, int]:
@@ -71,12 +66,8 @@ class ServingInputs:
         Random outputs stop at the max new tokens (:meth:`Lengths.capped <aonkit.model.Lengths.capped>`); a fixed
         output over it is an error.
         """
-        p, o, m = int(self.prompt.value), int(self.output.value), int(self.max_new.value)
-        if self.lengths.value == "fixed":
-            if o > m:
-                raise ValueError(f"output tokens {o} exceed max new tokens {m}: a request stops there")
-            return p, o
-        return Lengths.lognormal(p, 1.0), Lengths.geometric(o).capped(m)
+        return workload(str(self.lengths.value), int(self.prompt.value), int(self.output.value),
+                        int(self.max_new.value))  # fmt: skip
 
     def engine(self) -> dict[str, Any]:
         """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the engine (not ``replicas``)."""
@@ -89,3 +80,39 @@ class ServingInputs:
     def rates(self) -> np.ndarray:
         """Arrival rates of the sweep: :func:`~aonkit.model.serving_grid.sweep_rates` of the chosen rate."""
         return sweep_rates(float(self.rate.value))
+
+
+def model_step_times(kept: ModelStepTimes, model: str, device: DeviceSpec, tp: int, dtype: str) -> StepTime:
+    """The step times of preset ``model`` on ``device`` (``kept``'s, when asked for lately).
+
+    Raises ValueError for a precision the device has no peak for.
+    """
+    if dtype not in device.peak_flops:
+        raise ValueError(f"{device.name} has no {dtype} peak: choose a precision it has "
+                         f"({', '.join(k for k in ('bf16', 'fp16', 'fp8') if k in device.peak_flops)})")
+    return kept(PRESETS[model], device, int(tp), dtype)
+
+
+def check_fits(mem: ServingMemory, model: str, device: DeviceSpec, tp: Any, dtype: str, tokens: int, batch: int,
+               what: str, shared: int = 0) -> None:  # fmt: skip
+    """Raise ValueError when one sequence of ``tokens`` does not fit in ``mem``'s cache, saying what would.
+
+    ``shared``: tokens held once beside it (a cached prefix); ``tp``: the TP control (its value and options).
+    """
+    if mem.sequences(shared + tokens) >= 1:
+        return
+    words = memory_words(mem, tokens, batch, what, shared)
+    hint = fit_hint(PRESETS[model], device, int(tp.value), tp.options, dtype, shared + tokens)
+    raise ValueError(f"{model} does not fit on {device.name} with TP {tp.value} at {dtype}: {words}{hint}")
+
+
+def workload(lengths: str, prompt: int, output: int, max_new: int) -> tuple[int | Lengths, int | Lengths]:
+    """Prompt and output lengths: ``"fixed"``, or lognormal prompts (CV 1) and geometric outputs of these means.
+
+    Random outputs stop at ``max_new``; a fixed output over it is an error.
+    """
+    if lengths == "fixed":
+        if output > max_new:
+            raise ValueError(f"output tokens {output} exceed max new tokens {max_new}: a request stops there")
+        return prompt, output
+    return Lengths.lognormal(prompt, 1.0), Lengths.geometric(output).capped(max_new)

@@ -1,0 +1,390 @@
+"""``DisaggPanel``: colocated against disaggregated serving under sliders, and the GPUs each needs for two objectives.
+
+The same model on the same GPUs served two ways: ``P + D`` colocated replicas doing chunked (or whole) prefill
+and decode together (:func:`~aonkit.model.serving_sweep`), or ``P`` prefill replicas handing each request's KV
+cache over a link to ``D`` decode replicas (:func:`~aonkit.model.disaggregated_sweep`, DistServe and Splitwise's
+design). A change sweeps both over the rates :func:`~aonkit.model.serving_grid.sweep_rates` gives around the chosen
+one (common random numbers: the same requests in both), and sizes both for the p99 TTFT and p99 TPOT objectives at
+the chosen rate: the fewest colocated replicas meeting both (:func:`~aonkit.model.serving_analysis.fewest_meeting`),
+and the fewest prefill, then decode replicas (:func:`~aonkit.model.pools_needed`), each search starting at its
+last answer scaled by the rate and the engine's speed (two simulations colocated, three apart, when that is
+right). The sweeps run on the caller's thread (their rates side by side), the two searches beside them on kept
+threads; a change of an objective runs only the searches, a change of a pool's size only the sweeps.
+
+Step times are the analytic model's (:func:`~aonkit.model.serving_steps.model_step_time` of a preset on a device
+with tensor parallelism, at a precision), every replica of either kind one such engine; the KV cache of each is
+what the weights leave (:func:`~aonkit.model.serving_steps.serving_memory`), reserving a request's prompt plus
+``max_new_tokens``. The transfer takes the link's latency plus the prompt's KV cache on one GPU over the link's
+bandwidth per GPU (each GPU of a tensor-parallel replica sends its own shard, as on a node with a NIC per GPU).
+The prefill pool always chunks prompts longer than the token budget.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from concurrent.futures import wait
+from dataclasses import dataclass
+
+import ipywidgets as w
+import pandas as pd
+
+from ..model.hardware import devices
+from ..model.llm import PRESETS
+from ..model.serving import prepare, rerun, summarize, thread_pool
+from ..model.serving_analysis import fewest_meeting, sweep_rows
+from ..model.serving_disagg import Pool, disaggregated_sweep, pools_needed
+from ..model.serving_grid import sweep_rates
+from ..model.serving_inputs import ArrivalProcess
+from ..model.serving_steps import ModelStepTimes, request_seconds, serving_memory
+from ..views import theme
+from ..views.model_charts import pools_charts
+from ..views.serving import marker_data, pools_data, slo_data
+from ._bokehjs import TextWidget
+from ._loop import Latest
+from .charts import Charts
+from .serving_controls import STYLE, WIDE, log_slider, slider, toggles
+from .serving_engine import check_fits, model_step_times, workload
+
+COALESCE_S = 0.005
+"""In a kernel, a change is simulated this long after it arrives, with those that arrived meanwhile."""
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """GPUs for the objectives at the chosen rate: replicas colocated, prefill and decode replicas apart.
+
+    A count is None when ``max_replicas`` replicas do not meet the objectives (the decode count also when the
+    prefill pool's does not: it is sized second).
+    """
+
+    colocated: int | None
+    prefill: int | None
+    decode: int | None
+
+
+class DisaggPanel(TextWidget, w.VBox):
+    """Colocated vs disaggregated serving of one model on one kind of GPU: latency against rate, GPUs needed.
+
+    Parameters
+    ----------
+    rate_per_s : float
+        The chosen arrival rate (requests/s): the sweeps span an eighth to twice it, the sizing is at it.
+    cv : float
+        Coefficient of variation of the inter-arrival times (1: Poisson).
+    prompt_tokens, output_tokens, lengths, max_new_tokens
+        Mean lengths, ``"random"`` (lognormal prompts of CV 1, geometric outputs stopped at ``max_new_tokens``) or
+        ``"fixed"``; ``max_new_tokens`` (default eight times the output, at least 1,024, at most 16,384) is what a
+        reserving cache holds for a request's output.
+    ttft_slo_s, tpot_slo_s : float
+        The objectives: p99 time to first token and p99 time per output token, in seconds.
+    prefill_replicas, decode_replicas : int
+        The disaggregated pools; the colocated deployment has as many replicas as both together.
+    token_budget : int
+        Prompt tokens a prefill step takes (the prefill pool's, and the colocated engine's step budget).
+    max_batch : int
+        Sequences a replica runs at once (decode and colocated replicas; the prefill pool's batch too).
+    chunked_prefill : bool
+        The colocated engine mixes prompt chunks into decode steps (vLLM's default) or runs whole prompts.
+    link_gb_s, link_latency_ms : float
+        The KV cache's link: GB/s per GPU (50: 400 Gb/s InfiniBand; 450: NVLink 4 within a node) and latency.
+    model, device, tp, dtype : str, int
+        Preset, device (:func:`aonkit.model.hardware.devices`), tensor-parallel size and precision of every replica.
+    n_requests, max_replicas, seed, live
+        Requests per simulation, the most replicas a search tries (per pool), the seed, and whether sliders answer
+        while dragged.
+
+    Attributes
+    ----------
+    colocated, apart : DataFrame
+        The last sweeps: :func:`~aonkit.model.serving_sweep` rows and :func:`~aonkit.model.disaggregated_sweep`.
+    sizing : Sizing
+        GPUs each way for both objectives at the chosen rate.
+    view : Charts
+        p99 TTFT, p99 TPOT and busy shares against rate (:func:`aonkit.views.model_charts.pools_charts`).
+    error : str
+        Why the last change could not be simulated ("" when it could); the last valid answer stays.
+    update_s : float
+        Wall time of the last :meth:`update`.
+    """
+
+    def __init__(self, rate_per_s: float = 4.0, *, cv: float = 1.0, prompt_tokens: int = 4096,
+                 output_tokens: int = 256, lengths: str = "random", max_new_tokens: int | None = None,
+                 ttft_slo_s: float = 1.0, tpot_slo_s: float = 0.025, prefill_replicas: int = 1,
+                 decode_replicas: int = 2, token_budget: int = 8192, max_batch: int = 128,
+                 chunked_prefill: bool = True, link_gb_s: float = 50.0, link_latency_ms: float = 1.0,
+                 model: str = "Llama-3 8B", device: str = "H100 SXM", tp: int = 1, dtype: str = "bf16",
+                 n_requests: int = 10_000, max_replicas: int = 64, seed: int = 0,
+                 live: bool = True) -> None:  # fmt: skip
+        self.n_requests, self.max_replicas, self.seed = int(n_requests), int(max_replicas), seed
+        self.devices = {d.name: d for d in devices()}
+        if max_new_tokens is None:
+            max_new_tokens = min(16384, max(1024, 8 * int(output_tokens)))
+        self.rate = log_slider("arrival rate (/s)", rate_per_s, -1, 3, live)
+        self.cv = slider(w.FloatSlider, "arrival CV", cv, 0.0, 4.0, 0.1, live)
+        self.prompt = slider(w.IntSlider, "prompt tokens", prompt_tokens, 1, 32768, 1, live)
+        self.output = slider(w.IntSlider, "output tokens", output_tokens, 1, 4096, 1, live)
+        self.max_new = slider(w.IntSlider, "max new tokens", max_new_tokens, 1, 16384, 1, live)
+        self.lengths = toggles("lengths", ["fixed", "random"], lengths)
+        self.ttft_slo = log_slider("p99 TTFT SLO (s)", ttft_slo_s, -2.5, 1.5, live)
+        self.tpot_slo = log_slider("p99 TPOT SLO (s)", tpot_slo_s, -3, 0, live)
+        self.n_prefill = slider(w.IntSlider, "prefill replicas", prefill_replicas, 1, 32, 1, live)
+        self.n_decode = slider(w.IntSlider, "decode replicas", decode_replicas, 1, 32, 1, live)
+        self.token_budget = slider(w.IntSlider, "token budget", token_budget, 64, 32768, 64, live)
+        self.max_batch = slider(w.IntSlider, "max batch", max_batch, 1, 512, 1, live)
+        self.chunked = w.Checkbox(value=chunked_prefill, description="colocated chunked prefill", indent=False)
+        self.link = log_slider("link GB/s per GPU", link_gb_s, 0, 3, live)
+        self.latency = slider(w.FloatSlider, "link latency (ms)", link_latency_ms, 0.0, 20.0, 0.1, live)
+        self.model = w.Dropdown(options=list(PRESETS), value=model, description="model", style=STYLE, layout=WIDE)
+        self.device = w.Dropdown(options=list(self.devices), value=device, description="device", style=STYLE,
+                                 layout=WIDE)  # fmt: skip
+        self.tp = w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=STYLE, layout=WIDE)
+        self.dtype = toggles("precision", ["bf16", "fp16", "fp8"], dtype, (), "60px")
+        self._controls = (self.rate, self.cv, self.prompt, self.output, self.max_new, self.lengths, self.ttft_slo,
+                          self.tpot_slo, self.n_prefill, self.n_decode, self.token_budget, self.max_batch,
+                          self.chunked, self.link, self.latency, self.model, self.device, self.tp, self.dtype)
+        self._step_times = ModelStepTimes()
+        self._keys: tuple[tuple | None, tuple | None] = (None, None)
+        self._found: tuple | None = None  # rate, engine work, the last counts found (colocated, prefill, decode)
+        self._error, self.update_s, self._computed_s, self.updates = "", math.nan, math.nan, 0
+        self._request = Latest(self.update, COALESCE_S)
+        self._evaluate()
+        self.view = Charts(pools_charts(), self._sources(), columns=3)
+        self.sources = self.view.sources
+        self.summary = w.HTML()
+        self._show()
+        for c in self._controls:
+            c.observe(self._changed, names="value")
+        load = w.VBox([w.HTML("<b>load</b>"), self.rate, self.cv, self.prompt, self.output, self.max_new,
+                       self.lengths, self.ttft_slo, self.tpot_slo])  # fmt: skip
+        pools = w.VBox([w.HTML("<b>deployment</b>"), self.n_prefill, self.n_decode, self.token_budget,
+                        self.max_batch, self.chunked, self.link, self.latency])  # fmt: skip
+        engine = w.VBox([w.HTML("<b>engine (every replica)</b>"), self.model, self.device, self.tp, self.dtype])
+        super().__init__([w.HBox([load, pools, engine]), self.summary, self.view])
+
+    # ---- inputs ----------------------------------------------------------------------------------------------
+    def engine(self) -> dict:
+        """Step times, KV cache, batch and budget of every replica, and the transfer: what the simulations take.
+
+        Raises ValueError for a precision the device lacks, or weights and one request (mean prompt plus max new
+        tokens) that do not fit.
+        """
+        device, dtype, tp = self.devices[self.device.value], str(self.dtype.value), int(self.tp.value)
+        step = model_step_times(self._step_times, self.model.value, device, tp, dtype)
+        mem = serving_memory(PRESETS[self.model.value], device, tp, dtype)
+        tokens = int(self.prompt.value) + int(self.max_new.value)
+        check_fits(mem, self.model.value, device, self.tp, dtype, tokens, int(self.max_batch.value),
+                   "mean prompt + max new tokens")  # fmt: skip
+        per_token = mem.kv_bytes_per_token / (float(self.link.value) * 1e9)
+        return {"step_time": step, "kv_tokens": mem.kv_tokens, "max_batch": int(self.max_batch.value),
+                "token_budget": int(self.token_budget.value), "transfer_s": (float(self.latency.value) / 1e3,
+                                                                             per_token)}  # fmt: skip
+
+    def pools(self, engine: dict, prefill: int, decode: int) -> tuple[Pool, Pool]:
+        """The prefill and decode pools of ``prefill`` and ``decode`` replicas of ``engine``."""
+        kw = {"step_time": engine["step_time"], "max_batch": engine["max_batch"], "kv_tokens": engine["kv_tokens"]}
+        return Pool(prefill, token_budget=engine["token_budget"], chunked_prefill=True, **kw), Pool(decode, **kw)
+
+    def colocated_engine(self, engine: dict) -> dict:
+        """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the colocated replicas (not how many)."""
+        return {"step_time": engine["step_time"], "kv_tokens": engine["kv_tokens"], "max_batch": engine["max_batch"],
+                "token_budget": engine["token_budget"], "chunked_prefill": bool(self.chunked.value),
+                "max_new_tokens": int(self.max_new.value)}  # fmt: skip
+
+    # ---- evaluation ------------------------------------------------------------------------------------------
+    def _inputs(self) -> tuple[tuple, tuple]:
+        """Keys of what the sweeps and the sizing depend on: every control but the objectives, and but the pools."""
+        values = {c: c.value for c in self._controls}
+        sweep = tuple(v for c, v in values.items() if c not in (self.ttft_slo, self.tpot_slo))
+        size = tuple(v for c, v in values.items() if c not in (self.n_prefill, self.n_decode))
+        return (*sweep, self.n_requests, self.seed), (*size, self.n_requests, self.seed, self.max_replicas)
+
+    def _evaluate(self) -> None:
+        sweep_key, size_key = self._inputs()
+        engine = self.engine()
+        prompts, outputs = workload(str(self.lengths.value), int(self.prompt.value), int(self.output.value),
+                                    int(self.max_new.value))  # fmt: skip
+        load = {"n_requests": self.n_requests, "arrival_cv": float(self.cv.value), "seed": self.seed}
+        rate, p, d = float(self.rate.value), int(self.n_prefill.value), int(self.n_decode.value)
+        work = request_seconds(engine["step_time"], int(self.prompt.value), int(self.output.value),
+                               min(engine["max_batch"], 16))  # fmt: skip
+        searches = []
+        if size_key != self._keys[1]:  # the two searches beside the sweeps (the controls are read here)
+            slos = (float(self.ttft_slo.value), float(self.tpot_slo.value))
+            guess = self._guess(rate, work)
+            pool = thread_pool(2, "sizing")  # (not the sweeps' pool: they would wait for the searches)
+            searches = [pool.submit(self._size_colocated, engine, prompts, outputs, load, rate, slos, guess[0]),
+                        pool.submit(self._size_apart, engine, prompts, outputs, load, rate, slos, guess[1:])]
+        try:
+            if sweep_key != self._keys[0]:
+                rates = sweep_rates(rate)
+                colo = pd.DataFrame(sweep_rows(rates, prompts, outputs, replicas=p + d, **load,
+                                               **self.colocated_engine(engine)))  # fmt: skip
+                prefill, decode = self.pools(engine, p, d)
+                apart = disaggregated_sweep(rates, prompts, outputs, prefill=prefill, decode=decode,
+                                            transfer_s=engine["transfer_s"], **load)  # fmt: skip
+            else:
+                colo, apart = self._colocated, self._apart
+        finally:
+            wait(searches)  # nothing of this update runs on after it
+        size = Sizing(searches[0].result(), *searches[1].result()) if searches else self._sizing
+        self._colocated, self._apart, self._sizing, self._keys = colo, apart, size, (sweep_key, size_key)
+        self._transfer_s = engine["transfer_s"][0] + engine["transfer_s"][1] * int(self.prompt.value)
+        if searches:
+            last = self._found
+            self._found = (rate, work, *(v if v is not None else w for v, w in zip(
+                (size.colocated, size.prefill, size.decode), last[2:] if last else (None,) * 3)))
+
+    def _size_colocated(self, engine: dict, prompts: object, outputs: object, load: dict, rate: float,
+                        slos: tuple[float, float], start: int) -> int | None:  # fmt: skip
+        """The fewest colocated replicas meeting both objectives at ``rate`` (None: not ``max_replicas``)."""
+        (ttft, tpot), tried = slos, {}
+        base = prepare(ArrivalProcess(rate, load["arrival_cv"]), prompts, outputs, n_requests=load["n_requests"],
+                       seed=load["seed"], warmup=0.1, **self.colocated_engine(engine))  # fmt: skip
+
+        def meets(counts: list[int]) -> list[bool]:
+            new = [c for c in dict.fromkeys(counts) if c not in tried]
+            tried.update(zip(new, summarize([rerun(base, replicas=c) for c in new], 1)))
+            return [tried[c]["ttft_p99_s"] <= ttft and tried[c]["tpot_p99_s"] <= tpot for c in counts]
+
+        try:
+            return fewest_meeting(meets, start, self.max_replicas, "both objectives")
+        except ValueError as exc:
+            return _not_met(exc)
+
+    def _size_apart(self, engine: dict, prompts: object, outputs: object, load: dict, rate: float,
+                    slos: tuple[float, float], start: tuple[int, int]) -> tuple[int | None, int | None]:  # fmt: skip
+        """The fewest prefill, then decode replicas meeting the objectives at ``rate`` (None: not ``max_replicas``)."""
+        prefill, decode = self.pools(engine, 1, 1)
+        try:
+            plan = pools_needed(rate, prompts, outputs, ttft_slo_s=slos[0], tpot_slo_s=slos[1], prefill=prefill,
+                                decode=decode, n_requests=load["n_requests"], transfer_s=engine["transfer_s"],
+                                arrival_cv=load["arrival_cv"], seed=load["seed"], max_replicas=self.max_replicas,
+                                start=start)  # fmt: skip
+        except ValueError as exc:
+            return _not_met(exc), None
+        return plan.prefill, plan.decode
+
+    def _guess(self, rate: float, work: float) -> tuple[int, int, int]:
+        """Where the searches start (colocated, prefill, decode).
+
+        The last counts found, scaled by the rate and the engine's :func:`~aonkit.model.serving_steps.request_seconds`
+        (the sliders' pools where none was found yet): right, each search takes two simulations.
+        """
+        p, d = int(self.n_prefill.value), int(self.n_decode.value)
+        found = self._found
+        if found is None:
+            return p + d, p, d
+        scale = rate / found[0] * (work / found[1] if 0 < min(work, found[1]) < math.inf else 1.0)
+
+        def at(count: int | None, fallback: int) -> int:
+            return max(1, min(self.max_replicas, round(count * scale))) if count is not None else fallback
+
+        return at(found[2], p + d), at(found[3], p), at(found[4], d)
+
+    def _sources(self) -> dict[str, dict]:
+        return {"pools": pools_data(self._colocated, self._apart),
+                "rate": marker_data(float(self.rate.value), "arrival rate"),
+                "ttft_slo": slo_data(float(self.ttft_slo.value), "p99 TTFT"),
+                "tpot_slo": slo_data(float(self.tpot_slo.value), "p99 TPOT")}  # fmt: skip
+
+    def update(self) -> None:
+        """Simulate what the changes need and refresh the charts and the summary."""
+        t0 = time.perf_counter()
+        self._request.cancel()
+        self.updates += 1
+        with self.view.one_patch():
+            try:
+                self._evaluate()
+            except (ValueError, KeyError, ZeroDivisionError) as exc:
+                self._error = f"{type(exc).__name__}: {exc}"
+            else:
+                self._error = ""
+                for name, data in self._sources().items():
+                    self.sources[name].data = data
+            self._computed_s = time.perf_counter() - t0
+            self._show()
+        self.update_s = time.perf_counter() - t0
+
+    def _changed(self, change: dict) -> None:
+        if isinstance(change.get("owner"), (w.IntSlider, w.FloatSlider, w.FloatLogSlider)):
+            self._request()
+        else:
+            self._request.soon()
+
+    # ---- results ---------------------------------------------------------------------------------------------
+    @property
+    def colocated(self) -> pd.DataFrame:
+        """The last colocated sweep (one row per rate)."""
+        self._request.flush()
+        return self._colocated
+
+    @property
+    def apart(self) -> pd.DataFrame:
+        """The last disaggregated sweep (one row per rate)."""
+        self._request.flush()
+        return self._apart
+
+    @property
+    def sizing(self) -> Sizing:
+        """Replicas each way for both objectives at the chosen rate."""
+        self._request.flush()
+        return self._sizing
+
+    @property
+    def error(self) -> str:
+        """Why the last change could not be simulated ("" when it could)."""
+        self._request.flush()
+        return self._error
+
+    def numbers(self) -> dict[str, float]:
+        """p99 TTFT and TPOT of each deployment at the chosen rate, and the replicas each needs (NaN: over the most)."""
+        self._request.flush()
+        rate = float(self.rate.value)
+        out = {}
+        for name, sweep in (("colocated", self._colocated), ("apart", self._apart)):
+            at = sweep.iloc[(sweep["arrival_rate_per_s"] - rate).abs().argmin()]
+            out |= {f"{name}_ttft_p99_s": float(at["ttft_p99_s"]), f"{name}_tpot_p99_s": float(at["tpot_p99_s"])}
+        s = self._sizing
+        for key in ("colocated", "prefill", "decode"):
+            v = getattr(s, key)
+            out[f"{key}_replicas_needed"] = math.nan if v is None else v
+        return out
+
+    def text(self) -> str:
+        """A plain-text summary (the widget's ``text/plain``)."""
+        n, s = self.numbers(), self.sizing
+        p, d, tp = int(self.n_prefill.value), int(self.n_decode.value), int(self.tp.value)
+
+        def ms(v: float) -> str:
+            return theme.fmt_ns(v * 1e9)
+
+        never = f"not met with {self.max_replicas} replicas"
+        need_apart = never if s.prefill is None else f"{s.prefill} + {s.decode} = {s.prefill + s.decode}"
+        if s.prefill is not None and s.decode is None:
+            need_apart = f"{s.prefill} prefill, decode {never}"
+        need_colo = never if s.colocated is None else f"{s.colocated}"
+        return (f"at {float(self.rate.value):.3g} req/s: colocated ({p + d} replicas) p99 TTFT "
+                f"{ms(n['colocated_ttft_p99_s'])}, p99 TPOT {ms(n['colocated_tpot_p99_s'])}; disaggregated ({p} "
+                f"prefill + {d} decode, KV transfer {ms(self._transfer_s)} for the mean prompt) p99 TTFT "
+                f"{ms(n['apart_ttft_p99_s'])}, p99 TPOT {ms(n['apart_tpot_p99_s'])}. Replicas of {tp} GPU(s) for "
+                f"p99 TTFT <= {ms(float(self.ttft_slo.value))} and p99 TPOT <= {ms(float(self.tpot_slo.value))}: "
+                f"colocated {need_colo}, disaggregated {need_apart}")  # fmt: skip
+
+    def plain_text(self) -> str:
+        """The comparison, in a few lines."""
+        return "disaggregation: " + self.text()
+
+    def _show(self) -> None:
+        status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
+                  f"{html.escape(self._error)}</div>" if self._error else "")  # fmt: skip
+        took = f" (computed in {self._computed_s * 1e3:.0f} ms)" if math.isfinite(self._computed_s) else ""
+        self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{status}"
+
+
+def _not_met(exc: ValueError) -> None:
+    """None for a search that reached its most replicas; any other error raised again."""
+    if "not met with" not in str(exc):
+        raise exc
+    return None
