@@ -83,6 +83,12 @@ def test_a_change_reruns_only_what_it_needs_and_agrees_with_a_fresh_panel():
     sizing = p.sizing
     p.n_decode.value = 3
     assert p.colocated is not colo and p.sizing is sizing
+    # WHEN only the rate changes: the rates of the grid seen at the last rate are not simulated again
+    done = [r.simulated for r in p.rows]
+    p.rate.value = 4.0
+    assert [r.simulated - d for r, d in zip(p.rows, done)] == [1, 1]  # (4/s: the grid points are the same)
+    p.rate.value = 3.0
+    assert [r.simulated - d for r, d in zip(p.rows, done)] == [1, 1]  # (3/s and its grid: all seen)
     # WHEN other controls change in turn (the searches start from the last answers, scaled)
     for name, value in [("rate", 6.0), ("device", "H200 SXM"), ("link", 10.0), ("tpot_slo", 0.05), ("prompt", 2048),
                         ("n_prefill", 2), ("rate", 12.0)]:  # fmt: skip
@@ -121,10 +127,16 @@ def test_settings_that_cannot_be_served_say_why_and_keep_the_last_answer():
     assert not p.error
     # WHEN an objective no count of replicas meets (a p99 TTFT of 10 ms: the longest prompts take longer alone)
     p.ttft_slo.value = 0.01
-    # THEN neither deployment is sized, and the text says how far the search went
+    # THEN neither deployment is sized, and the text says why: the requests served alone miss it
     assert p.sizing.colocated is None and p.sizing.prefill is None and p.sizing.decode is None
-    assert "colocated not met with 4 replicas, disaggregated not met with 4 replicas" in p.text()
+    floor = "(served alone, the requests' ttft_p99_s is 0.4841 s)"
+    assert f"colocated no number meets them {floor}, disaggregated no number meets them {floor}" in p.text()
     assert math.isnan(p.numbers()["prefill_replicas_needed"])
+    # WHEN the objectives are met alone but not by 4 replicas of either kind at 40 requests/s
+    p.ttft_slo.value, p.rate.value = 1.0, 40.0
+    # THEN the text says how far the searches went
+    assert p.sizing.colocated is None and p.sizing.why_colocated == "" and p.sizing.prefill is None
+    assert "colocated not met with 4 replicas, disaggregated not met with 4 replicas" in p.text()
 
 
 def test_the_comparison_columns_and_charts():

@@ -172,9 +172,17 @@ def test_first_tokens_do_not_depend_on_the_decode_pool():
 
 
 def test_pools_needed_says_when_no_count_meets_an_objective():
-    with pytest.raises(ValueError, match=r"ttft_p99_s <= 0.001 s not met with 4 replicas"):
-        pools_needed(10.0, 500, 20, ttft_slo_s=0.001, tpot_slo_s=1.0, prefill=Pool(1, ST, 8, 2048),
-                     decode=Pool(1, ST, 8), n_requests=300, max_replicas=4)  # fmt: skip
+    pools = dict(prefill=Pool(1, ST, 8, 2048), decode=Pool(1, ST, 8), n_requests=300, max_replicas=4)
+    # GIVEN an objective four prefill replicas miss at 1,000 requests/s, though a request alone meets it (15 ms)
+    with pytest.raises(ValueError, match=r"ttft_p99_s <= 0.05 s not met with 4 replicas"):
+        pools_needed(1000.0, 500, 20, ttft_slo_s=0.05, tpot_slo_s=1.0, **pools)
+    # GIVEN objectives a request alone misses (a 500-token prompt takes 15 ms; a decode step 8 ms at least)
+    # THEN no count is tried past the first: the floor says so
+    with pytest.raises(ValueError, match=r"ttft_p99_s <= 0.001 s not met with any number of replicas: served alone, "
+                                         r"the requests' ttft_p99_s is 0.015 s"):
+        pools_needed(10.0, 500, 20, ttft_slo_s=0.001, tpot_slo_s=1.0, **pools)
+    with pytest.raises(ValueError, match=r"tpot_p99_s <= 0.005 s not met with any number of replicas"):
+        pools_needed(10.0, 500, 20, ttft_slo_s=1.0, tpot_slo_s=0.005, **pools)
 
 
 def test_a_disaggregated_sweep_gives_each_rates_summary_and_its_knee():

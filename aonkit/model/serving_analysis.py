@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .serving import prepare, rerun, summarize
+from .serving_floor import alone, beyond_floor
 from .serving_inputs import ArrivalProcess
 
 
@@ -153,7 +154,9 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
     This assumes ``metric`` does not grow with more replicas (true of the routings here up to sampling noise,
     which common random numbers keep small); then the answer does not depend on ``start``, only the work does:
     a good guess (the answer at a nearby rate, scaled by the rates' ratio) takes two simulations where a search
-    from one replica takes about ``2 log2(answer)``. Raises ValueError past ``max_replicas``.
+    from one replica takes about ``2 log2(answer)``. Raises ValueError past ``max_replicas``, or as soon as a count
+    fails where the requests each served alone miss the objective too (:func:`~aonkit.model.serving_floor.alone`:
+    no count can meet it; one simulation more).
 
     Parameters
     ----------
@@ -200,7 +203,8 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
     Raises
     ------
     ValueError
-        When ``max_replicas`` replicas do not meet the objective, or as
+        When ``max_replicas`` replicas do not meet the objective (the message says "not met with"), or no number
+        can ("not met with any number of replicas", with the floor), or as
         :class:`~aonkit.model.serving_inputs.ArrivalProcess` and :func:`simulate_serving` raise it.
     KeyError
         When ``metric`` is not a summary key.
@@ -210,13 +214,21 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
                    seed=seed, warmup=warmup, **engine)  # fmt: skip
     wide = max(1, int(threads))
 
+    floor_seen = []
+
     def meets(counts: list[int]) -> list[bool]:
         new = [c for c in dict.fromkeys(counts) if c not in tried]  # the same requests at every count
         for c, row in zip(new, summarize([rerun(base, replicas=c) for c in new], wide)):
             if on_row is not None:
                 on_row(c, row)
             tried[c] = {"replicas": c, **row}
-        return [tried[c][metric] <= slo_s for c in counts]
+        ok = [tried[c][metric] <= slo_s for c in counts]
+        if not all(ok) and not floor_seen:  # a count fails: if every request alone fails too, none can meet it
+            floor_seen.append(True)
+            why = beyond_floor(alone(base), metric, slo_s)
+            if why:
+                raise ValueError(f"{metric} <= {slo_s} s not met with any number of replicas: {why}")
+        return ok
 
     hi = fewest_meeting(meets, start, max_replicas, f"{metric} <= {slo_s} s", wide)
     return ReplicaPlan(hi, pd.DataFrame(sorted(tried.values(), key=lambda r: r["replicas"])))

@@ -30,8 +30,9 @@ import pandas as pd
 
 from .serving import ROUTINGS, ServingResult, prepare, request_table, simulate_serving
 from .serving_analysis import fewest_meeting
+from .serving_floor import beyond_floor
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
-from .serving_pools import prepare_pools, rerun_pools, summarize_pools
+from .serving_pools import alone_pools, prepare_pools, rerun_pools, summarize_pools
 from .serving_stats import serving_summary
 
 __all__ = ["Pool", "PoolPlan", "disaggregated_sweep", "pools_needed", "simulate_disaggregated"]
@@ -215,8 +216,9 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
     Raises
     ------
     ValueError
-        When ``max_replicas`` replicas of a pool do not meet its objective, or as :func:`simulate_disaggregated`
-        raises it.
+        When ``max_replicas`` replicas of a pool do not meet its objective ("not met with"), or no number can (a
+        count fails, and the requests each served alone miss it too: "not met with any number of replicas", one
+        simulation more; :mod:`~aonkit.model.serving_floor`), or as :func:`simulate_disaggregated` raises it.
     """
     rows: dict[tuple[int, int], dict] = {}
     _check(transfer_s, prefill, decode)
@@ -230,10 +232,21 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
             rows[p, d] = {"prefill_replicas": p, "decode_replicas": d, **row}
         return rows[p, d]
 
-    p = fewest_meeting(lambda ns: [run(n, d0)[ttft_metric] <= ttft_slo_s for n in ns], p0, max_replicas,
-                       f"{ttft_metric} <= {ttft_slo_s} s")  # fmt: skip
-    d = fewest_meeting(lambda ns: [run(p, n)[tpot_metric] <= tpot_slo_s for n in ns], d0, max_replicas,
-                       f"{tpot_metric} <= {tpot_slo_s} s")  # fmt: skip
+    floor: list = []
+
+    def meets(metric: str, slo: float, ok: list[bool]) -> list[bool]:
+        if not all(ok):  # a count fails: if every request alone fails too, no count can meet it
+            if not floor:
+                floor.append(alone_pools(base))
+            why = beyond_floor(floor[0], metric, slo)
+            if why:
+                raise ValueError(f"{metric} <= {slo} s not met with any number of replicas: {why}")
+        return ok
+
+    p = fewest_meeting(lambda ns: meets(ttft_metric, ttft_slo_s, [run(n, d0)[ttft_metric] <= ttft_slo_s for n in ns]),
+                       p0, max_replicas, f"{ttft_metric} <= {ttft_slo_s} s")  # fmt: skip
+    d = fewest_meeting(lambda ns: meets(tpot_metric, tpot_slo_s, [run(p, n)[tpot_metric] <= tpot_slo_s for n in ns]),
+                       d0, max_replicas, f"{tpot_metric} <= {tpot_slo_s} s")  # fmt: skip
     return PoolPlan(p, d, pd.DataFrame(list(rows.values())))
 
 

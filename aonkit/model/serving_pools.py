@@ -16,10 +16,11 @@ from typing import NamedTuple
 import numpy as np
 
 from .serving import Prepared, prepare, rerun, sweep_threads, thread_pool
+from .serving_floor import served_apart, spaced
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
 from .serving_stats import METRICS, PERCENTILES, busy_fraction, latencies, summary_in_arrival_order
 
-__all__ = ["PreparedPools", "prepare_pools", "rerun_pools", "summarize_pools"]
+__all__ = ["PreparedPools", "alone_pools", "prepare_pools", "rerun_pools", "summarize_pools"]
 
 
 class PreparedPools(NamedTuple):
@@ -98,8 +99,22 @@ def summarize_pools(runs: Sequence[PreparedPools], threads: int | None = None) -
     return list(thread_pool(n).map(_one, runs))
 
 
-def _one(run: PreparedPools) -> dict:
-    """One run's summary row (arrays in arrival order throughout; the kernels as each pool's prepared run says)."""
+def alone_pools(run: PreparedPools) -> dict | None:
+    """:func:`summarize_pools`'s row of ``run``'s requests each served alone (one replica a pool), or None.
+
+    The latency floor of either pool's searches (:mod:`.serving_floor`): its requests arrive
+    :data:`~aonkit.model.serving_floor.GAP_S` apart, in the same order; None when one outlasts that.
+    """
+    one = rerun_pools(run, arrivals=spaced(run.arrivals.size), prefill=1, decode=1)
+    row, fin = _one(one, with_finish=True)
+    return row if served_apart(one.arrivals, fin) else None
+
+
+def _one(run: PreparedPools, with_finish: bool = False) -> dict | tuple[dict, np.ndarray]:
+    """One run's summary row (arrays in arrival order throughout; the kernels as each pool's prepared run says).
+
+    ``with_finish``: the finish times too (arrival order).
+    """
     from .._kernels.serving import simulate
 
     arr, prompt, output, fits, go = run.arrivals, run.prompt, run.output, run.fits, run.go
@@ -126,7 +141,8 @@ def _one(run: PreparedPools) -> dict:
     k = int(np.floor(run.warmup * arr.size))  # the measured requests: from the k-th arrival on
     lat = latencies(arr[k:], output[k:], start[k:], first[k:], fin[k:])
     summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES)
-    return {**summary, "prefill_busy_fraction": pre_busy, "decode_busy_fraction": dec_busy}
+    row = {**summary, "prefill_busy_fraction": pre_busy, "decode_busy_fraction": dec_busy}
+    return (row, fin) if with_finish else row
 
 
 def _mean_busy(busy: np.ndarray, arr: np.ndarray, fin: np.ndarray) -> float:

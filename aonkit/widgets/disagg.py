@@ -9,7 +9,9 @@ the chosen rate: the fewest colocated replicas meeting both (:func:`~aonkit.mode
 and the fewest prefill, then decode replicas (:func:`~aonkit.model.pools_needed`), each search starting at its
 last answer scaled by the rate and the engine's speed (two simulations colocated, three apart, when that is
 right). The sweeps run on the caller's thread (their rates side by side), the two searches beside them on kept
-threads; a change of an objective runs only the searches, a change of a pool's size only the sweeps.
+threads; a change of an objective runs only the searches, a change of a pool's size only the sweeps, and a change
+of the rate simulates only the rates not seen since the other inputs last changed
+(:class:`~aonkit.model.serving_grid.SweepRows`).
 
 Step times are the analytic model's (:func:`~aonkit.model.serving_steps.model_step_time` of a preset on a device
 with tensor parallelism, at a precision), every replica of either kind one such engine; the KV cache of each is
@@ -35,7 +37,8 @@ from ..model.llm import PRESETS
 from ..model.serving import prepare, rerun, summarize, thread_pool
 from ..model.serving_analysis import fewest_meeting, sweep_rows
 from ..model.serving_disagg import Pool, disaggregated_sweep, pools_needed
-from ..model.serving_grid import sweep_rates
+from ..model.serving_floor import alone, beyond_floor
+from ..model.serving_grid import SweepRows, sweep_rates
 from ..model.serving_inputs import ArrivalProcess
 from ..model.serving_steps import ModelStepTimes, request_seconds, serving_memory
 from ..views import theme
@@ -56,12 +59,15 @@ class Sizing:
     """GPUs for the objectives at the chosen rate: replicas colocated, prefill and decode replicas apart.
 
     A count is None when ``max_replicas`` replicas do not meet the objectives (the decode count also when the
-    prefill pool's does not: it is sized second).
+    prefill pool's does not: it is sized second); ``why_colocated`` and ``why_apart`` then say when no number can
+    (the requests each served alone miss an objective: :mod:`aonkit.model.serving_floor`), "" otherwise.
     """
 
     colocated: int | None
     prefill: int | None
     decode: int | None
+    why_colocated: str = ""
+    why_apart: str = ""
 
 
 class DisaggPanel(TextWidget, w.VBox):
@@ -107,6 +113,8 @@ class DisaggPanel(TextWidget, w.VBox):
         Why the last change could not be simulated ("" when it could); the last valid answer stays.
     update_s : float
         Wall time of the last :meth:`update`.
+    rows : tuple of 2 SweepRows
+        The colocated and disaggregated sweeps' rows kept per rate (``.simulated``: rates simulated so far).
     """
 
     def __init__(self, rate_per_s: float = 4.0, *, cv: float = 1.0, prompt_tokens: int = 4096,
@@ -145,6 +153,7 @@ class DisaggPanel(TextWidget, w.VBox):
                           self.tpot_slo, self.n_prefill, self.n_decode, self.token_budget, self.max_batch,
                           self.chunked, self.link, self.latency, self.model, self.device, self.tp, self.dtype)
         self._step_times = ModelStepTimes()
+        self.rows = (SweepRows(), SweepRows())  # colocated and disaggregated rows kept per rate
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
         self._found: tuple | None = None  # rate, engine work, the last counts found (colocated, prefill, decode)
         self._error, self.update_s, self._computed_s, self.updates = "", math.nan, math.nan, 0
@@ -217,18 +226,24 @@ class DisaggPanel(TextWidget, w.VBox):
             searches = [pool.submit(self._size_colocated, engine, prompts, outputs, load, rate, slos, guess[0]),
                         pool.submit(self._size_apart, engine, prompts, outputs, load, rate, slos, guess[1:])]
         try:
-            if sweep_key != self._keys[0]:
-                rates = sweep_rates(rate)
-                colo = pd.DataFrame(sweep_rows(rates, prompts, outputs, replicas=p + d, **load,
-                                               **self.colocated_engine(engine)))  # fmt: skip
-                prefill, decode = self.pools(engine, p, d)
-                apart = disaggregated_sweep(rates, prompts, outputs, prefill=prefill, decode=decode,
-                                            transfer_s=engine["transfer_s"], **load)  # fmt: skip
+            if sweep_key != self._keys[0]:  # kept rows for the rates seen with these other inputs, the rest run
+                key = (*(c.value for c in self._controls if c not in (self.rate, self.ttft_slo, self.tpot_slo)),
+                       self.n_requests, self.seed)  # fmt: skip
+                rates, prefill, decode = sweep_rates(rate), *self.pools(engine, p, d)
+                colo = self.rows[0].sweep(key, rates, lambda r: sweep_rows(
+                    r, prompts, outputs, replicas=p + d, **load, **self.colocated_engine(engine)))
+                apart = self.rows[1].sweep(key, rates, lambda r: disaggregated_sweep(
+                    r, prompts, outputs, prefill=prefill, decode=decode, transfer_s=engine["transfer_s"],
+                    **load).to_dict("records"))
             else:
                 colo, apart = self._colocated, self._apart
         finally:
             wait(searches)  # nothing of this update runs on after it
-        size = Sizing(searches[0].result(), *searches[1].result()) if searches else self._sizing
+        if searches:
+            (c, why_c), (p_need, d_need, why_a) = searches[0].result(), searches[1].result()
+            size = Sizing(c, p_need, d_need, why_c, why_a)
+        else:
+            size = self._sizing
         self._colocated, self._apart, self._sizing, self._keys = colo, apart, size, (sweep_key, size_key)
         self._transfer_s = engine["transfer_s"][0] + engine["transfer_s"][1] * int(self.prompt.value)
         if searches:
@@ -237,25 +252,37 @@ class DisaggPanel(TextWidget, w.VBox):
                 (size.colocated, size.prefill, size.decode), last[2:] if last else (None,) * 3)))
 
     def _size_colocated(self, engine: dict, prompts: object, outputs: object, load: dict, rate: float,
-                        slos: tuple[float, float], start: int) -> int | None:  # fmt: skip
-        """The fewest colocated replicas meeting both objectives at ``rate`` (None: not ``max_replicas``)."""
-        (ttft, tpot), tried = slos, {}
+                        slos: tuple[float, float], start: int) -> tuple[int | None, str]:  # fmt: skip
+        """The fewest colocated replicas meeting both objectives at ``rate``.
+
+        None when none found, with why no number can ("": the search reached ``max_replicas``).
+        """
+        (ttft, tpot), tried, floor = slos, {}, []
         base = prepare(ArrivalProcess(rate, load["arrival_cv"]), prompts, outputs, n_requests=load["n_requests"],
                        seed=load["seed"], warmup=0.1, **self.colocated_engine(engine))  # fmt: skip
 
         def meets(counts: list[int]) -> list[bool]:
             new = [c for c in dict.fromkeys(counts) if c not in tried]
             tried.update(zip(new, summarize([rerun(base, replicas=c) for c in new], 1)))
-            return [tried[c]["ttft_p99_s"] <= ttft and tried[c]["tpot_p99_s"] <= tpot for c in counts]
+            ok = [tried[c]["ttft_p99_s"] <= ttft and tried[c]["tpot_p99_s"] <= tpot for c in counts]
+            if not all(ok) and not floor:  # a count fails: do the requests alone miss an objective too?
+                floor.append(alone(base))
+                why = beyond_floor(floor[0], "ttft_p99_s", ttft) or beyond_floor(floor[0], "tpot_p99_s", tpot)
+                if why:
+                    raise ValueError(f"not met with any number of replicas: {why}")
+            return ok
 
         try:
-            return fewest_meeting(meets, start, self.max_replicas, "both objectives")
+            return fewest_meeting(meets, start, self.max_replicas, "both objectives"), ""
         except ValueError as exc:
             return _not_met(exc)
 
     def _size_apart(self, engine: dict, prompts: object, outputs: object, load: dict, rate: float,
-                    slos: tuple[float, float], start: tuple[int, int]) -> tuple[int | None, int | None]:  # fmt: skip
-        """The fewest prefill, then decode replicas meeting the objectives at ``rate`` (None: not ``max_replicas``)."""
+                    slos: tuple[float, float], start: tuple[int, int]) -> tuple[int | None, int | None, str]:
+        """The fewest prefill, then decode replicas meeting the objectives at ``rate``.
+
+        None when none found, with why no number can ("": the search reached ``max_replicas``).
+        """
         prefill, decode = self.pools(engine, 1, 1)
         try:
             plan = pools_needed(rate, prompts, outputs, ttft_slo_s=slos[0], tpot_slo_s=slos[1], prefill=prefill,
@@ -263,8 +290,9 @@ class DisaggPanel(TextWidget, w.VBox):
                                 arrival_cv=load["arrival_cv"], seed=load["seed"], max_replicas=self.max_replicas,
                                 start=start)  # fmt: skip
         except ValueError as exc:
-            return _not_met(exc), None
-        return plan.prefill, plan.decode
+            count, why = _not_met(exc)
+            return count, None, why
+        return plan.prefill, plan.decode, ""
 
     def _guess(self, rate: float, work: float) -> tuple[int, int, int]:
         """Where the searches start (colocated, prefill, decode).
@@ -360,11 +388,13 @@ class DisaggPanel(TextWidget, w.VBox):
         def ms(v: float) -> str:
             return theme.fmt_ns(v * 1e9)
 
-        never = f"not met with {self.max_replicas} replicas"
-        need_apart = never if s.prefill is None else f"{s.prefill} + {s.decode} = {s.prefill + s.decode}"
+        def never(why: str) -> str:
+            return f"no number meets them ({why})" if why else f"not met with {self.max_replicas} replicas"
+
+        need_apart = never(s.why_apart) if s.prefill is None else f"{s.prefill} + {s.decode} = {s.prefill + s.decode}"
         if s.prefill is not None and s.decode is None:
-            need_apart = f"{s.prefill} prefill, decode {never}"
-        need_colo = never if s.colocated is None else f"{s.colocated}"
+            need_apart = f"{s.prefill} prefill, decode {never(s.why_apart)}"
+        need_colo = never(s.why_colocated) if s.colocated is None else f"{s.colocated}"
         return (f"at {float(self.rate.value):.3g} req/s: colocated ({p + d} replicas) p99 TTFT "
                 f"{ms(n['colocated_ttft_p99_s'])}, p99 TPOT {ms(n['colocated_tpot_p99_s'])}; disaggregated ({p} "
                 f"prefill + {d} decode, KV transfer {ms(self._transfer_s)} for the mean prompt) p99 TTFT "
@@ -383,8 +413,13 @@ class DisaggPanel(TextWidget, w.VBox):
         self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{status}"
 
 
-def _not_met(exc: ValueError) -> None:
-    """None for a search that reached its most replicas; any other error raised again."""
-    if "not met with" not in str(exc):
+def _not_met(exc: ValueError) -> tuple[None, str]:
+    """None, and why no number of replicas can meet the objectives ("": the search reached its most).
+
+    Any other error is raised again.
+    """
+    text = str(exc)
+    if "not met with" not in text:
         raise exc
-    return None
+    _, _, why = text.partition("not met with any number of replicas: ")
+    return None, why
