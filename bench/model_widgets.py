@@ -2,8 +2,9 @@
 
 Usage: ``PYTHONPATH=. python bench/model_widgets.py [--repeats 10] [--browser]``.
 
-1. In this process: ``LLMModelPanel`` and ``ServingPanel`` (their defaults: Llama-3 70B on H100s; the serving queue
-   of Llama-3 8B on one H100 at 20 requests/s, 20,000 requests per simulation) get a scripted series of changes,
+1. In this process: ``LLMModelPanel``, ``ServingPanel`` and ``DisaggPanel`` (their defaults: Llama-3 70B on H100s;
+   the serving queue of Llama-3 8B on one H100 at 20 requests/s, 20,000 requests per simulation; Llama-3 8B
+   colocated against disaggregated at 4 requests/s, 10,000 requests) get a scripted series of changes,
    control by control, each value set as a person's release of the control sets it (``widget.value = v``, which
    runs the panel's observer); the panel's own ``update_s`` (evaluation, figure sources and the summary) is
    collected. Median, 90th percentile and worst per control, in ms.

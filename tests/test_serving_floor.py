@@ -62,3 +62,16 @@ def test_replicas_needed_stops_at_the_first_failing_count_when_the_floor_misses(
     plan = replicas_needed(50.0, 0.1, 500, 20, n_requests=500, step_time=ST, max_batch=8, start=4)
     got = plan.tried.set_index("replicas")["ttft_p99_s"]
     assert got[plan.replicas] <= 0.1 and (plan.replicas == 1 or got[plan.replicas - 1] > 0.1)
+
+
+def test_the_floor_is_simulated_only_while_every_count_tried_fails(monkeypatch):
+    import aonkit.model.serving_analysis as analysis
+
+    calls = []
+    monkeypatch.setattr(analysis, "alone", lambda run: calls.append(run) or alone(run))
+    kw = dict(n_requests=500, step_time=ST, max_batch=8)
+    # GIVEN a search that starts at a count meeting the objective (then one fewer fails): no floor is needed
+    plan = replicas_needed(50.0, 0.1, 500, 20, start=6, **kw)
+    assert len(plan.tried) >= 2 and calls == []
+    # GIVEN one that starts below the answer: its first count fails, the floor meets the objective, it goes on
+    assert replicas_needed(50.0, 0.1, 500, 20, start=1, **kw).replicas == plan.replicas and len(calls) == 1

@@ -154,9 +154,10 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
     This assumes ``metric`` does not grow with more replicas (true of the routings here up to sampling noise,
     which common random numbers keep small); then the answer does not depend on ``start``, only the work does:
     a good guess (the answer at a nearby rate, scaled by the rates' ratio) takes two simulations where a search
-    from one replica takes about ``2 log2(answer)``. Raises ValueError past ``max_replicas``, or as soon as a count
-    fails where the requests each served alone miss the objective too (:func:`~aonkit.model.serving_floor.alone`:
-    no count can meet it; one simulation more).
+    from one replica takes about ``2 log2(answer)``. Raises ValueError past ``max_replicas``, or as soon as the
+    counts tried all fail and the requests each served alone miss the objective too
+    (:func:`~aonkit.model.serving_floor.alone`: no count can meet it; one simulation more, run only when no count
+    tried has met it yet).
 
     Parameters
     ----------
@@ -223,8 +224,8 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
                 on_row(c, row)
             tried[c] = {"replicas": c, **row}
         ok = [tried[c][metric] <= slo_s for c in counts]
-        if not all(ok) and not floor_seen:  # a count fails: if every request alone fails too, none can meet it
-            floor_seen.append(True)
+        if not floor_seen and not any(r[metric] <= slo_s for r in tried.values()):  # only failures so far: if every
+            floor_seen.append(True)  # request alone fails too, no count can meet the objective
             why = beyond_floor(alone(base), metric, slo_s)
             if why:
                 raise ValueError(f"{metric} <= {slo_s} s not met with any number of replicas: {why}")

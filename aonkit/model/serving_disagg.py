@@ -233,9 +233,12 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
         return rows[p, d]
 
     floor: list = []
+    met: set[str] = set()
 
     def meets(metric: str, slo: float, ok: list[bool]) -> list[bool]:
-        if not all(ok):  # a count fails: if every request alone fails too, no count can meet it
+        if any(ok):
+            met.add(metric)
+        elif metric not in met:  # only failures so far: if every request alone fails too, no count can meet it
             if not floor:
                 floor.append(alone_pools(base))
             why = beyond_floor(floor[0], metric, slo)

@@ -265,7 +265,8 @@ class DisaggPanel(TextWidget, w.VBox):
             new = [c for c in dict.fromkeys(counts) if c not in tried]
             tried.update(zip(new, summarize([rerun(base, replicas=c) for c in new], 1)))
             ok = [tried[c]["ttft_p99_s"] <= ttft and tried[c]["tpot_p99_s"] <= tpot for c in counts]
-            if not all(ok) and not floor:  # a count fails: do the requests alone miss an objective too?
+            both = [r["ttft_p99_s"] <= ttft and r["tpot_p99_s"] <= tpot for r in tried.values()]
+            if not floor and not any(both):  # only failures so far: do the requests served alone miss one too?
                 floor.append(alone(base))
                 why = beyond_floor(floor[0], "ttft_p99_s", ttft) or beyond_floor(floor[0], "tpot_p99_s", tpot)
                 if why:
