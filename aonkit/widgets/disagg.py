@@ -23,14 +23,11 @@ The prefill pool always chunks prompts longer than the token budget.
 
 from __future__ import annotations
 
-import html
 import math
 import time
 from concurrent.futures import wait
-from dataclasses import dataclass
 
 import ipywidgets as w
-import pandas as pd
 
 from ..model.hardware import devices
 from ..model.llm import PRESETS
@@ -41,12 +38,12 @@ from ..model.serving_floor import alone, beyond_floor
 from ..model.serving_grid import SweepRows, sweep_rates
 from ..model.serving_inputs import ArrivalProcess
 from ..model.serving_steps import ModelStepTimes, request_seconds, serving_memory
-from ..views import theme
 from ..views.model_charts import pools_charts
 from ..views.serving import marker_data, pools_data, slo_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
+from .disagg_results import DisaggResults, Sizing
 from .serving_controls import STYLE, WIDE, log_slider, slider, toggles
 from .serving_engine import check_fits, model_step_times, workload
 
@@ -54,23 +51,7 @@ COALESCE_S = 0.005
 """In a kernel, a change is simulated this long after it arrives, with those that arrived meanwhile."""
 
 
-@dataclass(frozen=True)
-class Sizing:
-    """GPUs for the objectives at the chosen rate: replicas colocated, prefill and decode replicas apart.
-
-    A count is None when ``max_replicas`` replicas do not meet the objectives (the decode count also when the
-    prefill pool's does not: it is sized second); ``why_colocated`` and ``why_apart`` then say when no number can
-    (the requests each served alone miss an objective: :mod:`aonkit.model.serving_floor`), "" otherwise.
-    """
-
-    colocated: int | None
-    prefill: int | None
-    decode: int | None
-    why_colocated: str = ""
-    why_apart: str = ""
-
-
-class DisaggPanel(TextWidget, w.VBox):
+class DisaggPanel(DisaggResults, TextWidget, w.VBox):
     """Colocated vs disaggregated serving of one model on one kind of GPU: latency against rate, GPUs needed.
 
     Parameters
@@ -341,78 +322,6 @@ class DisaggPanel(TextWidget, w.VBox):
             self._request()
         else:
             self._request.soon()
-
-    # ---- results ---------------------------------------------------------------------------------------------
-    @property
-    def colocated(self) -> pd.DataFrame:
-        """The last colocated sweep (one row per rate)."""
-        self._request.flush()
-        return self._colocated
-
-    @property
-    def apart(self) -> pd.DataFrame:
-        """The last disaggregated sweep (one row per rate)."""
-        self._request.flush()
-        return self._apart
-
-    @property
-    def sizing(self) -> Sizing:
-        """Replicas each way for both objectives at the chosen rate."""
-        self._request.flush()
-        return self._sizing
-
-    @property
-    def error(self) -> str:
-        """Why the last change could not be simulated ("" when it could)."""
-        self._request.flush()
-        return self._error
-
-    def numbers(self) -> dict[str, float]:
-        """p99 TTFT and TPOT of each deployment at the chosen rate, and the replicas each needs (NaN: over the most)."""
-        self._request.flush()
-        rate = float(self.rate.value)
-        out = {}
-        for name, sweep in (("colocated", self._colocated), ("apart", self._apart)):
-            at = sweep.iloc[(sweep["arrival_rate_per_s"] - rate).abs().argmin()]
-            out |= {f"{name}_ttft_p99_s": float(at["ttft_p99_s"]), f"{name}_tpot_p99_s": float(at["tpot_p99_s"])}
-        s = self._sizing
-        for key in ("colocated", "prefill", "decode"):
-            v = getattr(s, key)
-            out[f"{key}_replicas_needed"] = math.nan if v is None else v
-        return out
-
-    def text(self) -> str:
-        """A plain-text summary (the widget's ``text/plain``)."""
-        n, s = self.numbers(), self.sizing
-        p, d, tp = int(self.n_prefill.value), int(self.n_decode.value), int(self.tp.value)
-
-        def ms(v: float) -> str:
-            return theme.fmt_ns(v * 1e9)
-
-        def never(why: str) -> str:
-            return f"no number meets them ({why})" if why else f"not met with {self.max_replicas} replicas"
-
-        need_apart = never(s.why_apart) if s.prefill is None else f"{s.prefill} + {s.decode} = {s.prefill + s.decode}"
-        if s.prefill is not None and s.decode is None:
-            need_apart = f"{s.prefill} prefill, decode {never(s.why_apart)}"
-        need_colo = never(s.why_colocated) if s.colocated is None else f"{s.colocated}"
-        return (f"at {float(self.rate.value):.3g} req/s: colocated ({p + d} replicas) p99 TTFT "
-                f"{ms(n['colocated_ttft_p99_s'])}, p99 TPOT {ms(n['colocated_tpot_p99_s'])}; disaggregated ({p} "
-                f"prefill + {d} decode, KV transfer {ms(self._transfer_s)} for the mean prompt) p99 TTFT "
-                f"{ms(n['apart_ttft_p99_s'])}, p99 TPOT {ms(n['apart_tpot_p99_s'])}. Replicas of {tp} GPU(s) for "
-                f"p99 TTFT <= {ms(float(self.ttft_slo.value))} and p99 TPOT <= {ms(float(self.tpot_slo.value))}: "
-                f"colocated {need_colo}, disaggregated {need_apart}")  # fmt: skip
-
-    def plain_text(self) -> str:
-        """The comparison, in a few lines."""
-        return "disaggregation: " + self.text()
-
-    def _show(self) -> None:
-        status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
-                  f"{html.escape(self._error)}</div>" if self._error else "")  # fmt: skip
-        took = f" (computed in {self._computed_s * 1e3:.0f} ms)" if math.isfinite(self._computed_s) else ""
-        self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{status}"
-
 
 def _not_met(exc: ValueError) -> tuple[None, str]:
     """None, and why no number of replicas can meet the objectives ("": the search reached its most).

@@ -1,0 +1,106 @@
+"""What :class:`~aonkit.widgets.disagg.DisaggPanel` shows: its sweeps, its sizing and its summary line.
+
+A mixin of the panel: it reads the panel's last evaluation (``_colocated``, ``_apart``, ``_sizing``, ``_error``,
+``_transfer_s``, ``_computed_s``), its controls and ``_request`` (a change waiting in a kernel is simulated before a
+result is read).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..views import theme
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """GPUs for the objectives at the chosen rate: replicas colocated, prefill and decode replicas apart.
+
+    A count is None when ``max_replicas`` replicas do not meet the objectives (the decode count also when the
+    prefill pool's does not: it is sized second); ``why_colocated`` and ``why_apart`` then say when no number can
+    (the requests each served alone miss an objective: :mod:`aonkit.model.serving_floor`), "" otherwise.
+    """
+
+    colocated: int | None
+    prefill: int | None
+    decode: int | None
+    why_colocated: str = ""
+    why_apart: str = ""
+
+
+class DisaggResults:
+    """The results of :class:`~aonkit.widgets.disagg.DisaggPanel` and its summary line."""
+
+    @property
+    def colocated(self) -> pd.DataFrame:
+        """The last colocated sweep (one row per rate)."""
+        self._request.flush()
+        return self._colocated
+
+    @property
+    def apart(self) -> pd.DataFrame:
+        """The last disaggregated sweep (one row per rate)."""
+        self._request.flush()
+        return self._apart
+
+    @property
+    def sizing(self) -> Sizing:
+        """Replicas each way for both objectives at the chosen rate."""
+        self._request.flush()
+        return self._sizing
+
+    @property
+    def error(self) -> str:
+        """Why the last change could not be simulated ("" when it could)."""
+        self._request.flush()
+        return self._error
+
+    def numbers(self) -> dict[str, float]:
+        """p99 TTFT and TPOT of each deployment at the chosen rate, and the replicas each needs (NaN: over the most)."""
+        self._request.flush()
+        rate = float(self.rate.value)
+        out = {}
+        for name, sweep in (("colocated", self._colocated), ("apart", self._apart)):
+            at = sweep.iloc[(sweep["arrival_rate_per_s"] - rate).abs().argmin()]
+            out |= {f"{name}_ttft_p99_s": float(at["ttft_p99_s"]), f"{name}_tpot_p99_s": float(at["tpot_p99_s"])}
+        s = self._sizing
+        for key in ("colocated", "prefill", "decode"):
+            v = getattr(s, key)
+            out[f"{key}_replicas_needed"] = math.nan if v is None else v
+        return out
+
+    def text(self) -> str:
+        """A plain-text summary (the widget's ``text/plain``)."""
+        n, s = self.numbers(), self.sizing
+        p, d, tp = int(self.n_prefill.value), int(self.n_decode.value), int(self.tp.value)
+
+        def ms(v: float) -> str:
+            return theme.fmt_ns(v * 1e9)
+
+        def never(why: str) -> str:
+            return f"no number meets them ({why})" if why else f"not met with {self.max_replicas} replicas"
+
+        need_apart = never(s.why_apart) if s.prefill is None else f"{s.prefill} + {s.decode} = {s.prefill + s.decode}"
+        if s.prefill is not None and s.decode is None:
+            need_apart = f"{s.prefill} prefill, decode {never(s.why_apart)}"
+        need_colo = never(s.why_colocated) if s.colocated is None else f"{s.colocated}"
+        return (f"at {float(self.rate.value):.3g} req/s: colocated ({p + d} replicas) p99 TTFT "
+                f"{ms(n['colocated_ttft_p99_s'])}, p99 TPOT {ms(n['colocated_tpot_p99_s'])}; disaggregated ({p} "
+                f"prefill + {d} decode, KV transfer {ms(self._transfer_s)} for the mean prompt) p99 TTFT "
+                f"{ms(n['apart_ttft_p99_s'])}, p99 TPOT {ms(n['apart_tpot_p99_s'])}. Replicas of {tp} GPU(s) for "
+                f"p99 TTFT <= {ms(float(self.ttft_slo.value))} and p99 TPOT <= {ms(float(self.tpot_slo.value))}: "
+                f"colocated {need_colo}, disaggregated {need_apart}")  # fmt: skip
+
+    def plain_text(self) -> str:
+        """The comparison, in a few lines."""
+        return "disaggregation: " + self.text()
+
+    def _show(self) -> None:
+        status = (f"<div style='color:#D62728'>cannot simulate this setting, showing the last valid one: "
+                  f"{html.escape(self._error)}</div>" if self._error else "")  # fmt: skip
+        took = f" (computed in {self._computed_s * 1e3:.0f} ms)" if math.isfinite(self._computed_s) else ""
+        self.summary.value = f"<div>{html.escape(self.text() + took)}</div>{status}"
