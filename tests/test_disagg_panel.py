@@ -157,3 +157,31 @@ def test_the_comparison_columns_and_charts():
         for mark in spec["marks"]:
             cols = p.sources[mark["source"]].data
             assert all(mark[k] in cols for k in ("x", "y") if k in mark), (spec["title"], mark)
+
+
+def test_decode_replicas_of_another_device_and_tp():
+    # GIVEN decode replicas of two A100s each (Splitwise's idea: generation on other GPUs than prompts)
+    p = DisaggPanel(6.0, n_requests=N, tpot_slo_s=0.015, decode_device="A100 SXM4 80GB", decode_tp=2)
+    cfg, a100 = PRESETS["Llama-3 8B"], {d.name: d for d in devices()}["A100 SXM4 80GB"]
+    mem, dmem = serving_memory(cfg, H100), serving_memory(cfg, a100, 2)
+    prefill = Pool(1, model_step_time(cfg, H100), 128, 8192, True, kv_tokens=mem.kv_tokens)
+    decode = Pool(2, model_step_time(cfg, a100, 2), 128, kv_tokens=dmem.kv_tokens)
+    # THEN the decode pool has the A100s' step times and cache; each GPU sends or takes its shard of the KV cache
+    # (the larger, an H100's whole one, sets the transfer); the colocated replicas stay one H100 each
+    load = dict(prompt_tokens=Lengths.lognormal(4096, 1.0), output_tokens=Lengths.geometric(256).capped(2048),
+                n_requests=N)
+    transfer = (1e-3, max(mem.kv_bytes_per_token, dmem.kv_bytes_per_token) / 50e9)
+    assert transfer[1] == mem.kv_bytes_per_token / 50e9 > dmem.kv_bytes_per_token / 50e9
+    pd.testing.assert_frame_equal(p.apart, disaggregated_sweep(sweep_rates(6.0), **load, prefill=prefill,
+                                                               decode=decode, transfer_s=transfer))  # fmt: skip
+    pd.testing.assert_frame_equal(p.colocated, DisaggPanel(6.0, n_requests=N, tpot_slo_s=0.015).colocated)
+    # AND the text names the decode device and counts GPUs
+    s = p.sizing
+    assert "1 prefill + 2 decode on A100 SXM4 80GB" in p.text()
+    gpus = s.prefill + 2 * s.decode
+    assert f"disaggregated {s.prefill} + {s.decode} = {s.prefill + s.decode} ({gpus} GPUs)" in p.text()
+    # WHEN the decode replicas cannot hold the model (Llama-3 70B on one H100)
+    p.model.value, p.tp.value = "Llama-3 70B", 4
+    p.decode_device.value, p.decode_tp.value = "same", 1
+    # THEN the error says so
+    assert "does not fit on H100 SXM with TP 1" in p.error

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import wait
+from types import SimpleNamespace
 
 import ipywidgets as w
 
@@ -47,6 +48,9 @@ from .disagg_results import DisaggResults, Sizing
 from .serving_controls import STYLE, WIDE, log_slider, slider, toggles
 from .serving_engine import check_fits, model_step_times, workload
 
+SAME = "same"
+"""The decode device and TP controls' value for the prefill replicas' own."""
+TPS = (1, 2, 4, 8)
 COALESCE_S = 0.005
 """In a kernel, a change is simulated this long after it arrives, with those that arrived meanwhile."""
 
@@ -78,6 +82,9 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         The KV cache's link: GB/s per GPU (50: 400 Gb/s InfiniBand; 450: NVLink 4 within a node) and latency.
     model, device, tp, dtype : str, int
         Preset, device (:func:`aonkit.model.hardware.devices`), tensor-parallel size and precision of every replica.
+    decode_device, decode_tp : str, int, optional
+        The decode replicas' own device and TP (Splitwise's point: generation on other GPUs than prompts); default
+        the same as the others. The colocated replicas are the prefill replicas' kind.
     n_requests, max_replicas, seed, live
         Requests per simulation, the most replicas a search tries (per pool), the seed, and whether sliders answer
         while dragged.
@@ -104,8 +111,8 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                  decode_replicas: int = 2, token_budget: int = 8192, max_batch: int = 128,
                  chunked_prefill: bool = True, link_gb_s: float = 50.0, link_latency_ms: float = 1.0,
                  model: str = "Llama-3 8B", device: str = "H100 SXM", tp: int = 1, dtype: str = "bf16",
-                 n_requests: int = 10_000, max_replicas: int = 64, seed: int = 0,
-                 live: bool = True) -> None:  # fmt: skip
+                 decode_device: str | None = None, decode_tp: int | None = None, n_requests: int = 10_000,
+                 max_replicas: int = 64, seed: int = 0, live: bool = True) -> None:  # fmt: skip
         self.n_requests, self.max_replicas, self.seed = int(n_requests), int(max_replicas), seed
         self.devices = {d.name: d for d in devices()}
         if max_new_tokens is None:
@@ -128,11 +135,16 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         self.model = w.Dropdown(options=list(PRESETS), value=model, description="model", style=STYLE, layout=WIDE)
         self.device = w.Dropdown(options=list(self.devices), value=device, description="device", style=STYLE,
                                  layout=WIDE)  # fmt: skip
-        self.tp = w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=STYLE, layout=WIDE)
+        self.tp = w.Dropdown(options=list(TPS), value=tp, description="TP", style=STYLE, layout=WIDE)
         self.dtype = toggles("precision", ["bf16", "fp16", "fp8"], dtype, (), "60px")
+        self.decode_device = w.Dropdown(options=[SAME, *self.devices], value=decode_device or SAME,
+                                        description="decode device", style=STYLE, layout=WIDE)  # fmt: skip
+        self.decode_tp = w.Dropdown(options=[SAME, 1, 2, 4, 8], value=SAME if decode_tp is None else decode_tp,
+                                    description="decode TP", style=STYLE, layout=WIDE)  # fmt: skip
         self._controls = (self.rate, self.cv, self.prompt, self.output, self.max_new, self.lengths, self.ttft_slo,
                           self.tpot_slo, self.n_prefill, self.n_decode, self.token_budget, self.max_batch,
-                          self.chunked, self.link, self.latency, self.model, self.device, self.tp, self.dtype)
+                          self.chunked, self.link, self.latency, self.model, self.device, self.tp, self.dtype,
+                          self.decode_device, self.decode_tp)  # fmt: skip
         self._step_times = ModelStepTimes()
         self.rows = (SweepRows(), SweepRows())  # colocated and disaggregated rows kept per rate
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
@@ -150,31 +162,43 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                        self.lengths, self.ttft_slo, self.tpot_slo])  # fmt: skip
         pools = w.VBox([w.HTML("<b>deployment</b>"), self.n_prefill, self.n_decode, self.token_budget,
                         self.max_batch, self.chunked, self.link, self.latency])  # fmt: skip
-        engine = w.VBox([w.HTML("<b>engine (every replica)</b>"), self.model, self.device, self.tp, self.dtype])
+        engine = w.VBox([w.HTML("<b>engine</b>"), self.model, self.device, self.tp, self.dtype, self.decode_device,
+                         self.decode_tp])  # fmt: skip
         super().__init__([w.HBox([load, pools, engine]), self.summary, self.view])
 
     # ---- inputs ----------------------------------------------------------------------------------------------
     def engine(self) -> dict:
-        """Step times, KV cache, batch and budget of every replica, and the transfer: what the simulations take.
+        """Step times, KV cache, batch and budget of the replicas, and the transfer: what the simulations take.
 
-        Raises ValueError for a precision the device lacks, or weights and one request (mean prompt plus max new
-        tokens) that do not fit.
+        ``step_time``, ``kv_tokens``, ``tp``: a prefill and a colocated replica's; ``decode_step_time``,
+        ``decode_kv_tokens``, ``decode_tp``: a decode replica's (its own device and TP, or the same). Raises
+        ValueError for a precision a device lacks, or weights and one request (mean prompt plus max new tokens)
+        that do not fit on one.
         """
-        device, dtype, tp = self.devices[self.device.value], str(self.dtype.value), int(self.tp.value)
-        step = model_step_times(self._step_times, self.model.value, device, tp, dtype)
-        mem = serving_memory(PRESETS[self.model.value], device, tp, dtype)
-        tokens = int(self.prompt.value) + int(self.max_new.value)
-        check_fits(mem, self.model.value, device, self.tp, dtype, tokens, int(self.max_batch.value),
-                   "mean prompt + max new tokens")  # fmt: skip
-        per_token = mem.kv_bytes_per_token / (float(self.link.value) * 1e9)
-        return {"step_time": step, "kv_tokens": mem.kv_tokens, "max_batch": int(self.max_batch.value),
-                "token_budget": int(self.token_budget.value), "transfer_s": (float(self.latency.value) / 1e3,
-                                                                             per_token)}  # fmt: skip
+        dtype, tokens = str(self.dtype.value), int(self.prompt.value) + int(self.max_new.value)
+        device, tp = self.devices[self.device.value], int(self.tp.value)
+        dec_device = device if self.decode_device.value == SAME else self.devices[self.decode_device.value]
+        dec_tp = tp if self.decode_tp.value == SAME else int(self.decode_tp.value)
+        parts = []
+        for dev, n in ((device, tp), (dec_device, dec_tp)):
+            step = model_step_times(self._step_times, self.model.value, dev, n, dtype)
+            mem = serving_memory(PRESETS[self.model.value], dev, n, dtype)
+            check_fits(mem, self.model.value, dev, SimpleNamespace(value=n, options=TPS), dtype, tokens,
+                       int(self.max_batch.value), "mean prompt + max new tokens")  # fmt: skip
+            parts.append((step, mem))
+        (step, mem), (dec_step, dec_mem) = parts
+        # each GPU of a replica sends (receives) its shard of the cache over its own link: the larger shard's time
+        per_token = max(mem.kv_bytes_per_token, dec_mem.kv_bytes_per_token) / (float(self.link.value) * 1e9)
+        return {"step_time": step, "kv_tokens": mem.kv_tokens, "tp": tp, "decode_step_time": dec_step,
+                "decode_kv_tokens": dec_mem.kv_tokens, "decode_tp": dec_tp, "max_batch": int(self.max_batch.value),
+                "token_budget": int(self.token_budget.value),
+                "transfer_s": (float(self.latency.value) / 1e3, per_token)}  # fmt: skip
 
     def pools(self, engine: dict, prefill: int, decode: int) -> tuple[Pool, Pool]:
         """The prefill and decode pools of ``prefill`` and ``decode`` replicas of ``engine``."""
-        kw = {"step_time": engine["step_time"], "max_batch": engine["max_batch"], "kv_tokens": engine["kv_tokens"]}
-        return Pool(prefill, token_budget=engine["token_budget"], chunked_prefill=True, **kw), Pool(decode, **kw)
+        batch = engine["max_batch"]
+        return (Pool(prefill, engine["step_time"], batch, engine["token_budget"], True, kv_tokens=engine["kv_tokens"]),
+                Pool(decode, engine["decode_step_time"], batch, kv_tokens=engine["decode_kv_tokens"]))
 
     def colocated_engine(self, engine: dict) -> dict:
         """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the colocated replicas (not how many)."""
@@ -227,6 +251,8 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
             size = self._sizing
         self._colocated, self._apart, self._sizing, self._keys = colo, apart, size, (sweep_key, size_key)
         self._transfer_s = engine["transfer_s"][0] + engine["transfer_s"][1] * int(self.prompt.value)
+        other = self.decode_device.value not in (SAME, self.device.value)
+        self._gpus = (engine["tp"], engine["decode_tp"], self.decode_device.value if other else "")
         if searches:
             last = self._found
             self._found = (rate, work, *(v if v is not None else w for v, w in zip(

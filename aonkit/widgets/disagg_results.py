@@ -1,8 +1,8 @@
 """What :class:`~aonkit.widgets.disagg.DisaggPanel` shows: its sweeps, its sizing and its summary line.
 
 A mixin of the panel: it reads the panel's last evaluation (``_colocated``, ``_apart``, ``_sizing``, ``_error``,
-``_transfer_s``, ``_computed_s``), its controls and ``_request`` (a change waiting in a kernel is simulated before a
-result is read).
+``_transfer_s``, ``_gpus``, ``_computed_s``), its controls and ``_request`` (a change waiting in a kernel is
+simulated before a result is read).
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ class DisaggResults:
     def text(self) -> str:
         """A plain-text summary (the widget's ``text/plain``)."""
         n, s = self.numbers(), self.sizing
-        p, d, tp = int(self.n_prefill.value), int(self.n_decode.value), int(self.tp.value)
+        p, d = int(self.n_prefill.value), int(self.n_decode.value)
+        tp, dec_tp, dec_device = self._gpus
 
         def ms(v: float) -> str:
             return theme.fmt_ns(v * 1e9)
@@ -84,14 +85,20 @@ class DisaggResults:
         def never(why: str) -> str:
             return f"no number meets them ({why})" if why else f"not met with {self.max_replicas} replicas"
 
-        need_apart = never(s.why_apart) if s.prefill is None else f"{s.prefill} + {s.decode} = {s.prefill + s.decode}"
+        def gpus(*counts: int) -> str:
+            total = sum(c * t for c, t in zip(counts, (tp, dec_tp)))
+            return f" ({total} GPU{'s' if total > 1 else ''})" if max(tp, dec_tp) > 1 else ""
+
+        need_apart = never(s.why_apart) if s.prefill is None else (
+            f"{s.prefill} + {s.decode} = {s.prefill + s.decode}{gpus(s.prefill, s.decode)}")  # fmt: skip
         if s.prefill is not None and s.decode is None:
             need_apart = f"{s.prefill} prefill, decode {never(s.why_apart)}"
-        need_colo = never(s.why_colocated) if s.colocated is None else f"{s.colocated}"
+        need_colo = never(s.why_colocated) if s.colocated is None else f"{s.colocated}{gpus(s.colocated, 0)}"
+        where = f" on {dec_device}" if dec_device else ""
         return (f"at {float(self.rate.value):.3g} req/s: colocated ({p + d} replicas) p99 TTFT "
                 f"{ms(n['colocated_ttft_p99_s'])}, p99 TPOT {ms(n['colocated_tpot_p99_s'])}; disaggregated ({p} "
-                f"prefill + {d} decode, KV transfer {ms(self._transfer_s)} for the mean prompt) p99 TTFT "
-                f"{ms(n['apart_ttft_p99_s'])}, p99 TPOT {ms(n['apart_tpot_p99_s'])}. Replicas of {tp} GPU(s) for "
+                f"prefill + {d} decode{where}, KV transfer {ms(self._transfer_s)} for the mean prompt) p99 TTFT "
+                f"{ms(n['apart_ttft_p99_s'])}, p99 TPOT {ms(n['apart_tpot_p99_s'])}. Replicas for "
                 f"p99 TTFT <= {ms(float(self.ttft_slo.value))} and p99 TPOT <= {ms(float(self.tpot_slo.value))}: "
                 f"colocated {need_colo}, disaggregated {need_apart}")  # fmt: skip
 
