@@ -148,7 +148,7 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         self._step_times = ModelStepTimes()
         self.rows = (SweepRows(), SweepRows())  # colocated and disaggregated rows kept per rate
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
-        self._found: tuple | None = None  # rate, engine work, the last counts found (colocated, prefill, decode)
+        self._found: tuple | None = None  # rate, the engines' work, the last counts found (colocated, prefill, decode)
         self._error, self.update_s, self._computed_s, self.updates = "", math.nan, math.nan, 0
         self._request = Latest(self.update, COALESCE_S)
         self._evaluate()
@@ -221,8 +221,8 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                                     int(self.max_new.value))  # fmt: skip
         load = {"n_requests": self.n_requests, "arrival_cv": float(self.cv.value), "seed": self.seed}
         rate, p, d = float(self.rate.value), int(self.n_prefill.value), int(self.n_decode.value)
-        work = request_seconds(engine["step_time"], int(self.prompt.value), int(self.output.value),
-                               min(engine["max_batch"], 16))  # fmt: skip
+        work = tuple(request_seconds(engine[k], int(self.prompt.value), int(self.output.value),
+                                     min(engine["max_batch"], 16)) for k in ("step_time", "decode_step_time"))
         searches = []
         if size_key != self._keys[1]:  # the two searches beside the sweeps (the controls are read here)
             slos = (float(self.ttft_slo.value), float(self.tpot_slo.value))
@@ -302,22 +302,24 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
             return count, None, why
         return plan.prefill, plan.decode, ""
 
-    def _guess(self, rate: float, work: float) -> tuple[int, int, int]:
+    def _guess(self, rate: float, work: tuple[float, float]) -> tuple[int, int, int]:
         """Where the searches start (colocated, prefill, decode).
 
-        The last counts found, scaled by the rate and the engine's :func:`~aonkit.model.serving_steps.request_seconds`
-        (the sliders' pools where none was found yet): right, each search takes two simulations.
+        The last counts found, scaled by the rate and the engines' :func:`~aonkit.model.serving_steps.request_seconds`
+        (the decode replicas' for the decode count; the sliders' pools where none was found yet): right, each search
+        takes two simulations.
         """
         p, d = int(self.n_prefill.value), int(self.n_decode.value)
         found = self._found
         if found is None:
             return p + d, p, d
-        scale = rate / found[0] * (work / found[1] if 0 < min(work, found[1]) < math.inf else 1.0)
 
-        def at(count: int | None, fallback: int) -> int:
+        def at(count: int | None, fallback: int, now: float, then: float) -> int:
+            scale = rate / found[0] * (now / then if 0 < min(now, then) < math.inf else 1.0)
             return max(1, min(self.max_replicas, round(count * scale))) if count is not None else fallback
 
-        return at(found[2], p + d), at(found[3], p), at(found[4], d)
+        (w, wd), (was, was_d) = work, found[1]
+        return at(found[2], p + d, w, was), at(found[3], p, w, was), at(found[4], d, wd, was_d)
 
     def _sources(self) -> dict[str, dict]:
         return {"pools": pools_data(self._colocated, self._apart),
