@@ -185,3 +185,30 @@ def test_decode_replicas_of_another_device_and_tp():
     p.decode_device.value, p.decode_tp.value = "same", 1
     # THEN the error says so
     assert "does not fit on H100 SXM with TP 1" in p.error
+
+
+def test_random_changes_give_an_answer_or_a_reason_never_an_exception():
+    # GIVEN a small panel and 60 changes of random controls to random values in their ranges
+    import random
+
+    p = DisaggPanel(4.0, n_requests=400, max_replicas=8)
+    rnd = random.Random(3)
+    values = {"rate": [0.2, 4.0, 300.0], "cv": [0.0, 2.0], "prompt": [1, 4096, 32768], "output": [1, 64, 4096],
+              "max_new": [64, 2048, 16384], "lengths": ["fixed", "random"], "ttft_slo": [0.01, 1.0, 20.0],
+              "tpot_slo": [0.002, 0.05], "n_prefill": [1, 32], "n_decode": [1, 32], "token_budget": [64, 32768],
+              "max_batch": [1, 512], "chunked": [True, False], "link": [1.0, 900.0], "latency": [0.0, 20.0],
+              "model": list(p.model.options), "device": list(p.device.options), "tp": [1, 8],
+              "dtype": ["bf16", "bf16", "fp8"], "decode_device": list(p.decode_device.options), "decode_tp": ["same", 2]}
+    answered = refused = 0
+    for _ in range(60):
+        name = rnd.choice(sorted(values))
+        getattr(p, name).value = rnd.choice(values[name])
+        # THEN each change is answered, or refused with a reason while the last answer stays readable
+        if p.error:
+            refused += 1
+            assert p.error.startswith("ValueError: ") and "cannot simulate this setting" in p.summary.value
+        else:
+            answered += 1
+            assert p.colocated["arrival_rate_per_s"].tolist() == p.apart["arrival_rate_per_s"].tolist()
+        assert p.text().startswith("at ")
+    assert answered >= 5 and refused >= 5  # (both paths taken: a model too big stays refused until TP grows)
