@@ -198,7 +198,8 @@ def test_random_changes_give_an_answer_or_a_reason_never_an_exception():
               "tpot_slo": [0.002, 0.05], "n_prefill": [1, 32], "n_decode": [1, 32], "token_budget": [64, 32768],
               "max_batch": [1, 512], "chunked": [True, False], "link": [1.0, 900.0], "latency": [0.0, 20.0],
               "model": list(p.model.options), "device": list(p.device.options), "tp": [1, 8],
-              "dtype": ["bf16", "bf16", "fp8"], "decode_device": list(p.decode_device.options), "decode_tp": ["same", 2]}
+              "dtype": ["bf16", "bf16", "fp8"], "decode_device": list(p.decode_device.options),
+              "decode_tp": ["same", 2]}
     answered = refused = 0
     for _ in range(60):
         name = rnd.choice(sorted(values))
