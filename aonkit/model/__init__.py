@@ -35,7 +35,7 @@ from .queueing import (
     mmc_wait_quantile,
 )
 from .serving import ServingResult, serving_summary, simulate_serving
-from .serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, serving_sweep
+from .serving_analysis import ReplicaPlan, goodput, replicas_needed, saturation_knee, serving_sweep
 from .serving_disagg import Pool, PoolPlan, disaggregated_sweep, pools_needed, simulate_disaggregated
 from .serving_fit import StepFit, fit_step_time
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
@@ -44,9 +44,9 @@ from .shapes import OpCost, OpInputs
 __all__ = ["PEAK_KEYS", "DeviceSpec", "OpCost", "OpInputs", "device_spec", "devices", "is_modelled", "op_cost"]
 __all__ += [  # the serving queue model (docs/serving-model.md)
     "ArrivalProcess", "Lengths", "Pool", "PoolPlan", "QueueMetrics", "ReplicaPlan", "ServingResult", "StepFit",
-    "StepTime", "disaggregated_sweep", "erlang_c", "fit_step_time", "ggc", "md1", "mg1", "mm1", "mm1_wait_quantile",
-    "mmc", "mmc_servers_needed", "mmc_wait_quantile", "pools_needed", "replicas_needed", "saturation_knee",
-    "serving_summary", "serving_sweep", "simulate_disaggregated", "simulate_serving",
+    "StepTime", "disaggregated_sweep", "erlang_c", "fit_step_time", "ggc", "goodput", "md1", "mg1", "mm1",
+    "mm1_wait_quantile", "mmc", "mmc_servers_needed", "mmc_wait_quantile", "pools_needed", "replicas_needed",
+    "saturation_knee", "serving_summary", "serving_sweep", "simulate_disaggregated", "simulate_serving",
 ]
 __all__ += [  # the analytic LLM model (docs/llm-model.md; everything else in aonkit.model.llm)
     "MLA", "Parallelism", "TrainingStepTime", "TransformerConfig", "activation_memory", "decode_time", "prefill_time",

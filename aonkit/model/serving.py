@@ -285,7 +285,8 @@ def rerun(run: Prepared, *, arrivals: np.ndarray | None = None, replicas: int | 
     return run
 
 
-def summarize(runs: Sequence[Prepared], threads: int | None = None) -> list[dict]:
+def summarize(runs: Sequence[Prepared], threads: int | None = None,
+              slos: tuple[float, float] | None = None) -> list[dict]:  # fmt: skip
     """Run each prepared simulation and keep only its summary (plus ``busy_fraction``), several at once.
 
     Parameters
@@ -296,19 +297,22 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None) -> list[dict
         Simulations run at once (default: one per run, at most the CPU count and 8). The kernel and numpy's
         partitions release the GIL, so they run side by side, the busiest (most arrivals per second) first; the
         results do not depend on it.
+    slos : tuple of 2 float, optional
+        ``(ttft_s, tpot_s)``: each summary then has ``slo_attainment`` (:func:`serving_summary`'s).
 
     Returns
     -------
     list of dict
-        Per run, in order: what ``simulate_serving(...).summary`` holds for the same arguments, to the last bit,
-        ``busy_fraction`` (the mean of the replicas') and ``preemptions`` (their sum). No per-request table is built.
+        Per run, in order: what ``serving_summary(simulate_serving(...).requests, warmup, slos=slos)`` holds for the
+        same arguments, to the last bit, ``busy_fraction`` (the mean of the replicas') and ``preemptions`` (their
+        sum). No per-request table is built.
     """
     def one(run: Prepared) -> dict:  # in arrival order, as the kernel gives it: no column goes back to input order
         arr, output = run.arrivals[run.order], run.output[run.order]
         start, first, fin, _, _, busy, _, _, preempted, _ = _kernel(run, arr, output)
         k = int(np.floor(run.warmup * arr.size))  # the measured requests: from the k-th arrival on
         lat = latencies(arr[k:], output[k:], start[k:], first[k:], fin[k:])
-        summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES)
+        summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES, slos)
         return {**summary, "busy_fraction": float(np.mean(busy_fraction(busy, arr, fin))),
                 "preemptions": int(preempted.sum())}
 

@@ -24,7 +24,7 @@ from .serving_inputs import ArrivalProcess
 
 def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: object, *, n_requests: int,
                   arrival_cv: float = 1.0, seed: int = 0, warmup: float = 0.1, threads: int | None = None,
-                  **engine: object) -> pd.DataFrame:
+                  slos: tuple[float, float] | None = None, **engine: object) -> pd.DataFrame:
     """One :func:`serving_summary` row per arrival rate (column ``arrival_rate_per_s``), plus ``busy_fraction``.
 
     ``engine`` holds the other arguments of :func:`simulate_serving` (``step_time``, ``replicas``,
@@ -48,6 +48,9 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
         Seed of every simulation (common random numbers).
     warmup : float, default 0.1
         Fraction of the earliest arrivals left out of each summary, in ``[0, 1)``.
+    slos : tuple of 2 float, optional
+        ``(ttft_s, tpot_s)``: each row then has ``slo_attainment``, the share of measured requests meeting both
+        (:func:`~aonkit.model.serving_stats.attainment`; :func:`goodput` reads it).
     threads : int, optional
         Simulations run at once (default: one per rate, at most the CPU count and 8); the rows do not
         depend on it.
@@ -69,12 +72,13 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
         (a rate that is not positive, a bad engine argument...), and for no rate at all.
     """
     return pd.DataFrame(sweep_rows(rates_per_s, prompt_tokens, output_tokens, n_requests=n_requests,
-                                   arrival_cv=arrival_cv, seed=seed, warmup=warmup, threads=threads, **engine))
+                                   arrival_cv=arrival_cv, seed=seed, warmup=warmup, threads=threads, slos=slos,
+                                   **engine))  # fmt: skip
 
 
 def sweep_rows(rates_per_s: object, prompt_tokens: object, output_tokens: object, *, n_requests: int,
                arrival_cv: float = 1.0, seed: int = 0, warmup: float = 0.1, threads: int | None = None,
-               **engine: object) -> list[dict]:
+               slos: tuple[float, float] | None = None, **engine: object) -> list[dict]:
     """:func:`serving_sweep`'s rows as dicts, one per rate in order (no table made: a caller that keeps rows)."""
     rates = [float(r) for r in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))]
     if not rates:
@@ -85,8 +89,49 @@ def sweep_rows(rates_per_s: object, prompt_tokens: object, output_tokens: object
     draws = ArrivalProcess(rates[0], arrival_cv).draws(int(n_requests), np.random.default_rng(seed))
     for rate in rates[1:]:
         runs.append(rerun(runs[0], arrivals=ArrivalProcess(rate, arrival_cv).from_draws(draws, int(n_requests))))
-    rows = summarize(runs, threads)
+    rows = summarize(runs, threads, slos)
     return [{"arrival_rate_per_s": rate, **row} for rate, row in zip(rates, rows)]
+
+
+def goodput(sweep: pd.DataFrame, target: float = 0.9) -> dict:
+    """The highest arrival rate at which at least ``target`` of the requests meet both objectives (DistServe).
+
+    Going up the sweep's rates from the lowest, the first rate whose ``slo_attainment`` falls below ``target`` ends
+    it: the goodput is interpolated linearly in attainment between that rate and the one before.
+
+    Parameters
+    ----------
+    sweep : pandas.DataFrame
+        A :func:`serving_sweep` (or :func:`~aonkit.model.disaggregated_sweep`) made with ``slos``; any row order.
+    target : float, default 0.9
+        The share of requests that must meet both objectives, in ``(0, 1]``.
+
+    Returns
+    -------
+    dict
+        ``goodput_per_s`` (NaN when even the lowest rate misses the target; the highest rate when none does) and
+        ``beyond_sweep`` (True when no swept rate misses it: the goodput is then at least that).
+
+    Raises
+    ------
+    ValueError
+        For a sweep without ``slo_attainment`` or a target outside ``(0, 1]``.
+    """
+    if "slo_attainment" not in sweep:
+        raise ValueError("the sweep has no slo_attainment: make it with slos=(ttft_s, tpot_s)")
+    if not 0 < target <= 1:
+        raise ValueError(f"target must be in (0, 1], got {target!r}")
+    s = sweep.sort_values("arrival_rate_per_s", kind="stable")
+    rates, got = s["arrival_rate_per_s"].to_numpy(np.float64), s["slo_attainment"].to_numpy(np.float64)
+    miss = np.flatnonzero(~(got >= target))
+    if miss.size == 0:
+        return {"goodput_per_s": float(rates[-1]), "beyond_sweep": True}
+    i = int(miss[0])
+    if i == 0:
+        return {"goodput_per_s": np.nan, "beyond_sweep": False}
+    (r0, r1), (a0, a1) = rates[i - 1:i + 1], got[i - 1:i + 1]
+    at = r0 + (r1 - r0) * (a0 - target) / (a0 - a1) if np.isfinite(a1) and a0 > a1 else r0
+    return {"goodput_per_s": float(at), "beyond_sweep": False}
 
 
 def saturation_knee(sweep: pd.DataFrame, metric: str = "ttft_p99_s", factor: float = 2.0,

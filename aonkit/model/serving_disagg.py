@@ -143,15 +143,17 @@ def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int
 def disaggregated_sweep(rates_per_s: object, prompt_tokens: int | Lengths | object,
                         output_tokens: int | Lengths | object, *, n_requests: int, prefill: Pool, decode: Pool,
                         transfer_s: tuple[float, float] = (0.0, 0.0), arrival_cv: float = 1.0, seed: int = 0,
-                        warmup: float = 0.1, threads: int | None = None) -> pd.DataFrame:  # fmt: skip
+                        warmup: float = 0.1, threads: int | None = None,
+                        slos: tuple[float, float] | None = None) -> pd.DataFrame:  # fmt: skip
     """:func:`simulate_disaggregated` at each rate: one summary row per rate, as :func:`~aonkit.model.serving_sweep`.
 
     The same seed at every rate (common random numbers); the rates run side by side on ``threads`` (default: one
     per rate, at most the CPU count and 8; the rows do not depend on it). Columns: ``arrival_rate_per_s``, the
     summary keys, and ``prefill_busy_fraction`` and ``decode_busy_fraction`` (each pool's mean), so that
-    :func:`~aonkit.model.saturation_knee` reads it as it reads a sweep. The requests are drawn and both pools'
-    step times tabulated once (:mod:`.serving_pools`), and no table is built per rate: 8 rates of 20,000
-    requests took 50-60 ms on 2 CPUs, against 200 ms for a table per rate (``bench/RESULTS.md``, session 53).
+    :func:`~aonkit.model.saturation_knee` reads it as it reads a sweep (with ``slos``, ``slo_attainment`` too, for
+    :func:`~aonkit.model.goodput`). The requests are drawn and both pools' step times tabulated once
+    (:mod:`.serving_pools`), and no table is built per rate: 8 rates of 20,000 requests took 48-61 ms on 2 CPUs,
+    against 144-241 ms for a table per rate (``bench/RESULTS.md``, session 53).
     """
     rates = [float(r) for r in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))]
     if not rates:
@@ -163,7 +165,7 @@ def disaggregated_sweep(rates_per_s: object, prompt_tokens: int | Lengths | obje
     draws = ArrivalProcess(rates[0], arrival_cv).draws(int(n_requests), np.random.default_rng(seed))
     runs = [base, *(rerun_pools(base, arrivals=ArrivalProcess(r, arrival_cv).from_draws(draws, int(n_requests)))
                     for r in rates[1:])]  # fmt: skip
-    rows = summarize_pools(runs, threads)
+    rows = summarize_pools(runs, threads, slos)
     return pd.DataFrame([{"arrival_rate_per_s": r, **row} for r, row in zip(rates, rows)])
 
 

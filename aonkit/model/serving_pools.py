@@ -85,18 +85,20 @@ def rerun_pools(run: PreparedPools, *, arrivals: np.ndarray | None = None, prefi
     return run
 
 
-def summarize_pools(runs: Sequence[PreparedPools], threads: int | None = None) -> list[dict]:
+def summarize_pools(runs: Sequence[PreparedPools], threads: int | None = None,
+                    slos: tuple[float, float] | None = None) -> list[dict]:  # fmt: skip
     """Run each prepared disaggregated simulation and keep its summary and each pool's mean busy fraction.
 
     Per run, in order: ``simulate_disaggregated(...).summary`` for the same arguments, to the last bit, plus
     ``prefill_busy_fraction`` and ``decode_busy_fraction`` (the pools' mean; NaN for a pool no request reaches),
     as :func:`~aonkit.model.serving_disagg.disaggregated_sweep` gives them. ``threads``: runs at once (default one
-    each, at most the CPU count and 8); the kernels release the GIL.
+    each, at most the CPU count and 8); the kernels release the GIL. ``slos``: ``(ttft_s, tpot_s)``, adding
+    ``slo_attainment`` (:func:`~aonkit.model.serving_stats.attainment`).
     """
     n = sweep_threads(len(runs), threads)
     if n <= 1 or len(runs) <= 1:
-        return [_one(r) for r in runs]
-    return list(thread_pool(n).map(_one, runs))
+        return [_one(r, slos=slos) for r in runs]
+    return list(thread_pool(n).map(lambda r: _one(r, slos=slos), runs))
 
 
 def alone_pools(run: PreparedPools) -> dict | None:
@@ -110,10 +112,11 @@ def alone_pools(run: PreparedPools) -> dict | None:
     return row if served_apart(one.arrivals, fin) else None
 
 
-def _one(run: PreparedPools, with_finish: bool = False) -> dict | tuple[dict, np.ndarray]:
+def _one(run: PreparedPools, with_finish: bool = False,
+         slos: tuple[float, float] | None = None) -> dict | tuple[dict, np.ndarray]:  # fmt: skip
     """One run's summary row (arrays in arrival order throughout; the kernels as each pool's prepared run says).
 
-    ``with_finish``: the finish times too (arrival order).
+    ``with_finish``: the finish times too (arrival order); ``slos``: as for :func:`summarize_pools`.
     """
     from .._kernels.serving import simulate
 
@@ -140,7 +143,7 @@ def _one(run: PreparedPools, with_finish: bool = False) -> dict | tuple[dict, np
         dec_busy = _mean_busy(d[5], ready, got)
     k = int(np.floor(run.warmup * arr.size))  # the measured requests: from the k-th arrival on
     lat = latencies(arr[k:], output[k:], start[k:], first[k:], fin[k:])
-    summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES)
+    summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES, slos)
     row = {**summary, "prefill_busy_fraction": pre_busy, "decode_busy_fraction": dec_busy}
     return (row, fin) if with_finish else row
 

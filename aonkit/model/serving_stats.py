@@ -69,11 +69,12 @@ def sorted_percentiles(x: np.ndarray, percentiles: tuple) -> list[float]:
 
 
 def summary_in_arrival_order(arr: np.ndarray, fin: np.ndarray, out: np.ndarray, metrics: dict[str, np.ndarray],
-                             first_measured: int, percentiles: tuple = PERCENTILES) -> dict:
+                             first_measured: int, percentiles: tuple = PERCENTILES,
+                             slos: tuple[float, float] | None = None) -> dict:  # fmt: skip
     """The :func:`serving_summary` of requests sorted by arrival, measured from index ``first_measured`` on.
 
     ``metrics`` maps a name to the measured requests' seconds, in the same order (``arr.size - first_measured``
-    values each). See :func:`serving_summary` for the keys.
+    values each; ``ttft`` and ``tpot`` among them when ``slos`` is given). See :func:`serving_summary` for the keys.
     """
     t0, t1 = arr[first_measured], last_finish(fin)
     done = fin >= t0
@@ -90,10 +91,26 @@ def summary_in_arrival_order(arr: np.ndarray, fin: np.ndarray, out: np.ndarray, 
         x.sort()
         for q, v in zip(percentiles, sorted_percentiles(x, percentiles)):
             summary[f"{m}_p{q:g}_s"] = v
+    if slos is not None:
+        summary["slo_attainment"] = attainment(metrics["ttft"], metrics["tpot"], slos)
     return summary
 
 
-def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tuple = PERCENTILES) -> dict:
+def attainment(ttft: np.ndarray, tpot: np.ndarray, slos: tuple[float, float]) -> float:
+    """The share of requests whose TTFT and TPOT both meet ``slos`` = ``(ttft_s, tpot_s)`` (DistServe's SLO attainment).
+
+    A refused request (no TTFT: NaN) misses; one of a single output token has no TPOT (NaN) and is judged on its
+    TTFT alone. NaN for no request.
+    """
+    if ttft.size == 0:
+        return np.nan
+    with np.errstate(invalid="ignore"):
+        ok = (ttft <= slos[0]) & (np.isnan(tpot) | (tpot <= slos[1]))
+    return float(np.count_nonzero(ok) / ttft.size)
+
+
+def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tuple = PERCENTILES,
+                    slos: tuple[float, float] | None = None) -> dict:  # fmt: skip
     """Percentiles and throughput of a :attr:`~aonkit.model.serving.ServingResult.requests` table.
 
     The earliest ``warmup`` fraction of arrivals is left out. For each of ``queue``, ``ttft``,
@@ -115,6 +132,9 @@ def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tu
     percentiles : tuple of float, default (50, 90, 99)
         Percentiles (0 to 100) reported per metric, as :func:`numpy.percentile` (linear interpolation)
         gives them.
+    slos : tuple of 2 float, optional
+        ``(ttft_s, tpot_s)`` objectives: the summary then has ``slo_attainment``, the share of measured requests
+        meeting both (:func:`attainment`; refused ones miss).
 
     Returns
     -------
@@ -133,4 +153,5 @@ def serving_summary(requests: pd.DataFrame, warmup: float = 0.0, percentiles: tu
     k = int(np.floor(warmup * arr.size))
     metrics = {m: requests[f"{m}_s"].to_numpy()[order[k:]] for m in METRICS}
     return summary_in_arrival_order(arr[order], requests["finish_s"].to_numpy()[order],
-                                    requests["output_tokens"].to_numpy()[order], metrics, k, percentiles)  # fmt: skip
+                                    requests["output_tokens"].to_numpy()[order], metrics, k, percentiles,
+                                    slos)  # fmt: skip
