@@ -13,6 +13,7 @@ from aonkit.model import (
     Lengths,
     Pool,
     disaggregated_sweep,
+    goodput,
     pools_needed,
     serving_sweep,
     simulate_serving,
@@ -47,9 +48,10 @@ def test_the_panel_shows_the_model_s_sweeps_and_the_fewest_replicas_each_way():
     pools = {"prefill": Pool(1, token_budget=8192, chunked_prefill=True, **step), "decode": Pool(2, **step)}
     # THEN its sweeps are the model's, over the same rates, and the charts' columns are drawn from them
     rates = sweep_rates(6.0)
+    slos = (1.0, 0.015)
     pd.testing.assert_frame_equal(p.colocated, serving_sweep(rates, prompts, outputs, n_requests=N, replicas=3,
-                                                             **colo_engine))  # fmt: skip
-    pd.testing.assert_frame_equal(p.apart, disaggregated_sweep(rates, prompts, outputs, n_requests=N,
+                                                             slos=slos, **colo_engine))  # fmt: skip
+    pd.testing.assert_frame_equal(p.apart, disaggregated_sweep(rates, prompts, outputs, n_requests=N, slos=slos,
                                                                transfer_s=e["transfer_s"], **pools))  # fmt: skip
     assert p.sources["pools"].data["apart_tpot_ms"] == pytest.approx(
         pools_data(p.colocated, p.apart)["apart_tpot_ms"], nan_ok=True)
@@ -69,15 +71,23 @@ def test_the_panel_shows_the_model_s_sweeps_and_the_fewest_replicas_each_way():
     assert n["apart_tpot_p99_s"] == p.apart.set_index("arrival_rate_per_s").loc[6.0, "tpot_p99_s"]
     assert f"colocated {c}, disaggregated {plan.prefill} + {plan.decode} = " in p.text()
     assert p.plain_text().startswith("disaggregation: at 6 req/s: colocated (3 replicas)")
+    # AND each deployment's goodput is read from its sweep, between the swept rates around it
+    for name, sweep in (("colocated", p.colocated), ("apart", p.apart)):
+        assert n[f"{name}_goodput_per_s"] == goodput(sweep)["goodput_per_s"]
+        assert sweep.query("slo_attainment >= 0.9")["arrival_rate_per_s"].max() <= n[f"{name}_goodput_per_s"]
+    assert f"Goodput of these (90% of requests within both): {n['colocated_goodput_per_s']:.3g} req/s colocated" in (
+        p.text())
 
 
 def test_a_change_reruns_only_what_it_needs_and_agrees_with_a_fresh_panel():
     # GIVEN a panel
     p = DisaggPanel(3.0, n_requests=N)
     colo, apart, sizing = p.colocated, p.apart, p.sizing
-    # WHEN only an objective changes: the sweeps are kept, the searches run
+    # WHEN only an objective changes: the searches run, and the sweeps (their rows count requests within both)
     p.ttft_slo.value = 0.6
-    assert p.colocated is colo and p.apart is apart and p.sizing is not sizing
+    assert p.colocated is not colo and p.apart is not apart and p.sizing is not sizing
+    assert (p.colocated["slo_attainment"] <= colo["slo_attainment"]).all()  # (a tighter TTFT objective)
+    assert p.colocated.drop(columns="slo_attainment").equals(colo.drop(columns="slo_attainment"))
     assert p.sources["ttft_slo"].data["ms"] == [pytest.approx(600.0)]
     # WHEN only a pool's size changes: the sweeps run, the searches (their own counts) are kept
     sizing = p.sizing
@@ -149,6 +159,8 @@ def test_the_comparison_columns_and_charts():
     assert d["rate"] == [1.0, 2.0] and d["colocated_ttft_ms"] == pytest.approx([100.0, 200.0])
     assert np.isnan(d["apart_tpot_ms"][0]) and d["apart_tpot_text"][0] == "n/a"
     assert d["decode_busy"] == [0.8, 0.9] and d["prefill_busy_text"] == ["20.0 %", "40.0 %"]
+    assert np.isnan(d["apart_attain"]).all()  # (sweeps made without objectives)
+    assert pools_data(colo.assign(slo_attainment=[0.7, 1.0]), apart)["colocated_attain_text"] == ["100.0 %", "70.0 %"]
     with pytest.raises(ValueError, match="same arrival rates"):
         pools_data(colo, apart.assign(arrival_rate_per_s=[3.0, 1.0]))
     # AND every mark of the charts reads a column the panel's sources have
@@ -173,7 +185,8 @@ def test_decode_replicas_of_another_device_and_tp():
     transfer = (1e-3, max(mem.kv_bytes_per_token, dmem.kv_bytes_per_token) / 50e9)
     assert transfer[1] == mem.kv_bytes_per_token / 50e9 > dmem.kv_bytes_per_token / 50e9
     pd.testing.assert_frame_equal(p.apart, disaggregated_sweep(sweep_rates(6.0), **load, prefill=prefill,
-                                                               decode=decode, transfer_s=transfer))  # fmt: skip
+                                                               decode=decode, transfer_s=transfer,
+                                                               slos=(1.0, 0.015)))  # fmt: skip
     pd.testing.assert_frame_equal(p.colocated, DisaggPanel(6.0, n_requests=N, tpot_slo_s=0.015).colocated)
     # AND the text names the decode device and counts GPUs
     s = p.sizing

@@ -129,10 +129,12 @@ def sweep_charts(width: int = 380, height: int = 260) -> list[dict[str, Any]]:
     return out
 
 
-def pools_charts(width: int = 340, height: int = 260) -> list[dict[str, Any]]:
-    """Colocated against disaggregated serving: p99 TTFT, p99 TPOT (ms, log) and the GPUs' busy share vs rate.
+def pools_charts(width: int = 380, height: int = 240) -> list[dict[str, Any]]:
+    """Colocated against disaggregated serving, against rate: p99 TTFT, p99 TPOT, requests within both, busy shares.
 
-    Sources: ``"pools"`` (:func:`aonkit.views.serving.pools_data`), ``"rate"``, ``"ttft_slo"``, ``"tpot_slo"``.
+    Latencies in ms on log axes; the share of requests meeting both objectives with the goodput's target line.
+    Sources: ``"pools"`` (:func:`aonkit.views.serving.pools_data`), ``"rate"``, ``"ttft_slo"``, ``"tpot_slo"``,
+    ``"target"`` (``share``: the attainment goodput is read at).
     """
     xlab, out = "arrival rate (requests/s)", []
     items = [{"label": "colocated", "color": COLOCATED_COLOR}, {"label": "disaggregated", "color": APART_COLOR}]
@@ -146,6 +148,15 @@ def pools_charts(width: int = 340, height: int = 260) -> list[dict[str, Any]]:
             ["rate", "rate", "/s"], ["colocated", f"colocated_{m}_text"], ["disaggregated", f"apart_{m}_text"]]}
         out.append(chart(title, axis("linear", xlab), axis("log", "ms"), marks, width=width, height=height,
                          legend={"location": "top_left", "items": items}, hover=hover))  # fmt: skip
+    marks = [*_line_and_points("pools", "rate", "colocated_attain", COLOCATED_COLOR),
+             *_line_and_points("pools", "rate", "apart_attain", APART_COLOR),
+             {"kind": "hspan", "source": "target", "y": "share", "color": SLO_COLOR, "line_width": 2, "dash": DOTTED},
+             {"kind": "vspan", "source": "rate", "x": "rate", "color": RATE_COLOR, "line_width": 1, "alpha": 0.6}]
+    hover = {"mode": "vline", "source": "pools", "x": "rate", "fields": [
+        ["rate", "rate", "/s"], ["colocated", "colocated_attain_text"], ["disaggregated", "apart_attain_text"]]}
+    out.append(chart("requests within both objectives", axis("linear", xlab),
+                     axis("linear", "share", start=0, end=1.05), marks, width=width, height=height,
+                     legend={"location": "top_left", "items": items}, hover=hover))  # fmt: skip
     parts = (("colocated", "colocated GPUs", COLOCATED_COLOR), ("prefill", "prefill pool", APART_COLOR),
              ("decode", "decode pool", DECODE_COLOR))  # fmt: skip
     marks = [mk for key, _, color in parts for mk in _line_and_points("pools", "rate", f"{key}_busy", color)]

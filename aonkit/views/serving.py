@@ -77,7 +77,8 @@ def pools_data(colocated: pd.DataFrame, apart: pd.DataFrame) -> dict[str, list]:
 
     ``apart``: a :func:`~aonkit.model.disaggregated_sweep` over the same rates. Columns: ``rate``;
     ``<deployment>_<metric>_ms`` and ``..._text`` for ``colocated``/``apart`` and ``ttft``/``tpot`` (p99; NaN for
-    none, a gap on a log axis); ``colocated_busy``, ``prefill_busy``, ``decode_busy`` (fractions) and their texts.
+    none, a gap on a log axis); ``colocated_busy``, ``prefill_busy``, ``decode_busy`` (fractions),
+    ``colocated_attain`` and ``apart_attain`` (``slo_attainment``; NaN without it) and their texts.
     """
     c, a = (s.sort_values("arrival_rate_per_s") for s in (colocated, apart))
     rates = c["arrival_rate_per_s"].to_numpy(np.float64)
@@ -90,9 +91,11 @@ def pools_data(colocated: pd.DataFrame, apart: pd.DataFrame) -> dict[str, list]:
             out[f"{name}_{m}_ms"] = np.where(ms > 0, ms, np.nan).tolist()
             out[f"{name}_{m}_text"] = [theme.fmt_ns(v * 1e6) if np.isfinite(v) else theme.MISSING for v in ms]
     for key, s, col in (("colocated", c, "busy_fraction"), ("prefill", a, "prefill_busy_fraction"),
-                        ("decode", a, "decode_busy_fraction")):  # fmt: skip
-        out[f"{key}_busy"] = s[col].to_numpy(np.float64).tolist()
-        out[f"{key}_busy_text"] = [theme.fmt_pct(b) for b in out[f"{key}_busy"]]
+                        ("decode", a, "decode_busy_fraction"), ("colocated_attain", c, "slo_attainment"),
+                        ("apart_attain", a, "slo_attainment")):  # fmt: skip
+        name = key if "attain" in key else f"{key}_busy"
+        out[name] = s[col].to_numpy(np.float64).tolist() if col in s else [math.nan] * len(s)
+        out[f"{name}_text"] = [theme.fmt_pct(b) for b in out[name]]
     return out
 
 

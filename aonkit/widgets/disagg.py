@@ -9,9 +9,11 @@ the chosen rate: the fewest colocated replicas meeting both (:func:`~aonkit.mode
 and the fewest prefill, then decode replicas (:func:`~aonkit.model.pools_needed`), each search starting at its
 last answer scaled by the rate and the engine's speed (two simulations colocated, three apart, when that is
 right). The sweeps run on the caller's thread (their rates side by side), the two searches beside them on kept
-threads; a change of an objective runs only the searches, a change of a pool's size only the sweeps, and a change
-of the rate simulates only the rates not seen since the other inputs last changed
-(:class:`~aonkit.model.serving_grid.SweepRows`).
+threads; a change of an objective runs both (the sweeps' rows count the requests within both objectives), a
+change of a pool's size only the sweeps, and a change of the rate simulates only the rates not
+seen since the other inputs last changed (:class:`~aonkit.model.serving_grid.SweepRows`). Each deployment's goodput
+(:func:`~aonkit.model.goodput`: the highest rate at which 90% of requests meet both objectives) is read from its
+sweep.
 
 Step times are the analytic model's (:func:`~aonkit.model.serving_steps.model_step_time` of a preset on a device
 with tensor parallelism, at a precision), every replica of either kind one such engine; the KV cache of each is
@@ -44,7 +46,7 @@ from ..views.serving import marker_data, pools_data, slo_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
-from .disagg_results import DisaggResults, Sizing
+from .disagg_results import GOODPUT_TARGET, DisaggResults, Sizing
 from .serving_controls import STYLE, WIDE, log_slider, slider, toggles
 from .serving_engine import check_fits, model_step_times, workload
 
@@ -152,7 +154,7 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         self._error, self.update_s, self._computed_s, self.updates = "", math.nan, math.nan, 0
         self._request = Latest(self.update, COALESCE_S)
         self._evaluate()
-        self.view = Charts(pools_charts(), self._sources(), columns=3)
+        self.view = Charts(pools_charts(), self._sources(), columns=2)
         self.sources = self.view.sources
         self.summary = w.HTML()
         self._show()
@@ -208,9 +210,9 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
 
     # ---- evaluation ------------------------------------------------------------------------------------------
     def _inputs(self) -> tuple[tuple, tuple]:
-        """Keys of what the sweeps and the sizing depend on: every control but the objectives, and but the pools."""
+        """Keys of what the sweeps and the sizing depend on: every control, and every control but the pools."""
         values = {c: c.value for c in self._controls}
-        sweep = tuple(v for c, v in values.items() if c not in (self.ttft_slo, self.tpot_slo))
+        sweep = tuple(values.values())  # (the objectives too: the rows' attainment)
         size = tuple(v for c, v in values.items() if c not in (self.n_prefill, self.n_decode))
         return (*sweep, self.n_requests, self.seed), (*size, self.n_requests, self.seed, self.max_replicas)
 
@@ -232,13 +234,13 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                         pool.submit(self._size_apart, engine, prompts, outputs, load, rate, slos, guess[1:])]
         try:
             if sweep_key != self._keys[0]:  # kept rows for the rates seen with these other inputs, the rest run
-                key = (*(c.value for c in self._controls if c not in (self.rate, self.ttft_slo, self.tpot_slo)),
-                       self.n_requests, self.seed)  # fmt: skip
+                key = (*(c.value for c in self._controls if c is not self.rate), self.n_requests, self.seed)
                 rates, prefill, decode = sweep_rates(rate), *self.pools(engine, p, d)
+                slos = (float(self.ttft_slo.value), float(self.tpot_slo.value))
                 colo = self.rows[0].sweep(key, rates, lambda r: sweep_rows(
-                    r, prompts, outputs, replicas=p + d, **load, **self.colocated_engine(engine)))
+                    r, prompts, outputs, replicas=p + d, slos=slos, **load, **self.colocated_engine(engine)))
                 apart = self.rows[1].sweep(key, rates, lambda r: disaggregated_sweep(
-                    r, prompts, outputs, prefill=prefill, decode=decode, transfer_s=engine["transfer_s"],
+                    r, prompts, outputs, prefill=prefill, decode=decode, transfer_s=engine["transfer_s"], slos=slos,
                     **load).to_dict("records"))
             else:
                 colo, apart = self._colocated, self._apart
@@ -325,7 +327,8 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         return {"pools": pools_data(self._colocated, self._apart),
                 "rate": marker_data(float(self.rate.value), "arrival rate"),
                 "ttft_slo": slo_data(float(self.ttft_slo.value), "p99 TTFT"),
-                "tpot_slo": slo_data(float(self.tpot_slo.value), "p99 TPOT")}  # fmt: skip
+                "tpot_slo": slo_data(float(self.tpot_slo.value), "p99 TPOT"),
+                "target": {"share": [GOODPUT_TARGET]}}  # fmt: skip
 
     def update(self) -> None:
         """Simulate what the changes need and refresh the charts and the summary."""

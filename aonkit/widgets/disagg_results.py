@@ -13,7 +13,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..model.serving_analysis import goodput
 from ..views import theme
+
+GOODPUT_TARGET = 0.9
+"""The share of requests within both objectives that goodput is read at (DistServe's 90%)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,11 @@ class DisaggResults:
         return self._error
 
     def numbers(self) -> dict[str, float]:
-        """p99 TTFT and TPOT of each deployment at the chosen rate, and the replicas each needs (NaN: over the most)."""
+        """Each deployment's p99 TTFT and TPOT at the chosen rate, replicas needed (NaN: over the most) and goodput.
+
+        ``<deployment>_goodput_per_s``: :func:`~aonkit.model.goodput` of its sweep (NaN: even its lowest rate has
+        fewer than 90% of requests within both objectives; its highest rate when none has).
+        """
         self._request.flush()
         rate = float(self.rate.value)
         out = {}
@@ -71,6 +79,8 @@ class DisaggResults:
         for key in ("colocated", "prefill", "decode"):
             v = getattr(s, key)
             out[f"{key}_replicas_needed"] = math.nan if v is None else v
+        for name, sweep in (("colocated", self._colocated), ("apart", self._apart)):
+            out[f"{name}_goodput_per_s"] = goodput(sweep, GOODPUT_TARGET)["goodput_per_s"]
         return out
 
     def text(self) -> str:
@@ -81,6 +91,11 @@ class DisaggResults:
 
         def ms(v: float) -> str:
             return theme.fmt_ns(v * 1e9)
+
+        def rate(g: float, sweep: pd.DataFrame) -> str:
+            if not math.isfinite(g):
+                return f"below {sweep['arrival_rate_per_s'].min():.3g} req/s"
+            return f"{g:.3g} req/s" + (" or more" if g >= sweep["arrival_rate_per_s"].max() else "")
 
         def never(why: str) -> str:
             return f"no number meets them ({why})" if why else f"not met with {self.max_replicas} replicas"
@@ -100,7 +115,9 @@ class DisaggResults:
                 f"prefill + {d} decode{where}, KV transfer {ms(self._transfer_s)} for the mean prompt) p99 TTFT "
                 f"{ms(n['apart_ttft_p99_s'])}, p99 TPOT {ms(n['apart_tpot_p99_s'])}. Replicas for "
                 f"p99 TTFT <= {ms(float(self.ttft_slo.value))} and p99 TPOT <= {ms(float(self.tpot_slo.value))}: "
-                f"colocated {need_colo}, disaggregated {need_apart}")  # fmt: skip
+                f"colocated {need_colo}, disaggregated {need_apart}. Goodput of these (90% of requests within both): "
+                f"{rate(n['colocated_goodput_per_s'], self._colocated)} colocated, "
+                f"{rate(n['apart_goodput_per_s'], self._apart)} disaggregated")  # fmt: skip
 
     def plain_text(self) -> str:
         """The comparison, in a few lines."""
