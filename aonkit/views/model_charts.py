@@ -156,7 +156,7 @@ def pools_charts(width: int = 380, height: int = 240) -> list[dict[str, Any]]:
         ["rate", "rate", "/s"], ["colocated", "colocated_attain_text"], ["disaggregated", "apart_attain_text"]]}
     out.append(chart("requests within both objectives", axis("linear", xlab),
                      axis("linear", "share", start=0, end=1.05), marks, width=width, height=height,
-                     legend={"location": "top_left", "items": items}, hover=hover))  # fmt: skip
+                     legend={"location": "right", "items": items}, hover=hover))  # fmt: skip (lines near 1 at left)
     parts = (("colocated", "colocated GPUs", COLOCATED_COLOR), ("prefill", "prefill pool", APART_COLOR),
              ("decode", "decode pool", DECODE_COLOR))  # fmt: skip
     marks = [mk for key, _, color in parts for mk in _line_and_points("pools", "rate", f"{key}_busy", color)]
