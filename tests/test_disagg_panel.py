@@ -83,10 +83,13 @@ def test_a_change_reruns_only_what_it_needs_and_agrees_with_a_fresh_panel():
     # GIVEN a panel
     p = DisaggPanel(3.0, n_requests=N)
     colo, apart, sizing = p.colocated, p.apart, p.sizing
-    # WHEN only an objective changes: the searches run, and the sweeps (their rows count requests within both)
+    # WHEN only an objective changes: the searches run; no rate is simulated again, the kept rows' requests within
+    # the new objectives are counted
+    done = [r.simulated for r in p.rows]
     p.ttft_slo.value = 0.6
-    assert p.colocated is not colo and p.apart is not apart and p.sizing is not sizing
+    assert p.sizing is not sizing and [r.simulated for r in p.rows] == done
     assert (p.colocated["slo_attainment"] <= colo["slo_attainment"]).all()  # (a tighter TTFT objective)
+    assert (p.apart["slo_attainment"] < apart["slo_attainment"]).any()
     assert p.colocated.drop(columns="slo_attainment").equals(colo.drop(columns="slo_attainment"))
     assert p.sources["ttft_slo"].data["ms"] == [pytest.approx(600.0)]
     # WHEN only a pool's size changes: the sweeps run, the searches (their own counts) are kept

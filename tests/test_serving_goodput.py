@@ -18,6 +18,7 @@ from aonkit.model import (
     simulate_serving,
 )
 from aonkit.model.serving import prepare, summarize
+from aonkit.model.serving_disagg import disaggregated_rows
 from aonkit.model.serving_pools import prepare_pools, summarize_pools
 from aonkit.model.serving_stats import attainment
 
@@ -47,6 +48,9 @@ def test_the_summaries_without_tables_give_the_tables_attainment(case):
     table = serving_summary(res.requests, 0.1, slos=slos)["slo_attainment"]
     # THEN the fast path's attainment is the table's, and it is what the rows say
     assert summarize([prepare(ArrivalProcess(20.0), **load, **engine)], slos=slos)[0]["slo_attainment"] == table
+    # (and the kept latencies count the same: other objectives need no simulation again)
+    ttft, tpot = summarize([prepare(ArrivalProcess(20.0), **load, **engine)], keep_latencies=True)[0]["latencies"]
+    assert attainment(ttft, tpot, slos) == table and ttft.size == 1350
     r = res.requests.sort_values("arrival_s", kind="stable").iloc[150:]
     ok = (r["ttft_s"] <= slos[0]) & ((r["tpot_s"] <= slos[1]) | (r["output_tokens"] == 1)) & r["finish_s"].notna()
     assert table == pytest.approx(ok.mean()) and 0 < table < 1
@@ -56,6 +60,8 @@ def test_the_summaries_without_tables_give_the_tables_attainment(case):
     apart = simulate_disaggregated(ArrivalProcess(20.0), **load, **pools)
     got = summarize_pools([prepare_pools(ArrivalProcess(20.0), **load, **pools)], slos=slos)[0]["slo_attainment"]
     assert got == serving_summary(apart.requests, 0.1, slos=slos)["slo_attainment"]
+    kept = disaggregated_rows([20.0], **load, **pools, keep_latencies=True)[0]["latencies"]
+    assert attainment(*kept, slos) == got
 
 
 def test_goodput_is_interpolated_at_the_first_rate_below_the_target():

@@ -285,8 +285,8 @@ def rerun(run: Prepared, *, arrivals: np.ndarray | None = None, replicas: int | 
     return run
 
 
-def summarize(runs: Sequence[Prepared], threads: int | None = None,
-              slos: tuple[float, float] | None = None) -> list[dict]:  # fmt: skip
+def summarize(runs: Sequence[Prepared], threads: int | None = None, slos: tuple[float, float] | None = None,
+              keep_latencies: bool = False) -> list[dict]:  # fmt: skip
     """Run each prepared simulation and keep only its summary (plus ``busy_fraction``), several at once.
 
     Parameters
@@ -299,6 +299,10 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None,
         results do not depend on it.
     slos : tuple of 2 float, optional
         ``(ttft_s, tpot_s)``: each summary then has ``slo_attainment`` (:func:`serving_summary`'s).
+    keep_latencies : bool, default False
+        Each summary then has ``latencies``: the measured requests' TTFT and TPOT arrays, in arrival order (so that
+        a caller can count the requests within other objectives, :func:`~aonkit.model.serving_stats.attainment`,
+        without simulating again).
 
     Returns
     -------
@@ -313,8 +317,11 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None,
         k = int(np.floor(run.warmup * arr.size))  # the measured requests: from the k-th arrival on
         lat = latencies(arr[k:], output[k:], start[k:], first[k:], fin[k:])
         summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES, slos)
-        return {**summary, "busy_fraction": float(np.mean(busy_fraction(busy, arr, fin))),
-                "preemptions": int(preempted.sum())}
+        row = {**summary, "busy_fraction": float(np.mean(busy_fraction(busy, arr, fin))),
+               "preemptions": int(preempted.sum())}
+        if keep_latencies:
+            row["latencies"] = (lat[1], lat[2])
+        return row
 
     n = sweep_threads(len(runs), threads)
     if n <= 1 or len(runs) <= 1:

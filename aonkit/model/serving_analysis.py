@@ -78,8 +78,13 @@ def serving_sweep(rates_per_s: object, prompt_tokens: object, output_tokens: obj
 
 def sweep_rows(rates_per_s: object, prompt_tokens: object, output_tokens: object, *, n_requests: int,
                arrival_cv: float = 1.0, seed: int = 0, warmup: float = 0.1, threads: int | None = None,
-               slos: tuple[float, float] | None = None, **engine: object) -> list[dict]:
-    """:func:`serving_sweep`'s rows as dicts, one per rate in order (no table made: a caller that keeps rows)."""
+               slos: tuple[float, float] | None = None, keep_latencies: bool = False,
+               **engine: object) -> list[dict]:  # fmt: skip
+    """:func:`serving_sweep`'s rows as dicts, one per rate in order (no table made: a caller that keeps rows).
+
+    ``keep_latencies``: each row also holds the measured requests' TTFT and TPOT arrays
+    (:func:`~aonkit.model.serving.summarize`).
+    """
     rates = [float(r) for r in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))]
     if not rates:
         raise ValueError("rates_per_s is empty: give at least one arrival rate")
@@ -89,7 +94,7 @@ def sweep_rows(rates_per_s: object, prompt_tokens: object, output_tokens: object
     draws = ArrivalProcess(rates[0], arrival_cv).draws(int(n_requests), np.random.default_rng(seed))
     for rate in rates[1:]:
         runs.append(rerun(runs[0], arrivals=ArrivalProcess(rate, arrival_cv).from_draws(draws, int(n_requests))))
-    rows = summarize(runs, threads, slos)
+    rows = summarize(runs, threads, slos, keep_latencies)
     return [{"arrival_rate_per_s": rate, **row} for rate, row in zip(rates, rows)]
 
 

@@ -35,7 +35,7 @@ from .serving_inputs import ArrivalProcess, Lengths, StepTime
 from .serving_pools import alone_pools, prepare_pools, rerun_pools, summarize_pools
 from .serving_stats import serving_summary
 
-__all__ = ["Pool", "PoolPlan", "disaggregated_sweep", "pools_needed", "simulate_disaggregated"]
+__all__ = ["Pool", "PoolPlan", "disaggregated_rows", "disaggregated_sweep", "pools_needed", "simulate_disaggregated"]
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,22 @@ def disaggregated_sweep(rates_per_s: object, prompt_tokens: int | Lengths | obje
     (:mod:`.serving_pools`), and no table is built per rate: 8 rates of 20,000 requests took 48-61 ms on 2 CPUs,
     against 144-241 ms for a table per rate (``bench/RESULTS.md``, session 53).
     """
+    return pd.DataFrame(disaggregated_rows(rates_per_s, prompt_tokens, output_tokens, n_requests=n_requests,
+                                           prefill=prefill, decode=decode, transfer_s=transfer_s,
+                                           arrival_cv=arrival_cv, seed=seed, warmup=warmup, threads=threads,
+                                           slos=slos))  # fmt: skip
+
+
+def disaggregated_rows(rates_per_s: object, prompt_tokens: int | Lengths | object,
+                       output_tokens: int | Lengths | object, *, n_requests: int, prefill: Pool, decode: Pool,
+                       transfer_s: tuple[float, float] = (0.0, 0.0), arrival_cv: float = 1.0, seed: int = 0,
+                       warmup: float = 0.1, threads: int | None = None, slos: tuple[float, float] | None = None,
+                       keep_latencies: bool = False) -> list[dict]:  # fmt: skip
+    """:func:`disaggregated_sweep`'s rows as dicts, one per rate in order (no table made: a caller that keeps rows).
+
+    ``keep_latencies``: each row also holds the measured requests' TTFT and TPOT arrays
+    (:func:`~aonkit.model.serving_pools.summarize_pools`).
+    """
     rates = [float(r) for r in np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))]
     if not rates:
         raise ValueError("rates_per_s is empty: give at least one arrival rate")
@@ -165,8 +181,8 @@ def disaggregated_sweep(rates_per_s: object, prompt_tokens: int | Lengths | obje
     draws = ArrivalProcess(rates[0], arrival_cv).draws(int(n_requests), np.random.default_rng(seed))
     runs = [base, *(rerun_pools(base, arrivals=ArrivalProcess(r, arrival_cv).from_draws(draws, int(n_requests)))
                     for r in rates[1:])]  # fmt: skip
-    rows = summarize_pools(runs, threads, slos)
-    return pd.DataFrame([{"arrival_rate_per_s": r, **row} for r, row in zip(rates, rows)])
+    rows = summarize_pools(runs, threads, slos, keep_latencies)
+    return [{"arrival_rate_per_s": r, **row} for r, row in zip(rates, rows)]
 
 
 class PoolPlan(NamedTuple):

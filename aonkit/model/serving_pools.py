@@ -86,19 +86,24 @@ def rerun_pools(run: PreparedPools, *, arrivals: np.ndarray | None = None, prefi
 
 
 def summarize_pools(runs: Sequence[PreparedPools], threads: int | None = None,
-                    slos: tuple[float, float] | None = None) -> list[dict]:  # fmt: skip
+                    slos: tuple[float, float] | None = None, keep_latencies: bool = False) -> list[dict]:  # fmt: skip
     """Run each prepared disaggregated simulation and keep its summary and each pool's mean busy fraction.
 
     Per run, in order: ``simulate_disaggregated(...).summary`` for the same arguments, to the last bit, plus
     ``prefill_busy_fraction`` and ``decode_busy_fraction`` (the pools' mean; NaN for a pool no request reaches),
     as :func:`~aonkit.model.serving_disagg.disaggregated_sweep` gives them. ``threads``: runs at once (default one
     each, at most the CPU count and 8); the kernels release the GIL. ``slos``: ``(ttft_s, tpot_s)``, adding
-    ``slo_attainment`` (:func:`~aonkit.model.serving_stats.attainment`).
+    ``slo_attainment`` (:func:`~aonkit.model.serving_stats.attainment`); ``keep_latencies``: adding ``latencies``,
+    the measured requests' TTFT and TPOT arrays (arrival order).
     """
     n = sweep_threads(len(runs), threads)
+
+    def one(r: PreparedPools) -> dict:
+        return _one(r, slos=slos, keep_latencies=keep_latencies)
+
     if n <= 1 or len(runs) <= 1:
-        return [_one(r, slos=slos) for r in runs]
-    return list(thread_pool(n).map(lambda r: _one(r, slos=slos), runs))
+        return [one(r) for r in runs]
+    return list(thread_pool(n).map(one, runs))
 
 
 def alone_pools(run: PreparedPools) -> dict | None:
@@ -112,11 +117,12 @@ def alone_pools(run: PreparedPools) -> dict | None:
     return row if served_apart(one.arrivals, fin) else None
 
 
-def _one(run: PreparedPools, with_finish: bool = False,
-         slos: tuple[float, float] | None = None) -> dict | tuple[dict, np.ndarray]:  # fmt: skip
+def _one(run: PreparedPools, with_finish: bool = False, slos: tuple[float, float] | None = None,
+         keep_latencies: bool = False) -> dict | tuple[dict, np.ndarray]:  # fmt: skip
     """One run's summary row (arrays in arrival order throughout; the kernels as each pool's prepared run says).
 
-    ``with_finish``: the finish times too (arrival order); ``slos``: as for :func:`summarize_pools`.
+    ``with_finish``: the finish times too (arrival order); ``slos``, ``keep_latencies``: as for
+    :func:`summarize_pools`.
     """
     from .._kernels.serving import simulate
 
@@ -145,6 +151,8 @@ def _one(run: PreparedPools, with_finish: bool = False,
     lat = latencies(arr[k:], output[k:], start[k:], first[k:], fin[k:])
     summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES, slos)
     row = {**summary, "prefill_busy_fraction": pre_busy, "decode_busy_fraction": dec_busy}
+    if keep_latencies:
+        row["latencies"] = (lat[1], lat[2])
     return (row, fin) if with_finish else row
 
 

@@ -9,11 +9,11 @@ the chosen rate: the fewest colocated replicas meeting both (:func:`~aonkit.mode
 and the fewest prefill, then decode replicas (:func:`~aonkit.model.pools_needed`), each search starting at its
 last answer scaled by the rate and the engine's speed (two simulations colocated, three apart, when that is
 right). The sweeps run on the caller's thread (their rates side by side), the two searches beside them on kept
-threads; a change of an objective runs both (the sweeps' rows count the requests within both objectives), a
-change of a pool's size only the sweeps, and a change of the rate simulates only the rates not
-seen since the other inputs last changed (:class:`~aonkit.model.serving_grid.SweepRows`). Each deployment's goodput
-(:func:`~aonkit.model.goodput`: the highest rate at which 90% of requests meet both objectives) is read from its
-sweep.
+threads; a change of an objective runs only the searches (the sweeps' rows keep each rate's TTFT and TPOT: the
+requests within the new objectives are counted again), a change of a pool's size only the sweeps, and a change of
+the rate simulates only the rates not seen since the other inputs last changed
+(:class:`~aonkit.model.serving_grid.SweepRows`). Each deployment's goodput (:func:`~aonkit.model.goodput`: the
+highest rate at which 90% of requests meet both objectives) is read from its sweep.
 
 Step times are the analytic model's (:func:`~aonkit.model.serving_steps.model_step_time` of a preset on a device
 with tensor parallelism, at a precision), every replica of either kind one such engine; the KV cache of each is
@@ -31,15 +31,17 @@ from concurrent.futures import wait
 from types import SimpleNamespace
 
 import ipywidgets as w
+import pandas as pd
 
 from ..model.hardware import devices
 from ..model.llm import PRESETS
 from ..model.serving import prepare, rerun, summarize, thread_pool
 from ..model.serving_analysis import fewest_meeting, sweep_rows
-from ..model.serving_disagg import Pool, disaggregated_sweep, pools_needed
+from ..model.serving_disagg import Pool, disaggregated_rows, pools_needed
 from ..model.serving_floor import alone, beyond_floor
 from ..model.serving_grid import SweepRows, sweep_rates
 from ..model.serving_inputs import ArrivalProcess
+from ..model.serving_stats import attainment
 from ..model.serving_steps import ModelStepTimes, request_seconds, serving_memory
 from ..views.model_charts import pools_charts
 from ..views.serving import marker_data, pools_data, slo_data
@@ -148,7 +150,7 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                           self.chunked, self.link, self.latency, self.model, self.device, self.tp, self.dtype,
                           self.decode_device, self.decode_tp)  # fmt: skip
         self._step_times = ModelStepTimes()
-        self.rows = (SweepRows(), SweepRows())  # colocated and disaggregated rows kept per rate
+        self.rows = (SweepRows(64), SweepRows(64))  # colocated and disaggregated rows kept per rate (64 rates)
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
         self._found: tuple | None = None  # rate, the engines' work, the last counts found (colocated, prefill, decode)
         self._error, self.update_s, self._computed_s, self.updates = "", math.nan, math.nan, 0
@@ -210,9 +212,12 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
 
     # ---- evaluation ------------------------------------------------------------------------------------------
     def _inputs(self) -> tuple[tuple, tuple]:
-        """Keys of what the sweeps and the sizing depend on: every control, and every control but the pools."""
+        """Keys of what the sweeps and the sizing depend on: every control but the objectives, and but the pools.
+
+        (The sweeps' rows keep each rate's TTFT and TPOT: a new objective recounts the requests within it.)
+        """
         values = {c: c.value for c in self._controls}
-        sweep = tuple(values.values())  # (the objectives too: the rows' attainment)
+        sweep = tuple(v for c, v in values.items() if c not in (self.ttft_slo, self.tpot_slo))
         size = tuple(v for c, v in values.items() if c not in (self.n_prefill, self.n_decode))
         return (*sweep, self.n_requests, self.seed), (*size, self.n_requests, self.seed, self.max_replicas)
 
@@ -234,18 +239,22 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                         pool.submit(self._size_apart, engine, prompts, outputs, load, rate, slos, guess[1:])]
         try:
             if sweep_key != self._keys[0]:  # kept rows for the rates seen with these other inputs, the rest run
-                key = (*(c.value for c in self._controls if c is not self.rate), self.n_requests, self.seed)
+                key = (*(c.value for c in self._controls if c not in (self.rate, self.ttft_slo, self.tpot_slo)),
+                       self.n_requests, self.seed)  # fmt: skip
                 rates, prefill, decode = sweep_rates(rate), *self.pools(engine, p, d)
-                slos = (float(self.ttft_slo.value), float(self.tpot_slo.value))
-                colo = self.rows[0].sweep(key, rates, lambda r: sweep_rows(
-                    r, prompts, outputs, replicas=p + d, slos=slos, **load, **self.colocated_engine(engine)))
-                apart = self.rows[1].sweep(key, rates, lambda r: disaggregated_sweep(
-                    r, prompts, outputs, prefill=prefill, decode=decode, transfer_s=engine["transfer_s"], slos=slos,
-                    **load).to_dict("records"))
+                raw = (self.rows[0].sweep(key, rates, lambda r: sweep_rows(
+                    r, prompts, outputs, replicas=p + d, keep_latencies=True, **load, **self.colocated_engine(engine))),
+                       self.rows[1].sweep(key, rates, lambda r: disaggregated_rows(
+                           r, prompts, outputs, prefill=prefill, decode=decode, transfer_s=engine["transfer_s"],
+                           keep_latencies=True, **load)))  # fmt: skip
             else:
-                colo, apart = self._colocated, self._apart
+                raw = self._raw
         finally:
             wait(searches)  # nothing of this update runs on after it
+        slos = (float(self.ttft_slo.value), float(self.tpot_slo.value))
+        colo, apart = (with_attainment(f, slos, before) for f, before in zip(raw, ("busy_fraction",
+                                                                                   "prefill_busy_fraction")))
+        self._raw = raw
         if searches:
             (c, why_c), (p_need, d_need, why_a) = searches[0].result(), searches[1].result()
             size = Sizing(c, p_need, d_need, why_c, why_a)
@@ -364,3 +373,13 @@ def _not_met(exc: ValueError) -> tuple[None, str]:
         raise exc
     _, _, why = text.partition("not met with any number of replicas: ")
     return None, why
+
+
+def with_attainment(rows: pd.DataFrame, slos: tuple[float, float], before: str) -> pd.DataFrame:
+    """``rows`` (kept with their ``latencies``) with ``slo_attainment`` for ``slos`` in place of them.
+
+    The column goes where a sweep made with ``slos`` has it: before ``before``, the first column past the summary.
+    """
+    out = rows.drop(columns="latencies")
+    out.insert(out.columns.get_loc(before), "slo_attainment", [attainment(t, p, slos) for t, p in rows["latencies"]])
+    return out
