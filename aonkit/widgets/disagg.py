@@ -254,13 +254,14 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         slos = (float(self.ttft_slo.value), float(self.tpot_slo.value))
         colo, apart = (with_attainment(f, slos, before) for f, before in zip(raw, ("busy_fraction",
                                                                                    "prefill_busy_fraction")))
-        self._raw = raw
         if searches:
             (c, why_c), (p_need, d_need, why_a) = searches[0].result(), searches[1].result()
             size = Sizing(c, p_need, d_need, why_c, why_a)
         else:
             size = self._sizing
-        self._colocated, self._apart, self._sizing, self._keys = colo, apart, size, (sweep_key, size_key)
+        # all or nothing: a part that raised leaves the last valid setting whole, and both parts to run again
+        self._raw, self._colocated, self._apart, self._sizing = raw, colo, apart, size
+        self._keys = (sweep_key, size_key)
         self._transfer_s = engine["transfer_s"][0] + engine["transfer_s"][1] * int(self.prompt.value)
         other = self.decode_device.value not in (SAME, self.device.value)
         self._gpus = (engine["tp"], engine["decode_tp"], self.decode_device.value if other else "")
