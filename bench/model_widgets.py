@@ -20,6 +20,9 @@ Usage: ``PYTHONPATH=. python bench/model_widgets.py [--repeats 10] [--browser]``
    mouse move only when it is free), how many answers the page showed during it, and the time from the release to
    the final value's answer and to it drawn.
 
+``--freeze-heap``: :func:`aonkit.widgets.freeze_heap` after each panel is built, so that Python's full garbage
+collections (which walk the whole heap, 85-100 ms here) do not land in the timed changes.
+
 Prints markdown; writes only a temporary notebook.
 """
 
@@ -81,6 +84,7 @@ def in_process(repeats: int) -> None:
         t0 = time.perf_counter()
         panel = make()
         print(f"\n### {name}: built in {time.perf_counter() - t0:.2f} s; update per change, ms\n")
+        settle()
         print("| control | changes | median | p90 | worst |\n|---|---:|---:|---:|---:|")
         every = []
         for control, values in changes.items():
@@ -101,6 +105,18 @@ def in_process(repeats: int) -> None:
             first_visits(panel)
             drag_rows(panel)
             replica_rows(repeats)
+
+
+FREEZE = False
+"""``--freeze-heap``: :func:`settle` freezes the heap (the panels' worst cases without full collections)."""
+
+
+def settle() -> None:
+    """With ``--freeze-heap``, :func:`aonkit.widgets.freeze_heap` (what is alive now leaves the collector's passes)."""
+    if FREEZE:
+        from aonkit.widgets import freeze_heap
+
+        freeze_heap()
 
 
 def first_visits(panel) -> None:
@@ -128,6 +144,7 @@ def replica_rows(repeats: int) -> None:
     print("\n| replicas (20 requests/s), device changed | changes | median | p90 | worst |\n|---|---:|---:|---:|---:|")
     for replicas in (1, 2, 4, 8, 16, 64):
         panel = ServingPanel(replicas=replicas)
+        settle()
         got = []
         for _ in range(repeats):
             for v in SERVING_CHANGES["device"]:
@@ -323,8 +340,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--browser", action="store_true", help="also time changes made in JupyterLab's page")
     ap.add_argument("--browser-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--freeze-heap", action="store_true",
+                    help="in this process, aonkit.widgets.freeze_heap() after each panel is built")
     args = ap.parse_args()
-    print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    global FREEZE
+    FREEZE = args.freeze_heap
+    print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}" + (", heap frozen" if FREEZE else ""))
     if not args.browser_only:
         in_process(args.repeats)
     if args.browser or args.browser_only:

@@ -30,6 +30,7 @@ CASES = [
     ("daemon_tick", ("--gpus", "2", "--ticks", "2", "--rounds", "1"), "| part | µs, each round | mean |"),
     ("monitor_poll", ("--polls", "3"), "| NvmlSampler, 8 fake GPUs | 272 |"),
     ("model_widgets", ("--repeats", "1"), "### LLMModelPanel: built in"),
+    ("model_widgets", ("--repeats", "1", "--freeze-heap"), ", heap frozen"),
     ("models", (), "| params (B) | TP | PP | GPUs | batch | measured TFLOP/s |"),
     ("overhead", ("--seconds", "0.3", "--rates", "10", "--cell", "100000", "--repeat", "1"),
      "| HostSampler (compiled loop) | 10 |"),
@@ -46,7 +47,7 @@ CASES = [
 ]
 
 
-IDS = [c[0] + " --faults" * ("--faults" in c[1]) for c in CASES]
+IDS = [c[0] + "".join(f" {a}" for a in ("--faults", "--freeze-heap") if a in c[1]) for c in CASES]
 
 
 @pytest.mark.parametrize(("script", "args", "expect"), CASES, ids=IDS)

@@ -12,7 +12,8 @@ jupyter_bokeh; the first one shown to a front end puts BokehJS on the page inlin
 nothing is fetched from a CDN and no ``output_notebook`` call is needed first. The model panels draw
 on canvases of their own (:mod:`aonkit.widgets.charts`, ``widgets/charts.js``), which redraw within a
 frame of their data's arrival, and so do the monitor, ``WhatIfPanel`` and the live timeline
-(``widgets/timeline.js``); they need no BokehJS.
+(``widgets/timeline.js``); they need no BokehJS. ``freeze_heap()`` (opt-in) keeps Python's full garbage
+collections, which walk the whole kernel's heap, out of the panels' changes (:mod:`aonkit.widgets.heap`).
 Importing this package imports ipywidgets and bokeh; ``import aonkit`` does not.
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["Dashboard", "DisaggPanel", "LLMModelPanel", "LiveMonitor", "Plot", "ServingPanel", "TimelineCanvas",
-           "WhatIfPanel", "show"]
+           "WhatIfPanel", "freeze_heap", "show", "unfreeze_heap"]
 
 
 def __getattr__(name: str) -> Any:  # import each widget only when asked for
@@ -53,6 +54,10 @@ def __getattr__(name: str) -> Any:  # import each widget only when asked for
         from .disagg import DisaggPanel
 
         return DisaggPanel
+    if name in ("freeze_heap", "unfreeze_heap"):
+        from . import heap
+
+        return getattr(heap, name)
     if name in ("Plot", "show"):
         from . import plot
 
