@@ -129,6 +129,10 @@ def sweep_charts(width: int = 380, height: int = 260) -> list[dict[str, Any]]:
     return out
 
 
+RATE_MARK = {"kind": "vspan", "source": "rate", "x": "rate", "color": RATE_COLOR, "line_width": 1, "alpha": 0.6}
+"""The chosen rate's line on :func:`pools_charts`."""
+
+
 def pools_charts(width: int = 380, height: int = 240) -> list[dict[str, Any]]:
     """Colocated against disaggregated serving, against rate: p99 TTFT, p99 TPOT, requests within both, busy shares.
 
@@ -143,7 +147,7 @@ def pools_charts(width: int = 380, height: int = 240) -> list[dict[str, Any]]:
                  *_line_and_points("pools", "rate", f"apart_{m}_ms", APART_COLOR),
                  {"kind": "hspan", "source": f"{m}_slo", "y": "ms", "color": SLO_COLOR, "line_width": 2,
                   "dash": DOTTED},
-                 {"kind": "vspan", "source": "rate", "x": "rate", "color": RATE_COLOR, "line_width": 1, "alpha": 0.6}]
+                 RATE_MARK]
         hover = {"mode": "vline", "source": "pools", "x": "rate", "fields": [
             ["rate", "rate", "/s"], ["colocated", f"colocated_{m}_text"], ["disaggregated", f"apart_{m}_text"]]}
         out.append(chart(title, axis("linear", xlab), axis("log", "ms"), marks, width=width, height=height,
@@ -151,7 +155,7 @@ def pools_charts(width: int = 380, height: int = 240) -> list[dict[str, Any]]:
     marks = [*_line_and_points("pools", "rate", "colocated_attain", COLOCATED_COLOR),
              *_line_and_points("pools", "rate", "apart_attain", APART_COLOR),
              {"kind": "hspan", "source": "target", "y": "share", "color": SLO_COLOR, "line_width": 2, "dash": DOTTED},
-             {"kind": "vspan", "source": "rate", "x": "rate", "color": RATE_COLOR, "line_width": 1, "alpha": 0.6}]
+             RATE_MARK]
     hover = {"mode": "vline", "source": "pools", "x": "rate", "fields": [
         ["rate", "rate", "/s"], ["colocated", "colocated_attain_text"], ["disaggregated", "apart_attain_text"]]}
     out.append(chart("requests within both objectives", axis("linear", xlab),
@@ -160,7 +164,7 @@ def pools_charts(width: int = 380, height: int = 240) -> list[dict[str, Any]]:
     parts = (("colocated", "colocated GPUs", COLOCATED_COLOR), ("prefill", "prefill pool", APART_COLOR),
              ("decode", "decode pool", DECODE_COLOR))  # fmt: skip
     marks = [mk for key, _, color in parts for mk in _line_and_points("pools", "rate", f"{key}_busy", color)]
-    marks.append({"kind": "vspan", "source": "rate", "x": "rate", "color": RATE_COLOR, "line_width": 1, "alpha": 0.6})
+    marks.append(RATE_MARK)
     hover = {"mode": "vline", "source": "pools", "x": "rate",
              "fields": [["rate", "rate", "/s"], *([lab, f"{key}_busy_text"] for key, lab, _ in parts)]}
     out.append(chart("share of time busy", axis("linear", xlab), axis("linear", "busy", start=0, end=1.05), marks,

@@ -90,10 +90,9 @@ def pools_data(colocated: pd.DataFrame, apart: pd.DataFrame) -> dict[str, list]:
             ms = s[f"{m}_p99_s"].to_numpy(np.float64) * 1e3
             out[f"{name}_{m}_ms"] = np.where(ms > 0, ms, np.nan).tolist()
             out[f"{name}_{m}_text"] = [theme.fmt_ns(v * 1e6) if np.isfinite(v) else theme.MISSING for v in ms]
-    for key, s, col in (("colocated", c, "busy_fraction"), ("prefill", a, "prefill_busy_fraction"),
-                        ("decode", a, "decode_busy_fraction"), ("colocated_attain", c, "slo_attainment"),
-                        ("apart_attain", a, "slo_attainment")):  # fmt: skip
-        name = key if "attain" in key else f"{key}_busy"
+    for name, s, col in (("colocated_busy", c, "busy_fraction"), ("prefill_busy", a, "prefill_busy_fraction"),
+                         ("decode_busy", a, "decode_busy_fraction"), ("colocated_attain", c, "slo_attainment"),
+                         ("apart_attain", a, "slo_attainment")):  # fmt: skip
         out[name] = s[col].to_numpy(np.float64).tolist() if col in s else [math.nan] * len(s)
         out[f"{name}_text"] = [theme.fmt_pct(b) for b in out[name]]
     return out

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import wait
-from types import SimpleNamespace
 
 import ipywidgets as w
 import pandas as pd
@@ -187,8 +186,8 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         for dev, n in ((device, tp), (dec_device, dec_tp)):
             step = model_step_times(self._step_times, self.model.value, dev, n, dtype)
             mem = serving_memory(PRESETS[self.model.value], dev, n, dtype)
-            check_fits(mem, self.model.value, dev, SimpleNamespace(value=n, options=TPS), dtype, tokens,
-                       int(self.max_batch.value), "mean prompt + max new tokens")  # fmt: skip
+            check_fits(mem, self.model.value, dev, n, TPS, dtype, tokens, int(self.max_batch.value),
+                       "mean prompt + max new tokens")
             parts.append((step, mem))
         (step, mem), (dec_step, dec_mem) = parts
         # each GPU of a replica sends (receives) its shard of the cache over its own link: the larger shard's time

@@ -7,6 +7,7 @@ times kept for the last presets). The functions below it are shared with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -51,8 +52,8 @@ class ServingInputs:
         shared, own = self.prefix_held()
         tokens = own + int(self.prompt.value) + int(self.max_new.value)
         what = ("system prompt + " if own else "") + "mean prompt + max new tokens"
-        check_fits(mem, self.model.value, self.devices[self.device.value], self.tp, str(self.dtype.value), tokens,
-                   int(self.max_batch.value), what, shared)  # fmt: skip
+        check_fits(mem, self.model.value, self.devices[self.device.value], int(self.tp.value), self.tp.options,
+                   str(self.dtype.value), tokens, int(self.max_batch.value), what, shared)  # fmt: skip
         return mem.kv_tokens
 
     def prefix_held(self) -> tuple[int, int]:
@@ -93,17 +94,17 @@ def model_step_times(kept: ModelStepTimes, model: str, device: DeviceSpec, tp: i
     return kept(PRESETS[model], device, int(tp), dtype)
 
 
-def check_fits(mem: ServingMemory, model: str, device: DeviceSpec, tp: Any, dtype: str, tokens: int, batch: int,
-               what: str, shared: int = 0) -> None:  # fmt: skip
+def check_fits(mem: ServingMemory, model: str, device: DeviceSpec, tp: int, tps: Sequence[int], dtype: str,
+               tokens: int, batch: int, what: str, shared: int = 0) -> None:  # fmt: skip
     """Raise ValueError when one sequence of ``tokens`` does not fit in ``mem``'s cache, saying what would.
 
-    ``shared``: tokens held once beside it (a cached prefix); ``tp``: the TP control (its value and options).
+    ``shared``: tokens held once beside it (a cached prefix); ``tps``: the TP sizes a hint may suggest.
     """
     if mem.sequences(shared + tokens) >= 1:
         return
     words = memory_words(mem, tokens, batch, what, shared)
-    hint = fit_hint(PRESETS[model], device, int(tp.value), tp.options, dtype, shared + tokens)
-    raise ValueError(f"{model} does not fit on {device.name} with TP {tp.value} at {dtype}: {words}{hint}")
+    hint = fit_hint(PRESETS[model], device, tp, tps, dtype, shared + tokens)
+    raise ValueError(f"{model} does not fit on {device.name} with TP {tp} at {dtype}: {words}{hint}")
 
 
 def workload(lengths: str, prompt: int, output: int, max_new: int) -> tuple[int | Lengths, int | Lengths]:
