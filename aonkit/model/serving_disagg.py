@@ -32,7 +32,7 @@ from .serving import ROUTINGS, ServingResult, prepare, request_table, simulate_s
 from .serving_analysis import fewest_meeting
 from .serving_floor import beyond_floor
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
-from .serving_pools import alone_pools, prepare_pools, rerun_pools, summarize_pools
+from .serving_pools import alone_pools, pool_engine, prepare_pools, rerun_pools, summarize_pools
 from .serving_stats import serving_summary
 
 __all__ = ["Pool", "PoolPlan", "disaggregated_rows", "disaggregated_sweep", "pools_needed", "simulate_disaggregated"]
@@ -294,10 +294,4 @@ def _pool(pool: Pool, arr: np.ndarray, prompt: np.ndarray, output: object, max_n
         idle = pd.DataFrame({"replica": np.arange(pool.replicas), "requests": 0, "steps": 0, "busy_s": 0.0,
                              "busy_fraction": np.nan, "prefill_tokens": 0, "decode_tokens": 0, "preemptions": 0})
         return ServingResult(none.assign(replica=np.zeros(0, np.int64)), idle, {})
-    step = pool.step_time
-    if decode:  # the context enters at no cost; the steps are the decode pool's
-        step = StepTime(prefill_time_s=(0.0, 0.0), decode_time_s=step.decode_time_s, overhead_s=step.overhead_s)
-    return simulate_serving(arr, prompt, output, step_time=step, replicas=pool.replicas, max_batch=pool.max_batch,
-                            token_budget=None if decode else pool.token_budget, kv_tokens=pool.kv_tokens,
-                            chunked_prefill=True if decode else pool.chunked_prefill, routing=pool.routing,
-                            max_new_tokens=max_new if decode else None)  # fmt: skip
+    return simulate_serving(arr, prompt, output, **pool_engine(pool, max_new, decode))

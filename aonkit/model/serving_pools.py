@@ -20,7 +20,7 @@ from .serving_floor import served_apart, spaced
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
 from .serving_stats import METRICS, PERCENTILES, busy_fraction, latencies, summary_in_arrival_order
 
-__all__ = ["PreparedPools", "alone_pools", "prepare_pools", "rerun_pools", "summarize_pools"]
+__all__ = ["PreparedPools", "alone_pools", "pool_engine", "prepare_pools", "rerun_pools", "summarize_pools"]
 
 
 class PreparedPools(NamedTuple):
@@ -161,14 +161,23 @@ def _mean_busy(busy: np.ndarray, arr: np.ndarray, fin: np.ndarray) -> float:
     return float(np.mean(busy_fraction(busy, arr, fin)))
 
 
-def _pool_run(pool: object, arr: np.ndarray, prompt: np.ndarray, output: object, max_new: int | None,
-              as_decode: bool) -> Prepared:
-    """One pool's prepared run of the requests that reach it, as ``serving_disagg`` simulates a pool."""
+def pool_engine(pool: object, max_new: int | None, as_decode: bool) -> dict:
+    """Keyword arguments of :func:`~aonkit.model.simulate_serving` (or ``prepare``) for one pool's replicas.
+
+    A decode pool's prompts enter at no cost (its prefill time is zero, chunked, with no budget) and it reserves
+    ``max_new`` new tokens; a prefill pool's requests are one-token requests.
+    """
     step = pool.step_time
     if as_decode:  # the context enters at no cost; the steps are the decode pool's
         step = StepTime(prefill_time_s=(0.0, 0.0), decode_time_s=step.decode_time_s, overhead_s=step.overhead_s)
+    return {"step_time": step, "replicas": pool.replicas, "max_batch": pool.max_batch,
+            "token_budget": None if as_decode else pool.token_budget, "kv_tokens": pool.kv_tokens,
+            "chunked_prefill": True if as_decode else pool.chunked_prefill, "routing": pool.routing,
+            "max_new_tokens": max_new if as_decode else None}  # fmt: skip
+
+
+def _pool_run(pool: object, arr: np.ndarray, prompt: np.ndarray, output: object, max_new: int | None,
+              as_decode: bool) -> Prepared:
+    """One pool's prepared run of the requests that reach it, as ``serving_disagg`` simulates a pool."""
     return prepare(arr if arr.size else np.zeros(1), prompt if arr.size else np.ones(1, np.int64), output,
-                   step_time=step, replicas=pool.replicas, max_batch=pool.max_batch,
-                   token_budget=None if as_decode else pool.token_budget, kv_tokens=pool.kv_tokens,
-                   chunked_prefill=True if as_decode else pool.chunked_prefill, routing=pool.routing,
-                   max_new_tokens=max_new if as_decode else None)  # fmt: skip
+                   **pool_engine(pool, max_new, as_decode))
