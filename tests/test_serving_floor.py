@@ -75,3 +75,15 @@ def test_the_floor_is_simulated_only_while_every_count_tried_fails(monkeypatch):
     assert len(plan.tried) >= 2 and calls == []
     # GIVEN one that starts below the answer: its first count fails, the floor meets the objective, it goes on
     assert replicas_needed(50.0, 0.1, 500, 20, start=1, **kw).replicas == plan.replicas and len(calls) == 1
+
+
+def test_replicas_needed_with_more_objectives_meets_them_all():
+    # GIVEN TTFT and TPOT objectives each needing its own count
+    kw = dict(n_requests=800, step_time=ST, max_batch=8, token_budget=2048, chunked_prefill=True)
+    ttft = replicas_needed(60.0, 0.1, 500, 40, **kw).replicas
+    tpot = replicas_needed(60.0, 0.03, 500, 40, metric="tpot_p99_s", **kw).replicas
+    # THEN both together need the larger, and the message of an impossible pair names both
+    both = replicas_needed(60.0, 0.1, 500, 40, also={"tpot_p99_s": 0.03}, **kw)
+    assert both.replicas == max(ttft, tpot) and ttft != tpot
+    with pytest.raises(ValueError, match=r"ttft_p99_s <= 0.1 s and tpot_p99_s <= 0.001 s not met with any number"):
+        replicas_needed(60.0, 0.1, 500, 40, also={"tpot_p99_s": 0.001}, **kw)

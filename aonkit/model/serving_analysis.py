@@ -196,7 +196,8 @@ class ReplicaPlan(NamedTuple):
 def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, output_tokens: object, *,
                     n_requests: int, metric: str = "ttft_p99_s", arrival_cv: float = 1.0, seed: int = 0,
                     warmup: float = 0.1, max_replicas: int = 4096, start: int = 1, threads: int = 1,
-                    on_row: Callable[[int, dict], None] | None = None, **engine: object) -> ReplicaPlan:  # fmt: skip
+                    on_row: Callable[[int, dict], None] | None = None, also: dict[str, float] | None = None,
+                    **engine: object) -> ReplicaPlan:  # fmt: skip
     """Fewest replicas whose simulated ``metric`` is at most ``slo_s`` at ``rate_per_s``.
 
     Tries ``start`` replicas, then goes up or down by 1, 2, 4... replicas until one count meets the
@@ -238,6 +239,9 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
         two show the guess was off, each round then takes the next ``threads`` steps up or down at once, or cuts
         the bracket in ``threads + 1`` parts. More simulations in all, fewer rounds: for a machine with CPUs to
         spare. 1: one count at a time (each step from the last one's answer).
+    also : dict of str to float, optional
+        More objectives a count must meet too (summary key -> largest acceptable value, seconds), e.g.
+        ``{"tpot_p99_s": 0.015}`` beside a TTFT objective.
     on_row : callable, optional
         Called as ``on_row(replicas, row)`` after each simulation (``row``: the summary keys, ``busy_fraction`` and
         ``preemptions``, what :func:`serving_sweep` gives at this rate for that count), so that a caller running a
@@ -266,6 +270,8 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
     wide = max(1, int(threads))
 
     floor_seen = []
+    objectives = {metric: slo_s, **(also or {})}
+    what = " and ".join(f"{m} <= {v} s" for m, v in objectives.items())
 
     def meets(counts: list[int]) -> list[bool]:
         new = [c for c in dict.fromkeys(counts) if c not in tried]  # the same requests at every count
@@ -273,15 +279,16 @@ def replicas_needed(rate_per_s: float, slo_s: float, prompt_tokens: object, outp
             if on_row is not None:
                 on_row(c, row)
             tried[c] = {"replicas": c, **row}
-        ok = [tried[c][metric] <= slo_s for c in counts]
-        if not floor_seen and not any(r[metric] <= slo_s for r in tried.values()):  # only failures so far: if every
-            floor_seen.append(True)  # request alone fails too, no count can meet the objective
-            why = beyond_floor(alone(base), metric, slo_s)
+        ok = [all(tried[c][m] <= v for m, v in objectives.items()) for c in counts]
+        if not floor_seen and not any(all(r[m] <= v for m, v in objectives.items()) for r in tried.values()):
+            floor_seen.append(True)  # only failures so far: if every request alone fails too, no count can meet it
+            floor = alone(base)
+            why = next((w for m, v in objectives.items() if (w := beyond_floor(floor, m, v))), "")
             if why:
-                raise ValueError(f"{metric} <= {slo_s} s not met with any number of replicas: {why}")
+                raise ValueError(f"{what} not met with any number of replicas: {why}")
         return ok
 
-    hi = fewest_meeting(meets, start, max_replicas, f"{metric} <= {slo_s} s", wide)
+    hi = fewest_meeting(meets, start, max_replicas, what, wide)
     return ReplicaPlan(hi, pd.DataFrame(sorted(tried.values(), key=lambda r: r["replicas"])))
 
 

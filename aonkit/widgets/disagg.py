@@ -34,12 +34,10 @@ import pandas as pd
 
 from ..model.hardware import devices
 from ..model.llm import PRESETS
-from ..model.serving import prepare, rerun, summarize, thread_pool
-from ..model.serving_analysis import fewest_meeting, sweep_rows
+from ..model.serving import thread_pool
+from ..model.serving_analysis import replicas_needed, sweep_rows
 from ..model.serving_disagg import Pool, disaggregated_rows, pools_needed
-from ..model.serving_floor import alone, beyond_floor
 from ..model.serving_grid import SweepRows, sweep_rates
-from ..model.serving_inputs import ArrivalProcess
 from ..model.serving_stats import attainment
 from ..model.serving_steps import ModelStepTimes, request_seconds, serving_memory
 from ..views.model_charts import pools_charts
@@ -275,26 +273,12 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
 
         None when none found, with why no number can ("": the search reached ``max_replicas``).
         """
-        (ttft, tpot), tried, floor = slos, {}, []
-        base = prepare(ArrivalProcess(rate, load["arrival_cv"]), prompts, outputs, n_requests=load["n_requests"],
-                       seed=load["seed"], warmup=0.1, **self.colocated_engine(engine))  # fmt: skip
-
-        def meets(counts: list[int]) -> list[bool]:
-            new = [c for c in dict.fromkeys(counts) if c not in tried]
-            tried.update(zip(new, summarize([rerun(base, replicas=c) for c in new], 1)))
-            ok = [tried[c]["ttft_p99_s"] <= ttft and tried[c]["tpot_p99_s"] <= tpot for c in counts]
-            both = [r["ttft_p99_s"] <= ttft and r["tpot_p99_s"] <= tpot for r in tried.values()]
-            if not floor and not any(both):  # only failures so far: do the requests served alone miss one too?
-                floor.append(alone(base))
-                why = beyond_floor(floor[0], "ttft_p99_s", ttft) or beyond_floor(floor[0], "tpot_p99_s", tpot)
-                if why:
-                    raise ValueError(f"not met with any number of replicas: {why}")
-            return ok
-
         try:
-            return fewest_meeting(meets, start, self.max_replicas, "both objectives"), ""
+            plan = replicas_needed(rate, slos[0], prompts, outputs, also={"tpot_p99_s": slos[1]}, start=start,
+                                   max_replicas=self.max_replicas, **load, **self.colocated_engine(engine))
         except ValueError as exc:
             return _not_met(exc)
+        return plan.replicas, ""
 
     def _size_apart(self, engine: dict, prompts: object, outputs: object, load: dict, rate: float,
                     slos: tuple[float, float], start: tuple[int, int]) -> tuple[int | None, int | None, str]:
