@@ -45,7 +45,8 @@ class InferenceTime:
 
 def _pass(config: TransformerConfig, device: DeviceSpec, batch: np.ndarray, q_len: np.ndarray,
           kv_len: np.ndarray, tp: int, network: Network, efficiency: Mapping[str, float] | None, dtype: str,
-          weight_bytes: float, kv_bytes: float, decode: bool) -> InferenceTime:  # fmt: skip
+          weight_bytes: float, kv_bytes: float, decode: bool,
+          logits: np.ndarray | None = None) -> InferenceTime:  # fmt: skip
     unknown = set(efficiency or {}) - set(EFFICIENCY)
     if unknown:  # a misspelt key would otherwise change nothing, silently
         raise ValueError(f"unknown efficiency keys {sorted(unknown)}; known: {sorted(EFFICIENCY)}")
@@ -71,7 +72,7 @@ def _pass(config: TransformerConfig, device: DeviceSpec, batch: np.ndarray, q_le
             link, where = network.link(tp)
             ar = collective_time("all_reduce", 2.0 * tokens * config.hidden, tp, link, efficiency=eff[f"{where}_link"])
             parts["tp"] = parts["tp"] + count * 2 * ar
-    lf, lb = logits_forward(config, batch, tp, weight_bytes)  # the last token of each sequence
+    lf, lb = logits_forward(config, batch if logits is None else logits, tp, weight_bytes)  # default: last tokens
     parts["logits"] = roofline_time(lf, lb, peak, bw, eff["matmul"], eff["memory"])
     seconds = sum(parts.values())
     return InferenceTime(seconds, parts, flops + lf, nbytes + lb, tokens / seconds)
@@ -185,6 +186,29 @@ def decode_time(config: TransformerConfig, device: DeviceSpec, batch: float | np
     c = np.asarray(config.seq if context is None else context, dtype=np.float64)
     return _pass(config, device, b, np.ones_like(c), c, tp, network, efficiency, dtype, weight_bytes, kv_bytes,
                  decode=True)  # fmt: skip
+
+
+def verify_time(config: TransformerConfig, device: DeviceSpec, batch: float | np.ndarray = 1,
+                context: float | np.ndarray | None = None, tokens: float | np.ndarray = 2, *, tp: int = 1,
+                network: Network = DGX_H100, efficiency: Mapping[str, float] | None = None, dtype: str = "bf16",
+                weight_bytes: float = 2, kv_bytes: float = 2) -> InferenceTime:  # fmt: skip
+    """A pass over ``tokens`` new tokens a sequence after ``context`` cached ones, with logits for each new token.
+
+    The target model's check of ``tokens - 1`` drafted tokens in speculative decoding
+    (:mod:`~aonkit.model.llm.speculative`). ``tokens=1`` is :func:`decode_time`, to the bit.
+
+    The new tokens attend causally to the context and to each other; the weights and the cached keys and values
+    are read once for all of them. ``tokens_per_s`` counts ``batch * tokens`` new tokens a second. Other
+    parameters, the result and the errors are :func:`decode_time`'s.
+    """
+    b = np.asarray(batch, dtype=np.float64)
+    c = np.asarray(config.seq if context is None else context, dtype=np.float64)
+    q = np.asarray(tokens, dtype=np.float64)
+    if not np.all(q >= 1):
+        raise ValueError(f"tokens must be >= 1, got {tokens!r}")
+    # decode's convention: the pass at context c attends to c keys for its one token; the j-th new token to c + j
+    return _pass(config, device, b, q, c + q - 1, tp, network, efficiency, dtype, weight_bytes, kv_bytes,
+                 decode=True, logits=b * q)  # fmt: skip
 
 
 WEIGHT_BYTES = {"fp8": 1}

@@ -43,6 +43,13 @@ LLAMA3_70B = _llama3(80, 8192, 28672, 64, "Llama-3 70B")
 LLAMA3_405B = _llama3(126, 16384, 53248, 128, "Llama-3 405B")
 """Llama-3 405B (405.9 B parameters): """ + _LLAMA3 + "."
 
+LLAMA32_1B = TransformerConfig(layers=16, hidden=2048, heads=32, kv_heads=8, ffn=8192, gated_mlp=True, vocab=128256,
+                               seq=8192, norm="rmsnorm", tied_embeddings=True, name="Llama-3.2 1B")
+"""Llama-3.2 1B (1.24 B parameters): the released config.json of meta-llama/Llama-3.2-1B (16 layers, hidden 2048,
+32 heads of 64, 8 key/value heads, FFN 8192, vocabulary 128256, tied embeddings); sequence 8192, the context of
+its pre-training before long-context extension. A draft model for the Llama-3 presets (same tokenizer):
+:mod:`~aonkit.model.llm.speculative`."""
+
 MIXTRAL_8X7B = TransformerConfig(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, gated_mlp=True,
                                  experts=8, top_k=2, vocab=32000, seq=32768, norm="rmsnorm", name="Mixtral 8x7B")
 """Mixtral 8x7B: Jiang et al. 2024, "Mixtral of Experts", Table 1 (dim 4096, 32 layers, head_dim 128,
@@ -64,7 +71,7 @@ parameters, about 2% more FLOPs), node-limited routing (each token to at most 4 
 imbalance (uniform routing assumed), FP8 training (pass ``dtype="fp8"``)."""
 
 PRESETS: dict[str, TransformerConfig] = {
-    c.name: c for c in (GPT3_175B, LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, MIXTRAL_8X7B, DEEPSEEK_V3)
+    c.name: c for c in (GPT3_175B, LLAMA32_1B, LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, MIXTRAL_8X7B, DEEPSEEK_V3)
 }
 """Presets by name."""
 
