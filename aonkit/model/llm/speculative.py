@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,10 @@ from ..hardware import DeviceSpec
 from .config import TransformerConfig
 from .inference import decode_time, verify_time
 from .network import DGX_H100, Network
+
+ACCEPTANCE = 0.7
+"""The default probability that the target accepts a drafted token: an assumption, not a measurement. It depends on
+the draft, the text and the sampling temperature; serving engines count it (vLLM's draft acceptance rate)."""
 
 
 def accepted_tokens(acceptance: float | np.ndarray, k: int) -> np.ndarray | float:
@@ -78,7 +83,7 @@ class SpeculativeTime:
 
 
 def speculative_decode_time(config: TransformerConfig, device: DeviceSpec, batch: float | np.ndarray = 1,
-                            context: float | np.ndarray | None = None, *, k: int = 4, acceptance: float = 0.7,
+                            context: float | np.ndarray | None = None, *, k: int = 4, acceptance: float = ACCEPTANCE,
                             draft: TransformerConfig | None = None, draft_tp: int | None = None, tp: int = 1,
                             network: Network = DGX_H100, efficiency: Mapping[str, float] | None = None,
                             dtype: str = "bf16", weight_bytes: float = 2,
@@ -91,7 +96,7 @@ def speculative_decode_time(config: TransformerConfig, device: DeviceSpec, batch
         As for :func:`~aonkit.model.llm.inference.decode_time`: the target model and where it runs.
     k : int, default 4
         Tokens drafted an iteration, ``>= 1``.
-    acceptance : float, default 0.7
+    acceptance : float, default ACCEPTANCE (0.7)
         Probability that the target accepts a drafted token, in ``[0, 1]`` (measured by engines as the
         "acceptance rate"; it depends on the draft, the task and the sampling temperature).
     draft : TransformerConfig, optional
@@ -132,22 +137,36 @@ def speculative_decode_time(config: TransformerConfig, device: DeviceSpec, batch
 
 
 def best_draft_length(config: TransformerConfig, device: DeviceSpec, batch: float = 1, context: float | None = None,
-                      *, ks: Iterable[int] = range(1, 9), **kw: object) -> tuple[int, SpeculativeTime | None]:
+                      *, ks: Iterable[int] = range(1, 9), **kw: Any) -> tuple[int, SpeculativeTime | None]:
     """The draft length of ``ks`` that decodes fastest at one ``batch`` and ``context``, or 0 when none beats plain.
 
-    ``kw`` are :func:`speculative_decode_time`'s other keyword arguments (``acceptance``, ``draft``, ...).
+    ``kw`` are :func:`speculative_decode_time`'s other keyword arguments (``acceptance``, ``draft``, ...). Every
+    length is timed at once (one verify pass over an array of token counts, the draft's steps summed as they go).
 
     Returns
     -------
     tuple of (int, SpeculativeTime or None)
-        ``(k, its time)``, the smallest such ``k`` on ties; ``(0, None)`` when every ``k`` tried is slower than
-        plain decoding (the speedup is at most 1).
+        ``(k, speculative_decode_time(..., k=k))``, the smallest such ``k`` on ties; ``(0, None)`` when every
+        ``k`` tried is slower than plain decoding (the speedup is at most 1).
     """
-    best: tuple[int, SpeculativeTime | None] = (0, None)
-    for k in ks:
-        t = speculative_decode_time(config, device, batch, context, k=k, **kw)  # type: ignore[arg-type]
-        if np.ndim(t.seconds) != 0:
-            raise ValueError("best_draft_length takes one batch and one context (scalars)")
-        if float(t.speedup) > 1 and (best[1] is None or float(t.seconds) < float(best[1].seconds)):
-            best = (int(k), t)
-    return best
+    if np.ndim(batch) != 0 or (context is not None and np.ndim(context) != 0):
+        raise ValueError("best_draft_length takes one batch and one context (scalars)")
+    lengths = np.array(sorted({int(k) for k in ks}), dtype=np.int64)
+    if not lengths.size or lengths[0] < 1:
+        raise ValueError(f"ks must be draft lengths >= 1, got {list(ks)!r}")
+    opts = {key: kw[key] for key in ("tp", "network", "efficiency", "dtype", "weight_bytes", "kv_bytes") if key in kw}
+    b, c = float(batch), float(config.seq if context is None else context)
+    verify = np.asarray(verify_time(config, device, b, c, lengths + 1.0, **opts).seconds, dtype=np.float64)
+    draft = kw.get("draft")
+    steps = np.zeros(int(lengths[-1]) + 1)
+    if draft is not None:
+        dopts = {**opts, "tp": opts.get("tp", 1) if kw.get("draft_tp") is None else int(kw["draft_tp"])}
+        steps[1:] = np.cumsum([decode_time(draft, device, b, c + j, **dopts).seconds for j in range(lengths[-1])])
+    per_token = (steps[lengths] + verify) / np.array([accepted_tokens(kw.get("acceptance", ACCEPTANCE), int(k))
+                                                      for k in lengths])  # fmt: skip
+    plain = float(decode_time(config, device, b, c, **opts).seconds)
+    i = int(np.argmin(per_token))  # the first of equal times: the smallest k
+    if not per_token[i] < plain:
+        return 0, None
+    k = int(lengths[i])
+    return k, speculative_decode_time(config, device, b, c, k=k, **kw)
