@@ -134,3 +134,41 @@ def test_the_draft_preset_by_hand() -> None:
     h, f, v, kv = 2048, 8192, 128256, 8 * 64
     layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
     assert preset("llama3.2-1b").num_params() == v * h + 16 * layer + h == 1_235_814_400
+
+
+# ---- in LLMModelPanel's inference tab ------------------------------------------------------------------------------
+def test_the_panel_draws_what_the_model_says_and_nothing_when_off() -> None:
+    from aonkit.model.llm import weight_bytes
+    from aonkit.views.llm import DEFAULT_BATCHES, DEFAULT_CONTEXTS
+    from aonkit.widgets import LLMModelPanel
+
+    # GIVEN the panel as it opens: plain decoding, no speculative curve or number
+    p = LLMModelPanel("Llama-3 70B", inference_batch=8, inference_context=4096, inference_tp=4)
+    assert all(v is None for v in p.sources["batch"].data["spec_ms"]) and "speculative" not in p.summary.value
+    assert np.isnan(p.numbers()["spec_tpot_s"])
+    # WHEN a draft is chosen, with 3 tokens an iteration accepted at 0.8, at FP8
+    p.dtype.value, p.draft.value, p.draft_k.value, p.acceptance.value = "fp8", "Llama-3.2 1B", 3, 0.8
+    # THEN both curves and the numbers are the model's (the draft on the same 4 GPUs, weights of one byte)
+    at = {"tp": 4, "dtype": "fp8", "weight_bytes": weight_bytes("fp8"), "k": 3, "acceptance": 0.8,
+          "draft": LLAMA32_1B}  # fmt: skip
+    cfg, dev = preset("Llama-3 70B"), p.device_spec()
+    by_batch = speculative_decode_time(cfg, dev, DEFAULT_BATCHES.astype(float), 4096.0, **at)
+    by_context = speculative_decode_time(cfg, dev, 8.0, DEFAULT_CONTEXTS.astype(float), **at)
+    assert np.allclose(p.sources["batch"].data["spec_ms"], by_batch.seconds * 1e3, rtol=1e-12)
+    assert np.allclose(p.sources["context"].data["spec_ms"], by_context.seconds * 1e3, rtol=1e-12)
+    n = p.numbers()
+    one = speculative_decode_time(cfg, dev, 8, 4096, **at)
+    assert n["spec_tpot_s"] == pytest.approx(float(one.seconds), rel=1e-12)
+    assert n["spec_speedup"] == pytest.approx(float(one.speedup), rel=1e-12)
+    at.pop("k")
+    assert n["spec_best_k"] == best_draft_length(cfg, dev, 8, 4096, **at)[0] > 0
+    assert "TPOT, speculative" in p.summary.value and f"k = {n['spec_best_k']}" in p.summary.value
+    # WHEN the draft costs nothing, THEN decoding is faster than with the 1B draft
+    p.draft.value = "no-cost draft"
+    assert p.numbers()["spec_speedup"] > n["spec_speedup"]
+    # WHEN no draft is accepted at a large batch, THEN the panel says plain decoding is faster
+    p.acceptance.value, p.inference_batch.value = 0.0, 512
+    assert p.numbers()["spec_speedup"] < 1 and "none: plain is faster" in p.summary.value and not p.error
+    # WHEN it is switched off again, THEN the curves and numbers go
+    p.draft.value = "off"
+    assert all(v is None for v in p.sources["context"].data["spec_ms"]) and "speculative" not in p.summary.value

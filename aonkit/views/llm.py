@@ -28,6 +28,7 @@ from ..model.llm import (
     TransformerConfig,
     decode_time,
     prefill_time,
+    speculative_decode_time,
     weight_bytes,
 )
 from . import theme
@@ -60,7 +61,7 @@ MEMORY_PARTS: tuple[tuple[str, str, str], ...] = (
 CAPACITY_COLOR, OVER_COLOR = "#333333", "#D62728"
 """Capacity line colour when the memory fits, and when it does not (red)."""
 
-INFERENCE_COLORS = {"ttft": "#0072B2", "tpot": "#D55E00"}
+INFERENCE_COLORS = {"ttft": "#0072B2", "tpot": "#D55E00", "spec": "#CC79A7"}
 KV_COLOR = "#7F7F7F"
 """The KV-cache limit's line on the inference curves."""
 DEFAULT_BATCHES = np.unique(np.round(np.geomspace(1, 512, 28))).astype(np.int64)
@@ -191,14 +192,17 @@ def memory_figure(table: pd.DataFrame, capacity_bytes: float | None, width: int 
 # ---- inference ---------------------------------------------------------------------------------------------------
 def inference_table(config: TransformerConfig, device: DeviceSpec, *, batch: int = 1, context: int | None = None,
                     tp: int = 1, batches: object = None, contexts: object = None, network: Network = DGX_H100,
-                    efficiency: Mapping[str, float] | None = None, dtype: str = "bf16") -> pd.DataFrame:
+                    efficiency: Mapping[str, float] | None = None, dtype: str = "bf16",
+                    speculative: Mapping[str, object] | None = None) -> pd.DataFrame:  # fmt: skip
     """TTFT and TPOT curves: against batch at ``context``, and against context at ``batch``.
 
     Rows have ``sweep`` (``"batch"`` or ``"context"``), ``x`` (the swept value), ``batch``, ``context``,
     ``ttft_s`` (:func:`~aonkit.model.llm.prefill_time` of ``batch`` prompts of ``context`` tokens) and
     ``tpot_s`` (:func:`~aonkit.model.llm.decode_time` of ``batch`` sequences at ``context``), and
     ``decode_tokens_per_s``. At ``dtype="fp8"`` the weights are read at one byte each, as FP8 inference stores
-    them (:func:`~aonkit.model.llm.weight_bytes`); the KV cache stays 16-bit.
+    them (:func:`~aonkit.model.llm.weight_bytes`); the KV cache stays 16-bit. With ``speculative`` (keyword
+    arguments of :func:`~aonkit.model.llm.speculative_decode_time`: ``k``, ``acceptance``, ``draft``...) also
+    ``spec_tpot_s`` (time per output token decoding speculatively) and ``spec_speedup`` (plain over it).
     """
     context = int(config.seq if context is None else context)
     b = np.asarray(DEFAULT_BATCHES if batches is None else batches, dtype=np.float64)
@@ -209,8 +213,13 @@ def inference_table(config: TransformerConfig, device: DeviceSpec, *, batch: int
         ttft = np.broadcast_to(prefill_time(config, device, bb, cc, **kw).seconds, x.shape)
         dec = decode_time(config, device, bb, cc, **kw)
         tpot = np.broadcast_to(dec.seconds, x.shape)
-        frames.append(pd.DataFrame({"sweep": sweep, "x": x, "batch": bb, "context": cc, "ttft_s": ttft,
-                                    "tpot_s": tpot, "decode_tokens_per_s": bb / tpot}))  # fmt: skip
+        cols = {"sweep": sweep, "x": x, "batch": bb, "context": cc, "ttft_s": ttft, "tpot_s": tpot,
+                "decode_tokens_per_s": bb / tpot}  # fmt: skip
+        if speculative is not None:
+            spec = speculative_decode_time(config, device, bb, cc, **kw, **speculative)  # type: ignore[arg-type]
+            cols["spec_tpot_s"] = np.broadcast_to(spec.seconds, x.shape)
+            cols["spec_speedup"] = np.broadcast_to(spec.speedup, x.shape)
+        frames.append(pd.DataFrame(cols))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -232,12 +241,21 @@ def kv_limit_data(table: pd.DataFrame, sweep: str, kv_tokens: float | None) -> d
 
 
 def inference_data(table: pd.DataFrame, sweep: str) -> dict[str, list]:
-    """Columns of one curve source (``sweep`` ``"batch"`` or ``"context"``): ``x``, ``ttft_ms``, ``tpot_ms``, text."""
+    """Columns of one curve source (``sweep`` ``"batch"`` or ``"context"``): ``x``, latencies in ms, their texts.
+
+    ``ttft_ms``, ``tpot_ms`` and ``spec_ms`` (speculative TPOT; None, a gap, without ``spec_tpot_s``).
+    """
     t = table[table["sweep"] == sweep]
     ttft, tpot = t["ttft_s"].to_numpy(np.float64), t["tpot_s"].to_numpy(np.float64)
+    if "spec_tpot_s" in t:
+        spec, gain = t["spec_tpot_s"].to_numpy(np.float64), t["spec_speedup"].to_numpy(np.float64)
+        spec_ms: list = (spec * 1e3).tolist()
+        spec_text = [f"{_fmt_s(v)} ({g:.2f}x)" for v, g in zip(spec, gain)]
+    else:
+        spec_ms, spec_text = [None] * len(t), ["off"] * len(t)
     return {"x": t["x"].to_numpy(np.float64).tolist(), "ttft_ms": (ttft * 1e3).tolist(),
             "tpot_ms": (tpot * 1e3).tolist(), "ttft_text": [_fmt_s(v) for v in ttft],
-            "tpot_text": [_fmt_s(v) for v in tpot]}  # fmt: skip
+            "tpot_text": [_fmt_s(v) for v in tpot], "spec_ms": spec_ms, "spec_text": spec_text}  # fmt: skip
 
 
 def inference_figures(table: pd.DataFrame, width: int = 440, height: int = 300,

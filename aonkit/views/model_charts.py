@@ -77,13 +77,16 @@ def inference_charts(width: int = 440, height: int = 300) -> list[dict[str, Any]
     for sweep, xlabel in (("batch", "batch (sequences)"), ("context", "context (tokens)")):
         marks = [*_line_and_points(sweep, "x", "ttft_ms", INFERENCE_COLORS["ttft"]),
                  *_line_and_points(sweep, "x", "tpot_ms", INFERENCE_COLORS["tpot"]),
+                 *_line_and_points(sweep, "x", "spec_ms", INFERENCE_COLORS["spec"], dash=DASHED),
                  {"kind": "vspan", "source": f"kv_{sweep}", "x": "x", "color": KV_COLOR, "line_width": 2,
                   "dash": DASHED}]  # fmt: skip
         items = [{"label": "TTFT (prefill)", "color": INFERENCE_COLORS["ttft"]},
                  {"label": "TPOT (decode step)", "color": INFERENCE_COLORS["tpot"]},
+                 {"label": "TPOT, speculative", "color": INFERENCE_COLORS["spec"], "dash": DASHED},
                  {"label": "KV cache full", "color": KV_COLOR, "dash": DASHED}]  # fmt: skip
-        hover = {"mode": "nearest", "source": sweep, "x": "x", "y": ["ttft_ms", "tpot_ms"],
-                 "fields": [[sweep, "x"], ["TTFT", "ttft_text"], ["TPOT", "tpot_text"]]}  # fmt: skip
+        hover = {"mode": "nearest", "source": sweep, "x": "x", "y": ["ttft_ms", "tpot_ms", "spec_ms"],
+                 "fields": [[sweep, "x"], ["TTFT", "ttft_text"], ["TPOT", "tpot_text"],
+                            ["speculative", "spec_text"]]}  # fmt: skip
         out.append(chart(f"latency vs {sweep}", axis("log", xlabel), axis("log", "ms"), marks, width=width,
                          height=height, legend={"location": "top_left", "items": items}, hover=hover))  # fmt: skip
     return out

@@ -12,7 +12,6 @@ micro-batch x DP, ...) is reported and the last valid result kept.
 
 from __future__ import annotations
 
-import html
 import math
 import time
 from collections.abc import Mapping
@@ -30,8 +29,11 @@ from ..model.llm import (
     Parallelism,
     TrainingStepTime,
     TransformerConfig,
+    best_draft_length,
+    speculative_decode_time,
     training_memory,
     training_step,
+    weight_bytes,
 )
 from ..model.serving_steps import serving_memory
 from ..views import theme
@@ -48,7 +50,21 @@ from ..views.llm import (
 from ..views.model_charts import inference_charts, memory_chart, step_chart
 from ._bokehjs import TextWidget
 from .charts import Charts
-from .llm_controls import OVERRIDES, POW2, SEQS, STYLE, WIDE, dropdown, int_slider, parse_efficiency, set_value
+from .llm_controls import (
+    OVERRIDES,
+    POW2,
+    SEQS,
+    SPEC_FREE,
+    SPEC_OFF,
+    STYLE,
+    WIDE,
+    dropdown,
+    int_slider,
+    parse_efficiency,
+    set_value,
+    speculative_controls,
+)
+from .llm_summary import summary_cells, summary_html
 
 NETWORKS: dict[str, Network] = {n.name: n for n in (DGX_H100, DGX_A100)}
 """Network presets by name."""
@@ -166,6 +182,7 @@ class LLMModelPanel(TextWidget, w.VBox):
         self.inference_context = w.SelectionSlider(options=sorted({*SEQS, ctx}), value=ctx,
                                                    description="context", style=STYLE,
                                                    layout=WIDE)  # fmt: skip
+        self.draft, self.draft_k, self.acceptance = speculative_controls(list(self.presets))
 
         self.error = ""
         self.update_s = math.nan
@@ -189,7 +206,8 @@ class LLMModelPanel(TextWidget, w.VBox):
                 "hardware": [self.device, self.dtype, self.efficiency, self.network, self.flash],
                 "inference": [self.inference_tp, self.inference_batch, self.inference_context,
                               w.HTML("<small>TTFT/TPOT against batch at this context,<br>"
-                                     "and against context at this batch</small>")]}  # fmt: skip
+                                     "and against context at this batch</small>"),
+                              self.draft, self.draft_k, self.acceptance]}  # fmt: skip
         columns = [w.VBox([w.HTML(f"<b>{name}</b>"), *ctrls]) for name, ctrls in head.items()]
         self.tabs = w.Tab(children=list(self.views))
         self.tabs.set_title(0, "training")
@@ -226,14 +244,32 @@ class LLMModelPanel(TextWidget, w.VBox):
                 "efficiency": self.efficiencies() or None, "dtype": self.dtype.value,
                 "flash": bool(self.flash.value)}  # fmt: skip
 
+    def speculative(self) -> dict[str, Any] | None:
+        """Keyword arguments of :func:`~aonkit.model.llm.speculative_decode_time` the controls set (None: off).
+
+        The draft runs on the inference TP, at the panel's precision.
+        """
+        if self.draft.value == SPEC_OFF:
+            return None
+        draft = None if self.draft.value == SPEC_FREE else self.presets[self.draft.value]
+        return {"k": int(self.draft_k.value), "acceptance": float(self.acceptance.value), "draft": draft}
+
     # ---- evaluation and display ---------------------------------------------------------------------------------
     def _evaluate(self) -> None:
         kw = self.inputs()
         step: TrainingStepTime = training_step(**kw)
         memory: MemoryBreakdown = training_memory(kw["config"], kw["parallel"], kw["global_batch"], flash=kw["flash"])
-        inference = inference_table(kw["config"], kw["device"], batch=int(self.inference_batch.value),
-                                    context=int(self.inference_context.value), tp=int(self.inference_tp.value),
-                                    network=kw["network"], efficiency=kw["efficiency"], dtype=kw["dtype"])  # fmt: skip
+        spec = self.speculative()
+        at = {"tp": int(self.inference_tp.value), "network": kw["network"], "efficiency": kw["efficiency"],
+              "dtype": kw["dtype"]}  # fmt: skip
+        b, c = int(self.inference_batch.value), int(self.inference_context.value)
+        inference = inference_table(kw["config"], kw["device"], batch=b, context=c, speculative=spec, **at)
+        self.spec_at = None
+        if spec is not None:  # at the chosen batch and context: this draft length's, and the fastest one's
+            at["weight_bytes"] = weight_bytes(kw["dtype"])
+            self.spec_at = (speculative_decode_time(kw["config"], kw["device"], b, c, **at, **spec),
+                            best_draft_length(kw["config"], kw["device"], b, c, acceptance=spec["acceptance"],
+                                              draft=spec["draft"], **at)[0])  # fmt: skip
         dev = kw["device"]  # the weights' bytes as the inference curves read them (one at FP8)
         kv = serving_memory(kw["config"], dev, int(self.inference_tp.value), kw["dtype"]) if dev.memory_bytes else None
         self.kwargs, self.step, self.memory, self.inference, self.kv = kw, step, memory, inference, kv
@@ -281,7 +317,17 @@ class LLMModelPanel(TextWidget, w.VBox):
                 "memory_bytes": self.memory.total, "capacity_bytes": cap if cap else math.nan,
                 "over_capacity": bool(cap and self.memory.total > cap),
                 "inference_kv_tokens": math.nan if self.kv is None else self.kv.kv_tokens,
-                "inference_kv_fraction": self._kv_fraction()}  # fmt: skip
+                "inference_kv_fraction": self._kv_fraction(), **self._spec_numbers()}  # fmt: skip
+
+    def _spec_numbers(self) -> dict[str, float]:
+        """Speculative decoding at the inference batch and context (NaN when off).
+
+        TPOT, speedup, and the fastest draft length (0: none beats plain decoding).
+        """
+        if self.spec_at is None:
+            return {"spec_tpot_s": math.nan, "spec_speedup": math.nan, "spec_best_k": math.nan}
+        t, best = self.spec_at
+        return {"spec_tpot_s": float(t.seconds), "spec_speedup": float(t.speedup), "spec_best_k": best}
 
     def _kv_fraction(self) -> float:
         """The inference batch's KV cache at its context over what fits beside the weights (inf: no room)."""
@@ -301,30 +347,14 @@ class LLMModelPanel(TextWidget, w.VBox):
                 f"{cap} per GPU{over}")  # fmt: skip
 
     def _show(self) -> None:
-        n = self.numbers()
-        big = "font-size:1.4em;font-weight:600"
-        kv = n["inference_kv_fraction"]
-        red = {"memory per GPU": n["over_capacity"], "KV cache (inference)": kv > 1}
-        cells = [("step time", theme.fmt_ns(n["step_s"] * 1e9)), ("MFU", theme.fmt_pct(n["mfu"])),
-                 ("HFU", theme.fmt_pct(n["hfu"])), ("tokens/s", theme.fmt_si(n["tokens_per_s"], "")),
-                 ("model FLOP/s per GPU", theme.fmt_flop_rate(n["flops_per_gpu_s"])),
-                 ("GPUs", f"{n['gpus']:,}"), ("micro-batches", f"{n['micro_batches']:,}"),
-                 ("parameters", f"{n['params'] / 1e9:.2f} B"),
-                 ("memory per GPU", theme.fmt_bytes(n["memory_bytes"]))]  # fmt: skip
-        if not math.isnan(kv):  # the inference batch and context against the room beside the weights
-            cells.append(("KV cache (inference)", "weights do not fit" if math.isinf(kv) else f"{kv:.0%} full"))
-        parts = [f"<div style='display:inline-block;margin-right:18px'><div style='color:#555;font-size:0.85em'>"
-                 f"{html.escape(k)}</div><div style='{big};color:{'#D62728' if red.get(k) else 'inherit'}'>"
-                 f"{html.escape(v)}</div></div>" for k, v in cells]  # fmt: skip
-        status = (f"<div style='color:#D62728'>cannot evaluate this setting, showing the last valid one: "
-                  f"{html.escape(self.error)}</div>" if self.error else "")  # fmt: skip
-        self.summary.value = "".join(parts) + status
+        self.summary.value = summary_html(*summary_cells(self.numbers()), self.error)
 
     # ---- events ----------------------------------------------------------------------------------------------
     def _controls(self) -> list[w.ValueWidget]:
         return [*self.overrides.values(), self.tp, self.pp, self.dp, self.micro_batch, self.global_batch, self.zero,
                 self.recompute, self.vpp, self.sp, self.ep, self.device, self.dtype, self.efficiency, self.network,
-                self.flash, self.inference_tp, self.inference_batch, self.inference_context]  # fmt: skip
+                self.flash, self.inference_tp, self.inference_batch, self.inference_context, self.draft, self.draft_k,
+                self.acceptance]  # fmt: skip
 
     def _changed(self, change: dict) -> None:
         if not self._hold:

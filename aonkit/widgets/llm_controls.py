@@ -69,3 +69,18 @@ def set_value(widget: w.ValueWidget, value: Any) -> None:
     elif isinstance(widget, (w.Dropdown, w.SelectionSlider)) and value not in widget.options:
         widget.options = sorted({*widget.options, value})
     widget.value = value
+
+
+SPEC_OFF, SPEC_FREE = "off", "no-cost draft"
+"""The speculative control's choices besides the presets: plain decoding, and a draft that costs no GPU time
+(prompt lookup, n-grams)."""
+
+
+def speculative_controls(presets: Sequence[str]) -> tuple[w.Dropdown, w.IntSlider, w.FloatSlider]:
+    """The draft (off, a no-cost draft or a preset), the tokens it drafts an iteration, and their acceptance."""
+    draft = w.Dropdown(options=[SPEC_OFF, SPEC_FREE, *presets], value=SPEC_OFF, description="speculative draft",
+                       style=STYLE, layout=WIDE)  # fmt: skip
+    k = int_slider("draft tokens (k)", 4, 1, 8)
+    acceptance = w.FloatSlider(value=0.7, min=0.0, max=1.0, step=0.05, description="acceptance", style=STYLE,
+                               layout=WIDE, continuous_update=True)  # fmt: skip
+    return draft, k, acceptance
