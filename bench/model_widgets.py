@@ -46,7 +46,10 @@ LLM_CHANGES = {  # control -> values set in turn (each differs from the one befo
     "preset": ["Llama-3 8B", "GPT-3 175B", "Llama-3 70B"],
     "recompute": ["full", "none", "selective"],
     "inference_context": [4096, 32768, 8192],
+    "draft": ["Llama-3.2 1B", "no-cost draft", "off"],
 }
+SPECULATIVE_CHANGES = {"draft_k": [8, 2, 4], "acceptance": [0.5, 0.9, 0.7], "inference_batch": [64, 512, 1]}
+"""LLMModelPanel's inference controls with a 1B draft chosen (the speculative curves and draft lengths computed)."""
 SERVING_CHANGES = {
     "rate": [10.0, 40.0, 20.0],
     "cv": [2.0, 0.5, 1.0],
@@ -101,6 +104,8 @@ def in_process(repeats: int) -> None:
             every += got
             print(f"| {control} | {len(got)} | {statistics.median(got):.1f} | {_q(got, 0.9):.1f} | {max(got):.1f} |")
         print(f"| all | {len(every)} | {statistics.median(every):.1f} | {_q(every, 0.9):.1f} | {max(every):.1f} |")
+        if name == "LLMModelPanel":
+            speculative_rows(panel, repeats)
         if name == "ServingPanel":
             first_visits(panel)
             drag_rows(panel)
@@ -117,6 +122,26 @@ def settle() -> None:
         from aonkit.widgets import freeze_heap
 
         freeze_heap()
+
+
+def speculative_rows(panel, repeats: int) -> None:
+    """LLMModelPanel's changes with speculative decoding on (a 1B draft): its curves and draft lengths computed."""
+    panel.draft.value = "Llama-3.2 1B"
+    every = []
+    for control, values in SPECULATIVE_CHANGES.items():
+        widget, got = getattr(panel, control), []
+        for _ in range(repeats):
+            for v in values:
+                if widget.value != v:
+                    widget.value = v
+                    assert not panel.error, panel.error
+                    got.append(panel.update_s * 1e3)
+        every += got
+        print(f"| {control} (1B draft) | {len(got)} | {statistics.median(got):.1f} | {_q(got, 0.9):.1f} | "
+              f"{max(got):.1f} |")  # fmt: skip
+    print(f"| all with a draft | {len(every)} | {statistics.median(every):.1f} | {_q(every, 0.9):.1f} | "
+          f"{max(every):.1f} |")  # fmt: skip
+    panel.draft.value = "off"
 
 
 def first_visits(panel) -> None:
