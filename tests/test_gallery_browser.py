@@ -31,7 +31,7 @@ EXPECTED = {
     "00_quickstart.ipynb": ["34,374 events", "gpu_synthetic_rank0.json.gz"],
     "01_dashboard.ipynb": ["GPU busy", "top kernels by GPU time", "stopped ·"],
     "02_profile_and_whatif.ipynb": ["step time", "speed-up"],
-    "03_models.ipynb": ["memory per GPU", "tokens/s", "prefill + 2 decode, KV transfer"],
+    "03_models.ipynb": ["memory per GPU", "tokens/s", "TPOT, speculative", "prefill + 2 decode, KV transfer"],
     "04_trace_analysis.ipynb": ["host_wait_ns", "delta_mean_pct"],
     "05_multi_rank.ipynb": ["arrives last", "algbw_gbps", "share_last"],
     "06_roofline.ipynb": ["memory-bound reduction op", "fraction"],
