@@ -82,8 +82,6 @@ from .serving_decode import (
     QL,
     QT,
     RUN,
-    SJ,
-    SP,
     STEPS,
     TOUCH,
     admits,
@@ -95,6 +93,7 @@ from .serving_decode import (
     go_lazy,
     interp,
     lazy_finish,
+    step_context,
 )
 from .serving_heap import heap_pop, heap_push
 from .serving_paged import horizon, preempt
@@ -119,7 +118,7 @@ which costs more than running ahead (measured in session 45)."""
 
 @njit
 def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, routing, overhead, pf_tab, pf_x0,
-             pf_h, dc_tab, dc_x0, dc_h, ahead=True):
+             pf_h, dc_tab, dc_x0, dc_h, ahead=True, cs=1.0, dq=1):
     """Per request (start, first token, finish, replica), per replica (steps, busy s, tokens), preemptions.
 
     The tokens per replica are prefill and decode tokens, two arrays; then the preemptions per replica, and last
@@ -133,6 +132,11 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     length reserves its ``max_new_tokens``); 0 reserves each request's own output length. ``paged``: the KV cache
     is allocated as contexts grow, with preemption (:mod:`.serving_paged`); replicas then run ahead and lazily up
     to a finish or a full cache, and with one central queue as the module's docstring says.
+
+    Speculative decoding (:func:`aonkit.model.serving.prepare`): ``out`` counts a request's first token and then
+    its decode steps (iterations), each of which adds ``cs`` tokens to a sequence's context on average (the decode
+    table's context) and puts ``dq`` tokens a sequence through the step (what a chunked step's ``budget`` leaves
+    prompts: ``budget - dq * b``). Plain decoding: ``cs = 1``, ``dq = 1``.
     """
     n = arr.shape[0]
     start = np.full(n, np.nan)
@@ -158,7 +162,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     hold = 0 if paged else resv  # tokens reserved for a request's output (0: its own output length)
     si = np.zeros((n_rep + 1, NCOL), np.int64)
     ends = np.empty(n_rep)  # scratch for wake_earliest
-    cell = np.zeros((n_rep, 4))  # a lazy replica's cell of decode steps, kept by wake_earliest (si's CN: 0, none)
+    cell = np.zeros((n_rep, 5))  # a lazy replica's cell of decode steps, kept by wake_earliest (si's CN: 0, none)
     si[:, QH] = -1
     busy_s = np.zeros(n_rep)
     hk = np.empty((n_rep, max_batch), np.int64)
@@ -204,7 +208,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
             if lazy_end:  # a lazy replica's next finish: its steps up to it run, the step ending now counted
                 f = lazy_finish(si, r, n_rep if routing == CENTRAL else r, t, arr[i] if i < n else np.inf,
                                 max_batch, kv, paged, busy_s, lend, lbusy, hk, hv, fin, ctx0, togo, overhead,
-                                dc_tab, dc_x0, dc_h, hold)  # fmt: skip
+                                dc_tab, dc_x0, dc_h, hold, cs)  # fmt: skip
                 if f >= 0:  # lazy still, up to its next finish
                     heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                     en += 1
@@ -248,7 +252,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                   and admits(si, q, kv, paged, ctx0, togo, si[q, QH], hold)):
                 # it can take the request (the first waiting: this one, or one it had no room for): run it to now
                 # (paged: its cache has filled since it went lazy, so it may not; waking it is safe either way)
-                e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, -1, paged)
+                e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, -1, paged, cs)
                 si[q, LAZY] = 0
                 si[n_rep, LAZY] -= 1
                 si[q, GEN] += 1
@@ -268,7 +272,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                 en = drop_stale(ek, ev, en, si)
             nc, en, n_busy = wake_earliest(si, t, n_rep + 1, nc, cand, en, ek, ev, n_busy, max_batch, kv, big, lend,
                                            lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead, dc_tab, dc_x0,
-                                           dc_h, ends, hold, paged)  # fmt: skip
+                                           dc_h, ends, hold, paged, cs)  # fmt: skip
         if routing == CENTRAL and si[n_rep, QL] > 0:  # the replicas idle before now first, then those whose steps end
             ni = 0
             if n_busy + nc < n_rep:
@@ -286,7 +290,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                     en = drop_stale(ek, ev, en, si)
                 nc, en, n_busy = wake_earliest(si, t, si[n_rep, QL] - ni, nc, cand, en, ek, ev, n_busy, max_batch,
                                                kv, big, lend, lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead,
-                                               dc_tab, dc_x0, dc_h, ends, hold, paged)  # fmt: skip
+                                               dc_tab, dc_x0, dc_h, ends, hold, paged, cs)  # fmt: skip
             if ni > 0:  # the idle replicas go first
                 for k in range(nc - 1, -1, -1):
                     cand[k + ni] = cand[k]
@@ -319,7 +323,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
             b = si[r, HN]
             pn = si[r, PN]
             tokens = 0
-            room = budget - b if chunked else budget
+            room = budget - dq * b if chunked else budget
             for k in range(pn):  # the unfinished prompt (chunked only)
                 ptk[r, k] = min(rem[pbuf[r, k]], room - tokens)
                 tokens += ptk[r, k]
@@ -349,8 +353,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
             if tokens > 0:
                 dur += interp(pf_tab, np.int64(0), pf_x0, pf_h, tokens)
             if decode:
-                ctx = si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ]
-                dur += interp(dc_tab, b, dc_x0, dc_h, ctx)
+                dur += interp(dc_tab, b, dc_x0, dc_h, step_context(si, r, b, cs))
                 si[r, DTOK] += b
             si[r, PTOK] += tokens
             si[r, PN] = pn
@@ -366,7 +369,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                     and (routing != CENTRAL or n_rep >= CENTRAL_LAZY_REPLICAS
                          or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS)) and not risky):
                 # decode-only until its next finish unless a request reaches it: its event is that finish
-                f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv)
+                f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv, cs)
                 if pc:  # it may preempt neither before its event nor before its cache may be full (as below)
                     hp[r] = max(f, end + ((kv - si[r, KV]) // si[r, RUN]) * dmin)
                     hmin = min(hmin, hp[r])
@@ -382,7 +385,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                     until = min(until, hmin)
                 if end < until:
                     end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, ctx0, togo, overhead, dc_tab, dc_x0,
-                                       dc_h, paged, kv, hold)  # fmt: skip
+                                       dc_h, paged, kv, hold, cs)  # fmt: skip
                     if end < 0:  # it ran out of work: idle
                         n_busy -= 1
                         continue

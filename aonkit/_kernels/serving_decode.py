@@ -14,8 +14,9 @@ import numpy as np
 from ._jit import njit_leaf, njit_leaf_inline
 from .serving_heap import heap_pop, heap_push, sift_down
 
-# columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; CD, CN, CB,
-# CX: the cell of decode steps kept for it, see serving_wake.py; KV: the KV-cache tokens its running sequences
+# columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; CD, CN, CB:
+# the cell of decode steps kept for it, see serving_wake.py (CX: unused since its base context became a float, kept
+# in the cell array); KV: the KV-cache tokens its running sequences
 # reserve, prompt plus output each, or hold (serving_paged.py); PRE: its preemptions); row n_rep holds the central
 # queue's head, tail and length, in LAZY the number of lazy replicas, and in LJ how often the central queue's idle
 # replicas left requests waiting (serving.py)
@@ -48,6 +49,25 @@ def drop_stale(hk, hv, n, si):
     for j in range(k // 2 - 1, -1, -1):
         sift_down(hk, hv, 0, j, k)
     return k
+
+
+@njit_leaf_inline
+def step_context(si, r, b, cs):
+    """The summed context of replica ``r``'s ``b`` decoding sequences in its next decode step.
+
+    Their prompts (``SP``) and ``cs`` tokens for each decode step each has taken, the next one included: a
+    sequence joined at decode-step count ``j`` has taken ``DSTEP + 1 - j`` by then (``SJ`` sums the ``j``).
+    """
+    return si[r, SP] + cs * (b * (1 + si[r, DSTEP]) - si[r, SJ])
+
+
+@njit_leaf_inline
+def base_context(si, r, b, cs):
+    """:func:`step_context` less ``b * cs * DSTEP`` (:func:`decode_run`'s ``base``).
+
+    The context of the step after decode-step count ``d`` is this plus ``b * cs * d``.
+    """
+    return si[r, SP] + cs * (b - si[r, SJ])
 
 
 @njit_leaf
@@ -110,24 +130,26 @@ def end_prompts(si, r, t, pbuf, ptk, rem, first, fin, hk, hv, ctx0, left, resv=0
 
 
 @njit_leaf_inline
-def cell_steps(tab, b, x0, h, overhead, c, n):
+def cell_steps(tab, b, x0, h, overhead, c, n, cs=1.0):
     """The decode steps of batch ``b`` from context ``c`` on (``n`` at most) that share one cell of the grid.
 
     Returns ``(a, g, i)``: their durations are ``a + g*j`` for ``j < i`` (``a`` as :func:`interp` gives the first,
     ``g`` the growth per step), ``i >= 1`` of them before one reaches a later cell (the cells :func:`interp` picks,
     checked at the boundary). Where any of those durations falls below 0 (past the grid's end only) ``i`` is 1.
+    ``cs``: context tokens a sequence gains a step (1; more with speculative decoding).
     """
     m = tab.shape[1] - 1
     u = (c - x0) / h
     k = min(max(int(u), 0), m - 1)
     lo, hi = tab[b, k], tab[b, k + 1]
     a = overhead + (lo + (u - k) * (hi - lo))
-    g = b * (hi - lo) / h
+    gb = b * cs  # the batch's context growth a step
+    g = gb * (hi - lo) / h
     if k < m - 1 and n > 1:  # the first step in a later cell, i >= 1 steps on
-        i = max(1, min(n, int((x0 + (k + 1) * h - c) / b) + 1))
-        while i > 1 and int((c + b * (i - 1) - x0) / h) > k:
+        i = max(1, min(n, int((x0 + (k + 1) * h - c) / gb) + 1))
+        while i > 1 and int((c + gb * (i - 1) - x0) / h) > k:
             i -= 1
-        while i < n and int((c + b * i - x0) / h) <= k:
+        while i < n and int((c + gb * i - x0) / h) <= k:
             i += 1
         n = i
     if a < 0 or a + g * (n - 1) < 0:
@@ -136,11 +158,12 @@ def cell_steps(tab, b, x0, h, overhead, c, n):
 
 
 @njit_leaf
-def decode_run(tab, b, x0, h, overhead, base, d, last, end, until):
+def decode_run(tab, b, x0, h, overhead, base, d, last, end, until, cs=1.0):
     """The decode-only steps the event loop would run one by one, in closed form.
 
     From a step in progress ending at ``end`` with decode-step count ``d``: while ``end < until`` and ``d < last``,
-    the step ends (``d += 1``) and the next starts, lasting ``overhead + interp(tab, b, x0, h, base + b * d)``.
+    the step ends (``d += 1``) and the next starts, lasting ``overhead + interp(tab, b, x0, h, base + b*cs * d)``
+    (``cs``: context tokens a sequence gains a step).
     Within one cell of the grid those durations are ``a + g*i``, so ``n`` of them sum to ``n*a + g*n(n-1)/2``; the
     first step whose end reaches ``until`` is found by bisection on that sum. The cells are the ones
     :func:`interp` picks (the same expression, checked at each boundary), so each step's duration is the
@@ -153,15 +176,16 @@ def decode_run(tab, b, x0, h, overhead, base, d, last, end, until):
     """
     steps = 0
     busy = 0.0
+    gb = b * cs
     while end < until and d < last:
         if steps < SHORT or last - d <= SHORT:  # the first steps one by one: `until` may be near
             d += 1
             steps += 1
-            dur = overhead + interp(tab, b, x0, h, base + b * d)
+            dur = overhead + interp(tab, b, x0, h, base + gb * d)
             busy += dur
             end += dur
             continue
-        a, g, n = cell_steps(tab, b, x0, h, overhead, base + b * (d + 1), last - d)
+        a, g, n = cell_steps(tab, b, x0, h, overhead, base + gb * (d + 1), last - d, cs)
         if n == 1:  # (also where durations fall below 0, past the grid's end: one step, as the loop does)
             d += 1
             steps += 1
@@ -187,15 +211,15 @@ def decode_run(tab, b, x0, h, overhead, base, d, last, end, until):
 
 
 @njit_leaf
-def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last=-1, grow=False):
+def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last=-1, grow=False, cs=1.0):
     """Run replica ``r``'s decode-only steps (:func:`decode_run`) up to its next finish or ``until``; their end.
 
     ``last``: the last decode-step count to reach, when before the next finish's. ``grow``: each step started holds
-    a KV-cache token more per sequence (paged).
+    a KV-cache token more per sequence (paged). ``cs``: context tokens a sequence gains a step.
     """
     b = si[r, HN]
-    steps, end, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, si[r, SP] - si[r, SJ] + b, si[r, DSTEP],
-                                  hk[r, 0] - 1 if last < 0 else last, end, until)  # fmt: skip
+    steps, end, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, base_context(si, r, b, cs), si[r, DSTEP],
+                                  hk[r, 0] - 1 if last < 0 else last, end, until, cs)  # fmt: skip
     si[r, DSTEP] += steps
     si[r, STEPS] += steps
     si[r, DTOK] += b * steps
@@ -207,7 +231,7 @@ def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, las
 
 @njit_leaf
 def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h, paged=False,
-                 kv=0, resv=0):
+                 kv=0, resv=0, cs=1.0):
     """Run replica ``r``'s decode-only steps while each ends before ``until`` (the next arrival).
 
     Called as a decode-only step starts (nothing waiting for ``r``, no prompt in progress): until an
@@ -235,14 +259,14 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
             while end < until and d < stop:
                 steps += 1  # the step ending at `end`
                 d += 1
-                dur = overhead + interp(dc_tab, b, dc_x0, dc_h, sp + b * (1 + d) - sj)  # the next, from `end`
+                dur = overhead + interp(dc_tab, b, dc_x0, dc_h, sp + cs * (b * (1 + d) - sj))  # the next, from `end`
                 dtok += b
                 busy += dur
                 end = end + dur
             si[r, DSTEP], si[r, STEPS], si[r, DTOK] = d, steps, dtok
             busy_s[r] = busy
             if end < until and d < last:  # the rest in closed form
-                end = commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last)
+                end = commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last, False, cs)
             if paged:
                 si[r, KV] += b * (si[r, DSTEP] - d0)  # each step ended was followed by one started
             continue
@@ -254,7 +278,7 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
         if b == 0:
             si[r, BUSY] = 0
             return -1.0
-        ctx = si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ]  # the next decode step, starting at `end`
+        ctx = step_context(si, r, b, cs)  # the next decode step, starting at `end`
         dur = overhead + interp(dc_tab, b, dc_x0, dc_h, ctx)
         si[r, DTOK] += b
         if paged:  # (it fits: the finished sequences freed their tokens)
@@ -265,7 +289,7 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
 
 
 @njit_leaf
-def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged=False, kv=0):
+def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged=False, kv=0, cs=1.0):
     """Replica ``r``'s decode-only step in progress, ending at ``end``, makes it lazy: returns its next finish's time.
 
     Its steps up to that finish are taken when it comes (:func:`lazy_finish`: as computed here, kept in ``LJ`` and
@@ -280,8 +304,8 @@ def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged=Fa
     last = hk[r, 0] - 1
     if paged:
         last = min(last, si[r, DSTEP] + (kv - si[r, KV]) // b)
-    steps, f, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, si[r, SP] - si[r, SJ] + b, si[r, DSTEP], last,
-                                end, np.inf)  # fmt: skip
+    steps, f, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, base_context(si, r, b, cs), si[r, DSTEP], last,
+                                end, np.inf, cs)  # fmt: skip
     si[r, LJ] = steps
     lbusy[r] = busy
     return f
@@ -302,7 +326,7 @@ def admits(si, r, kv, paged, ctx0, left, j, resv=0):
 
 @njit_leaf
 def lazy_finish(si, r, q, t, arrival, max_batch, kv, paged, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead,
-                dc_tab, dc_x0, dc_h, resv=0):
+                dc_tab, dc_x0, dc_h, resv=0, cs=1.0):
     """Lazy replica ``r``'s next finish, at ``t``: its steps run, its step ending at ``t`` counted, sequences finished.
 
     When it can still take no request (none waiting in its queue ``q``, a full batch, or, with a queue of its own,
@@ -330,9 +354,9 @@ def lazy_finish(si, r, q, t, arrival, max_batch, kv, paged, busy_s, lend, lbusy,
                                                                                   si[q, QH], resv)))):
         si[r, LAZY] = 0
         return -1.0
-    dur = overhead + interp(dc_tab, b, dc_x0, dc_h, si[r, SP] + b * (1 + si[r, DSTEP]) - si[r, SJ])
+    dur = overhead + interp(dc_tab, b, dc_x0, dc_h, step_context(si, r, b, cs))
     si[r, DTOK] += b
     if paged:
         si[r, KV] += b
     busy_s[r] += dur
-    return go_lazy(si, r, t + dur, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv)
+    return go_lazy(si, r, t + dur, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv, cs)

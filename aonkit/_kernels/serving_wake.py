@@ -36,7 +36,6 @@ from .serving_decode import (
     CB,
     CD,
     CN,
-    CX,
     DSTEP,
     DTOK,
     GEN,
@@ -45,11 +44,10 @@ from .serving_decode import (
     LAZY,
     LJ,
     RUN,
-    SJ,
-    SP,
     STEPS,
     TOUCH,
     WOKE,
+    base_context,
     cell_steps,
     end_decode_step,
 )
@@ -82,7 +80,7 @@ def run_steps(si, r, n, a, g, lend, lbusy, busy_s, grow=False):
 
 
 @njit_leaf_inline
-def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h, grow):
+def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h, grow, cs=1.0):
     """The end of lazy replica ``r``'s step in progress at ``t``, found without running its steps to there.
 
     Woken or not, every lazy replica with room comes here at each arrival that leaves requests waiting, a few steps
@@ -90,12 +88,12 @@ def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, d
     Running each there (:func:`.serving_decode.decode_run`, a call, and its state written) took about a third of
     such a simulation; instead the cell of the grid its next steps share is kept
     (:func:`.serving_decode.cell_steps`: durations ``a + g*j``; ``cell[r, :2]`` holds ``a`` and ``g``, ``CD`` and
-    ``CN`` the decode-step count they start from and their number, ``CB`` and ``CX`` the batch and context they were
-    found for), and the step reaching ``t`` comes from their sum ``n*a + g*n(n-1)/2``, with the test
+    ``CN`` the decode-step count they start from and their number, ``CB`` and ``cell[r, 4]`` the batch and base
+    context they were found for), and the step reaching ``t`` comes from their sum ``n*a + g*n(n-1)/2``, with the test
     :func:`.serving_decode.decode_run` bisects on. Only a cell that ends before ``t`` is run (:func:`run_steps`).
     Leaves in ``cell[r, 2]`` and ``cell[r, 3]`` the end found and the steps to it, for :func:`wake_earliest` to run
     if it wakes the replica; returns the end. Inlined into its caller (a call passed the structs of its eight
-    arrays). ``grow``: as for :func:`run_steps`.
+    arrays). ``grow``: as for :func:`run_steps`; ``cs``: context tokens a sequence gains a step.
     """
     end = lend[r]
     while end < t:
@@ -104,12 +102,12 @@ def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, d
         if d >= last:  # (its finish is its event, at t or later: the sums may fall an ulp short of it)
             break
         b = si[r, HN]
-        base = si[r, SP] - si[r, SJ] + b
+        base = base_context(si, r, b, cs)
         o = d - si[r, CD]
-        if o < 0 or o >= si[r, CN] or si[r, CB] != b or si[r, CX] != base:  # another cell, or another batch
-            a, g, m = cell_steps(dc_tab, b, dc_x0, dc_h, overhead, base + b * (d + 1), last - d)
-            cell[r, 0], cell[r, 1] = a, g
-            si[r, CD], si[r, CN], si[r, CB], si[r, CX] = d, m, b, base
+        if o < 0 or o >= si[r, CN] or si[r, CB] != b or cell[r, 4] != base:  # another cell, or another batch
+            a, g, m = cell_steps(dc_tab, b, dc_x0, dc_h, overhead, base + b * cs * (d + 1), last - d, cs)
+            cell[r, 0], cell[r, 1], cell[r, 4] = a, g, base
+            si[r, CD], si[r, CN], si[r, CB] = d, m, b
             o = 0
         g = cell[r, 1]
         a = cell[r, 0] + g * o  # the next step's duration
@@ -167,7 +165,7 @@ def sure(si, r, kv, big, paged):
 
 @njit_leaf
 def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big, lend, lbusy, busy_s, hk, hv, fin,
-                  pr, out, cell, overhead, dc_tab, dc_x0, dc_h, ends, resv=0, paged=False):
+                  pr, out, cell, overhead, dc_tab, dc_x0, dc_h, ends, resv=0, paged=False, cs=1.0):
     """``need`` requests are left waiting at arrival instant ``t``: wake the lazy replicas that may take them.
 
     Every lazy replica with room finds the end of its step in progress at ``t`` (:func:`peek_end`). With the ends of
@@ -186,7 +184,7 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big,
         if si[r, LAZY] == 1:
             si[r, WOKE] = 0
             if si[r, RUN] < max_batch:
-                e = peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h, paged)
+                e = peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h, paged, cs)
                 if sure(si, r, kv, big, paged):
                     ends[nb] = e
                     nb += 1

@@ -12,11 +12,7 @@ they run side by side on threads and build no tables.
 
 from __future__ import annotations
 
-import math
-import os
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -24,7 +20,9 @@ import numpy as np
 import pandas as pd
 
 from .serving_inputs import ArrivalProcess, Lengths, StepTime, draw_lengths, reserved_output
+from .serving_spec import Speculation, speculative_steps
 from .serving_stats import METRICS, PERCENTILES, busy_fraction, latencies, serving_summary, summary_in_arrival_order
+from .serving_threads import busiest_first, sweep_threads, thread_pool
 
 __all__ = ["KV_POLICIES", "METRICS", "PERCENTILES", "ROUTINGS", "Prepared", "ServingResult", "prepare", "rerun",
            "serving_summary", "simulate_serving", "summarize", "thread_pool"]
@@ -68,7 +66,7 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
                      kv_tokens: int | None = None, kv_policy: str = "reserve", max_new_tokens: int | None = None,
                      prefix_tokens: int = 0, prefix_cache: bool = False, chunked_prefill: bool = False,
                      routing: str = "jsq", seed: int | None = None, warmup: float = 0.0,
-                     context_points: int = 513) -> ServingResult:
+                     context_points: int = 513, speculative: Speculation | None = None) -> ServingResult:
     """Simulate requests served by ``replicas`` continuous-batching engines.
 
     Parameters
@@ -125,12 +123,20 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         Fraction of the earliest arrivals left out of the summary.
     context_points : int
         Grid points of a ``decode_time_s`` function along total context (see :class:`StepTime`).
+    speculative : Speculation, optional
+        Engines that decode speculatively (:mod:`aonkit.model.serving_spec`): a decode step is an iteration that
+        gives each sequence 1 to ``k + 1`` tokens (each request's iterations drawn, from its own stream of the
+        seed: the arrivals and lengths are those of the same call without it), and ``step_time``'s decode part
+        should be an iteration's (:func:`~aonkit.model.serving_spec.speculative_step_time`). ``steps`` and
+        ``decode_tokens`` per replica then count iterations and sequence-iterations. Needs ``kv_policy="reserve"``,
+        and ``max_new_tokens`` with a ``kv_tokens`` limit; with chunked prefill a decoding sequence takes ``k + 1``
+        of a step's ``token_budget``.
     """
     run = prepare(arrivals, prompt_tokens, output_tokens, step_time=step_time, n_requests=n_requests,
                   replicas=replicas, max_batch=max_batch, token_budget=token_budget, kv_tokens=kv_tokens,
                   kv_policy=kv_policy, max_new_tokens=max_new_tokens, prefix_tokens=prefix_tokens,
                   prefix_cache=prefix_cache, chunked_prefill=chunked_prefill, routing=routing, seed=seed,
-                  warmup=warmup, context_points=context_points)  # fmt: skip
+                  warmup=warmup, context_points=context_points, speculative=speculative)  # fmt: skip
     start, first, fin, rep, steps, busy, ptok, dtok, preempted, npre = _execute(run)
     arr, output = run.arrivals, run.output
     prompt = run.prompt + (int(prefix_tokens) if prefix_cache else 0)  # whole prompts, the prefix included
@@ -155,17 +161,14 @@ def request_table(arr: np.ndarray, prompt: np.ndarray, output: np.ndarray, rep: 
     })
 
 
-def sweep_threads(count: int, threads: int | None) -> int:
-    """Threads for ``count`` simulations run side by side: ``threads``, or one each up to the CPU count and 8."""
-    return min(count, os.cpu_count() or 1, 8) if threads is None else max(1, int(threads))
-
-
 class Prepared(NamedTuple):
     """One simulation's checked inputs, drawn and sorted (what :func:`prepare` returns).
 
     ``arrivals``, ``prompt`` and ``output`` are in input order (``prompt``: the tokens each request's first prefill
     computes, the shared prefix included unless cached); ``order`` sorts them by arrival;
-    ``kernel_args`` are the rest of the kernel's arguments (replicas, engine, step-time tables).
+    ``kernel_args`` are the rest of the kernel's arguments (replicas, engine, step-time tables). With speculative
+    decoding ``steps`` holds what the kernel simulates instead of ``output`` (each request's first token and its
+    iterations, :mod:`aonkit.model.serving_spec`) and ``spec`` the kernel's ``(cs, dq)``.
     """
 
     arrivals: np.ndarray
@@ -175,6 +178,8 @@ class Prepared(NamedTuple):
     replicas: int
     warmup: float
     kernel_args: tuple
+    steps: np.ndarray | None = None
+    spec: tuple = (1.0, 1)
 
 
 def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
@@ -182,13 +187,14 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
             replicas: int = 1, max_batch: int = 1, token_budget: int | None = None, kv_tokens: int | None = None,
             kv_policy: str = "reserve", max_new_tokens: int | None = None, prefix_tokens: int = 0,
             prefix_cache: bool = False, chunked_prefill: bool = False, routing: str = "jsq", seed: int | None = None,
-            warmup: float = 0.0, context_points: int = 513) -> Prepared:
+            warmup: float = 0.0, context_points: int = 513, speculative: Speculation | None = None) -> Prepared:
     """Validate and draw one simulation's inputs; nothing runs yet (:func:`summarize` runs it).
 
     Parameters
     ----------
     arrivals, prompt_tokens, output_tokens, step_time, n_requests, replicas, max_batch, token_budget, kv_tokens,
-    kv_policy, max_new_tokens, prefix_tokens, prefix_cache, chunked_prefill, routing, seed, warmup, context_points
+    kv_policy, max_new_tokens, prefix_tokens, prefix_cache, chunked_prefill, routing, seed, warmup, context_points,
+    speculative
         As for :func:`simulate_serving`, which calls this first.
 
     Returns
@@ -259,13 +265,18 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     prefilled = prompt + output - 1 if paged else prompt  # (paged: a preempted request computes its tokens again)
     max_tokens = min(budget, int(np.partition(prefilled, n - k)[n - k:].sum()))
     max_context = min(int(np.partition(prompt + output - 1, n - k)[n - k:].sum()), kv)
+    steps, spec = None, (1.0, 1)
+    if speculative is not None:  # after every other draw, from a stream of its own
+        steps, spec = speculative_steps(speculative, output, rng, kv < UNLIMITED, resv, kv_policy, chunked_prefill,
+                                        budget, int(max_batch))  # fmt: skip
     tabs = step_time.with_prefix(cached).tables(max_tokens, int(max_batch), max_context, int(context_points))
     from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN, UNLIMITED_KV
 
     code = {"jsq": JSQ, "round_robin": ROUND_ROBIN, "central": CENTRAL}[routing]
     args = (int(replicas), int(max_batch), budget, min(kv, UNLIMITED_KV), resv, paged, bool(chunked_prefill), code,
             float(step_time.overhead_s), *tabs)  # fmt: skip
-    return Prepared(arr, prompt, output, np.argsort(arr, kind="stable"), int(replicas), float(warmup), args)
+    return Prepared(arr, prompt, output, np.argsort(arr, kind="stable"), int(replicas), float(warmup), args, steps,
+                    spec)  # fmt: skip
 
 
 def rerun(run: Prepared, *, arrivals: np.ndarray | None = None, replicas: int | None = None) -> Prepared:
@@ -313,7 +324,7 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None, slos: tuple[
     """
     def one(run: Prepared) -> dict:  # in arrival order, as the kernel gives it: no column goes back to input order
         arr, output = run.arrivals[run.order], run.output[run.order]
-        start, first, fin, _, _, busy, _, _, preempted, _ = _kernel(run, arr, output)
+        start, first, fin, _, _, busy, _, _, preempted, _ = _kernel(run, arr, kernel_output(run)[run.order])
         k = int(np.floor(run.warmup * arr.size))  # the measured requests: from the k-th arrival on
         lat = latencies(arr[k:], output[k:], start[k:], first[k:], fin[k:])
         summary = summary_in_arrival_order(arr, fin, output, dict(zip(METRICS, lat)), k, PERCENTILES, slos)
@@ -328,7 +339,7 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None, slos: tuple[
         return [one(r) for r in runs]
     # the busiest first: a sweep's highest rates take longest, and the short ones left over fill the threads' ends
     pool = thread_pool(n)
-    futures = {i: pool.submit(one, runs[i]) for i in _busiest_first(runs)}
+    futures = {i: pool.submit(one, runs[i]) for i in busiest_first(runs)}
     try:
         return [futures[i].result() for i in range(len(runs))]
     finally:  # one raised: those not started yet do not run
@@ -336,55 +347,29 @@ def summarize(runs: Sequence[Prepared], threads: int | None = None, slos: tuple[
             f.cancel()
 
 
-def _busiest_first(runs: Sequence[Prepared]) -> list[int]:
-    """Indices of ``runs``, the busiest first.
+def kernel_output(run: Prepared) -> np.ndarray:
+    """What the kernel simulates of each request's output, in input order.
 
-    By decreasing arrivals per second over their span, then requests (the kernel's work grows with both); equal
-    ones in order.
+    Its tokens, or with speculative decoding its first token and its iterations (``run.steps``).
     """
-
-    def load(i: int) -> tuple[float, int]:
-        a, o = runs[i].arrivals, runs[i].order
-        span = float(a[o[-1]] - a[o[0]]) if a.size > 1 else 0.0
-        return (a.size / span if span > 0 else math.inf), a.size
-
-    return sorted(range(len(runs)), key=load, reverse=True)
-
-
-_POOLS: dict[tuple[int, int, str], ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def thread_pool(n: int, purpose: str = "") -> ThreadPoolExecutor:
-    """A pool of ``n`` threads for simulations, kept for the next call (one per ``n`` and ``purpose``).
-
-    ``ServingPanel``'s replica search runs on ``thread_pool(1)`` beside the sweep. Starting the threads took
-    5-6 ms of a 45 ms panel update on a 2-CPU machine. Keyed by pid too: a forked child's copy of a pool has no
-    threads and would never run a task. A caller whose tasks run beside a sweep's names a ``purpose``: tasks of
-    one pool wait for each other, so a sweep given the same pool would wait for them.
-    """
-    key = (os.getpid(), n, purpose)
-    with _POOLS_LOCK:
-        if key not in _POOLS:
-            _POOLS[key] = ThreadPoolExecutor(n, thread_name_prefix=f"aonkit-serving-{purpose or 'sims'}-{n}")
-        return _POOLS[key]
+    return run.output if run.steps is None else run.steps
 
 
 def _kernel(run: Prepared, arr: np.ndarray, output: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The kernel on one prepared run, given its arrivals and output lengths in arrival order (``run.order``).
+    """The kernel on one prepared run, given its arrivals and :func:`kernel_output` in arrival order (``run.order``).
 
     Per request (start, first token, finish, replica) in arrival order, then per replica (steps, busy s, prefill
     tokens, decode tokens, preemptions), then per request its preemptions (arrival order).
     """
     from .._kernels.serving import simulate
 
-    return simulate(arr, run.prompt[run.order], output, *run.kernel_args)
+    return simulate(arr, run.prompt[run.order], output, *run.kernel_args, True, *run.spec)
 
 
 def _execute(run: Prepared) -> tuple[np.ndarray, ...]:
     """:func:`_kernel` with the per-request results (the first four and the last) in input order."""
     o = run.order
-    res = _kernel(run, run.arrivals[o], run.output[o])
+    res = _kernel(run, run.arrivals[o], kernel_output(run)[o])
     per_request = (*res[:4], res[-1])
     start, first, fin, rep, npre = (np.empty_like(x) for x in per_request)
     for dst, src in zip((start, first, fin, rep, npre), per_request):

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .serving import Prepared, rerun
+from .serving import Prepared, kernel_output, rerun
 from .serving_stats import METRICS, PERCENTILES, latencies, summary_in_arrival_order
 
 __all__ = ["GAP_S", "alone", "beyond_floor", "served_apart", "spaced"]
@@ -49,7 +49,7 @@ def alone(run: Prepared) -> dict | None:
     o = run.order
     arr, output = spaced(run.arrivals.size), run.output[o]
     one = rerun(run, replicas=1)
-    start, first, fin = simulate(arr, run.prompt[o], output, *one.kernel_args)[:3]
+    start, first, fin = simulate(arr, run.prompt[o], kernel_output(run)[o], *one.kernel_args, True, *run.spec)[:3]
     if not served_apart(arr, fin):
         return None
     k = int(np.floor(run.warmup * arr.size))

@@ -1,0 +1,165 @@
+"""Speculative decoding in the serving simulation: engines that draft ``k`` tokens and verify them in one step.
+
+With ``speculative=Speculation(k, acceptance)`` (:func:`~aonkit.model.serving.simulate_serving`), a decode step is
+an iteration (``k`` draft steps and the target's check, :mod:`aonkit.model.llm.speculative`): its time is the
+:class:`~aonkit.model.serving_inputs.StepTime`'s decode part, which should then be an iteration's
+(:func:`speculative_step_time` builds it from the analytic model), and it gives each decoding sequence 1 to
+``k + 1`` tokens. Each request's iterations are drawn (:func:`draw_iterations`: drafted tokens accepted
+independently with probability ``acceptance``, the last iteration cut to the tokens left), so its finish and TPOT
+vary as a real engine's do; the simulation runs those iterations, and TPOT counts the request's tokens.
+
+What is approximated: a sequence's context grows by the run's mean tokens an iteration (``tokens_per_step``: all
+the requests' decode tokens over their iterations) rather than by its own draws, for the step times (the
+batch's summed context). What an iteration puts through a chunked step is ``k + 1`` tokens a sequence, which the
+token budget counts. :func:`speculative_memory` adds the draft's weights and KV cache to a replica's memory. Not
+modelled: a paged KV cache (``kv_policy="paged"`` is refused), and a KV-cache limit without ``max_new_tokens``
+(the reservation would need each request's tokens, not its iterations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .hardware import DeviceSpec
+from .llm import TransformerConfig, decode_time, prefill_time, verify_time, weight_bytes
+from .llm.speculative import accepted_tokens
+from .serving_inputs import StepTime
+from .serving_steps import LastGrid, ServingMemory, serving_memory
+
+CHUNK = 1 << 22
+"""The most uniforms drawn at a time for :func:`draw_iterations` (32 MiB): a million requests need about 10**8."""
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Draft ``k`` tokens an iteration, each accepted by the target with probability ``acceptance``.
+
+    Raises ValueError for ``k < 1`` or an acceptance outside ``[0, 1]``.
+    """
+
+    k: int = 4
+    acceptance: float = 0.7
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.k, (int, np.integer)) and self.k >= 1):
+            raise ValueError(f"Speculation.k must be a whole number >= 1, got {self.k!r}")
+        a = float(self.acceptance)
+        if not 0.0 <= a <= 1.0:
+            raise ValueError(f"Speculation.acceptance must be in [0, 1], got {self.acceptance!r}")
+
+    @property
+    def tokens_per_iteration(self) -> float:
+        """Tokens an iteration yields a sequence on average with no cut (:func:`~aonkit.model.llm.accepted_tokens`)."""
+        return float(accepted_tokens(float(self.acceptance), int(self.k)))
+
+
+def draw_iterations(spec: Speculation, output: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Iterations each request's output takes: its first token comes from its prefill, the others from these.
+
+    Parameters
+    ----------
+    spec : Speculation
+        Draft length and acceptance.
+    output : numpy.ndarray
+        Output tokens per request (each at least 1).
+    rng : numpy.random.Generator
+        The uniforms' source (one per iteration, requests in order); none is drawn at acceptance 0 (one token
+        an iteration) or 1 (``k + 1``, the last cut).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, per request: 0 for one output token, else between ``ceil((o - 1) / (k + 1))`` and ``o - 1``.
+    """
+    left = np.asarray(output, dtype=np.int64) - 1
+    a, k = float(spec.acceptance), int(spec.k)
+    if a == 0.0:
+        return left.copy()
+    if a == 1.0:
+        return -(-left // (k + 1))
+    from .._kernels.serving_spec import draw_iterations as kernel
+
+    steps = np.zeros(left.size, np.int64)
+    pos = np.array([0, -1, 0], np.int64)
+    pw = np.array([a**j for j in range(k + 1)])  # (Python's powers: no vector path to differ by a machine)
+    expected = float(left.sum()) / spec.tokens_per_iteration  # (more: the last iteration of each is cut)
+    size = int(min(CHUNK, expected * 1.02 + 1024))
+    while pos[0] < left.size:
+        kernel(left, rng.random(size), pw, steps, pos)
+        size = int(min(CHUNK, expected * 0.1 + 1024))
+    return steps
+
+
+def speculative_steps(spec: Speculation, output: np.ndarray, rng: np.random.Generator, kv_limited: bool, resv: int,
+                      kv_policy: str, chunked: bool, budget: int, max_batch: int) -> tuple[np.ndarray, tuple]:
+    """What :func:`~aonkit.model.serving.prepare` gives the kernel with speculative decoding.
+
+    Checks that the engine is one this models (module doc), then draws each request's iterations from a stream
+    spawned from ``rng`` (``rng`` itself is not advanced). Returns the kernel's outputs (the first token and the
+    iterations) and its ``(cs, dq)``: the run's tokens per iteration and the ``k + 1`` tokens a decoding sequence
+    puts through a step.
+    """
+    if not isinstance(spec, Speculation):
+        raise ValueError(f"speculative must be a Speculation, got {spec!r}")
+    if kv_policy == "paged":
+        raise ValueError("speculative decoding with kv_policy='paged' is not modelled: use 'reserve'")
+    if kv_limited and resv == 0:
+        raise ValueError("speculative decoding with a kv_tokens limit needs max_new_tokens (what the cache reserves)")
+    dq = int(spec.k) + 1
+    if chunked and budget < dq * max_batch:
+        raise ValueError(f"with speculative decoding and chunked prefill token_budget ({budget}) must be >= "
+                         f"(k + 1) * max_batch ({dq * max_batch}): each decoding sequence checks k + 1 tokens a step")
+    iterations = draw_iterations(spec, output, rng.spawn(1)[0])
+    return 1 + iterations, (tokens_per_step(output, iterations), dq)
+
+
+def tokens_per_step(output: np.ndarray, iterations: np.ndarray) -> float:
+    """The run's mean tokens an iteration: all its decode tokens over all its iterations (1 when there are none)."""
+    total = int(iterations.sum())
+    return float(int((np.asarray(output, dtype=np.int64) - 1).sum()) / total) if total else 1.0
+
+
+def speculative_memory(config: TransformerConfig, draft: TransformerConfig | None, device: DeviceSpec, tp: int = 1,
+                       dtype: str = "bf16", memory_fraction: float = 0.9) -> ServingMemory:  # fmt: skip
+    """One GPU of a speculative replica: the target's and the draft's weights, and a KV cache for both.
+
+    :func:`~aonkit.model.serving_steps.serving_memory` of the target, with the draft's weights added and its
+    cache's bytes a token added to the target's (the draft holds the same context); the draft split over the same
+    ``tp`` GPUs. ``draft=None`` (no-cost drafts): the target's alone.
+    """
+    mem = serving_memory(config, device, tp, dtype, memory_fraction)
+    if draft is None:
+        return mem
+    d = serving_memory(draft, device, tp, dtype, memory_fraction)
+    return ServingMemory(mem.weights_bytes + d.weights_bytes, mem.kv_bytes_per_token + d.kv_bytes_per_token,
+                         mem.usable_bytes)  # fmt: skip
+
+
+def speculative_step_time(config: TransformerConfig, device: DeviceSpec, tp: int = 1, dtype: str = "bf16", *,
+                          k: int = 4, draft: TransformerConfig | None = None) -> StepTime:  # fmt: skip
+    """Engine step times of a speculative engine from the analytic model (``C``: the batch's summed context).
+
+    A prefill computes the prompts with the target and, when there is one, the draft (whose cache needs them
+    too). A decode step is an iteration: ``k`` decode steps of the draft at the sequences' mean context ``C / b``
+    and after each drafted token, then the target's check of ``k + 1`` tokens a sequence
+    (:func:`~aonkit.model.llm.verify_time`). ``draft=None``: drafts that cost no GPU time. ``dtype`` as for
+    :func:`~aonkit.model.serving_steps.model_step_time`; the draft runs at the same TP and precision.
+    """
+    if int(k) != k or k < 1:
+        raise ValueError(f"k must be a whole number >= 1, got {k!r}")
+    kw = {"tp": tp, "dtype": dtype, "weight_bytes": weight_bytes(dtype)}
+
+    def prefill(p: np.ndarray) -> np.ndarray:
+        t = prefill_time(config, device, 1, p, **kw).seconds
+        return t if draft is None else t + prefill_time(draft, device, 1, p, **kw).seconds
+
+    def iteration(b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        ctx = c / b
+        t = verify_time(config, device, b, ctx, int(k) + 1, **kw).seconds
+        for j in range(int(k) if draft is not None else 0):
+            t = t + decode_time(draft, device, b, ctx + j, **kw).seconds
+        return t
+
+    return StepTime(prefill_time_s=LastGrid(prefill), decode_time_s=LastGrid(iteration))

@@ -1,0 +1,166 @@
+"""Speculative decoding in the serving simulation (aonkit.model.serving_spec, the kernel's ``cs`` and ``dq``).
+
+The iterations are checked against a draw-by-draw reference on the same uniforms; the kernel's closed forms (runs
+ahead, lazy replicas, wakes) against its own event loop with a context that grows by a fraction of tokens a step;
+acceptance 0 against plain decoding to the bit; one request's times by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aonkit._kernels.serving import LAZY_REPLICAS, simulate
+from aonkit.model import ArrivalProcess, Lengths, StepTime, serving_sweep, simulate_serving
+from aonkit.model.serving import kernel_output, prepare, summarize
+from aonkit.model.serving_spec import Speculation, draw_iterations, speculative_step_time, tokens_per_step
+
+from .test_serving import assert_same_run
+
+ST = StepTime(prefill_time_s=(0.005, 2e-5), decode_time_s=(0.010, 1e-4, 1e-7))
+
+
+def _reference_iterations(left: np.ndarray, u: np.ndarray, a: float, k: int) -> np.ndarray:
+    """Draw by draw: an iteration accepts drafted tokens while ``u' < a**j`` holds for the next j, then adds one."""
+    out, at = [], 0
+    for rest in left:
+        it = 0
+        while rest > 0:
+            v = 1.0 - u[at]
+            at += 1
+            accepted = 0
+            while accepted < k and v <= a ** (accepted + 1):  # P(at least j accepted) = a**j
+                accepted += 1
+            rest -= accepted + 1
+            it += 1
+        out.append(it)
+    return np.array(out)
+
+
+@pytest.mark.parametrize(("a", "k"), [(0.3, 1), (0.7, 4), (0.95, 8)])
+def test_iterations_are_those_drawn_one_by_one(a: float, k: int) -> None:
+    from aonkit._kernels.serving_spec import draw_iterations as kernel
+
+    rng = np.random.default_rng(k)
+    left = np.concatenate([[0, 1, 2], rng.integers(0, 300, 400)]).astype(np.int64)
+    u = rng.random(int(left.sum()) + 10)
+    want = _reference_iterations(left, u, a, k)
+    # WHEN the kernel gets the uniforms in pieces of 37 (it stops where they run out and goes on)
+    steps, pos, at = np.zeros(left.size, np.int64), np.array([0, -1, 0], np.int64), 0
+    while pos[0] < left.size:
+        at += kernel(left, u[at:at + 37], np.array([a**j for j in range(k + 1)]), steps, pos)
+    # THEN each request's iterations are the reference's, and so is the number of uniforms used
+    np.testing.assert_array_equal(steps, want)
+    assert at == int(want.sum())
+
+
+def test_iterations_average_what_an_iteration_yields() -> None:
+    spec = Speculation(4, 0.7)
+    out = np.full(20_000, 1001)
+    it = draw_iterations(spec, out, np.random.default_rng(0))
+    # each iteration yields E tokens but the last, cut: 1000 tokens take about 1000 / E + 1/2 iterations
+    assert it.mean() == pytest.approx(1000 / spec.tokens_per_iteration + 0.5, rel=0.01)
+    assert np.all((it >= 1000 // 5) & (it <= 1000))
+    assert tokens_per_step(out, it) == pytest.approx(1000 / it.mean(), rel=1e-12)
+    np.testing.assert_array_equal(draw_iterations(Speculation(3, 0.0), out[:5], None), out[:5] - 1)
+    np.testing.assert_array_equal(draw_iterations(Speculation(3, 1.0), np.array([1, 2, 5, 6, 9]), None),
+                                  [0, 1, 1, 2, 2])  # fmt: skip
+
+
+def test_acceptance_zero_is_plain_decoding_to_the_bit() -> None:
+    # GIVEN one token an iteration: the speculative run is the plain one (same draws: the iterations have their own)
+    work = (ArrivalProcess(30.0), Lengths.lognormal(300, 1.0), Lengths.geometric(60))
+    for routing, replicas in (("jsq", 2), ("central", 8), ("round_robin", 5)):
+        kw = {"step_time": ST, "n_requests": 3000, "replicas": replicas, "max_batch": 16, "routing": routing,
+              "seed": 3}  # fmt: skip
+        plain = simulate_serving(*work, **kw)
+        spec = simulate_serving(*work, **kw, speculative=Speculation(3, 0.0))
+        # THEN every time is the same
+        assert spec.requests.equals(plain.requests) and spec.summary == plain.summary
+    # AND chunked, a decoding sequence takes k + 1 tokens of a step's budget: prompts get less of it, later
+    kw = {"step_time": ST, "n_requests": 3000, "max_batch": 16, "chunked_prefill": True, "token_budget": 96,
+          "seed": 3}  # fmt: skip
+    work = (ArrivalProcess(10.0), *work[1:])
+    plain = simulate_serving(*work, **kw)
+    spec = simulate_serving(*work, **kw, speculative=Speculation(1, 0.0))
+    assert spec.summary["ttft_p50_s"] > 1.2 * plain.summary["ttft_p50_s"]  # (0.178 s against 0.132)
+
+
+def test_closed_forms_are_the_event_loop_with_a_fractional_context_per_step() -> None:
+    # GIVEN random engines and loads with speculative decoding (context growing by a fraction of tokens a step),
+    # every routing, lazy replicas too, chunked prompts that share their budget with k + 1 tokens a sequence
+    lazy = 0
+    for seed in range(18):
+        rng = np.random.default_rng(100 + seed)
+        routing = ("jsq", "round_robin", "central")[seed % 3]
+        chunked, mb, k = bool(seed % 2), int(rng.integers(1, 9)), int(rng.integers(1, 6))
+        replicas = int(rng.integers(1, 4)) if seed % 4 else int(rng.integers(LAZY_REPLICAS, 17))
+        run = prepare(ArrivalProcess(float(rng.uniform(0.5, 40)), float(rng.uniform(0, 3))),
+                      Lengths.lognormal(200, 1.0) if chunked else Lengths.uniform(1, 300),
+                      Lengths.geometric(float(rng.uniform(2, 200))), step_time=ST, n_requests=1500,
+                      replicas=replicas, max_batch=mb, chunked_prefill=chunked, routing=routing,
+                      token_budget=int(rng.integers(mb * (k + 1), 900)) if chunked else None, seed=seed,
+                      speculative=Speculation(k, float(rng.uniform(0.2, 0.95))))  # fmt: skip
+        assert run.spec[0] > 1 and run.spec[1] == k + 1
+        args = (run.arrivals[run.order], run.prompt[run.order], kernel_output(run)[run.order], *run.kernel_args)
+        # WHEN decode-only steps run in closed form (ahead, lazily) and when every step is an event
+        ahead, plain = simulate(*args, True, *run.spec), simulate(*args, False, *run.spec)
+        # THEN every count is the same, and every time up to rounding
+        assert_same_run(ahead, plain, 1e-12)
+        lazy += int(replicas >= LAZY_REPLICAS)
+    assert lazy >= 4
+
+
+def test_one_request_by_hand() -> None:
+    # GIVEN one request of 100 prompt tokens and 21 output tokens, every drafted token accepted, k = 4: its first
+    # token from the prefill, then 20 tokens in 4 iterations of 5; decode steps 10 ms + 1 ms a sequence + 2 us a
+    # token of context, which grows by 5 tokens an iteration
+    st = StepTime(prefill_time_s=(0.05, 0.0), decode_time_s=(0.010, 0.001, 2e-6), overhead_s=0.0)
+    res = simulate_serving([0.0], 100, 21, step_time=st, max_batch=4, speculative=Speculation(4, 1.0))
+    r = res.requests.iloc[0]
+    steps = [0.010 + 0.001 + 2e-6 * (100 + 5 * m) for m in range(1, 5)]
+    assert r["first_token_s"] == pytest.approx(0.05, abs=1e-12)
+    assert r["finish_s"] == pytest.approx(0.05 + sum(steps), rel=1e-12)
+    # TPOT counts the request's tokens, not its iterations
+    assert r["tpot_s"] == pytest.approx(sum(steps) / 20, rel=1e-12)
+    assert res.replicas["steps"].tolist() == [5]  # a prefill step and 4 iterations
+
+
+def test_the_engine_must_be_one_this_models() -> None:
+    spec = Speculation(4, 0.7)
+    kw = {"step_time": ST, "n_requests": 10, "seed": 0, "speculative": spec, "max_batch": 8}
+    with pytest.raises(ValueError, match="paged"):
+        simulate_serving(ArrivalProcess(1.0), 100, 50, kv_tokens=1000, kv_policy="paged", **kw)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        simulate_serving(ArrivalProcess(1.0), 100, 50, kv_tokens=1000, **kw)
+    with pytest.raises(ValueError, match=r"\(k \+ 1\) \* max_batch \(40\)"):
+        simulate_serving(ArrivalProcess(1.0), 100, 50, chunked_prefill=True, token_budget=32, **kw)
+    for bad in ({"k": 0}, {"acceptance": 1.5}):
+        with pytest.raises(ValueError, match="Speculation"):
+            Speculation(**bad)
+    # a KV limit with max_new_tokens reserves prompt plus max_new_tokens, as without speculation
+    res = simulate_serving(ArrivalProcess(1.0), 100, 50, kv_tokens=1000, max_new_tokens=64, **kw)
+    assert res.summary["requests"] == 10 and res.summary["rejected"] == 0
+
+
+def test_sweeps_and_searches_take_it_and_a_draft_pays_at_low_load() -> None:
+    from aonkit.model import device_spec, replicas_needed
+    from aonkit.model.llm import LLAMA3_8B, LLAMA32_1B
+    from aonkit.model.serving_steps import model_step_time
+
+    # GIVEN Llama-3 8B on an H100 plainly and with a Llama-3.2 1B draft (k = 4, acceptance 0.7)
+    h100 = device_spec("H100 SXM")
+    plain = {"step_time": model_step_time(LLAMA3_8B, h100), "max_batch": 64}
+    spec = {"step_time": speculative_step_time(LLAMA3_8B, h100, k=4, draft=LLAMA32_1B), "max_batch": 64,
+            "speculative": Speculation(4, 0.7)}  # fmt: skip
+    work = {"n_requests": 3000, "seed": 1, "warmup": 0.1}
+    rows = {name: serving_sweep([1.0, 40.0], 512, Lengths.geometric(256), **work, **kw)
+            for name, kw in (("plain", plain), ("spec", spec))}  # fmt: skip
+    # THEN at 1 request/s speculation cuts TPOT by more than a third, and the summaries are summarize's
+    assert rows["spec"]["tpot_mean_s"][0] < 0.66 * rows["plain"]["tpot_mean_s"][0]
+    run = prepare(ArrivalProcess(1.0), 512, Lengths.geometric(256), **work, **spec)
+    assert summarize([run])[0]["tpot_mean_s"] == rows["spec"]["tpot_mean_s"][0]
+    # AND the replica search runs it (fewer replicas for a p99 TPOT of 8 ms at 40 requests/s than plainly or more)
+    need = {name: replicas_needed(40.0, 0.008, 512, Lengths.geometric(256), metric="tpot_p99_s", **work, **kw)
+            for name, kw in (("plain", plain), ("spec", spec))}  # fmt: skip
+    assert need["spec"].replicas >= 1 and need["plain"].replicas >= 1
