@@ -63,6 +63,7 @@ SERVING_CHANGES = {
     "max_new": [4096, 256, 1024],
     "prefix": [1500, 4000, 0],
     "prefix_cache": [False, True],
+    "draft": ["Llama-3.2 1B", "no-cost draft", "off"],
 }
 DISAGG_CHANGES = {
     "rate": [2.0, 8.0, 4.0],

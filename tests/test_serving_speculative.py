@@ -164,3 +164,38 @@ def test_sweeps_and_searches_take_it_and_a_draft_pays_at_low_load() -> None:
     need = {name: replicas_needed(40.0, 0.008, 512, Lengths.geometric(256), metric="tpot_p99_s", **work, **kw)
             for name, kw in (("plain", plain), ("spec", spec))}  # fmt: skip
     assert need["spec"].replicas >= 1 and need["plain"].replicas >= 1
+
+
+def test_the_serving_panel_simulates_the_draft_it_is_given() -> None:
+    import pandas as pd
+
+    from aonkit.model import device_spec, replicas_needed
+    from aonkit.model.llm import LLAMA3_8B, LLAMA32_1B
+    from aonkit.model.serving_spec import speculative_memory
+    from aonkit.widgets import ServingPanel
+
+    # GIVEN the serving panel on Llama-3 8B and one H100, plainly and with a Llama-3.2 1B draft of 3 tokens
+    kw = {"n_requests": 2000, "lengths": "fixed", "slo_s": 0.2}
+    plain = ServingPanel(20.0, **kw)
+    p = ServingPanel(20.0, **kw, draft="Llama-3.2 1B", draft_tokens=3, acceptance=0.8)
+    h100 = device_spec("H100 SXM")
+    eng = p.engine()
+    # THEN its engine is the speculative one: an iteration's step times, the draft's memory, its acceptance
+    assert eng["speculative"] == Speculation(3, 0.8) and not p.error
+    assert eng["kv_tokens"] == speculative_memory(LLAMA3_8B, LLAMA32_1B, h100).kv_tokens
+    b, c = np.array([[1.0], [16.0]]), np.array([[600.0, 9000.0]])
+    want = speculative_step_time(LLAMA3_8B, h100, k=3, draft=LLAMA32_1B).decode_time_s(b, c)
+    np.testing.assert_allclose(eng["step_time"].decode_time_s(b, c), want, rtol=1e-12)
+    # AND its sweep and replica count are the model's with them; TPOT falls against plain decoding
+    pd.testing.assert_frame_equal(p.sweep, serving_sweep(p.rates(), 512, 128, n_requests=2000, replicas=1, **eng))
+    assert p.replicas_for_slo() == replicas_needed(20.0, 0.2, 512, 128, n_requests=2000, **eng).replicas
+    assert p.numbers()["tpot_p50_s"] < 0.8 * plain.numbers()["tpot_p50_s"]
+    assert "the Llama-3.2 1B draft proposes 3 tokens a step" in p.summary.value
+    # WHEN the draft goes, THEN the panel is the plain one again
+    p.draft.value = "off"
+    pd.testing.assert_frame_equal(p.sweep, plain.sweep)
+    # AND a paged cache with a draft is refused with the reason; linear step times take no draft
+    p.draft.value, p.kv_policy.value = "no-cost draft", "paged"
+    assert "kv_policy='paged' is not modelled" in p.error
+    p.kv_policy.value, p.step_kind.value = "reserve", "linear"
+    assert p.engine()["speculative"] is None and not p.error

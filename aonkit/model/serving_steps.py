@@ -73,12 +73,16 @@ class ModelStepTimes:
 
     def __call__(self, config: TransformerConfig, device: DeviceSpec, tp: int = 1, dtype: str = "bf16") -> StepTime:
         """The step times of ``config`` on ``device`` with ``tp``-way tensor parallelism at ``dtype`` (kept or new)."""
-        key = (config, device, int(tp), str(dtype))
+        return self.get((config, device, int(tp), str(dtype)),
+                        lambda: model_step_time(config, device, int(tp), str(dtype)))  # fmt: skip
+
+    def get(self, key: tuple, make: Callable[[], StepTime]) -> StepTime:
+        """The step times kept under ``key``, or ``make()``'s, kept (other engines: a speculative one's)."""
         times = self._times
         if key in times:
             times.move_to_end(key)
         else:
-            times[key] = model_step_time(config, device, int(tp), str(dtype))
+            times[key] = make()
             while len(times) > self.kept:
                 times.popitem(last=False)
         return times[key]

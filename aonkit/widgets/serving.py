@@ -49,8 +49,8 @@ from ..views.serving import knee_data, marker_data, slo_data, sweep_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
-from .serving_controls import STYLE, TIPS, WIDE, linear_boxes, log_slider, slider, toggles
-from .serving_engine import ServingInputs
+from .serving_controls import SPEC_TIP, STYLE, TIPS, WIDE, linear_boxes, log_slider, slider, toggles
+from .serving_engine import SPEC_FREE, SPEC_OFF, ServingInputs
 from .serving_results import ServingResults
 
 SEARCH_THREADS = min(os.cpu_count() or 1, 4)
@@ -88,6 +88,11 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
     prefix_tokens, prefix_cache : int, bool
         A system prompt every request starts with, and whether each replica holds it once in a prefix cache
         (default) or every prefill computes it (:func:`~aonkit.model.simulate_serving`).
+    draft, draft_tokens, acceptance : str, int, float
+        Speculative decoding with model step times: ``"off"`` (default), ``"no-cost draft"`` (prompt lookup) or
+        a preset as the draft; the tokens it drafts a step and the probability that each is accepted
+        (:mod:`aonkit.model.serving_spec`: step times of an iteration, each request's iterations drawn, the
+        draft's weights and cache in memory; the reserving KV cache only).
     max_new_tokens : int, optional
         The most tokens a request may generate, as clients send it: random outputs drawn longer stop there (fixed
         ones must be at most this); a request whose prompt plus this exceeds the cache is refused. Default: eight
@@ -140,8 +145,8 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
                  lengths: str = "random", chunked_prefill: bool = True, slo_s: float = 0.5, routing: str = "jsq",
                  step_time: str | StepFit | StepTime = "model", model: str = "Llama-3 8B", device: str = "H100 SXM",
                  tp: int = 1, dtype: str = "bf16", kv_policy: str = "reserve", max_new_tokens: int | None = None,
-                 prefix_tokens: int = 0, prefix_cache: bool = True,
-                 prefill: tuple[float, float] = (0.005, 2e-5),
+                 prefix_tokens: int = 0, prefix_cache: bool = True, draft: str = "off", draft_tokens: int = 4,
+                 acceptance: float = 0.7, prefill: tuple[float, float] = (0.005, 2e-5),
                  decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7), overhead: float = 0.0,
                  n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0,
                  live: bool = True) -> None:  # fmt: skip
@@ -176,8 +181,13 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         self.tp = w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=STYLE, layout=WIDE)
         self.dtype = toggles("precision", ["bf16", "fp16", "fp8"], dtype, TIPS["dtype"], "60px")
         self.kv_policy = toggles("KV cache", ["reserve", "paged"], kv_policy, TIPS["kv_policy"], "70px")
+        self.draft = w.Dropdown(options=[SPEC_OFF, SPEC_FREE, *PRESETS], value=draft, description="speculative draft",
+                                style=STYLE, layout=WIDE, tooltip=SPEC_TIP)  # fmt: skip
+        self.draft_k = slider(w.IntSlider, "draft tokens (k)", draft_tokens, 1, 8, 1, live)
+        self.acceptance = slider(w.FloatSlider, "acceptance", acceptance, 0.0, 1.0, 0.05, live)
         self.coeffs = linear_boxes(prefill, decode, overhead)
-        self.model_box = w.VBox([self.model, self.device, self.tp, self.dtype, self.kv_policy])
+        self.model_box = w.VBox([self.model, self.device, self.tp, self.dtype, self.kv_policy, self.draft,
+                                 self.draft_k, self.acceptance])  # fmt: skip
         self.linear_box = w.VBox(list(self.coeffs.values()))
         self._toggle_step_boxes()
         self._step_times = ModelStepTimes()
@@ -192,8 +202,8 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         self._controls = (self.rate, self.cv, self.replicas, self.routing, self.max_batch, self.token_budget,
                           self.prompt, self.output, self.max_new, self.prefix, self.lengths, self.chunked,
                           self.prefix_cache, self.slo,
-                          self.step_kind, self.model, self.device, self.tp, self.dtype, self.kv_policy,
-                          *self.coeffs.values())  # fmt: skip
+                          self.step_kind, self.model, self.device, self.tp, self.dtype, self.kv_policy, self.draft,
+                          self.draft_k, self.acceptance, *self.coeffs.values())  # fmt: skip
         """Every control a change of which is simulated (observed, and the keys of :meth:`_inputs`)."""
         self._evaluate()
         self.view = Charts(sweep_charts(), {
@@ -237,7 +247,8 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         # the search starts at the last answer scaled to the new rate and engine: two simulations when it is right
         last = self._plan_at
         work = last[2] if last is not None and not new_plan else request_seconds(  # (0.3 ms with model step times)
-            kw["step_time"], self.prompt.value + self.prefix_held()[1], self.output.value, min(kw["max_batch"], 16))
+            kw["step_time"], self.prompt.value + self.prefix_held()[1], self.output.value / self.tokens_per_step(),
+            min(kw["max_batch"], 16))  # fmt: skip
         scale = 1.0 if last is None else rate / last[0] * (work / last[2] if 0 < min(work, last[2]) < math.inf else 1)
         start = 1 if last is None else max(1, min(self.max_replicas, round(last[1] * scale)))
 

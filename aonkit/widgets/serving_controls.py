@@ -25,6 +25,9 @@ PREFIX_TIP = ("tokens every prompt starts with besides its own (a system prompt,
               "every prefill and held by every sequence, unless the prefix cache holds them")
 PREFIX_CACHE_TIP = ("hold the system prompt once per replica, computed once (vLLM's automatic prefix caching): a "
                     "prefill computes only the request's own prompt; decode steps still attend to the prefix")
+SPEC_TIP = ("speculative decoding: a draft proposes k tokens a sequence and the model checks them in one step, "
+            "keeping those before the first it rejects plus one of its own (each accepted with this probability); "
+            "the draft's weights and cache take memory")
 TIPS = {"routing": ROUTING_TIPS, "dtype": DTYPE_TIPS, "kv_policy": KV_TIPS, "max_new": MAX_NEW_TIP,
         "prefix": PREFIX_TIP, "prefix_cache": PREFIX_CACHE_TIP}
 """The tooltips of the panel's toggle buttons, by control."""

@@ -13,11 +13,16 @@ from typing import Any
 import numpy as np
 
 from ..model.hardware import DeviceSpec
-from ..model.llm import PRESETS
+from ..model.llm import PRESETS, TransformerConfig
 from ..model.serving_grid import sweep_rates
 from ..model.serving_inputs import Lengths, StepTime
-from ..model.serving_steps import ModelStepTimes, ServingMemory, serving_memory
+from ..model.serving_spec import Speculation, speculative_memory, speculative_step_time
+from ..model.serving_steps import ModelStepTimes, ServingMemory
 from .serving_results import fit_hint, memory_words
+
+SPEC_OFF, SPEC_FREE = "off", "no-cost draft"
+"""The speculative draft control's choices besides the presets: plain decoding, and a draft that costs no GPU
+time (prompt lookup, n-grams)."""
 
 
 class ServingInputs:
@@ -30,15 +35,37 @@ class ServingInputs:
             return StepTime(prefill_time_s=(c["prefill_a"], c["prefill_b"]),
                             decode_time_s=(c["decode_a"], c["decode_b"], c["decode_c"]),
                             overhead_s=c["overhead"])  # fmt: skip
-        return model_step_times(self._step_times, self.model.value, self.devices[self.device.value],
-                                int(self.tp.value), str(self.dtype.value))  # fmt: skip
+        dev, tp, dtype = self.devices[self.device.value], int(self.tp.value), str(self.dtype.value)
+        plain = model_step_times(self._step_times, self.model.value, dev, tp, dtype)  # (checks the precision)
+        spec = self.speculation()
+        if spec is None:
+            return plain
+        cfg, draft = PRESETS[self.model.value], self.draft_config()
+        return self._step_times.get(("speculative", cfg, dev, tp, dtype, spec.k, draft),
+                                    lambda: speculative_step_time(cfg, dev, tp, dtype, k=spec.k, draft=draft))
+
+    def speculation(self) -> Speculation | None:
+        """The speculative decoding the controls choose (None: off, or linear step times)."""
+        if self.step_kind.value == "linear" or self.draft.value == SPEC_OFF:
+            return None
+        return Speculation(int(self.draft_k.value), float(self.acceptance.value))
+
+    def draft_config(self) -> TransformerConfig | None:
+        """The draft model (None: a no-cost draft, or none)."""
+        return None if self.draft.value in (SPEC_OFF, SPEC_FREE) else PRESETS[self.draft.value]
+
+    def tokens_per_step(self) -> float:
+        """Tokens a decode step gives a sequence on average: 1, or an iteration's with speculation."""
+        spec = self.speculation()
+        return 1.0 if spec is None else spec.tokens_per_iteration
 
     def memory(self) -> ServingMemory | None:
         """One GPU's weights and KV cache with model step times (None: linear ones, or a device of unknown memory)."""
         device = self.devices[self.device.value]
         if self.step_kind.value == "linear" or device.memory_bytes is None:
             return None
-        return serving_memory(PRESETS[self.model.value], device, int(self.tp.value), str(self.dtype.value))
+        draft = self.draft_config() if self.speculation() is not None else None
+        return speculative_memory(PRESETS[self.model.value], draft, device, int(self.tp.value), str(self.dtype.value))
 
     def kv_limit(self) -> int | None:
         """Tokens of KV cache a replica holds (:meth:`memory`), the engine's admission limit; None: no limit.
@@ -76,7 +103,7 @@ class ServingInputs:
                 "kv_policy": str(self.kv_policy.value), "max_new_tokens": int(self.max_new.value),
                 "token_budget": int(self.token_budget.value), "chunked_prefill": bool(self.chunked.value),
                 "routing": str(self.routing.value), "prefix_tokens": int(self.prefix.value),
-                "prefix_cache": bool(self.prefix_cache.value)}  # fmt: skip
+                "prefix_cache": bool(self.prefix_cache.value), "speculative": self.speculation()}  # fmt: skip
 
     def rates(self) -> np.ndarray:
         """Arrival rates of the sweep: :func:`~aonkit.model.serving_grid.sweep_rates` of the chosen rate."""

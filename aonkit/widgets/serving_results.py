@@ -121,7 +121,15 @@ class ServingResults:
         tokens = own + int(self.prompt.value) + int((self.max_new if reserve else self.output).value)
         what = "mean prompt + max new tokens, reserved" if reserve else "mean prompt + output"
         what = ("system prompt + " if own else "") + what
-        return "memory: " + memory_words(mem, tokens, int(self.max_batch.value), what, shared)
+        text = "memory: " + memory_words(mem, tokens, int(self.max_batch.value), what, shared)
+        spec = self.speculation()
+        if spec is not None:  # what the draft adds, and what a step yields
+            draft = self.draft_config()
+            text += (f"; speculative: {'the ' + draft.name + ' draft' if draft else 'a no-cost draft'} proposes "
+                     f"{spec.k} tokens a step, each accepted with probability {spec.acceptance:g}: "
+                     f"{spec.tokens_per_iteration:.2f} tokens a step on average"
+                     f"{' (its weights and KV cache counted above)' if draft else ''}")  # fmt: skip
+        return text
 
 
 def memory_words(mem: ServingMemory, tokens: int, chosen: int, what: str = "mean prompt + output",
