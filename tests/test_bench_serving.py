@@ -29,6 +29,8 @@ def run_bench(*args: str) -> str:
                                                       "| paged | cached |")),
     ("bench/serving_disagg.py", ("--requests", "1500"), ("| 1 | colocated, whole prompts |",
                                                         "| 5 | 1 prefill + 1 decode |")),
+    ("bench/serving_spec.py", ("--requests", "1500", "--repeats", "1"), ("| Llama-3.2 1B draft | 326,341 |",
+                                                                         "| 1,500 requests |")),
 ])
 def test_a_serving_bench_script_runs_and_prints_its_table(script, args, rows):
     out = run_bench(script, *args)
