@@ -199,3 +199,24 @@ def test_the_serving_panel_simulates_the_draft_it_is_given() -> None:
     assert "kv_policy='paged' is not modelled" in p.error
     p.kv_policy.value, p.step_kind.value = "reserve", "linear"
     assert p.engine()["speculative"] is None and not p.error
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_no_replica_count_goes_below_the_speculative_requests_served_alone(case: int) -> None:
+    from aonkit.model.serving import rerun
+    from aonkit.model.serving_floor import alone
+
+    # GIVEN random speculative engines (chunked or whole prompts, each routing, a reserving KV cache or none)
+    rng = np.random.default_rng(40 + case)
+    k = int(rng.integers(1, 6))
+    engine = {"step_time": ST, "max_batch": int(rng.integers(2, 32)), "token_budget": 4096,
+              "chunked_prefill": bool(case % 2), "routing": ("jsq", "round_robin", "central")[case % 3],
+              "kv_tokens": [None, 20000][case // 2], "max_new_tokens": 1024,
+              "speculative": Speculation(k, float(rng.uniform(0.3, 0.9)))}  # fmt: skip
+    base = prepare(ArrivalProcess(float(rng.uniform(5, 40)), 1.5), Lengths.lognormal(500, 1.0).capped(3000),
+                   Lengths.geometric(60).capped(1024), n_requests=1500, seed=case, warmup=0.1, **engine)
+    floor = alone(base)
+    keys = [f"{m}_{s}_s" for m in ("queue", "ttft", "tpot", "e2e") for s in ("mean", "p50", "p90", "p99")]
+    # THEN every latency key at every count is at least the floor's: the searches may stop on it
+    for row in summarize([rerun(base, replicas=c) for c in (1, 2, 4, 8)], 2):
+        assert all(row[key] >= floor[key] - 1e-6 for key in keys), [key for key in keys if row[key] < floor[key]]
