@@ -125,7 +125,7 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         Grid points of a ``decode_time_s`` function along total context (see :class:`StepTime`).
     speculative : Speculation, optional
         Engines that decode speculatively (:mod:`aonkit.model.serving_spec`): a decode step is an iteration that
-        gives each sequence 1 to ``k + 1`` tokens (each request's iterations drawn, from its own stream of the
+        gives each sequence 1 to ``k + 1`` tokens (each request's iterations drawn after every other draw of the
         seed: the arrivals and lengths are those of the same call without it), and ``step_time``'s decode part
         should be an iteration's (:func:`~aonkit.model.serving_spec.speculative_step_time`). ``steps`` and
         ``decode_tokens`` per replica then count iterations and sequence-iterations. Needs ``kv_policy="reserve"``,
@@ -266,7 +266,7 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     max_tokens = min(budget, int(np.partition(prefilled, n - k)[n - k:].sum()))
     max_context = min(int(np.partition(prompt + output - 1, n - k)[n - k:].sum()), kv)
     steps, spec = None, (1.0, 1)
-    if speculative is not None:  # after every other draw, from a stream of its own
+    if speculative is not None:  # after every other draw: the arrivals and lengths are the plain run's
         steps, spec = speculative_steps(speculative, output, rng, kv < UNLIMITED, resv, kv_policy, chunked_prefill,
                                         budget, int(max_batch))  # fmt: skip
     tabs = step_time.with_prefix(cached).tables(max_tokens, int(max_batch), max_context, int(context_points))

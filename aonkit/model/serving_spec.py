@@ -96,8 +96,8 @@ def speculative_steps(spec: Speculation, output: np.ndarray, rng: np.random.Gene
                       kv_policy: str, chunked: bool, budget: int, max_batch: int) -> tuple[np.ndarray, tuple]:
     """What :func:`~aonkit.model.serving.prepare` gives the kernel with speculative decoding.
 
-    Checks that the engine is one this models (module doc), then draws each request's iterations from a stream
-    spawned from ``rng`` (``rng`` itself is not advanced). Returns the kernel's outputs (the first token and the
+    Checks that the engine is one this models (module doc), then draws each request's iterations from ``rng``
+    (after the arrivals and lengths: they are the plain run's). Returns the kernel's outputs (the first token and the
     iterations) and its ``(cs, dq)``: the run's tokens per iteration and the ``k + 1`` tokens a decoding sequence
     puts through a step.
     """
@@ -111,7 +111,7 @@ def speculative_steps(spec: Speculation, output: np.ndarray, rng: np.random.Gene
     if chunked and budget < dq * max_batch:
         raise ValueError(f"with speculative decoding and chunked prefill token_budget ({budget}) must be >= "
                          f"(k + 1) * max_batch ({dq * max_batch}): each decoding sequence checks k + 1 tokens a step")
-    iterations = draw_iterations(spec, output, rng.spawn(1)[0])
+    iterations = draw_iterations(spec, output, rng)
     return 1 + iterations, (tokens_per_step(output, iterations), dq)
 
 
