@@ -49,8 +49,9 @@ from ..views.serving import knee_data, marker_data, slo_data, sweep_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
+from .llm_controls import SPEC_FREE, SPEC_OFF
 from .serving_controls import SPEC_TIP, STYLE, TIPS, WIDE, linear_boxes, log_slider, slider, toggles
-from .serving_engine import SPEC_FREE, SPEC_OFF, ServingInputs
+from .serving_engine import ServingInputs
 from .serving_results import ServingResults
 
 SEARCH_THREADS = min(os.cpu_count() or 1, 4)

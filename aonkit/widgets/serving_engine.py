@@ -18,11 +18,8 @@ from ..model.serving_grid import sweep_rates
 from ..model.serving_inputs import Lengths, StepTime
 from ..model.serving_spec import Speculation, speculative_memory, speculative_step_time
 from ..model.serving_steps import ModelStepTimes, ServingMemory
+from .llm_controls import SPEC_FREE, SPEC_OFF
 from .serving_results import fit_hint, memory_words
-
-SPEC_OFF, SPEC_FREE = "off", "no-cost draft"
-"""The speculative draft control's choices besides the presets: plain decoding, and a draft that costs no GPU
-time (prompt lookup, n-grams)."""
 
 
 class ServingInputs:
