@@ -220,3 +220,62 @@ def test_no_replica_count_goes_below_the_speculative_requests_served_alone(case:
     # THEN every latency key at every count is at least the floor's: the searches may stop on it
     for row in summarize([rerun(base, replicas=c) for c in (1, 2, 4, 8)], 2):
         assert all(row[key] >= floor[key] - 1e-6 for key in keys), [key for key in keys if row[key] < floor[key]]
+
+
+def _exact(arr, prompt, output, a: float, k: int, st: StepTime, max_batch: int, rng) -> tuple[np.ndarray, ...]:
+    """One replica serving whole prompts first, no KV limit, step by step: each sequence's tokens an iteration drawn
+    (accepted drafts, then the target's own, cut at its output) and its context its own prompt and tokens so far."""
+    (pa, pb), (da, db, dc) = st.prefill_time_s, st.decode_time_s
+    n = len(arr)
+    first, fin = np.full(n, np.nan), np.full(n, np.nan)
+    t, i, waiting, running = 0.0, 0, [], {}
+    while i < n or waiting or running:
+        while i < n and arr[i] <= t:
+            waiting.append(i)
+            i += 1
+        if not waiting and not running:
+            t = arr[i]
+            continue
+        taken = []
+        while waiting and len(running) + len(taken) < max_batch:
+            taken.append(waiting.pop(0))
+        if taken:  # a prefill step: first tokens at its end
+            t += pa + pb * sum(prompt[j] for j in taken)
+            for j in taken:
+                first[j] = t
+                if output[j] == 1:
+                    fin[j] = t
+                else:
+                    running[j] = 1
+            continue
+        t += da + db * len(running) + dc * sum(prompt[j] + running[j] for j in running)
+        for j in list(running):
+            g = 1
+            while g <= k and rng.random() < a:
+                g += 1
+            running[j] = min(running[j] + g, output[j])
+            if running[j] == output[j]:
+                fin[j] = t
+                del running[j]
+    return first, fin
+
+
+def test_the_runs_mean_context_growth_matches_each_sequences_own_within_sampling_error() -> None:
+    # GIVEN 3,000 requests on one replica and step times that grow with the context, simulated by the kernel (the
+    # context of every sequence grows by the run's mean tokens an iteration) and by an exact step-by-step model
+    # (each sequence's context grows by its own draws), three seeds each
+    rng = np.random.default_rng(7)
+    arr = np.cumsum(rng.exponential(1 / 6.0, 3000))
+    prompt, output = rng.integers(50, 800, 3000), rng.geometric(1 / 120, 3000).clip(1, 600)
+    st = StepTime(prefill_time_s=(0.02, 2e-5), decode_time_s=(0.012, 2e-4, 4e-7))
+    many = output > 1
+    for a, k in ((0.6, 3), (0.8, 5)):
+        sim, exact = [], []
+        for seed in range(3):
+            r = simulate_serving(arr, prompt, output, step_time=st, max_batch=32, seed=seed,
+                                 speculative=Speculation(k, a)).requests  # fmt: skip
+            sim.append((r.tpot_s[many].mean(), r.ttft_s.mean(), r.e2e_s.mean()))
+            first, fin = _exact(arr, prompt, output, a, k, st, 32, np.random.default_rng(100 + seed))
+            exact.append((((fin - first)[many] / (output[many] - 1)).mean(), (first - arr).mean(), (fin - arr).mean()))
+        # THEN mean TPOT, TTFT and end-to-end agree within 1% (measured: 0.15% at most; seeds spread 0.2-0.4%)
+        np.testing.assert_allclose(np.mean(sim, axis=0), np.mean(exact, axis=0), rtol=0.01)
