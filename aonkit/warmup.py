@@ -134,10 +134,14 @@ def _worker_save() -> None:
 
 def _models(traces: dict[str, Any]) -> None:
     from .model import StepTime, simulate_serving
+    from .model.serving_spec import Speculation
 
     st = StepTime(prefill_time_s=(0.004, 2e-5), decode_time_s=(0.01, 1e-4, 1e-8))
     _quiet(lambda: simulate_serving([0.0, 0.1, 0.15, 0.2], [10, 20, 30, 40], [3, 2, 1, 4], max_batch=2,
                                     token_budget=100, step_time=st, replicas=2))
+    # speculative engines: the iterations' draw (the simulation's own signature is the one above)
+    _quiet(lambda: simulate_serving([0.0, 0.1], [10, 20], [9, 5], step_time=st, max_batch=2, seed=0,
+                                    speculative=Speculation(2, 0.5)))
 
 
 def _live(traces: dict[str, Any]) -> None:

@@ -39,6 +39,7 @@ from .serving_analysis import ReplicaPlan, goodput, replicas_needed, saturation_
 from .serving_disagg import Pool, PoolPlan, disaggregated_sweep, pools_needed, simulate_disaggregated
 from .serving_fit import StepFit, fit_step_time
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
+from .serving_spec import Speculation, speculative_memory, speculative_step_time
 from .shapes import OpCost, OpInputs
 
 __all__ = ["PEAK_KEYS", "DeviceSpec", "OpCost", "OpInputs", "device_spec", "devices", "is_modelled", "op_cost"]
@@ -47,6 +48,7 @@ __all__ += [  # the serving queue model (docs/serving-model.md)
     "StepTime", "disaggregated_sweep", "erlang_c", "fit_step_time", "ggc", "goodput", "md1", "mg1", "mm1",
     "mm1_wait_quantile", "mmc", "mmc_servers_needed", "mmc_wait_quantile", "pools_needed", "replicas_needed",
     "saturation_knee", "serving_summary", "serving_sweep", "simulate_disaggregated", "simulate_serving",
+    "Speculation", "speculative_memory", "speculative_step_time",
 ]
 __all__ += [  # the analytic LLM model (docs/llm-model.md; everything else in aonkit.model.llm)
     "MLA", "Parallelism", "TrainingStepTime", "TransformerConfig", "activation_memory", "decode_time", "prefill_time",
