@@ -279,3 +279,33 @@ def test_the_runs_mean_context_growth_matches_each_sequences_own_within_sampling
             exact.append((((fin - first)[many] / (output[many] - 1)).mean(), (first - arr).mean(), (fin - arr).mean()))
         # THEN mean TPOT, TTFT and end-to-end agree within 1% (measured: 0.15% at most; seeds spread 0.2-0.4%)
         np.testing.assert_allclose(np.mean(sim, axis=0), np.mean(exact, axis=0), rtol=0.01)
+
+
+def test_random_serving_panel_changes_with_drafts_give_an_answer_or_a_reason() -> None:
+    import random
+
+    from aonkit.widgets import ServingPanel
+
+    # GIVEN a small serving panel with a draft and 60 changes of random controls, the draft's among them
+    p = ServingPanel(8.0, n_requests=400, max_replicas=8, draft="Llama-3.2 1B")
+    rnd = random.Random(12)  # (a draw that meets each refusal of speculation and answers with it often)
+    values = {"rate": [0.5, 8.0, 200.0], "prompt": [1, 512, 4096], "output": [1, 128, 2048], "max_new": [64, 4096],
+              "max_batch": [1, 64, 256], "token_budget": [512, 8192], "chunked": [True, False],
+              "kv_policy": ["reserve", "reserve", "paged"], "draft": ["off", "no-cost draft", "Llama-3.2 1B",
+                                                                        "Llama-3 8B"],
+              "draft_k": [1, 8], "acceptance": [0.0, 0.7, 1.0], "model": ["Llama-3 8B", "Llama-3.2 1B", "Llama-3 70B"],
+              "device": ["H100 SXM", "A100 SXM4 80GB", "L4", "MI300X"], "tp": [1, 2, 8], "dtype": ["bf16", "fp8"],
+              "step_kind": ["model", "model", "linear"]}  # fmt: skip
+    answered = refused = speculative = 0
+    for _ in range(60):
+        name = rnd.choice(sorted(values))
+        getattr(p, name).value = rnd.choice(values[name])
+        # THEN each is answered, or refused with a reason while the last answer stays
+        if p.error:
+            refused += 1
+            assert p.error.startswith("ValueError: ") and "cannot simulate" in p.summary.value
+        else:
+            answered += 1
+            speculative += p.speculation() is not None
+            assert len(p.sweep) >= 7 and np.isfinite(p.sweep["throughput_per_s"]).all()
+    assert answered >= 5 and refused >= 5 and speculative >= 5  # (34, 26 and 18 with this draw)
