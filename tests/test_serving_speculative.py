@@ -309,3 +309,64 @@ def test_random_serving_panel_changes_with_drafts_give_an_answer_or_a_reason() -
             speculative += p.speculation() is not None
             assert len(p.sweep) >= 7 and np.isfinite(p.sweep["throughput_per_s"]).all()
     assert answered >= 5 and refused >= 5 and speculative >= 5  # (34, 26 and 18 with this draw)
+
+
+# ---- a speculative decode pool (disaggregated serving) ------------------------------------------------------------
+def _same(a: dict, b: dict) -> list[str]:
+    return [key for key, v in a.items() if not (b[key] == v or (np.isnan(b[key]) and np.isnan(v)))]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_a_speculative_decode_pool_gives_the_same_summary_both_ways(case: int) -> None:
+    from aonkit.model import Pool, simulate_disaggregated
+    from aonkit.model.serving_pools import prepare_pools, summarize_pools
+
+    # GIVEN random deployments whose decode pool drafts (KV limits with max_new_tokens, every routing), arrivals from
+    # a process or recorded in no order with ties
+    rng = np.random.default_rng(60 + case)
+    spec = Speculation(int(rng.integers(1, 6)), float(rng.uniform(0.3, 0.9)))
+    prefill = Pool(int(rng.integers(1, 3)), ST, 16, 4096, bool(case % 2), ("jsq", "round_robin", "central")[case % 3])
+    decode = Pool(int(rng.integers(1, 5)), ST, int(rng.integers(2, 48)), routing=("central", "jsq")[case % 2],
+                  kv_tokens=[None, 30000][case % 2], speculative=spec)  # fmt: skip
+    kw = {"prefill": prefill, "decode": decode, "transfer_s": (0.002, 1e-6), "seed": case, "warmup": 0.1,
+          "max_new_tokens": 512}  # fmt: skip
+    if case < 3:
+        arrivals, prompt, output = ArrivalProcess(float(rng.uniform(3, 30))), Lengths.lognormal(600, 1.0).capped(
+            2000), Lengths.geometric(64).capped(512)  # fmt: skip
+        kw["n_requests"] = 1500
+    else:
+        arrivals = np.round(rng.uniform(0, 60, 900), 1)
+        prompt, output = rng.integers(1, 2000, arrivals.size), rng.integers(1, 512, arrivals.size)
+    ref = simulate_disaggregated(arrivals, prompt, output, **kw)
+    got = summarize_pools([prepare_pools(arrivals, prompt, output, **kw)])[0]
+    # THEN the summary without tables is the tables' to the last bit (the same iterations reach the same requests)
+    assert _same(ref.summary, got) == []
+    # AND acceptance 0 is the plain decode pool, to the bit
+    plain = dict(kw, decode=Pool(decode.replicas, ST, decode.max_batch, routing=decode.routing,
+                                 kv_tokens=decode.kv_tokens))  # fmt: skip
+    zero = dict(kw, decode=Pool(decode.replicas, ST, decode.max_batch, routing=decode.routing,
+                                kv_tokens=decode.kv_tokens, speculative=Speculation(spec.k, 0.0)))  # fmt: skip
+    assert _same(simulate_disaggregated(arrivals, prompt, output, **plain).summary,
+                 simulate_disaggregated(arrivals, prompt, output, **zero).summary) == []  # fmt: skip
+
+
+def test_a_draft_in_the_decode_pool_shortens_tpot_and_a_prefill_pool_takes_none() -> None:
+    from aonkit.model import Pool, pools_needed, simulate_disaggregated
+
+    kw = {"transfer_s": (0.001, 0.0), "n_requests": 2000, "seed": 2, "warmup": 0.1}
+    prefill = Pool(1, ST, 16, 4096)
+    plain = simulate_disaggregated(ArrivalProcess(4.0), 500, 200, prefill=prefill, decode=Pool(1, ST, 32), **kw)
+    spec = simulate_disaggregated(ArrivalProcess(4.0), 500, 200, prefill=prefill,
+                                  decode=Pool(1, ST, 32, speculative=Speculation(4, 0.8)), **kw)  # fmt: skip
+    assert spec.summary["tpot_p50_s"] < 0.5 * plain.summary["tpot_p50_s"]  # (the same step times: E = 3.4)
+    assert spec.summary["ttft_p50_s"] == plain.summary["ttft_p50_s"]  # (the prefill pool is the same)
+    with pytest.raises(ValueError, match="prefill pool does not decode"):
+        simulate_disaggregated(ArrivalProcess(4.0), 500, 200, prefill=Pool(1, ST, 16, 4096, speculative=Speculation()),
+                               decode=Pool(1, ST, 32), **kw)  # fmt: skip
+    with pytest.raises(ValueError, match="speculative must be a Speculation"):
+        Pool(1, ST, 32, speculative=(4, 0.7))
+    # the pool search takes it: a drafting decode pool needs fewer replicas for the TPOT objective
+    need = {name: pools_needed(20.0, 500, 200, prefill=prefill, decode=pool, ttft_slo_s=2.0, tpot_slo_s=0.03,
+                               n_requests=1500, seed=1, max_replicas=16).decode  # fmt: skip
+            for name, pool in (("plain", Pool(1, ST, 32)), ("spec", Pool(1, ST, 32, speculative=Speculation(4, 0.8))))}
+    assert need["spec"] < need["plain"]  # (1 decode replica against 2)

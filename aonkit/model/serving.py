@@ -137,9 +137,17 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
                   kv_policy=kv_policy, max_new_tokens=max_new_tokens, prefix_tokens=prefix_tokens,
                   prefix_cache=prefix_cache, chunked_prefill=chunked_prefill, routing=routing, seed=seed,
                   warmup=warmup, context_points=context_points, speculative=speculative)  # fmt: skip
+    return run_result(run, int(prefix_tokens) if prefix_cache else 0)
+
+
+def run_result(run: Prepared, cached_prefix: int = 0) -> ServingResult:
+    """Simulate a prepared run and tabulate it, as :func:`simulate_serving` returns it.
+
+    ``cached_prefix``: the tokens of a prefix the replicas hold once (added back to each prompt in the table).
+    """
     start, first, fin, rep, steps, busy, ptok, dtok, preempted, npre = _execute(run)
     arr, output = run.arrivals, run.output
-    prompt = run.prompt + (int(prefix_tokens) if prefix_cache else 0)  # whole prompts, the prefix included
+    prompt = run.prompt + int(cached_prefix)  # whole prompts, the prefix included
     requests = request_table(arr, prompt, output, rep, start, first, fin, npre)
     per_replica = pd.DataFrame({
         "replica": np.arange(run.replicas), "requests": np.bincount(rep[rep >= 0], minlength=run.replicas),
@@ -147,7 +155,7 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         "busy_s": busy, "busy_fraction": busy_fraction(busy, arr, fin), "prefill_tokens": ptok,
         "decode_tokens": dtok, "preemptions": preempted,
     })
-    return ServingResult(requests, per_replica, serving_summary(requests, warmup))
+    return ServingResult(requests, per_replica, serving_summary(requests, run.warmup))
 
 
 def request_table(arr: np.ndarray, prompt: np.ndarray, output: np.ndarray, rep: np.ndarray, start: np.ndarray,

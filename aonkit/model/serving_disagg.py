@@ -28,11 +28,12 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .serving import ROUTINGS, ServingResult, prepare, request_table, simulate_serving
+from .serving import ROUTINGS, ServingResult, prepare, request_table, run_result, simulate_serving
 from .serving_analysis import fewest_meeting
 from .serving_floor import beyond_floor
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
 from .serving_pools import alone_pools, pool_engine, prepare_pools, rerun_pools, summarize_pools
+from .serving_spec import Speculation, with_iterations
 from .serving_stats import serving_summary
 
 __all__ = ["Pool", "PoolPlan", "disaggregated_rows", "disaggregated_sweep", "pools_needed", "simulate_disaggregated"]
@@ -60,6 +61,10 @@ class Pool:
     kv_tokens : int, optional
         Tokens of KV cache per engine (unlimited when None), reserved per request as
         :func:`~aonkit.model.simulate_serving` reserves them.
+    speculative : Speculation, optional
+        A decode pool that decodes speculatively (:mod:`aonkit.model.serving_spec`; its ``step_time``'s decode
+        part an iteration's). Each request's iterations are drawn once, after the arrivals and lengths, for the
+        pool it reaches. Not for a prefill pool.
     """
 
     replicas: int = 1
@@ -69,6 +74,7 @@ class Pool:
     chunked_prefill: bool = False
     routing: str = "jsq"
     kv_tokens: int | None = None
+    speculative: Speculation | None = None
 
     def __post_init__(self) -> None:
         for name in ("replicas", "max_batch", *(("kv_tokens",) if self.kv_tokens is not None else ())):
@@ -79,6 +85,8 @@ class Pool:
             raise ValueError(f"Pool step_time must be a StepTime, got {type(self.step_time).__name__}")
         if self.routing not in ROUTINGS:
             raise ValueError(f"Pool routing must be one of {ROUTINGS}, got {self.routing!r}")
+        if self.speculative is not None and not isinstance(self.speculative, Speculation):
+            raise ValueError(f"Pool speculative must be a Speculation, got {self.speculative!r}")
 
 
 def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | object,
@@ -115,7 +123,7 @@ def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int
     """
     lat, per_token = _check(transfer_s, prefill, decode)
     drawn = prepare(arrivals, prompt_tokens, output_tokens, step_time=StepTime(), n_requests=n_requests, seed=seed,
-                    max_new_tokens=max_new_tokens, warmup=warmup)  # (draws and checks: nothing is simulated)
+                    max_new_tokens=max_new_tokens, warmup=warmup, speculative=decode.speculative)  # (draws, checks)
     arr, prompt, output = drawn.arrivals, drawn.prompt, drawn.output
     limit = output if max_new_tokens is None else np.full(output.size, int(max_new_tokens))
     kv = np.inf if decode.kv_tokens is None else decode.kv_tokens
@@ -130,7 +138,8 @@ def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int
     fin, dstart, drep = first.copy(), np.full(arr.size, np.nan), np.full(arr.size, -1, np.int64)
     go = ~np.isnan(first) & (output > 1)  # (one output token: done at the prefill pool)
     fin[go] = np.nan
-    dec = _pool(decode, ready[go], prompt[go], output[go], max_new_tokens, decode=True)
+    steps = None if drawn.steps is None else drawn.steps[go] - 1  # (each request's iterations: drawn above)
+    dec = _pool(decode, ready[go], prompt[go], output[go], max_new_tokens, decode=True, iterations=steps)
     fin[go], dstart[go] = dec.requests["finish_s"].to_numpy(), dec.requests["start_s"].to_numpy()
     drep[go] = dec.requests["replica"].to_numpy()
     requests = request_table(arr, prompt, output, rep, start, first, fin, np.zeros(arr.size, np.int64)).assign(
@@ -283,15 +292,23 @@ def _check(transfer_s: object, prefill: object, decode: object) -> tuple[float, 
     for name, pool in (("prefill", prefill), ("decode", decode)):
         if not isinstance(pool, Pool):
             raise ValueError(f"{name} must be a Pool, got {type(pool).__name__}")
+    if prefill.speculative is not None:
+        raise ValueError("a prefill pool does not decode: give speculative to the decode pool")
     return lat, per_token
 
 
 def _pool(pool: Pool, arr: np.ndarray, prompt: np.ndarray, output: object, max_new: int | None,
-          decode: bool) -> ServingResult:
-    """One pool's simulation of the requests that reach it (arrival order kept as given)."""
+          decode: bool, iterations: np.ndarray | None = None) -> ServingResult:  # fmt: skip
+    """One pool's simulation of the requests that reach it (arrival order kept as given).
+
+    ``iterations``: a speculative decode pool's, per request (:func:`~aonkit.model.serving_spec.with_iterations`).
+    """
     if arr.size == 0:  # (nothing reached it: no simulation, idle replicas)
         none = pd.DataFrame({c: np.zeros(0) for c in ("first_token_s", "start_s", "finish_s")})
         idle = pd.DataFrame({"replica": np.arange(pool.replicas), "requests": 0, "steps": 0, "busy_s": 0.0,
                              "busy_fraction": np.nan, "prefill_tokens": 0, "decode_tokens": 0, "preemptions": 0})
         return ServingResult(none.assign(replica=np.zeros(0, np.int64)), idle, {})
-    return simulate_serving(arr, prompt, output, **pool_engine(pool, max_new, decode))
+    if iterations is None:
+        return simulate_serving(arr, prompt, output, **pool_engine(pool, max_new, decode))
+    run = prepare(arr, prompt, output, **pool_engine(pool, max_new, decode))
+    return run_result(with_iterations(run, pool.speculative, iterations))

@@ -15,9 +15,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .serving import Prepared, prepare, rerun, sweep_threads, thread_pool
+from .serving import Prepared, kernel_output, prepare, rerun, sweep_threads, thread_pool
 from .serving_floor import served_apart, spaced
 from .serving_inputs import ArrivalProcess, Lengths, StepTime
+from .serving_spec import with_iterations
 from .serving_stats import METRICS, PERCENTILES, busy_fraction, latencies, summary_in_arrival_order
 
 __all__ = ["PreparedPools", "alone_pools", "pool_engine", "prepare_pools", "rerun_pools", "summarize_pools"]
@@ -55,7 +56,8 @@ def prepare_pools(arrivals: ArrivalProcess | object, prompt_tokens: int | Length
     ``Pool`` objects; ``transfer_s`` already checked there). Raises ValueError as that function raises it.
     """
     drawn = prepare(arrivals, prompt_tokens, output_tokens, step_time=StepTime(), n_requests=n_requests, seed=seed,
-                    max_new_tokens=max_new_tokens, warmup=warmup)  # (draws and checks: nothing is simulated)
+                    max_new_tokens=max_new_tokens, warmup=warmup,
+                    speculative=decode.speculative)  # (draws and checks: nothing is simulated)
     o = drawn.order
     arr, prompt, output = drawn.arrivals[o], drawn.prompt[o], drawn.output[o]
     limit = output if max_new_tokens is None else np.full(output.size, int(max_new_tokens))
@@ -68,6 +70,8 @@ def prepare_pools(arrivals: ArrivalProcess | object, prompt_tokens: int | Length
     dec = None
     if go.any():  # the decode pool's tables depend on the lengths only: its arrivals come per run
         dec = _pool_run(decode, np.zeros(int(go.sum())), prompt[go], output[go], max_new_tokens, as_decode=True)
+        if drawn.steps is not None:  # a speculative decode pool: each request's iterations, drawn above
+            dec = with_iterations(dec, decode.speculative, drawn.steps[o][go] - 1)
     return PreparedPools(arr, prompt, output, o, fits, go, pre, dec, tuple(transfer_s), float(warmup))
 
 
@@ -142,7 +146,8 @@ def _one(run: PreparedPools, with_finish: bool = False, slos: tuple[float, float
         lat, per_token = run.transfer
         ready = first[go] + lat + per_token * prompt[go]
         o = np.lexsort((run.index[go], ready))  # by time, ties in the order the requests were given
-        d = simulate(ready[o], prompt[go][o], output[go][o], *run.decode.kernel_args)
+        d = simulate(ready[o], prompt[go][o], kernel_output(run.decode)[o], *run.decode.kernel_args, True,
+                     *run.decode.spec)  # fmt: skip
         got = np.empty(o.size)
         got[o] = d[2]
         fin[go] = got

@@ -19,6 +19,7 @@ modelled: a paged KV cache (``kv_policy="paged"`` is refused), and a KV-cache li
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from .hardware import DeviceSpec
 from .llm import TransformerConfig, decode_time, prefill_time, verify_time, weight_bytes
 from .llm.speculative import accepted_tokens
 from .serving_inputs import StepTime
+
+if TYPE_CHECKING:
+    from .serving import Prepared
 from .serving_steps import LastGrid, ServingMemory, serving_memory
 
 CHUNK = 1 << 22
@@ -101,9 +105,17 @@ def speculative_steps(spec: Speculation, output: np.ndarray, rng: np.random.Gene
     iterations) and its ``(cs, dq)``: the run's tokens per iteration and the ``k + 1`` tokens a decoding sequence
     puts through a step.
     """
+    check_engine(spec, kv_limited, resv, kv_policy == "paged", chunked, budget, max_batch)
+    iterations = draw_iterations(spec, output, rng)
+    return 1 + iterations, (tokens_per_step(output, iterations), int(spec.k) + 1)
+
+
+def check_engine(spec: Speculation, kv_limited: bool, resv: int, paged: bool, chunked: bool, budget: int,
+                 max_batch: int) -> None:  # fmt: skip
+    """Raise ValueError unless ``spec`` is a :class:`Speculation` on an engine this models (module doc)."""
     if not isinstance(spec, Speculation):
         raise ValueError(f"speculative must be a Speculation, got {spec!r}")
-    if kv_policy == "paged":
+    if paged:
         raise ValueError("speculative decoding with kv_policy='paged' is not modelled: use 'reserve'")
     if kv_limited and resv == 0:
         raise ValueError("speculative decoding with a kv_tokens limit needs max_new_tokens (what the cache reserves)")
@@ -111,8 +123,20 @@ def speculative_steps(spec: Speculation, output: np.ndarray, rng: np.random.Gene
     if chunked and budget < dq * max_batch:
         raise ValueError(f"with speculative decoding and chunked prefill token_budget ({budget}) must be >= "
                          f"(k + 1) * max_batch ({dq * max_batch}): each decoding sequence checks k + 1 tokens a step")
-    iterations = draw_iterations(spec, output, rng)
-    return 1 + iterations, (tokens_per_step(output, iterations), dq)
+
+
+def with_iterations(run: Prepared, spec: Speculation, iterations: np.ndarray) -> Prepared:
+    """``run`` (a plain prepared run) decoding speculatively, with iterations drawn elsewhere.
+
+    ``iterations``: one per request, in ``run``'s input order (a disaggregated decode pool's, drawn once for every
+    request before the pools part). Raises ValueError as :func:`check_engine` does for ``run``'s engine.
+    """
+    from .._kernels.serving import UNLIMITED_KV
+
+    replicas, max_batch, budget, kv, resv, paged, chunked = run.kernel_args[:7]
+    check_engine(spec, kv < UNLIMITED_KV, resv, paged, chunked, budget, max_batch)
+    it = np.asarray(iterations, dtype=np.int64)
+    return run._replace(steps=1 + it, spec=(tokens_per_step(run.output, it), int(spec.k) + 1))
 
 
 def tokens_per_step(output: np.ndarray, iterations: np.ndarray) -> float:
