@@ -52,7 +52,8 @@ def test_the_panel_shows_the_model_s_sweeps_and_the_fewest_replicas_each_way():
     pd.testing.assert_frame_equal(p.colocated, serving_sweep(rates, prompts, outputs, n_requests=N, replicas=3,
                                                              slos=slos, **colo_engine))  # fmt: skip
     pd.testing.assert_frame_equal(p.apart, disaggregated_sweep(rates, prompts, outputs, n_requests=N, slos=slos,
-                                                               transfer_s=e["transfer_s"], **pools))  # fmt: skip
+                                                               transfer_s=e["transfer_s"], max_new_tokens=2048,
+                                                               **pools))  # fmt: skip
     assert p.sources["pools"].data["apart_tpot_ms"] == pytest.approx(
         pools_data(p.colocated, p.apart)["apart_tpot_ms"], nan_ok=True)
     # AND the colocated count meets both objectives where one fewer does not
@@ -64,7 +65,7 @@ def test_the_panel_shows_the_model_s_sweeps_and_the_fewest_replicas_each_way():
     assert c >= 2 and meets(c) and not meets(c - 1)
     # AND the pools are pools_needed's (searched from one replica each), more than one of each
     plan = pools_needed(6.0, prompts, outputs, ttft_slo_s=1.0, tpot_slo_s=0.015, n_requests=N,
-                        transfer_s=e["transfer_s"], **pools)  # fmt: skip
+                        transfer_s=e["transfer_s"], max_new_tokens=2048, **pools)  # fmt: skip
     assert (p.sizing.prefill, p.sizing.decode) == (plan.prefill, plan.decode) and min(plan[:2]) >= 2
     n = p.numbers()
     assert n["colocated_replicas_needed"] == c and n["prefill_replicas_needed"] == plan.prefill
@@ -189,7 +190,7 @@ def test_decode_replicas_of_another_device_and_tp():
     assert transfer[1] == mem.kv_bytes_per_token / 50e9 > dmem.kv_bytes_per_token / 50e9
     pd.testing.assert_frame_equal(p.apart, disaggregated_sweep(sweep_rates(6.0), **load, prefill=prefill,
                                                                decode=decode, transfer_s=transfer,
-                                                               slos=(1.0, 0.015)))  # fmt: skip
+                                                               slos=(1.0, 0.015), max_new_tokens=2048))  # fmt: skip
     pd.testing.assert_frame_equal(p.colocated, DisaggPanel(6.0, n_requests=N, tpot_slo_s=0.015).colocated)
     # AND the text names the decode device and counts GPUs
     s = p.sizing

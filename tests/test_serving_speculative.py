@@ -370,3 +370,36 @@ def test_a_draft_in_the_decode_pool_shortens_tpot_and_a_prefill_pool_takes_none(
                                n_requests=1500, seed=1, max_replicas=16).decode  # fmt: skip
             for name, pool in (("plain", Pool(1, ST, 32)), ("spec", Pool(1, ST, 32, speculative=Speculation(4, 0.8))))}
     assert need["spec"] < need["plain"]  # (1 decode replica against 2)
+
+
+def test_the_disaggregation_panel_drafts_where_requests_decode() -> None:
+    import pandas as pd
+
+    from aonkit.model import Pool, device_spec, disaggregated_sweep, serving_sweep
+    from aonkit.model.llm import LLAMA3_8B, LLAMA32_1B, kv_cache_bytes
+    from aonkit.model.serving_grid import sweep_rates
+    from aonkit.model.serving_spec import speculative_memory
+    from aonkit.model.serving_steps import model_step_time
+    from aonkit.widgets import DisaggPanel
+
+    # GIVEN the disaggregation panel (Llama-3 8B on H100s, 1 prefill + 2 decode against 3 colocated) with a 1B draft
+    p = DisaggPanel(6.0, n_requests=2000, tpot_slo_s=0.015, draft="Llama-3.2 1B", draft_tokens=3, acceptance=0.8)
+    h100, spec = device_spec("H100 SXM"), Speculation(3, 0.8)
+    plain, drafting = speculative_memory(LLAMA3_8B, None, h100), speculative_memory(LLAMA3_8B, LLAMA32_1B, h100)
+    iteration = speculative_step_time(LLAMA3_8B, h100, k=3, draft=LLAMA32_1B)
+    load = {"prompt_tokens": Lengths.lognormal(4096, 1.0), "output_tokens": Lengths.geometric(256).capped(2048),
+            "n_requests": 2000, "slos": (1.0, 0.015)}  # fmt: skip
+    # THEN the colocated replicas and the decode pool draft (an iteration's step times, the draft's memory); the
+    # prefill pool computes prompts alone, and the transfer sends the target's cache
+    colocated = serving_sweep(sweep_rates(6.0), **load, replicas=3, step_time=iteration, max_batch=128,
+                              kv_tokens=drafting.kv_tokens, token_budget=8192, chunked_prefill=True,
+                              max_new_tokens=2048, speculative=spec)  # fmt: skip
+    pd.testing.assert_frame_equal(p.colocated, colocated)
+    pools = {"prefill": Pool(1, model_step_time(LLAMA3_8B, h100), 128, 8192, True, kv_tokens=plain.kv_tokens),
+             "decode": Pool(2, iteration, 128, kv_tokens=drafting.kv_tokens, speculative=spec)}  # fmt: skip
+    transfer = (1e-3, kv_cache_bytes(LLAMA3_8B, 1, 1, 1) / 50e9)
+    pd.testing.assert_frame_equal(p.apart, disaggregated_sweep(sweep_rates(6.0), **load, transfer_s=transfer,
+                                                               max_new_tokens=2048, **pools))  # fmt: skip
+    # AND without the draft the panel is the plain one again
+    p.draft.value = "off"
+    pd.testing.assert_frame_equal(p.apart, DisaggPanel(6.0, n_requests=2000, tpot_slo_s=0.015).apart)

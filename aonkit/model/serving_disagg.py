@@ -152,8 +152,8 @@ def simulate_disaggregated(arrivals: ArrivalProcess | object, prompt_tokens: int
 def disaggregated_sweep(rates_per_s: object, prompt_tokens: int | Lengths | object,
                         output_tokens: int | Lengths | object, *, n_requests: int, prefill: Pool, decode: Pool,
                         transfer_s: tuple[float, float] = (0.0, 0.0), arrival_cv: float = 1.0, seed: int = 0,
-                        warmup: float = 0.1, threads: int | None = None,
-                        slos: tuple[float, float] | None = None) -> pd.DataFrame:  # fmt: skip
+                        warmup: float = 0.1, threads: int | None = None, slos: tuple[float, float] | None = None,
+                        max_new_tokens: int | None = None) -> pd.DataFrame:  # fmt: skip
     """:func:`simulate_disaggregated` at each rate: one summary row per rate, as :func:`~aonkit.model.serving_sweep`.
 
     The same seed at every rate (common random numbers); the rates run side by side on ``threads`` (default: one
@@ -162,19 +162,20 @@ def disaggregated_sweep(rates_per_s: object, prompt_tokens: int | Lengths | obje
     :func:`~aonkit.model.saturation_knee` reads it as it reads a sweep (with ``slos``, ``slo_attainment`` too, for
     :func:`~aonkit.model.goodput`). The requests are drawn and both pools' step times tabulated once
     (:mod:`.serving_pools`), and no table is built per rate: 8 rates of 20,000 requests took 48-61 ms on 2 CPUs,
-    against 144-241 ms for a table per rate (``bench/RESULTS.md``, session 53).
+    against 144-241 ms for a table per rate (``bench/RESULTS.md``, session 53). ``max_new_tokens``: as for
+    :func:`simulate_disaggregated` (what the decode pool's cache reserves for a request's output; None: its own).
     """
     return pd.DataFrame(disaggregated_rows(rates_per_s, prompt_tokens, output_tokens, n_requests=n_requests,
                                            prefill=prefill, decode=decode, transfer_s=transfer_s,
                                            arrival_cv=arrival_cv, seed=seed, warmup=warmup, threads=threads,
-                                           slos=slos))  # fmt: skip
+                                           slos=slos, max_new_tokens=max_new_tokens))  # fmt: skip
 
 
 def disaggregated_rows(rates_per_s: object, prompt_tokens: int | Lengths | object,
                        output_tokens: int | Lengths | object, *, n_requests: int, prefill: Pool, decode: Pool,
                        transfer_s: tuple[float, float] = (0.0, 0.0), arrival_cv: float = 1.0, seed: int = 0,
                        warmup: float = 0.1, threads: int | None = None, slos: tuple[float, float] | None = None,
-                       keep_latencies: bool = False) -> list[dict]:  # fmt: skip
+                       keep_latencies: bool = False, max_new_tokens: int | None = None) -> list[dict]:  # fmt: skip
     """:func:`disaggregated_sweep`'s rows as dicts, one per rate in order (no table made: a caller that keeps rows).
 
     ``keep_latencies``: each row also holds the measured requests' TTFT and TPOT arrays
@@ -185,7 +186,8 @@ def disaggregated_rows(rates_per_s: object, prompt_tokens: int | Lengths | objec
         raise ValueError("rates_per_s is empty: give at least one arrival rate")
     _check(transfer_s, prefill, decode)
     base = prepare_pools(ArrivalProcess(rates[0], arrival_cv), prompt_tokens, output_tokens, prefill=prefill,
-                         decode=decode, transfer_s=transfer_s, n_requests=n_requests, seed=seed, warmup=warmup)
+                         decode=decode, transfer_s=transfer_s, n_requests=n_requests, seed=seed, warmup=warmup,
+                         max_new_tokens=max_new_tokens)  # fmt: skip
     # the same lengths and tables at every rate, and the same draws for the arrival times, scaled to each rate
     draws = ArrivalProcess(rates[0], arrival_cv).draws(int(n_requests), np.random.default_rng(seed))
     runs = [base, *(rerun_pools(base, arrivals=ArrivalProcess(r, arrival_cv).from_draws(draws, int(n_requests)))
@@ -206,7 +208,8 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
                  ttft_slo_s: float, tpot_slo_s: float, prefill: Pool, decode: Pool, n_requests: int,
                  transfer_s: tuple[float, float] = (0.0, 0.0), arrival_cv: float = 1.0, seed: int = 0,
                  warmup: float = 0.1, max_replicas: int = 256, ttft_metric: str = "ttft_p99_s",
-                 tpot_metric: str = "tpot_p99_s", start: tuple[int, int] = (1, 1)) -> PoolPlan:  # fmt: skip
+                 tpot_metric: str = "tpot_p99_s", start: tuple[int, int] = (1, 1),
+                 max_new_tokens: int | None = None) -> PoolPlan:  # fmt: skip
     """Fewest prefill replicas for the TTFT objective, then fewest decode replicas for the TPOT one, at a rate.
 
     A request's first token depends on the prefill pool alone, so that pool is sized first (its replica count as
@@ -233,6 +236,8 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
         Summary keys compared with the objectives.
     start : tuple of 2 int, default (1, 1)
         The prefill and decode counts tried first (each clipped to ``[1, max_replicas]``).
+    max_new_tokens : int, optional
+        As for :func:`simulate_disaggregated`.
 
     Returns
     -------
@@ -251,7 +256,8 @@ def pools_needed(rate_per_s: float, prompt_tokens: int | Lengths | object, outpu
     _check(transfer_s, prefill, decode)
     p0, d0 = (min(max(int(c), 1), max_replicas) for c in start)
     base = prepare_pools(ArrivalProcess(rate_per_s, arrival_cv), prompt_tokens, output_tokens, prefill=prefill,
-                         decode=decode, transfer_s=transfer_s, n_requests=n_requests, seed=seed, warmup=warmup)
+                         decode=decode, transfer_s=transfer_s, n_requests=n_requests, seed=seed, warmup=warmup,
+                         max_new_tokens=max_new_tokens)  # fmt: skip
 
     def run(p: int, d: int) -> dict:
         if (p, d) not in rows:  # (the decode search starts where the prefill search ended)

@@ -20,7 +20,8 @@ with tensor parallelism, at a precision), every replica of either kind one such 
 what the weights leave (:func:`~aonkit.model.serving_steps.serving_memory`), reserving a request's prompt plus
 ``max_new_tokens``. The transfer takes the link's latency plus the prompt's KV cache on one GPU over the link's
 bandwidth per GPU (each GPU of a tensor-parallel replica sends its own shard, as on a node with a NIC per GPU).
-The prefill pool always chunks prompts longer than the token budget.
+The prefill pool always chunks prompts longer than the token budget. With a speculative draft the replicas that
+decode (colocated ones and the decode pool) run iterations (:mod:`aonkit.model.serving_spec`).
 """
 
 from __future__ import annotations
@@ -33,21 +34,23 @@ import ipywidgets as w
 import pandas as pd
 
 from ..model.hardware import devices
-from ..model.llm import PRESETS
+from ..model.llm import PRESETS, kv_cache_bytes
 from ..model.serving import thread_pool
 from ..model.serving_analysis import replicas_needed, sweep_rows
 from ..model.serving_disagg import Pool, disaggregated_rows, pools_needed
 from ..model.serving_grid import SweepRows, sweep_rates
+from ..model.serving_spec import Speculation, speculative_memory
 from ..model.serving_stats import attainment
-from ..model.serving_steps import ModelStepTimes, request_seconds, serving_memory
+from ..model.serving_steps import ModelStepTimes, request_seconds
 from ..views.model_charts import pools_charts
 from ..views.serving import marker_data, pools_data, slo_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
 from .disagg_results import GOODPUT_TARGET, DisaggResults, Sizing
-from .serving_controls import STYLE, WIDE, log_slider, slider, toggles
-from .serving_engine import check_fits, model_step_times, workload
+from .llm_controls import SPEC_FREE, SPEC_OFF
+from .serving_controls import STYLE, WIDE, draft_controls, log_slider, slider, toggles
+from .serving_engine import check_fits, engine_step_time, workload
 
 SAME = "same"
 """The decode device and TP controls' value for the prefill replicas' own."""
@@ -86,6 +89,11 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
     decode_device, decode_tp : str, int, optional
         The decode replicas' own device and TP (Splitwise's point: generation on other GPUs than prompts); default
         the same as the others. The colocated replicas are the prefill replicas' kind.
+    draft, draft_tokens, acceptance : str, int, float
+        Speculative decoding in the replicas that decode (colocated and decode pool; :mod:`aonkit.model.serving_spec`):
+        ``"off"`` (default), ``"no-cost draft"`` or a preset as the draft, the tokens it drafts a step and the
+        probability each is accepted; the draft's weights and cache take memory where it decodes, and its cache of
+        a prompt is computed there at no cost (the transfer sends the target's).
     n_requests, max_replicas, seed, live
         Requests per simulation, the most replicas a search tries (per pool), the seed, and whether sliders answer
         while dragged.
@@ -112,7 +120,8 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                  decode_replicas: int = 2, token_budget: int = 8192, max_batch: int = 128,
                  chunked_prefill: bool = True, link_gb_s: float = 50.0, link_latency_ms: float = 1.0,
                  model: str = "Llama-3 8B", device: str = "H100 SXM", tp: int = 1, dtype: str = "bf16",
-                 decode_device: str | None = None, decode_tp: int | None = None, n_requests: int = 10_000,
+                 decode_device: str | None = None, decode_tp: int | None = None, draft: str = SPEC_OFF,
+                 draft_tokens: int = 4, acceptance: float = 0.7, n_requests: int = 10_000,
                  max_replicas: int = 64, seed: int = 0, live: bool = True) -> None:  # fmt: skip
         self.n_requests, self.max_replicas, self.seed = int(n_requests), int(max_replicas), seed
         self.devices = {d.name: d for d in devices()}
@@ -142,10 +151,12 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                                         description="decode device", style=STYLE, layout=WIDE)  # fmt: skip
         self.decode_tp = w.Dropdown(options=[SAME, 1, 2, 4, 8], value=SAME if decode_tp is None else decode_tp,
                                     description="decode TP", style=STYLE, layout=WIDE)  # fmt: skip
+        self.draft, self.draft_k, self.acceptance = draft_controls([SPEC_OFF, SPEC_FREE, *PRESETS], draft,
+                                                                   draft_tokens, acceptance, live)  # fmt: skip
         self._controls = (self.rate, self.cv, self.prompt, self.output, self.max_new, self.lengths, self.ttft_slo,
                           self.tpot_slo, self.n_prefill, self.n_decode, self.token_budget, self.max_batch,
                           self.chunked, self.link, self.latency, self.model, self.device, self.tp, self.dtype,
-                          self.decode_device, self.decode_tp)  # fmt: skip
+                          self.decode_device, self.decode_tp, self.draft, self.draft_k, self.acceptance)  # fmt: skip
         self._step_times = ModelStepTimes()
         self.rows = (SweepRows(64), SweepRows(64))  # colocated and disaggregated rows kept per rate (64 rates)
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
@@ -164,48 +175,56 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         pools = w.VBox([w.HTML("<b>deployment</b>"), self.n_prefill, self.n_decode, self.token_budget,
                         self.max_batch, self.chunked, self.link, self.latency])  # fmt: skip
         engine = w.VBox([w.HTML("<b>engine</b>"), self.model, self.device, self.tp, self.dtype, self.decode_device,
-                         self.decode_tp])  # fmt: skip
+                         self.decode_tp, self.draft, self.draft_k, self.acceptance])  # fmt: skip
         super().__init__([w.HBox([load, pools, engine]), self.summary, self.view])
 
     # ---- inputs ----------------------------------------------------------------------------------------------
     def engine(self) -> dict:
         """Step times, KV cache, batch and budget of the replicas, and the transfer: what the simulations take.
 
-        ``step_time``, ``kv_tokens``, ``tp``: a prefill and a colocated replica's; ``decode_step_time``,
-        ``decode_kv_tokens``, ``decode_tp``: a decode replica's (its own device and TP, or the same). Raises
-        ValueError for a precision a device lacks, or weights and one request (mean prompt plus max new tokens)
-        that do not fit on one.
+        ``step_time``, ``kv_tokens``, ``tp``: a prefill replica's; ``colocated_step_time``, ``colocated_kv_tokens``:
+        a colocated one's; ``decode_step_time``, ``decode_kv_tokens``, ``decode_tp``: a decode replica's (its own
+        device and TP, or the same); ``speculative``: the decoding replicas' draft (None: plain; its step times and
+        memory are then in theirs). Raises ValueError for a precision a device lacks, or weights and one request
+        (mean prompt plus max new tokens) that do not fit on one.
         """
         dtype, tokens = str(self.dtype.value), int(self.prompt.value) + int(self.max_new.value)
         device, tp = self.devices[self.device.value], int(self.tp.value)
         dec_device = device if self.decode_device.value == SAME else self.devices[self.decode_device.value]
         dec_tp = tp if self.decode_tp.value == SAME else int(self.decode_tp.value)
-        parts = []
-        for dev, n in ((device, tp), (dec_device, dec_tp)):
-            step = model_step_times(self._step_times, self.model.value, dev, n, dtype)
-            mem = serving_memory(PRESETS[self.model.value], dev, n, dtype)
+        spec = None if self.draft.value == SPEC_OFF else Speculation(int(self.draft_k.value),
+                                                                    float(self.acceptance.value))  # fmt: skip
+        draft = None if self.draft.value in (SPEC_OFF, SPEC_FREE) else PRESETS[self.draft.value]
+        parts, cfg = [], PRESETS[self.model.value]
+        for dev, n, s in ((device, tp, None), (device, tp, spec), (dec_device, dec_tp, spec)):
+            step = engine_step_time(self._step_times, self.model.value, dev, n, dtype, s, draft)
+            mem = speculative_memory(cfg, None if s is None else draft, dev, n, dtype)
             check_fits(mem, self.model.value, dev, n, TPS, dtype, tokens, int(self.max_batch.value),
                        "mean prompt + max new tokens")
             parts.append((step, mem))
-        (step, mem), (dec_step, dec_mem) = parts
-        # each GPU of a replica sends (receives) its shard of the cache over its own link: the larger shard's time
-        per_token = max(mem.kv_bytes_per_token, dec_mem.kv_bytes_per_token) / (float(self.link.value) * 1e9)
-        return {"step_time": step, "kv_tokens": mem.kv_tokens, "tp": tp, "decode_step_time": dec_step,
+        (step, mem), (colo_step, colo_mem), (dec_step, dec_mem) = parts
+        # each GPU of a replica sends (receives) its shard of the target's cache over its own link: the larger
+        # shard's time (a draft's cache is computed where it decodes, at no cost here)
+        sent = max(mem.kv_bytes_per_token, kv_cache_bytes(cfg, 1, 1, dec_tp))
+        return {"step_time": step, "kv_tokens": mem.kv_tokens, "tp": tp, "colocated_step_time": colo_step,
+                "colocated_kv_tokens": colo_mem.kv_tokens, "decode_step_time": dec_step,
                 "decode_kv_tokens": dec_mem.kv_tokens, "decode_tp": dec_tp, "max_batch": int(self.max_batch.value),
-                "token_budget": int(self.token_budget.value),
-                "transfer_s": (float(self.latency.value) / 1e3, per_token)}  # fmt: skip
+                "token_budget": int(self.token_budget.value), "speculative": spec,
+                "transfer_s": (float(self.latency.value) / 1e3, sent / (float(self.link.value) * 1e9))}  # fmt: skip
 
     def pools(self, engine: dict, prefill: int, decode: int) -> tuple[Pool, Pool]:
         """The prefill and decode pools of ``prefill`` and ``decode`` replicas of ``engine``."""
         batch = engine["max_batch"]
         return (Pool(prefill, engine["step_time"], batch, engine["token_budget"], True, kv_tokens=engine["kv_tokens"]),
-                Pool(decode, engine["decode_step_time"], batch, kv_tokens=engine["decode_kv_tokens"]))
+                Pool(decode, engine["decode_step_time"], batch, kv_tokens=engine["decode_kv_tokens"],
+                     speculative=engine["speculative"]))
 
     def colocated_engine(self, engine: dict) -> dict:
         """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the colocated replicas (not how many)."""
-        return {"step_time": engine["step_time"], "kv_tokens": engine["kv_tokens"], "max_batch": engine["max_batch"],
-                "token_budget": engine["token_budget"], "chunked_prefill": bool(self.chunked.value),
-                "max_new_tokens": int(self.max_new.value)}  # fmt: skip
+        return {"step_time": engine["colocated_step_time"], "kv_tokens": engine["colocated_kv_tokens"],
+                "max_batch": engine["max_batch"], "token_budget": engine["token_budget"],
+                "chunked_prefill": bool(self.chunked.value), "max_new_tokens": int(self.max_new.value),
+                "speculative": engine["speculative"]}  # fmt: skip
 
     # ---- evaluation ------------------------------------------------------------------------------------------
     def _inputs(self) -> tuple[tuple, tuple]:
@@ -225,8 +244,9 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                                     int(self.max_new.value))  # fmt: skip
         load = {"n_requests": self.n_requests, "arrival_cv": float(self.cv.value), "seed": self.seed}
         rate, p, d = float(self.rate.value), int(self.n_prefill.value), int(self.n_decode.value)
-        work = tuple(request_seconds(engine[k], int(self.prompt.value), int(self.output.value),
-                                     min(engine["max_batch"], 16)) for k in ("step_time", "decode_step_time"))
+        per_step = 1.0 if engine["speculative"] is None else engine["speculative"].tokens_per_iteration
+        work = tuple(request_seconds(engine[k], int(self.prompt.value), int(self.output.value) / per_step,
+                                     min(engine["max_batch"], 16)) for k in ("colocated_step_time", "decode_step_time"))
         searches = []
         if size_key != self._keys[1]:  # the two searches beside the sweeps (the controls are read here)
             slos = (float(self.ttft_slo.value), float(self.tpot_slo.value))
@@ -243,7 +263,7 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                     r, prompts, outputs, replicas=p + d, keep_latencies=True, **load, **self.colocated_engine(engine))),
                        self.rows[1].sweep(key, rates, lambda r: disaggregated_rows(
                            r, prompts, outputs, prefill=prefill, decode=decode, transfer_s=engine["transfer_s"],
-                           keep_latencies=True, **load)))  # fmt: skip
+                           keep_latencies=True, max_new_tokens=int(self.max_new.value), **load)))  # fmt: skip
             else:
                 raw = self._raw
         finally:
@@ -291,7 +311,7 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
             plan = pools_needed(rate, prompts, outputs, ttft_slo_s=slos[0], tpot_slo_s=slos[1], prefill=prefill,
                                 decode=decode, n_requests=load["n_requests"], transfer_s=engine["transfer_s"],
                                 arrival_cv=load["arrival_cv"], seed=load["seed"], max_replicas=self.max_replicas,
-                                start=start)  # fmt: skip
+                                start=start, max_new_tokens=int(self.max_new.value))  # fmt: skip
         except ValueError as exc:
             count, why = _not_met(exc)
             return count, None, why

@@ -33,13 +33,8 @@ class ServingInputs:
                             decode_time_s=(c["decode_a"], c["decode_b"], c["decode_c"]),
                             overhead_s=c["overhead"])  # fmt: skip
         dev, tp, dtype = self.devices[self.device.value], int(self.tp.value), str(self.dtype.value)
-        plain = model_step_times(self._step_times, self.model.value, dev, tp, dtype)  # (checks the precision)
-        spec = self.speculation()
-        if spec is None:
-            return plain
-        cfg, draft = PRESETS[self.model.value], self.draft_config()
-        return self._step_times.get(("speculative", cfg, dev, tp, dtype, spec.k, draft),
-                                    lambda: speculative_step_time(cfg, dev, tp, dtype, k=spec.k, draft=draft))
+        return engine_step_time(self._step_times, self.model.value, dev, tp, dtype, self.speculation(),
+                                self.draft_config())  # fmt: skip
 
     def speculation(self) -> Speculation | None:
         """The speculative decoding the controls choose (None: off, or linear step times)."""
@@ -105,6 +100,21 @@ class ServingInputs:
     def rates(self) -> np.ndarray:
         """Arrival rates of the sweep: :func:`~aonkit.model.serving_grid.sweep_rates` of the chosen rate."""
         return sweep_rates(float(self.rate.value))
+
+
+def engine_step_time(kept: ModelStepTimes, model: str, device: DeviceSpec, tp: int, dtype: str,
+                     spec: Speculation | None, draft: TransformerConfig | None) -> StepTime:  # fmt: skip
+    """Step times of preset ``model`` on ``device`` (kept in ``kept``): plain, or an iteration's with ``spec``.
+
+    :func:`~aonkit.model.serving_spec.speculative_step_time` (``draft`` None for a no-cost draft). Raises
+    ValueError for a precision the device has no peak for.
+    """
+    plain = model_step_times(kept, model, device, tp, dtype)  # (checks the precision)
+    if spec is None:
+        return plain
+    cfg = PRESETS[model]
+    return kept.get(("speculative", cfg, device, tp, dtype, spec.k, draft),
+                    lambda: speculative_step_time(cfg, device, tp, dtype, k=spec.k, draft=draft))
 
 
 def model_step_times(kept: ModelStepTimes, model: str, device: DeviceSpec, tp: int, dtype: str) -> StepTime:
