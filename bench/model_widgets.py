@@ -75,6 +75,7 @@ DISAGG_CHANGES = {
     "tpot_slo": [0.015, 0.05, 0.025],
     "device": ["A100 SXM4 80GB", "H200 SXM", "H100 SXM"],
     "chunked": [False, True],
+    "draft": ["Llama-3.2 1B", "no-cost draft", "off"],
 }
 
 
