@@ -206,10 +206,9 @@ def test_decode_replicas_of_another_device_and_tp():
 
 def test_random_changes_give_an_answer_or_a_reason_never_an_exception():
     # GIVEN a small panel and 60 changes of random controls to random values in their ranges
-    import random
+    from .panel_changes import random_changes
 
     p = DisaggPanel(4.0, n_requests=400, max_replicas=8)
-    rnd = random.Random(7)  # a draw that takes both paths often (22 answers, 38 refusals with 7 presets)
     values = {"rate": [0.2, 4.0, 300.0], "cv": [0.0, 2.0], "prompt": [1, 4096, 32768], "output": [1, 64, 4096],
               "max_new": [64, 2048, 16384], "lengths": ["fixed", "random"], "ttft_slo": [0.01, 1.0, 20.0],
               "tpot_slo": [0.002, 0.05], "n_prefill": [1, 32], "n_decode": [1, 32], "token_budget": [64, 32768],
@@ -218,9 +217,7 @@ def test_random_changes_give_an_answer_or_a_reason_never_an_exception():
               "dtype": ["bf16", "bf16", "fp8"], "decode_device": list(p.decode_device.options),
               "decode_tp": ["same", 2]}
     answered = refused = 0
-    for _ in range(60):
-        name = rnd.choice(sorted(values))
-        getattr(p, name).value = rnd.choice(values[name])
+    for _ in random_changes(p, values, seed=7):  # (a draw that takes both paths often: 22 answers, 38 refusals)
         # THEN each change is answered, or refused with a reason while the last answer stays readable
         if p.error:
             refused += 1

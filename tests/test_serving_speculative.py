@@ -282,13 +282,12 @@ def test_the_runs_mean_context_growth_matches_each_sequences_own_within_sampling
 
 
 def test_random_serving_panel_changes_with_drafts_give_an_answer_or_a_reason() -> None:
-    import random
-
     from aonkit.widgets import ServingPanel
+
+    from .panel_changes import random_changes
 
     # GIVEN a small serving panel with a draft and 60 changes of random controls, the draft's among them
     p = ServingPanel(8.0, n_requests=400, max_replicas=8, draft="Llama-3.2 1B")
-    rnd = random.Random(12)  # (a draw that meets each refusal of speculation and answers with it often)
     values = {"rate": [0.5, 8.0, 200.0], "prompt": [1, 512, 4096], "output": [1, 128, 2048], "max_new": [64, 4096],
               "max_batch": [1, 64, 256], "token_budget": [512, 8192], "chunked": [True, False],
               "kv_policy": ["reserve", "reserve", "paged"], "draft": ["off", "no-cost draft", "Llama-3.2 1B",
@@ -297,9 +296,7 @@ def test_random_serving_panel_changes_with_drafts_give_an_answer_or_a_reason() -
               "device": ["H100 SXM", "A100 SXM4 80GB", "L4", "MI300X"], "tp": [1, 2, 8], "dtype": ["bf16", "fp8"],
               "step_kind": ["model", "model", "linear"]}  # fmt: skip
     answered = refused = speculative = 0
-    for _ in range(60):
-        name = rnd.choice(sorted(values))
-        getattr(p, name).value = rnd.choice(values[name])
+    for _ in random_changes(p, values, seed=12):  # (a draw that meets each refusal of speculation, answers often)
         # THEN each is answered, or refused with a reason while the last answer stays
         if p.error:
             refused += 1
