@@ -75,8 +75,9 @@ def test_acceptance_zero_is_plain_decoding_to_the_bit() -> None:
               "seed": 3}  # fmt: skip
         plain = simulate_serving(*work, **kw)
         spec = simulate_serving(*work, **kw, speculative=Speculation(3, 0.0))
-        # THEN every time is the same
+        # THEN every time is the same, and every replica's count
         assert spec.requests.equals(plain.requests) and spec.summary == plain.summary
+        assert spec.replicas.equals(plain.replicas)
     # AND chunked, a decoding sequence takes k + 1 tokens of a step's budget: prompts get less of it, later
     kw = {"step_time": ST, "n_requests": 3000, "max_batch": 16, "chunked_prefill": True, "token_budget": 96,
           "seed": 3}  # fmt: skip
@@ -124,6 +125,7 @@ def test_one_request_by_hand() -> None:
     # TPOT counts the request's tokens, not its iterations
     assert r["tpot_s"] == pytest.approx(sum(steps) / 20, rel=1e-12)
     assert res.replicas["steps"].tolist() == [5]  # a prefill step and 4 iterations
+    assert res.replicas["decode_tokens"].tolist() == [20]  # and the tokens they gave
 
 
 def test_the_engine_must_be_one_this_models() -> None:

@@ -127,8 +127,8 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         Engines that decode speculatively (:mod:`aonkit.model.serving_spec`): a decode step is an iteration that
         gives each sequence 1 to ``k + 1`` tokens (each request's iterations drawn after every other draw of the
         seed: the arrivals and lengths are those of the same call without it), and ``step_time``'s decode part
-        should be an iteration's (:func:`~aonkit.model.serving_spec.speculative_step_time`). ``steps`` and
-        ``decode_tokens`` per replica then count iterations and sequence-iterations. Needs ``kv_policy="reserve"``,
+        should be an iteration's (:func:`~aonkit.model.serving_spec.speculative_step_time`). ``steps`` per replica
+        then counts iterations (``decode_tokens`` the tokens, of the requests it served). Needs ``kv_policy="reserve"``,
         and ``max_new_tokens`` with a ``kv_tokens`` limit; with chunked prefill a decoding sequence takes ``k + 1``
         of a step's ``token_budget``.
     """
@@ -147,6 +147,9 @@ def run_result(run: Prepared, cached_prefix: int = 0) -> ServingResult:
     """
     start, first, fin, rep, steps, busy, ptok, dtok, preempted, npre = _execute(run)
     arr, output = run.arrivals, run.output
+    if run.steps is not None:  # speculative: the kernel counted a sequence's iterations; its tokens are these
+        served = rep >= 0
+        dtok = np.bincount(rep[served], weights=output[served] - 1, minlength=run.replicas).astype(np.int64)
     prompt = run.prompt + int(cached_prefix)  # whole prompts, the prefix included
     requests = request_table(arr, prompt, output, rep, start, first, fin, npre)
     per_replica = pd.DataFrame({
