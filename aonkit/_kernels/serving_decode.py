@@ -15,14 +15,14 @@ from ._jit import njit_leaf, njit_leaf_inline
 from .serving_heap import heap_pop, heap_push, sift_down
 
 # columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; CD, CN, CB:
-# the cell of decode steps kept for it, see serving_wake.py (CX: unused since its base context became a float, kept
-# in the cell array); KV: the KV-cache tokens its running sequences
-# reserve, prompt plus output each, or hold (serving_paged.py); PRE: its preemptions); row n_rep holds the central
+# the cell of decode steps kept for it, see serving_wake.py (its base context, a float, is kept in the cell array);
+# KV: the KV-cache tokens its running sequences reserve, prompt plus output each, or hold (serving_paged.py); PRE:
+# its preemptions); row n_rep holds the central
 # queue's head, tail and length, in LAZY the number of lazy replicas, and in LJ how often the central queue's idle
 # replicas left requests waiting (serving.py)
 QH, QT, QL, RUN, HN, DSTEP, SP, SJ, PN, BUSY, DEC, TOUCH, STEPS, PTOK, DTOK, LAZY, GEN, LJ, WOKE = range(19)
-CD, CN, CB, CX, KV, PRE = range(19, 25)
-NCOL = 25
+CD, CN, CB, KV, PRE = range(19, 24)
+NCOL = 24
 LOW = (1 << 32) - 1  # an event's value is replica << 32 | the replica's generation (a lazy replica's stale event)
 SHORT = 8
 """Runs of at most this many steps before the next finish, and the first steps of any run, are stepped one by one

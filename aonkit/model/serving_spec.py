@@ -27,10 +27,10 @@ from .hardware import DeviceSpec
 from .llm import TransformerConfig, decode_time, prefill_time, verify_time, weight_bytes
 from .llm.speculative import accepted_tokens
 from .serving_inputs import StepTime
+from .serving_steps import LastGrid, ServingMemory, serving_memory
 
 if TYPE_CHECKING:
     from .serving import Prepared
-from .serving_steps import LastGrid, ServingMemory, serving_memory
 
 CHUNK = 1 << 22
 """The most uniforms drawn at a time for :func:`draw_iterations` (32 MiB): a million requests need about 10**8."""

@@ -48,8 +48,8 @@ from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
 from .disagg_results import GOODPUT_TARGET, DisaggResults, Sizing
-from .llm_controls import SPEC_FREE, SPEC_OFF
-from .serving_controls import STYLE, WIDE, draft_controls, log_slider, slider, toggles
+from .llm_controls import SPEC_OFF, chosen_draft, speculative_controls
+from .serving_controls import SPEC_TIP, STYLE, WIDE, log_slider, slider, toggles
 from .serving_engine import check_fits, engine_step_time, workload
 
 SAME = "same"
@@ -151,8 +151,8 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                                         description="decode device", style=STYLE, layout=WIDE)  # fmt: skip
         self.decode_tp = w.Dropdown(options=[SAME, 1, 2, 4, 8], value=SAME if decode_tp is None else decode_tp,
                                     description="decode TP", style=STYLE, layout=WIDE)  # fmt: skip
-        self.draft, self.draft_k, self.acceptance = draft_controls([SPEC_OFF, SPEC_FREE, *PRESETS], draft,
-                                                                   draft_tokens, acceptance, live)  # fmt: skip
+        self.draft, self.draft_k, self.acceptance = speculative_controls(
+            list(PRESETS), draft, draft_tokens, acceptance, live=live, style=STYLE, layout=WIDE, tooltip=SPEC_TIP)
         self._controls = (self.rate, self.cv, self.prompt, self.output, self.max_new, self.lengths, self.ttft_slo,
                           self.tpot_slo, self.n_prefill, self.n_decode, self.token_budget, self.max_batch,
                           self.chunked, self.link, self.latency, self.model, self.device, self.tp, self.dtype,
@@ -194,7 +194,7 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         dec_tp = tp if self.decode_tp.value == SAME else int(self.decode_tp.value)
         spec = None if self.draft.value == SPEC_OFF else Speculation(int(self.draft_k.value),
                                                                     float(self.acceptance.value))  # fmt: skip
-        draft = None if self.draft.value in (SPEC_OFF, SPEC_FREE) else PRESETS[self.draft.value]
+        draft = chosen_draft(self.draft.value, PRESETS)
         parts, cfg = [], PRESETS[self.model.value]
         for dev, n, s in ((device, tp, None), (device, tp, spec), (dec_device, dec_tp, spec)):
             step = engine_step_time(self._step_times, self.model.value, dev, n, dtype, s, draft)

@@ -54,10 +54,10 @@ from .llm_controls import (
     OVERRIDES,
     POW2,
     SEQS,
-    SPEC_FREE,
     SPEC_OFF,
     STYLE,
     WIDE,
+    chosen_draft,
     dropdown,
     int_slider,
     parse_efficiency,
@@ -251,8 +251,8 @@ class LLMModelPanel(TextWidget, w.VBox):
         """
         if self.draft.value == SPEC_OFF:
             return None
-        draft = None if self.draft.value == SPEC_FREE else self.presets[self.draft.value]
-        return {"k": int(self.draft_k.value), "acceptance": float(self.acceptance.value), "draft": draft}
+        return {"k": int(self.draft_k.value), "acceptance": float(self.acceptance.value),
+                "draft": chosen_draft(self.draft.value, self.presets)}
 
     # ---- evaluation and display ---------------------------------------------------------------------------------
     def _evaluate(self) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
@@ -76,11 +76,21 @@ SPEC_OFF, SPEC_FREE = "off", "no-cost draft"
 (prompt lookup, n-grams)."""
 
 
-def speculative_controls(presets: Sequence[str]) -> tuple[w.Dropdown, w.IntSlider, w.FloatSlider]:
-    """The draft (off, a no-cost draft or a preset), the tokens it drafts an iteration, and their acceptance."""
-    draft = w.Dropdown(options=[SPEC_OFF, SPEC_FREE, *presets], value=SPEC_OFF, description="speculative draft",
-                       style=STYLE, layout=WIDE)  # fmt: skip
-    k = int_slider("draft tokens (k)", 4, 1, 8)
-    acceptance = w.FloatSlider(value=0.7, min=0.0, max=1.0, step=0.05, description="acceptance", style=STYLE,
-                               layout=WIDE, continuous_update=True)  # fmt: skip
-    return draft, k, acceptance
+def speculative_controls(presets: Sequence[str], draft: str = SPEC_OFF, k: int = 4, acceptance: float = 0.7, *,
+                         live: bool = True, style: dict | None = None, layout: w.Layout | None = None,
+                         tooltip: str = "") -> tuple[w.Dropdown, w.IntSlider, w.FloatSlider]:  # fmt: skip
+    """The draft (off, a no-cost draft or one of ``presets``), the tokens it drafts an iteration, their acceptance.
+
+    ``style`` and ``layout``: the panel's (default this panel's); ``live``: sliders answer while dragged.
+    """
+    kw = {"style": style or STYLE, "layout": layout or WIDE}
+    return (w.Dropdown(options=[SPEC_OFF, SPEC_FREE, *presets], value=draft, description="speculative draft",
+                       tooltip=tooltip, **kw),
+            w.IntSlider(value=k, min=1, max=max(8, k), description="draft tokens (k)", continuous_update=live, **kw),
+            w.FloatSlider(value=acceptance, min=0.0, max=1.0, step=0.05, description="acceptance",
+                          continuous_update=live, **kw))  # fmt: skip
+
+
+def chosen_draft(value: str, presets: Mapping[str, Any]) -> Any:
+    """The draft model a draft control's ``value`` names in ``presets`` (None: off, or a no-cost draft)."""
+    return None if value in (SPEC_OFF, SPEC_FREE) else presets[value]

@@ -49,8 +49,8 @@ from ..views.serving import knee_data, marker_data, slo_data, sweep_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
-from .llm_controls import SPEC_FREE, SPEC_OFF
-from .serving_controls import STYLE, TIPS, WIDE, draft_controls, linear_boxes, log_slider, slider, toggles
+from .llm_controls import speculative_controls
+from .serving_controls import SPEC_TIP, STYLE, TIPS, WIDE, linear_boxes, log_slider, slider, toggles
 from .serving_engine import ServingInputs
 from .serving_results import ServingResults
 
@@ -182,8 +182,8 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         self.tp = w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=STYLE, layout=WIDE)
         self.dtype = toggles("precision", ["bf16", "fp16", "fp8"], dtype, TIPS["dtype"], "60px")
         self.kv_policy = toggles("KV cache", ["reserve", "paged"], kv_policy, TIPS["kv_policy"], "70px")
-        self.draft, self.draft_k, self.acceptance = draft_controls([SPEC_OFF, SPEC_FREE, *PRESETS], draft,
-                                                                   draft_tokens, acceptance, live)  # fmt: skip
+        self.draft, self.draft_k, self.acceptance = speculative_controls(
+            list(PRESETS), draft, draft_tokens, acceptance, live=live, style=STYLE, layout=WIDE, tooltip=SPEC_TIP)
         self.coeffs = linear_boxes(prefill, decode, overhead)
         self.model_box = w.VBox([self.model, self.device, self.tp, self.dtype, self.kv_policy, self.draft,
                                  self.draft_k, self.acceptance])  # fmt: skip

@@ -53,15 +53,6 @@ def toggles(name: str, options: list[str], value: str, tips: tuple[str, ...] = (
                            style={**STYLE, "button_width": width})  # fmt: skip
 
 
-def draft_controls(options: list[str], draft: str, k: int, acceptance: float,
-                   live: bool) -> tuple[w.Dropdown, w.IntSlider, w.FloatSlider]:  # fmt: skip
-    """The speculative draft (``options``: off, a no-cost draft, the presets), its tokens a step, their acceptance."""
-    return (w.Dropdown(options=options, value=draft, description="speculative draft", style=STYLE, layout=WIDE,
-                       tooltip=SPEC_TIP),
-            slider(w.IntSlider, "draft tokens (k)", k, 1, 8, 1, live),
-            slider(w.FloatSlider, "acceptance", acceptance, 0.0, 1.0, 0.05, live))  # fmt: skip
-
-
 def linear_boxes(prefill: tuple[float, float], decode: tuple[float, float, float],
                  overhead: float) -> dict[str, w.BoundedFloatText]:  # fmt: skip
     """Boxes of the linear step times, by key.

@@ -18,7 +18,7 @@ from ..model.serving_grid import sweep_rates
 from ..model.serving_inputs import Lengths, StepTime
 from ..model.serving_spec import Speculation, speculative_memory, speculative_step_time
 from ..model.serving_steps import ModelStepTimes, ServingMemory
-from .llm_controls import SPEC_FREE, SPEC_OFF
+from .llm_controls import SPEC_OFF, chosen_draft
 from .serving_results import fit_hint, memory_words
 
 
@@ -44,7 +44,7 @@ class ServingInputs:
 
     def draft_config(self) -> TransformerConfig | None:
         """The draft model (None: a no-cost draft, or none)."""
-        return None if self.draft.value in (SPEC_OFF, SPEC_FREE) else PRESETS[self.draft.value]
+        return chosen_draft(self.draft.value, PRESETS)
 
     def tokens_per_step(self) -> float:
         """Tokens a decode step gives a sequence on average: 1, or an iteration's with speculation."""
