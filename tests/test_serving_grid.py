@@ -171,7 +171,8 @@ def test_after_a_search_that_found_too_few_replicas_the_next_starts_from_the_mos
     dev = {d.name: d for d in devices()}
     speed = [request_seconds(model_step_time(PRESETS["Llama-3 8B"], dev[d]), 512, 128) for d in ("A10", "L4")]
     tried = p.plan.tried["replicas"].tolist()
-    assert p.plan.replicas - 1 in tried and min(tried) >= round(64 * speed[0] / speed[1]) - 4, (tried, speed)
+    # (the third round tries two counts at once, 2 and 4 below the second)
+    assert p.plan.replicas - 1 in tried and min(tried) >= round(64 * speed[0] / speed[1]) - 8, (tried, speed)
     assert len(tried) <= 6, tried
 
 

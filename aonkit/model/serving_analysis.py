@@ -301,7 +301,7 @@ def fewest_meeting(meets: Callable[[list[int]], list[bool]], start: int, most: i
     next steps up or down, or the bracket cut in ``wide + 1`` parts): for a caller that simulates them side by
     side. Raises ValueError (``what`` not met with ``most`` replicas) when ``most`` fails.
     """
-    widths = iter((1, 1))
+    widths = iter((1,))  # the second round one count too (start +- 1: all a good start needs), then `wide`
     hi = min(max(int(start), 1), most)
     lo, step = 0, 1  # lo: a count that fails (0 replicas always does)
     if meets([hi])[0]:
