@@ -23,6 +23,11 @@ Usage: ``PYTHONPATH=. python bench/model_widgets.py [--repeats 10] [--browser]``
 ``--freeze-heap``: :func:`aonkit.widgets.freeze_heap` after each panel is built, so that Python's full garbage
 collections (which walk the whole heap, 85-100 ms here) do not land in the timed changes.
 
+The serving panels keep their sweeps' rows and replica searches for the last 8 settings (``keep_settings``): a
+value set again within a control's cycle is then answered without a simulation. The ``all`` rows are split into
+changes to a setting new to the panel and to one seen before (kept). ``--keep-settings 1`` keeps only the current
+setting's rows, as the panels did before session 55 (every change of a control other than the rate simulates).
+
 Prints markdown; writes only a temporary notebook.
 """
 
@@ -87,11 +92,12 @@ def in_process(repeats: int) -> None:
                                 ("ServingPanel", ServingPanel, SERVING_CHANGES),
                                 ("DisaggPanel", DisaggPanel, DISAGG_CHANGES)):  # fmt: skip
         t0 = time.perf_counter()
-        panel = make()
+        panel = make() if KEEP is None or make is LLMModelPanel else make(keep_settings=KEEP)
         print(f"\n### {name}: built in {time.perf_counter() - t0:.2f} s; update per change, ms\n")
         settle()
         print("| control | changes | median | p90 | worst |\n|---|---:|---:|---:|---:|")
-        every = []
+        every: dict[str, list[float]] = {"": [], ", settings new": [], ", settings seen before": []}
+        seen = {panel._inputs()} if hasattr(panel, "_inputs") else None
         for control, values in changes.items():
             widget = getattr(panel, control)
             if widget.value not in values:
@@ -103,9 +109,15 @@ def in_process(repeats: int) -> None:
                         continue
                     widget.value = v
                     got.append(panel.update_s * 1e3)
-            every += got
+                    if seen is not None:
+                        key = panel._inputs()
+                        every[", settings seen before" if key in seen else ", settings new"].append(got[-1])
+                        seen.add(key)
+            every[""] += got
             print(f"| {control} | {len(got)} | {statistics.median(got):.1f} | {_q(got, 0.9):.1f} | {max(got):.1f} |")
-        print(f"| all | {len(every)} | {statistics.median(every):.1f} | {_q(every, 0.9):.1f} | {max(every):.1f} |")
+        for kind, ms in every.items():
+            if ms:
+                print(f"| all{kind} | {len(ms)} | {statistics.median(ms):.1f} | {_q(ms, 0.9):.1f} | {max(ms):.1f} |")
         if name == "LLMModelPanel":
             speculative_rows(panel, repeats)
         if name == "ServingPanel":
@@ -115,6 +127,8 @@ def in_process(repeats: int) -> None:
 
 
 FREEZE = False
+KEEP: int | None = None
+"""``--keep-settings``: the serving panels' ``keep_settings`` (None: their default)."""
 """``--freeze-heap``: :func:`settle` freezes the heap (the panels' worst cases without full collections)."""
 
 
@@ -170,7 +184,7 @@ def replica_rows(repeats: int) -> None:
 
     print("\n| replicas (20 requests/s), device changed | changes | median | p90 | worst |\n|---|---:|---:|---:|---:|")
     for replicas in (1, 2, 4, 8, 16, 64):
-        panel = ServingPanel(replicas=replicas)
+        panel = ServingPanel(replicas=replicas) if KEEP is None else ServingPanel(replicas=replicas, keep_settings=KEEP)
         settle()
         got = []
         for _ in range(repeats):
@@ -367,12 +381,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--browser", action="store_true", help="also time changes made in JupyterLab's page")
     ap.add_argument("--browser-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--keep-settings", type=int, default=None,
+                    help="the serving panels' keep_settings (1: every setting but the current one forgotten)")
     ap.add_argument("--freeze-heap", action="store_true",
                     help="in this process, aonkit.widgets.freeze_heap() after each panel is built")
     args = ap.parse_args()
-    global FREEZE
-    FREEZE = args.freeze_heap
-    print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}" + (", heap frozen" if FREEZE else ""))
+    global FREEZE, KEEP
+    FREEZE, KEEP = args.freeze_heap, args.keep_settings
+    print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}" + (", heap frozen" if FREEZE else "")
+          + (f", keep_settings={KEEP}" if KEEP is not None else ""))
     if not args.browser_only:
         in_process(args.repeats)
     if args.browser or args.browser_only:

@@ -80,7 +80,16 @@ def test_the_panel_shows_the_model_s_sweeps_and_the_fewest_replicas_each_way():
         p.text())
 
 
-def test_a_change_reruns_only_what_it_needs_and_agrees_with_a_fresh_panel():
+def test_a_change_reruns_only_what_it_needs_and_agrees_with_a_fresh_panel(monkeypatch):
+    import aonkit.widgets.disagg_engine as panel
+
+    searches = []
+
+    def counted(real):
+        return lambda *a, **k: searches.append(1) or real(*a, **k)
+
+    for name in ("replicas_needed", "pools_needed"):
+        monkeypatch.setattr(panel, name, counted(getattr(panel, name)))
     # GIVEN a panel
     p = DisaggPanel(3.0, n_requests=N)
     colo, apart, sizing = p.colocated, p.apart, p.sizing
@@ -114,6 +123,13 @@ def test_a_change_reruns_only_what_it_needs_and_agrees_with_a_fresh_panel():
     pd.testing.assert_frame_equal(p.colocated, fresh.colocated)
     pd.testing.assert_frame_equal(p.apart, fresh.apart)
     assert p.sizing == fresh.sizing and p.text() == fresh.text() and p.sizing != sizing
+    # AND going back to the H100s and back (settings seen a moment ago) simulates and searches nothing again
+    p.device.value = "H100 SXM"
+    done, h100, searched = [r.simulated for r in p.rows], p.sizing, len(searches)
+    p.device.value = "H200 SXM"
+    assert p.sizing == fresh.sizing and p.text() == fresh.text()
+    p.device.value = "H100 SXM"
+    assert p.sizing == h100 and [r.simulated for r in p.rows] == done and len(searches) == searched
 
 
 def test_a_slower_link_delays_first_tokens_decode_steps_never():

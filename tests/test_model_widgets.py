@@ -549,5 +549,8 @@ def test_the_sweep_takes_the_row_the_replica_search_shares_instead_of_simulating
     p.replicas.value = 2  # the search keeps its rows: the sweep simulates every rate
     assert len(runs) == len(p.rates()) and set(runs) == {2}
     runs.clear()
-    p.max_batch.value = 64  # the search starts at 1, the panel has 2: nothing to share
+    p.max_batch.value = 48  # the search starts at 1, the panel has 2: nothing to share
     assert len(runs) == len(p.rates()) + 1 and sorted(runs) == [1] + [2] * len(p.rates())
+    runs.clear()
+    p.max_batch.value = 64  # the first setting again (with 2 replicas): its search is kept, the sweep is not
+    assert len(runs) == len(p.rates()) and set(runs) == {2} and p.plan.tried["replicas"].tolist() == [1]

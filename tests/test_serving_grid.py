@@ -12,7 +12,7 @@ from aonkit.model import Lengths, StepTime, serving_sweep
 from aonkit.model.hardware import devices
 from aonkit.model.llm import PRESETS
 from aonkit.model.serving_analysis import sweep_rows
-from aonkit.model.serving_grid import PER_DECADE, SweepRows, grid_rate, sweep_rates
+from aonkit.model.serving_grid import PER_DECADE, Kept, SweepRows, grid_rate, sweep_rates
 from aonkit.model.serving_steps import ModelStepTimes, model_step_time, request_seconds
 from aonkit.widgets import ServingPanel
 
@@ -105,6 +105,69 @@ def test_rows_keep_nothing_from_a_failed_simulation_and_evict_the_oldest() -> No
         rows.sweep("a", np.array([1.0]), fail)
 
 
+def test_rows_are_kept_for_the_last_settings_the_least_recently_used_dropped() -> None:
+    rows = SweepRows(settings=2)
+    asked: list[str] = []
+
+    def simulating(key: str):
+        def simulate(rates: np.ndarray) -> list[dict]:
+            asked.append(key)
+            return _simulate(rates)
+        return simulate
+
+    rates = sweep_rates(20.0)
+    a = rows.sweep("a", rates, simulating("a"))
+    rows.sweep("b", rates, simulating("b"))
+    # going back to a setting seen a moment ago simulates nothing: the table it had
+    pd.testing.assert_frame_equal(rows.sweep("a", rates, simulating("a")), a, check_exact=True)
+    assert asked == ["a", "b"]
+    # a third setting drops the one used least recently (b, as a was used since)
+    rows.sweep("c", rates, simulating("c"))
+    rows.sweep("a", rates, simulating("a"))
+    rows.sweep("b", rates, simulating("b"))
+    assert asked == ["a", "b", "c", "b"] and rows.simulated == 4 * rates.size
+
+
+def test_kept_values_drop_the_least_recently_used() -> None:
+    kept = Kept(2)
+    kept.put("a", 1)
+    kept.put("b", None)  # (a search over max_replicas is kept as None)
+    assert "b" in kept and kept["b"] is None and kept["a"] == 1
+    kept.put("c", 3)  # b was used before a: b goes
+    assert "b" not in kept and kept["a"] == 1 and kept["c"] == 3
+    kept.put("a", 4)  # a again: the latest; c goes next
+    kept.put("d", 5)
+    assert "c" not in kept and kept["a"] == 4 and kept["d"] == 5
+    with pytest.raises(KeyError):
+        kept["b"]  # noqa: B018
+
+
+def test_going_back_to_a_setting_simulates_nothing_and_equals_a_fresh_panel(monkeypatch) -> None:
+    import aonkit.widgets.serving as panel
+
+    searches, real = [], panel.replicas_needed
+    monkeypatch.setattr(panel, "replicas_needed", lambda *a, **k: searches.append(k["start"]) or real(*a, **k))
+    kw = {"n_requests": 1500, "lengths": "random", "replicas": 2}
+    # GIVEN a panel on H100s, then A100s at TP 2
+    p = ServingPanel(20.0, **kw)
+    h100 = p.text()
+    p.device.value = "A100 SXM4 80GB"
+    p.tp.value = 2
+    simulated, searched = p.rows.simulated, len(searches)
+    # WHEN it goes back through the A100 at TP 1 (seen) to the H100s
+    p.tp.value = 1
+    p.device.value = "H100 SXM"
+    # THEN nothing is simulated or searched again, and every number is a fresh panel's
+    assert p.text() == h100 and p.rows.simulated == simulated and len(searches) == searched
+    fresh = ServingPanel(20.0, **kw)
+    pd.testing.assert_frame_equal(p.sweep, fresh.sweep, check_exact=True)
+    assert p.plan.replicas == fresh.plan.replicas and p.text() == fresh.text()
+    # AND a new setting still searches
+    searched = len(searches)
+    p.tp.value = 4
+    assert not p.error and len(searches) == searched + 1
+
+
 def test_a_dragged_rate_simulates_few_rates_and_the_panel_equals_a_fresh_one() -> None:
     kw = {"step_time": "linear", "n_requests": 1500, "lengths": "random", "replicas": 2}
     p = ServingPanel(20.0, **kw)
@@ -145,16 +208,20 @@ def test_request_seconds_is_a_requests_share_of_the_steps_it_takes() -> None:
 def test_a_change_of_device_starts_the_replica_search_at_the_last_answer_scaled_by_engine_speed() -> None:
     # GIVEN a panel that answered the replicas needed on one device (6 at 200 requests/s)
     p = ServingPanel(200.0, replicas=8, n_requests=4000, max_replicas=64)
-    assert p.plan.replicas == 6
+    first = p.plan
+    assert first.replicas == 6
     # WHEN the device changes in turn: answers from 3 to 12 replicas
     answers = []
-    for dev in ("A100 SXM4 80GB", "H200 SXM", "B200", "MI300X", "H100 SXM"):
+    for dev in ("A100 SXM4 80GB", "H200 SXM", "B200", "MI300X"):
         p.device.value = dev
         answers.append(p.plan.replicas)
         # THEN the search starts at the last answer times the engines' ratio of request_seconds: it tries the answer
         # and one fewer (from the last answer alone, 12 after 6 took six simulations)
         assert p.plan.tried["replicas"].tolist() == [p.plan.replicas - 1, p.plan.replicas], dev
     assert min(answers) <= 3 and max(answers) >= 12
+    # AND back on the first device (a setting kept) the first answer is given again, with what it tried
+    p.device.value = "H100 SXM"
+    assert p.plan is first
 
 
 def test_after_a_search_that_found_too_few_replicas_the_next_starts_from_the_most_it_tried() -> None:

@@ -4,12 +4,13 @@ A sweep whose rates are fractions of a chosen rate must simulate every point aga
 although each row depends only on its own rate (:func:`~aonkit.model.serving_analysis.serving_sweep` draws the
 same requests at every rate). :func:`sweep_rates` takes the points from one grid, 20 per decade
 (``10 ** (k / 20)`` requests/s), so that a slider dragged along its steps needs the chosen rate and, one step in
-three, one or two more; :class:`SweepRows` keeps the rows simulated for one setting of everything else.
+three, one or two more; :class:`SweepRows` keeps the rows simulated for the last few settings of everything else.
 """
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
@@ -76,7 +77,10 @@ def sweep_rates(rate_per_s: float, low: float = 0.125, fine: float = 0.5, high: 
 
 
 class SweepRows:
-    """The rows of a sweep kept per rate, for one setting of everything else (at most ``keep`` rates).
+    """The rows of a sweep kept per rate, for the last ``settings`` settings of everything else.
+
+    At most ``keep`` rates a setting; the setting used least recently is dropped first, so going back to a
+    setting compared a moment ago (another device and back) simulates nothing again.
 
     Attributes
     ----------
@@ -84,11 +88,10 @@ class SweepRows:
         Rates simulated so far (a measure of the work saved: a sweep of ``n`` rates all kept adds nothing).
     """
 
-    def __init__(self, keep: int = 512) -> None:
-        self.keep = int(keep)
+    def __init__(self, keep: int = 512, settings: int = 8) -> None:
+        self.keep, self.settings = int(keep), max(1, int(settings))
         self.simulated = 0
-        self._key: object = None
-        self._rows: dict[float, dict] = {}
+        self._kept: OrderedDict[object, dict[float, dict]] = OrderedDict()  # per setting (the latest used last)
 
     def sweep(self, key: object, rates: np.ndarray, simulate: Callable[[np.ndarray], list[dict]]) -> pd.DataFrame:
         """The sweep over ``rates`` (one row each, in their order): kept rows, and ``simulate(missing)`` for the rest.
@@ -96,23 +99,55 @@ class SweepRows:
         Parameters
         ----------
         key : hashable
-            Everything but the rate the rows depend on; a new key drops every kept row.
+            Everything but the rate the rows depend on (a setting); past ``settings`` settings, the one used least
+            recently is dropped.
         rates : numpy.ndarray
             The rates wanted.
         simulate : callable
             ``simulate(rates)`` returns :func:`~aonkit.model.serving_analysis.sweep_rows` of those rates (one dict
             per rate, in their order). If it raises, nothing is kept from this call and the error propagates.
         """
-        if key != self._key:
-            self._key, self._rows = key, {}
-        rows = self._rows
+        kept = self._kept
+        rows = kept.get(key, {})
         missing = np.array([r for r in dict.fromkeys(map(float, rates)) if r not in rows], dtype=np.float64)
         if missing.size:
             got = simulate(missing)
             self.simulated += missing.size
             for rate, row in zip(missing, got):
                 rows[float(rate)] = row
+        kept[key] = rows
+        kept.move_to_end(key)
+        while len(kept) > self.settings:
+            kept.popitem(last=False)
         out = pd.DataFrame([rows[float(r)] for r in rates])
         while len(rows) > max(self.keep, len(out)):  # the oldest first (a dict keeps the order of insertion)
             del rows[next(iter(rows))]
         return out
+
+
+class Kept:
+    """Results kept by key for the last ``kept`` keys asked for (the one used least recently dropped first).
+
+    ``ServingPanel`` and ``DisaggPanel`` keep their replica searches' answers so: a setting compared a moment ago
+    is answered without a simulation.
+    """
+
+    def __init__(self, kept: int = 8) -> None:
+        self.kept = max(1, int(kept))
+        self._values: OrderedDict[object, object] = OrderedDict()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __getitem__(self, key: object) -> object:
+        """The value kept under ``key`` (now the latest used); KeyError when none is."""
+        self._values.move_to_end(key)
+        return self._values[key]
+
+    def put(self, key: object, value: object) -> None:
+        """Keep ``value`` under ``key`` as the latest used, dropping the least recently used past ``kept``."""
+        values = self._values
+        values[key] = value
+        values.move_to_end(key)
+        while len(values) > self.kept:
+            values.popitem(last=False)

@@ -8,12 +8,14 @@ one (common random numbers: the same requests in both), and sizes both for the p
 the chosen rate: the fewest colocated replicas meeting both (:func:`~aonkit.model.serving_analysis.fewest_meeting`),
 and the fewest prefill, then decode replicas (:func:`~aonkit.model.pools_needed`), each search starting at its
 last answer scaled by the rate and the engine's speed (two simulations colocated, three apart, when that is
-right). The sweeps run on the caller's thread (their rates side by side), the two searches beside them on kept
-threads; a change of an objective runs only the searches (the sweeps' rows keep each rate's TTFT and TPOT: the
-requests within the new objectives are counted again), a change of a pool's size only the sweeps, and a change of
-the rate simulates only the rates not seen since the other inputs last changed
-(:class:`~aonkit.model.serving_grid.SweepRows`). Each deployment's goodput (:func:`~aonkit.model.goodput`: the
-highest rate at which 90% of requests meet both objectives) is read from its sweep.
+right; :mod:`aonkit.widgets.disagg_engine`). The sweeps run on the caller's thread (their rates side by side), the
+two searches beside them on kept threads; a change of an objective runs only the searches (the sweeps' rows keep
+each rate's TTFT and TPOT: the requests within the new objectives are counted again), a change of a pool's size
+only the sweeps, and a change of the rate simulates only the rates not seen with the other inputs as they are
+(:class:`~aonkit.model.serving_grid.SweepRows`, which keeps the last 8 settings; the searches' answers are kept
+for the last 8 too, :class:`~aonkit.model.serving_grid.Kept`: going back to a setting simulates nothing). Each
+deployment's goodput (:func:`~aonkit.model.goodput`: the highest rate at which 90% of requests meet both
+objectives) is read from its sweep.
 
 Step times are the analytic model's (:func:`~aonkit.model.serving_steps.model_step_time` of a preset on a device
 with tensor parallelism, at a precision), every replica of either kind one such engine; the KV cache of each is
@@ -34,12 +36,11 @@ import ipywidgets as w
 import pandas as pd
 
 from ..model.hardware import devices
-from ..model.llm import PRESETS, kv_cache_bytes
+from ..model.llm import PRESETS
 from ..model.serving import thread_pool
-from ..model.serving_analysis import replicas_needed, sweep_rows
-from ..model.serving_disagg import Pool, disaggregated_rows, pools_needed
-from ..model.serving_grid import SweepRows, sweep_rates
-from ..model.serving_spec import Speculation, speculative_memory
+from ..model.serving_analysis import sweep_rows
+from ..model.serving_disagg import disaggregated_rows
+from ..model.serving_grid import Kept, SweepRows, sweep_rates
 from ..model.serving_stats import attainment
 from ..model.serving_steps import ModelStepTimes, request_seconds
 from ..views.model_charts import pools_charts
@@ -47,19 +48,17 @@ from ..views.serving import marker_data, pools_data, slo_data
 from ._bokehjs import TextWidget
 from ._loop import Latest
 from .charts import Charts
+from .disagg_engine import SAME, TPS, DisaggEngine
 from .disagg_results import GOODPUT_TARGET, DisaggResults, Sizing
-from .llm_controls import SPEC_OFF, chosen_draft, speculative_controls
+from .llm_controls import SPEC_OFF, speculative_controls
 from .serving_controls import SPEC_TIP, STYLE, WIDE, log_slider, slider, toggles
-from .serving_engine import check_fits, engine_step_time, workload
+from .serving_engine import workload
 
-SAME = "same"
-"""The decode device and TP controls' value for the prefill replicas' own."""
-TPS = (1, 2, 4, 8)
 COALESCE_S = 0.005
 """In a kernel, a change is simulated this long after it arrives, with those that arrived meanwhile."""
 
 
-class DisaggPanel(DisaggResults, TextWidget, w.VBox):
+class DisaggPanel(DisaggEngine, DisaggResults, TextWidget, w.VBox):
     """Colocated vs disaggregated serving of one model on one kind of GPU: latency against rate, GPUs needed.
 
     Parameters
@@ -94,9 +93,9 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         ``"off"`` (default), ``"no-cost draft"`` or a preset as the draft, the tokens it drafts a step and the
         probability each is accepted; the draft's weights and cache take memory where it decodes, and its cache of
         a prompt is computed there at no cost (the transfer sends the target's).
-    n_requests, max_replicas, seed, live
-        Requests per simulation, the most replicas a search tries (per pool), the seed, and whether sliders answer
-        while dragged.
+    n_requests, max_replicas, seed, keep_settings, live
+        Requests per simulation, the most replicas a search tries (per pool), the seed, the settings whose sweep
+        rows and sizing are kept (going back to one simulates nothing), and whether sliders answer while dragged.
 
     Attributes
     ----------
@@ -122,7 +121,8 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                  model: str = "Llama-3 8B", device: str = "H100 SXM", tp: int = 1, dtype: str = "bf16",
                  decode_device: str | None = None, decode_tp: int | None = None, draft: str = SPEC_OFF,
                  draft_tokens: int = 4, acceptance: float = 0.7, n_requests: int = 10_000,
-                 max_replicas: int = 64, seed: int = 0, live: bool = True) -> None:  # fmt: skip
+                 max_replicas: int = 64, seed: int = 0, keep_settings: int = 8,
+                 live: bool = True) -> None:  # fmt: skip
         self.n_requests, self.max_replicas, self.seed = int(n_requests), int(max_replicas), seed
         self.devices = {d.name: d for d in devices()}
         if max_new_tokens is None:
@@ -158,7 +158,8 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
                           self.chunked, self.link, self.latency, self.model, self.device, self.tp, self.dtype,
                           self.decode_device, self.decode_tp, self.draft, self.draft_k, self.acceptance)  # fmt: skip
         self._step_times = ModelStepTimes()
-        self.rows = (SweepRows(64), SweepRows(64))  # colocated and disaggregated rows kept per rate (64 rates)
+        self.rows = (SweepRows(64, keep_settings), SweepRows(64, keep_settings))  # colocated and apart, per rate
+        self._sizes = Kept(keep_settings)  # the searches' Sizing per setting
         self._keys: tuple[tuple | None, tuple | None] = (None, None)
         self._found: tuple | None = None  # rate, the engines' work, the last counts found (colocated, prefill, decode)
         self._error, self.update_s, self._computed_s, self.updates = "", math.nan, math.nan, 0
@@ -179,53 +180,6 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         super().__init__([w.HBox([load, pools, engine]), self.summary, self.view])
 
     # ---- inputs ----------------------------------------------------------------------------------------------
-    def engine(self) -> dict:
-        """Step times, KV cache, batch and budget of the replicas, and the transfer: what the simulations take.
-
-        ``step_time``, ``kv_tokens``, ``tp``: a prefill replica's; ``colocated_step_time``, ``colocated_kv_tokens``:
-        a colocated one's; ``decode_step_time``, ``decode_kv_tokens``, ``decode_tp``: a decode replica's (its own
-        device and TP, or the same); ``speculative``: the decoding replicas' draft (None: plain; its step times and
-        memory are then in theirs). Raises ValueError for a precision a device lacks, or weights and one request
-        (mean prompt plus max new tokens) that do not fit on one.
-        """
-        dtype, tokens = str(self.dtype.value), int(self.prompt.value) + int(self.max_new.value)
-        device, tp = self.devices[self.device.value], int(self.tp.value)
-        dec_device = device if self.decode_device.value == SAME else self.devices[self.decode_device.value]
-        dec_tp = tp if self.decode_tp.value == SAME else int(self.decode_tp.value)
-        spec = None if self.draft.value == SPEC_OFF else Speculation(int(self.draft_k.value),
-                                                                    float(self.acceptance.value))  # fmt: skip
-        draft = chosen_draft(self.draft.value, PRESETS)
-        parts, cfg = [], PRESETS[self.model.value]
-        for dev, n, s in ((device, tp, None), (device, tp, spec), (dec_device, dec_tp, spec)):
-            step = engine_step_time(self._step_times, self.model.value, dev, n, dtype, s, draft)
-            mem = speculative_memory(cfg, None if s is None else draft, dev, n, dtype)
-            check_fits(mem, self.model.value, dev, n, TPS, dtype, tokens, int(self.max_batch.value),
-                       "mean prompt + max new tokens")
-            parts.append((step, mem))
-        (step, mem), (colo_step, colo_mem), (dec_step, dec_mem) = parts
-        # each GPU of a replica sends (receives) its shard of the target's cache over its own link: the larger
-        # shard's time (a draft's cache is computed where it decodes, at no cost here)
-        sent = max(mem.kv_bytes_per_token, kv_cache_bytes(cfg, 1, 1, dec_tp))
-        return {"step_time": step, "kv_tokens": mem.kv_tokens, "tp": tp, "colocated_step_time": colo_step,
-                "colocated_kv_tokens": colo_mem.kv_tokens, "decode_step_time": dec_step,
-                "decode_kv_tokens": dec_mem.kv_tokens, "decode_tp": dec_tp, "max_batch": int(self.max_batch.value),
-                "token_budget": int(self.token_budget.value), "speculative": spec,
-                "transfer_s": (float(self.latency.value) / 1e3, sent / (float(self.link.value) * 1e9))}  # fmt: skip
-
-    def pools(self, engine: dict, prefill: int, decode: int) -> tuple[Pool, Pool]:
-        """The prefill and decode pools of ``prefill`` and ``decode`` replicas of ``engine``."""
-        batch = engine["max_batch"]
-        return (Pool(prefill, engine["step_time"], batch, engine["token_budget"], True, kv_tokens=engine["kv_tokens"]),
-                Pool(decode, engine["decode_step_time"], batch, kv_tokens=engine["decode_kv_tokens"],
-                     speculative=engine["speculative"]))
-
-    def colocated_engine(self, engine: dict) -> dict:
-        """Keyword arguments of :func:`~aonkit.model.simulate_serving` for the colocated replicas (not how many)."""
-        return {"step_time": engine["colocated_step_time"], "kv_tokens": engine["colocated_kv_tokens"],
-                "max_batch": engine["max_batch"], "token_budget": engine["token_budget"],
-                "chunked_prefill": bool(self.chunked.value), "max_new_tokens": int(self.max_new.value),
-                "speculative": engine["speculative"]}  # fmt: skip
-
     # ---- evaluation ------------------------------------------------------------------------------------------
     def _inputs(self) -> tuple[tuple, tuple]:
         """Keys of what the sweeps and the sizing depend on: every control but the objectives, and but the pools.
@@ -248,7 +202,8 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         work = tuple(request_seconds(engine[k], int(self.prompt.value), int(self.output.value) / per_step,
                                      min(engine["max_batch"], 16)) for k in ("colocated_step_time", "decode_step_time"))
         searches = []
-        if size_key != self._keys[1]:  # the two searches beside the sweeps (the controls are read here)
+        resize = size_key != self._keys[1]
+        if resize and size_key not in self._sizes:  # the two searches beside the sweeps (the controls are read here)
             slos = (float(self.ttft_slo.value), float(self.tpot_slo.value))
             guess = self._guess(rate, work)
             pool = thread_pool(2, "sizing")  # (not the sweeps' pool: they would wait for the searches)
@@ -274,67 +229,19 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
         if searches:
             (c, why_c), (p_need, d_need, why_a) = searches[0].result(), searches[1].result()
             size = Sizing(c, p_need, d_need, why_c, why_a)
-        else:
-            size = self._sizing
+            self._sizes.put(size_key, size)
+        else:  # a setting sized a moment ago: its answer as it was
+            size = self._sizes[size_key] if resize else self._sizing
         # all or nothing: a part that raised leaves the last valid setting whole, and both parts to run again
         self._raw, self._colocated, self._apart, self._sizing = raw, colo, apart, size
         self._keys = (sweep_key, size_key)
         self._transfer_s = engine["transfer_s"][0] + engine["transfer_s"][1] * int(self.prompt.value)
         other = self.decode_device.value not in (SAME, self.device.value)
         self._gpus = (engine["tp"], engine["decode_tp"], self.decode_device.value if other else "")
-        if searches:
+        if resize:
             last = self._found
             self._found = (rate, work, *(v if v is not None else w for v, w in zip(
                 (size.colocated, size.prefill, size.decode), last[2:] if last else (None,) * 3)))
-
-    def _size_colocated(self, engine: dict, prompts: object, outputs: object, load: dict, rate: float,
-                        slos: tuple[float, float], start: int) -> tuple[int | None, str]:  # fmt: skip
-        """The fewest colocated replicas meeting both objectives at ``rate``.
-
-        None when none found, with why no number can ("": the search reached ``max_replicas``).
-        """
-        try:
-            plan = replicas_needed(rate, slos[0], prompts, outputs, also={"tpot_p99_s": slos[1]}, start=start,
-                                   max_replicas=self.max_replicas, **load, **self.colocated_engine(engine))
-        except ValueError as exc:
-            return _not_met(exc)
-        return plan.replicas, ""
-
-    def _size_apart(self, engine: dict, prompts: object, outputs: object, load: dict, rate: float,
-                    slos: tuple[float, float], start: tuple[int, int]) -> tuple[int | None, int | None, str]:
-        """The fewest prefill, then decode replicas meeting the objectives at ``rate``.
-
-        None when none found, with why no number can ("": the search reached ``max_replicas``).
-        """
-        prefill, decode = self.pools(engine, 1, 1)
-        try:
-            plan = pools_needed(rate, prompts, outputs, ttft_slo_s=slos[0], tpot_slo_s=slos[1], prefill=prefill,
-                                decode=decode, n_requests=load["n_requests"], transfer_s=engine["transfer_s"],
-                                arrival_cv=load["arrival_cv"], seed=load["seed"], max_replicas=self.max_replicas,
-                                start=start, max_new_tokens=int(self.max_new.value))  # fmt: skip
-        except ValueError as exc:
-            count, why = _not_met(exc)
-            return count, None, why
-        return plan.prefill, plan.decode, ""
-
-    def _guess(self, rate: float, work: tuple[float, float]) -> tuple[int, int, int]:
-        """Where the searches start (colocated, prefill, decode).
-
-        The last counts found, scaled by the rate and the engines' :func:`~aonkit.model.serving_steps.request_seconds`
-        (the decode replicas' for the decode count; the sliders' pools where none was found yet): right, each search
-        takes two simulations.
-        """
-        p, d = int(self.n_prefill.value), int(self.n_decode.value)
-        found = self._found
-        if found is None:
-            return p + d, p, d
-
-        def at(count: int | None, fallback: int, now: float, then: float) -> int:
-            scale = rate / found[0] * (now / then if 0 < min(now, then) < math.inf else 1.0)
-            return max(1, min(self.max_replicas, round(count * scale))) if count is not None else fallback
-
-        (w, wd), (was, was_d) = work, found[1]
-        return at(found[2], p + d, w, was), at(found[3], p, w, was), at(found[4], d, wd, was_d)
 
     def _sources(self) -> dict[str, dict]:
         return {"pools": pools_data(self._colocated, self._apart),
@@ -366,18 +273,6 @@ class DisaggPanel(DisaggResults, TextWidget, w.VBox):
             self._request()
         else:
             self._request.soon()
-
-def _not_met(exc: ValueError) -> tuple[None, str]:
-    """None, and why no number of replicas can meet the objectives ("": the search reached its most).
-
-    Any other error is raised again.
-    """
-    text = str(exc)
-    if "not met with" not in text:
-        raise exc
-    _, _, why = text.partition("not met with any number of replicas: ")
-    return None, why
-
 
 def with_attainment(rows: pd.DataFrame, slos: tuple[float, float], before: str) -> pd.DataFrame:
     """``rows`` (kept with their ``latencies``) with ``slo_attainment`` for ``slos`` in place of them.

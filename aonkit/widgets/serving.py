@@ -14,8 +14,11 @@ one message, after the numbers. Each part runs only when one of its inputs chang
 replica search (7 ms), a new replica count only the sweep. The search starts at the last answer scaled by the rate
 and by the engines' :func:`~aonkit.model.serving_steps.request_seconds`. When it starts at the panel's replica
 count, its first simulation is the sweep's row at the chosen rate, and it hands that row over (one simulation
-fewer). The sweep's rows are kept per rate (:class:`~aonkit.model.serving_grid.SweepRows`) while nothing else
-changes, so a new arrival rate simulates that rate and, one step in three of the slider, one or two grid points.
+fewer). The sweep's rows are kept per rate (:class:`~aonkit.model.serving_grid.SweepRows`) for the last 8 settings
+of everything else (``keep_settings``), so a new arrival rate simulates that rate and, one step in three of the
+slider, one or two grid points; the search's answers are kept for the last 8 settings too
+(:class:`~aonkit.model.serving_grid.Kept`), so going back to a setting compared a moment ago (a device, a TP degree)
+simulates nothing.
 ``bench/model_widgets.py`` times the updates.
 
 Sliders answer while dragged (``live=True``). In a kernel a change is simulated :data:`COALESCE_S` after it
@@ -41,7 +44,7 @@ from ..model.llm import PRESETS
 from ..model.serving import ROUTINGS, thread_pool
 from ..model.serving_analysis import ReplicaPlan, replicas_needed, saturation_knee, sweep_rows
 from ..model.serving_fit import StepFit, linear_coefficients
-from ..model.serving_grid import SweepRows
+from ..model.serving_grid import Kept, SweepRows
 from ..model.serving_inputs import Lengths, StepTime
 from ..model.serving_steps import ModelStepTimes, request_seconds
 from ..views.model_charts import sweep_charts
@@ -109,6 +112,9 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         Requests simulated per point (keep it small for interactivity).
     max_replicas : int
         Upper bound of the replica search.
+    keep_settings : int
+        Settings (values of every control but the rate) whose sweep rows and replica-search answers are kept, the
+        least recently used dropped first: going back to one of them simulates nothing.
     live : bool
         Sliders answer while dragged (True: each answer uses the latest value, and the values that arrive
         while one is simulated make one answer) or only when released (False: less work for a slow machine's
@@ -135,7 +141,7 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         Wall time of the last :meth:`update`, its messages to the page included (the summary shows the time to
         compute it).
     rows : SweepRows
-        The sweep's rows kept per rate (``rows.simulated``: rates simulated so far).
+        The sweep's rows kept per rate for the last 8 settings (``rows.simulated``: rates simulated so far).
     updates : int
         Updates run so far. In a kernel, the changes that arrive while one is simulated (a slider being dragged)
         make one update, with the latest values; reading a result first simulates a change still waiting.
@@ -149,7 +155,7 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
                  prefix_tokens: int = 0, prefix_cache: bool = True, draft: str = "off", draft_tokens: int = 4,
                  acceptance: float = 0.7, prefill: tuple[float, float] = (0.005, 2e-5),
                  decode: tuple[float, float, float] = (0.010, 1e-4, 1e-7), overhead: float = 0.0,
-                 n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0,
+                 n_requests: int = 20_000, max_replicas: int = 64, seed: int = 0, keep_settings: int = 8,
                  live: bool = True) -> None:  # fmt: skip
         self.fit = step_time if isinstance(step_time, StepFit) else None
         if not isinstance(step_time, str):
@@ -190,7 +196,8 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         self.linear_box = w.VBox(list(self.coeffs.values()))
         self._toggle_step_boxes()
         self._step_times = ModelStepTimes()
-        self.rows = SweepRows()
+        self.rows = SweepRows(settings=keep_settings)
+        self._plans = Kept(keep_settings)  # the replica searches' answers (None: over max_replicas)
         self._plan_at: tuple[float, int, float] | None = None  # the last replica search: rate, answer, engine speed
 
         self._error = ""
@@ -254,7 +261,8 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
         replicas = int(self.replicas.value)
         # the search's first simulation (start replicas at the chosen rate) is the sweep's row there when start is
         # the replica count: the search hands it over instead of the sweep simulating it again
-        handoff: Future | None = Future() if new_plan and new_sweep and start == replicas else None
+        kept = new_plan and plan_key in self._plans  # a setting searched a moment ago: its answer as it was
+        handoff: Future | None = Future() if new_plan and not kept and new_sweep and start == replicas else None
 
         def hand(c: int, row: dict) -> None:
             if c == replicas and handoff is not None and not handoff.done():
@@ -287,7 +295,7 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
             return [row if r == rate else next(at) for r in rates]
 
         # the replica search beside the sweep, on a kept thread (starting one took about 2 ms an update on 2 CPUs)
-        planned = thread_pool(1).submit(plan) if new_plan else None
+        planned = thread_pool(1).submit(plan) if new_plan and not kept else None
         try:
             if new_sweep:  # the rows of the rates kept for these other inputs, simulations for the others
                 rows_key = (*(c.value for c in self._controls if c is not self.slo and c is not self.rate),
@@ -300,11 +308,13 @@ class ServingPanel(ServingInputs, ServingResults, TextWidget, w.VBox):
             if planned is not None:
                 wait([planned])  # nothing of this update runs on after it
             raise
-        planned_now = planned.result() if planned is not None else self._plan
+        planned_now = planned.result() if planned is not None else self._plans[plan_key] if kept else self._plan
+        if planned is not None:
+            self._plans.put(plan_key, planned_now)
         # all or nothing: a part that raised leaves the last valid setting whole, and both parts to run again
         self._sweep, self._knee, self._plan, self._keys = sweep, knee, planned_now, (sweep_key, plan_key)
         self._stopped = outputs.share_over(int(self.max_new.value)) if isinstance(outputs, Lengths) else 0.0
-        if planned is not None:  # more than max_replicas: the next search starts from max_replicas, scaled
+        if new_plan:  # more than max_replicas: the next search starts from max_replicas, scaled
             self._plan_at = (rate, self.max_replicas if planned_now is None else planned_now.replicas, work)
         return new_sweep
 
