@@ -31,6 +31,8 @@ def run_bench(*args: str) -> str:
                                                         "| 5 | 1 prefill + 1 decode |")),
     ("bench/serving_spec.py", ("--requests", "1500", "--repeats", "1"), ("| Llama-3.2 1B draft | 326,341 |",
                                                                          "| 1,500 requests |")),
+    ("bench/serving_spec.py", ("--requests", "1500", "--repeats", "1", "--kv-policy", "paged"),
+     ("KV cache: paged", "req/s, preemptions |", "| Llama-3.2 1B draft | 326,341 |")),
 ])
 def test_a_serving_bench_script_runs_and_prints_its_table(script, args, rows):
     out = run_bench(script, *args)

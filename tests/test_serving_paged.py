@@ -13,11 +13,16 @@ from .test_serving import ENGINE, assert_same_run, kernel_args, workload
 from .test_serving_central import BATCHED, tied_load
 
 
-def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, step_time, kv, central=False):
+def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, step_time, kv, central=False, cs=1.0,
+                dq=1, ku=1, kg=1):  # fmt: skip
     """The paged policy in SimPy, from its description: explicit sequences, lists, a shared queue or JSQ.
 
-    A sequence is a dict: request, prompt tokens to compute (prompt plus tokens generated before a preemption),
-    how many of them are done, tokens generated in all, cache tokens held and its admission number.
+    A sequence is a dict: request, prompt tokens to compute (prompt plus tokens made before a preemption), how many
+    of them are done, cache units held, its admission number and the request's outputs when its prefill ended.
+    Speculative decoding (the kernel's ``cs``, ``dq``, ``ku``, ``kg``): ``output`` counts a request's first token
+    and its iterations, a decoding sequence takes ``dq`` tokens of a chunked step's budget, the cache holds ``ku``
+    units a token and grows by ``kg`` an iteration, a sequence's context by ``cs`` tokens, and a preempted request
+    computes again the tokens it made (``kg / ku`` an iteration, rounded down, and one for each prefill).
     """
     simpy = pytest.importorskip("simpy")
     env = simpy.Environment()
@@ -29,7 +34,8 @@ def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, st
     (pa, pb), (da, db, dc) = step_time.prefill_time_s, step_time.decode_time_s
     queues = [[] for _ in range(1 if central else replicas)]
     running = [[] for _ in range(replicas)]
-    generated = np.zeros(n, np.int64)
+    generated = np.zeros(n, np.int64)  # outputs (tokens, or the first and iterations) in all
+    made = np.zeros(n, np.int64)  # tokens made before the request's current admission
     wake = [None] * replicas
     stamp = [0]
 
@@ -42,6 +48,8 @@ def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, st
     def preempt_latest(r):
         v = max(running[r], key=lambda s: s["adm"])
         running[r].remove(v)
+        if v["done"] == v["ctx"]:  # decoding: the token of its prefill and those of its decode steps
+            made[v["j"]] += 1 + (generated[v["j"]] - v["g0"]) * kg // ku
         preempted[r] += 1
         per_request[v["j"]] += 1
         queue(r).insert(0, v["j"])
@@ -56,17 +64,17 @@ def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, st
             decoding = [s for s in running[r] if s["done"] == s["ctx"]]
 
             def admissible(j):
-                ctx = prompt[j] + generated[j]
-                return len(running[r]) < max_batch and held(r) + ctx + 1 + len(running[r]) <= kv
+                ctx = prompt[j] + made[j]
+                return len(running[r]) < max_batch and held(r) + (ctx + 1) * ku + len(running[r]) * kg <= kv * ku
 
             decode_step = bool(decoding) and (chunked or not (q and admissible(q[0])))
             if decode_step:
-                while held(r) + len([s for s in running[r] if s["done"] == s["ctx"]]) > kv:
+                while held(r) + len([s for s in running[r] if s["done"] == s["ctx"]]) * kg > kv * ku:
                     preempt_latest(r)
                 decoding = [s for s in running[r] if s["done"] == s["ctx"]]
                 for s in decoding:
-                    s["held"] += 1
-            room = budget - len(decoding) if chunked else budget
+                    s["held"] += kg
+            room = budget - dq * len(decoding) if chunked else budget
             plan, used = [], 0
             for s in sorted(running[r], key=lambda s: s["adm"]):
                 if s["done"] < s["ctx"] and used < room:
@@ -74,12 +82,12 @@ def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, st
                     used += plan[-1][1]
             while q and used < room and admissible(q[0]):
                 j = q[0]
-                ctx = prompt[j] + generated[j]
+                ctx = prompt[j] + made[j]
                 take = min(ctx, room - used) if chunked else ctx
                 if used + take > room:
                     break
                 q.pop(0)
-                s = {"j": j, "ctx": ctx, "done": 0, "held": ctx + 1, "adm": stamp[0]}
+                s = {"j": j, "ctx": ctx, "done": 0, "held": (ctx + 1) * ku, "adm": stamp[0]}
                 stamp[0] += 1
                 running[r].append(s)
                 if np.isnan(start[j]):
@@ -92,7 +100,7 @@ def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, st
                 wake[r] = env.event()
                 yield wake[r]
                 continue
-            ctx = sum(prompt[s["j"]] + generated[s["j"]] for s in decoding)
+            ctx = sum(prompt[s["j"]] + made[s["j"]] + cs * (generated[s["j"]] - s["g0"] + 1) for s in decoding)
             dur = step_time.overhead_s + (pa + pb * used if used else 0.0)
             dur += da + db * len(decoding) + dc * ctx if decoding else 0.0
             yield env.timeout(dur)
@@ -102,6 +110,7 @@ def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, st
                 s["done"] += take
                 if s["done"] == s["ctx"]:
                     generated[s["j"]] += 1
+                    s["g0"] = generated[s["j"]]
                     if np.isnan(first[s["j"]]):
                         first[s["j"]] = env.now
             for s in list(running[r]):
@@ -114,7 +123,7 @@ def simpy_paged(arr, prompt, output, *, replicas, max_batch, budget, chunked, st
         for t in np.unique(arr):
             yield env.timeout(t - env.now)
             for j in order[arr[order] == t]:
-                if prompt[j] + output[j] > kv:
+                if (prompt[j] + 1) * ku + (output[j] - 1) * kg > kv * ku:
                     continue
                 r = 0 if central else min(range(replicas), key=lambda k: len(queues[k]) + len(running[k]))
                 queue(r).append(j)

@@ -131,10 +131,11 @@ def test_one_request_by_hand() -> None:
 def test_the_engine_must_be_one_this_models() -> None:
     spec = Speculation(4, 0.7)
     kw = {"step_time": ST, "n_requests": 10, "seed": 0, "speculative": spec, "max_batch": 8}
-    with pytest.raises(ValueError, match="paged"):
-        simulate_serving(ArrivalProcess(1.0), 100, 50, kv_tokens=1000, kv_policy="paged", **kw)
-    with pytest.raises(ValueError, match="max_new_tokens"):
+    with pytest.raises(ValueError, match="that reserves needs max_new_tokens"):
         simulate_serving(ArrivalProcess(1.0), 100, 50, kv_tokens=1000, **kw)
+    # (a paged cache needs no max_new_tokens: it holds what contexts grow to, tests/test_serving_spec_paged.py)
+    assert simulate_serving(ArrivalProcess(1.0), 100, 50, kv_tokens=1000, kv_policy="paged", **kw).summary[
+        "rejected"] == 0  # fmt: skip
     with pytest.raises(ValueError, match=r"\(k \+ 1\) \* max_batch \(40\)"):
         simulate_serving(ArrivalProcess(1.0), 100, 50, chunked_prefill=True, token_budget=32, **kw)
     for bad in ({"k": 0}, {"acceptance": 1.5}):
@@ -198,9 +199,12 @@ def test_the_serving_panel_simulates_the_draft_it_is_given() -> None:
     # WHEN the draft goes, THEN the panel is the plain one again
     p.draft.value = "off"
     pd.testing.assert_frame_equal(p.sweep, plain.sweep)
-    # AND a paged cache with a draft is refused with the reason; linear step times take no draft
+    # AND a paged cache with a draft is simulated (the cache grows by the tokens an iteration gives); linear step
+    # times take no draft
     p.draft.value, p.kv_policy.value = "no-cost draft", "paged"
-    assert "kv_policy='paged' is not modelled" in p.error
+    assert not p.error and p.engine()["kv_policy"] == "paged" and p.engine()["speculative"] == Speculation(3, 0.8)
+    pd.testing.assert_frame_equal(p.sweep, serving_sweep(p.rates(), 512, 128, n_requests=2000, replicas=1,
+                                                         **p.engine()))  # fmt: skip
     p.kv_policy.value, p.step_kind.value = "reserve", "linear"
     assert p.engine()["speculative"] is None and not p.error
 

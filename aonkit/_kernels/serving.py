@@ -96,8 +96,8 @@ from .serving_decode import (
     step_context,
 )
 from .serving_heap import heap_pop, heap_push
-from .serving_paged import horizon, preempt
-from .serving_wake import wake_earliest
+from .serving_paged import horizon, mark_fits, preempt
+from .serving_wake import CENTRAL_LAZY_REPLICAS, CENTRAL_WAITS, wake_earliest
 
 JSQ, ROUND_ROBIN, CENTRAL = 0, 1, 2
 UNLIMITED_KV = 1 << 62
@@ -105,20 +105,11 @@ UNLIMITED_KV = 1 << 62
 LAZY_REPLICAS = 3
 """Replicas from which lazy replicas pay (with fewer, an arrival interrupts few busy replicas, and a finish as an
 event costs more than one run ahead: measured in session 44)."""
-CENTRAL_LAZY_REPLICAS = 16
-"""With one central queue and fewer replicas, a lazy replica is among the few woken for a waiting request too often
-to pay: they go lazy only as :data:`CENTRAL_WAITS` says. Measured in session 47 on the serving panel's workload:
-without that rule, the panel's sweep of rates took up to 28% longer with 8 replicas, and 7-21% shorter with 16."""
-CENTRAL_WAITS = 4096
-"""With one central queue and fewer than :data:`CENTRAL_LAZY_REPLICAS` replicas, replicas go lazy only while one is
-idle and requests are left waiting (lazy ones are then woken) at fewer than half (4096 of 8192, a moving average
-kept in the queue's row) of the instants that had some: at higher loads they would wake at nearly every arrival,
-which costs more than running ahead (measured in session 45)."""
 
 
 @njit
 def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, routing, overhead, pf_tab, pf_x0,
-             pf_h, dc_tab, dc_x0, dc_h, ahead=True, cs=1.0, dq=1):
+             pf_h, dc_tab, dc_x0, dc_h, ahead=True, cs=1.0, dq=1, ku=1, kg=1):
     """Per request (start, first token, finish, replica), per replica (steps, busy s, tokens), preemptions.
 
     The tokens per replica are prefill and decode tokens, two arrays; then the preemptions per replica, and last
@@ -136,7 +127,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     Speculative decoding (:func:`aonkit.model.serving.prepare`): ``out`` counts a request's first token and then
     its decode steps (iterations), each of which adds ``cs`` tokens to a sequence's context on average (the decode
     table's context) and puts ``dq`` tokens a sequence through the step (what a chunked step's ``budget`` leaves
-    prompts: ``budget - dq * b``). Plain decoding: ``cs = 1``, ``dq = 1``.
+    prompts: ``budget - dq * b``); a paged cache counts ``ku`` units a token and grows by ``kg`` (about ``cs * ku``)
+    a sequence a step (:mod:`.serving_paged`). Plain decoding: ``cs = 1``, ``dq = 1``, ``ku = kg = 1``.
     """
     n = arr.shape[0]
     start = np.full(n, np.nan)
@@ -160,6 +152,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     hmin = 0.0  # pc: at most the least of every replica's hp: the loop of horizon skipped above
     dmin = max(0.0, (overhead + min(pf_tab.min(), dc_tab[1:].min())) * (1.0 - 1e-9)) if pc else 0.0
     hold = 0 if paged else resv  # tokens reserved for a request's output (0: its own output length)
+    kvu = kv * ku if paged else kv  # the cache in units (paged: ku a token)
     si = np.zeros((n_rep + 1, NCOL), np.int64)
     ends = np.empty(n_rep)  # scratch for wake_earliest
     cell = np.zeros((n_rep, 5))  # a lazy replica's cell of decode steps, kept by wake_earliest (si's CN: 0, none)
@@ -182,12 +175,9 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
     cand = np.empty(2 * n_rep, np.int64)  # (paged: a replica may be a candidate twice at an instant, see below)
     idle = np.empty(n_rep, np.int64)
     # what the longest request a replica can take needs (prompt plus output tokens; paged: the longest context it
-    # may compute, that of a recompute, prompt plus output less one): room for it is room for any
-    big = 0
-    for j in range(n if routing == CENTRAL and kv < UNLIMITED_KV else 0):
-        need = pr[j] + (out[j] if resv == 0 else resv)
-        if need <= kv:
-            big = max(big, pr[j] + out[j] - 1 if paged else need)
+    # may compute, that of a recompute, and a slot, serving_paged.longest): room for it is room for any
+    fits = np.empty(n, np.bool_)  # the requests a replica's cache can hold to their end (the others are refused)
+    big = mark_fits(fits, pr, out, kv, resv, paged, kvu, ku, kg, routing == CENTRAL and kv < UNLIMITED_KV)
     en = 0
     n_busy = 0
     i = 0
@@ -207,8 +197,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
             lazy_end = si[r, LAZY] == 1
             if lazy_end:  # a lazy replica's next finish: its steps up to it run, the step ending now counted
                 f = lazy_finish(si, r, n_rep if routing == CENTRAL else r, t, arr[i] if i < n else np.inf,
-                                max_batch, kv, paged, busy_s, lend, lbusy, hk, hv, fin, ctx0, togo, overhead,
-                                dc_tab, dc_x0, dc_h, hold, cs)  # fmt: skip
+                                max_batch, kvu, paged, busy_s, lend, lbusy, hk, hv, fin, ctx0, togo, overhead,
+                                dc_tab, dc_x0, dc_h, hold, cs, ku, kg)  # fmt: skip
                 if f >= 0:  # lazy still, up to its next finish
                     heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                     en += 1
@@ -218,14 +208,14 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
             if not lazy_end:
                 si[r, STEPS] += 1
                 if si[r, DEC]:
-                    end_decode_step(si, r, t, hk, hv, fin, ctx0, togo, hold)
-            end_prompts(si, r, t, pbuf, ptk, rem, first, fin, hk, hv, ctx0, togo, hold)
+                    end_decode_step(si, r, t, hk, hv, fin, ctx0, togo, hold, ku, kg)
+            end_prompts(si, r, t, pbuf, ptk, rem, first, fin, hk, hv, ctx0, togo, hold, ku)
             si[r, TOUCH] = 1
             cand[nc] = r
             nc += 1
         i0 = i
         while i < n and arr[i] <= t:  # arrivals now
-            if pr[i] + (out[i] if resv == 0 else resv) > kv:  # it would never fit in a replica's KV cache: refused
+            if not fits[i]:  # it would never fit in a replica's KV cache: refused
                 i += 1
                 continue
             q = n_rep
@@ -249,10 +239,10 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                 cand[nc] = q
                 nc += 1
             elif (q < n_rep and si[q, LAZY] and si[q, RUN] < max_batch
-                  and admits(si, q, kv, paged, ctx0, togo, si[q, QH], hold)):
+                  and admits(si, q, kvu, paged, ctx0, togo, si[q, QH], hold, ku, kg)):
                 # it can take the request (the first waiting: this one, or one it had no room for): run it to now
                 # (paged: its cache has filled since it went lazy, so it may not; waking it is safe either way)
-                e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, -1, paged, cs)
+                e = commit_run(si, q, lend[q], t, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, -1, paged, cs, kg)
                 si[q, LAZY] = 0
                 si[n_rep, LAZY] -= 1
                 si[q, GEN] += 1
@@ -264,15 +254,15 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
         risky = False
         if paged and lazy and routing == CENTRAL:
             for k in range(nc):
-                if si[cand[k], HN] > 0 and si[cand[k], KV] + si[cand[k], HN] > kv:
+                if si[cand[k], HN] > 0 and si[cand[k], KV] + si[cand[k], HN] * kg > kvu:
                     risky = True
                     break
         if risky and si[n_rep, LAZY] > 0:  # and the request may wait for any lazy replica's step end: all woken
             if en + 2 * n_rep > ek.shape[1]:
                 en = drop_stale(ek, ev, en, si)
-            nc, en, n_busy = wake_earliest(si, t, n_rep + 1, nc, cand, en, ek, ev, n_busy, max_batch, kv, big, lend,
+            nc, en, n_busy = wake_earliest(si, t, n_rep + 1, nc, cand, en, ek, ev, n_busy, max_batch, kvu, big, lend,
                                            lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead, dc_tab, dc_x0,
-                                           dc_h, ends, hold, paged, cs)  # fmt: skip
+                                           dc_h, ends, hold, paged, cs, ku, kg)  # fmt: skip
         if routing == CENTRAL and si[n_rep, QL] > 0:  # the replicas idle before now first, then those whose steps end
             ni = 0
             if n_busy + nc < n_rep:
@@ -289,8 +279,8 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                 if en + 2 * n_rep > ek.shape[1]:  # room for this instant's events
                     en = drop_stale(ek, ev, en, si)
                 nc, en, n_busy = wake_earliest(si, t, si[n_rep, QL] - ni, nc, cand, en, ek, ev, n_busy, max_batch,
-                                               kv, big, lend, lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead,
-                                               dc_tab, dc_x0, dc_h, ends, hold, paged, cs)  # fmt: skip
+                                               kvu, big, lend, lbusy, busy_s, hk, hv, fin, ctx0, togo, cell, overhead,
+                                               dc_tab, dc_x0, dc_h, ends, hold, paged, cs, ku, kg)  # fmt: skip
             if ni > 0:  # the idle replicas go first
                 for k in range(nc - 1, -1, -1):
                     cand[k + ni] = cand[k]
@@ -303,10 +293,10 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
             si[r, TOUCH] = 0
             q = n_rep if routing == CENTRAL else r
             if paged and si[r, HN] > 0 and (chunked or si[q, QL] == 0 or si[r, RUN] >= max_batch
-                                             or not admits(si, r, kv, paged, ctx0, togo, si[q, QH], hold)):
-                # a decode step: a token for each decoding sequence, the latest admitted preempted until they fit
-                while si[r, KV] + si[r, HN] > kv:
-                    preempt(si, r, q, hk, hv, pbuf, rem, ctx0, togo, adm, nxt, npre)
+                                             or not admits(si, r, kvu, paged, ctx0, togo, si[q, QH], hold, ku, kg)):
+                # a decode step: kg units for each decoding sequence, the latest admitted preempted until they fit
+                while si[r, KV] + si[r, HN] * kg > kvu:
+                    preempt(si, r, q, hk, hv, pbuf, rem, ctx0, togo, adm, nxt, npre, ku, kg)
                     if q == n_rep and n_busy + nc - c + 1 < n_rep:  # an idle replica takes it now, as at an arrival
                         for o in range(n_rep):
                             if o != r and si[o, BUSY] == 0 and si[o, TOUCH] == 0:
@@ -319,7 +309,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                                 cand[nc] = o
                                 nc += 1
                                 break
-                si[r, KV] += si[r, HN]
+                si[r, KV] += si[r, HN] * kg
             b = si[r, HN]
             pn = si[r, PN]
             tokens = 0
@@ -330,7 +320,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
             while si[q, QL] > 0 and si[r, RUN] < max_batch and tokens < room:
                 j = si[q, QH]
                 take = min(rem[j], room - tokens) if chunked else rem[j]
-                if tokens + take > room or not admits(si, r, kv, paged, ctx0, togo, j, hold):
+                if tokens + take > room or not admits(si, r, kvu, paged, ctx0, togo, j, hold, ku, kg):
                     break
                 si[q, QH] = nxt[j]
                 si[q, QL] -= 1
@@ -338,7 +328,7 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                 ptk[r, pn] = take
                 pn += 1
                 tokens += take
-                si[r, KV] += ctx0[j] + (1 if paged else togo[j] if hold == 0 else hold)
+                si[r, KV] += (ctx0[j] + 1) * ku if paged else ctx0[j] + (togo[j] if hold == 0 else hold)
                 si[r, RUN] += 1
                 if paged:
                     adm[j] = stamp
@@ -364,14 +354,14 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
             end = t + dur
             if (lazy and tokens == 0 and decode and pn == 0
                     and (si[q, QL] == 0 or si[r, RUN] >= max_batch
-                         or (q == r and not admits(si, r, kv, paged, ctx0, togo, si[q, QH], hold)))
+                         or (q == r and not admits(si, r, kvu, paged, ctx0, togo, si[q, QH], hold, ku, kg)))
                     and hk[r, 0] - 1 - si[r, DSTEP] >= LAZY_STEPS
                     and (routing != CENTRAL or n_rep >= CENTRAL_LAZY_REPLICAS
                          or (n_busy < n_rep and si[n_rep, LJ] < CENTRAL_WAITS)) and not risky):
                 # decode-only until its next finish unless a request reaches it: its event is that finish
-                f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv, cs)
+                f = go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kvu, cs, kg)
                 if pc:  # it may preempt neither before its event nor before its cache may be full (as below)
-                    hp[r] = max(f, end + ((kv - si[r, KV]) // si[r, RUN]) * dmin)
+                    hp[r] = max(f, end + ((kvu - si[r, KV]) // (si[r, RUN] * kg)) * dmin)
                     hmin = min(hmin, hp[r])
                 heap_push(ek, ev, np.int64(0), en, f, (r << 32) | si[r, GEN])
                 en += 1
@@ -385,12 +375,12 @@ def simulate(arr, pr, out, n_rep, max_batch, budget, kv, resv, paged, chunked, r
                     until = min(until, hmin)
                 if end < until:
                     end = decode_ahead(si, r, end, until, busy_s, hk, hv, fin, ctx0, togo, overhead, dc_tab, dc_x0,
-                                       dc_h, paged, kv, hold, cs)  # fmt: skip
+                                       dc_h, paged, kvu, hold, cs, ku, kg)  # fmt: skip
                     if end < 0:  # it ran out of work: idle
                         n_busy -= 1
                         continue
-            if pc:  # its cache grows by at most a token a running sequence a step, each at least dmin s long
-                hp[r] = end + ((kv - si[r, KV]) // si[r, RUN]) * dmin
+            if pc:  # its cache grows by at most kg units a running sequence a step, each at least dmin s long
+                hp[r] = end + ((kvu - si[r, KV]) // (si[r, RUN] * kg)) * dmin
                 hmin = min(hmin, hp[r])
             heap_push(ek, ev, np.int64(0), en, end, (r << 32) | si[r, GEN])
             en += 1

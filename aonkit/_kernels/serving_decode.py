@@ -16,7 +16,8 @@ from .serving_heap import heap_pop, heap_push, sift_down
 
 # columns of the int64 state per replica (WOKE: woken for a waiting request, its woken step not ended; CD, CN, CB:
 # the cell of decode steps kept for it, see serving_wake.py (its base context, a float, is kept in the cell array);
-# KV: the KV-cache tokens its running sequences reserve, prompt plus output each, or hold (serving_paged.py); PRE:
+# KV: the KV-cache tokens its running sequences reserve, prompt plus output each, or hold (serving_paged.py: in
+# units, ku a token); PRE:
 # its preemptions); row n_rep holds the central
 # queue's head, tail and length, in LAZY the number of lazy replicas, and in LJ how often the central queue's idle
 # replicas left requests waiting (serving.py)
@@ -80,11 +81,13 @@ def interp(tab, row, x0, h, x):
 
 
 @njit_leaf
-def end_decode_step(si, r, t, hk, hv, fin, pr, out, resv=0):
+def end_decode_step(si, r, t, hk, hv, fin, pr, out, resv=0, ku=1, kg=1):
     """End replica ``r``'s decode step at ``t``: its decode-step count advances, the sequences it completed finish.
 
     A finished sequence's KV-cache tokens are free again: its prompt and output, or its prompt and ``resv`` (the
-    tokens reserved for any request's output, when not 0).
+    tokens reserved for any request's output, when not 0). ``ku``, ``kg``: a paged cache's units a token and a
+    sequence's growth a decode step (:mod:`.serving_paged`; 1 and 1 otherwise): it held its prompt and a slot, and
+    ``kg`` for each of its ``out - 1`` decode steps.
     """
     d = si[r, DSTEP] + 1
     si[r, DSTEP] = d
@@ -96,16 +99,17 @@ def end_decode_step(si, r, t, hk, hv, fin, pr, out, resv=0):
         si[r, RUN] -= 1
         si[r, SP] -= pr[j]
         si[r, SJ] -= d - out[j] + 1
-        si[r, KV] -= pr[j] + (out[j] if resv == 0 else resv)
+        si[r, KV] -= (pr[j] + 1) * ku + (out[j] - 1) * kg if resv == 0 else pr[j] + resv
 
 
 @njit_leaf_inline
-def end_prompts(si, r, t, pbuf, ptk, rem, first, fin, hk, hv, ctx0, left, resv=0):
+def end_prompts(si, r, t, pbuf, ptk, rem, first, fin, hk, hv, ctx0, left, resv=0, ku=1):
     """End the prompts (or chunks: ``ptk``) of replica ``r``'s step ending at ``t``.
 
     A prompt completed gives its first token at ``t`` (a preempted request's came at its first prefill) and either
-    finishes (one token to produce; its KV-cache tokens freed as :func:`end_decode_step` frees them) or joins the
-    decoding heap; the prompts in progress stay in ``pbuf`` in their order. Inlined into the event loop.
+    finishes (one token to produce; its KV-cache tokens freed as :func:`end_decode_step` frees them, ``ku`` units
+    a token) or joins the decoding heap; the prompts in progress stay in ``pbuf`` in their order. Inlined into the
+    event loop.
     """
     keep = 0
     for k in range(si[r, PN]):
@@ -120,7 +124,7 @@ def end_prompts(si, r, t, pbuf, ptk, rem, first, fin, hk, hv, ctx0, left, resv=0
         if left[j] == 1:
             fin[j] = t
             si[r, RUN] -= 1
-            si[r, KV] -= ctx0[j] + (1 if resv == 0 else resv)
+            si[r, KV] -= (ctx0[j] + 1) * ku if resv == 0 else ctx0[j] + resv
         else:
             heap_push(hk, hv, r, si[r, HN], si[r, DSTEP] + left[j] - 1, j)
             si[r, HN] += 1
@@ -211,11 +215,12 @@ def decode_run(tab, b, x0, h, overhead, base, d, last, end, until, cs=1.0):
 
 
 @njit_leaf
-def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last=-1, grow=False, cs=1.0):
+def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last=-1, grow=False, cs=1.0, kg=1):
     """Run replica ``r``'s decode-only steps (:func:`decode_run`) up to its next finish or ``until``; their end.
 
     ``last``: the last decode-step count to reach, when before the next finish's. ``grow``: each step started holds
-    a KV-cache token more per sequence (paged). ``cs``: context tokens a sequence gains a step.
+    ``kg`` KV-cache units more per sequence (paged: a token, or the mean tokens an iteration). ``cs``: context tokens
+    a sequence gains a step.
     """
     b = si[r, HN]
     steps, end, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, base_context(si, r, b, cs), si[r, DSTEP],
@@ -224,14 +229,14 @@ def commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, las
     si[r, STEPS] += steps
     si[r, DTOK] += b * steps
     if grow:
-        si[r, KV] += b * steps
+        si[r, KV] += b * steps * kg
     busy_s[r] += busy
     return end
 
 
 @njit_leaf
 def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_tab, dc_x0, dc_h, paged=False,
-                 kv=0, resv=0, cs=1.0):
+                 kv=0, resv=0, cs=1.0, ku=1, kg=1):
     """Run replica ``r``'s decode-only steps while each ends before ``until`` (the next arrival).
 
     Called as a decode-only step starts (nothing waiting for ``r``, no prompt in progress): until an
@@ -241,16 +246,16 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
     finishes goes through :func:`end_decode_step`. Returns the end of the step in progress (for the event heap) or
     -1 when its last sequence finished and it went idle (``BUSY`` cleared).
 
-    ``paged`` (a KV cache of ``kv`` tokens, :mod:`.serving_paged`): each step started holds a token more for each
-    sequence, and the run stops before a step whose tokens would not fit (at a step at which a sequence finishes,
-    unless they fit beside the tokens held before the finish frees any): the event loop ends that step (and preempts
-    as the next starts).
+    ``paged`` (a KV cache of ``kv`` units, ``ku`` a token, :mod:`.serving_paged`): each step started holds ``kg``
+    units more for each sequence, and the run stops before a step whose units would not fit (at a step at which a
+    sequence finishes, unless they fit beside the units held before the finish frees any): the event loop ends that
+    step (and preempts as the next starts).
     """
     while end < until:
         d = si[r, DSTEP]
         last = hk[r, 0] - 1  # the last decode-step count before the next finish
         if paged:  # and the last before the cache is full: each step started holds a token more per sequence
-            last = min(last, d + (kv - si[r, KV]) // si[r, HN])
+            last = min(last, d + (kv - si[r, KV]) // (si[r, HN] * kg))
         if d < last:  # steps with no sequence finishing: the first few one by one, in a loop of locals
             d0 = d
             b = si[r, HN]
@@ -268,12 +273,12 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
             if end < until and d < last:  # the rest in closed form
                 end = commit_run(si, r, end, until, busy_s, hk, overhead, dc_tab, dc_x0, dc_h, last, False, cs)
             if paged:
-                si[r, KV] += b * (si[r, DSTEP] - d0)  # each step ended was followed by one started
+                si[r, KV] += b * (si[r, DSTEP] - d0) * kg  # each step ended was followed by one started
             continue
-        if paged and si[r, KV] + si[r, HN] > kv:  # the step starting at `end` may not fit: the event loop's
+        if paged and si[r, KV] + si[r, HN] * kg > kv:  # the step starting at `end` may not fit: the event loop's
             return end
         si[r, STEPS] += 1  # the step ending at `end`: a sequence finishes
-        end_decode_step(si, r, end, hk, hv, fin, pr, out, resv)
+        end_decode_step(si, r, end, hk, hv, fin, pr, out, resv, ku, kg)
         b = si[r, HN]
         if b == 0:
             si[r, BUSY] = 0
@@ -282,19 +287,19 @@ def decode_ahead(si, r, end, until, busy_s, hk, hv, fin, pr, out, overhead, dc_t
         dur = overhead + interp(dc_tab, b, dc_x0, dc_h, ctx)
         si[r, DTOK] += b
         if paged:  # (it fits: the finished sequences freed their tokens)
-            si[r, KV] += b
+            si[r, KV] += b * kg
         busy_s[r] += dur
         end = end + dur
     return end
 
 
 @njit_leaf
-def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged=False, kv=0, cs=1.0):
+def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged=False, kv=0, cs=1.0, kg=1):
     """Replica ``r``'s decode-only step in progress, ending at ``end``, makes it lazy: returns its next finish's time.
 
     Its steps up to that finish are taken when it comes (:func:`lazy_finish`: as computed here, kept in ``LJ`` and
     ``lbusy``) or run when a request it can take reaches it first (:func:`commit_run`, up to the step then in
-    progress). ``paged`` (a KV cache of ``kv`` tokens, which each step started fills by a token a sequence): or up
+    progress). ``paged`` (a KV cache of ``kv`` units, which each step started fills by ``kg`` a sequence): or up
     to the step after which the next would not fit, whichever comes first.
     """
     si[r, LAZY] = 1
@@ -303,7 +308,7 @@ def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged=Fa
     b = si[r, HN]
     last = hk[r, 0] - 1
     if paged:
-        last = min(last, si[r, DSTEP] + (kv - si[r, KV]) // b)
+        last = min(last, si[r, DSTEP] + (kv - si[r, KV]) // (b * kg))
     steps, f, busy = decode_run(dc_tab, b, dc_x0, dc_h, overhead, base_context(si, r, b, cs), si[r, DSTEP], last,
                                 end, np.inf, cs)  # fmt: skip
     si[r, LJ] = steps
@@ -312,21 +317,22 @@ def go_lazy(si, r, end, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged=Fa
 
 
 @njit_leaf_inline
-def admits(si, r, kv, paged, ctx0, left, j, resv=0):
+def admits(si, r, kv, paged, ctx0, left, j, resv=0, ku=1, kg=1):
     """Whether replica ``r``'s KV cache (``kv`` tokens) admits request ``j`` now.
 
     Reserving (not ``paged``): its prompt plus output (or plus ``resv``, the tokens reserved for any request's
-    output, when not 0) fit beside the running sequences' reservations. Paged (:mod:`.serving_paged`): its context
-    and next slot, and a token for each running sequence, fit beside what they hold.
+    output, when not 0) fit beside the running sequences' reservations. Paged (:mod:`.serving_paged`; ``kv`` in
+    units, ``ku`` a token): its context and next slot, and a step's growth (``kg``) for each running sequence, fit
+    beside what they hold.
     """
     if paged:
-        return si[r, KV] + ctx0[j] + 1 + si[r, RUN] <= kv
+        return si[r, KV] + (ctx0[j] + 1) * ku + si[r, RUN] * kg <= kv
     return si[r, KV] + ctx0[j] + (left[j] if resv == 0 else resv) <= kv
 
 
 @njit_leaf
 def lazy_finish(si, r, q, t, arrival, max_batch, kv, paged, busy_s, lend, lbusy, hk, hv, fin, pr, out, overhead,
-                dc_tab, dc_x0, dc_h, resv=0, cs=1.0):
+                dc_tab, dc_x0, dc_h, resv=0, cs=1.0, ku=1, kg=1):
     """Lazy replica ``r``'s next finish, at ``t``: its steps run, its step ending at ``t`` counted, sequences finished.
 
     When it can still take no request (none waiting in its queue ``q``, a full batch, or, with a queue of its own,
@@ -345,18 +351,19 @@ def lazy_finish(si, r, q, t, arrival, max_batch, kv, paged, busy_s, lend, lbusy,
     si[r, STEPS] += steps + 1  # and the step ending now
     si[r, DTOK] += si[r, HN] * steps
     if paged:
-        si[r, KV] += si[r, HN] * steps  # each step ended was followed by one started
+        si[r, KV] += si[r, HN] * steps * kg  # each step ended was followed by one started
     busy_s[r] += lbusy[r]
-    end_decode_step(si, r, t, hk, hv, fin, pr, out, resv)
+    end_decode_step(si, r, t, hk, hv, fin, pr, out, resv, ku, kg)
     b = si[r, HN]
-    if (b == 0 or arrival <= t or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS or (paged and (si[r, KV] + b > kv or q != r))
+    if (b == 0 or arrival <= t or hk[r, 0] - si[r, DSTEP] <= LAZY_STEPS
+            or (paged and (si[r, KV] + b * kg > kv or q != r))
             or (si[q, QL] > 0 and si[r, RUN] < max_batch and (q != r or admits(si, r, kv, paged, pr, out,
-                                                                                  si[q, QH], resv)))):
+                                                                                  si[q, QH], resv, ku, kg)))):
         si[r, LAZY] = 0
         return -1.0
     dur = overhead + interp(dc_tab, b, dc_x0, dc_h, step_context(si, r, b, cs))
     si[r, DTOK] += b
     if paged:
-        si[r, KV] += b
+        si[r, KV] += b * kg
     busy_s[r] += dur
-    return go_lazy(si, r, t + dur, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv, cs)
+    return go_lazy(si, r, t + dur, lend, lbusy, hk, overhead, dc_tab, dc_x0, dc_h, paged, kv, cs, kg)

@@ -53,22 +53,31 @@ from .serving_decode import (
 )
 from .serving_heap import heap_push
 
+CENTRAL_LAZY_REPLICAS = 16
+"""With one central queue and fewer replicas, a lazy replica is among the few woken for a waiting request too often
+to pay: they go lazy only as :data:`CENTRAL_WAITS` says. Measured in session 47 on the serving panel's workload:
+without that rule, the panel's sweep of rates took up to 28% longer with 8 replicas, and 7-21% shorter with 16."""
+CENTRAL_WAITS = 4096
+"""With one central queue and fewer than :data:`CENTRAL_LAZY_REPLICAS` replicas, replicas go lazy only while one is
+idle and requests are left waiting (lazy ones are then woken) at fewer than half (4096 of 8192, a moving average
+kept in the queue's row) of the instants that had some: at higher loads they would wake at nearly every arrival,
+which costs more than running ahead (measured in session 45)."""
 FEW = 4
 """Up to this many requests left waiting, the ``k``-th earliest step end is found by ``k`` passes over the replicas
 (no allocation, no sort); with more, every lazy replica with room is woken."""
 
 
 @njit_leaf
-def run_steps(si, r, n, a, g, lend, lbusy, busy_s, grow=False):
+def run_steps(si, r, n, a, g, lend, lbusy, busy_s, grow=False, kg=1):
     """Run lazy replica ``r``'s next ``n`` steps, lasting ``a + g*j`` (``j < n``) from ``lend[r]``; their end.
 
     Its finish (its event) is unchanged: the steps and busy time :func:`.serving_decode.go_lazy` kept for it
     (``LJ``, ``lbusy``) lose the ones run here, which :func:`.serving_decode.lazy_finish` then adds. ``grow``
-    (paged): each step ended was followed by one started, which holds a KV-cache token more a sequence.
+    (paged): each step ended was followed by one started, which holds ``kg`` KV-cache units more a sequence.
     """
     s = n * a + g * (n * (n - 1) * 0.5)
     if grow:
-        si[r, KV] += si[r, HN] * n
+        si[r, KV] += si[r, HN] * n * kg
     si[r, DSTEP] += n
     si[r, STEPS] += n
     si[r, DTOK] += si[r, HN] * n
@@ -80,7 +89,7 @@ def run_steps(si, r, n, a, g, lend, lbusy, busy_s, grow=False):
 
 
 @njit_leaf_inline
-def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h, grow, cs=1.0):
+def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h, grow, cs=1.0, kg=1):
     """The end of lazy replica ``r``'s step in progress at ``t``, found without running its steps to there.
 
     Woken or not, every lazy replica with room comes here at each arrival that leaves requests waiting, a few steps
@@ -93,7 +102,7 @@ def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, d
     :func:`.serving_decode.decode_run` bisects on. Only a cell that ends before ``t`` is run (:func:`run_steps`).
     Leaves in ``cell[r, 2]`` and ``cell[r, 3]`` the end found and the steps to it, for :func:`wake_earliest` to run
     if it wakes the replica; returns the end. Inlined into its caller (a call passed the structs of its eight
-    arrays). ``grow``: as for :func:`run_steps`; ``cs``: context tokens a sequence gains a step.
+    arrays). ``grow``, ``kg``: as for :func:`run_steps`; ``cs``: context tokens a sequence gains a step.
     """
     end = lend[r]
     while end < t:
@@ -122,7 +131,7 @@ def peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, d
         if e >= t:
             cell[r, 2], cell[r, 3] = e, n
             return e
-        end = run_steps(si, r, n, a, g, lend, lbusy, busy_s, grow)  # the whole cell ends before t
+        end = run_steps(si, r, n, a, g, lend, lbusy, busy_s, grow, kg)  # the whole cell ends before t
     cell[r, 2], cell[r, 3] = end, 0
     return end
 
@@ -149,23 +158,24 @@ def kth_end(ends, n, k):
 
 
 @njit_leaf_inline
-def sure(si, r, kv, big, paged):
+def sure(si, r, kv, big, paged, kg=1):
     """Whether replica ``r``'s KV cache (``kv`` tokens) has room for any request at its next step end.
 
-    Reserving: the longest request reserves ``big`` tokens. Paged: the longest context a request may bring is
-    ``big`` tokens; it needs them, a slot, and a token for each running sequence (:func:`.serving_decode.admits`),
-    beside what the batch holds once its next step (chunked prefill: decoding first) has grown it by a token a
-    sequence, and a lazy replica's cache may have grown up to its event (``LJ`` more steps).
+    Reserving: the longest request reserves ``big`` tokens. Paged (``kv`` and ``big`` in units): the longest
+    context a request may bring and its slot are ``big`` units; it needs them and a step's growth (``kg``) for each
+    running sequence (:func:`.serving_decode.admits`), beside what the batch holds once its next step (chunked
+    prefill: decoding first) has grown it by ``kg`` a sequence, and a lazy replica's cache may have grown up to its
+    event (``LJ`` more steps).
     """
     if paged:
         steps = si[r, LJ] + 1 if si[r, LAZY] == 1 else 1
-        return si[r, KV] + si[r, HN] * steps + big + 1 + si[r, RUN] <= kv
+        return si[r, KV] + (si[r, HN] * steps + si[r, RUN]) * kg + big <= kv
     return si[r, KV] + big <= kv
 
 
 @njit_leaf
 def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big, lend, lbusy, busy_s, hk, hv, fin,
-                  pr, out, cell, overhead, dc_tab, dc_x0, dc_h, ends, resv=0, paged=False, cs=1.0):
+                  pr, out, cell, overhead, dc_tab, dc_x0, dc_h, ends, resv=0, paged=False, cs=1.0, ku=1, kg=1):
     """``need`` requests are left waiting at arrival instant ``t``: wake the lazy replicas that may take them.
 
     Every lazy replica with room finds the end of its step in progress at ``t`` (:func:`peek_end`). With the ends of
@@ -176,7 +186,8 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big,
     ``t`` itself ends it now and joins the replicas whose steps end now (``cand[:nc]``, kept in replica order), as
     the event loop would have handled it before the instant's arrivals.
     ``ends`` is scratch space of one float per replica; ``resv``: the KV-cache tokens reserved for any request's
-    output, when not 0 (:func:`.serving_decode.end_decode_step`). Returns the new ``nc``, ``en`` and ``n_busy``.
+    output, when not 0 (:func:`.serving_decode.end_decode_step`); ``ku``, ``kg``: a paged cache's units
+    (:mod:`.serving_paged`). Returns the new ``nc``, ``en`` and ``n_busy``.
     """
     n_rep = si.shape[0] - 1
     nb = 0
@@ -184,13 +195,13 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big,
         if si[r, LAZY] == 1:
             si[r, WOKE] = 0
             if si[r, RUN] < max_batch:
-                e = peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h, paged, cs)
-                if sure(si, r, kv, big, paged):
+                e = peek_end(si, r, t, lend, lbusy, busy_s, hk, cell, overhead, dc_tab, dc_x0, dc_h, paged, cs, kg)
+                if sure(si, r, kv, big, paged, kg):
                     ends[nb] = e
                     nb += 1
         elif si[r, WOKE] == 1:
             if lend[r] > t:
-                if sure(si, r, kv, big, paged):
+                if sure(si, r, kv, big, paged, kg):
                     ends[nb] = lend[r]
                     nb += 1
             else:  # its woken step ended: it took a request then, or found none left
@@ -203,7 +214,7 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big,
         n = int(cell[r, 3])
         if n > 0:  # (with none its cell may never have been found: lend[r] reached t already)
             g = cell[r, 1]
-            e = run_steps(si, r, n, cell[r, 0] + g * (si[r, DSTEP] - si[r, CD]), g, lend, lbusy, busy_s, paged)
+            e = run_steps(si, r, n, cell[r, 0] + g * (si[r, DSTEP] - si[r, CD]), g, lend, lbusy, busy_s, paged, kg)
         si[r, LAZY] = 0
         si[-1, LAZY] -= 1
         si[r, GEN] += 1
@@ -213,7 +224,7 @@ def wake_earliest(si, t, need, nc, cand, en, ek, ev, n_busy, max_batch, kv, big,
             en += 1
             continue
         si[r, STEPS] += 1
-        end_decode_step(si, r, t, hk, hv, fin, pr, out, resv)
+        end_decode_step(si, r, t, hk, hv, fin, pr, out, resv, ku, kg)
         si[r, BUSY] = 0
         n_busy -= 1
         si[r, TOUCH] = 1

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .serving_inputs import ArrivalProcess, Lengths, StepTime, draw_lengths, reserved_output
-from .serving_spec import Speculation, speculative_steps
+from .serving_spec import Speculation, held_at_most, recomputed, speculative_steps
 from .serving_stats import METRICS, PERCENTILES, busy_fraction, latencies, serving_summary, summary_in_arrival_order
 from .serving_threads import busiest_first, sweep_threads, thread_pool
 
@@ -128,9 +128,10 @@ def simulate_serving(arrivals: ArrivalProcess | object, prompt_tokens: int | Len
         gives each sequence 1 to ``k + 1`` tokens (each request's iterations drawn after every other draw of the
         seed: the arrivals and lengths are those of the same call without it), and ``step_time``'s decode part
         should be an iteration's (:func:`~aonkit.model.serving_spec.speculative_step_time`). ``steps`` per replica
-        then counts iterations (``decode_tokens`` the tokens, of the requests it served). Needs ``kv_policy="reserve"``,
-        and ``max_new_tokens`` with a ``kv_tokens`` limit; with chunked prefill a decoding sequence takes ``k + 1``
-        of a step's ``token_budget``.
+        then counts iterations (``decode_tokens`` the tokens, of the requests it served; where requests were
+        preempted, its iterations times the run's mean tokens an iteration). A reserving cache with a ``kv_tokens``
+        limit needs ``max_new_tokens``; a paged one grows each sequence's cache by the run's mean tokens an
+        iteration a step. With chunked prefill a decoding sequence takes ``k + 1`` of a step's ``token_budget``.
     """
     run = prepare(arrivals, prompt_tokens, output_tokens, step_time=step_time, n_requests=n_requests,
                   replicas=replicas, max_batch=max_batch, token_budget=token_budget, kv_tokens=kv_tokens,
@@ -148,8 +149,9 @@ def run_result(run: Prepared, cached_prefix: int = 0) -> ServingResult:
     start, first, fin, rep, steps, busy, ptok, dtok, preempted, npre = _execute(run)
     arr, output = run.arrivals, run.output
     if run.steps is not None:  # speculative: the kernel counted a sequence's iterations; its tokens are these
-        served = rep >= 0
-        dtok = np.bincount(rep[served], weights=output[served] - 1, minlength=run.replicas).astype(np.int64)
+        served = rep >= 0  # (preempted, a request's tokens were decoded on several replicas or made by prefills)
+        dtok = (np.bincount(rep[served], weights=output[served] - 1, minlength=run.replicas).astype(np.int64)
+                if not npre.any() else np.rint(dtok * run.spec[0]).astype(np.int64))
     prompt = run.prompt + int(cached_prefix)  # whole prompts, the prefix included
     requests = request_table(arr, prompt, output, rep, start, first, fin, npre)
     per_replica = pd.DataFrame({
@@ -264,22 +266,23 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
     if kv < UNLIMITED and kv >= int(max_batch) * (int(need.max()) + 1):
         kv = UNLIMITED  # a cache that no batch can fill (the kernel then runs ahead and lazily): the same run
     paged = kv_policy == "paged" and kv < UNLIMITED
-    if paged and not chunked_prefill:
-        served = need <= kv
-        longest = int((prompt + output - 1)[served].max()) if served.any() else 0
-        if longest > budget:
-            raise ValueError(f"with kv_policy='paged' and no chunked prefill, token_budget={budget} must hold the "
-                             f"{longest} tokens a preempted request may compute again (its prompt and output less one)")
     if not 0 <= warmup < 1:
         raise ValueError(f"warmup must be in [0, 1), got {warmup!r}")
-    k = min(int(max_batch), n)
-    prefilled = prompt + output - 1 if paged else prompt  # (paged: a preempted request computes its tokens again)
-    max_tokens = min(budget, int(np.partition(prefilled, n - k)[n - k:].sum()))
-    max_context = min(int(np.partition(prompt + output - 1, n - k)[n - k:].sum()), kv)
     steps, spec = None, (1.0, 1)
     if speculative is not None:  # after every other draw: the arrivals and lengths are the plain run's
-        steps, spec = speculative_steps(speculative, output, rng, kv < UNLIMITED, resv, kv_policy, chunked_prefill,
+        steps, spec = speculative_steps(speculative, output, rng, kv < UNLIMITED, resv, paged, chunked_prefill,
                                         budget, int(max_batch))  # fmt: skip
+    # paged: a preempted request computes its prompt and the tokens it made again (the kernel's count of them)
+    prefilled = recomputed(prompt, output if steps is None else steps, spec) if paged else prompt
+    if paged and not chunked_prefill:
+        served = held_at_most(prompt, output if steps is None else steps, resv, kv, spec)
+        longest = int(prefilled[served].max()) if served.any() else 0
+        if longest > budget:
+            raise ValueError(f"with kv_policy='paged' and no chunked prefill, token_budget={budget} must hold the "
+                             f"{longest} tokens a preempted request may compute again (its prompt and the tokens it may have made)")
+    k = min(int(max_batch), n)
+    max_tokens = min(budget, int(np.partition(prefilled, n - k)[n - k:].sum()))
+    max_context = min(int(np.partition(prompt + output - 1, n - k)[n - k:].sum()), kv)
     tabs = step_time.with_prefix(cached).tables(max_tokens, int(max_batch), max_context, int(context_points))
     from .._kernels.serving import CENTRAL, JSQ, ROUND_ROBIN, UNLIMITED_KV
 

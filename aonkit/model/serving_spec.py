@@ -10,10 +10,15 @@ vary as a real engine's do; the simulation runs those iterations, and TPOT count
 
 What is approximated: a sequence's context grows by the run's mean tokens an iteration (``tokens_per_step``: all
 the requests' decode tokens over their iterations) rather than by its own draws, for the step times (the
-batch's summed context). What an iteration puts through a chunked step is ``k + 1`` tokens a sequence, which the
-token budget counts. :func:`speculative_memory` adds the draft's weights and KV cache to a replica's memory. Not
-modelled: a paged KV cache (``kv_policy="paged"`` is refused), and a KV-cache limit without ``max_new_tokens``
-(the reservation would need each request's tokens, not its iterations).
+batch's summed context) and, with a paged KV cache (session 55), for the cache it holds: the kernel counts the
+cache in units of a millionth of a token (:data:`KV_UNIT`), each iteration adds the mean tokens an iteration to
+each sequence's, and a preempted request computes again its prompt and the tokens it made by that count
+(:func:`recomputed`); a request whose prompt and iterations so counted exceed the cache is refused
+(:func:`held_at_most`). The lookahead slots an engine allocates for a check (``k`` a sequence) are not held.
+What an iteration puts through a chunked step is ``k + 1`` tokens a sequence, which the token budget counts.
+:func:`speculative_memory` adds the draft's weights and KV cache to a replica's memory. Refused: a reserving KV
+cache with a limit and no ``max_new_tokens`` (the reservation would need each request's tokens, not its
+iterations).
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ if TYPE_CHECKING:
     from .serving import Prepared
 
 CHUNK = 1 << 22
+KV_UNIT = 1 << 20
+"""A paged KV cache's units a token with speculative decoding: a sequence's cache grows by the run's mean tokens an
+iteration, ``round(cs * KV_UNIT)`` units (to a millionth of a token), so the kernel's cache stays in integers."""
 """The most uniforms drawn at a time for :func:`draw_iterations` (32 MiB): a million requests need about 10**8."""
 
 
@@ -97,17 +105,28 @@ def draw_iterations(spec: Speculation, output: np.ndarray, rng: np.random.Genera
 
 
 def speculative_steps(spec: Speculation, output: np.ndarray, rng: np.random.Generator, kv_limited: bool, resv: int,
-                      kv_policy: str, chunked: bool, budget: int, max_batch: int) -> tuple[np.ndarray, tuple]:
+                      paged: bool, chunked: bool, budget: int, max_batch: int) -> tuple[np.ndarray, tuple]:
     """What :func:`~aonkit.model.serving.prepare` gives the kernel with speculative decoding.
 
     Checks that the engine is one this models (module doc), then draws each request's iterations from ``rng``
     (after the arrivals and lengths: they are the plain run's). Returns the kernel's outputs (the first token and the
-    iterations) and its ``(cs, dq)``: the run's tokens per iteration and the ``k + 1`` tokens a decoding sequence
-    puts through a step.
+    iterations) and its ``(cs, dq, ku, kg)`` (:func:`kernel_spec`).
     """
-    check_engine(spec, kv_limited, resv, kv_policy == "paged", chunked, budget, max_batch)
+    check_engine(spec, kv_limited, resv, paged, chunked, budget, max_batch)
     iterations = draw_iterations(spec, output, rng)
-    return 1 + iterations, (tokens_per_step(output, iterations), int(spec.k) + 1)
+    return 1 + iterations, kernel_spec(spec, output, iterations, paged)
+
+
+def kernel_spec(spec: Speculation, output: np.ndarray, iterations: np.ndarray, paged: bool) -> tuple:
+    """The kernel's ``(cs, dq, ku, kg)`` for ``iterations`` (one per request) of ``output`` tokens.
+
+    ``cs``: the run's tokens an iteration (:func:`tokens_per_step`); ``dq``: the ``k + 1`` tokens a decoding
+    sequence puts through a step; with a paged cache, ``ku`` (:data:`KV_UNIT`) units a token and ``kg``, ``cs``
+    tokens in those units, what a sequence's cache grows by an iteration (1 and 1 otherwise).
+    """
+    cs = tokens_per_step(output, iterations)
+    ku = KV_UNIT if paged else 1
+    return cs, int(spec.k) + 1, ku, int(round(cs * ku)) if paged else 1
 
 
 def check_engine(spec: Speculation, kv_limited: bool, resv: int, paged: bool, chunked: bool, budget: int,
@@ -115,10 +134,9 @@ def check_engine(spec: Speculation, kv_limited: bool, resv: int, paged: bool, ch
     """Raise ValueError unless ``spec`` is a :class:`Speculation` on an engine this models (module doc)."""
     if not isinstance(spec, Speculation):
         raise ValueError(f"speculative must be a Speculation, got {spec!r}")
-    if paged:
-        raise ValueError("speculative decoding with kv_policy='paged' is not modelled: use 'reserve'")
-    if kv_limited and resv == 0:
-        raise ValueError("speculative decoding with a kv_tokens limit needs max_new_tokens (what the cache reserves)")
+    if kv_limited and resv == 0 and not paged:
+        raise ValueError("speculative decoding with a kv_tokens limit that reserves needs max_new_tokens (what the "
+                         "cache reserves), or kv_policy='paged'")
     dq = int(spec.k) + 1
     if chunked and budget < dq * max_batch:
         raise ValueError(f"with speculative decoding and chunked prefill token_budget ({budget}) must be >= "
@@ -136,7 +154,28 @@ def with_iterations(run: Prepared, spec: Speculation, iterations: np.ndarray) ->
     replicas, max_batch, budget, kv, resv, paged, chunked = run.kernel_args[:7]
     check_engine(spec, kv < UNLIMITED_KV, resv, paged, chunked, budget, max_batch)
     it = np.asarray(iterations, dtype=np.int64)
-    return run._replace(steps=1 + it, spec=(tokens_per_step(run.output, it), int(spec.k) + 1))
+    return run._replace(steps=1 + it, spec=kernel_spec(spec, run.output, it, paged))
+
+
+def recomputed(prompt: np.ndarray, outputs: np.ndarray, spec: tuple) -> np.ndarray:
+    """The most tokens each request's prefill may compute on a paged cache (after preemptions), as the kernel counts.
+
+    ``outputs``: the kernel's (tokens, or with speculative decoding 1 + iterations); ``spec``: its ``(cs, dq, ku,
+    kg)`` or ``(cs, dq)`` (plain). A preempted request computes its prompt and the tokens it made again: at most its
+    prompt and ``(outputs - 1) * kg / ku`` (rounded down; :func:`aonkit._kernels.serving_paged.longest`).
+    """
+    ku, kg = spec[2:4] if len(spec) > 2 else (1, 1)
+    return prompt + (np.asarray(outputs, dtype=np.int64) - 1) * kg // ku
+
+
+def held_at_most(prompt: np.ndarray, outputs: np.ndarray, resv: int, kv: int, spec: tuple) -> np.ndarray:
+    """Which requests a paged cache of ``kv`` tokens can hold to their end, as the kernel refuses the others.
+
+    :func:`aonkit._kernels.serving_paged.refused` for each (``outputs`` and ``spec`` as for :func:`recomputed`).
+    """
+    ku, kg = spec[2:4] if len(spec) > 2 else (1, 1)
+    fits = (prompt + 1) * ku + (np.asarray(outputs, dtype=np.int64) - 1) * kg <= kv * ku
+    return fits & (prompt + resv <= kv) if resv else fits
 
 
 def tokens_per_step(output: np.ndarray, iterations: np.ndarray) -> float:
