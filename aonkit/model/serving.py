@@ -279,7 +279,8 @@ def prepare(arrivals: ArrivalProcess | object, prompt_tokens: int | Lengths | ob
         longest = int(prefilled[served].max()) if served.any() else 0
         if longest > budget:
             raise ValueError(f"with kv_policy='paged' and no chunked prefill, token_budget={budget} must hold the "
-                             f"{longest} tokens a preempted request may compute again (its prompt and the tokens it may have made)")
+                             f"{longest} tokens a preempted request may compute again (its prompt and the tokens it "
+                             "may have made)")  # fmt: skip
     k = min(int(max_batch), n)
     max_tokens = min(budget, int(np.partition(prefilled, n - k)[n - k:].sum()))
     max_context = min(int(np.partition(prompt + output - 1, n - k)[n - k:].sum()), kv)

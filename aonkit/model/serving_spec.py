@@ -11,7 +11,7 @@ vary as a real engine's do; the simulation runs those iterations, and TPOT count
 What is approximated: a sequence's context grows by the run's mean tokens an iteration (``tokens_per_step``: all
 the requests' decode tokens over their iterations) rather than by its own draws, for the step times (the
 batch's summed context) and, with a paged KV cache (session 55), for the cache it holds: the kernel counts the
-cache in units of a millionth of a token (:data:`KV_UNIT`), each iteration adds the mean tokens an iteration to
+cache in units of 2**-20 of a token (:data:`KV_UNIT`), each iteration adds the mean tokens an iteration to
 each sequence's, and a preempted request computes again its prompt and the tokens it made by that count
 (:func:`recomputed`); a request whose prompt and iterations so counted exceed the cache is refused
 (:func:`held_at_most`). The lookahead slots an engine allocates for a check (``k`` a sequence) are not held.
@@ -38,10 +38,10 @@ if TYPE_CHECKING:
     from .serving import Prepared
 
 CHUNK = 1 << 22
+"""The most uniforms drawn at a time for :func:`draw_iterations` (32 MiB): a million requests need about 10**8."""
 KV_UNIT = 1 << 20
 """A paged KV cache's units a token with speculative decoding: a sequence's cache grows by the run's mean tokens an
-iteration, ``round(cs * KV_UNIT)`` units (to a millionth of a token), so the kernel's cache stays in integers."""
-"""The most uniforms drawn at a time for :func:`draw_iterations` (32 MiB): a million requests need about 10**8."""
+iteration, ``round(cs * KV_UNIT)`` units (to about a millionth of a token), so the kernel's cache stays in integers."""
 
 
 @dataclass(frozen=True)
