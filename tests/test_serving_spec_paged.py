@@ -19,7 +19,7 @@ from aonkit.model.serving_spec import KV_UNIT, Speculation, held_at_most, recomp
 from .test_serving import ENGINE, assert_same_run, workload
 from .test_serving_central import BATCHED, tied_load
 from .test_serving_paged import simpy_paged
-from .test_serving_speculative import ST
+from .test_serving_speculative import ST, exact_workload
 
 
 def _kernel(run, ahead: bool) -> tuple:
@@ -201,11 +201,7 @@ def test_a_paged_caches_mean_growth_matches_each_sequences_own_within_sampling_e
     # requests at their end: hundreds of preemptions near the knee), drafting 3 tokens accepted at 0.6, simulated by
     # the kernel (each sequence's cache grows by the run's mean tokens an iteration) and by an exact step-by-step
     # model (each by its own draws), three seeds each
-    rng = np.random.default_rng(7)
-    arr = np.cumsum(rng.exponential(1 / 8.0, 3000))
-    prompt, output = rng.integers(50, 800, 3000), rng.geometric(1 / 120, 3000).clip(1, 600)
-    st = StepTime(prefill_time_s=(0.02, 2e-5), decode_time_s=(0.012, 2e-4, 4e-7))
-    many = output > 1
+    arr, prompt, output, st, many = exact_workload(8.0)
     spec, kw = Speculation(3, 0.6), {"step_time": st, "max_batch": 32, "kv_tokens": 5000, "kv_policy": "paged",
                                       "token_budget": 1 << 20}  # fmt: skip
     sim, exact = [], []

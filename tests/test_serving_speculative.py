@@ -268,15 +268,21 @@ def _exact(arr, prompt, output, a: float, k: int, st: StepTime, max_batch: int, 
     return first, fin
 
 
+def exact_workload(rate: float) -> tuple:
+    """3,000 Poisson arrivals at ``rate``, prompts of 50-799 tokens, geometric outputs of mean 120 capped at 600,
+    step times growing with context; and which requests have more than one output token."""
+    rng = np.random.default_rng(7)
+    arr = np.cumsum(rng.exponential(1 / rate, 3000))
+    prompt, output = rng.integers(50, 800, 3000), rng.geometric(1 / 120, 3000).clip(1, 600)
+    st = StepTime(prefill_time_s=(0.02, 2e-5), decode_time_s=(0.012, 2e-4, 4e-7))
+    return arr, prompt, output, st, output > 1
+
+
 def test_the_runs_mean_context_growth_matches_each_sequences_own_within_sampling_error() -> None:
     # GIVEN 3,000 requests on one replica and step times that grow with the context, simulated by the kernel (the
     # context of every sequence grows by the run's mean tokens an iteration) and by an exact step-by-step model
     # (each sequence's context grows by its own draws), three seeds each
-    rng = np.random.default_rng(7)
-    arr = np.cumsum(rng.exponential(1 / 6.0, 3000))
-    prompt, output = rng.integers(50, 800, 3000), rng.geometric(1 / 120, 3000).clip(1, 600)
-    st = StepTime(prefill_time_s=(0.02, 2e-5), decode_time_s=(0.012, 2e-4, 4e-7))
-    many = output > 1
+    arr, prompt, output, st, many = exact_workload(6.0)
     for a, k in ((0.6, 3), (0.8, 5)):
         sim, exact = [], []
         for seed in range(3):
