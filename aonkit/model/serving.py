@@ -181,7 +181,8 @@ class Prepared(NamedTuple):
     computes, the shared prefix included unless cached); ``order`` sorts them by arrival;
     ``kernel_args`` are the rest of the kernel's arguments (replicas, engine, step-time tables). With speculative
     decoding ``steps`` holds what the kernel simulates instead of ``output`` (each request's first token and its
-    iterations, :mod:`aonkit.model.serving_spec`) and ``spec`` the kernel's ``(cs, dq)``.
+    iterations, :mod:`aonkit.model.serving_spec`) and ``spec`` the kernel's ``(cs, dq)`` (on a paged cache
+    ``(cs, dq, ku, kg)``).
     """
 
     arrivals: np.ndarray

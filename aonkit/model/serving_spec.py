@@ -110,7 +110,7 @@ def speculative_steps(spec: Speculation, output: np.ndarray, rng: np.random.Gene
 
     Checks that the engine is one this models (module doc), then draws each request's iterations from ``rng``
     (after the arrivals and lengths: they are the plain run's). Returns the kernel's outputs (the first token and the
-    iterations) and its ``(cs, dq, ku, kg)`` (:func:`kernel_spec`).
+    iterations) and its ``(cs, dq)`` or ``(cs, dq, ku, kg)`` (:func:`kernel_spec`).
     """
     check_engine(spec, kv_limited, resv, paged, chunked, budget, max_batch)
     iterations = draw_iterations(spec, output, rng)
@@ -118,15 +118,19 @@ def speculative_steps(spec: Speculation, output: np.ndarray, rng: np.random.Gene
 
 
 def kernel_spec(spec: Speculation, output: np.ndarray, iterations: np.ndarray, paged: bool) -> tuple:
-    """The kernel's ``(cs, dq, ku, kg)`` for ``iterations`` (one per request) of ``output`` tokens.
+    """The kernel's ``(cs, dq)``, or ``(cs, dq, ku, kg)`` with a paged cache, for ``iterations`` of ``output`` tokens.
 
     ``cs``: the run's tokens an iteration (:func:`tokens_per_step`); ``dq``: the ``k + 1`` tokens a decoding
     sequence puts through a step; with a paged cache, ``ku`` (:data:`KV_UNIT`) units a token and ``kg``, ``cs``
-    tokens in those units, what a sequence's cache grows by an iteration (1 and 1 otherwise).
+    tokens in those units, what a sequence's cache grows by an iteration. Without one the kernel's defaults (1 and
+    1) stay compile-time constants: plain runs and these share one compiled kernel, and a paged cache's unit
+    arithmetic costs them nothing (passed as values it made paged runs 10-18% slower). A speculative run on a paged
+    cache compiles its own (once; about 15 s on a 2-CPU machine).
     """
     cs = tokens_per_step(output, iterations)
-    ku = KV_UNIT if paged else 1
-    return cs, int(spec.k) + 1, ku, int(round(cs * ku)) if paged else 1
+    if not paged:
+        return cs, int(spec.k) + 1
+    return cs, int(spec.k) + 1, KV_UNIT, int(round(cs * KV_UNIT))
 
 
 def check_engine(spec: Speculation, kv_limited: bool, resv: int, paged: bool, chunked: bool, budget: int,
