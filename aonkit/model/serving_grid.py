@@ -129,7 +129,7 @@ class Kept:
     """Results kept by key for the last ``kept`` keys asked for (the one used least recently dropped first).
 
     ``ServingPanel`` and ``DisaggPanel`` keep their replica searches' answers so: a setting compared a moment ago
-    is answered without a simulation.
+    is answered without a simulation; :class:`~aonkit.model.serving_steps.ModelStepTimes` its step-time tables.
     """
 
     def __init__(self, kept: int = 8) -> None:
@@ -143,6 +143,14 @@ class Kept:
         """The value kept under ``key`` (now the latest used); KeyError when none is."""
         self._values.move_to_end(key)
         return self._values[key]
+
+    def get(self, key: object, make: Callable[[], object]) -> object:
+        """The value kept under ``key`` (now the latest used), or ``make()``'s, kept (unless it raises)."""
+        if key in self._values:
+            return self[key]
+        value = make()
+        self.put(key, value)
+        return value
 
     def put(self, key: object, value: object) -> None:
         """Keep ``value`` under ``key`` as the latest used, dropping the least recently used past ``kept``."""

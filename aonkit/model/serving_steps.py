@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 
 from .hardware import DeviceSpec
 from .llm import TransformerConfig, decode_time, inference_memory, kv_cache_bytes, prefill_time, weight_bytes
+from .serving_grid import Kept
 from .serving_inputs import StepTime
 
 
@@ -69,7 +69,7 @@ class ModelStepTimes:
 
     def __init__(self, kept: int = 8) -> None:
         self.kept = int(kept)
-        self._times: OrderedDict[tuple, StepTime] = OrderedDict()  # oldest first
+        self._times = Kept(self.kept)
 
     def __call__(self, config: TransformerConfig, device: DeviceSpec, tp: int = 1, dtype: str = "bf16") -> StepTime:
         """The step times of ``config`` on ``device`` with ``tp``-way tensor parallelism at ``dtype`` (kept or new)."""
@@ -78,14 +78,7 @@ class ModelStepTimes:
 
     def get(self, key: tuple, make: Callable[[], StepTime]) -> StepTime:
         """The step times kept under ``key``, or ``make()``'s, kept (other engines: a speculative one's)."""
-        times = self._times
-        if key in times:
-            times.move_to_end(key)
-        else:
-            times[key] = make()
-            while len(times) > self.kept:
-                times.popitem(last=False)
-        return times[key]
+        return self._times.get(key, make)
 
 
 def request_seconds(step: StepTime, prompt_tokens: float, output_tokens: float, batch: int = 16) -> float:
